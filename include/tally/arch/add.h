@@ -1,0 +1,48 @@
+/*
+ * tally/arch/add.h: the inline update path, tally__block_add(), behind
+ * tally_block_add().  Internal: include tally/block.h instead.
+ *
+ * A handle is the address of CPU 0's copy of the block's first slot; its
+ * two low bits hold the mode (copies are 8-byte aligned), so that a
+ * per-CPU add needs no lookup.  CPU c's copy of slot s is at
+ * (handle + 8 * s) + c * TALLY__STRIDE.
+ */
+#ifndef TALLY_ARCH_ADD_H
+#define TALLY_ARCH_ADD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The distance between two CPUs' copies of a slot: one page. */
+#define TALLY__STRIDE_SHIFT 12
+#define TALLY__STRIDE       (1u << TALLY__STRIDE_SHIFT)
+#define TALLY__MODE_MASK    ((uintptr_t)3)
+
+/*
+ * Read-mostly settings of the update path, written once when the library
+ * starts and alone on their cache line.  rseq_limit is the slab count when
+ * this process may use rseq, else 0, so that one unsigned compare of the
+ * CPU id sends both "no rseq" and "CPU beyond the slabs" to the fallback.
+ */
+struct tally__cfg {
+	long rseq_off;        /* glibc's __rseq_offset */
+	unsigned rseq_limit;  /* CPU ids below this take the rseq path */
+	unsigned nslabs;      /* per-CPU copies of every slot */
+} __attribute__((aligned(64)));
+extern struct tally__cfg tally__cfg;
+
+#if defined(__x86_64__) && defined(__linux__) && !defined(TALLY_NO_RSEQ_INLINE)
+#include "tally/arch/x86_64.h"
+#else
+#include "tally/arch/generic.h"
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TALLY_ARCH_ADD_H */

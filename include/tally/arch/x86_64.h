@@ -1,0 +1,85 @@
+/*
+ * tally/arch/x86_64.h: the per-CPU add as a restartable sequence.
+ * Internal: include tally/block.h instead.
+ *
+ * The sequence runs on the rseq area that glibc registered for the thread
+ * (at the thread pointer + __rseq_offset; tally never registers its own):
+ *
+ *   rseq_cs = &descriptor            (outside the critical section)
+ *   1: cpu = rseq->cpu_id            (start)
+ *      if (cpu >= rseq_limit) goto fallback
+ *      *(copy0 + cpu * STRIDE) += v  (one unlocked addq: the commit)
+ *   2:                               (end)
+ *
+ * If the thread is preempted, migrated or signalled between 1 and the
+ * commit, the kernel moves it to the abort label (4), which is preceded
+ * by glibc's x86 signature 0x53053053, and the add starts again.  No other
+ * thread can run on this CPU in between, so the unlocked add never races
+ * with another rseq add; fallback adds use other copies (see block_add.c).
+ * A CPU id of -1 or -2 (rseq not registered) compares above any limit.
+ */
+#ifndef TALLY_ARCH_X86_64_H
+#define TALLY_ARCH_X86_64_H
+
+/*
+ * tally__rseq_add: add @v to this CPU's copy of the slot whose CPU 0 copy
+ * is @copy0.  Returns 0, or -1 when the caller must take the fallback
+ * (rseq unusable in this process, or a CPU id beyond the slab count).
+ */
+static inline __attribute__((always_inline)) int
+tally__rseq_add(int64_t *copy0, int64_t v)
+{
+	for (;;) {
+		__asm__ __volatile__ goto(
+			".pushsection __rseq_cs, \"aw\"\n\t"
+			".balign 32\n\t"
+			"3:\n\t"
+			".long 0x0, 0x0\n\t"
+			".quad 1f, (2f - 1f), 4f\n\t"
+			".popsection\n\t"
+			".pushsection __rseq_cs_ptr_array, \"aw\"\n\t"
+			".quad 3b\n\t"
+			".popsection\n\t"
+			"leaq 3b(%%rip), %%rax\n\t"
+			"movq %%rax, %%fs:8(%[off])\n\t"
+			"1:\n\t"
+			"movl %%fs:4(%[off]), %%eax\n\t"
+			"cmpl %[limit], %%eax\n\t"
+			"jae %l[fallback]\n\t"
+			"shlq %[shift], %%rax\n\t"
+			"addq %[v], (%[p], %%rax)\n\t"
+			"2:\n\t"
+			".pushsection __rseq_failure, \"ax\"\n\t"
+			".byte 0x0f, 0xb9, 0x3d\n\t"
+			".long 0x53053053\n\t"
+			"4:\n\t"
+			"jmp %l[abort]\n\t"
+			".popsection\n\t"
+			: /* asm goto has no outputs */
+			: [off] "r"(tally__cfg.rseq_off),
+			  [limit] "r"(tally__cfg.rseq_limit),
+			  [p] "r"(copy0), [v] "er"(v),
+			  [shift] "i"(TALLY__STRIDE_SHIFT)
+			: "memory", "cc", "rax"
+			: abort, fallback);
+		return 0;
+	abort:
+		continue;
+	}
+fallback:
+	return -1;
+}
+
+static inline __attribute__((always_inline)) void
+tally__block_add(struct tally_block *b, unsigned slot, int64_t v)
+{
+	uintptr_t h = (uintptr_t)b;
+
+	/* Per-CPU blocks carry tag 0: the handle is CPU 0's copy. */
+	if (__builtin_expect((h & TALLY__MODE_MASK) == 0, 1) &&
+	    __builtin_expect(tally__rseq_add((int64_t *)h + slot, v) == 0, 1))
+		return;
+	tally__block_add_slow(b, slot, v);
+}
+
+#endif /* TALLY_ARCH_X86_64_H */

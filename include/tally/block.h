@@ -1,0 +1,154 @@
+/*
+ * tally/block.h: blocks of per-CPU 64-bit slots: alloc, free, add, fetch,
+ * zero.
+ *
+ * A block is k signed 64-bit slots (1 <= k <= TALLY_BLOCK_MAX_SLOTS) taken
+ * from a zone.  Every mode is updated with the same call, tally_block_add():
+ *
+ *   TALLY_PERCPU    one copy per CPU; the add is one unlocked add on the
+ *                   local CPU's copy inside a restartable sequence (rseq).
+ *   TALLY_SHARED    one copy updated with an atomic add: the cheapest
+ *                   allocation and memory, for counters that are rarely hot.
+ *   TALLY_PERNODE   one copy per NUMA node, updated with atomic adds.
+ *   TALLY_ADAPTIVE  starts as one shared atomic copy and switches each slot
+ *                   to per-CPU copies once it sees contention (a failed
+ *                   compare-and-swap); no add is lost while it switches.
+ *
+ * Guarantees (see tally(3)):
+ *   - Adds are lossless, whatever the mode, from any thread, from signal
+ *     handlers and from processes that inherited the zone across fork().
+ *   - tally_block_add() never locks, allocates, sleeps or enters the kernel.
+ *   - A fetch is the sum of the copies, not a snapshot: adds that race with
+ *     it are either in the sum or not, never half in it.
+ *   - Zeroing is lossless: an add racing with tally_block_zero() is counted
+ *     either in the value it removed or in the value after it.
+ */
+#ifndef TALLY_BLOCK_H
+#define TALLY_BLOCK_H
+
+#include <stdint.h>
+
+#include "tally/zone.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An opaque handle to a block; NULL is never a valid block. */
+typedef struct tally_block tally_block;
+
+/* Modes, for tally_block_alloc(). */
+#define TALLY_PERCPU   0u
+#define TALLY_SHARED   1u
+#define TALLY_PERNODE  2u
+#define TALLY_ADAPTIVE 3u
+
+/* The largest block: one page of slots. */
+#define TALLY_BLOCK_MAX_SLOTS 512u
+
+/*
+ * tally_block_alloc: allocate a block of @nslots zeroed slots from @z (NULL:
+ * the default zone) in @mode.
+ *
+ * The common path takes no lock and makes no system call: each thread owns
+ * a chunk per mode and size class and hands blocks out of it.  Its cost does
+ * not depend on the number of CPUs.
+ * Return: the block, or NULL with errno set:
+ *   EINVAL  @nslots is 0 or above TALLY_BLOCK_MAX_SLOTS, or @mode unknown;
+ *   ENOSPC  the zone is full, or its file system has no room left for the
+ *           pages the zone already promised (see tally(3));
+ *   and the errors of tally_zone_default() when @z is NULL.
+ * This API is MT-safe and safe in a child after fork().  Not
+ * async-signal-safe.
+ */
+tally_block *tally_block_alloc(struct tally_zone *z, unsigned nslots,
+			       unsigned mode);
+
+/*
+ * tally_block_free: give @b back to @z (NULL: the default zone).
+ *
+ * Any thread (or a process that inherited the zone) may free a block.
+ * When every block of a chunk is free its pages go back to the system.
+ * Return: 0, or -EINVAL when @b is NULL, not a block of @z, or already
+ * free (a double free is detected, and changes nothing).
+ * This API is MT-safe and safe after fork().  Not async-signal-safe.
+ */
+int tally_block_free(struct tally_zone *z, tally_block *b);
+
+/*
+ * tally_block_fetch: the value of slot @slot of @b: the sum of its copies
+ * minus what tally_block_zero() removed.  Visits only the pages that exist;
+ * never creates memory.
+ * Return: 0 and *@value, or -EINVAL for a NULL or unknown block, or a slot
+ * out of range.
+ * This API is MT-safe.  Not async-signal-safe.
+ */
+int tally_block_fetch(const tally_block *b, unsigned slot, int64_t *value);
+
+/*
+ * tally_block_fetch_percpu: the raw per-CPU copies of slot @slot.
+ *
+ * @out receives @n values (n >= the zone's slab count, see
+ * tally_zone_usage()): out[c] is what was added on CPU c since the block
+ * was allocated (tally_block_zero() records a baseline and does not reset
+ * them).  For TALLY_PERNODE, out[n] is node n's copy; for TALLY_SHARED,
+ * out[0] holds the only copy; for TALLY_ADAPTIVE, the adds made before
+ * promotion are not attributed to a CPU and appear in no out[c].
+ * Return: the number of entries written, or -EINVAL (bad block or slot,
+ * NULL @out) or -ERANGE (@n too small).
+ * This API is MT-safe.
+ */
+int tally_block_fetch_percpu(const tally_block *b, unsigned slot,
+			     int64_t *out, unsigned n);
+
+/*
+ * tally_block_zero: reset slot @slot of @b to zero, losslessly.
+ *
+ * The value removed is stored in *@removed (when not NULL): every add is
+ * counted exactly once, in *@removed or in later fetches.  Implemented as
+ * a baseline subtracted at read time, so that zeroing never writes to
+ * another CPU's copy.
+ * Return: 0, or -EINVAL (bad block or slot).
+ * This API is MT-safe.
+ */
+int tally_block_zero(tally_block *b, unsigned slot, int64_t *removed);
+
+/*
+ * tally_block_mode: the mode @b was allocated in, or -EINVAL.
+ * tally_block_promoted: 1 when slot @slot of an adaptive block has switched
+ * to per-CPU copies, 0 when it has not (or the block is not adaptive),
+ * -EINVAL for a bad block or slot.  MT-safe.
+ */
+int tally_block_mode(const tally_block *b);
+int tally_block_promoted(const tally_block *b, unsigned slot);
+
+/*
+ * tally_rseq_active: 1 when this thread's adds use restartable sequences,
+ * 0 when they take the atomic fallback (no rseq registered by glibc, rseq
+ * disabled with GLIBC_TUNABLES=glibc.pthread.rseq=0, valgrind, a CPU
+ * beyond the slab count, another architecture, or $TALLY_NO_RSEQ=1).
+ * MT-safe, async-signal-safe.
+ */
+int tally_rseq_active(void);
+
+/*
+ * tally_block_add: add @v (signed) to slot @slot of @b.
+ *
+ * Never locks, allocates, sleeps or makes a system call.  @slot is not
+ * checked here: it must be below the block's size.
+ * This API is MT-safe, async-signal-safe, and safe after fork().
+ */
+void (tally_block_add)(tally_block *b, unsigned slot, int64_t v);
+
+/* Out-of-line part of the update path: every mode but rseq per-CPU. */
+void tally__block_add_slow(tally_block *b, unsigned slot, int64_t v);
+
+#include "tally/arch/add.h"
+
+#define tally_block_add(b, slot, v) tally__block_add((b), (slot), (v))
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TALLY_BLOCK_H */

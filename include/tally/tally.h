@@ -1,0 +1,10 @@
+/*
+ * tally/tally.h: everything of libtally's writer side in one include.
+ */
+#ifndef TALLY_TALLY_H
+#define TALLY_TALLY_H
+
+#include "tally/zone.h"
+#include "tally/block.h"
+
+#endif /* TALLY_TALLY_H */

@@ -1,0 +1,130 @@
+/*
+ * tally/zone.h: zones, the shared-memory regions that hold per-CPU slots.
+ *
+ * A zone is a sparse file in $TALLY_DIR (default /dev/shm/tally-<uid>) or an
+ * anonymous memory file.  Its slots are grouped in chunks; a chunk holds one
+ * page per CPU (and a few auxiliary pages), and CPU c's copy of a slot sits
+ * c pages after CPU 0's copy.  A page exists only once somebody wrote to it,
+ * so a counter costs 8 bytes for each CPU that actually updated it.
+ *
+ * Every process gets a default zone, created on first use and named after
+ * the process, without any set-up call.  The layout of the file is
+ * described in docs/FORMAT.md.
+ */
+#ifndef TALLY_ZONE_H
+#define TALLY_ZONE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tally_zone;
+
+/* Flags for struct tally_zone_opts. */
+#define TALLY_ZONE_ANON    0x1u /* no file in $TALLY_DIR: invisible to readers */
+#define TALLY_ZONE_PERSIST 0x2u /* keep the file when the last user exits */
+
+/*
+ * Options for tally_zone_create().  A zero-filled structure (or NULL) asks
+ * for the defaults.
+ *
+ * capacity: the number of 64-bit slots the zone can hand out; rounded up
+ *           to whole chunks of TALLY_CHUNK_SLOTS.  0 means the default,
+ *           $TALLY_ZONE_SLOTS or 4,194,304.  The zone does not grow: once
+ *           full, allocation fails with ENOSPC.
+ * flags:    TALLY_ZONE_ANON, TALLY_ZONE_PERSIST.
+ */
+struct tally_zone_opts {
+	size_t capacity;
+	unsigned flags;
+};
+
+/* Slots per chunk: one page of 8-byte slots. */
+#define TALLY_CHUNK_SLOTS 512u
+
+/*
+ * tally_zone_create: create a zone named @name.
+ *
+ * @name is 1 to 63 characters of [A-Za-z0-9_.-] and does not start with a
+ * dot.  The file is $TALLY_DIR/<name>.<pid>.tally, created 0600; the
+ * directory must be owned by the caller and not writable by others (the
+ * default directory is created 0700 when missing).
+ *
+ * Return: the zone, or NULL with errno set:
+ *   EINVAL   bad name, capacity or flags;
+ *   ENOENT   $TALLY_DIR does not exist (only the default directory is
+ *            created);
+ *   ENOTDIR  $TALLY_DIR is not a directory (or is a symbolic link);
+ *   EPERM    $TALLY_DIR is owned by another user or writable by others;
+ *   EEXIST   a zone of that name already exists for this process;
+ *   ENOSPC, ENOMEM, EMFILE ...  from the system calls that create the file.
+ * tally_errmsg() then says what was wrong in one sentence.
+ *
+ * This API is MT-safe.  Not async-signal-safe.
+ */
+struct tally_zone *tally_zone_create(const char *name,
+				     const struct tally_zone_opts *opts);
+
+/*
+ * tally_zone_destroy: unmap a zone and remove its file if this process is
+ * its last user (unless TALLY_ZONE_PERSIST or $TALLY_KEEP=1).
+ *
+ * No thread may use the zone or its blocks during or after the call.
+ * Return: 0, or -EINVAL for NULL or the default zone (which lives as long
+ * as the process).
+ * This API is MT-safe with respect to other zones.
+ */
+int tally_zone_destroy(struct tally_zone *z);
+
+/*
+ * tally_zone_default: the process's default zone, created on first call.
+ *
+ * Its name is the process name (from /proc/self/comm, with characters
+ * outside [A-Za-z0-9_.-] replaced by '_').  After fork() the child keeps
+ * using its parent's default zone.
+ * Return: the zone, or NULL with errno set as for tally_zone_create().
+ * This API is MT-safe.
+ */
+struct tally_zone *tally_zone_default(void);
+
+/* What a zone really uses, from tally_zone_usage(). */
+struct tally_zone_usage {
+	uint64_t resident_bytes; /* bytes of memory the file really holds */
+	uint64_t mapped_bytes;   /* the size of the mapping (virtual) */
+	uint64_t chunks_used;    /* chunks handed out to blocks */
+	uint64_t chunks_total;   /* the zone's capacity in chunks */
+	uint32_t nslabs;         /* per-CPU copies of each slot */
+	uint32_t nnodes;         /* NUMA nodes seen (or forced) */
+};
+
+/*
+ * tally_zone_usage: fill @u with the zone's real memory use.
+ *
+ * resident_bytes counts the file's allocated blocks (fstat st_blocks), so
+ * it is what the zone costs, not its virtual size.
+ * Return: 0, or -EINVAL for NULL arguments, or -errno from fstat.
+ * This API is MT-safe.
+ */
+int tally_zone_usage(struct tally_zone *z, struct tally_zone_usage *u);
+
+/*
+ * tally_zone_path: the zone's file name, or "" for an anonymous zone.
+ * The string lives as long as the zone.  MT-safe.
+ */
+const char *tally_zone_path(const struct tally_zone *z);
+
+/*
+ * tally_errmsg: a sentence describing the last error of a tally call made
+ * by this thread (or "" when none).  The string is thread-local and valid
+ * until the next failing call.  MT-safe.
+ */
+const char *tally_errmsg(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TALLY_ZONE_H */

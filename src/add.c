@@ -1,0 +1,96 @@
+/*
+ * add.c: the out-of-line part of the update path, and tally_block_add()
+ * as a real symbol (for FFI, dlsym and -O0 builds).
+ *
+ * The fallback of a per-CPU add is a relaxed atomic add on a *fallback*
+ * copy, never on an rseq copy: an rseq add is an unlocked read-modify-
+ * write that is only safe because nobody else writes that CPU's copy, and
+ * a locked add from another CPU would race with it and lose counts.  Each
+ * thread is given one of the nslabs fallback copies, round robin, so that
+ * up to nslabs threads without rseq never share a copy.
+ */
+#define _GNU_SOURCE
+#include <sched.h>
+
+#include "internal.h"
+
+#define WORDS_PER_PAGE (TALLY__PAGE / sizeof(int64_t))
+
+void (tally_block_add)(tally_block *b, unsigned slot, int64_t v)
+{
+	tally__block_add(b, slot, v);
+}
+
+static __thread unsigned fb_copy __attribute__((tls_model("initial-exec")));
+static _Atomic unsigned fb_next;
+
+static unsigned fallback_copy(void)
+{
+	unsigned c = fb_copy;
+
+	if (__builtin_expect(c == 0, 0)) {
+		c = atomic_fetch_add_explicit(&fb_next, 1,
+					      memory_order_relaxed) %
+			    tally__cfg.nslabs + 1;
+		fb_copy = c;
+	}
+	return c - 1;
+}
+
+static void percpu_add(int64_t *p, int64_t v)
+{
+	if (tally__rseq_add(p, v) == 0)
+		return;
+	__atomic_fetch_add(p + (size_t)(tally__cfg.nslabs + fallback_copy()) *
+				       WORDS_PER_PAGE,
+			   v, __ATOMIC_RELAXED);
+}
+
+static unsigned current_node(void)
+{
+	int cpu = sched_getcpu(); /* rseq or vDSO: no system call */
+
+	if (cpu < 0 || (unsigned)cpu >= tally__env.nslabs)
+		cpu = (int)fallback_copy();
+	return tally__env.cpu_node[cpu];
+}
+
+void tally__block_add_slow(tally_block *b, unsigned slot, int64_t v)
+{
+	uintptr_t h = (uintptr_t)b;
+	int64_t *p = (int64_t *)(h & ~(uintptr_t)3) + slot;
+
+	switch (h & 3) {
+	case TALLY_PERCPU:
+		percpu_add(p, v);
+		break;
+	case TALLY_SHARED:
+		__atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+		break;
+	case TALLY_PERNODE:
+		__atomic_fetch_add(p + (size_t)current_node() * WORDS_PER_PAGE,
+				   v, __ATOMIC_RELAXED);
+		break;
+	case TALLY_ADAPTIVE: {
+		int64_t *state = p - (TALLY__PG_COPY0 - TALLY__PG_ASTATE) *
+					     WORDS_PER_PAGE;
+		int64_t *shared = p - (TALLY__PG_COPY0 - TALLY__PG_ASHARED) *
+					      WORDS_PER_PAGE;
+		int64_t old;
+
+		/* One try at the shared copy; on contention the add goes to
+		 * the per-CPU copies instead, which readers sum as well, so
+		 * no add is lost at any point of the promotion. */
+		if (__atomic_load_n(state, __ATOMIC_RELAXED) < TALLY__PROMOTE_AFTER) {
+			old = __atomic_load_n(shared, __ATOMIC_RELAXED);
+			if (__atomic_compare_exchange_n(shared, &old, old + v, 0,
+							__ATOMIC_RELAXED,
+							__ATOMIC_RELAXED))
+				return;
+			__atomic_fetch_add(state, 1, __ATOMIC_RELAXED);
+		}
+		percpu_add(p, v);
+		break;
+	}
+	}
+}

@@ -1,0 +1,287 @@
+/*
+ * alloc.c: allocating and freeing blocks.
+ *
+ * Each thread keeps, per zone it uses, the chunk it currently allocates
+ * from for every mode and size class, and an owner token.  Allocation
+ * takes the first set bit of the chunk's "local" bitmap, which only the
+ * owner writes: no lock, no atomic read-modify-write, no system call, and
+ * nothing that depends on the number of CPUs.  A free by the owner sets a
+ * bit in its "dirty" bitmap, a free by anybody else an atomic or in the
+ * "remote" bitmap; the owner collects both (and zeroes the blocks) when
+ * its local bitmap runs out, and only then goes to the pool.
+ *
+ * A block is free when its bit is set in any of the three bitmaps, so a
+ * second free of the same block, or a handle that was never handed out,
+ * is found and refused (a free racing with another free of the same block
+ * in another thread may go unreported, but never hands a block out twice:
+ * the bitmaps only record "free", whatever the number of frees).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define RELAXED memory_order_relaxed
+#define TC_WAYS 4
+
+struct tc_ent {
+	uint64_t zid;            /* 0: unused */
+	struct tally_zone *z;
+	uint32_t token;
+	uint32_t cur[TALLY__NMODES][TALLY__NCLASS]; /* chunk index + 1 */
+};
+
+struct tcache {
+	struct tc_ent e[TC_WAYS];
+	unsigned victim;
+};
+
+static __thread struct tcache *tls_tc __attribute__((tls_model("initial-exec")));
+static pthread_key_t tc_key;
+static pthread_once_t tc_key_once = PTHREAD_ONCE_INIT;
+
+/* Give every chunk of the entry back to its zone's pool. */
+static void tc_release(struct tc_ent *e)
+{
+	for (unsigned m = 0; m < TALLY__NMODES; m++)
+		for (unsigned c = 0; c < TALLY__NCLASS; c++)
+			if (e->cur[m][c])
+				tally__chunk_release(e->z, e->cur[m][c] - 1);
+	memset(e, 0, sizeof(*e));
+}
+
+static void tc_thread_exit(void *arg)
+{
+	struct tcache *tc = arg;
+
+	for (unsigned i = 0; i < TC_WAYS; i++) {
+		struct tc_ent *e = &tc->e[i];
+
+		if (e->zid && tally__zone_alive(e->zid, e->z))
+			tc_release(e);
+	}
+	tls_tc = NULL;
+	free(tc);
+}
+
+static void tc_key_init(void)
+{
+	pthread_key_create(&tc_key, tc_thread_exit);
+}
+
+/*
+ * In the child after fork(): the chunks this thread owned belong to the
+ * parent's thread, which goes on using them.  Forget them (and the token)
+ * without releasing anything; the child takes chunks of its own.
+ */
+void tally__tcache_fork_child(void)
+{
+	if (tls_tc)
+		memset(tls_tc->e, 0, sizeof(tls_tc->e));
+}
+
+static struct tc_ent *tc_find(struct tally_zone *z)
+{
+	struct tcache *tc = tls_tc;
+
+	if (!tc)
+		return NULL;
+	for (unsigned i = 0; i < TC_WAYS; i++)
+		if (tc->e[i].zid == z->id && tc->e[i].z == z)
+			return &tc->e[i];
+	return NULL;
+}
+
+static struct tc_ent *tc_get(struct tally_zone *z)
+{
+	struct tc_ent *e = tc_find(z);
+	struct tcache *tc = tls_tc;
+	uint32_t token;
+
+	if (e)
+		return e;
+	if (!tc) {
+		tc = calloc(1, sizeof(*tc));
+		if (!tc)
+			return NULL;
+		pthread_once(&tc_key_once, tc_key_init);
+		pthread_setspecific(tc_key, tc);
+		tls_tc = tc;
+	}
+	for (unsigned i = 0; i < TC_WAYS && !e; i++)
+		if (!tc->e[i].zid)
+			e = &tc->e[i];
+	if (!e) {
+		e = &tc->e[tc->victim++ % TC_WAYS];
+		if (tally__zone_alive(e->zid, e->z))
+			tc_release(e);
+		memset(e, 0, sizeof(*e));
+	}
+	do
+		token = atomic_fetch_add(&z->hdr->next_token, 1) + 1;
+	while (token == 0);
+	e->zid = z->id;
+	e->z = z;
+	e->token = token;
+	return e;
+}
+
+static tally_block *make_handle(struct tally_zone *z, uint32_t chunk,
+				unsigned slot, unsigned mode)
+{
+	char *p = tally__chunk_base(z, chunk) +
+		  (size_t)TALLY__PG_COPY0 * TALLY__PAGE + (size_t)slot * 8;
+
+	return (tally_block *)((uintptr_t)p | mode);
+}
+
+/* Take a block from the entry's current chunk; NULL when it is empty. */
+static tally_block *take(struct tally_zone *z, uint32_t chunk, unsigned mode)
+{
+	struct tally__chunk *c = &z->meta[chunk];
+	unsigned words = (c->nblocks + 63u) / 64u;
+
+	for (unsigned w = 0; w < words; w++) {
+		uint64_t bits = atomic_load_explicit(&c->local[w], RELAXED);
+
+		if (bits) {
+			unsigned b = (unsigned)__builtin_ctzll(bits);
+
+			atomic_store_explicit(&c->local[w], bits & (bits - 1),
+					      RELAXED);
+			return make_handle(z, chunk, (w * 64 + b) * c->bsize,
+					   mode);
+		}
+	}
+	return NULL;
+}
+
+tally_block *tally_block_alloc(struct tally_zone *z, unsigned nslots,
+			       unsigned mode)
+{
+	struct tc_ent *e;
+	unsigned cls;
+
+	if (nslots == 0 || nslots > TALLY_BLOCK_MAX_SLOTS) {
+		tally__fail(EINVAL, "block of %u slots: expected 1 to %u",
+			    nslots, TALLY_BLOCK_MAX_SLOTS);
+		return NULL;
+	}
+	if (mode > TALLY_ADAPTIVE) {
+		tally__fail(EINVAL, "unknown block mode %u", mode);
+		return NULL;
+	}
+	if (!z && !(z = tally_zone_default()))
+		return NULL;
+	e = tc_get(z);
+	if (!e) {
+		tally__fail(ENOMEM, "out of memory for the thread cache");
+		return NULL;
+	}
+	cls = tally__class_of(nslots);
+	for (;;) {
+		uint32_t cur = e->cur[mode][cls], idx;
+		tally_block *b;
+		int rc;
+
+		if (cur) {
+			b = take(z, cur - 1, mode);
+			if (b)
+				return b;
+			tally__chunk_collect(z, cur - 1);
+			b = take(z, cur - 1, mode);
+			if (b)
+				return b;
+			/* Full: let other threads' frees refill it. */
+			e->cur[mode][cls] = 0;
+			tally__chunk_release(z, cur - 1);
+		}
+		rc = tally__chunk_acquire(z, mode, cls, e->token, &idx);
+		if (rc < 0)
+			return NULL;
+		e->cur[mode][cls] = idx + 1;
+	}
+}
+
+int tally__locate(struct tally_zone *z, const tally_block *b,
+		  struct tally__loc *loc)
+{
+	uintptr_t h = (uintptr_t)b;
+	const char *a = (const char *)(h & ~(uintptr_t)3);
+	struct tally__chunk *c;
+	size_t rel, in;
+	unsigned slot, mode = (unsigned)(h & 3), cmode, bsize, nblocks;
+
+	if (!b)
+		return tally__fail(EINVAL, "NULL block");
+	if (!z)
+		z = tally__zone_of(a);
+	if (!z || a < z->chunks ||
+	    a >= z->chunks + (size_t)z->nchunks * z->chunk_bytes)
+		return tally__fail(EINVAL, "%p is not a block of %s", (void *)b,
+				   z ? "this zone" : "any zone");
+	rel = (size_t)(a - z->chunks);
+	in = rel % z->chunk_bytes;
+	if (in < TALLY__PG_COPY0 * TALLY__PAGE ||
+	    in >= (TALLY__PG_COPY0 + 1) * TALLY__PAGE || in % 8)
+		return tally__fail(EINVAL, "%p is not a block handle",
+				   (void *)b);
+	slot = (unsigned)((in - TALLY__PG_COPY0 * TALLY__PAGE) / 8);
+	c = &z->meta[rel / z->chunk_bytes];
+	cmode = __atomic_load_n(&c->mode, __ATOMIC_ACQUIRE);
+	bsize = __atomic_load_n(&c->bsize, __ATOMIC_RELAXED);
+	nblocks = __atomic_load_n(&c->nblocks, __ATOMIC_RELAXED);
+	if (cmode == TALLY__CHUNK_FREE || cmode != mode || bsize == 0 ||
+	    slot % bsize || slot / bsize >= nblocks)
+		return tally__fail(EINVAL, "%p is not an allocated block",
+				   (void *)b);
+	loc->z = z;
+	loc->chunk = (uint32_t)(rel / z->chunk_bytes);
+	loc->slot0 = slot;
+	loc->mode = mode;
+	loc->ch = c;
+	return 0;
+}
+
+int tally_block_free(struct tally_zone *z, tally_block *b)
+{
+	struct tally__loc loc;
+	struct tally__chunk *c;
+	struct tc_ent *e;
+	unsigned bi, w;
+	uint64_t bit, old;
+	int rc;
+
+	if (!z && !(z = tally_zone_default()))
+		return -errno;
+	rc = tally__locate(z, b, &loc);
+	if (rc < 0)
+		return rc;
+	c = loc.ch;
+	bi = loc.slot0 / c->bsize;
+	w = bi / 64;
+	bit = 1ull << (bi % 64);
+	if ((atomic_load_explicit(&c->local[w], RELAXED) |
+	     atomic_load_explicit(&c->dirty[w], RELAXED) |
+	     atomic_load_explicit(&c->remote[w], RELAXED)) & bit)
+		return tally__fail(EINVAL, "%p is already free (double free)",
+				   (void *)b);
+	e = tc_find(z);
+	if (e && atomic_load_explicit(&c->owner, RELAXED) == e->token) {
+		atomic_store_explicit(
+			&c->dirty[w],
+			atomic_load_explicit(&c->dirty[w], RELAXED) | bit,
+			RELAXED);
+		return 0;
+	}
+	old = atomic_fetch_or(&c->remote[w], bit);
+	if (old & bit)
+		return tally__fail(EINVAL, "%p is already free (double free)",
+				   (void *)b);
+	if (atomic_load(&c->owner) == 0)
+		tally__chunk_remote_freed(z, loc.chunk);
+	return 0;
+}

@@ -1,0 +1,249 @@
+/*
+ * config.c: process-wide settings read once from the environment, the
+ * rseq set-up of the update path, size classes, and error messages.
+ *
+ * Environment (each value is checked; a bad one makes zone creation fail
+ * with EINVAL and a message naming the variable):
+ *   TALLY_DIR         directory of segment files
+ *   TALLY_NSLABS      per-CPU copies per slot, 1..4096 (default: the
+ *                     number of possible CPUs)
+ *   TALLY_NODES       force this many NUMA nodes (CPU c on node c % N)
+ *   TALLY_NO_RSEQ=1   never use rseq: every add takes the atomic fallback
+ *   TALLY_ZONE_SLOTS  default zone capacity in slots
+ *   TALLY_KEEP=1      keep segment files when their processes exit
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct tally__cfg tally__cfg = { 0, 0, 1 };
+struct tally__env tally__env;
+
+/* glibc >= 2.35 exports these; weak so that an older glibc still links. */
+extern const ptrdiff_t __rseq_offset __attribute__((weak));
+extern const unsigned int __rseq_size __attribute__((weak));
+
+static __thread char errbuf[256];
+
+int tally__fail(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(errbuf, sizeof(errbuf), fmt, ap);
+	va_end(ap);
+	errno = err;
+	return -err;
+}
+
+const char *tally_errmsg(void)
+{
+	return errbuf;
+}
+
+/* Parse an unsigned decimal in [lo, hi]; -1 when it is not one. */
+static long long parse_range(const char *s, long long lo, long long hi)
+{
+	char *end;
+	long long v;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end || v < lo || v > hi)
+		return -1;
+	return v;
+}
+
+static void env_error(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+static void env_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (tally__env.error[0])
+		return;
+	va_start(ap, fmt);
+	vsnprintf(tally__env.error, sizeof(tally__env.error), fmt, ap);
+	va_end(ap);
+}
+
+/* Fill cpu_node from /sys/devices/system/node/node<N>/cpulist. */
+static unsigned read_numa_map(unsigned nslabs)
+{
+	DIR *d = opendir("/sys/devices/system/node");
+	struct dirent *e;
+	unsigned nnodes = 1;
+
+	if (!d)
+		return 1;
+	while ((e = readdir(d))) {
+		char path[300], buf[4096], *p;
+		unsigned node;
+		FILE *f;
+
+		if (sscanf(e->d_name, "node%u", &node) != 1 || node >= 1024)
+			continue;
+		snprintf(path, sizeof(path),
+			 "/sys/devices/system/node/%s/cpulist", e->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		if (!fgets(buf, sizeof(buf), f))
+			buf[0] = 0;
+		fclose(f);
+		for (p = buf; *p && *p != '\n';) {
+			char *end;
+			unsigned long a = strtoul(p, &end, 10), b = a;
+
+			if (end == p)
+				break;
+			if (*end == '-')
+				b = strtoul(end + 1, &end, 10);
+			for (unsigned long c = a; c <= b && c < nslabs; c++)
+				tally__env.cpu_node[c] = (uint16_t)node;
+			if (node + 1 > nnodes)
+				nnodes = node + 1;
+			p = *end == ',' ? end + 1 : end;
+		}
+	}
+	closedir(d);
+	return nnodes;
+}
+
+static void init_once(void)
+{
+	struct tally__env *e = &tally__env;
+	const char *s;
+	long long v;
+	int rseq_ok;
+
+	e->nslabs = (unsigned)get_nprocs_conf();
+	if (e->nslabs < 1)
+		e->nslabs = 1;
+	if (e->nslabs > TALLY__MAX_SLABS)
+		e->nslabs = TALLY__MAX_SLABS;
+	if ((s = getenv("TALLY_NSLABS"))) {
+		v = parse_range(s, 1, TALLY__MAX_SLABS);
+		if (v < 0)
+			env_error("TALLY_NSLABS=%.40s: expected a whole number "
+				  "from 1 to %u", s, TALLY__MAX_SLABS);
+		else
+			e->nslabs = (unsigned)v;
+	}
+
+	e->nnodes = read_numa_map(e->nslabs);
+	if ((s = getenv("TALLY_NODES"))) {
+		v = parse_range(s, 1, e->nslabs);
+		if (v < 0) {
+			env_error("TALLY_NODES=%.40s: expected a whole number "
+				  "from 1 to the slab count (%u)", s, e->nslabs);
+		} else {
+			e->nnodes = (unsigned)v;
+			for (unsigned c = 0; c < e->nslabs; c++)
+				e->cpu_node[c] = (uint16_t)(c % e->nnodes);
+		}
+	}
+	if (e->nnodes > e->nslabs) /* nodes without CPUs get no copy */
+		e->nnodes = e->nslabs;
+	for (unsigned c = 0; c < e->nslabs; c++)
+		if (e->cpu_node[c] >= e->nnodes)
+			e->cpu_node[c] = 0;
+
+	e->default_capacity = 4u << 20;
+	if ((s = getenv("TALLY_ZONE_SLOTS"))) {
+		v = parse_range(s, 1, 1ll << 32);
+		if (v < 0)
+			env_error("TALLY_ZONE_SLOTS=%.40s: expected a whole "
+				  "number from 1 to 4294967296", s);
+		else
+			e->default_capacity = (size_t)v;
+	}
+
+	s = getenv("TALLY_KEEP");
+	e->keep = s && strcmp(s, "1") == 0;
+
+	if ((s = getenv("TALLY_DIR")) && *s) {
+		if (s[0] != '/' || strlen(s) >= sizeof(e->dir) - 80)
+			env_error("TALLY_DIR=%.60s: expected an absolute path "
+				  "shorter than %zu bytes", s,
+				  sizeof(e->dir) - 80);
+		else
+			snprintf(e->dir, sizeof(e->dir), "%s", s);
+	} else {
+		snprintf(e->dir, sizeof(e->dir), "/dev/shm/tally-%u",
+			 (unsigned)getuid());
+		e->dir_is_default = 1;
+	}
+
+	s = getenv("TALLY_NO_RSEQ");
+	rseq_ok = &__rseq_size && &__rseq_offset && __rseq_size >= 20 &&
+		  !(s && strcmp(s, "0") != 0 && *s);
+	tally__cfg.nslabs = e->nslabs;
+	tally__cfg.rseq_off = rseq_ok ? (long)__rseq_offset : 0;
+	__atomic_store_n(&tally__cfg.rseq_limit, rseq_ok ? e->nslabs : 0,
+			 __ATOMIC_RELEASE);
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+void tally__init(void)
+{
+	pthread_once(&once, init_once);
+}
+
+__attribute__((constructor)) static void tally__ctor(void)
+{
+	tally__init();
+}
+
+/*
+ * Size classes: a chunk holds blocks of one size; a request is rounded up
+ * to the next class, so at most a quarter of a block is slack above 16.
+ */
+const uint16_t tally__class_size[TALLY__NCLASS] = {
+	1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+	20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128,
+	160, 192, 224, 256, 320, 384, 448, 512,
+};
+
+unsigned tally__class_of(unsigned n)
+{
+	unsigned lo = 0, hi = TALLY__NCLASS - 1;
+
+	while (lo < hi) {
+		unsigned mid = (lo + hi) / 2;
+
+		if (tally__class_size[mid] >= n)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+int tally_rseq_active(void)
+{
+#if defined(__x86_64__) && !defined(TALLY_NO_RSEQ_INLINE)
+	const volatile unsigned *cpu;
+
+	if (!tally__cfg.rseq_limit)
+		return 0;
+	cpu = (const volatile unsigned *)((char *)__builtin_thread_pointer() +
+					  tally__cfg.rseq_off + 4);
+	return *cpu < tally__cfg.rseq_limit;
+#else
+	return 0;
+#endif
+}

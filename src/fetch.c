@@ -1,0 +1,200 @@
+/*
+ * fetch.c: reading and zeroing slots in the writer's process.
+ *
+ * A slot's value is the sum of the copies its mode uses minus its
+ * baseline.  Only pages that exist are read (see resident.c), so fetching
+ * never creates memory.  Zeroing stores the current sum as the new
+ * baseline with a compare-and-swap: it writes no other CPU's copy, so it
+ * cannot race with the unlocked rseq adds, and every add lands either
+ * before the sum it stored (and is in the value removed) or after it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define WORDS_PER_PAGE (TALLY__PAGE / sizeof(int64_t))
+
+struct sum_arg {
+	const struct tally_zone *z;
+	const char *base;       /* chunk start */
+	uint64_t file_base;
+	unsigned slot;          /* slot index in the chunk */
+	unsigned mode;
+	int64_t raw;
+	int64_t *percpu;        /* NULL, or nslabs entries */
+	int have_baseline;
+	int64_t baseline;
+};
+
+static void sum_run(uint64_t off, uint64_t len, void *arg)
+{
+	struct sum_arg *a = arg;
+	unsigned nslabs = a->z->hdr->nslabs, nnodes = a->z->hdr->nnodes;
+	uint64_t first = (off - a->file_base) / TALLY__PAGE;
+	uint64_t n = len / TALLY__PAGE;
+
+	for (uint64_t pg = first; pg < first + n; pg++) {
+		const int64_t *w = (const int64_t *)(a->base + pg * TALLY__PAGE) +
+				   a->slot;
+		int64_t v;
+		long c = -1; /* the CPU (or node) the copy belongs to */
+
+		if (pg == TALLY__PG_BASELINE) {
+			a->have_baseline = 1;
+			a->baseline = __atomic_load_n(w, __ATOMIC_RELAXED);
+			continue;
+		}
+		if (pg == TALLY__PG_ASTATE)
+			continue;
+		if (pg == TALLY__PG_ASHARED) {
+			if (a->mode == TALLY_ADAPTIVE)
+				a->raw += __atomic_load_n(w, __ATOMIC_RELAXED);
+			continue;
+		}
+		c = (long)(pg - TALLY__PG_COPY0);
+		switch (a->mode) {
+		case TALLY_SHARED:
+			if (c != 0)
+				continue;
+			break;
+		case TALLY_PERNODE:
+			if (c >= (long)nnodes)
+				continue;
+			break;
+		default: /* rseq copies, then fallback copies */
+			if (c >= (long)nslabs)
+				c -= nslabs;
+		}
+		v = __atomic_load_n(w, __ATOMIC_RELAXED);
+		a->raw += v;
+		if (a->percpu)
+			a->percpu[c] += v;
+	}
+}
+
+static int sum_slot(const tally_block *b, unsigned slot, int64_t *percpu,
+		    struct sum_arg *a)
+{
+	struct tally__loc loc;
+	int rc = tally__locate(NULL, b, &loc);
+
+	if (rc < 0)
+		return rc;
+	if (slot >= loc.ch->bsize)
+		return tally__fail(EINVAL, "slot %u is beyond the block's %u "
+				   "slots", slot, (unsigned)loc.ch->bsize);
+	memset(a, 0, sizeof(*a));
+	a->z = loc.z;
+	a->base = tally__chunk_base(loc.z, loc.chunk);
+	a->file_base = loc.z->hdr->chunks_off +
+		       (uint64_t)loc.chunk * loc.z->chunk_bytes;
+	a->slot = loc.slot0 + slot;
+	a->mode = loc.mode;
+	a->percpu = percpu;
+	rc = tally__resident_runs(loc.z->fd, a->file_base, loc.z->chunk_bytes,
+				  sum_run, a);
+	if (rc < 0)
+		return tally__fail(-rc, "cannot find the pages of a chunk: %s",
+				   strerror(-rc));
+	return 0;
+}
+
+int tally_block_fetch(const tally_block *b, unsigned slot, int64_t *value)
+{
+	struct sum_arg a;
+	int rc;
+
+	if (!value)
+		return tally__fail(EINVAL, "tally_block_fetch: NULL value");
+	rc = sum_slot(b, slot, NULL, &a);
+	if (rc < 0)
+		return rc;
+	*value = a.raw - (a.have_baseline ? a.baseline : 0);
+	return 0;
+}
+
+int tally_block_fetch_percpu(const tally_block *b, unsigned slot,
+			     int64_t *out, unsigned n)
+{
+	struct sum_arg a;
+	unsigned nslabs = tally__cfg.nslabs;
+	int rc;
+
+	if (!out)
+		return tally__fail(EINVAL, "tally_block_fetch_percpu: NULL out");
+	if (n < nslabs)
+		return tally__fail(ERANGE, "per-CPU output of %u entries, the "
+				   "zone has %u slabs", n, nslabs);
+	memset(out, 0, (size_t)nslabs * sizeof(*out));
+	rc = sum_slot(b, slot, out, &a);
+	return rc < 0 ? rc : (int)nslabs;
+}
+
+int tally_block_zero(tally_block *b, unsigned slot, int64_t *removed)
+{
+	struct tally__loc loc;
+	struct sum_arg a;
+	int64_t *base, old;
+	int rc;
+
+	rc = tally__locate(NULL, b, &loc);
+	if (rc < 0)
+		return rc;
+	if (slot >= loc.ch->bsize)
+		return tally__fail(EINVAL, "slot %u is beyond the block's %u "
+				   "slots", slot, (unsigned)loc.ch->bsize);
+	base = (int64_t *)(tally__chunk_base(loc.z, loc.chunk) +
+			   TALLY__PG_BASELINE * TALLY__PAGE) +
+	       loc.slot0 + slot;
+	/* The baseline page is written below anyway: reading it first is
+	 * no extra memory. */
+	old = __atomic_load_n(base, __ATOMIC_RELAXED);
+	for (;;) {
+		rc = sum_slot(b, slot, NULL, &a);
+		if (rc < 0)
+			return rc;
+		if (__atomic_compare_exchange_n(base, &old, a.raw, 0,
+						__ATOMIC_SEQ_CST,
+						__ATOMIC_RELAXED))
+			break;
+	}
+	if (removed)
+		*removed = a.raw - old;
+	return 0;
+}
+
+int tally_block_mode(const tally_block *b)
+{
+	struct tally__loc loc;
+	int rc = tally__locate(NULL, b, &loc);
+
+	return rc < 0 ? rc : (int)loc.mode;
+}
+
+int tally_block_promoted(const tally_block *b, unsigned slot)
+{
+	struct tally__loc loc;
+	off_t off, d;
+	int rc = tally__locate(NULL, b, &loc);
+
+	if (rc < 0)
+		return rc;
+	if (slot >= loc.ch->bsize)
+		return tally__fail(EINVAL, "slot %u is beyond the block's %u "
+				   "slots", slot, (unsigned)loc.ch->bsize);
+	if (loc.mode != TALLY_ADAPTIVE)
+		return 0;
+	off = (off_t)(loc.z->hdr->chunks_off +
+		      (uint64_t)loc.chunk * loc.z->chunk_bytes +
+		      TALLY__PG_ASTATE * TALLY__PAGE);
+	d = lseek(loc.z->fd, off, SEEK_DATA);
+	if (d != off) /* the state page does not exist: never contended */
+		return 0;
+	return __atomic_load_n((int64_t *)(tally__chunk_base(loc.z, loc.chunk) +
+					   TALLY__PG_ASTATE * TALLY__PAGE) +
+				       loc.slot0 + slot,
+			       __ATOMIC_RELAXED) >= TALLY__PROMOTE_AFTER;
+}

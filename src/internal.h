@@ -1,0 +1,94 @@
+/*
+ * internal.h: what libtally's source files share.  Not installed.
+ */
+#ifndef TALLY_INTERNAL_H
+#define TALLY_INTERNAL_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "tally/block.h"
+#include "tally/zone.h"
+
+/* A zone as this process sees it.  Read-only after creation. */
+struct tally_zone {
+	uint64_t id;             /* unique in this process, never reused */
+	struct tally__hdr *hdr;  /* the mapping starts with the header */
+	size_t map_size;
+	int fd;
+	struct tally__chunk *meta;
+	char *chunks;            /* chunk 0 */
+	size_t chunk_bytes;
+	uint32_t nchunks;
+	unsigned flags;          /* TALLY_ZONE_* */
+	int is_default;
+	char path[PATH_MAX];     /* "" for an anonymous zone */
+};
+
+/* Process-wide settings, from the environment (config.c). */
+struct tally__env {
+	unsigned nslabs;
+	unsigned nnodes;
+	uint16_t cpu_node[TALLY__MAX_SLABS];
+	size_t default_capacity;
+	int keep;                /* $TALLY_KEEP=1 */
+	char dir[PATH_MAX];      /* $TALLY_DIR or the default */
+	int dir_is_default;
+	char error[256];         /* a bad variable, reported on zone creation */
+};
+extern struct tally__env tally__env;
+
+void tally__init(void);
+
+/* Errors: set errno and this thread's message; return -errno or NULL. */
+int tally__fail(int err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Size classes. */
+extern const uint16_t tally__class_size[TALLY__NCLASS];
+unsigned tally__class_of(unsigned nslots);
+
+/* The registry of this process's zones (zone.c). */
+struct tally_zone *tally__zone_of(const void *addr);
+int tally__zone_alive(uint64_t id, struct tally_zone *z);
+
+/* Chunk pool (pool.c); all but the last two take the pool lock. */
+int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
+			 uint32_t token, uint32_t *idx);
+void tally__chunk_release(struct tally_zone *z, uint32_t idx);
+void tally__chunk_remote_freed(struct tally_zone *z, uint32_t idx);
+void tally__chunk_collect(struct tally_zone *z, uint32_t idx);
+void tally__pool_lock(struct tally_zone *z);
+void tally__pool_unlock(struct tally_zone *z);
+
+/* Thread caches (alloc.c). */
+void tally__tcache_fork_child(void);
+
+/* Page residency (resident.c): call fn for each run of pages of the range
+ * [off, off + len) that exist in the file; returns 0 or -errno. */
+typedef void (*tally__run_fn)(uint64_t off, uint64_t len, void *arg);
+int tally__resident_runs(int fd, uint64_t off, uint64_t len,
+			 tally__run_fn fn, void *arg);
+
+/* Locating a handle. */
+struct tally__loc {
+	struct tally_zone *z;
+	uint32_t chunk;          /* chunk index */
+	unsigned slot0;          /* first slot of the block in its chunk */
+	unsigned mode;
+	struct tally__chunk *ch;
+};
+int tally__locate(struct tally_zone *z, const tally_block *b,
+		  struct tally__loc *loc);
+
+static inline char *tally__chunk_base(const struct tally_zone *z, uint32_t i)
+{
+	return z->chunks + (size_t)i * z->chunk_bytes;
+}
+
+/* Process start time in clock ticks since boot, 0 if unknown. */
+uint64_t tally__proc_start(int pid);
+
+#endif /* TALLY_INTERNAL_H */

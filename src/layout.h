@@ -1,0 +1,138 @@
+/*
+ * layout.h: the segment file, region by region.  docs/FORMAT.md is the
+ * same description for readers written in other languages; change both
+ * together and bump TALLY__FMT_MAJOR (incompatible) or _MINOR (additions).
+ *
+ *   offset 0          struct tally__hdr, one page.
+ *   node_off          uint16_t cpu_node[nslabs]: the NUMA node of each CPU.
+ *   meta_off          struct tally__chunk[nchunks]: allocation state of each
+ *                     chunk (written by writers only; readers may ignore it).
+ *   desc_off          the series descriptor table (see metrics, FORMAT.md).
+ *   str_off           the string area of the descriptor table.
+ *   chunks_off        nchunks chunks of chunk_pages pages each.
+ *
+ * A chunk holds 512 slots.  Its pages, in order:
+ *
+ *   page 0                 baseline: what tally_block_zero() removed
+ *   page 1                 adaptive blocks: the shared (pre-promotion) copy
+ *   page 2                 adaptive blocks: contention count per slot
+ *   page 3 + c             rseq copy of CPU c        (c < nslabs)
+ *   page 3 + nslabs + f    fallback copy f           (f < nslabs)
+ *
+ * A TALLY_SHARED block uses only page 3 (its one atomic copy) and a
+ * TALLY_PERNODE block pages 3 .. 3 + nnodes - 1.  Slot s of a chunk is the
+ * 8 bytes at s * 8 of each page.  A block's handle is the address of its
+ * first slot in page 3, tagged with its mode in the two low bits.
+ *
+ * The value of a slot is
+ *     sum of the copies the mode uses  -  baseline
+ * where a page that does not exist in the file (a hole) counts as zeros.
+ * Pages exist only once written, so readers must find them with
+ * lseek(SEEK_DATA/SEEK_HOLE) (or read with pread, which never allocates)
+ * instead of touching holes through a mapping, which would allocate them.
+ */
+#ifndef TALLY_LAYOUT_H
+#define TALLY_LAYOUT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define TALLY__MAGIC       "TALLYSEG"
+#define TALLY__FMT_MAJOR   1
+#define TALLY__FMT_MINOR   0
+#define TALLY__BYTE_ORDER  0x0102030405060708ull
+#define TALLY__PAGE        4096u
+#define TALLY__NAUX        3u
+#define TALLY__PG_BASELINE 0u
+#define TALLY__PG_ASHARED  1u
+#define TALLY__PG_ASTATE   2u
+#define TALLY__PG_COPY0    3u
+#define TALLY__MAX_SLABS   4096u
+#define TALLY__NCLASS      36u
+#define TALLY__NMODES      4u
+/* Failed compare-and-swaps after which an adaptive slot goes per-CPU. */
+#define TALLY__PROMOTE_AFTER 4
+
+/* Header flags. */
+#define TALLY__HDR_ANON    0x1u
+#define TALLY__HDR_PERSIST 0x2u
+
+/*
+ * The header, in the first page of the file.  The first 512 bytes are
+ * written once, before the file is given its final name, and never change;
+ * the live fields after them are updated by writers with atomic operations
+ * and lie on cache lines of their own.
+ */
+struct tally__hdr {
+	char magic[8];           /* "TALLYSEG" */
+	uint16_t major;          /* TALLY__FMT_MAJOR */
+	uint16_t minor;          /* TALLY__FMT_MINOR */
+	uint32_t header_size;    /* sizeof(struct tally__hdr) */
+	uint64_t byte_order;     /* TALLY__BYTE_ORDER, written natively */
+	uint32_t page_size;      /* TALLY__PAGE */
+	uint32_t stride;         /* bytes between two CPUs' copies: a page */
+	uint32_t nslabs;         /* per-CPU copies of every slot */
+	uint32_t nnodes;         /* NUMA nodes */
+	uint32_t naux;           /* auxiliary pages at the start of a chunk */
+	uint32_t chunk_pages;    /* naux + 2 * nslabs */
+	uint32_t chunk_slots;    /* 512 */
+	uint32_t flags;          /* TALLY__HDR_* */
+	uint64_t nchunks;        /* capacity in chunks */
+	uint64_t node_off, node_size;
+	uint64_t meta_off, meta_size;
+	uint64_t desc_off, desc_size;
+	uint64_t str_off, str_size;
+	uint64_t chunks_off, chunks_size;
+	uint64_t file_size;      /* chunks_off + chunks_size */
+	int32_t creator_pid;
+	uint32_t meta_rec_size;  /* sizeof(struct tally__chunk) */
+	uint64_t creator_start;  /* start time of the creator, in clock ticks
+				    since boot (/proc/<pid>/stat field 22) */
+	uint64_t created_ns;     /* CLOCK_REALTIME at creation */
+	char proc_name[16];      /* the creator's comm, NUL-terminated */
+	char zone_name[64];      /* NUL-terminated */
+	uint32_t desc_rec_size;  /* size of a descriptor record */
+	uint32_t desc_cap;       /* descriptor records in the table */
+	uint8_t reserved0[512 - 264];
+
+	/* Live fields. */
+	_Alignas(64) _Atomic uint64_t desc_gen; /* descriptor table changes */
+	_Alignas(64) _Atomic uint32_t nattached; /* processes using the zone */
+	_Atomic uint32_t next_token;             /* owner tokens handed out */
+	_Atomic uint64_t chunks_bumped;          /* chunks ever handed out */
+	_Atomic uint64_t chunks_inuse;           /* chunks holding blocks */
+	/* The pool: lists of chunks, changed under pool_lock only. */
+	_Alignas(64) pthread_mutex_t pool_lock;  /* robust, process-shared */
+	uint32_t empty_head;                     /* chunk index + 1, 0: none */
+	uint32_t partial_head[TALLY__NMODES][TALLY__NCLASS];
+};
+
+/*
+ * The allocation state of one chunk, four cache lines.  Line 0 is changed
+ * under the pool lock; lines 1 and 2 only by the thread that owns the
+ * chunk; line 3 by any thread (atomic or).  A block is free when its bit
+ * is set in local, dirty or remote; "dirty" and "remote" blocks still hold
+ * old values and are zeroed in batches before they are handed out again.
+ */
+struct tally__chunk {
+	_Alignas(64) _Atomic uint32_t owner; /* owner token, 0 when unowned */
+	uint8_t mode;            /* TALLY_* mode; TALLY__CHUNK_FREE if none */
+	uint8_t cls;             /* size class */
+	uint16_t bsize;          /* slots per block */
+	uint16_t nblocks;        /* blocks in the chunk */
+	uint8_t listed;          /* on its partial list */
+	uint8_t pad0;
+	uint32_t next, prev;     /* partial or empty list links (index + 1) */
+	_Alignas(64) _Atomic uint64_t local[8];  /* free and zeroed */
+	_Alignas(64) _Atomic uint64_t dirty[8];  /* freed by the owner */
+	_Alignas(64) _Atomic uint64_t remote[8]; /* freed by other threads */
+};
+
+#define TALLY__CHUNK_FREE 0xffu
+
+_Static_assert(sizeof(struct tally__chunk) == 256, "chunk meta is 4 lines");
+_Static_assert(__builtin_offsetof(struct tally__hdr, desc_gen) == 512,
+	       "live header fields start at 512");
+
+#endif /* TALLY_LAYOUT_H */

@@ -1,0 +1,316 @@
+/*
+ * pool.c: the zone's pool of chunks, shared by every thread and process
+ * that uses the zone.
+ *
+ * Threads allocate from chunks they own without any lock (alloc.c); the
+ * pool lock, a robust process-shared mutex in the header, is taken only
+ * to change a chunk's owner or list membership: once per chunk's worth of
+ * allocations, never on the update path.
+ *
+ * A chunk is in one of these states:
+ *   free      on the empty list (or never handed out): no pages, no owner;
+ *   owned     a thread allocates from it;
+ *   unowned   released by its owner with blocks still allocated; on its
+ *             size class's partial list while it has free blocks.
+ * When an unowned chunk's last block is freed, its pages are punched out
+ * of the file (the memory goes back to the system) and it becomes free.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include "internal.h"
+
+#define RELAXED __ATOMIC_RELAXED
+
+static struct tally__chunk *meta(struct tally_zone *z, uint32_t i)
+{
+	return &z->meta[i];
+}
+
+static uint64_t chunk_file_off(struct tally_zone *z, uint32_t i)
+{
+	return z->hdr->chunks_off + (uint64_t)i * z->chunk_bytes;
+}
+
+static void list_push(struct tally_zone *z, uint32_t *head, uint32_t i)
+{
+	struct tally__chunk *c = meta(z, i);
+
+	c->prev = 0;
+	c->next = *head;
+	if (*head)
+		meta(z, *head - 1)->prev = i + 1;
+	*head = i + 1;
+}
+
+static void list_remove(struct tally_zone *z, uint32_t *head, uint32_t i)
+{
+	struct tally__chunk *c = meta(z, i);
+
+	if (c->prev)
+		meta(z, c->prev - 1)->next = c->next;
+	else
+		*head = c->next;
+	if (c->next)
+		meta(z, c->next - 1)->prev = c->prev;
+	c->next = c->prev = 0;
+}
+
+static unsigned count_free(struct tally__chunk *c)
+{
+	unsigned n = 0;
+
+	for (int w = 0; w < 8; w++)
+		n += (unsigned)__builtin_popcountll(
+			atomic_load_explicit(&c->local[w], memory_order_relaxed) |
+			atomic_load_explicit(&c->dirty[w], memory_order_relaxed) |
+			atomic_load(&c->remote[w]));
+	return n;
+}
+
+/* Under the pool lock: file an unowned chunk where it belongs. */
+static void settle(struct tally_zone *z, uint32_t i)
+{
+	struct tally__chunk *c = meta(z, i);
+	uint32_t *head;
+	unsigned nfree;
+
+	if (atomic_load(&c->owner) != 0 || c->mode == TALLY__CHUNK_FREE)
+		return;
+	head = &z->hdr->partial_head[c->mode][c->cls];
+	nfree = count_free(c);
+	if (nfree == c->nblocks) {
+		if (c->listed)
+			list_remove(z, head, i);
+		/* Every block is free: give the pages back.  Holes read as
+		 * zeros, so the chunk comes back clean. */
+		fallocate(z->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			  (off_t)chunk_file_off(z, i), (off_t)z->chunk_bytes);
+		for (int w = 0; w < 8; w++) {
+			atomic_store_explicit(&c->local[w], 0, memory_order_relaxed);
+			atomic_store_explicit(&c->dirty[w], 0, memory_order_relaxed);
+			atomic_store(&c->remote[w], 0);
+		}
+		__atomic_store_n(&c->listed, 0, RELAXED);
+		__atomic_store_n(&c->mode, TALLY__CHUNK_FREE, RELAXED);
+		list_push(z, &z->hdr->empty_head, i);
+		atomic_fetch_sub(&z->hdr->chunks_inuse, 1);
+	} else if (nfree > 0 && !c->listed) {
+		list_push(z, head, i);
+		__atomic_store_n(&c->listed, 1, RELAXED);
+	}
+}
+
+/*
+ * The file system must be able to hold every page the zone has promised:
+ * each chunk in use may still grow to all of its pages, one per CPU that
+ * writes, and a page that cannot be allocated on first write would kill
+ * the writer with SIGBUS.  So a new chunk is handed out only while the
+ * free space covers the pages not yet allocated of all chunks in use.
+ * This cannot see other zones or files filling the same file system.
+ */
+static int room_for_chunk(struct tally_zone *z)
+{
+	struct statvfs sv;
+	struct stat st;
+	uint64_t promised, resident, avail;
+
+	if (fstatvfs(z->fd, &sv) < 0 || fstat(z->fd, &st) < 0)
+		return tally__fail(errno, "cannot check free space: %s",
+				   strerror(errno));
+	if (sv.f_blocks == 0) /* no limit (the internal memfd mount) */
+		return 0;
+	promised = (atomic_load(&z->hdr->chunks_inuse) + 1) *
+		   (uint64_t)z->chunk_bytes;
+	resident = (uint64_t)st.st_blocks * 512u;
+	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	if (promised > resident && promised - resident > avail)
+		return tally__fail(ENOSPC, "the file system of %s has %llu "
+				   "bytes free, less than the %llu bytes the "
+				   "zone's chunks may still need",
+				   z->path[0] ? z->path : "(memfd)",
+				   (unsigned long long)avail,
+				   (unsigned long long)(promised - resident));
+	return 0;
+}
+
+int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
+			 uint32_t token, uint32_t *idx)
+{
+	struct tally__hdr *h = z->hdr;
+	struct tally__chunk *c;
+	uint32_t i;
+	unsigned bsize, nblocks;
+	int rc;
+
+	tally__pool_lock(z);
+	if (h->partial_head[mode][cls]) {
+		i = h->partial_head[mode][cls] - 1;
+		list_remove(z, &h->partial_head[mode][cls], i);
+		c = meta(z, i);
+		__atomic_store_n(&c->listed, 0, RELAXED);
+		atomic_store(&c->owner, token);
+		tally__pool_unlock(z);
+		tally__chunk_collect(z, i);
+		*idx = i;
+		return 0;
+	}
+	rc = room_for_chunk(z);
+	if (rc < 0)
+		goto out;
+	if (h->empty_head) {
+		i = h->empty_head - 1;
+		list_remove(z, &h->empty_head, i);
+	} else if (atomic_load(&h->chunks_bumped) < z->nchunks) {
+		i = (uint32_t)atomic_fetch_add(&h->chunks_bumped, 1);
+	} else {
+		rc = tally__fail(ENOSPC, "zone \"%s\" is full (%u chunks of "
+				 "%u slots); create it with a larger "
+				 "capacity", h->zone_name, z->nchunks,
+				 TALLY_CHUNK_SLOTS);
+		goto out;
+	}
+	c = meta(z, i);
+	bsize = tally__class_size[cls];
+	nblocks = TALLY_CHUNK_SLOTS / bsize;
+	c->bsize = (uint16_t)bsize;
+	c->nblocks = (uint16_t)nblocks;
+	c->cls = (uint8_t)cls;
+	__atomic_store_n(&c->listed, 0, RELAXED);
+	for (unsigned w = 0; w < 8; w++) {
+		uint64_t bits = 0;
+
+		if (w * 64 < nblocks)
+			bits = nblocks - w * 64 >= 64 ?
+				       ~0ull : (1ull << (nblocks - w * 64)) - 1;
+		atomic_store_explicit(&c->local[w], bits, memory_order_relaxed);
+		atomic_store_explicit(&c->dirty[w], 0, memory_order_relaxed);
+		atomic_store(&c->remote[w], 0);
+	}
+	__atomic_store_n(&c->mode, (uint8_t)mode, RELAXED);
+	atomic_store(&c->owner, token);
+	atomic_fetch_add(&h->chunks_inuse, 1);
+	*idx = i;
+	rc = 0;
+out:
+	tally__pool_unlock(z);
+	return rc;
+}
+
+void tally__chunk_release(struct tally_zone *z, uint32_t i)
+{
+	struct tally__chunk *c = meta(z, i);
+
+	tally__pool_lock(z);
+	atomic_store(&c->owner, 0);
+	for (int w = 0; w < 8; w++) {
+		uint64_t d = atomic_load_explicit(&c->dirty[w],
+						  memory_order_relaxed);
+
+		if (d) {
+			atomic_fetch_or(&c->remote[w], d);
+			atomic_store_explicit(&c->dirty[w], 0,
+					      memory_order_relaxed);
+		}
+	}
+	settle(z, i);
+	tally__pool_unlock(z);
+}
+
+void tally__chunk_remote_freed(struct tally_zone *z, uint32_t i)
+{
+	struct tally__chunk *c = meta(z, i);
+
+	/* Nothing to do for a listed chunk that still has live blocks. */
+	if (__atomic_load_n(&c->listed, RELAXED) &&
+	    count_free(c) < __atomic_load_n(&c->nblocks, RELAXED))
+		return;
+	tally__pool_lock(z);
+	settle(z, i);
+	tally__pool_unlock(z);
+}
+
+struct zero_arg {
+	struct tally_zone *z;
+	char *base;
+	uint64_t file_base;
+	const uint64_t *bits;
+	unsigned bsize;
+};
+
+static void zero_run(uint64_t off, uint64_t len, void *arg)
+{
+	struct zero_arg *a = arg;
+	uint64_t first = (off - a->file_base) / TALLY__PAGE;
+	uint64_t n = len / TALLY__PAGE;
+
+	for (uint64_t pg = first; pg < first + n; pg++) {
+		int64_t *page = (int64_t *)(a->base + pg * TALLY__PAGE);
+
+		for (unsigned w = 0; w < 8; w++) {
+			uint64_t bits = a->bits[w];
+
+			while (bits) {
+				unsigned b = w * 64 + (unsigned)__builtin_ctzll(bits);
+				int64_t *s = page + (size_t)b * a->bsize;
+
+				bits &= bits - 1;
+				for (unsigned k = 0; k < a->bsize; k++)
+					__atomic_store_n(&s[k], 0, RELAXED);
+			}
+		}
+	}
+}
+
+/*
+ * Owner only: take the blocks freed since the last collection (by the
+ * owner itself or by others), zero them in the pages that exist, and make
+ * them allocatable.  One pass over the chunk's existing pages serves the
+ * whole batch, so its cost is shared by up to 512 frees and does not grow
+ * with the number of possible CPUs, only with those that wrote.
+ */
+void tally__chunk_collect(struct tally_zone *z, uint32_t i)
+{
+	struct tally__chunk *c = meta(z, i);
+	uint64_t bits[8];
+	int any = 0;
+
+	for (int w = 0; w < 8; w++) {
+		bits[w] = atomic_load_explicit(&c->dirty[w],
+					       memory_order_relaxed);
+		if (atomic_load_explicit(&c->remote[w], memory_order_relaxed))
+			bits[w] |= atomic_exchange(&c->remote[w], 0);
+		any |= bits[w] != 0;
+	}
+	if (!any)
+		return;
+	struct zero_arg a = {
+		.z = z,
+		.base = tally__chunk_base(z, i),
+		.file_base = chunk_file_off(z, i),
+		.bits = bits,
+		.bsize = c->bsize,
+	};
+	if (tally__resident_runs(z->fd, a.file_base, z->chunk_bytes, zero_run,
+				 &a) < 0) {
+		/* Could not zero them: keep them out of use as dirty. */
+		for (int w = 0; w < 8; w++)
+			atomic_store_explicit(&c->dirty[w], bits[w],
+					      memory_order_relaxed);
+		return;
+	}
+	for (int w = 0; w < 8; w++) {
+		if (!bits[w])
+			continue;
+		atomic_store_explicit(&c->dirty[w], 0, memory_order_relaxed);
+		atomic_store_explicit(
+			&c->local[w],
+			atomic_load_explicit(&c->local[w], memory_order_relaxed) |
+				bits[w],
+			memory_order_release);
+	}
+}

@@ -1,0 +1,547 @@
+/*
+ * zone.c: creating, publishing, sharing and removing zones.
+ *
+ * A zone's file is created under a temporary name, sized (sparse),
+ * mapped, given its header, and only then renamed to its final name, so
+ * that a reader never sees a half-written header.  The live-process count
+ * in the header decides when the file goes away: every process that uses
+ * the zone (its creator and children that inherited it) counts once, and
+ * the last one to exit normally removes the file.  After a crash the file
+ * stays for post-mortem reading.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define MAX_ZONES 64
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tally_zone *_Atomic reg[MAX_ZONES];
+static uint64_t next_id = 1;
+static struct tally_zone *default_zone;
+static int hooks_installed;
+
+static size_t round_page(size_t n)
+{
+	return (n + TALLY__PAGE - 1) & ~(size_t)(TALLY__PAGE - 1);
+}
+
+uint64_t tally__proc_start(int pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	/* The name (field 2) may hold spaces and parentheses: skip to the
+	 * last ')', then field 22 is the 20th field after it. */
+	p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	for (int field = 2; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (p)
+		sscanf(p + 1, "%llu", &start);
+	return start;
+}
+
+static int valid_name(const char *name)
+{
+	size_t n = 0;
+
+	if (!name || name[0] == '.' || name[0] == 0)
+		return 0;
+	for (const char *p = name; *p; p++, n++) {
+		char c = *p;
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+		      c == '-'))
+			return 0;
+	}
+	return n <= 63;
+}
+
+/* Check (and for the default, create) the segment directory. */
+static int check_dir(void)
+{
+	const char *dir = tally__env.dir;
+	struct stat st;
+
+	if (lstat(dir, &st) < 0) {
+		if (errno != ENOENT)
+			return tally__fail(errno, "cannot stat %s: %s", dir,
+					   strerror(errno));
+		if (!tally__env.dir_is_default)
+			return tally__fail(ENOENT, "TALLY_DIR %s does not exist:"
+					   " create it with mode 0700, or unset"
+					   " TALLY_DIR", dir);
+		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+			return tally__fail(errno, "cannot create %s: %s", dir,
+					   strerror(errno));
+		if (lstat(dir, &st) < 0)
+			return tally__fail(errno, "cannot stat %s: %s", dir,
+					   strerror(errno));
+	}
+	if (S_ISLNK(st.st_mode))
+		return tally__fail(ENOTDIR, "%s is a symbolic link; tally "
+				   "wants a real directory", dir);
+	if (!S_ISDIR(st.st_mode))
+		return tally__fail(ENOTDIR, "%s is not a directory", dir);
+	if (st.st_uid != geteuid())
+		return tally__fail(EPERM, "%s is owned by uid %u, not by this "
+				   "user (uid %u)", dir, (unsigned)st.st_uid,
+				   (unsigned)geteuid());
+	if (st.st_mode & 022)
+		return tally__fail(EPERM, "%s is writable by others (mode %o):"
+				   " run chmod 700 on it", dir,
+				   (unsigned)(st.st_mode & 07777));
+	return 0;
+}
+
+static void proc_name(char out[16])
+{
+	char buf[32] = "";
+	int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		n = 0;
+	buf[n] = 0;
+	buf[strcspn(buf, "\n")] = 0;
+	memset(out, 0, 16);
+	snprintf(out, 16, "%s", buf[0] ? buf : "process");
+}
+
+static void detach(struct tally_zone *z)
+{
+	unsigned left = atomic_fetch_sub(&z->hdr->nattached, 1) - 1;
+
+	if (left == 0 && z->path[0] && !(z->flags & TALLY_ZONE_PERSIST) &&
+	    !tally__env.keep)
+		unlink(z->path);
+}
+
+static void at_exit(void)
+{
+	pthread_mutex_lock(&reg_lock);
+	for (int i = 0; i < MAX_ZONES; i++)
+		if (reg[i])
+			detach(reg[i]);
+	pthread_mutex_unlock(&reg_lock);
+}
+
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&reg_lock);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&reg_lock);
+}
+
+static void fork_child(void)
+{
+	pthread_mutex_init(&reg_lock, NULL);
+	for (int i = 0; i < MAX_ZONES; i++)
+		if (reg[i])
+			atomic_fetch_add(&reg[i]->hdr->nattached, 1);
+	tally__tcache_fork_child();
+}
+
+static int init_pool_lock(struct tally__hdr *h)
+{
+	pthread_mutexattr_t a;
+	int rc;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	rc = pthread_mutex_init(&h->pool_lock, &a);
+	pthread_mutexattr_destroy(&a);
+	return rc;
+}
+
+void tally__pool_lock(struct tally_zone *z)
+{
+	/* A process that died holding the lock leaves the lists as they
+	 * were between two complete updates at worst: every update is a few
+	 * stores, so mark the mutex consistent and go on. */
+	if (pthread_mutex_lock(&z->hdr->pool_lock) == EOWNERDEAD)
+		pthread_mutex_consistent(&z->hdr->pool_lock);
+}
+
+void tally__pool_unlock(struct tally_zone *z)
+{
+	pthread_mutex_unlock(&z->hdr->pool_lock);
+}
+
+/* Publish a fully written temporary file under its final name. */
+static int publish(const char *tmp, const char *path)
+{
+	struct stat st;
+	char cur[PATH_MAX];
+
+	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EEXIST)
+		return -errno;
+	/* The name exists.  Ours (this pid, same start time) is a real
+	 * conflict; a leftover of a dead process with a recycled pid is
+	 * replaced. */
+	(void)cur;
+	if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		struct tally__hdr h;
+		int mine = 0;
+
+		if (fd >= 0) {
+			if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h))
+				mine = h.creator_pid == getpid() &&
+				       h.creator_start ==
+					       tally__proc_start(getpid());
+			close(fd);
+		}
+		if (mine)
+			return -EEXIST;
+	}
+	return rename(tmp, path) == 0 ? 0 : -errno;
+}
+
+struct tally_zone *tally_zone_create(const char *name,
+				     const struct tally_zone_opts *opts)
+{
+	struct tally_zone_opts o = { 0, 0 };
+	struct tally_zone *z = NULL;
+	struct tally__hdr *h;
+	char tmp[PATH_MAX + 16] = "";
+	size_t nchunks, node_size, meta_size, chunk_bytes, off, size;
+	unsigned nslabs;
+	void *map;
+	int fd = -1, rc, slot;
+
+	tally__init();
+	if (opts)
+		o = *opts;
+	if (tally__env.error[0]) {
+		tally__fail(EINVAL, "%s", tally__env.error);
+		return NULL;
+	}
+	if (!valid_name(name)) {
+		tally__fail(EINVAL, "zone name \"%.80s\": expected 1 to 63 "
+			    "characters of [A-Za-z0-9_.-], not starting with "
+			    "a dot", name ? name : "(null)");
+		return NULL;
+	}
+	if (o.flags & ~(TALLY_ZONE_ANON | TALLY_ZONE_PERSIST)) {
+		tally__fail(EINVAL, "unknown zone flags 0x%x", o.flags);
+		return NULL;
+	}
+	if (o.capacity == 0)
+		o.capacity = tally__env.default_capacity;
+	if (o.capacity > ((size_t)1 << 32)) {
+		tally__fail(EINVAL, "zone capacity %zu: at most 4294967296 "
+			    "slots", o.capacity);
+		return NULL;
+	}
+
+	nslabs = tally__env.nslabs;
+	nchunks = (o.capacity + TALLY_CHUNK_SLOTS - 1) / TALLY_CHUNK_SLOTS;
+	chunk_bytes = (size_t)(TALLY__NAUX + 2 * nslabs) * TALLY__PAGE;
+	node_size = round_page(nslabs * sizeof(uint16_t));
+	meta_size = round_page(nchunks * sizeof(struct tally__chunk));
+	off = TALLY__PAGE + node_size + meta_size;
+	if (nchunks > (((size_t)1 << 46) - off) / chunk_bytes) {
+		tally__fail(EINVAL, "zone capacity %zu with %u slabs needs "
+			    "more than 64 TiB of address space", o.capacity,
+			    nslabs);
+		return NULL;
+	}
+	size = off + nchunks * chunk_bytes;
+
+	if (!(o.flags & TALLY_ZONE_ANON)) {
+		if (check_dir() < 0)
+			return NULL;
+	}
+
+	z = calloc(1, sizeof(*z));
+	if (!z) {
+		tally__fail(ENOMEM, "out of memory");
+		return NULL;
+	}
+	pthread_mutex_lock(&reg_lock);
+	for (slot = 0; slot < MAX_ZONES && reg[slot]; slot++)
+		;
+	pthread_mutex_unlock(&reg_lock);
+	if (slot == MAX_ZONES) {
+		tally__fail(EMFILE, "this process has %d zones already",
+			    MAX_ZONES);
+		goto fail;
+	}
+
+	if (o.flags & TALLY_ZONE_ANON) {
+		char mname[80];
+
+		snprintf(mname, sizeof(mname), "tally-%s", name);
+		fd = memfd_create(mname, MFD_CLOEXEC);
+	} else {
+		if (snprintf(z->path, sizeof(z->path), "%.3900s/%s.%d.tally",
+			     tally__env.dir, name, (int)getpid()) < 0)
+			z->path[0] = 0;
+		snprintf(tmp, sizeof(tmp), "%s.tmp", z->path);
+		unlink(tmp); /* a leftover of a crash between create and
+				rename in a process with the same pid */
+		fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
+				       O_CLOEXEC, 0600);
+	}
+	if (fd < 0) {
+		tally__fail(errno, "cannot create the zone file %s: %s",
+			    tmp[0] ? tmp : "(memfd)", strerror(errno));
+		goto fail;
+	}
+	if (ftruncate(fd, (off_t)size) < 0) {
+		tally__fail(errno, "cannot size the zone file to %zu bytes: %s",
+			    size, strerror(errno));
+		goto fail;
+	}
+	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED) {
+		tally__fail(errno, "cannot map %zu bytes: %s", size,
+			    strerror(errno));
+		goto fail;
+	}
+	z->fd = fd;
+	z->hdr = h = map;
+	z->map_size = size;
+	z->nchunks = (uint32_t)nchunks;
+	z->chunk_bytes = chunk_bytes;
+	z->flags = o.flags;
+	z->meta = (struct tally__chunk *)((char *)map + TALLY__PAGE + node_size);
+	z->chunks = (char *)map + off;
+
+	memcpy(h->magic, TALLY__MAGIC, 8);
+	h->major = TALLY__FMT_MAJOR;
+	h->minor = TALLY__FMT_MINOR;
+	h->header_size = sizeof(*h);
+	h->byte_order = TALLY__BYTE_ORDER;
+	h->page_size = TALLY__PAGE;
+	h->stride = TALLY__STRIDE;
+	h->nslabs = nslabs;
+	h->nnodes = tally__env.nnodes;
+	h->naux = TALLY__NAUX;
+	h->chunk_pages = TALLY__NAUX + 2 * nslabs;
+	h->chunk_slots = TALLY_CHUNK_SLOTS;
+	h->flags = ((o.flags & TALLY_ZONE_ANON) ? TALLY__HDR_ANON : 0) |
+		   ((o.flags & TALLY_ZONE_PERSIST) ? TALLY__HDR_PERSIST : 0);
+	h->nchunks = nchunks;
+	h->node_off = TALLY__PAGE;
+	h->node_size = node_size;
+	h->meta_off = TALLY__PAGE + node_size;
+	h->meta_size = meta_size;
+	h->chunks_off = off;
+	h->chunks_size = nchunks * chunk_bytes;
+	h->file_size = size;
+	h->creator_pid = (int32_t)getpid();
+	h->meta_rec_size = sizeof(struct tally__chunk);
+	h->creator_start = tally__proc_start(getpid());
+	{
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		h->created_ns = (uint64_t)ts.tv_sec * 1000000000u +
+				(uint64_t)ts.tv_nsec;
+	}
+	proc_name(h->proc_name);
+	snprintf(h->zone_name, sizeof(h->zone_name), "%s", name);
+	memcpy((char *)map + TALLY__PAGE, tally__env.cpu_node,
+	       nslabs * sizeof(uint16_t));
+	atomic_store(&h->nattached, 1);
+	rc = init_pool_lock(h);
+	if (rc) {
+		tally__fail(rc, "cannot set up the pool lock: %s",
+			    strerror(rc));
+		goto fail_map;
+	}
+
+	if (tmp[0]) {
+		rc = publish(tmp, z->path);
+		if (rc < 0) {
+			tally__fail(-rc, rc == -EEXIST ?
+				    "zone \"%s\" already exists in this "
+				    "process" : "cannot publish zone \"%s\"",
+				    name);
+			unlink(tmp);
+			goto fail_map;
+		}
+	}
+
+	pthread_mutex_lock(&reg_lock);
+	if (!hooks_installed) {
+		hooks_installed = 1;
+		atexit(at_exit);
+		pthread_atfork(fork_prepare, fork_parent, fork_child);
+	}
+	for (slot = 0; slot < MAX_ZONES && reg[slot]; slot++)
+		;
+	if (slot == MAX_ZONES) {
+		pthread_mutex_unlock(&reg_lock);
+		tally__fail(EMFILE, "this process has %d zones already",
+			    MAX_ZONES);
+		if (z->path[0])
+			unlink(z->path);
+		goto fail_map;
+	}
+	z->id = next_id++;
+	atomic_store_explicit(&reg[slot], z, memory_order_release);
+	pthread_mutex_unlock(&reg_lock);
+	return z;
+
+fail_map:
+	munmap(map, size);
+fail:
+	if (fd >= 0) {
+		close(fd);
+		if (tmp[0])
+			unlink(tmp);
+	}
+	{
+		int err = errno;
+
+		free(z);
+		errno = err;
+	}
+	return NULL;
+}
+
+int tally_zone_destroy(struct tally_zone *z)
+{
+	int found = 0;
+
+	if (!z)
+		return tally__fail(EINVAL, "tally_zone_destroy(NULL)");
+	pthread_mutex_lock(&reg_lock);
+	if (z == default_zone) {
+		pthread_mutex_unlock(&reg_lock);
+		return tally__fail(EINVAL, "the default zone lives as long as "
+				   "the process");
+	}
+	for (int i = 0; i < MAX_ZONES; i++) {
+		if (reg[i] == z) {
+			atomic_store(&reg[i], NULL);
+			found = 1;
+		}
+	}
+	pthread_mutex_unlock(&reg_lock);
+	if (!found)
+		return tally__fail(EINVAL, "not a zone of this process");
+	detach(z);
+	munmap(z->hdr, z->map_size);
+	close(z->fd);
+	free(z);
+	return 0;
+}
+
+struct tally_zone *tally_zone_default(void)
+{
+	struct tally_zone *z;
+	char name[16], *p;
+
+	z = __atomic_load_n(&default_zone, __ATOMIC_ACQUIRE);
+	if (z)
+		return z;
+	/* Two threads may race to create it: serialise on a separate lock,
+	 * as tally_zone_create() itself takes reg_lock. */
+	static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
+
+	pthread_mutex_lock(&create_lock);
+	z = default_zone;
+	if (!z) {
+		proc_name(name);
+		for (p = name; *p; p++)
+			if (!((*p >= 'a' && *p <= 'z') ||
+			      (*p >= 'A' && *p <= 'Z') ||
+			      (*p >= '0' && *p <= '9') || *p == '-' ||
+			      *p == '_' || *p == '.'))
+				*p = '_';
+		if (name[0] == '.')
+			name[0] = '_';
+		z = tally_zone_create(name, NULL);
+		if (z) {
+			z->is_default = 1;
+			__atomic_store_n(&default_zone, z, __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_unlock(&create_lock);
+	return z;
+}
+
+int tally_zone_usage(struct tally_zone *z, struct tally_zone_usage *u)
+{
+	struct stat st;
+
+	if (!z || !u)
+		return tally__fail(EINVAL, "tally_zone_usage: NULL argument");
+	if (fstat(z->fd, &st) < 0)
+		return tally__fail(errno, "fstat: %s", strerror(errno));
+	u->resident_bytes = (uint64_t)st.st_blocks * 512u;
+	u->mapped_bytes = z->map_size;
+	u->chunks_used = atomic_load(&z->hdr->chunks_inuse);
+	u->chunks_total = z->nchunks;
+	u->nslabs = z->hdr->nslabs;
+	u->nnodes = z->hdr->nnodes;
+	return 0;
+}
+
+const char *tally_zone_path(const struct tally_zone *z)
+{
+	return z ? z->path : "";
+}
+
+struct tally_zone *tally__zone_of(const void *addr)
+{
+	const char *a = addr;
+
+	for (int i = 0; i < MAX_ZONES; i++) {
+		struct tally_zone *z =
+			atomic_load_explicit(&reg[i], memory_order_acquire);
+
+		if (z && a >= z->chunks &&
+		    a < z->chunks + (size_t)z->nchunks * z->chunk_bytes)
+			return z;
+	}
+	return NULL;
+}
+
+int tally__zone_alive(uint64_t id, struct tally_zone *z)
+{
+	int alive = 0;
+
+	pthread_mutex_lock(&reg_lock);
+	for (int i = 0; i < MAX_ZONES; i++)
+		if (reg[i] == z && z->id == id)
+			alive = 1;
+	pthread_mutex_unlock(&reg_lock);
+	return alive;
+}
