@@ -203,11 +203,6 @@ void tally__init(void)
 	pthread_once(&once, init_once);
 }
 
-__attribute__((constructor)) static void tally__ctor(void)
-{
-	tally__init();
-}
-
 /*
  * Size classes: a chunk holds blocks of one size; a request is rounded up
  * to the next class, so at most a quarter of a block is slack above 16.

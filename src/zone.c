@@ -131,7 +131,7 @@ static void proc_name(char out[16])
 	buf[n] = 0;
 	buf[strcspn(buf, "\n")] = 0;
 	memset(out, 0, 16);
-	snprintf(out, 16, "%s", buf[0] ? buf : "process");
+	snprintf(out, 16, "%.15s", buf[0] ? buf : "process");
 }
 
 static void detach(struct tally_zone *z)

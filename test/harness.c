@@ -1,0 +1,181 @@
+/*
+ * harness.c: runs the tests registered with TEST(), each in a child
+ * process with a time limit, and prints one line per test and a summary.
+ */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define MAX_TESTS 256
+
+static struct {
+	const char *name;
+	harness_fn fn;
+	unsigned timeout;
+} tests[MAX_TESTS];
+static int ntests;
+
+void harness_register(const char *name, harness_fn fn, unsigned timeout_s)
+{
+	if (ntests == MAX_TESTS) {
+		fprintf(stderr, "harness: too many tests\n");
+		exit(2);
+	}
+	tests[ntests].name = name;
+	tests[ntests].fn = fn;
+	tests[ntests].timeout = timeout_s;
+	ntests++;
+}
+
+void harness_fail(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "  %s:%d: ", file, line);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	fflush(stderr);
+	_exit(1);
+}
+
+long harness_scale(long n)
+{
+	const char *s = getenv("TALLY_TEST_SCALE");
+	long d = s ? atol(s) : 1;
+
+	if (d < 1)
+		d = 1;
+	n /= d;
+	return n < 1 ? 1 : n;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int run(int i)
+{
+	double t0 = now();
+	int status = 0;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0) {
+		perror("fork");
+		return 1;
+	}
+	if (pid == 0) {
+		setpgid(0, 0);
+		alarm(tests[i].timeout);
+		tests[i].fn();
+		fflush(stdout);
+		_exit(0);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		;
+	/* Reap anything the test left behind in its process group. */
+	kill(-pid, SIGKILL);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		printf("ok   %-40s %7.2fs\n", tests[i].name, now() - t0);
+		return 0;
+	}
+	if (WIFSIGNALED(status))
+		printf("FAIL %-40s killed by signal %d%s\n", tests[i].name,
+		       WTERMSIG(status),
+		       WTERMSIG(status) == SIGALRM ? " (timed out)" : "");
+	else
+		printf("FAIL %-40s exit %d\n", tests[i].name,
+		       WEXITSTATUS(status));
+	return 1;
+}
+
+/* Unless $TALLY_DIR is set, give the tests a directory of their own in
+ * /dev/shm, removed at the end.  libtally reads its environment on first
+ * use, so this must happen before any tally call. */
+static char own_dir[64];
+
+static void make_dir(void)
+{
+	if (getenv("TALLY_DIR"))
+		return;
+	snprintf(own_dir, sizeof(own_dir), "/dev/shm/tally-test.%d",
+		 (int)getpid());
+	if (mkdir(own_dir, 0700) < 0) {
+		perror(own_dir);
+		exit(2);
+	}
+	setenv("TALLY_DIR", own_dir, 1);
+}
+
+static void remove_dir(void)
+{
+	char cmd[128];
+
+	if (!own_dir[0])
+		return;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", own_dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "harness: could not remove %s\n", own_dir);
+}
+
+const char *harness_dir(void)
+{
+	return getenv("TALLY_DIR");
+}
+
+int main(int argc, char **argv)
+{
+	int passed = 0, failed = 0;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc > 1 && (!strcmp(argv[1], "--list") || !strcmp(argv[1], "-l"))) {
+		for (int i = 0; i < ntests; i++)
+			printf("%s\n", tests[i].name);
+		return 0;
+	}
+	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		printf("usage: %s [--list] [test-name...]\n"
+		       "Runs the named tests, or all of them.\n", argv[0]);
+		return 0;
+	}
+	make_dir();
+	for (int i = 0; i < ntests; i++) {
+		int wanted = argc == 1;
+
+		for (int a = 1; a < argc; a++)
+			wanted |= !strcmp(argv[a], tests[i].name);
+		if (!wanted)
+			continue;
+		if (run(i))
+			failed++;
+		else
+			passed++;
+	}
+	for (int a = 1; a < argc; a++) {
+		int known = 0;
+
+		for (int i = 0; i < ntests; i++)
+			known |= !strcmp(argv[a], tests[i].name);
+		if (!known) {
+			fprintf(stderr, "%s: no test named %s\n", argv[0], argv[a]);
+			failed++;
+		}
+	}
+	remove_dir();
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
