@@ -1,0 +1,62 @@
+# tally: the two commands of the quick start, and a few more.
+#
+#   make demo    build, then run the example service and what a reader sees,
+#                and the counter benchmark's quick mode
+#   make test    every test: normal, ASan+UBSan and TSan builds (+ fuzzing)
+#   make bench   the full benchmarks
+#   make fuzz    fuzz the segment reader for longer
+#
+# Both install what they need (Debian packages) when it is missing.
+
+BUILD      ?= build
+JOBS       ?= $(shell nproc)
+CMAKE_GEN  := -G Ninja
+FUZZ_SECS  ?= 600
+
+DEB_PKGS := cmake ninja-build gcc g++ make pkg-config clang libclang-rt-14-dev \
+	valgrind
+
+.PHONY: all deps build demo test test-normal test-asan test-tsan bench fuzz \
+	install clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+		dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+# $(1): build dir, $(2): extra CMake arguments
+define configure
+	@[ -f $(1)/build.ninja ] || cmake -S . -B $(1) $(CMAKE_GEN) \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTALLY_WERROR=ON $(2) >/dev/null
+	@cmake --build $(1) -j $(JOBS)
+endef
+
+build: deps
+	$(call configure,$(BUILD),)
+
+demo: build
+	@tools/demo.sh $(BUILD)
+
+test: deps
+	@tools/run-tests.sh
+
+bench: build
+	$(BUILD)/bench/tally-bench counter
+	$(BUILD)/bench/tally-bench alloc
+
+fuzz: deps
+	@tools/fuzz.sh $(FUZZ_SECS)
+
+install: build
+	cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

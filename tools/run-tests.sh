@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Runs every test suite: a normal build, an ASan+UBSan build and a TSan
+# build (each suite also runs with TALLY_NO_RSEQ=1, see test/CMakeLists.txt),
+# then a short fuzzing run of the segment reader.  Prints a summary line.
+set -u
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+failed=0
+total_pass=0
+total_fail=0
+
+suite() { # name builddir cmake-args env...
+	local name=$1 dir=$2 args=$3
+	shift 3
+	echo "=== $name ($dir)"
+	if [ ! -f "$dir/build.ninja" ]; then
+		cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+			-DTALLY_WERROR=ON $args >/dev/null || { failed=1; return; }
+	fi
+	if ! cmake --build "$dir" -j "$jobs" >"$dir.log" 2>&1; then
+		cat "$dir.log"; echo "build of $name failed"; failed=1; return
+	fi
+	local out
+	out=$(cd "$dir" && env "$@" ctest --output-on-failure -j 1 2>&1)
+	echo "$out" | grep -E '^ *[0-9]+/[0-9]+ Test|tests passed|FAIL|Error|error' | sed 's/^/  /'
+	local p f
+	p=$(echo "$out" | grep -c ' Passed ')
+	f=$(echo "$out" | grep -cE '\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception|Not Run')
+	total_pass=$((total_pass + p))
+	total_fail=$((total_fail + f))
+	[ "$f" = 0 ] || { echo "$out" | tail -60; failed=1; }
+}
+
+start=$(date +%s)
+suite normal build ""
+suite asan build-asan "-DTALLY_SANITIZE=address -DTALLY_BENCH=OFF" \
+	TALLY_TEST_SCALE=4 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+suite tsan build-tsan "-DTALLY_SANITIZE=thread -DTALLY_BENCH=OFF" \
+	TALLY_TEST_SCALE=4 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+if [ -x tools/fuzz.sh ]; then
+	echo "=== fuzz (short)"
+	if tools/fuzz.sh 30 >build-fuzz.log 2>&1; then
+		echo "  fuzz: no crash in 30 s"; total_pass=$((total_pass + 1))
+	else
+		tail -40 build-fuzz.log; total_fail=$((total_fail + 1)); failed=1
+	fi
+fi
+echo "=== $(( $(date +%s) - start )) s"
+echo "tests: $total_pass passed, $total_fail failed"
+exit $failed
