@@ -61,6 +61,7 @@ void tally__chunk_release(struct tally_zone *z, uint32_t idx);
 void tally__chunk_remote_freed(struct tally_zone *z, uint32_t idx);
 void tally__chunk_collect(struct tally_zone *z, uint32_t idx);
 void tally__pool_lock(struct tally_zone *z);
+void tally__robust_lock(pthread_mutex_t *m);
 void tally__pool_unlock(struct tally_zone *z);
 
 /* Thread caches (alloc.c). */
@@ -87,6 +88,11 @@ static inline char *tally__chunk_base(const struct tally_zone *z, uint32_t i)
 {
 	return z->chunks + (size_t)i * z->chunk_bytes;
 }
+
+/* Name and text rules shared by writers and readers (metrics.c). */
+int tally__valid_utf8(const char *s, size_t n);
+int tally__valid_metric_name(const char *s);
+int tally__valid_label_name(const char *s);
 
 /* Process start time in clock ticks since boot, 0 if unknown. */
 uint64_t tally__proc_start(int pid);

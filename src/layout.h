@@ -7,8 +7,11 @@
  *   node_off          uint16_t cpu_node[nslabs]: the NUMA node of each CPU.
  *   meta_off          struct tally__chunk[nchunks]: allocation state of each
  *                     chunk (written by writers only; readers may ignore it).
- *   desc_off          the series descriptor table (see metrics, FORMAT.md).
- *   str_off           the string area of the descriptor table.
+ *   fam_off           struct tally__family[fam_cap]: metric families.
+ *   desc_off          struct tally__series[desc_cap]: one record a series.
+ *   hash_off          uint32_t[hash_buckets + fam_hash_buckets + desc_cap]:
+ *                     the writers' index of series and families, and the
+ *                     series chains (readers ignore it).
  *   chunks_off        nchunks chunks of chunk_pages pages each.
  *
  * A chunk holds 512 slots.  Its pages, in order:
@@ -82,7 +85,7 @@ struct tally__hdr {
 	uint64_t node_off, node_size;
 	uint64_t meta_off, meta_size;
 	uint64_t desc_off, desc_size;
-	uint64_t str_off, str_size;
+	uint64_t fam_off, fam_size;
 	uint64_t chunks_off, chunks_size;
 	uint64_t file_size;      /* chunks_off + chunks_size */
 	int32_t creator_pid;
@@ -92,12 +95,19 @@ struct tally__hdr {
 	uint64_t created_ns;     /* CLOCK_REALTIME at creation */
 	char proc_name[16];      /* the creator's comm, NUL-terminated */
 	char zone_name[64];      /* NUL-terminated */
-	uint32_t desc_rec_size;  /* size of a descriptor record */
-	uint32_t desc_cap;       /* descriptor records in the table */
-	uint8_t reserved0[512 - 264];
+	uint32_t desc_rec_size;  /* sizeof(struct tally__series) */
+	uint32_t desc_cap;       /* series records in the table */
+	uint32_t fam_rec_size;   /* sizeof(struct tally__family) */
+	uint32_t fam_cap;        /* family records in the table */
+	uint64_t hash_off, hash_size;
+	uint32_t hash_buckets;   /* series index buckets (a power of two) */
+	uint32_t fam_hash_buckets; /* family index buckets (a power of two) */
+	uint8_t reserved0[512 - 296];
 
 	/* Live fields. */
 	_Alignas(64) _Atomic uint64_t desc_gen; /* descriptor table changes */
+	_Atomic uint32_t series_hwm;  /* records ever used: readers scan these */
+	_Atomic uint32_t fam_count;   /* families, never removed */
 	_Alignas(64) _Atomic uint32_t nattached; /* processes using the zone */
 	_Atomic uint32_t next_token;             /* owner tokens handed out */
 	_Atomic uint64_t chunks_bumped;          /* chunks ever handed out */
@@ -106,6 +116,10 @@ struct tally__hdr {
 	_Alignas(64) pthread_mutex_t pool_lock;  /* robust, process-shared */
 	uint32_t empty_head;                     /* chunk index + 1, 0: none */
 	uint32_t partial_head[TALLY__NMODES][TALLY__NCLASS];
+	/* Metrics: changed under metrics_lock only. */
+	_Alignas(64) pthread_mutex_t metrics_lock; /* robust, process-shared */
+	uint32_t series_free;                      /* free list (index + 1) */
+	uint32_t series_live;
 };
 
 /*
@@ -131,7 +145,66 @@ struct tally__chunk {
 
 #define TALLY__CHUNK_FREE 0xffu
 
+/* Metric kinds (also in tally/metrics.h). */
+#define TALLY__KIND_COUNTER   1u
+#define TALLY__KIND_GAUGE     2u
+#define TALLY__KIND_GAUGE_SET 3u
+#define TALLY__KIND_HISTOGRAM 4u
+
+#define TALLY__NAME_MAX   128u /* bytes with the NUL */
+#define TALLY__UNIT_MAX   32u
+#define TALLY__HELP_MAX   840u
+#define TALLY__LABELS_MAX 100u
+#define TALLY__FAM_CAP    1024u
+
+/*
+ * A metric family: the name, help, unit and kind shared by its series.
+ * Families are never removed.  Published like series records (seq).
+ * A histogram's buckets: sub_bits sub-buckets per power of two, values
+ * from 0 to 2^max_bits - 1 (larger ones count in the last bucket).
+ */
+struct tally__family {
+	_Atomic uint32_t seq;    /* odd while being written */
+	uint8_t state;           /* 1: live */
+	uint8_t kind;            /* TALLY__KIND_* */
+	uint8_t mode;            /* block mode of its series */
+	uint8_t sub_bits;        /* histograms */
+	uint8_t max_bits;        /* histograms */
+	uint8_t pad[3];
+	uint32_t reserved;       /* 0 */
+	uint16_t name_len, unit_len, help_len, pad2;
+	char name[TALLY__NAME_MAX];  /* NUL-terminated */
+	char unit[TALLY__UNIT_MAX];  /* NUL-terminated, may be empty */
+	char help[TALLY__HELP_MAX];  /* NUL-terminated, may be empty */
+};
+
+/*
+ * A series: one set of label values of a family, and the block holding
+ * its values.  seq is even while the record is stable and odd while a
+ * writer changes it; a reader copies the record, reads the values, and
+ * copies the record again: the values belong to the series only if both
+ * copies are equal and their seq is even (see FORMAT.md).
+ *
+ * labels: nlabels pairs "name\0value\0", labels_len bytes in all.
+ * slot_off: file offset of the block's first slot in its chunk's page 3.
+ * Value layout in the block: counter and gauges, slot 0; histograms,
+ * slot 0 the sum of observed values, slots 1 .. nbuckets the buckets.
+ */
+struct tally__series {
+	_Atomic uint32_t seq;
+	uint8_t state;           /* 0: free, 1: live */
+	uint8_t nlabels;
+	uint16_t labels_len;
+	uint32_t family;         /* family index */
+	uint32_t nslots;
+	uint64_t slot_off;
+	uint32_t reserved;       /* 0 */
+	char labels[TALLY__LABELS_MAX];
+};
+
 _Static_assert(sizeof(struct tally__chunk) == 256, "chunk meta is 4 lines");
+_Static_assert(sizeof(struct tally__family) == 1024, "family record size");
+_Static_assert(sizeof(struct tally__series) == 128, "series record size");
 _Static_assert(__builtin_offsetof(struct tally__hdr, desc_gen) == 512,
 	       "live header fields start at 512");
 

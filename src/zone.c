@@ -171,7 +171,7 @@ static void fork_child(void)
 	tally__tcache_fork_child();
 }
 
-static int init_pool_lock(struct tally__hdr *h)
+static int init_robust_lock(pthread_mutex_t *m)
 {
 	pthread_mutexattr_t a;
 	int rc;
@@ -179,18 +179,23 @@ static int init_pool_lock(struct tally__hdr *h)
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
 	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-	rc = pthread_mutex_init(&h->pool_lock, &a);
+	rc = pthread_mutex_init(m, &a);
 	pthread_mutexattr_destroy(&a);
 	return rc;
 }
 
-void tally__pool_lock(struct tally_zone *z)
+void tally__robust_lock(pthread_mutex_t *m)
 {
 	/* A process that died holding the lock leaves the lists as they
 	 * were between two complete updates at worst: every update is a few
 	 * stores, so mark the mutex consistent and go on. */
-	if (pthread_mutex_lock(&z->hdr->pool_lock) == EOWNERDEAD)
-		pthread_mutex_consistent(&z->hdr->pool_lock);
+	if (pthread_mutex_lock(m) == EOWNERDEAD)
+		pthread_mutex_consistent(m);
+}
+
+void tally__pool_lock(struct tally_zone *z)
+{
+	tally__robust_lock(&z->hdr->pool_lock);
 }
 
 void tally__pool_unlock(struct tally_zone *z)
@@ -233,11 +238,12 @@ static int publish(const char *tmp, const char *path)
 struct tally_zone *tally_zone_create(const char *name,
 				     const struct tally_zone_opts *opts)
 {
-	struct tally_zone_opts o = { 0, 0 };
+	struct tally_zone_opts o = { 0, 0, 0 };
 	struct tally_zone *z = NULL;
 	struct tally__hdr *h;
 	char tmp[PATH_MAX + 16] = "";
 	size_t nchunks, node_size, meta_size, chunk_bytes, off, size;
+	size_t fam_size, desc_size, hash_size, hbuckets, fbuckets;
 	unsigned nslabs;
 	void *map;
 	int fd = -1, rc, slot;
@@ -267,12 +273,28 @@ struct tally_zone *tally_zone_create(const char *name,
 		return NULL;
 	}
 
+	if (o.max_series == 0)
+		o.max_series = 1u << 20;
+	if (o.max_series > (1u << 24)) {
+		tally__fail(EINVAL, "zone max_series %zu: at most 16777216",
+			    o.max_series);
+		return NULL;
+	}
+
 	nslabs = tally__env.nslabs;
 	nchunks = (o.capacity + TALLY_CHUNK_SLOTS - 1) / TALLY_CHUNK_SLOTS;
 	chunk_bytes = (size_t)(TALLY__NAUX + 2 * nslabs) * TALLY__PAGE;
 	node_size = round_page(nslabs * sizeof(uint16_t));
 	meta_size = round_page(nchunks * sizeof(struct tally__chunk));
-	off = TALLY__PAGE + node_size + meta_size;
+	fam_size = round_page(TALLY__FAM_CAP * sizeof(struct tally__family));
+	desc_size = round_page(o.max_series * sizeof(struct tally__series));
+	for (hbuckets = 64; hbuckets < o.max_series; hbuckets *= 2)
+		;
+	fbuckets = 2 * TALLY__FAM_CAP;
+	hash_size = round_page((hbuckets + fbuckets + o.max_series) *
+			       sizeof(uint32_t));
+	off = TALLY__PAGE + node_size + meta_size + fam_size + desc_size +
+	      hash_size;
 	if (nchunks > (((size_t)1 << 46) - off) / chunk_bytes) {
 		tally__fail(EINVAL, "zone capacity %zu with %u slabs needs "
 			    "more than 64 TiB of address space", o.capacity,
@@ -360,6 +382,18 @@ struct tally_zone *tally_zone_create(const char *name,
 	h->node_size = node_size;
 	h->meta_off = TALLY__PAGE + node_size;
 	h->meta_size = meta_size;
+	h->fam_off = h->meta_off + meta_size;
+	h->fam_size = fam_size;
+	h->fam_rec_size = sizeof(struct tally__family);
+	h->fam_cap = TALLY__FAM_CAP;
+	h->desc_off = h->fam_off + fam_size;
+	h->desc_size = desc_size;
+	h->desc_rec_size = sizeof(struct tally__series);
+	h->desc_cap = (uint32_t)o.max_series;
+	h->hash_off = h->desc_off + desc_size;
+	h->hash_size = hash_size;
+	h->hash_buckets = (uint32_t)hbuckets;
+	h->fam_hash_buckets = (uint32_t)fbuckets;
 	h->chunks_off = off;
 	h->chunks_size = nchunks * chunk_bytes;
 	h->file_size = size;
@@ -378,7 +412,9 @@ struct tally_zone *tally_zone_create(const char *name,
 	memcpy((char *)map + TALLY__PAGE, tally__env.cpu_node,
 	       nslabs * sizeof(uint16_t));
 	atomic_store(&h->nattached, 1);
-	rc = init_pool_lock(h);
+	rc = init_robust_lock(&h->pool_lock);
+	if (!rc)
+		rc = init_robust_lock(&h->metrics_lock);
 	if (rc) {
 		tally__fail(rc, "cannot set up the pool lock: %s",
 			    strerror(rc));

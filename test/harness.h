@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 typedef void (*harness_fn)(void);
 void harness_register(const char *name, harness_fn fn, unsigned timeout_s);
@@ -49,5 +50,45 @@ long harness_scale(long n);
 
 /* The segment directory of this test program ($TALLY_DIR). */
 const char *harness_dir(void);
+
+/*
+ * Ends the test as skipped (it counts as passed): prints "skip <name>
+ * <reason>".  For conditions of the host, never of the code under test.
+ */
+void harness_skip(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2), noreturn));
+
+/*
+ * Runs fn(arg) in a forked child of the test and returns its wait status;
+ * the child exits 0 when fn returns, 1 when a CHECK fails in it.  The
+ * harness's parent never calls libtally, so a test starts with libtally
+ * uninitialised: a child forked before the test's first tally call may set
+ * environment variables (TALLY_NSLABS, TALLY_DIR, ...) that libtally then
+ * reads on its first use in that child.
+ */
+int harness_child(void (*fn)(void *), void *arg);
+
+/* CHECKs that a wait status is a normal exit with status 0. */
+#define CHECK_CHILD_OK(status)                                               \
+	do {                                                                 \
+		int _s = (status);                                           \
+		if (!WIFEXITED(_s) || WEXITSTATUS(_s) != 0)                  \
+			harness_fail(__FILE__, __LINE__,                     \
+				     "child %s %d", WIFEXITED(_s) ?          \
+				     "exited with" : "killed by signal",     \
+				     WIFEXITED(_s) ? WEXITSTATUS(_s) :       \
+				     WTERMSIG(_s));                          \
+	} while (0)
+
+/* The CPUs this program may run on (its affinity at start), in order. */
+int harness_ncpus(void);
+int harness_cpu(int i);
+
+/* Pins the calling thread to the i-th usable CPU, or to all of them when
+ * i < 0. */
+void harness_pin(int i);
+
+/* CLOCK_MONOTONIC in seconds. */
+double harness_now(void);
 
 #endif

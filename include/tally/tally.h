@@ -6,5 +6,6 @@
 
 #include "tally/zone.h"
 #include "tally/block.h"
+#include "tally/metrics.h"
 
 #endif /* TALLY_TALLY_H */

@@ -35,10 +35,14 @@ struct tally_zone;
  *           to whole chunks of TALLY_CHUNK_SLOTS.  0 means the default,
  *           $TALLY_ZONE_SLOTS or 4,194,304.  The zone does not grow: once
  *           full, allocation fails with ENOSPC.
+ * max_series: the number of named series (tally/metrics.h) the zone
+ *           can hold; 0 means 1,048,576.  Each costs 128 bytes of
+ *           address space, and memory only once used.
  * flags:    TALLY_ZONE_ANON, TALLY_ZONE_PERSIST.
  */
 struct tally_zone_opts {
 	size_t capacity;
+	size_t max_series;
 	unsigned flags;
 };
 

@@ -1,0 +1,161 @@
+/*
+ * bench.h: what the experiments of tally-bench share: timing, repeats and
+ * statistics, CPU pinning, rows (printed as fixed-width text, as JSON, or
+ * passed from a re-executed child), targets and the driver's options.
+ *
+ * Every experiment measures its baselines in the same run as tally and
+ * reports ratios of medians, so that a result survives a noisy machine.
+ */
+#ifndef TALLY_BENCH_H
+#define TALLY_BENCH_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define BENCH_MAX_REPEAT  100
+#define BENCH_MAX_THREADS 256
+#define BENCH_MAX_ROWS    96
+#define BENCH_MAX_TARGETS 16
+
+/* Options of every subcommand; each one uses the fields it needs. */
+struct bench_opts {
+	uint64_t adds;         /* counter: adds per worker */
+	uint64_t blocks;       /* alloc: blocks allocated and freed per thread */
+	uint64_t batch;        /* alloc: rules allocated before they are freed */
+	uint64_t mem_counters; /* alloc: counters (slots) of the memory test */
+	unsigned repeat;       /* runs per configuration */
+	unsigned threads;      /* counter: workers, 0 = one per CPU;
+				  alloc: the largest thread count (1..T) */
+	unsigned slabs;        /* alloc: forced slab count (0 = skip) */
+	int json, quick, quiet, no_child;
+	const char *child;     /* hidden: "fallback" or "slabs" */
+};
+
+/* Min, max, median, mean and standard deviation of a sample. */
+struct bench_stats {
+	double min, max, median, mean, sd;
+	unsigned n;
+};
+
+/*
+ * One configuration: a fixed-width row of the text report and an object
+ * of the JSON one.  ns[] is the time of one operation per thread (mean of
+ * the threads) and rate[] the total throughput in millions of operations
+ * (or rules) per second, one entry per run.
+ */
+struct bench_row {
+	char config[40];
+	char profile[16];      /* alloc: "1 action", "2 actions", "pair",
+				  "memory"; counter: "" */
+	unsigned threads;
+	int pinned;
+	unsigned slabs;        /* per-CPU copies (0: not applicable) */
+	unsigned n;
+	double ns[BENCH_MAX_REPEAT];
+	double rate[BENCH_MAX_REPEAT];
+	struct bench_stats ns_st, rate_st;
+	double ratio[4];       /* experiment-defined ratios; NAN if none */
+	int checked;           /* 1: observed was compared with expected */
+	int lossy;             /* a baseline allowed to lose counts */
+	int64_t expected, observed;
+	double bytes;          /* memory: bytes per counter; NAN if none */
+	double cpus_wrote;     /* memory: CPUs that wrote each counter */
+	int failed;            /* a lossless configuration lost counts */
+	char note[64];
+};
+
+struct bench_target {
+	char what[72];
+	char cmp[3];           /* "<=" or ">=" */
+	double limit, value;
+	char unit[8];          /* "x", "ns", "B" */
+	int known;             /* 0: not measured in this run */
+	int met;
+};
+
+/* The results of one subcommand. */
+struct bench_doc {
+	const char *bench;     /* "counter" or "alloc" */
+	const char *rate_name; /* JSON name of rate[]: "mops", "mrules" */
+	const char *ratio_names[4]; /* JSON names of ratio[]; NULL: unused */
+	struct bench_row rows[BENCH_MAX_ROWS];
+	unsigned nrows;
+	struct bench_target targets[BENCH_MAX_TARGETS];
+	unsigned ntargets;
+	char params[1024];     /* "key":value pairs, JSON, without braces */
+	char summary[1024];    /* the SUMMARY line, without "SUMMARY " */
+	char headline[4096];   /* ministat-style text, may be empty */
+};
+
+/* Time. */
+uint64_t bench_now_ns(void);
+
+/* Statistics of v[0..n-1] (n >= 1). */
+void bench_stats(const double *v, unsigned n, struct bench_stats *st);
+void bench_row_finish(struct bench_row *r);
+
+/* CPUs this process may run on (its affinity mask), and pinning. */
+unsigned bench_cpus(int *cpus, unsigned max);
+int bench_pin(int cpu);
+const char *bench_cpu_list(void);
+
+/* Rows and targets. */
+struct bench_row *bench_row_add(struct bench_doc *d, const char *config,
+				const char *profile, unsigned threads,
+				int pinned, unsigned slabs);
+struct bench_row *bench_row_find(struct bench_doc *d, const char *config,
+				 const char *profile, unsigned threads,
+				 int pinned, unsigned slabs);
+void bench_target(struct bench_doc *d, const char *what, const char *cmp,
+		  double limit, double value, const char *unit);
+void bench_print_targets(const struct bench_doc *d, FILE *f);
+void bench_print_json(const struct bench_doc *d, const struct bench_opts *o,
+		      FILE *f);
+int bench_failed(const struct bench_doc *d);
+
+/*
+ * ministat-style comparison of samples a (x) with b (+ or *): N, min,
+ * max, median, mean, stddev, and the difference of the means at 95%
+ * confidence (Student's t), appended to out.
+ */
+void bench_ministat(char *out, size_t outsz, const char *title,
+		    const struct bench_row *x, const struct bench_row *const *others,
+		    unsigned nothers);
+
+/* Progress on stderr (silenced by --quiet). */
+void bench_progress_init(const struct bench_opts *o, const char *tag);
+void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void bench_progress_done(void);
+
+/* Errors: print "tally-bench: file:line: message" and exit 1. */
+void bench_die_at(const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4), noreturn));
+#define bench_die(...) bench_die_at(__FILE__, __LINE__, __VA_ARGS__)
+
+/*
+ * Children: the same program run again with one more environment
+ * variable (TALLY_NO_RSEQ=1, TALLY_NSLABS=256), because libtally reads its
+ * environment once.  The child prints its rows with bench_emit_rows() and
+ * the parent appends them to its own document.  Returns the child's exit
+ * status (0 ok, 1 a failed check), or -1 when it could not run.
+ */
+int bench_run_child(const char *env, char *const argv[], struct bench_doc *d,
+		    char *meta, size_t metasz);
+void bench_emit_rows(const struct bench_doc *d, const char *meta, FILE *f);
+
+/* Subcommands. */
+int bench_counter(const struct bench_opts *o);
+int bench_alloc(const struct bench_opts *o);
+int bench_loop(int argc, char **argv);
+
+/* The arguments a child needs to repeat the parent's settings. */
+void bench_child_args(const struct bench_opts *o, const char *sub,
+		      const char *kind, char **argv, char buf[][32],
+		      unsigned max);
+
+/* How the library was built, from CMake. */
+#ifndef TALLY_BENCH_BUILD_TYPE
+#define TALLY_BENCH_BUILD_TYPE ""
+#endif
+
+#endif /* TALLY_BENCH_H */

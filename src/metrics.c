@@ -1,0 +1,508 @@
+/*
+ * metrics.c: registering and removing named series.
+ *
+ * Families and series are records in the segment (layout.h).  Writers
+ * change them under the zone's metrics lock, a robust process-shared
+ * mutex, so that processes sharing a zone across fork() see one set of
+ * names and duplicates are found.  Readers take no lock: a record is
+ * published like a seqlock (seq odd, fields, seq even with release), and
+ * a reader accepts a record only if two copies taken before and after
+ * reading its values are equal with an even seq.
+ *
+ * Order of a removal: the record is retired (seq odd, state free, seq
+ * even) before its block is freed, so that a reader never reports the
+ * values of a reused block under the old name.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "tally/metrics.h"
+
+_Static_assert(TALLY_COUNTER == TALLY__KIND_COUNTER &&
+		       TALLY_HISTOGRAM == TALLY__KIND_HISTOGRAM,
+	       "kinds agree with the format");
+_Static_assert(TALLY_NAME_MAX + 1 == TALLY__NAME_MAX &&
+		       TALLY_LABELS_MAX == TALLY__LABELS_MAX &&
+		       TALLY_HELP_MAX + 1 == TALLY__HELP_MAX &&
+		       TALLY_UNIT_MAX + 1 == TALLY__UNIT_MAX,
+	       "limits agree with the format");
+
+void (tally_counter_add)(const tally_metric *m, int64_t v)
+{
+	tally__metric_add(m, v);
+}
+
+void (tally_gauge_add)(const tally_metric *m, int64_t v)
+{
+	tally__metric_add(m, v);
+}
+
+void (tally_gauge_set)(const tally_metric *m, int64_t v)
+{
+	tally__gauge_set(m, v);
+}
+
+void (tally_histogram_observe)(const tally_metric *m, uint64_t v)
+{
+	tally__histogram_observe(m, v);
+}
+
+static struct tally__family *families(struct tally_zone *z)
+{
+	return (struct tally__family *)((char *)z->hdr + z->hdr->fam_off);
+}
+
+static struct tally__series *series(struct tally_zone *z)
+{
+	return (struct tally__series *)((char *)z->hdr + z->hdr->desc_off);
+}
+
+/* The writers' index: series buckets, family buckets, series chains. */
+static uint32_t *series_buckets(struct tally_zone *z)
+{
+	return (uint32_t *)((char *)z->hdr + z->hdr->hash_off);
+}
+
+static uint32_t *family_buckets(struct tally_zone *z)
+{
+	return series_buckets(z) + z->hdr->hash_buckets;
+}
+
+static uint32_t *chains(struct tally_zone *z)
+{
+	return family_buckets(z) + z->hdr->fam_hash_buckets;
+}
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *s = p;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= s[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/* --- Validation ------------------------------------------------------ */
+
+int tally__valid_utf8(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s, *end = p + n;
+
+	while (p < end) {
+		unsigned c = *p, len, cp;
+
+		if (c < 0x80) {
+			p++;
+			continue;
+		}
+		if ((c & 0xe0) == 0xc0)
+			len = 2, cp = c & 0x1f;
+		else if ((c & 0xf0) == 0xe0)
+			len = 3, cp = c & 0x0f;
+		else if ((c & 0xf8) == 0xf0)
+			len = 4, cp = c & 0x07;
+		else
+			return 0;
+		if ((size_t)(end - p) < len)
+			return 0;
+		for (unsigned i = 1; i < len; i++) {
+			if ((p[i] & 0xc0) != 0x80)
+				return 0;
+			cp = (cp << 6) | (p[i] & 0x3f);
+		}
+		/* No overlong forms, surrogates or values past U+10FFFF. */
+		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+		    (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			return 0;
+		p += len;
+	}
+	return 1;
+}
+
+static int name_char(char c, int first, int colon)
+{
+	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_')
+		return 1;
+	if (c == ':')
+		return colon;
+	return !first && c >= '0' && c <= '9';
+}
+
+int tally__valid_metric_name(const char *s)
+{
+	if (!s || !*s)
+		return 0;
+	for (const char *p = s; *p; p++)
+		if (!name_char(*p, p == s, 1))
+			return 0;
+	return 1;
+}
+
+int tally__valid_label_name(const char *s)
+{
+	if (!s || !*s || (s[0] == '_' && s[1] == '_'))
+		return 0;
+	for (const char *p = s; *p; p++)
+		if (!name_char(*p, p == s, 0))
+			return 0;
+	return 1;
+}
+
+static int check_text(const char *what, const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	if (n > max)
+		return tally__fail(E2BIG, "%s is %zu bytes long, more than "
+				   "the %zu allowed", what, n, max);
+	if (!tally__valid_utf8(s, n))
+		return tally__fail(EINVAL, "%s is not valid UTF-8", what);
+	return 0;
+}
+
+static int cmp_label(const void *a, const void *b)
+{
+	const struct tally_label *x = *(const struct tally_label *const *)a;
+	const struct tally_label *y = *(const struct tally_label *const *)b;
+
+	return strcmp(x->name, y->name);
+}
+
+/* Check the labels and write them sorted as "name\0value\0" pairs. */
+static int pack_labels(const struct tally_metric_desc *d,
+		       char out[TALLY__LABELS_MAX], size_t *len)
+{
+	const struct tally_label *sorted[TALLY__LABELS_MAX / 4];
+	size_t n = 0;
+
+	if (d->nlabels && !d->labels)
+		return tally__fail(EINVAL, "%u labels but a NULL label array",
+				   d->nlabels);
+	if (d->nlabels > TALLY__LABELS_MAX / 4)
+		return tally__fail(E2BIG, "%u labels do not fit in %u bytes",
+				   d->nlabels, TALLY__LABELS_MAX);
+	for (unsigned i = 0; i < d->nlabels; i++) {
+		const struct tally_label *l = &d->labels[i];
+		int rc;
+
+		if (!l->name || !l->value)
+			return tally__fail(EINVAL, "label %u has a NULL name or "
+					   "value", i);
+		if (!tally__valid_label_name(l->name))
+			return tally__fail(EINVAL, "label name \"%.60s\": "
+					   "expected [a-zA-Z_][a-zA-Z0-9_]* "
+					   "not starting with __", l->name);
+		rc = check_text("a label value", l->value, TALLY__LABELS_MAX);
+		if (rc < 0)
+			return rc;
+		sorted[i] = l;
+	}
+	qsort(sorted, d->nlabels, sizeof(sorted[0]), cmp_label);
+	for (unsigned i = 0; i < d->nlabels; i++) {
+		size_t kn = strlen(sorted[i]->name) + 1;
+		size_t vn = strlen(sorted[i]->value) + 1;
+
+		if (i && !strcmp(sorted[i]->name, sorted[i - 1]->name))
+			return tally__fail(EINVAL, "label \"%.60s\" is given "
+					   "twice", sorted[i]->name);
+		if (n + kn + vn > TALLY__LABELS_MAX)
+			return tally__fail(E2BIG, "the labels of %.60s take "
+					   "more than %u bytes (as name\\0"
+					   "value\\0 pairs)", d->name,
+					   TALLY__LABELS_MAX);
+		memcpy(out + n, sorted[i]->name, kn);
+		memcpy(out + n + kn, sorted[i]->value, vn);
+		n += kn + vn;
+	}
+	memset(out + n, 0, TALLY__LABELS_MAX - n);
+	*len = n;
+	return 0;
+}
+
+struct plan {
+	unsigned kind, mode, sub_bits, max_bits, nslots;
+	const char *help, *unit;
+	char labels[TALLY__LABELS_MAX];
+	size_t labels_len;
+};
+
+static int make_plan(const struct tally_metric_desc *d, struct plan *p)
+{
+	int rc;
+
+	memset(p, 0, sizeof(*p));
+	if (d->kind < TALLY_COUNTER || d->kind > TALLY_HISTOGRAM)
+		return tally__fail(EINVAL, "unknown metric kind %u", d->kind);
+	if (!d->name)
+		return tally__fail(EINVAL, "NULL metric name");
+	if (strlen(d->name) > TALLY_NAME_MAX)
+		return tally__fail(E2BIG, "metric name \"%.40s...\" is longer "
+				   "than %u bytes", d->name, TALLY_NAME_MAX);
+	if (!tally__valid_metric_name(d->name))
+		return tally__fail(EINVAL, "metric name \"%.60s\": expected "
+				   "[a-zA-Z_:][a-zA-Z0-9_:]*", d->name);
+	p->help = d->help ? d->help : "";
+	p->unit = d->unit ? d->unit : "";
+	if ((rc = check_text("the help text", p->help, TALLY_HELP_MAX)) < 0)
+		return rc;
+	if (strlen(p->unit) > TALLY_UNIT_MAX)
+		return tally__fail(E2BIG, "unit of %.60s is longer than %u "
+				   "bytes", d->name, TALLY_UNIT_MAX);
+	for (const char *u = p->unit; *u; u++)
+		if (!name_char(*u, 0, 0))
+			return tally__fail(EINVAL, "unit \"%.40s\": expected "
+					   "[a-zA-Z0-9_]*", p->unit);
+	if (d->mode > TALLY_ADAPTIVE)
+		return tally__fail(EINVAL, "unknown block mode %u", d->mode);
+	p->kind = d->kind;
+	p->mode = d->kind == TALLY_GAUGE_SET ? TALLY_SHARED : d->mode;
+	p->nslots = 1;
+	if (d->kind == TALLY_HISTOGRAM) {
+		unsigned sb = d->hist_sub_bits ? d->hist_sub_bits :
+						 TALLY_HIST_SUB_BITS_DEFAULT;
+		unsigned mb = d->hist_max_bits ? d->hist_max_bits :
+						 TALLY_HIST_MAX_BITS_DEFAULT;
+		unsigned nb;
+
+		if (sb < 1 || sb > 7 || mb <= sb || mb > 63)
+			return tally__fail(EINVAL, "histogram bits sub=%u max=%u:"
+					   " expected 1 <= sub <= 7 and sub < "
+					   "max <= 63", sb, mb);
+		nb = (mb - sb + 1) << sb;
+		if (nb > TALLY_BLOCK_MAX_SLOTS - 1)
+			return tally__fail(EINVAL, "histogram bits sub=%u max=%u"
+					   " make %u buckets, more than %u",
+					   sb, mb, nb, TALLY_BLOCK_MAX_SLOTS - 1);
+		p->sub_bits = sb;
+		p->max_bits = mb;
+		p->nslots = 1 + nb;
+	} else if (d->hist_sub_bits || d->hist_max_bits) {
+		return tally__fail(EINVAL, "histogram bits given for a metric "
+				   "that is not a histogram");
+	}
+	return pack_labels(d, p->labels, &p->labels_len);
+}
+
+/* --- Publishing records -------------------------------------------- */
+
+static void seq_begin(_Atomic uint32_t *seq)
+{
+	atomic_store_explicit(seq, atomic_load_explicit(seq, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+}
+
+static void seq_end(_Atomic uint32_t *seq)
+{
+	atomic_store_explicit(seq, atomic_load_explicit(seq, memory_order_relaxed) + 1,
+			      memory_order_release);
+}
+
+/* Under the metrics lock: the family of @name, created if new. */
+static int family_get(struct tally_zone *z, const char *name,
+		      const struct plan *p, uint32_t *out)
+{
+	struct tally__hdr *h = z->hdr;
+	uint32_t *fb = family_buckets(z), mask = h->fam_hash_buckets - 1;
+	uint32_t i = (uint32_t)fnv1a(0xcbf29ce484222325ull, name, strlen(name)) & mask;
+	struct tally__family *f;
+	uint32_t idx;
+
+	for (; fb[i]; i = (i + 1) & mask) {
+		f = &families(z)[fb[i] - 1];
+		if (strcmp(f->name, name))
+			continue;
+		if (f->kind != p->kind || f->mode != p->mode ||
+		    f->sub_bits != p->sub_bits || f->max_bits != p->max_bits ||
+		    strcmp(f->help, p->help) || strcmp(f->unit, p->unit))
+			return tally__fail(EINVAL, "metric %s is already "
+					   "registered with another kind, help,"
+					   " unit, mode or histogram layout",
+					   name);
+		*out = fb[i] - 1;
+		return 0;
+	}
+	idx = atomic_load_explicit(&h->fam_count, memory_order_relaxed);
+	if (idx >= h->fam_cap)
+		return tally__fail(ENOSPC, "zone \"%s\" holds %u metric names "
+				   "already", h->zone_name, h->fam_cap);
+	f = &families(z)[idx];
+	seq_begin(&f->seq);
+	f->kind = (uint8_t)p->kind;
+	f->mode = (uint8_t)p->mode;
+	f->sub_bits = (uint8_t)p->sub_bits;
+	f->max_bits = (uint8_t)p->max_bits;
+	f->name_len = (uint16_t)strlen(name);
+	f->unit_len = (uint16_t)strlen(p->unit);
+	f->help_len = (uint16_t)strlen(p->help);
+	memcpy(f->name, name, f->name_len + 1u);
+	memcpy(f->unit, p->unit, f->unit_len + 1u);
+	memcpy(f->help, p->help, f->help_len + 1u);
+	f->state = 1;
+	seq_end(&f->seq);
+	atomic_store_explicit(&h->fam_count, idx + 1, memory_order_release);
+	fb[i] = idx + 1;
+	*out = idx;
+	return 0;
+}
+
+static uint32_t series_hash(struct tally_zone *z, uint32_t fam,
+			    const char *labels, size_t len)
+{
+	uint64_t h = fnv1a(0xcbf29ce484222325ull, &fam, sizeof(fam));
+
+	return (uint32_t)fnv1a(h, labels, len) & (z->hdr->hash_buckets - 1);
+}
+
+int tally_metric_register(struct tally_zone *z,
+			  const struct tally_metric_desc *d, tally_metric *m)
+{
+	struct tally__hdr *h;
+	struct tally__series *s;
+	struct plan p;
+	tally_block *b;
+	uint32_t fam, idx, bucket, *link;
+	int rc;
+
+	if (!d || !m)
+		return tally__fail(EINVAL, "tally_metric_register: NULL "
+				   "argument");
+	if ((rc = make_plan(d, &p)) < 0)
+		return rc;
+	if (!z && !(z = tally_zone_default()))
+		return -errno;
+	b = tally_block_alloc(z, p.nslots, p.mode);
+	if (!b)
+		return -errno;
+	h = z->hdr;
+
+	tally__robust_lock(&h->metrics_lock);
+	rc = family_get(z, d->name, &p, &fam);
+	if (rc < 0)
+		goto fail;
+	bucket = series_hash(z, fam, p.labels, p.labels_len);
+	for (link = &series_buckets(z)[bucket]; *link;
+	     link = &chains(z)[*link - 1]) {
+		s = &series(z)[*link - 1];
+		if (s->family == fam && s->labels_len == p.labels_len &&
+		    !memcmp(s->labels, p.labels, p.labels_len)) {
+			rc = tally__fail(EEXIST, "series %s with these labels "
+					 "already exists", d->name);
+			goto fail;
+		}
+	}
+	if (h->series_free) {
+		idx = h->series_free - 1;
+		h->series_free = chains(z)[idx];
+	} else {
+		idx = atomic_load_explicit(&h->series_hwm, memory_order_relaxed);
+		if (idx >= h->desc_cap) {
+			rc = tally__fail(ENOSPC, "zone \"%s\" holds %u series "
+					 "already", h->zone_name, h->desc_cap);
+			goto fail;
+		}
+	}
+	s = &series(z)[idx];
+	seq_begin(&s->seq);
+	s->nlabels = (uint8_t)d->nlabels;
+	s->labels_len = (uint16_t)p.labels_len;
+	s->family = fam;
+	s->nslots = p.nslots;
+	s->slot_off = (uint64_t)(((uintptr_t)b & ~(uintptr_t)3) -
+				 (uintptr_t)h);
+	memcpy(s->labels, p.labels, sizeof(s->labels));
+	s->state = 1;
+	seq_end(&s->seq);
+	if (idx == atomic_load_explicit(&h->series_hwm, memory_order_relaxed))
+		atomic_store_explicit(&h->series_hwm, idx + 1,
+				      memory_order_release);
+	chains(z)[idx] = series_buckets(z)[bucket];
+	series_buckets(z)[bucket] = idx + 1;
+	h->series_live++;
+	atomic_fetch_add_explicit(&h->desc_gen, 1, memory_order_release);
+	m->seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
+	pthread_mutex_unlock(&h->metrics_lock);
+
+	m->block = b;
+	m->zone = z;
+	m->series = idx;
+	m->kind = (uint8_t)p.kind;
+	m->sub_bits = (uint8_t)p.sub_bits;
+	m->max_bits = (uint8_t)p.max_bits;
+	return 0;
+
+fail:
+	pthread_mutex_unlock(&h->metrics_lock);
+	tally_block_free(z, b);
+	errno = -rc;
+	return rc;
+}
+
+int tally_metric_remove(tally_metric *m)
+{
+	struct tally_zone *z;
+	struct tally__hdr *h;
+	struct tally__series *s;
+	uint32_t *link, bucket;
+
+	if (!m || !m->zone || !m->block)
+		return tally__fail(EINVAL, "tally_metric_remove: no series");
+	z = m->zone;
+	h = z->hdr;
+	if (m->series >= h->desc_cap)
+		return tally__fail(EINVAL, "not a series of this zone");
+	s = &series(z)[m->series];
+	tally__robust_lock(&h->metrics_lock);
+	if (s->state != 1 ||
+	    atomic_load_explicit(&s->seq, memory_order_relaxed) != m->seq) {
+		pthread_mutex_unlock(&h->metrics_lock);
+		return tally__fail(EINVAL, "series already removed");
+	}
+	bucket = series_hash(z, s->family, s->labels, s->labels_len);
+	for (link = &series_buckets(z)[bucket]; *link;
+	     link = &chains(z)[*link - 1]) {
+		if (*link == m->series + 1) {
+			*link = chains(z)[m->series];
+			break;
+		}
+	}
+	seq_begin(&s->seq);
+	s->state = 0;
+	seq_end(&s->seq);
+	chains(z)[m->series] = h->series_free;
+	h->series_free = m->series + 1;
+	h->series_live--;
+	atomic_fetch_add_explicit(&h->desc_gen, 1, memory_order_release);
+	pthread_mutex_unlock(&h->metrics_lock);
+
+	tally_block_free(z, m->block);
+	m->block = NULL;
+	return 0;
+}
+
+int tally_metric_fetch(const tally_metric *m, int64_t *value)
+{
+	int64_t v, sum = 0;
+	unsigned n;
+	int rc;
+
+	if (!m || !m->block || !value)
+		return tally__fail(EINVAL, "tally_metric_fetch: NULL argument");
+	if (m->kind != TALLY_HISTOGRAM)
+		return tally_block_fetch(m->block, 0, value);
+	n = (m->max_bits - m->sub_bits + 1u) << m->sub_bits;
+	for (unsigned i = 0; i < n; i++) {
+		rc = tally_block_fetch(m->block, 1 + i, &v);
+		if (rc < 0)
+			return rc;
+		sum += v;
+	}
+	*value = sum;
+	return 0;
+}
