@@ -94,6 +94,11 @@ int tally__valid_utf8(const char *s, size_t n);
 int tally__valid_metric_name(const char *s);
 int tally__valid_label_name(const char *s);
 
+/* The reader on an open descriptor (for the fuzzer). */
+struct tally_open_opts;
+struct tally_seg *tally__seg_open_fd(int fd, const char *name,
+				     const struct tally_open_opts *opts);
+
 /* Process start time in clock ticks since boot, 0 if unknown. */
 uint64_t tally__proc_start(int pid);
 

@@ -1,0 +1,169 @@
+/*
+ * tally/reader.h: reading segments from another process.
+ *
+ * A reader opens a segment file read-only, checks everything in it before
+ * use, and walks its series with their values.  It never writes to the
+ * file, never blocks a writer, and never creates memory in it: the file
+ * is read with pread(2), pages that do not exist are found with
+ * lseek(SEEK_DATA) and read as zeros, so a reader cannot allocate a hole
+ * and cannot be killed by SIGBUS if the file is truncated under it.
+ *
+ * A file that is not a tally segment, is truncated, foreign (another
+ * user's, unless allowed), of an unknown major version, or corrupt is
+ * refused with a message that names the file and what is wrong
+ * (tally_errmsg()).  docs/FORMAT.md describes the format.
+ */
+#ifndef TALLY_READER_H
+#define TALLY_READER_H
+
+#include <stdint.h>
+
+#include "tally/zone.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tally_seg;
+
+/* Options of tally_seg_open(); NULL means the defaults. */
+struct tally_open_opts {
+	long allow_uid; /* also accept files of this uid (-1: none) */
+};
+
+/* What the header of a segment says, from tally_seg_info(). */
+struct tally_seg_info {
+	const char *path;
+	int pid;                 /* the creator */
+	uint64_t start_ticks;    /* its start time, clock ticks since boot */
+	uint64_t created_ns;     /* CLOCK_REALTIME at creation */
+	char proc_name[16];
+	char zone_name[64];
+	unsigned major, minor;   /* format version */
+	unsigned nslabs, nnodes;
+	int alive;               /* 1: the creator still runs */
+	uint64_t file_bytes;     /* the file's (virtual) size */
+	uint64_t resident_bytes; /* the memory it really holds */
+	uint32_t series_used;    /* series records in use or reusable */
+	uint32_t families;
+	uint64_t generation;     /* changes with every register/remove */
+};
+
+/* One series as a reader sees it, passed to a tally_series_fn. */
+struct tally_series_view {
+	uint32_t id;             /* record index: stable while it lives */
+	unsigned kind;           /* TALLY_COUNTER ... (tally/metrics.h) */
+	unsigned mode;           /* TALLY_PERCPU ... (tally/block.h) */
+	const char *name, *help, *unit;
+	unsigned nlabels;
+	const char *const *label_names;
+	const char *const *label_values;
+	int64_t value;           /* counters, gauges; histograms: count */
+	/* With TALLY_READ_PERCPU: the per-CPU values (raw copies: rseq
+	 * and fallback adds of CPU c; zeroing is not subtracted), nslabs
+	 * entries; for histograms, the count per CPU. */
+	const int64_t *percpu;
+	unsigned npercpu;
+	/* Histograms. */
+	int64_t sum;
+	unsigned sub_bits, max_bits, nbuckets;
+	const int64_t *buckets;
+};
+
+/* Flags of tally_seg_foreach(). */
+#define TALLY_READ_PERCPU 0x1u
+
+/* Return non-zero to stop the walk (tally_seg_foreach returns it). */
+typedef int (*tally_series_fn)(const struct tally_series_view *v,
+			       void *arg);
+
+/*
+ * tally_seg_open: open and validate the segment at @path.
+ *
+ * The file must be a regular file (symbolic links are not followed),
+ * owned by the caller (or opts->allow_uid), and pass every check of
+ * docs/FORMAT.md.
+ * Return: the segment, or NULL with errno set and tally_errmsg() naming
+ * the file and the problem: ENOENT, ELOOP (a symbolic link), EACCES,
+ * EPERM (another user's file), EINVAL (not a segment or corrupt),
+ * EPROTONOSUPPORT (a major version this reader does not know), ENOMEM.
+ * This API is MT-safe.
+ */
+struct tally_seg *tally_seg_open(const char *path,
+				 const struct tally_open_opts *opts);
+
+/* tally_seg_close: release @s (NULL is allowed).  MT-safe. */
+void tally_seg_close(struct tally_seg *s);
+
+/*
+ * tally_seg_info: fill @info from the header (re-read: counts and
+ * liveness are current).  Return: 0 or -EINVAL / -errno.
+ * A segment is used by one thread at a time.
+ */
+int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info);
+
+/*
+ * tally_seg_foreach: call @fn for every live series with its values.
+ *
+ * Records are read, then values, then records again; a series that was
+ * added, removed or changed in between is skipped for this pass, so a
+ * removed series is never reported with the values of its reused block.
+ * Values are sums of per-CPU copies read at slightly different times,
+ * not a snapshot.
+ * Return: the number of series passed to @fn, the non-zero value @fn
+ * returned to stop, or a negative errno when the file turns out corrupt
+ * or unreadable (tally_errmsg() says what).
+ * A segment is used by one thread at a time.
+ */
+int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
+		      void *arg);
+
+/*
+ * Histogram helpers.  tally_hist_bucket_bounds: the smallest and largest
+ * value of bucket @b.  tally_hist_quantile: the @q quantile (0 <= q <= 1)
+ * of a histogram view: the middle of the bucket holding the value of rank
+ * ceil(q * count), within 2^-sub_bits (12.5% by default) of the exact
+ * quantile of the observed values; for q = 1, the largest value of the
+ * highest bucket used.  Returns 0, or -EINVAL (not a histogram, q out of
+ * range) or -ENODATA (no observations).
+ */
+void tally_hist_bucket_bounds(unsigned b, unsigned sub_bits,
+			      unsigned max_bits, uint64_t *lo, uint64_t *hi);
+int tally_hist_quantile(const struct tally_series_view *v, double q,
+			double *out);
+
+/*
+ * tally_dir_foreach: open each *.tally file of @dir (NULL: $TALLY_DIR or
+ * /dev/shm/tally-<uid>) and call @fn with it, or with NULL and the reason
+ * when it could not be opened (the reader skips it and goes on).  The
+ * segment is closed when @fn returns.
+ * Return: the number of segments opened, or -errno when @dir cannot be
+ * read.  @fn returning non-zero stops the walk.
+ */
+typedef int (*tally_seg_fn)(const char *path, struct tally_seg *s,
+			    const char *error, void *arg);
+int tally_dir_foreach(const char *dir, const struct tally_open_opts *opts,
+		      tally_seg_fn fn, void *arg);
+
+/*
+ * tally_seg_open_pid: open the segments of process @pid in @dir; calls @fn
+ * as tally_dir_foreach does, for the files named *.<pid>.tally.
+ */
+int tally_seg_foreach_pid(const char *dir, int pid,
+			  const struct tally_open_opts *opts, tally_seg_fn fn,
+			  void *arg);
+
+/*
+ * tally_dir_cleanup: remove the segments of @dir whose creator is gone
+ * (its pid is free or belongs to a process with another start time) and
+ * that are not persistent.  Segments of live processes, other users'
+ * files and anything that is not a valid segment are left alone.
+ * Return: the number of files removed, or -errno.
+ */
+int tally_dir_cleanup(const char *dir);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TALLY_READER_H */
