@@ -18,6 +18,8 @@ struct tally_zone {
 	struct tally__hdr *hdr;  /* the mapping starts with the header */
 	size_t map_size;
 	int fd;
+	int lockfd;              /* holds this process's use lock, or -1 */
+	int keep_file;           /* could not take the lock: never unlink */
 	struct tally__chunk *meta;
 	char *chunks;            /* chunk 0 */
 	size_t chunk_bytes;

@@ -108,8 +108,7 @@ struct tally__hdr {
 	_Alignas(64) _Atomic uint64_t desc_gen; /* descriptor table changes */
 	_Atomic uint32_t series_hwm;  /* records ever used: readers scan these */
 	_Atomic uint32_t fam_count;   /* families, never removed */
-	_Alignas(64) _Atomic uint32_t nattached; /* processes using the zone */
-	_Atomic uint32_t next_token;             /* owner tokens handed out */
+	_Alignas(64) _Atomic uint32_t next_token; /* owner tokens handed out */
 	_Atomic uint64_t chunks_bumped;          /* chunks ever handed out */
 	_Atomic uint64_t chunks_inuse;           /* chunks holding blocks */
 	/* The pool: lists of chunks, changed under pool_lock only. */

@@ -3,11 +3,16 @@
  *
  * A zone's file is created under a temporary name, sized (sparse),
  * mapped, given its header, and only then renamed to its final name, so
- * that a reader never sees a half-written header.  The live-process count
- * in the header decides when the file goes away: every process that uses
- * the zone (its creator and children that inherited it) counts once, and
- * the last one to exit normally removes the file.  After a crash the file
- * stays for post-mortem reading.
+ * that a reader never sees a half-written header.
+ *
+ * Who removes the file: every process using the zone (its creator and the
+ * children that inherited it) holds a read lock on byte 0 through an open
+ * file description of its own (an OFD lock on a descriptor reopened from
+ * /proc/self/fd, closed on exec).  A process that exits normally drops its
+ * lock and removes the file if no other description holds one.  A child
+ * that execs or dies drops its lock with its descriptor, so neither
+ * fork+exec nor _exit() leaves a stale user behind.  After a crash of the
+ * last user the file stays for post-mortem reading.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -134,12 +139,55 @@ static void proc_name(char out[16])
 	snprintf(out, 16, "%.15s", buf[0] ? buf : "process");
 }
 
+/* Take this process's use lock on a zone file (see the top comment). */
+static void take_use_lock(struct tally_zone *z)
+{
+	struct flock fl;
+	char p[64];
+	int fd;
+
+	z->lockfd = -1;
+	if (!z->path[0])
+		return;
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", z->fd);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_RDLCK;
+	fl.l_whence = SEEK_SET;
+	fl.l_len = 1;
+	if (fd < 0 || fcntl(fd, F_OFD_SETLK, &fl) < 0) {
+		if (fd >= 0)
+			close(fd);
+		z->keep_file = 1; /* cannot tell who uses it: keep it */
+		return;
+	}
+	z->lockfd = fd;
+}
+
+/* Does any other process hold a use lock? */
+static int others_use(struct tally_zone *z)
+{
+	struct flock fl;
+
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	fl.l_len = 1;
+	if (fcntl(z->fd, F_OFD_GETLK, &fl) < 0)
+		return 1;
+	return fl.l_type != F_UNLCK;
+}
+
 static void detach(struct tally_zone *z)
 {
-	unsigned left = atomic_fetch_sub(&z->hdr->nattached, 1) - 1;
-
-	if (left == 0 && z->path[0] && !(z->flags & TALLY_ZONE_PERSIST) &&
-	    !tally__env.keep)
+	if (z->lockfd >= 0) {
+		close(z->lockfd);
+		z->lockfd = -1;
+	} else if (z->path[0]) {
+		z->keep_file = 1;
+	}
+	if (z->path[0] && !z->keep_file && !(z->flags & TALLY_ZONE_PERSIST) &&
+	    !tally__env.keep && !others_use(z))
 		unlink(z->path);
 }
 
@@ -165,9 +213,17 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	pthread_mutex_init(&reg_lock, NULL);
-	for (int i = 0; i < MAX_ZONES; i++)
-		if (reg[i])
-			atomic_fetch_add(&reg[i]->hdr->nattached, 1);
+	for (int i = 0; i < MAX_ZONES; i++) {
+		struct tally_zone *z = reg[i];
+
+		if (!z)
+			continue;
+		/* The inherited descriptor shares the parent's lock: close
+		 * our copy and take a lock of our own. */
+		if (z->lockfd >= 0)
+			close(z->lockfd);
+		take_use_lock(z);
+	}
 	tally__tcache_fork_child();
 }
 
@@ -411,7 +467,6 @@ struct tally_zone *tally_zone_create(const char *name,
 	snprintf(h->zone_name, sizeof(h->zone_name), "%s", name);
 	memcpy((char *)map + TALLY__PAGE, tally__env.cpu_node,
 	       nslabs * sizeof(uint16_t));
-	atomic_store(&h->nattached, 1);
 	rc = init_robust_lock(&h->pool_lock);
 	if (!rc)
 		rc = init_robust_lock(&h->metrics_lock);
@@ -450,6 +505,7 @@ struct tally_zone *tally_zone_create(const char *name,
 		goto fail_map;
 	}
 	z->id = next_id++;
+	take_use_lock(z);
 	atomic_store_explicit(&reg[slot], z, memory_order_release);
 	pthread_mutex_unlock(&reg_lock);
 	return z;
