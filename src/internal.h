@@ -91,10 +91,13 @@ static inline char *tally__chunk_base(const struct tally_zone *z, uint32_t i)
 	return z->chunks + (size_t)i * z->chunk_bytes;
 }
 
-/* Name and text rules shared by writers and readers (metrics.c). */
+/* Name and text rules shared by writers and readers (names.c). */
 int tally__valid_utf8(const char *s, size_t n);
 int tally__valid_metric_name(const char *s);
 int tally__valid_label_name(const char *s);
+int tally__valid_unit(const char *s);
+int tally__labels_parse(const char *buf, size_t len, const char **names,
+			const char **values, unsigned max);
 
 /* The reader on an open descriptor (for the fuzzer). */
 struct tally_open_opts;

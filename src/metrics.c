@@ -89,71 +89,6 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 
 /* --- Validation ------------------------------------------------------ */
 
-int tally__valid_utf8(const char *s, size_t n)
-{
-	const unsigned char *p = (const unsigned char *)s, *end = p + n;
-
-	while (p < end) {
-		unsigned c = *p, len, cp;
-
-		if (c < 0x80) {
-			p++;
-			continue;
-		}
-		if ((c & 0xe0) == 0xc0)
-			len = 2, cp = c & 0x1f;
-		else if ((c & 0xf0) == 0xe0)
-			len = 3, cp = c & 0x0f;
-		else if ((c & 0xf8) == 0xf0)
-			len = 4, cp = c & 0x07;
-		else
-			return 0;
-		if ((size_t)(end - p) < len)
-			return 0;
-		for (unsigned i = 1; i < len; i++) {
-			if ((p[i] & 0xc0) != 0x80)
-				return 0;
-			cp = (cp << 6) | (p[i] & 0x3f);
-		}
-		/* No overlong forms, surrogates or values past U+10FFFF. */
-		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-		    (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
-		    (cp >= 0xd800 && cp <= 0xdfff))
-			return 0;
-		p += len;
-	}
-	return 1;
-}
-
-static int name_char(char c, int first, int colon)
-{
-	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_')
-		return 1;
-	if (c == ':')
-		return colon;
-	return !first && c >= '0' && c <= '9';
-}
-
-int tally__valid_metric_name(const char *s)
-{
-	if (!s || !*s)
-		return 0;
-	for (const char *p = s; *p; p++)
-		if (!name_char(*p, p == s, 1))
-			return 0;
-	return 1;
-}
-
-int tally__valid_label_name(const char *s)
-{
-	if (!s || !*s || (s[0] == '_' && s[1] == '_'))
-		return 0;
-	for (const char *p = s; *p; p++)
-		if (!name_char(*p, p == s, 0))
-			return 0;
-	return 1;
-}
-
 static int check_text(const char *what, const char *s, size_t max)
 {
 	size_t n = strlen(s);
@@ -254,10 +189,9 @@ static int make_plan(const struct tally_metric_desc *d, struct plan *p)
 	if (strlen(p->unit) > TALLY_UNIT_MAX)
 		return tally__fail(E2BIG, "unit of %.60s is longer than %u "
 				   "bytes", d->name, TALLY_UNIT_MAX);
-	for (const char *u = p->unit; *u; u++)
-		if (!name_char(*u, 0, 0))
-			return tally__fail(EINVAL, "unit \"%.40s\": expected "
-					   "[a-zA-Z0-9_]*", p->unit);
+	if (!tally__valid_unit(p->unit))
+		return tally__fail(EINVAL, "unit \"%.40s\": expected "
+				   "[a-zA-Z0-9_]*", p->unit);
 	if (d->mode > TALLY_ADAPTIVE)
 		return tally__fail(EINVAL, "unknown block mode %u", d->mode);
 	p->kind = d->kind;
@@ -367,7 +301,7 @@ int tally_metric_register(struct tally_zone *z,
 	struct tally__series *s;
 	struct plan p;
 	tally_block *b;
-	uint32_t fam, idx, bucket, *link;
+	uint32_t fam = 0, idx, bucket, *link;
 	int rc;
 
 	if (!d || !m)

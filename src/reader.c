@@ -57,6 +57,8 @@ struct result {
 	size_t percpu_at, buckets_at; /* offsets into the arenas */
 };
 
+#define MAX_LABELS (TALLY__LABELS_MAX / 4) /* "a\0\0b\0\0..." */
+
 struct tally_seg {
 	int fd;
 	char path[PATH_MAX];
@@ -73,7 +75,10 @@ struct tally_seg {
 	int64_t *percpu_arena, *bucket_arena;
 	size_t percpu_cap, bucket_cap, percpu_used, bucket_used;
 	struct chunk_cache cache[CACHE];
-	int64_t *scratch;        /* per-CPU sums of one slot */
+	uint64_t last_chunk_base;   /* offset of the chunk of the last slot */
+	uint64_t last_chunk;
+	/* The labels of each record of a batch, as parsed. */
+	const char *(*lnames)[MAX_LABELS], *(*lvalues)[MAX_LABELS];
 };
 
 static int corrupt(struct tally_seg *s, const char *fmt, ...)
@@ -226,6 +231,7 @@ static struct tally_seg *open_fd(int fd, const char *path,
 	snprintf(s->path, sizeof(s->path), "%s", path);
 	for (unsigned i = 0; i < CACHE; i++)
 		s->cache[i].chunk = UINT64_MAX;
+	s->last_chunk_base = UINT64_MAX / 2;
 	if (fstat(fd, &st) < 0) {
 		tally__fail(errno, "%s: %s", path, strerror(errno));
 		goto fail;
@@ -251,8 +257,9 @@ static struct tally_seg *open_fd(int fd, const char *path,
 	s->rec1 = malloc(BATCH * sizeof(*s->rec1));
 	s->rec2 = malloc(BATCH * sizeof(*s->rec2));
 	s->res = malloc(BATCH * sizeof(*s->res));
-	s->scratch = malloc(s->hdr.nslabs * sizeof(int64_t));
-	if (!s->rec1 || !s->rec2 || !s->res || !s->scratch) {
+	s->lnames = malloc(BATCH * sizeof(*s->lnames));
+	s->lvalues = malloc(BATCH * sizeof(*s->lvalues));
+	if (!s->rec1 || !s->rec2 || !s->res || !s->lnames || !s->lvalues) {
 		tally__fail(ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -306,7 +313,8 @@ void tally_seg_close(struct tally_seg *s)
 	free(s->res);
 	free(s->percpu_arena);
 	free(s->bucket_arena);
-	free(s->scratch);
+	free(s->lnames);
+	free(s->lvalues);
 	free(s);
 }
 
@@ -399,12 +407,9 @@ static int check_family(struct tally_seg *s, uint32_t i,
 	if (!nul_within(f->name, sizeof(f->name), f->name_len) ||
 	    !tally__valid_metric_name(f->name))
 		return corrupt(s, "family %u: bad metric name", i);
-	if (!nul_within(f->unit, sizeof(f->unit), f->unit_len))
+	if (!nul_within(f->unit, sizeof(f->unit), f->unit_len) ||
+	    !tally__valid_unit(f->unit))
 		return corrupt(s, "family %u: bad unit", i);
-	for (const char *u = f->unit; *u; u++)
-		if (!((*u >= 'a' && *u <= 'z') || (*u >= 'A' && *u <= 'Z') ||
-		      (*u >= '0' && *u <= '9') || *u == '_'))
-			return corrupt(s, "family %u: bad unit", i);
 	if (!nul_within(f->help, sizeof(f->help), f->help_len) ||
 	    !tally__valid_utf8(f->help, f->help_len))
 		return corrupt(s, "family %u: bad help text", i);
@@ -600,29 +605,33 @@ static int64_t *arena_take(int64_t **arena, size_t *cap, size_t *used,
 
 /* --- Series ------------------------------------------------------------ */
 
-/* Check a stable series record; on success fill the chunk and slot. */
-static int check_series(struct tally_seg *s, uint32_t id,
+/*
+ * Check a stable series record; on success fill the chunk and slot, and
+ * the batch's label pointers for record @i.
+ */
+static int check_series(struct tally_seg *s, uint32_t id, uint32_t i,
 			const struct tally__series *r, uint64_t *chunk,
 			unsigned *slot)
 {
 	const struct tally__hdr *h = &s->hdr;
-	const struct tally__family *f;
 	uint64_t rel, in;
-	unsigned n = 0, pos = 0;
+	unsigned need = family_slots(&s->fams[r->family]);
+	int n;
 
-	if (r->family >= s->nfams)
-		return corrupt(s, "series %u: family %u does not exist", id,
-			       r->family);
-	f = &s->fams[r->family];
-	if (r->nslots != family_slots(f))
+	if (r->nslots != need)
 		return corrupt(s, "series %u: %u slots, its kind needs %u", id,
-			       r->nslots, family_slots(f));
+			       r->nslots, need);
 	if (r->slot_off < h->chunks_off ||
-	    r->slot_off >= h->chunks_off + h->chunks_size)
+	    r->slot_off - h->chunks_off >= h->chunks_size)
 		return corrupt(s, "series %u: slot offset %llu outside the "
 			       "chunks", id, (unsigned long long)r->slot_off);
 	rel = r->slot_off - h->chunks_off;
-	in = rel % s->chunk_bytes;
+	/* Series of one chunk tend to follow each other: skip the divide. */
+	if (rel - s->last_chunk_base >= s->chunk_bytes) {
+		s->last_chunk = rel / s->chunk_bytes;
+		s->last_chunk_base = s->last_chunk * s->chunk_bytes;
+	}
+	in = rel - s->last_chunk_base;
 	if (in < TALLY__PG_COPY0 * TALLY__PAGE ||
 	    in >= (TALLY__PG_COPY0 + 1) * TALLY__PAGE || in % 8 ||
 	    (in - TALLY__PG_COPY0 * TALLY__PAGE) / 8 + r->nslots >
@@ -632,44 +641,28 @@ static int check_series(struct tally_seg *s, uint32_t id,
 	if (r->labels_len > TALLY__LABELS_MAX)
 		return corrupt(s, "series %u: labels of %u bytes", id,
 			       r->labels_len);
-	while (pos < r->labels_len) {
-		const char *name = r->labels + pos, *value;
-		size_t kn = strnlen(name, r->labels_len - pos), vn;
-
-		if (pos + kn >= r->labels_len)
-			return corrupt(s, "series %u: label not terminated", id);
-		value = name + kn + 1;
-		vn = strnlen(value, r->labels_len - pos - kn - 1);
-		if (pos + kn + 1 + vn >= r->labels_len)
-			return corrupt(s, "series %u: label value not "
-				       "terminated", id);
-		if (!tally__valid_label_name(name) ||
-		    !tally__valid_utf8(value, vn))
-			return corrupt(s, "series %u: bad label", id);
-		pos += (unsigned)(kn + vn + 2);
-		n++;
-	}
-	if (n != r->nlabels)
-		return corrupt(s, "series %u: %u labels, %u expected", id, n,
-			       r->nlabels);
-	*chunk = rel / s->chunk_bytes;
+	n = tally__labels_parse(r->labels, r->labels_len, s->lnames[i],
+				s->lvalues[i], MAX_LABELS);
+	if (n < 0 || (unsigned)n != r->nlabels)
+		return corrupt(s, "series %u: labels are not well formed", id);
+	*chunk = s->last_chunk;
 	*slot = (unsigned)((in - TALLY__PG_COPY0 * TALLY__PAGE) / 8);
 	return 0;
 }
 
-static int compute(struct tally_seg *s, uint32_t id,
+static int compute(struct tally_seg *s, uint32_t id, uint32_t i,
 		   const struct tally__series *r, unsigned flags,
 		   struct result *out)
 {
 	const struct tally__family *f;
 	struct chunk_cache *c;
-	uint64_t chunk;
-	unsigned slot, nslabs = s->hdr.nslabs;
+	uint64_t chunk = 0;
+	unsigned slot = 0, nslabs = s->hdr.nslabs;
 	int64_t *percpu = NULL;
 	int rc;
 
 	out->ok = 0;
-	rc = check_series(s, id, r, &chunk, &slot);
+	rc = check_series(s, id, i, r, &chunk, &slot);
 	if (rc < 0)
 		return rc;
 	f = &s->fams[r->family];
@@ -706,22 +699,14 @@ static int compute(struct tally_seg *s, uint32_t id,
 	return 0;
 }
 
-static int emit(struct tally_seg *s, uint32_t id,
+static int emit(struct tally_seg *s, uint32_t id, uint32_t i,
 		const struct tally__series *r, const struct result *res,
 		unsigned flags, tally_series_fn fn, void *arg)
 {
 	const struct tally__family *f = &s->fams[r->family];
-	const char *names[TALLY__LABELS_MAX / 4], *values[TALLY__LABELS_MAX / 4];
 	struct tally_series_view v;
-	unsigned pos = 0;
 
 	memset(&v, 0, sizeof(v));
-	for (unsigned i = 0; i < r->nlabels; i++) {
-		names[i] = r->labels + pos;
-		pos += (unsigned)strlen(names[i]) + 1;
-		values[i] = r->labels + pos;
-		pos += (unsigned)strlen(values[i]) + 1;
-	}
 	v.id = id;
 	v.kind = f->kind;
 	v.mode = f->mode;
@@ -729,8 +714,8 @@ static int emit(struct tally_seg *s, uint32_t id,
 	v.help = f->help;
 	v.unit = f->unit;
 	v.nlabels = r->nlabels;
-	v.label_names = names;
-	v.label_values = values;
+	v.label_names = s->lnames[i];
+	v.label_values = s->lvalues[i];
 	v.value = res->value;
 	if (flags & TALLY_READ_PERCPU) {
 		v.percpu = s->percpu_arena + res->percpu_at;
@@ -780,13 +765,17 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 			if ((atomic_load_explicit(&r->seq, memory_order_relaxed) & 1) ||
 			    r->state != 1)
 				continue;
+			if (r->family >= s->hdr.fam_cap)
+				return corrupt(s, "series %u: family %u does not "
+					       "exist", first + i, r->family);
 			/* A family newer than our copy: read it now. */
-			if (r->family >= s->nfams && r->family < s->hdr.fam_cap &&
+			if (r->family >= s->nfams &&
 			    (rc = load_families(s, r->family + 1)) < 0)
 				return rc;
 			if (r->family >= s->nfams)
 				continue; /* still being written */
-			if ((rc = compute(s, first + i, r, flags, &s->res[i])) < 0)
+			if ((rc = compute(s, first + i, i, r, flags,
+					  &s->res[i])) < 0)
 				return rc;
 		}
 		if ((rc = read_at(s, s->rec2, bytes, off)) < 0)
@@ -795,8 +784,8 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 			if (!s->res[i].ok ||
 			    memcmp(&s->rec1[i], &s->rec2[i], sizeof(s->rec1[i])))
 				continue;
-			rc = emit(s, first + i, &s->rec1[i], &s->res[i], flags,
-				  fn, arg);
+			rc = emit(s, first + i, i, &s->rec1[i], &s->res[i],
+				  flags, fn, arg);
 			if (rc)
 				return rc;
 			count++;
