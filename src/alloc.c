@@ -67,6 +67,23 @@ static void tc_thread_exit(void *arg)
 	free(tc);
 }
 
+/*
+ * At exit(): give back the exiting thread's chunks, so that the free
+ * blocks of a worker process that exits are not lost to the zone's other
+ * users.  (The chunks of threads that are still running stay theirs.)
+ */
+void tally__tcache_exit(void)
+{
+	struct tcache *tc = tls_tc;
+
+	if (!tc)
+		return;
+	for (unsigned i = 0; i < TC_WAYS; i++)
+		if (tc->e[i].zid && tally__zone_alive_locked(tc->e[i].zid,
+							     tc->e[i].z))
+			tc_release(&tc->e[i]);
+}
+
 static void tc_key_init(void)
 {
 	pthread_key_create(&tc_key, tc_thread_exit);
@@ -95,11 +112,20 @@ static struct tc_ent *tc_find(struct tally_zone *z)
 	return NULL;
 }
 
+static uint32_t new_token(struct tally_zone *z)
+{
+	uint32_t token;
+
+	do
+		token = atomic_fetch_add(&z->hdr->next_token, 1) + 1;
+	while (token == 0);
+	return token;
+}
+
 static struct tc_ent *tc_get(struct tally_zone *z)
 {
 	struct tc_ent *e = tc_find(z);
 	struct tcache *tc = tls_tc;
-	uint32_t token;
 
 	if (e)
 		return e;
@@ -120,12 +146,9 @@ static struct tc_ent *tc_get(struct tally_zone *z)
 			tc_release(e);
 		memset(e, 0, sizeof(*e));
 	}
-	do
-		token = atomic_fetch_add(&z->hdr->next_token, 1) + 1;
-	while (token == 0);
 	e->zid = z->id;
 	e->z = z;
-	e->token = token;
+	e->token = new_token(z);
 	return e;
 }
 
@@ -139,7 +162,8 @@ static tally_block *make_handle(struct tally_zone *z, uint32_t chunk,
 }
 
 /* Take a block from the entry's current chunk; NULL when it is empty. */
-static tally_block *take(struct tally_zone *z, uint32_t chunk, unsigned mode)
+static tally_block *take(struct tally_zone *z, uint32_t chunk, unsigned mode,
+			 unsigned nslots)
 {
 	struct tally__chunk *c = &z->meta[chunk];
 	unsigned words = (c->nblocks + 63u) / 64u;
@@ -152,6 +176,10 @@ static tally_block *take(struct tally_zone *z, uint32_t chunk, unsigned mode)
 
 			atomic_store_explicit(&c->local[w], bits & (bits - 1),
 					      RELAXED);
+			if (c->bsize > TALLY__EXACT_MAX)
+				__atomic_store_n(&c->slack[w * 64 + b],
+						 (uint8_t)(c->bsize - nslots),
+						 __ATOMIC_RELAXED);
 			return make_handle(z, chunk, (w * 64 + b) * c->bsize,
 					   mode);
 		}
@@ -164,6 +192,7 @@ tally_block *tally_block_alloc(struct tally_zone *z, unsigned nslots,
 {
 	struct tc_ent *e;
 	unsigned cls;
+	int retried = 0;
 
 	if (nslots == 0 || nslots > TALLY_BLOCK_MAX_SLOTS) {
 		tally__fail(EINVAL, "block of %u slots: expected 1 to %u",
@@ -188,11 +217,11 @@ tally_block *tally_block_alloc(struct tally_zone *z, unsigned nslots,
 		int rc;
 
 		if (cur) {
-			b = take(z, cur - 1, mode);
+			b = take(z, cur - 1, mode, nslots);
 			if (b)
 				return b;
 			tally__chunk_collect(z, cur - 1);
-			b = take(z, cur - 1, mode);
+			b = take(z, cur - 1, mode, nslots);
 			if (b)
 				return b;
 			/* Full: let other threads' frees refill it. */
@@ -200,6 +229,16 @@ tally_block *tally_block_alloc(struct tally_zone *z, unsigned nslots,
 			tally__chunk_release(z, cur - 1);
 		}
 		rc = tally__chunk_acquire(z, mode, cls, e->token, &idx);
+		if (rc == -ENOSPC && !retried) {
+			/* This thread's other chunks may be all free: give
+			 * them back (they are punched) and try once more. */
+			retried = 1;
+			tc_release(e);
+			e->zid = z->id;
+			e->z = z;
+			e->token = new_token(z);
+			continue;
+		}
 		if (rc < 0)
 			return NULL;
 		e->cur[mode][cls] = idx + 1;
@@ -241,6 +280,10 @@ int tally__locate(struct tally_zone *z, const tally_block *b,
 	loc->z = z;
 	loc->chunk = (uint32_t)(rel / z->chunk_bytes);
 	loc->slot0 = slot;
+	loc->nslots = bsize;
+	if (bsize > TALLY__EXACT_MAX)
+		loc->nslots -= __atomic_load_n(&c->slack[slot / bsize],
+					       __ATOMIC_RELAXED);
 	loc->mode = mode;
 	loc->ch = c;
 	return 0;

@@ -29,6 +29,21 @@
 struct tally__cfg tally__cfg = { 0, 0, 1 };
 struct tally__env tally__env;
 
+/*
+ * Where the update path's restartable sequence finds "its" rseq area when
+ * rseq is not used: a thread-local stand-in whose CPU id (-1) is above
+ * any limit, so the sequence always goes to the fallback, and whose
+ * rseq_cs field absorbs the sequence's store.  Never glibc's area, and
+ * never another TCB field: rseq_off must always point at 32 writable
+ * bytes of the calling thread.
+ */
+static __thread struct {
+	uint32_t cpu_id_start, cpu_id;
+	uint64_t rseq_cs;
+	uint32_t flags, pad[3];
+} __attribute__((aligned(32))) no_rseq
+	__attribute__((tls_model("initial-exec"))) = { 0, UINT32_MAX, 0, 0, { 0 } };
+
 /* glibc >= 2.35 exports these; weak so that an older glibc still links. */
 extern const ptrdiff_t __rseq_offset __attribute__((weak));
 extern const unsigned int __rseq_size __attribute__((weak));
@@ -191,7 +206,11 @@ static void init_once(void)
 	rseq_ok = &__rseq_size && &__rseq_offset && __rseq_size >= 20 &&
 		  !(s && strcmp(s, "0") != 0 && *s);
 	tally__cfg.nslabs = e->nslabs;
-	tally__cfg.rseq_off = rseq_ok ? (long)__rseq_offset : 0;
+#if defined(__x86_64__)
+	tally__cfg.rseq_off = rseq_ok ? (long)__rseq_offset :
+			      (long)((char *)&no_rseq -
+				     (char *)__builtin_thread_pointer());
+#endif
 	__atomic_store_n(&tally__cfg.rseq_limit, rseq_ok ? e->nslabs : 0,
 			 __ATOMIC_RELEASE);
 }

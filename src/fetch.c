@@ -83,9 +83,9 @@ static int sum_slot(const tally_block *b, unsigned slot, int64_t *percpu,
 
 	if (rc < 0)
 		return rc;
-	if (slot >= loc.ch->bsize)
+	if (slot >= loc.nslots)
 		return tally__fail(EINVAL, "slot %u is beyond the block's %u "
-				   "slots", slot, (unsigned)loc.ch->bsize);
+				   "slots", slot, loc.nslots);
 	memset(a, 0, sizeof(*a));
 	a->z = loc.z;
 	a->base = tally__chunk_base(loc.z, loc.chunk);
@@ -143,9 +143,9 @@ int tally_block_zero(tally_block *b, unsigned slot, int64_t *removed)
 	rc = tally__locate(NULL, b, &loc);
 	if (rc < 0)
 		return rc;
-	if (slot >= loc.ch->bsize)
+	if (slot >= loc.nslots)
 		return tally__fail(EINVAL, "slot %u is beyond the block's %u "
-				   "slots", slot, (unsigned)loc.ch->bsize);
+				   "slots", slot, loc.nslots);
 	base = (int64_t *)(tally__chunk_base(loc.z, loc.chunk) +
 			   TALLY__PG_BASELINE * TALLY__PAGE) +
 	       loc.slot0 + slot;
@@ -182,9 +182,9 @@ int tally_block_promoted(const tally_block *b, unsigned slot)
 
 	if (rc < 0)
 		return rc;
-	if (slot >= loc.ch->bsize)
+	if (slot >= loc.nslots)
 		return tally__fail(EINVAL, "slot %u is beyond the block's %u "
-				   "slots", slot, (unsigned)loc.ch->bsize);
+				   "slots", slot, loc.nslots);
 	if (loc.mode != TALLY_ADAPTIVE)
 		return 0;
 	off = (off_t)(loc.z->hdr->chunks_off +

@@ -62,12 +62,16 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 void tally__chunk_release(struct tally_zone *z, uint32_t idx);
 void tally__chunk_remote_freed(struct tally_zone *z, uint32_t idx);
 void tally__chunk_collect(struct tally_zone *z, uint32_t idx);
+int tally__room(struct tally_zone *z, uint64_t more_chunks,
+		uint64_t records, uint64_t buckets);
 void tally__pool_lock(struct tally_zone *z);
 void tally__robust_lock(pthread_mutex_t *m);
 void tally__pool_unlock(struct tally_zone *z);
 
 /* Thread caches (alloc.c). */
 void tally__tcache_fork_child(void);
+void tally__tcache_exit(void);
+int tally__zone_alive_locked(uint64_t id, struct tally_zone *z);
 
 /* Page residency (resident.c): call fn for each run of pages of the range
  * [off, off + len) that exist in the file; returns 0 or -errno. */
@@ -80,6 +84,7 @@ struct tally__loc {
 	struct tally_zone *z;
 	uint32_t chunk;          /* chunk index */
 	unsigned slot0;          /* first slot of the block in its chunk */
+	unsigned nslots;         /* slots of the block */
 	unsigned mode;
 	struct tally__chunk *ch;
 };

@@ -119,6 +119,7 @@ struct tally__hdr {
 	_Alignas(64) pthread_mutex_t metrics_lock; /* robust, process-shared */
 	uint32_t series_free;                      /* free list (index + 1) */
 	uint32_t series_live;
+	uint32_t hash_cur;   /* series buckets in use (grows to hash_buckets) */
 };
 
 /*
@@ -137,12 +138,17 @@ struct tally__chunk {
 	uint8_t listed;          /* on its partial list */
 	uint8_t pad0;
 	uint32_t next, prev;     /* partial or empty list links (index + 1) */
+	/* Blocks of more than 16 slots (at most 25 a chunk): how many slots
+	 * of the size class each block does not use, set by the owner when
+	 * it hands the block out, so that slot numbers can be checked. */
+	uint8_t slack[32];
 	_Alignas(64) _Atomic uint64_t local[8];  /* free and zeroed */
 	_Alignas(64) _Atomic uint64_t dirty[8];  /* freed by the owner */
 	_Alignas(64) _Atomic uint64_t remote[8]; /* freed by other threads */
 };
 
 #define TALLY__CHUNK_FREE 0xffu
+#define TALLY__EXACT_MAX  16u /* size classes up to here are exact */
 
 /* Metric kinds (also in tally/metrics.h). */
 #define TALLY__KIND_COUNTER   1u

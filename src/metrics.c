@@ -291,7 +291,40 @@ static uint32_t series_hash(struct tally_zone *z, uint32_t fam,
 {
 	uint64_t h = fnv1a(0xcbf29ce484222325ull, &fam, sizeof(fam));
 
-	return (uint32_t)fnv1a(h, labels, len) & (z->hdr->hash_buckets - 1);
+	return (uint32_t)fnv1a(h, labels, len) & (z->hdr->hash_cur - 1);
+}
+
+/*
+ * Under the metrics lock: keep the series index at most half full.  It
+ * starts small and doubles, rehashing the live series, so that its memory
+ * follows the number of live series rather than the zone's capacity (a
+ * bucket array sized for the capacity would get a page written at random
+ * for every new label set).
+ */
+static void index_grow(struct tally_zone *z)
+{
+	struct tally__hdr *h = z->hdr;
+	uint32_t hwm, *b = series_buckets(z);
+
+	if (h->hash_cur == 0)
+		h->hash_cur = h->hash_buckets < 1024 ? h->hash_buckets : 1024;
+	if (h->series_live + 1 <= h->hash_cur / 2 ||
+	    h->hash_cur >= h->hash_buckets ||
+	    tally__room(z, 0, 0, (uint64_t)h->hash_cur * 2) < 0)
+		return; /* (without room, chains just get longer) */
+	h->hash_cur *= 2;
+	memset(b, 0, h->hash_cur * sizeof(*b));
+	hwm = atomic_load_explicit(&h->series_hwm, memory_order_relaxed);
+	for (uint32_t i = 0; i < hwm; i++) {
+		struct tally__series *s = &series(z)[i];
+		uint32_t k;
+
+		if (s->state != 1)
+			continue;
+		k = series_hash(z, s->family, s->labels, s->labels_len);
+		chains(z)[i] = b[k];
+		b[k] = i + 1;
+	}
 }
 
 int tally_metric_register(struct tally_zone *z,
@@ -320,6 +353,7 @@ int tally_metric_register(struct tally_zone *z,
 	rc = family_get(z, d->name, &p, &fam);
 	if (rc < 0)
 		goto fail;
+	index_grow(z);
 	bucket = series_hash(z, fam, p.labels, p.labels_len);
 	for (link = &series_buckets(z)[bucket]; *link;
 	     link = &chains(z)[*link - 1]) {
@@ -341,6 +375,10 @@ int tally_metric_register(struct tally_zone *z,
 					 "already", h->zone_name, h->desc_cap);
 			goto fail;
 		}
+		/* A new page of records: make sure it can be allocated. */
+		if ((uint64_t)idx * sizeof(*s) % TALLY__PAGE == 0 &&
+		    (rc = tally__room(z, 0, (uint64_t)idx + 32, 0)) < 0)
+			goto fail;
 	}
 	s = &series(z)[idx];
 	seq_begin(&s->seq);

@@ -105,36 +105,69 @@ static void settle(struct tally_zone *z, uint32_t i)
 	}
 }
 
+static uint64_t pages(uint64_t bytes)
+{
+	return (bytes + TALLY__PAGE - 1) / TALLY__PAGE * TALLY__PAGE;
+}
+
+/*
+ * An upper bound of what the zone's file may come to hold: every page of
+ * every chunk in use (one per CPU that may write, and the auxiliary ones)
+ * plus the records and index entries in use, with @chunks chunks in use,
+ * @records series records and @buckets index buckets.
+ */
+static uint64_t file_bound(struct tally_zone *z, uint64_t chunks,
+			   uint64_t records, uint64_t buckets)
+{
+	struct tally__hdr *h = z->hdr;
+	uint64_t bumped = atomic_load(&h->chunks_bumped) + 1;
+
+	return TALLY__PAGE + h->node_size +
+	       pages(bumped * sizeof(struct tally__chunk)) +
+	       pages(((uint64_t)atomic_load(&h->fam_count) + 1) *
+		     sizeof(struct tally__family)) +
+	       pages(records * sizeof(struct tally__series)) +
+	       pages(buckets * 4) + pages((uint64_t)h->fam_hash_buckets * 4) +
+	       pages(records * 4) + 4 * TALLY__PAGE +
+	       chunks * z->chunk_bytes;
+}
+
 /*
  * The file system must be able to hold every page the zone has promised:
- * each chunk in use may still grow to all of its pages, one per CPU that
- * writes, and a page that cannot be allocated on first write would kill
- * the writer with SIGBUS.  So a new chunk is handed out only while the
- * free space covers the pages not yet allocated of all chunks in use.
- * This cannot see other zones or files filling the same file system.
+ * a page that cannot be allocated when a CPU first writes to it kills the
+ * writer with SIGBUS.  So a new chunk (or a new page of records) is handed
+ * out only while the free space covers everything the zone may still
+ * need.  This cannot see other zones or files filling the same file
+ * system.
  */
-static int room_for_chunk(struct tally_zone *z)
+int tally__room(struct tally_zone *z, uint64_t more_chunks,
+		uint64_t records, uint64_t buckets)
 {
+	struct tally__hdr *h = z->hdr;
 	struct statvfs sv;
 	struct stat st;
-	uint64_t promised, resident, avail;
+	uint64_t bound, resident, avail;
 
 	if (fstatvfs(z->fd, &sv) < 0 || fstat(z->fd, &st) < 0)
 		return tally__fail(errno, "cannot check free space: %s",
 				   strerror(errno));
 	if (sv.f_blocks == 0) /* no limit (the internal memfd mount) */
 		return 0;
-	promised = (atomic_load(&z->hdr->chunks_inuse) + 1) *
-		   (uint64_t)z->chunk_bytes;
+	if (!records)
+		records = atomic_load(&h->series_hwm) + 1u;
+	if (!buckets)
+		buckets = h->hash_cur;
+	bound = file_bound(z, atomic_load(&h->chunks_inuse) + more_chunks,
+			   records, buckets);
 	resident = (uint64_t)st.st_blocks * 512u;
 	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-	if (promised > resident && promised - resident > avail)
+	if (bound > resident && bound - resident > avail)
 		return tally__fail(ENOSPC, "the file system of %s has %llu "
 				   "bytes free, less than the %llu bytes the "
-				   "zone's chunks may still need",
+				   "zone may still need",
 				   z->path[0] ? z->path : "(memfd)",
 				   (unsigned long long)avail,
-				   (unsigned long long)(promised - resident));
+				   (unsigned long long)(bound - resident));
 	return 0;
 }
 
@@ -159,7 +192,7 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 		*idx = i;
 		return 0;
 	}
-	rc = room_for_chunk(z);
+	rc = tally__room(z, 1, 0, 0);
 	if (rc < 0)
 		goto out;
 	if (h->empty_head) {

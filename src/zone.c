@@ -194,6 +194,7 @@ static void detach(struct tally_zone *z)
 static void at_exit(void)
 {
 	pthread_mutex_lock(&reg_lock);
+	tally__tcache_exit();
 	for (int i = 0; i < MAX_ZONES; i++)
 		if (reg[i])
 			detach(reg[i]);
@@ -302,7 +303,7 @@ struct tally_zone *tally_zone_create(const char *name,
 	size_t fam_size, desc_size, hash_size, hbuckets, fbuckets;
 	unsigned nslabs;
 	void *map;
-	int fd = -1, rc, slot;
+	int fd = -1, rc, slot, err;
 
 	tally__init();
 	if (opts)
@@ -511,19 +512,18 @@ struct tally_zone *tally_zone_create(const char *name,
 	return z;
 
 fail_map:
+	err = errno;
 	munmap(map, size);
+	errno = err;
 fail:
+	err = errno;
 	if (fd >= 0) {
 		close(fd);
 		if (tmp[0])
 			unlink(tmp);
 	}
-	{
-		int err = errno;
-
-		free(z);
-		errno = err;
-	}
+	free(z);
+	errno = err;
 	return NULL;
 }
 
@@ -626,14 +626,21 @@ struct tally_zone *tally__zone_of(const void *addr)
 	return NULL;
 }
 
-int tally__zone_alive(uint64_t id, struct tally_zone *z)
+/* Is @z (with @id) still a zone of this process?  Caller holds reg_lock. */
+int tally__zone_alive_locked(uint64_t id, struct tally_zone *z)
 {
-	int alive = 0;
-
-	pthread_mutex_lock(&reg_lock);
 	for (int i = 0; i < MAX_ZONES; i++)
 		if (reg[i] == z && z->id == id)
-			alive = 1;
+			return 1;
+	return 0;
+}
+
+int tally__zone_alive(uint64_t id, struct tally_zone *z)
+{
+	int alive;
+
+	pthread_mutex_lock(&reg_lock);
+	alive = tally__zone_alive_locked(id, z);
 	pthread_mutex_unlock(&reg_lock);
 	return alive;
 }

@@ -68,7 +68,11 @@ struct tally_metric_desc {
 				   histogram must fit in 511 buckets */
 };
 
-/* A registered series.  Copyable; valid until tally_metric_remove(). */
+/*
+ * A registered series.  It may be copied (into each worker's structures,
+ * say); every copy is valid until tally_metric_remove() is called on any
+ * of them, and no copy may be updated after that.
+ */
 typedef struct tally_metric {
 	tally_block *block;
 	struct tally_zone *zone;

@@ -11,7 +11,8 @@
  * A file that is not a tally segment, is truncated, foreign (another
  * user's, unless allowed), of an unknown major version, or corrupt is
  * refused with a message that names the file and what is wrong
- * (tally_errmsg()).  docs/FORMAT.md describes the format.
+ * (tally_errmsg(); every message of the reader starts with the file's
+ * path).  docs/FORMAT.md describes the format.
  */
 #ifndef TALLY_READER_H
 #define TALLY_READER_H
@@ -37,8 +38,8 @@ struct tally_seg_info {
 	int pid;                 /* the creator */
 	uint64_t start_ticks;    /* its start time, clock ticks since boot */
 	uint64_t created_ns;     /* CLOCK_REALTIME at creation */
-	char proc_name[16];
-	char zone_name[64];
+	char proc_name[16];      /* NUL-terminated */
+	char zone_name[64];      /* NUL-terminated */
 	unsigned major, minor;   /* format version */
 	unsigned nslabs, nnodes;
 	int alive;               /* 1: the creator still runs */
@@ -49,7 +50,12 @@ struct tally_seg_info {
 	uint64_t generation;     /* changes with every register/remove */
 };
 
-/* One series as a reader sees it, passed to a tally_series_fn. */
+/*
+ * One series as a reader sees it, passed to a tally_series_fn.  Every
+ * pointer in it is valid only until the function returns: copy what you
+ * keep.  Strings are NUL-terminated and were checked: names follow the
+ * Prometheus rules and label values and help are valid UTF-8.
+ */
 struct tally_series_view {
 	uint32_t id;             /* record index: stable while it lives */
 	unsigned kind;           /* TALLY_COUNTER ... (tally/metrics.h) */
@@ -146,8 +152,8 @@ int tally_dir_foreach(const char *dir, const struct tally_open_opts *opts,
 		      tally_seg_fn fn, void *arg);
 
 /*
- * tally_seg_open_pid: open the segments of process @pid in @dir; calls @fn
- * as tally_dir_foreach does, for the files named *.<pid>.tally.
+ * tally_seg_foreach_pid: open the segments of process @pid in @dir; calls
+ * @fn as tally_dir_foreach does, for the files named *.<pid>.tally.
  */
 int tally_seg_foreach_pid(const char *dir, int pid,
 			  const struct tally_open_opts *opts, tally_seg_fn fn,

@@ -29,7 +29,7 @@ extern "C" {
  * CPU id sends both "no rseq" and "CPU beyond the slabs" to the fallback.
  */
 struct tally__cfg {
-	long rseq_off;        /* glibc's __rseq_offset */
+	long rseq_off;        /* glibc's __rseq_offset, or that of a stand-in */
 	unsigned rseq_limit;  /* CPU ids below this take the rseq path */
 	unsigned nslabs;      /* per-CPU copies of every slot */
 } __attribute__((aligned(64)));
