@@ -55,6 +55,9 @@ struct bench_row {
 	double rate[BENCH_MAX_REPEAT];
 	struct bench_stats ns_st, rate_st;
 	double ratio[4];       /* experiment-defined ratios; NAN if none */
+	double overlap[BENCH_MAX_REPEAT]; /* counter: sum of the workers' CPU
+				  time / (workers x wall time), per run */
+	struct bench_stats overlap_st;
 	int checked;           /* 1: observed was compared with expected */
 	int lossy;             /* a baseline allowed to lose counts */
 	int64_t expected, observed;
@@ -87,8 +90,10 @@ struct bench_doc {
 	char headline[4096];   /* ministat-style text, may be empty */
 };
 
-/* Time. */
+/* Time: wall (CLOCK_MONOTONIC) and this thread's CPU time, which does not
+ * advance while another process has the CPU. */
 uint64_t bench_now_ns(void);
+uint64_t bench_thread_cpu_ns(void);
 
 /* Statistics of v[0..n-1] (n >= 1). */
 void bench_stats(const double *v, unsigned n, struct bench_stats *st);
@@ -98,6 +103,34 @@ void bench_row_finish(struct bench_row *r);
 unsigned bench_cpus(int *cpus, unsigned max);
 int bench_pin(int cpu);
 const char *bench_cpu_list(void);
+
+/*
+ * The word at %fs:8 (glibc's DTV pointer on x86-64).  A tally add must
+ * never change it; tally-bench saves it around every loop of adds,
+ * restores it and reports the row as failed when it changed, so that a
+ * library that clobbers it is reported instead of crashing the next
+ * pthread_create().  0 and no-ops elsewhere.
+ */
+static inline uintptr_t bench_tcb_word(void)
+{
+#if defined(__x86_64__) && defined(__linux__)
+	uintptr_t v;
+
+	__asm__ __volatile__("movq %%fs:8, %0" : "=r"(v));
+	return v;
+#else
+	return 0;
+#endif
+}
+
+static inline void bench_tcb_restore(uintptr_t v)
+{
+#if defined(__x86_64__) && defined(__linux__)
+	__asm__ __volatile__("movq %0, %%fs:8" : : "r"(v) : "memory");
+#else
+	(void)v;
+#endif
+}
 
 /* Rows and targets. */
 struct bench_row *bench_row_add(struct bench_doc *d, const char *config,

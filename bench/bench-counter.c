@@ -1,0 +1,553 @@
+/*
+ * bench-counter.c: the counter(9) experiment (FreeBSD, 2013).
+ *
+ * One worker per CPU adds 1 to one shared counter N times; the workers
+ * are pinned (one per CPU) and, as a second configuration, left to the
+ * scheduler; and a single worker gives the uncontended cost.  The
+ * contenders, all measured in the same run:
+ *
+ *   thread-local add   each worker adds to its own variable: the floor.
+ *   shared atomic      one relaxed __atomic_fetch_add on one global.
+ *   racy +=            a volatile, non-atomic += on one global: as fast
+ *                      as a plain add but loses counts (reported).
+ *   tally percpu       tally_block_add on a TALLY_PERCPU block (rseq).
+ *   tally percpu fallback
+ *                      the same, in a child run with TALLY_NO_RSEQ=1, so
+ *                      that every add takes the atomic fallback.
+ *   tally shared, adaptive, pernode: the other modes.
+ *
+ * Every tally row (and the thread-local and atomic baselines) checks that
+ * the total is exactly workers x N.
+ *
+ * ns/op is each worker's CPU time (CLOCK_THREAD_CPUTIME_ID) per add: the
+ * loops never sleep, so CPU time is their cost, and unlike wall-clock
+ * time it does not grow when another process takes the CPU on a shared
+ * machine.  Mops/s is the wall-clock total, shown as is.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "tally/tally.h"
+
+enum kind { K_TLS, K_ATOMIC, K_RACY, K_TALLY };
+
+struct conf {
+	const char *name;
+	enum kind kind;
+	unsigned mode;
+	int child;             /* measured in the TALLY_NO_RSEQ=1 child */
+};
+
+static const struct conf confs[] = {
+	{ "thread-local add", K_TLS, 0, 0 },
+	{ "shared atomic", K_ATOMIC, 0, 0 },
+	{ "racy +=", K_RACY, 0, 0 },
+	{ "tally percpu", K_TALLY, TALLY_PERCPU, 0 },
+	{ "tally percpu fallback", K_TALLY, TALLY_PERCPU, 1 },
+	{ "tally shared", K_TALLY, TALLY_SHARED, 0 },
+	{ "tally adaptive", K_TALLY, TALLY_ADAPTIVE, 0 },
+	{ "tally pernode", K_TALLY, TALLY_PERNODE, 0 },
+};
+#define NCONFS (sizeof(confs) / sizeof(confs[0]))
+
+/* The shared globals, each alone on its cache line (so that only the
+ * line they share between CPUs bounces, not a neighbour's). */
+static struct {
+	_Alignas(64) uint64_t atomic;
+	_Alignas(64) volatile uint64_t racy;
+	_Alignas(64) uint64_t tls_total;
+} g;
+
+/*
+ * The thread-local baseline: each worker adds to its own _Thread_local
+ * variable through a volatile pointer.  The volatile forces one load, add
+ * and store per iteration, so the compiler can neither keep the count in
+ * a register, fold the loop into one "x += n", nor delete it.  The
+ * pointer is laundered through an empty asm so that the add is addressed
+ * like tally's (a plain register), not %fs-relative: on the AMD Zen 4 this
+ * was written on, a load-add-store chain addressed via %fs is not
+ * memory-renamed and costs ~2.6 ns per add against ~0.4 ns through a
+ * pointer, which would make the "floor" slower than tally's own add.
+ */
+static _Thread_local uint64_t tls_count;
+
+__attribute__((noinline)) static void loop_tls(uint64_t n)
+{
+	volatile uint64_t *p = &tls_count;
+
+	__asm__ __volatile__("" : "+r"(p));
+	*p = 0;
+	for (uint64_t i = 0; i < n; i++)
+		*p += 1;
+	__atomic_fetch_add(&g.tls_total, *p, __ATOMIC_RELAXED);
+}
+
+__attribute__((noinline)) static void loop_atomic(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		__atomic_fetch_add(&g.atomic, 1, __ATOMIC_RELAXED);
+}
+
+__attribute__((noinline)) static void loop_racy(uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		g.racy += 1;
+}
+
+/* tally_block_add() ends in asm volatile with a memory clobber: it cannot
+ * be hoisted or merged. */
+__attribute__((noinline)) static void loop_tally(tally_block *b, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		tally_block_add(b, 0, 1);
+}
+
+struct worker {
+	pthread_t th;
+	pthread_barrier_t *bar;
+	const struct conf *cf;
+	tally_block *b;
+	uint64_t n, t0, t1, c0, c1;
+	int cpu;               /* -1: not pinned */
+	int pin_failed;
+	int rseq;              /* this thread's adds used rseq */
+	int clobbered;         /* the adds changed %fs:8 */
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+
+	if (w->cpu >= 0 && bench_pin(w->cpu) != 0)
+		w->pin_failed = 1;
+	pthread_barrier_wait(w->bar);
+	w->t0 = bench_now_ns();
+	w->c0 = bench_thread_cpu_ns();
+	switch (w->cf->kind) {
+	case K_TLS:
+		loop_tls(w->n);
+		break;
+	case K_ATOMIC:
+		loop_atomic(w->n);
+		break;
+	case K_RACY:
+		loop_racy(w->n);
+		break;
+	case K_TALLY: {
+		uintptr_t tcb = bench_tcb_word();
+
+		loop_tally(w->b, w->n);
+		if (bench_tcb_word() != tcb) {
+			bench_tcb_restore(tcb);
+			w->clobbered = 1;
+		}
+		break;
+	}
+	}
+	w->c1 = bench_thread_cpu_ns();
+	w->t1 = bench_now_ns();
+	w->rseq = tally_rseq_active();
+	return NULL;
+}
+
+static struct tally_zone *zone;
+
+/* One run: fills r->ns[r->n], r->rate[r->n] and the check. */
+static void run_once(const struct conf *cf, unsigned threads, int pinned,
+		     uint64_t n, struct bench_row *r)
+{
+	struct worker w[BENCH_MAX_THREADS];
+	int cpus[BENCH_MAX_THREADS];
+	unsigned ncpu = bench_cpus(cpus, BENCH_MAX_THREADS);
+	pthread_barrier_t bar;
+	tally_block *b = NULL;
+	uint64_t t0 = UINT64_MAX, t1 = 0;
+	double sum_ns = 0, sum_cpu = 0;
+	int64_t observed = 0;
+	int rseq_all = 1, rseq_any = 0, pin_failed = 0, clobbered = 0;
+
+	g.atomic = 0;
+	g.racy = 0;
+	g.tls_total = 0;
+	if (cf->kind == K_TALLY) {
+		/* A fresh block per run, so that an adaptive block starts
+		 * unpromoted every time. */
+		b = tally_block_alloc(zone, 1, cf->mode);
+		if (!b)
+			bench_die("tally_block_alloc: %s", tally_errmsg());
+	}
+	pthread_barrier_init(&bar, NULL, threads);
+	for (unsigned i = 0; i < threads; i++) {
+		w[i] = (struct worker){ .bar = &bar, .cf = cf, .b = b, .n = n,
+					.cpu = pinned ? cpus[i % ncpu] : -1 };
+		if (pthread_create(&w[i].th, NULL, worker_main, &w[i]))
+			bench_die("pthread_create: %s", strerror(errno));
+	}
+	for (unsigned i = 0; i < threads; i++) {
+		pthread_join(w[i].th, NULL);
+		if (w[i].t0 < t0)
+			t0 = w[i].t0;
+		if (w[i].t1 > t1)
+			t1 = w[i].t1;
+		sum_ns += (double)(w[i].c1 - w[i].c0) / (double)n;
+		sum_cpu += (double)(w[i].c1 - w[i].c0);
+		rseq_all &= w[i].rseq;
+		rseq_any |= w[i].rseq;
+		pin_failed |= w[i].pin_failed;
+		clobbered |= w[i].clobbered;
+	}
+	pthread_barrier_destroy(&bar);
+
+	switch (cf->kind) {
+	case K_TLS:
+		observed = (int64_t)g.tls_total;
+		break;
+	case K_ATOMIC:
+		observed = (int64_t)g.atomic;
+		break;
+	case K_RACY:
+		observed = (int64_t)g.racy;
+		r->lossy = 1;
+		break;
+	case K_TALLY:
+		if (tally_block_fetch(b, 0, &observed) < 0)
+			bench_die("tally_block_fetch: %s", tally_errmsg());
+		if (cf->mode == TALLY_ADAPTIVE && tally_block_promoted(b, 0) == 1)
+			snprintf(r->note, sizeof(r->note), "promoted");
+		if (cf->mode == TALLY_PERCPU && !cf->child && !rseq_all)
+			snprintf(r->note, sizeof(r->note), "rseq %s!",
+				 rseq_any ? "partly inactive" : "inactive");
+		if (cf->child && rseq_any)
+			snprintf(r->note, sizeof(r->note), "rseq active!");
+		if (tally_block_free(zone, b) < 0)
+			bench_die("tally_block_free: %s", tally_errmsg());
+		break;
+	}
+	if (pin_failed)
+		snprintf(r->note, sizeof(r->note), "pinning failed");
+	if (clobbered) {
+		snprintf(r->note, sizeof(r->note),
+			 "LIBRARY BUG: add wrote %%fs:8 (glibc DTV)");
+		r->failed = 1;
+	}
+
+	r->ns[r->n] = sum_ns / threads;
+	r->rate[r->n] = (double)threads * (double)n / (double)(t1 - t0) * 1e3;
+	r->overlap[r->n] = sum_cpu / ((double)threads * (double)(t1 - t0));
+	/* Keep the worst run's check: a single loss is a failure. */
+	r->checked = 1;
+	r->expected = (int64_t)threads * (int64_t)n;
+	if (r->n == 0 || llabs(r->expected - observed) >
+				 llabs(r->expected - r->observed))
+		r->observed = observed;
+	r->n++;
+}
+
+struct group {
+	unsigned threads;
+	int pinned;
+};
+
+/*
+ * Measure every configuration of every group, interleaved run by run (one
+ * run of each configuration, then the next round), so that a slow phase
+ * of a noisy machine hits the baselines and tally alike.
+ */
+static void measure(struct bench_doc *d, const struct bench_opts *o,
+		    const struct group *gr, unsigned ngr, int child)
+{
+	unsigned total = 0, step = 0;
+
+	for (unsigned gi = 0; gi < ngr; gi++)
+		for (unsigned c = 0; c < NCONFS; c++)
+			total += (confs[c].child == child) * o->repeat;
+	for (unsigned gi = 0; gi < ngr; gi++) {
+		struct bench_row *r[NCONFS];
+
+		for (unsigned c = 0; c < NCONFS; c++)
+			r[c] = confs[c].child != child ? NULL :
+			       bench_row_add(d, confs[c].name, "", gr[gi].threads,
+					     gr[gi].pinned, 0);
+		for (unsigned k = 0; k < o->repeat; k++) {
+			for (unsigned c = 0; c < NCONFS; c++) {
+				if (!r[c])
+					continue;
+				bench_progress("[%u/%u] %s, %u thread%s %s, "
+					       "run %u/%u", ++step, total,
+					       confs[c].name, gr[gi].threads,
+					       gr[gi].threads > 1 ? "s" : "",
+					       gr[gi].pinned ? "pinned" : "unpinned",
+					       k + 1, o->repeat);
+				run_once(&confs[c], gr[gi].threads,
+					 gr[gi].pinned, o->adds, r[c]);
+			}
+		}
+		for (unsigned c = 0; c < NCONFS; c++)
+			if (r[c])
+				bench_row_finish(r[c]);
+	}
+	bench_progress_done();
+}
+
+static void print_rows(const struct bench_doc *d, const struct group *gr,
+		       unsigned ngr)
+{
+	printf("%-22s %3s %-3s %9s %9s %9s %9s %7s %8s %5s  %s\n", "config",
+	       "thr", "pin", "ns/op min", "median", "max", "Mops/s", "x TLS",
+	       "x atomic", "overl", "check");
+	for (unsigned gi = 0; gi < ngr; gi++) {
+		for (unsigned i = 0; i < d->nrows; i++) {
+			const struct bench_row *r = &d->rows[i];
+			char chk[48];
+
+			if (r->threads != gr[gi].threads ||
+			    r->pinned != gr[gi].pinned)
+				continue;
+			if (!r->checked)
+				snprintf(chk, sizeof(chk), "-");
+			else if (r->observed == r->expected)
+				snprintf(chk, sizeof(chk), r->failed ? "FAIL" : "ok");
+			else
+				snprintf(chk, sizeof(chk), "%s %lld (%.1f%%)",
+					 r->lossy ? "lost" : "LOST",
+					 (long long)(r->expected - r->observed),
+					 100.0 * (double)(r->expected - r->observed) /
+						 (double)r->expected);
+			printf("%-22s %3u %-3s %9.3f %9.3f %9.3f %9.1f %7.2f "
+			       "%8.2f %4.0f%%  %s%s%s\n", r->config, r->threads,
+			       r->pinned ? "yes" : "no", r->ns_st.min,
+			       r->ns_st.median, r->ns_st.max,
+			       r->rate_st.median, r->ratio[0], r->ratio[1],
+			       100 * r->overlap_st.median, chk,
+			       r->note[0] ? "  " : "", r->note);
+		}
+		if (gi + 1 < ngr)
+			printf("\n");
+	}
+}
+
+int bench_counter(const struct bench_opts *o)
+{
+	static struct bench_doc d;
+	int cpus[BENCH_MAX_THREADS];
+	unsigned ncpu = bench_cpus(cpus, BENCH_MAX_THREADS);
+	unsigned T = o->threads ? o->threads : ncpu;
+	struct group gr[3] = { { 1, 1 }, { T, 1 }, { T, 0 } };
+	unsigned ngr = T == 1 ? 2 : 3;
+	struct tally_zone_usage u;
+	char meta[256] = "", name[64];
+	int child_rc = 0, rseq;
+
+	if (T == 1) /* one CPU: the groups are 1 pinned and 1 unpinned */
+		gr[1] = (struct group){ 1, 0 };
+	memset(&d, 0, sizeof(d));
+	d.bench = "counter";
+	d.rate_name = "mops";
+	d.ratio_names[0] = "x_tls";
+	d.ratio_names[1] = "x_atomic";
+	bench_progress_init(o, o->child ? "counter (child)" : "counter");
+
+	snprintf(name, sizeof(name), "tally-bench-counter%s",
+		 o->child ? "-child" : "");
+	zone = tally_zone_create(name, &(struct tally_zone_opts){
+					       .capacity = 4 * TALLY_CHUNK_SLOTS,
+					       .flags = TALLY_ZONE_ANON });
+	if (!zone)
+		bench_die("tally_zone_create: %s", tally_errmsg());
+	if (tally_zone_usage(zone, &u) < 0)
+		bench_die("tally_zone_usage: %s", tally_errmsg());
+	{
+		/* rseq is per thread: ask a thread that did an add. */
+		tally_block *b = tally_block_alloc(zone, 1, TALLY_PERCPU);
+
+		if (!b)
+			bench_die("tally_block_alloc: %s", tally_errmsg());
+		uintptr_t tcb = bench_tcb_word();
+
+		tally_block_add(b, 0, 1);
+		if (bench_tcb_word() != tcb)
+			bench_tcb_restore(tcb);
+		rseq = tally_rseq_active();
+		tally_block_free(zone, b);
+	}
+
+	if (o->child) {
+		/* The fallback child: TALLY_NO_RSEQ=1 is set by the parent. */
+		measure(&d, o, gr, ngr, 1);
+		snprintf(meta, sizeof(meta), "rseq=%d", rseq);
+		bench_emit_rows(&d, meta, stdout);
+		tally_zone_destroy(zone);
+		return bench_failed(&d);
+	}
+
+	measure(&d, o, gr, ngr, 0);
+	if (!o->no_child) {
+		char *argv[32], buf[16][32];
+		unsigned before = d.nrows;
+
+		bench_child_args(o, "counter", "fallback", argv, buf, 32);
+		child_rc = bench_run_child("TALLY_NO_RSEQ=1", argv, &d, meta,
+					   sizeof(meta));
+		if (child_rc < 0)
+			bench_die("the TALLY_NO_RSEQ=1 child failed");
+		if (d.nrows == before)
+			bench_die("the TALLY_NO_RSEQ=1 child printed no rows");
+		/* Put the fallback rows after "tally percpu". */
+		{
+			struct bench_row tmp[BENCH_MAX_ROWS];
+			unsigned n = 0;
+
+			for (unsigned i = 0; i < before; i++) {
+				tmp[n++] = d.rows[i];
+				if (strcmp(d.rows[i].config, "tally percpu") == 0)
+					for (unsigned j = before; j < d.nrows; j++)
+						if (d.rows[j].threads == d.rows[i].threads &&
+						    d.rows[j].pinned == d.rows[i].pinned)
+							tmp[n++] = d.rows[j];
+			}
+			memcpy(d.rows, tmp, n * sizeof(tmp[0]));
+			d.nrows = n;
+		}
+	}
+
+	/* Ratios against the baselines of the same group. */
+	for (unsigned i = 0; i < d.nrows; i++) {
+		struct bench_row *r = &d.rows[i];
+		struct bench_row *tls = bench_row_find(&d, "thread-local add", "",
+						       r->threads, r->pinned, 0);
+		struct bench_row *at = bench_row_find(&d, "shared atomic", "",
+						      r->threads, r->pinned, 0);
+
+		if (tls)
+			r->ratio[0] = r->ns_st.median / tls->ns_st.median;
+		if (at)
+			r->ratio[1] = at->ns_st.median / r->ns_st.median;
+	}
+
+	{
+		struct bench_row *pc1 = bench_row_find(&d, "tally percpu", "", 1, 1, 0);
+		struct bench_row *pcT = bench_row_find(&d, "tally percpu", "", T, 1, 0);
+		struct bench_row *pcTu = bench_row_find(&d, "tally percpu", "", T, 0, 0);
+		struct bench_row *fb1 = bench_row_find(&d, "tally percpu fallback", "", 1, 1, 0);
+		struct bench_row *fbT = bench_row_find(&d, "tally percpu fallback", "", T, 1, 0);
+		struct bench_row *atT = bench_row_find(&d, "shared atomic", "", T, 1, 0);
+		struct bench_row *atTu = bench_row_find(&d, "shared atomic", "", T, 0, 0);
+		struct bench_row *raT = bench_row_find(&d, "racy +=", "", T, 1, 0);
+		struct bench_row *raTu = bench_row_find(&d, "racy +=", "", T, 0, 0);
+		char what[96];
+
+		bench_target(&d, "percpu add vs thread-local add, 1 thread", "<=",
+			     2.6, pc1 ? pc1->ratio[0] : NAN, "x");
+		snprintf(what, sizeof(what),
+			 "percpu total throughput vs shared atomic, %u threads", T);
+		bench_target(&d, what, ">=", 30, pcT ? pcT->ratio[1] : NAN, "x");
+		bench_target(&d, "fallback add, 1 thread", "<=", 10,
+			     fb1 ? fb1->ns_st.median : NAN, "ns");
+
+		if (pcT && raT && atT) {
+			const struct bench_row *oth[2] = { raT, atT };
+			char title[160];
+
+			snprintf(title, sizeof(title),
+				 "ns per add per thread, %u threads pinned "
+				 "(x = tally percpu, + = racy +=, * = shared "
+				 "atomic):", T);
+			bench_ministat(d.headline, sizeof(d.headline), title,
+				       pcT, oth, 2);
+		}
+		if (pcTu && raTu && atTu) {
+			const struct bench_row *oth[2] = { raTu, atTu };
+			char title[160];
+
+			snprintf(title, sizeof(title),
+				 "\nthe same, %u threads unpinned:", T);
+			bench_ministat(d.headline, sizeof(d.headline), title,
+				       pcTu, oth, 2);
+		}
+		snprintf(d.params, sizeof(d.params),
+			 "\"adds\":%llu,\"repeat\":%u,\"threads\":%u,"
+			 "\"cpus\":\"%s\",\"rseq\":%s,\"slabs\":%u,"
+			 "\"build_type\":\"%s\",\"quick\":%s",
+			 (unsigned long long)o->adds, o->repeat, T,
+			 bench_cpu_list(), rseq ? "true" : "false", u.nslabs,
+			 TALLY_BENCH_BUILD_TYPE, o->quick ? "true" : "false");
+		{
+			struct bench_row *tls1 = bench_row_find(&d, "thread-local add", "", 1, 1, 0);
+			unsigned met = 0;
+
+			for (unsigned i = 0; i < d.ntargets; i++)
+				met += (unsigned)d.targets[i].met;
+			snprintf(d.summary, sizeof(d.summary),
+				 "counter threads=%u adds=%llu runs=%u "
+				 "tls_ns=%.3f percpu_ns=%.3f fallback_ns=%.3f "
+				 "percpu_vs_tls_1t=%.2fx atomic_%ut_ns=%.3f "
+				 "percpu_vs_atomic_%ut=%.1fx fallback_%ut_ns=%.3f "
+				 "racy_lost=%.1f%% overlap_%ut=%.0f%% "
+				 "targets_met=%u/%u checks=%s",
+				 T, (unsigned long long)o->adds, o->repeat,
+				 tls1 ? tls1->ns_st.median : NAN,
+				 pc1 ? pc1->ns_st.median : NAN,
+				 fb1 ? fb1->ns_st.median : NAN,
+				 pc1 ? pc1->ratio[0] : NAN, T,
+				 atT ? atT->ns_st.median : NAN, T,
+				 pcT ? pcT->ratio[1] : NAN, T,
+				 fbT ? fbT->ns_st.median : NAN,
+				 raT ? 100.0 * (double)(raT->expected - raT->observed) /
+					       (double)raT->expected : NAN,
+				 T, atT ? 100 * atT->overlap_st.median : NAN,
+				 met, d.ntargets,
+				 bench_failed(&d) || child_rc == 1 ? "FAILED" : "ok");
+		}
+	}
+
+	if (o->json) {
+		bench_print_json(&d, o, stdout);
+	} else {
+		printf("tally-bench counter: %u worker%s on CPUs %s, %llu adds "
+		       "per worker, %u run%s per row; rseq %s; %u slabs\n",
+		       T, T > 1 ? "s" : "", bench_cpu_list(),
+		       (unsigned long long)o->adds, o->repeat,
+		       o->repeat > 1 ? "s" : "",
+		       rseq ? "active" : "INACTIVE (every add takes the fallback)",
+		       u.nslabs);
+		if (strcmp(TALLY_BENCH_BUILD_TYPE, "") == 0)
+			printf("warning: CMAKE_BUILD_TYPE is empty: libtally "
+			       "was built without optimisation (-O0)\n");
+		printf("ns/op: CPU time per add per thread (min, median, max of "
+		       "the runs); Mops/s: total adds per wall-clock second "
+		       "(median);\nx TLS: ns/op / thread-local ns/op; x atomic: "
+		       "shared atomic ns/op / ns/op, i.e. the total throughput "
+		       "ratio\n(same thread count and pinning); overl: the "
+		       "workers' CPU time / (workers x wall time), median: "
+		       "below ~90%%\nthe workers did not all run at once (a "
+		       "busy machine) and contention is understated\n\n");
+		print_rows(&d, gr, ngr);
+		if (d.headline[0])
+			printf("\n%s", d.headline);
+		bench_print_targets(&d, stdout);
+		{
+			struct bench_row *at = bench_row_find(&d, "shared atomic", "", T, 1, 0);
+
+			if (T > 1 && at && at->overlap_st.median < 0.9)
+				printf("  note: the %u pinned workers ran at the "
+				       "same time only %.0f%% of the time (a busy "
+				       "machine):\n  the contended rows understate "
+				       "contention; rerun on a quiet machine\n", T,
+				       100 * at->overlap_st.median);
+		}
+		printf("SUMMARY %s\n", d.summary);
+	}
+	if (bench_failed(&d))
+		fprintf(stderr, "tally-bench counter: a correctness check "
+			"failed (see the check and note columns)\n");
+	tally_zone_destroy(zone);
+	return bench_failed(&d) || child_rc == 1;
+}

@@ -1,0 +1,719 @@
+/*
+ * bench.c: timing, statistics, pinning, rows, JSON, targets, progress and
+ * re-executed children for tally-bench.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+extern char **environ;
+
+uint64_t bench_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t bench_thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+void bench_stats(const double *v, unsigned n, struct bench_stats *st)
+{
+	double s[BENCH_MAX_REPEAT], sum = 0, sq = 0;
+
+	memset(st, 0, sizeof(*st));
+	if (n == 0 || n > BENCH_MAX_REPEAT) {
+		st->min = st->max = st->median = st->mean = st->sd = NAN;
+		return;
+	}
+	memcpy(s, v, n * sizeof(double));
+	qsort(s, n, sizeof(double), cmp_double);
+	for (unsigned i = 0; i < n; i++)
+		sum += s[i];
+	st->n = n;
+	st->min = s[0];
+	st->max = s[n - 1];
+	st->median = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+	st->mean = sum / n;
+	for (unsigned i = 0; i < n; i++)
+		sq += (s[i] - st->mean) * (s[i] - st->mean);
+	st->sd = n > 1 ? sqrt(sq / (n - 1)) : 0;
+}
+
+void bench_row_finish(struct bench_row *r)
+{
+	bench_stats(r->ns, r->n, &r->ns_st);
+	bench_stats(r->rate, r->n, &r->rate_st);
+	bench_stats(r->overlap, r->n, &r->overlap_st);
+	if (r->checked && !r->lossy && r->observed != r->expected)
+		r->failed = 1;
+}
+
+/* CPUs ------------------------------------------------------------------ */
+
+static int cpu_ids[BENCH_MAX_THREADS];
+static unsigned ncpu_ids;
+static char cpu_list_str[256];
+
+static void load_cpus(void)
+{
+	cpu_set_t set;
+	size_t len = 0;
+
+	if (ncpu_ids)
+		return;
+	CPU_ZERO(&set);
+	if (sched_getaffinity(0, sizeof(set), &set) < 0) {
+		cpu_ids[0] = 0;
+		ncpu_ids = 1;
+		snprintf(cpu_list_str, sizeof(cpu_list_str), "?");
+		return;
+	}
+	for (int c = 0; c < CPU_SETSIZE && ncpu_ids < BENCH_MAX_THREADS; c++) {
+		if (!CPU_ISSET(c, &set))
+			continue;
+		cpu_ids[ncpu_ids++] = c;
+	}
+	/* "0-3,8" */
+	for (unsigned i = 0; i < ncpu_ids; i++) {
+		unsigned j = i;
+
+		while (j + 1 < ncpu_ids && cpu_ids[j + 1] == cpu_ids[j] + 1)
+			j++;
+		if (len < sizeof(cpu_list_str) - 24) {
+			if (j > i)
+				len += (size_t)snprintf(cpu_list_str + len,
+							sizeof(cpu_list_str) - len,
+							"%s%d-%d", len ? "," : "",
+							cpu_ids[i], cpu_ids[j]);
+			else
+				len += (size_t)snprintf(cpu_list_str + len,
+							sizeof(cpu_list_str) - len,
+							"%s%d", len ? "," : "",
+							cpu_ids[i]);
+		}
+		i = j;
+	}
+}
+
+unsigned bench_cpus(int *cpus, unsigned max)
+{
+	load_cpus();
+	for (unsigned i = 0; i < ncpu_ids && i < max; i++)
+		cpus[i] = cpu_ids[i];
+	return ncpu_ids < max ? ncpu_ids : max;
+}
+
+const char *bench_cpu_list(void)
+{
+	load_cpus();
+	return cpu_list_str;
+}
+
+int bench_pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+/* Rows and targets ------------------------------------------------------ */
+
+struct bench_row *bench_row_add(struct bench_doc *d, const char *config,
+				const char *profile, unsigned threads,
+				int pinned, unsigned slabs)
+{
+	struct bench_row *r;
+
+	if (d->nrows >= BENCH_MAX_ROWS)
+		bench_die("too many rows");
+	r = &d->rows[d->nrows++];
+	memset(r, 0, sizeof(*r));
+	snprintf(r->config, sizeof(r->config), "%s", config);
+	snprintf(r->profile, sizeof(r->profile), "%s", profile ? profile : "");
+	r->threads = threads;
+	r->pinned = pinned;
+	r->slabs = slabs;
+	for (int i = 0; i < 4; i++)
+		r->ratio[i] = NAN;
+	r->bytes = NAN;
+	r->cpus_wrote = NAN;
+	return r;
+}
+
+struct bench_row *bench_row_find(struct bench_doc *d, const char *config,
+				 const char *profile, unsigned threads,
+				 int pinned, unsigned slabs)
+{
+	for (unsigned i = 0; i < d->nrows; i++) {
+		struct bench_row *r = &d->rows[i];
+
+		if (strcmp(r->config, config) == 0 &&
+		    strcmp(r->profile, profile ? profile : "") == 0 &&
+		    r->threads == threads && r->pinned == pinned &&
+		    r->slabs == slabs && r->n > 0)
+			return r;
+	}
+	return NULL;
+}
+
+void bench_target(struct bench_doc *d, const char *what, const char *cmp,
+		  double limit, double value, const char *unit)
+{
+	struct bench_target *t;
+
+	if (d->ntargets >= BENCH_MAX_TARGETS)
+		return;
+	t = &d->targets[d->ntargets++];
+	memset(t, 0, sizeof(*t));
+	snprintf(t->what, sizeof(t->what), "%s", what);
+	snprintf(t->cmp, sizeof(t->cmp), "%s", cmp);
+	snprintf(t->unit, sizeof(t->unit), "%s", unit);
+	t->limit = limit;
+	t->value = value;
+	t->known = !isnan(value);
+	t->met = t->known && (cmp[0] == '<' ? value <= limit : value >= limit);
+}
+
+static void fmt_value(char *buf, size_t n, double v, const char *unit)
+{
+	if (isnan(v))
+		snprintf(buf, n, "n/a");
+	else if (strcmp(unit, "x") == 0)
+		snprintf(buf, n, "%.2fx", v);
+	else
+		snprintf(buf, n, "%.2f %s", v, unit);
+}
+
+void bench_print_targets(const struct bench_doc *d, FILE *f)
+{
+	unsigned met = 0;
+
+	fprintf(f, "\ntargets (medians of this run):\n");
+	for (unsigned i = 0; i < d->ntargets; i++) {
+		const struct bench_target *t = &d->targets[i];
+		char lim[32], val[32];
+
+		fmt_value(lim, sizeof(lim), t->limit, t->unit);
+		fmt_value(val, sizeof(val), t->value, t->unit);
+		fprintf(f, "  %-58s %s %-9s %11s  %s\n", t->what, t->cmp, lim,
+			val, !t->known ? "UNKNOWN" : t->met ? "MET" : "MISSED");
+		met += (unsigned)t->met;
+	}
+	fprintf(f, "  %u of %u targets met\n", met, d->ntargets);
+}
+
+int bench_failed(const struct bench_doc *d)
+{
+	for (unsigned i = 0; i < d->nrows; i++)
+		if (d->rows[i].failed)
+			return 1;
+	return 0;
+}
+
+/* JSON ------------------------------------------------------------------ */
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+static void json_num(FILE *f, double v)
+{
+	if (isnan(v) || isinf(v))
+		fputs("null", f);
+	else
+		fprintf(f, "%.6g", v);
+}
+
+static void json_stats(FILE *f, const char *key, const struct bench_stats *st,
+		       const double *samples, unsigned n)
+{
+	fprintf(f, "\"%s\":{\"min\":", key);
+	json_num(f, st->min);
+	fputs(",\"median\":", f);
+	json_num(f, st->median);
+	fputs(",\"max\":", f);
+	json_num(f, st->max);
+	fputs(",\"mean\":", f);
+	json_num(f, st->mean);
+	fputs(",\"stddev\":", f);
+	json_num(f, st->sd);
+	fputs(",\"samples\":[", f);
+	for (unsigned i = 0; i < n; i++) {
+		if (i)
+			fputc(',', f);
+		json_num(f, samples[i]);
+	}
+	fputs("]}", f);
+}
+
+static void check_text(const struct bench_row *r, char *buf, size_t n)
+{
+	if (!r->checked)
+		snprintf(buf, n, r->failed ? "FAIL" : "-");
+	else if (r->observed == r->expected)
+		snprintf(buf, n, r->failed ? "FAIL" : "ok");
+	else if (r->lossy)
+		snprintf(buf, n, "lost %lld",
+			 (long long)(r->expected - r->observed));
+	else
+		snprintf(buf, n, "LOST %lld",
+			 (long long)(r->expected - r->observed));
+}
+
+void bench_print_json(const struct bench_doc *d, const struct bench_opts *o,
+		      FILE *f)
+{
+	(void)o;
+	fprintf(f, "{\"bench\":\"%s\",\"params\":{%s},\"rows\":[\n", d->bench,
+		d->params);
+	for (unsigned i = 0; i < d->nrows; i++) {
+		const struct bench_row *r = &d->rows[i];
+		char chk[48];
+
+		check_text(r, chk, sizeof(chk));
+		fputs(" {\"config\":", f);
+		json_str(f, r->config);
+		fputs(",\"profile\":", f);
+		json_str(f, r->profile);
+		fprintf(f, ",\"threads\":%u,\"pinned\":%s,\"slabs\":%u,"
+			"\"runs\":%u,", r->threads, r->pinned ? "true" : "false",
+			r->slabs, r->n);
+		if (r->n) {
+			json_stats(f, "ns_per_op", &r->ns_st, r->ns, r->n);
+			fputc(',', f);
+			json_stats(f, d->rate_name, &r->rate_st, r->rate, r->n);
+			fputs(",\"ns_per_op_median\":", f);
+			json_num(f, r->ns_st.median);
+			fprintf(f, ",\"%s_median\":", d->rate_name);
+			json_num(f, r->rate_st.median);
+			fputc(',', f);
+			if (r->overlap_st.median > 0) {
+				fputs("\"cpu_overlap_median\":", f);
+				json_num(f, r->overlap_st.median);
+				fputc(',', f);
+			}
+		}
+		for (int k = 0; k < 4; k++) {
+			if (!d->ratio_names[k])
+				continue;
+			fprintf(f, "\"%s\":", d->ratio_names[k]);
+			json_num(f, r->ratio[k]);
+			fputc(',', f);
+		}
+		if (!isnan(r->bytes)) {
+			fputs("\"bytes_per_counter\":", f);
+			json_num(f, r->bytes);
+			fputs(",\"cpus_wrote\":", f);
+			json_num(f, r->cpus_wrote);
+			fputc(',', f);
+		}
+		if (r->checked)
+			fprintf(f, "\"expected\":%lld,\"observed\":%lld,"
+				"\"lost\":%lld,", (long long)r->expected,
+				(long long)r->observed,
+				(long long)(r->expected - r->observed));
+		fputs("\"check\":", f);
+		json_str(f, chk);
+		fputs(",\"note\":", f);
+		json_str(f, r->note);
+		fprintf(f, "}%s\n", i + 1 < d->nrows ? "," : "");
+	}
+	fputs("],\"targets\":[\n", f);
+	for (unsigned i = 0; i < d->ntargets; i++) {
+		const struct bench_target *t = &d->targets[i];
+
+		fputs(" {\"target\":", f);
+		json_str(f, t->what);
+		fputs(",\"cmp\":", f);
+		json_str(f, t->cmp);
+		fputs(",\"limit\":", f);
+		json_num(f, t->limit);
+		fputs(",\"measured\":", f);
+		json_num(f, t->value);
+		fputs(",\"unit\":", f);
+		json_str(f, t->unit);
+		fprintf(f, ",\"status\":\"%s\"}%s\n",
+			!t->known ? "UNKNOWN" : t->met ? "MET" : "MISSED",
+			i + 1 < d->ntargets ? "," : "");
+	}
+	fputs("],\"summary\":", f);
+	json_str(f, d->summary);
+	fprintf(f, ",\"ok\":%s}\n", bench_failed(d) ? "false" : "true");
+}
+
+/* ministat -------------------------------------------------------------- */
+
+/* Two-sided 95% quantiles of Student's t, by degrees of freedom. */
+static double t95(unsigned df)
+{
+	static const double t[] = {
+		0, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306,
+		2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110,
+		2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+		2.052, 2.048, 2.045, 2.042,
+	};
+
+	if (df < sizeof(t) / sizeof(t[0]))
+		return t[df];
+	if (df <= 40)
+		return 2.021;
+	if (df <= 60)
+		return 2.000;
+	if (df <= 120)
+		return 1.980;
+	return 1.960;
+}
+
+#define APPEND(...)                                                           \
+	do {                                                                  \
+		size_t len_ = strlen(out);                                    \
+		if (len_ < outsz)                                             \
+			snprintf(out + len_, outsz - len_, __VA_ARGS__);      \
+	} while (0)
+
+void bench_ministat(char *out, size_t outsz, const char *title,
+		    const struct bench_row *x, const struct bench_row *const *others,
+		    unsigned nothers)
+{
+	static const char sym[] = "x+*%#@";
+	const struct bench_stats *a = &x->ns_st;
+
+	APPEND("%s\n", title);
+	APPEND("    N           Min           Max        Median           Avg        Stddev\n");
+	APPEND("%c %3u %13.4f %13.4f %13.4f %13.4f %13.6f  %s\n", sym[0], a->n,
+	       a->min, a->max, a->median, a->mean, a->sd, x->config);
+	for (unsigned i = 0; i < nothers && i + 1 < sizeof(sym) - 1; i++) {
+		const struct bench_stats *b = &others[i]->ns_st;
+		unsigned df = a->n + b->n - 2;
+		double s, e, diff;
+
+		APPEND("%c %3u %13.4f %13.4f %13.4f %13.4f %13.6f  %s\n",
+		       sym[i + 1], b->n, b->min, b->max, b->median, b->mean,
+		       b->sd, others[i]->config);
+		if (a->n < 2 || b->n < 2) {
+			APPEND("(too few runs for a confidence interval)\n");
+			continue;
+		}
+		s = sqrt(((a->n - 1) * a->sd * a->sd +
+			  (b->n - 1) * b->sd * b->sd) / df);
+		e = t95(df) * s * sqrt(1.0 / a->n + 1.0 / b->n);
+		diff = b->mean - a->mean;
+		if (fabs(diff) <= e) {
+			APPEND("No difference proven at 95.0%% confidence\n");
+			continue;
+		}
+		APPEND("Difference at 95.0%% confidence\n");
+		APPEND("        %.4f +/- %.4f\n", diff, e);
+		APPEND("        %.2f%% +/- %.2f%%\n", 100 * diff / a->mean,
+		       100 * e / a->mean);
+		APPEND("        (Student's t, pooled s = %.6f)\n", s);
+	}
+}
+
+/* Progress -------------------------------------------------------------- */
+
+static int prog_quiet, prog_tty;
+static char prog_tag[32];
+static int prog_open;
+
+void bench_progress_init(const struct bench_opts *o, const char *tag)
+{
+	prog_quiet = o->quiet;
+	prog_tty = isatty(2);
+	snprintf(prog_tag, sizeof(prog_tag), "%s", tag);
+}
+
+void bench_progress(const char *fmt, ...)
+{
+	va_list ap;
+
+	static uint64_t last;
+	uint64_t now = bench_now_ns();
+
+	if (prog_quiet)
+		return;
+	/* Into a file or a pipe: at most one line every two seconds. */
+	if (!prog_tty && last && now - last < 2000000000u)
+		return;
+	last = now;
+	if (prog_tty)
+		fputs("\r\033[K", stderr);
+	fprintf(stderr, "tally-bench %s: ", prog_tag);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	if (!prog_tty)
+		fputc('\n', stderr);
+	prog_open = prog_tty;
+	fflush(stderr);
+}
+
+void bench_progress_done(void)
+{
+	if (prog_open)
+		fputs("\r\033[K", stderr);
+	prog_open = 0;
+	fflush(stderr);
+}
+
+void bench_die_at(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	bench_progress_done();
+	fflush(stdout);
+	fprintf(stderr, "tally-bench: %s:%d: ", file, line);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+/* Children -------------------------------------------------------------- */
+
+/*
+ * The row format between a child and its parent: one line per row,
+ * fields separated by tabs (configuration names hold spaces), doubles
+ * printed exactly with %a.
+ */
+void bench_emit_rows(const struct bench_doc *d, const char *meta, FILE *f)
+{
+	if (meta && *meta)
+		fprintf(f, "META\t%s\n", meta);
+	for (unsigned i = 0; i < d->nrows; i++) {
+		const struct bench_row *r = &d->rows[i];
+
+		fprintf(f, "ROW\t%s\t%s\t%u\t%d\t%u\t%u", r->config, r->profile,
+			r->threads, r->pinned, r->slabs, r->n);
+		for (unsigned k = 0; k < r->n; k++)
+			fprintf(f, "\t%a\t%a\t%a", r->ns[k], r->rate[k],
+				r->overlap[k]);
+		fprintf(f, "\t%d\t%d\t%d\t%lld\t%lld\t%a\t%a\t%s\n", r->checked,
+			r->lossy, r->failed, (long long)r->expected,
+			(long long)r->observed, r->bytes, r->cpus_wrote,
+			r->note[0] ? r->note : "-");
+	}
+	fflush(f);
+}
+
+/* Split a line at tabs, keeping empty fields. */
+static unsigned split_tabs(char *s, char **field, unsigned max)
+{
+	unsigned n = 0;
+
+	while (n < max) {
+		field[n++] = s;
+		s = strchr(s, '\t');
+		if (!s)
+			break;
+		*s++ = 0;
+	}
+	return n;
+}
+
+static int parse_row(char *line, struct bench_doc *d)
+{
+	char *f[16 + 3 * BENCH_MAX_REPEAT];
+	unsigned nf = split_tabs(line, f, sizeof(f) / sizeof(f[0]));
+	unsigned n, k = 7;
+	struct bench_row *r;
+
+	if (nf < 7)
+		return -1;
+	n = (unsigned)strtoul(f[6], NULL, 10);
+	if (n > BENCH_MAX_REPEAT || nf != 7 + 3 * n + 8)
+		return -1;
+	r = bench_row_add(d, f[1], f[2], (unsigned)strtoul(f[3], NULL, 10),
+			  atoi(f[4]), (unsigned)strtoul(f[5], NULL, 10));
+	r->n = n;
+	for (unsigned i = 0; i < n; i++) {
+		r->ns[i] = strtod(f[k++], NULL);
+		r->rate[i] = strtod(f[k++], NULL);
+		r->overlap[i] = strtod(f[k++], NULL);
+	}
+	r->checked = atoi(f[k++]);
+	r->lossy = atoi(f[k++]);
+	r->failed = atoi(f[k++]);
+	r->expected = strtoll(f[k++], NULL, 10);
+	r->observed = strtoll(f[k++], NULL, 10);
+	r->bytes = strtod(f[k++], NULL);
+	r->cpus_wrote = strtod(f[k++], NULL);
+	if (strcmp(f[k], "-") != 0)
+		snprintf(r->note, sizeof(r->note), "%s", f[k]);
+	bench_row_finish(r);
+	return 0;
+}
+
+int bench_run_child(const char *env, char *const argv[], struct bench_doc *d,
+		    char *meta, size_t metasz)
+{
+	char **envp;
+	size_t nenv = 0, len, cap = 1 << 16;
+	int pfd[2], status, bad = 0;
+	char *buf, *line, *save;
+	ssize_t got;
+	pid_t pid;
+
+	for (char **e = environ; *e; e++)
+		nenv++;
+	envp = calloc(nenv + 2, sizeof(char *));
+	buf = malloc(cap);
+	if (!envp || !buf)
+		bench_die("out of memory");
+	nenv = 0;
+	for (char **e = environ; *e; e++) {
+		size_t kl = strcspn(env, "=");
+
+		if (strncmp(*e, env, kl + 1) != 0) /* drop an old value */
+			envp[nenv++] = *e;
+	}
+	envp[nenv++] = (char *)env;
+	envp[nenv] = NULL;
+
+	fflush(stdout);
+	fflush(stderr);
+	if (pipe(pfd) < 0) {
+		free(envp);
+		free(buf);
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		close(pfd[0]);
+		close(pfd[1]);
+		free(envp);
+		free(buf);
+		return -1;
+	}
+	if (pid == 0) {
+		dup2(pfd[1], 1);
+		close(pfd[0]);
+		close(pfd[1]);
+		execve("/proc/self/exe", argv, envp);
+		fprintf(stderr, "tally-bench: cannot run /proc/self/exe: %s\n",
+			strerror(errno));
+		_exit(127);
+	}
+	close(pfd[1]);
+	free(envp);
+	len = 0;
+	for (;;) {
+		if (len + 1 >= cap) {
+			char *nb = realloc(buf, cap * 2);
+
+			if (!nb)
+				bench_die("out of memory");
+			buf = nb;
+			cap *= 2;
+		}
+		got = read(pfd[0], buf + len, cap - len - 1);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			break;
+		len += (size_t)got;
+	}
+	buf[len] = 0;
+	close(pfd[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	for (line = strtok_r(buf, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(line, "ROW\t", 4) == 0)
+			bad |= parse_row(line, d) < 0;
+		else if (strncmp(line, "META\t", 5) == 0 && meta)
+			snprintf(meta, metasz, "%s", line + 5);
+	}
+	free(buf);
+	if (bad)
+		return -1;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) > 1)
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+void bench_child_args(const struct bench_opts *o, const char *sub,
+		      const char *kind, char **argv, char buf[][32],
+		      unsigned max)
+{
+	unsigned n = 0, b = 0;
+
+#define ARG(s) do { if (n + 1 < max) argv[n++] = (char *)(s); } while (0)
+#define NUM(fmt, v)                                                           \
+	do {                                                                  \
+		snprintf(buf[b], 32, fmt, v);                                 \
+		ARG(buf[b]);                                                  \
+		b++;                                                          \
+	} while (0)
+	ARG("tally-bench");
+	ARG(sub);
+	ARG("--child");
+	ARG(kind);
+	ARG("--repeat");
+	NUM("%u", o->repeat);
+	if (strcmp(sub, "counter") == 0) {
+		ARG("--adds");
+		NUM("%llu", (unsigned long long)o->adds);
+		if (o->threads) {
+			ARG("--threads");
+			NUM("%u", o->threads);
+		}
+	} else {
+		ARG("--blocks");
+		NUM("%llu", (unsigned long long)o->blocks);
+		ARG("--batch");
+		NUM("%llu", (unsigned long long)o->batch);
+		ARG("--mem-counters");
+		NUM("%llu", (unsigned long long)o->mem_counters);
+		ARG("--threads");
+		NUM("%u", o->threads);
+		ARG("--slabs");
+		NUM("%u", o->slabs);
+	}
+	if (o->quiet)
+		ARG("--quiet");
+	argv[n] = NULL;
+#undef ARG
+#undef NUM
+}
