@@ -37,13 +37,17 @@ static unsigned fallback_copy(void)
 	return c - 1;
 }
 
-static void percpu_add(int64_t *p, int64_t v)
+static void fallback_add(int64_t *p, int64_t v)
 {
-	if (tally__rseq_add(p, v) == 0)
-		return;
 	__atomic_fetch_add(p + (size_t)(tally__cfg.nslabs + fallback_copy()) *
 				       WORDS_PER_PAGE,
 			   v, __ATOMIC_RELAXED);
+}
+
+static void percpu_add(int64_t *p, int64_t v)
+{
+	if (tally__rseq_add(p, v) != 0)
+		fallback_add(p, v);
 }
 
 static unsigned current_node(void)
@@ -61,8 +65,8 @@ void tally__block_add_slow(tally_block *b, unsigned slot, int64_t v)
 	int64_t *p = (int64_t *)(h & ~(uintptr_t)3) + slot;
 
 	switch (h & 3) {
-	case TALLY_PERCPU:
-		percpu_add(p, v);
+	case TALLY_PERCPU: /* the inline rseq add already said no */
+		fallback_add(p, v);
 		break;
 	case TALLY_SHARED:
 		__atomic_fetch_add(p, v, __ATOMIC_RELAXED);

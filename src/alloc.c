@@ -251,8 +251,8 @@ int tally__locate(struct tally_zone *z, const tally_block *b,
 	uintptr_t h = (uintptr_t)b;
 	const char *a = (const char *)(h & ~(uintptr_t)3);
 	struct tally__chunk *c;
-	size_t rel, in;
-	unsigned slot, mode = (unsigned)(h & 3), cmode, bsize, nblocks;
+	uint64_t rel, in, chunk;
+	unsigned slot, mode = (unsigned)(h & 3), cmode, bsize, nblocks, bi;
 
 	if (!b)
 		return tally__fail(EINVAL, "NULL block");
@@ -263,27 +263,28 @@ int tally__locate(struct tally_zone *z, const tally_block *b,
 		return tally__fail(EINVAL, "%p is not a block of %s", (void *)b,
 				   z ? "this zone" : "any zone");
 	rel = (size_t)(a - z->chunks);
-	in = rel % z->chunk_bytes;
+	chunk = tally__chunk_of(z, rel, &in);
 	if (in < TALLY__PG_COPY0 * TALLY__PAGE ||
 	    in >= (TALLY__PG_COPY0 + 1) * TALLY__PAGE || in % 8)
 		return tally__fail(EINVAL, "%p is not a block handle",
 				   (void *)b);
 	slot = (unsigned)((in - TALLY__PG_COPY0 * TALLY__PAGE) / 8);
-	c = &z->meta[rel / z->chunk_bytes];
+	c = &z->meta[chunk];
 	cmode = __atomic_load_n(&c->mode, __ATOMIC_ACQUIRE);
 	bsize = __atomic_load_n(&c->bsize, __ATOMIC_RELAXED);
 	nblocks = __atomic_load_n(&c->nblocks, __ATOMIC_RELAXED);
+	bi = (slot * __atomic_load_n(&c->bdiv, __ATOMIC_RELAXED)) >> 20;
 	if (cmode == TALLY__CHUNK_FREE || cmode != mode || bsize == 0 ||
-	    slot % bsize || slot / bsize >= nblocks)
+	    bi * bsize != slot || bi >= nblocks)
 		return tally__fail(EINVAL, "%p is not an allocated block",
 				   (void *)b);
 	loc->z = z;
-	loc->chunk = (uint32_t)(rel / z->chunk_bytes);
+	loc->chunk = (uint32_t)chunk;
 	loc->slot0 = slot;
+	loc->block = bi;
 	loc->nslots = bsize;
 	if (bsize > TALLY__EXACT_MAX)
-		loc->nslots -= __atomic_load_n(&c->slack[slot / bsize],
-					       __ATOMIC_RELAXED);
+		loc->nslots -= __atomic_load_n(&c->slack[bi], __ATOMIC_RELAXED);
 	loc->mode = mode;
 	loc->ch = c;
 	return 0;
@@ -304,7 +305,7 @@ int tally_block_free(struct tally_zone *z, tally_block *b)
 	if (rc < 0)
 		return rc;
 	c = loc.ch;
-	bi = loc.slot0 / c->bsize;
+	bi = loc.block;
 	w = bi / 64;
 	bit = 1ull << (bi % 64);
 	if ((atomic_load_explicit(&c->local[w], RELAXED) |
@@ -325,6 +326,6 @@ int tally_block_free(struct tally_zone *z, tally_block *b)
 		return tally__fail(EINVAL, "%p is already free (double free)",
 				   (void *)b);
 	if (atomic_load(&c->owner) == 0)
-		tally__chunk_remote_freed(z, loc.chunk);
+		tally__chunk_remote_freed(z, loc.chunk, w);
 	return 0;
 }

@@ -137,6 +137,30 @@ static unsigned read_numa_map(unsigned nslabs)
 	return nnodes;
 }
 
+/*
+ * Size classes: a chunk holds blocks of one size; a request is rounded up
+ * to the next class, so at most a quarter of a block is slack above 16.
+ */
+const uint16_t tally__class_size[TALLY__NCLASS] = {
+	1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+	20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128,
+	160, 192, 224, 256, 320, 384, 448, 512,
+};
+
+/* class_of[n]: the size class of a block of n slots. */
+uint8_t tally__class_tab[TALLY_BLOCK_MAX_SLOTS + 1];
+
+static void init_classes(void)
+{
+	unsigned c = 0;
+
+	for (unsigned n = 1; n <= TALLY_BLOCK_MAX_SLOTS; n++) {
+		while (tally__class_size[c] < n)
+			c++;
+		tally__class_tab[n] = (uint8_t)c;
+	}
+}
+
 static void init_once(void)
 {
 	struct tally__env *e = &tally__env;
@@ -144,6 +168,7 @@ static void init_once(void)
 	long long v;
 	int rseq_ok;
 
+	init_classes();
 	e->nslabs = (unsigned)get_nprocs_conf();
 	if (e->nslabs < 1)
 		e->nslabs = 1;
@@ -222,36 +247,12 @@ void tally__init(void)
 	pthread_once(&once, init_once);
 }
 
-/*
- * Size classes: a chunk holds blocks of one size; a request is rounded up
- * to the next class, so at most a quarter of a block is slack above 16.
- */
-const uint16_t tally__class_size[TALLY__NCLASS] = {
-	1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
-	20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128,
-	160, 192, 224, 256, 320, 384, 448, 512,
-};
-
-unsigned tally__class_of(unsigned n)
-{
-	unsigned lo = 0, hi = TALLY__NCLASS - 1;
-
-	while (lo < hi) {
-		unsigned mid = (lo + hi) / 2;
-
-		if (tally__class_size[mid] >= n)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return lo;
-}
-
 int tally_rseq_active(void)
 {
 #if defined(__x86_64__) && !defined(TALLY_NO_RSEQ_INLINE)
 	const volatile unsigned *cpu;
 
+	tally__init();
 	if (!tally__cfg.rseq_limit)
 		return 0;
 	cpu = (const volatile unsigned *)((char *)__builtin_thread_pointer() +

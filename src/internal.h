@@ -23,7 +23,10 @@ struct tally_zone {
 	struct tally__chunk *meta;
 	char *chunks;            /* chunk 0 */
 	size_t chunk_bytes;
+	uint64_t div_magic;      /* floor(2^64 / chunk_bytes) */
 	uint32_t nchunks;
+	uint64_t room_until;     /* chunks in use up to which the file system
+				    is known to have room (pool.c) */
 	unsigned flags;          /* TALLY_ZONE_* */
 	int is_default;
 	char path[PATH_MAX];     /* "" for an anonymous zone */
@@ -50,7 +53,12 @@ int tally__fail(int err, const char *fmt, ...)
 
 /* Size classes. */
 extern const uint16_t tally__class_size[TALLY__NCLASS];
-unsigned tally__class_of(unsigned nslots);
+extern uint8_t tally__class_tab[TALLY_BLOCK_MAX_SLOTS + 1];
+
+static inline unsigned tally__class_of(unsigned nslots)
+{
+	return tally__class_tab[nslots];
+}
 
 /* The registry of this process's zones (zone.c). */
 struct tally_zone *tally__zone_of(const void *addr);
@@ -60,7 +68,8 @@ int tally__zone_alive(uint64_t id, struct tally_zone *z);
 int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 			 uint32_t token, uint32_t *idx);
 void tally__chunk_release(struct tally_zone *z, uint32_t idx);
-void tally__chunk_remote_freed(struct tally_zone *z, uint32_t idx);
+void tally__chunk_remote_freed(struct tally_zone *z, uint32_t idx,
+			       unsigned word);
 void tally__chunk_collect(struct tally_zone *z, uint32_t idx);
 int tally__room(struct tally_zone *z, uint64_t more_chunks,
 		uint64_t records, uint64_t buckets);
@@ -85,6 +94,7 @@ struct tally__loc {
 	uint32_t chunk;          /* chunk index */
 	unsigned slot0;          /* first slot of the block in its chunk */
 	unsigned nslots;         /* slots of the block */
+	unsigned block;          /* block index in its chunk */
 	unsigned mode;
 	struct tally__chunk *ch;
 };
@@ -94,6 +104,25 @@ int tally__locate(struct tally_zone *z, const tally_block *b,
 static inline char *tally__chunk_base(const struct tally_zone *z, uint32_t i)
 {
 	return z->chunks + (size_t)i * z->chunk_bytes;
+}
+
+/*
+ * @rel / chunk_bytes without a divide instruction: a multiply by
+ * floor(2^64 / chunk_bytes) gives the quotient or one less, and one
+ * compare fixes it.  Sets *@in to the remainder.
+ */
+static inline uint64_t tally__chunk_of(const struct tally_zone *z,
+				       uint64_t rel, uint64_t *in)
+{
+	uint64_t q = (uint64_t)(((unsigned __int128)rel * z->div_magic) >> 64);
+	uint64_t r = rel - q * z->chunk_bytes;
+
+	if (r >= z->chunk_bytes) {
+		q++;
+		r -= z->chunk_bytes;
+	}
+	*in = r;
+	return q;
 }
 
 /* Name and text rules shared by writers and readers (names.c). */

@@ -111,6 +111,7 @@ struct tally__hdr {
 	_Alignas(64) _Atomic uint32_t next_token; /* owner tokens handed out */
 	_Atomic uint64_t chunks_bumped;          /* chunks ever handed out */
 	_Atomic uint64_t chunks_inuse;           /* chunks holding blocks */
+	_Atomic uint64_t chunks_warm;            /* all free, not punched */
 	/* The pool: lists of chunks, changed under pool_lock only. */
 	_Alignas(64) pthread_mutex_t pool_lock;  /* robust, process-shared */
 	uint32_t empty_head;                     /* chunk index + 1, 0: none */
@@ -135,8 +136,10 @@ struct tally__chunk {
 	uint8_t cls;             /* size class */
 	uint16_t bsize;          /* slots per block */
 	uint16_t nblocks;        /* blocks in the chunk */
+	uint32_t bdiv;           /* ceil(2^20 / bsize): slot / bsize is
+				    (slot * bdiv) >> 20 for any slot < 512 */
 	uint8_t listed;          /* on its partial list */
-	uint8_t pad0;
+	uint8_t warm;            /* all free, kept unpunched for reuse */
 	uint32_t next, prev;     /* partial or empty list links (index + 1) */
 	/* Blocks of more than 16 slots (at most 25 a chunk): how many slots
 	 * of the size class each block does not use, set by the owner when

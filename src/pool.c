@@ -12,8 +12,12 @@
  *   owned     a thread allocates from it;
  *   unowned   released by its owner with blocks still allocated; on its
  *             size class's partial list while it has free blocks.
- * When an unowned chunk's last block is freed, its pages are punched out
- * of the file (the memory goes back to the system) and it becomes free.
+ * When an unowned chunk's last block is freed, it stays on its partial
+ * list as a "warm" chunk if the zone has fewer than WARM_MAX of them (so
+ * that a thread allocating and freeing in batches does not punch and
+ * fault the same pages over and over); otherwise its pages are punched
+ * out of the file (the memory goes back to the system) and it becomes
+ * free.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,6 +29,7 @@
 #include "internal.h"
 
 #define RELAXED __ATOMIC_RELAXED
+#define WARM_MAX 4
 
 static struct tally__chunk *meta(struct tally_zone *z, uint32_t i)
 {
@@ -72,6 +77,33 @@ static unsigned count_free(struct tally__chunk *c)
 	return n;
 }
 
+/* Under the pool lock: punch a chunk out and put it on the empty list. */
+static void reap(struct tally_zone *z, uint32_t i)
+{
+	struct tally__chunk *c = meta(z, i);
+
+	if (c->listed)
+		list_remove(z, &z->hdr->partial_head[c->mode][c->cls], i);
+	if (c->warm) {
+		c->warm = 0;
+		atomic_fetch_sub(&z->hdr->chunks_warm, 1);
+	} else {
+		atomic_fetch_sub(&z->hdr->chunks_inuse, 1);
+	}
+	/* Every block is free: give the pages back.  Holes read as zeros,
+	 * so the chunk comes back clean. */
+	fallocate(z->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		  (off_t)chunk_file_off(z, i), (off_t)z->chunk_bytes);
+	for (int w = 0; w < 8; w++) {
+		atomic_store_explicit(&c->local[w], 0, memory_order_relaxed);
+		atomic_store_explicit(&c->dirty[w], 0, memory_order_relaxed);
+		atomic_store(&c->remote[w], 0);
+	}
+	__atomic_store_n(&c->listed, 0, RELAXED);
+	__atomic_store_n(&c->mode, TALLY__CHUNK_FREE, RELAXED);
+	list_push(z, &z->hdr->empty_head, i);
+}
+
 /* Under the pool lock: file an unowned chunk where it belongs. */
 static void settle(struct tally_zone *z, uint32_t i)
 {
@@ -79,30 +111,39 @@ static void settle(struct tally_zone *z, uint32_t i)
 	uint32_t *head;
 	unsigned nfree;
 
-	if (atomic_load(&c->owner) != 0 || c->mode == TALLY__CHUNK_FREE)
+	if (atomic_load(&c->owner) != 0 || c->mode == TALLY__CHUNK_FREE ||
+	    c->warm)
 		return;
 	head = &z->hdr->partial_head[c->mode][c->cls];
 	nfree = count_free(c);
+	if (nfree == c->nblocks &&
+	    atomic_load(&z->hdr->chunks_warm) >= WARM_MAX) {
+		reap(z, i);
+		return;
+	}
 	if (nfree == c->nblocks) {
-		if (c->listed)
-			list_remove(z, head, i);
-		/* Every block is free: give the pages back.  Holes read as
-		 * zeros, so the chunk comes back clean. */
-		fallocate(z->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			  (off_t)chunk_file_off(z, i), (off_t)z->chunk_bytes);
-		for (int w = 0; w < 8; w++) {
-			atomic_store_explicit(&c->local[w], 0, memory_order_relaxed);
-			atomic_store_explicit(&c->dirty[w], 0, memory_order_relaxed);
-			atomic_store(&c->remote[w], 0);
-		}
-		__atomic_store_n(&c->listed, 0, RELAXED);
-		__atomic_store_n(&c->mode, TALLY__CHUNK_FREE, RELAXED);
-		list_push(z, &z->hdr->empty_head, i);
+		c->warm = 1;
+		atomic_fetch_add(&z->hdr->chunks_warm, 1);
 		atomic_fetch_sub(&z->hdr->chunks_inuse, 1);
-	} else if (nfree > 0 && !c->listed) {
+	}
+	if (nfree > 0 && !c->listed) {
 		list_push(z, head, i);
 		__atomic_store_n(&c->listed, 1, RELAXED);
 	}
+}
+
+/* Under the pool lock, with no chunk left: punch a warm chunk for reuse. */
+static int reap_a_warm_chunk(struct tally_zone *z)
+{
+	for (unsigned m = 0; m < TALLY__NMODES; m++)
+		for (unsigned k = 0; k < TALLY__NCLASS; k++)
+			for (uint32_t j = z->hdr->partial_head[m][k]; j;
+			     j = meta(z, j - 1)->next)
+				if (meta(z, j - 1)->warm) {
+					reap(z, j - 1);
+					return 1;
+				}
+	return 0;
 }
 
 static uint64_t pages(uint64_t bytes)
@@ -153,12 +194,18 @@ int tally__room(struct tally_zone *z, uint64_t more_chunks,
 				   strerror(errno));
 	if (sv.f_blocks == 0) /* no limit (the internal memfd mount) */
 		return 0;
+	uint64_t chunks = atomic_load(&h->chunks_inuse) +
+			  atomic_load(&h->chunks_warm) + more_chunks;
+
+	/* A check that found room for many more chunks holds for half of
+	 * them (z->room_until is changed under the pool lock only). */
+	if (more_chunks && !records && !buckets && chunks <= z->room_until)
+		return 0;
 	if (!records)
 		records = atomic_load(&h->series_hwm) + 1u;
 	if (!buckets)
 		buckets = h->hash_cur;
-	bound = file_bound(z, atomic_load(&h->chunks_inuse) + more_chunks,
-			   records, buckets);
+	bound = file_bound(z, chunks, records, buckets);
 	resident = (uint64_t)st.st_blocks * 512u;
 	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
 	if (bound > resident && bound - resident > avail)
@@ -168,6 +215,11 @@ int tally__room(struct tally_zone *z, uint64_t more_chunks,
 				   z->path[0] ? z->path : "(memfd)",
 				   (unsigned long long)avail,
 				   (unsigned long long)(bound - resident));
+	if (more_chunks && !records && !buckets) {
+		uint64_t spare = avail - (bound > resident ? bound - resident : 0);
+
+		z->room_until = chunks + spare / z->chunk_bytes / 2;
+	}
 	return 0;
 }
 
@@ -186,6 +238,11 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 		list_remove(z, &h->partial_head[mode][cls], i);
 		c = meta(z, i);
 		__atomic_store_n(&c->listed, 0, RELAXED);
+		if (c->warm) {
+			c->warm = 0;
+			atomic_fetch_sub(&h->chunks_warm, 1);
+			atomic_fetch_add(&h->chunks_inuse, 1);
+		}
 		atomic_store(&c->owner, token);
 		tally__pool_unlock(z);
 		tally__chunk_collect(z, i);
@@ -195,6 +252,8 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 	rc = tally__room(z, 1, 0, 0);
 	if (rc < 0)
 		goto out;
+	if (!h->empty_head && atomic_load(&h->chunks_bumped) >= z->nchunks)
+		reap_a_warm_chunk(z);
 	if (h->empty_head) {
 		i = h->empty_head - 1;
 		list_remove(z, &h->empty_head, i);
@@ -211,6 +270,7 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 	bsize = tally__class_size[cls];
 	nblocks = TALLY_CHUNK_SLOTS / bsize;
 	c->bsize = (uint16_t)bsize;
+	c->bdiv = ((1u << 20) + bsize - 1) / bsize;
 	c->nblocks = (uint16_t)nblocks;
 	c->cls = (uint8_t)cls;
 	__atomic_store_n(&c->listed, 0, RELAXED);
@@ -254,13 +314,20 @@ void tally__chunk_release(struct tally_zone *z, uint32_t i)
 	tally__pool_unlock(z);
 }
 
-void tally__chunk_remote_freed(struct tally_zone *z, uint32_t i)
+void tally__chunk_remote_freed(struct tally_zone *z, uint32_t i, unsigned w)
 {
 	struct tally__chunk *c = meta(z, i);
+	unsigned nblocks = __atomic_load_n(&c->nblocks, RELAXED);
+	uint64_t full = (w + 1) * 64 <= nblocks ?
+				~0ull : (1ull << (nblocks - w * 64)) - 1;
 
-	/* Nothing to do for a listed chunk that still has live blocks. */
+	/* Nothing to do for a listed chunk that still has live blocks: and
+	 * it has some as long as this block's bitmap word is not all free. */
 	if (__atomic_load_n(&c->listed, RELAXED) &&
-	    count_free(c) < __atomic_load_n(&c->nblocks, RELAXED))
+	    ((atomic_load_explicit(&c->local[w], memory_order_relaxed) |
+	      atomic_load_explicit(&c->dirty[w], memory_order_relaxed) |
+	      atomic_load(&c->remote[w])) != full ||
+	     count_free(c) < nblocks))
 		return;
 	tally__pool_lock(z);
 	settle(z, i);

@@ -52,7 +52,8 @@ struct chunk_cache {
 
 /* What a batch computed for one record. */
 struct result {
-	int ok;
+	int ok;                  /* values computed */
+	int bad;                 /* failed its checks: corrupt, or torn */
 	int64_t value, sum;
 	size_t percpu_at, buckets_at; /* offsets into the arenas */
 };
@@ -731,18 +732,34 @@ static int emit(struct tally_seg *s, uint32_t id, uint32_t i,
 	return fn(&v, arg);
 }
 
+/* The file must keep the size it had when it was checked. */
+static int check_size(struct tally_seg *s)
+{
+	struct stat st;
+
+	if (fstat(s->fd, &st) < 0)
+		return tally__fail(errno, "%s: %s", s->path, strerror(errno));
+	if ((uint64_t)st.st_size != s->hdr.file_size)
+		return corrupt(s, "the file is now %lld bytes, not %llu: it "
+			       "was truncated or replaced while open",
+			       (long long)st.st_size,
+			       (unsigned long long)s->hdr.file_size);
+	return 0;
+}
+
 int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 		      void *arg)
 {
 	uint32_t hwm, nfam;
 	uint64_t gen;
 	int count = 0, rc;
+	char badmsg[256] = "";
 
 	if (!s || !fn)
 		return tally__fail(EINVAL, "tally_seg_foreach: NULL argument");
 	if (flags & ~TALLY_READ_PERCPU)
 		return tally__fail(EINVAL, "unknown flags 0x%x", flags);
-	if ((rc = read_live(s, &gen, &hwm, &nfam)) < 0)
+	if ((rc = check_size(s)) < 0 || (rc = read_live(s, &gen, &hwm, &nfam)) < 0)
 		return rc;
 	if ((rc = load_families(s, nfam)) < 0)
 		return rc;
@@ -762,6 +779,7 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 			const struct tally__series *r = &s->rec1[i];
 
 			s->res[i].ok = 0;
+			s->res[i].bad = 0;
 			if ((atomic_load_explicit(&r->seq, memory_order_relaxed) & 1) ||
 			    r->state != 1)
 				continue;
@@ -774,15 +792,27 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 				return rc;
 			if (r->family >= s->nfams)
 				continue; /* still being written */
-			if ((rc = compute(s, first + i, i, r, flags,
-					  &s->res[i])) < 0)
+			rc = compute(s, first + i, i, r, flags, &s->res[i]);
+			if (rc == -EINVAL) {
+				/* Corrupt, or copied while a writer changed
+				 * it: the second copy tells which. */
+				s->res[i].bad = 1;
+				snprintf(badmsg, sizeof(badmsg), "%s",
+					 tally_errmsg());
+			} else if (rc < 0) {
 				return rc;
+			}
 		}
-		if ((rc = read_at(s, s->rec2, bytes, off)) < 0)
+		if ((rc = read_at(s, s->rec2, bytes, off)) < 0 ||
+		    (rc = check_size(s)) < 0)
 			return rc;
 		for (uint32_t i = 0; i < n; i++) {
-			if (!s->res[i].ok ||
-			    memcmp(&s->rec1[i], &s->rec2[i], sizeof(s->rec1[i])))
+			int same = !memcmp(&s->rec1[i], &s->rec2[i],
+					   sizeof(s->rec1[i]));
+
+			if (s->res[i].bad && same)
+				return tally__fail(EINVAL, "%s", badmsg);
+			if (!s->res[i].ok || !same)
 				continue;
 			rc = emit(s, first + i, i, &s->rec1[i], &s->res[i],
 				  flags, fn, arg);
@@ -799,7 +829,7 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 void tally_hist_bucket_bounds(unsigned b, unsigned sub_bits,
 			      unsigned max_bits, uint64_t *lo, uint64_t *hi)
 {
-	unsigned sub = 1u << sub_bits, last = ((max_bits - sub_bits + 1u) << sub_bits) - 1u;
+	unsigned sub = 1u << sub_bits;
 	unsigned e;
 	uint64_t l, width;
 
@@ -811,42 +841,37 @@ void tally_hist_bucket_bounds(unsigned b, unsigned sub_bits,
 	width = 1ull << (e - sub_bits);
 	l = ((uint64_t)sub + (b % sub)) << (e - sub_bits);
 	*lo = l;
-	*hi = b == last ? UINT64_MAX : l + width - 1u;
+	*hi = l + width - 1u;
+	(void)max_bits; /* the last bucket also counts larger values */
 }
 
 int tally_hist_quantile(const struct tally_series_view *v, double q,
 			double *out)
 {
-	uint64_t lo, hi, rank, seen = 0;
-	int64_t count = 0;
+	uint64_t lo, hi;
+	double count = 0, rank, seen = 0;
 
 	if (!v || !out || v->kind != TALLY_HISTOGRAM || !v->buckets ||
 	    !(q >= 0.0 && q <= 1.0))
 		return tally__fail(EINVAL, "tally_hist_quantile: not a "
 				   "histogram, or q outside [0, 1]");
+	/* In doubles: counts read from a file may add up past 2^63.  A
+	 * negative bucket (torn by a racing zero) counts as empty. */
 	for (unsigned b = 0; b < v->nbuckets; b++)
 		if (v->buckets[b] > 0)
-			count += v->buckets[b];
+			count += (double)v->buckets[b];
 	if (count <= 0)
 		return tally__fail(ENODATA, "no observations");
-	{
-		double x = q * (double)count;
-
-		rank = (uint64_t)x;
-		if ((double)rank < x)
-			rank++;
-	}
+	rank = q * count; /* seen only takes whole values: no ceil needed */
 	if (rank < 1)
 		rank = 1;
 	for (unsigned b = 0; b < v->nbuckets; b++) {
 		if (v->buckets[b] <= 0)
 			continue;
-		seen += (uint64_t)v->buckets[b];
+		seen += (double)v->buckets[b];
 		if (seen >= rank) {
 			tally_hist_bucket_bounds(b, v->sub_bits, v->max_bits,
 						 &lo, &hi);
-			if (hi == UINT64_MAX) /* the open last bucket */
-				hi = lo * 2 - 1;
 			*out = q >= 1.0 ? (double)hi :
 					  ((double)lo + (double)hi) / 2.0;
 			return 0;

@@ -416,6 +416,7 @@ struct tally_zone *tally_zone_create(const char *name,
 	z->map_size = size;
 	z->nchunks = (uint32_t)nchunks;
 	z->chunk_bytes = chunk_bytes;
+	z->div_magic = (uint64_t)(((unsigned __int128)1 << 64) / chunk_bytes);
 	z->flags = o.flags;
 	z->meta = (struct tally__chunk *)((char *)map + TALLY__PAGE + node_size);
 	z->chunks = (char *)map + off;

@@ -130,7 +130,9 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
  * of a histogram view: the middle of the bucket holding the value of rank
  * ceil(q * count), within 2^-sub_bits (12.5% by default) of the exact
  * quantile of the observed values; for q = 1, the largest value of the
- * highest bucket used.  Returns 0, or -EINVAL (not a histogram, q out of
+ * highest bucket used.  Values of 2^max_bits and more were counted in the
+ * last bucket, whose bounds stop below 2^max_bits: their quantiles come
+ * out as that bucket's.  Returns 0, or -EINVAL (not a histogram, q out of
  * range) or -ENODATA (no observations).
  */
 void tally_hist_bucket_bounds(unsigned b, unsigned sub_bits,
