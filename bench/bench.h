@@ -27,6 +27,7 @@ struct bench_opts {
 	unsigned threads;      /* counter: workers, 0 = one per CPU;
 				  alloc: the largest thread count (1..T) */
 	unsigned slabs;        /* alloc: forced slab count (0 = skip) */
+	uint64_t series;       /* metrics: series of the reader tests */
 	int json, quick, quiet, no_child;
 	const char *child;     /* hidden: "fallback" or "slabs" */
 };
@@ -179,6 +180,7 @@ void bench_emit_rows(const struct bench_doc *d, const char *meta, FILE *f);
 /* Subcommands. */
 int bench_counter(const struct bench_opts *o);
 int bench_alloc(const struct bench_opts *o);
+int bench_metrics(const struct bench_opts *o);
 int bench_loop(int argc, char **argv);
 
 /* The arguments a child needs to repeat the parent's settings. */

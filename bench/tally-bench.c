@@ -22,6 +22,7 @@ static const char usage_text[] =
 "usage: tally-bench counter [--adds N] [--threads T] [options]\n"
 "       tally-bench alloc [--blocks M] [--batch B] [--threads T]\n"
 "                         [--mem-counters K] [--slabs S] [options]\n"
+"       tally-bench metrics [--series N] [options]\n"
 "       tally-bench all [options]\n"
 "\n"
 "Reproduce the experiments behind libtally, each next to its baselines\n"
@@ -33,7 +34,10 @@ static const char usage_text[] =
 "           of 1 and 2 actions: tally vs a pcpu_alloc-like allocator with\n"
 "           one global mutex; alloc+free pair loop; memory per counter;\n"
 "           again with 256 forced slabs.\n"
-"  all      both, one after the other.\n"
+"  metrics  named series: register+remove rate, histogram observe vs a\n"
+"           counter add, a reader pass over N series, and a writer's\n"
+"           throughput while a reader process scans in a loop.\n"
+"  all      counter and alloc, one after the other.\n"
 "\n"
 "options:\n"
 "  --adds N          counter: adds per worker (default 10^7; --quick 10^6)\n"
@@ -44,6 +48,8 @@ static const char usage_text[] =
 "  --batch B         alloc: rules allocated before they are freed (1000)\n"
 "  --mem-counters K  alloc: counters of the memory test (65536; --quick 16384)\n"
 "  --slabs S         alloc: forced slab count of the child run (256; 0: skip)\n"
+"  --series N        metrics: series of the reader tests (default 10^6;\n"
+"                    --quick 10^5)\n"
 "  --repeat R        runs per configuration, 1 to 100 (default 5; --quick 3)\n"
 "  --quick           a few-second version (fewer adds, blocks and runs)\n"
 "  --json            print the results as one JSON document\n"
@@ -115,11 +121,12 @@ bad:
 
 enum {
 	O_ADDS = 256, O_THREADS, O_BLOCKS, O_BATCH, O_MEM, O_SLABS, O_REPEAT,
-	O_QUICK, O_JSON, O_NOCHILD, O_QUIET, O_CHILD,
+	O_QUICK, O_JSON, O_NOCHILD, O_QUIET, O_CHILD, O_SERIES,
 };
 
 static const struct option longopts[] = {
 	{ "adds", required_argument, NULL, O_ADDS },
+	{ "series", required_argument, NULL, O_SERIES },
 	{ "threads", required_argument, NULL, O_THREADS },
 	{ "blocks", required_argument, NULL, O_BLOCKS },
 	{ "batch", required_argument, NULL, O_BATCH },
@@ -139,7 +146,8 @@ int main(int argc, char **argv)
 {
 	struct bench_opts o = { 0 };
 	const char *sub;
-	int is_counter, is_alloc, rc = 0, c;
+	int is_counter, is_alloc, is_metrics, rc = 0, c;
+	int set_series = 0;
 	int set_adds = 0, set_blocks = 0, set_repeat = 0, set_mem = 0;
 	int set_threads = 0, set_slabs = 0, set_batch = 0;
 
@@ -157,9 +165,10 @@ int main(int argc, char **argv)
 		return bench_loop(argc - 2, argv + 2);
 	is_counter = strcmp(sub, "counter") == 0;
 	is_alloc = strcmp(sub, "alloc") == 0;
-	if (!is_counter && !is_alloc && strcmp(sub, "all") != 0)
-		usage_error("unknown subcommand '%s' (expected counter, alloc "
-			    "or all)", sub);
+	is_metrics = strcmp(sub, "metrics") == 0;
+	if (!is_counter && !is_alloc && !is_metrics && strcmp(sub, "all") != 0)
+		usage_error("unknown subcommand '%s' (expected counter, alloc, "
+			    "metrics or all)", sub);
 
 	opterr = 0;
 	optind = 2;
@@ -198,6 +207,10 @@ int main(int argc, char **argv)
 							 BENCH_MAX_REPEAT);
 			set_repeat = 1;
 			break;
+		case O_SERIES:
+			o.series = parse_count("--series", optarg, 1, 16000000);
+			set_series = 1;
+			break;
 		case O_QUICK:
 			o.quick = 1;
 			break;
@@ -230,6 +243,12 @@ int main(int argc, char **argv)
 			    "are options of alloc", sub);
 	if (is_alloc && set_adds)
 		usage_error("%s: --adds is an option of counter", sub);
+	if (!is_metrics && set_series)
+		usage_error("%s: --series is an option of metrics", sub);
+	if (is_metrics && (set_adds || set_blocks || set_batch || set_mem ||
+			   set_slabs || set_threads))
+		usage_error("%s: takes --series, --repeat, --quick, --json and "
+			    "--quiet", sub);
 	if (!is_counter && !is_alloc && set_threads)
 		usage_error("%s: give --threads to counter or alloc", sub);
 	if (o.child && strcmp(o.child, is_counter ? "fallback" : "slabs") != 0)
@@ -248,6 +267,10 @@ int main(int argc, char **argv)
 	if (!set_slabs)
 		o.slabs = 256;
 
+	if (!set_series)
+		o.series = o.quick ? 100000 : 1000000;
+	if (is_metrics)
+		return bench_metrics(&o);
 	if (is_counter)
 		return bench_counter(&o);
 	if (is_alloc) {
