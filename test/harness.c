@@ -3,6 +3,8 @@
  * process with a time limit, and prints one line per test and a summary.
  */
 #define _GNU_SOURCE
+#include <sched.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
@@ -58,7 +60,7 @@ long harness_scale(long n)
 	return n < 1 ? 1 : n;
 }
 
-static double now(void)
+double harness_now(void)
 {
 	struct timespec ts;
 
@@ -66,9 +68,85 @@ static double now(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+#define SKIP_STATUS 77
+
+void harness_skip(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("  SKIP: ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	fflush(stdout);
+	_exit(SKIP_STATUS);
+}
+
+int harness_child(void (*fn)(void *), void *arg)
+{
+	int status;
+	pid_t pid;
+
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid < 0)
+		harness_fail(__FILE__, __LINE__, "fork failed");
+	if (pid == 0) {
+		fn(arg);
+		fflush(stdout);
+		_exit(0);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		;
+	return status;
+}
+
+static cpu_set_t start_cpus;
+static int ncpus, cpus[CPU_SETSIZE];
+
+static void read_cpus(void)
+{
+	if (sched_getaffinity(0, sizeof(start_cpus), &start_cpus) < 0) {
+		perror("sched_getaffinity");
+		exit(2);
+	}
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &start_cpus))
+			cpus[ncpus++] = c;
+}
+
+int harness_ncpus(void)
+{
+	return ncpus;
+}
+
+int harness_cpu(int i)
+{
+	return cpus[i % ncpus];
+}
+
+void harness_pin(int i)
+{
+	cpu_set_t set;
+	int rc;
+
+	if (i < 0) {
+		set = start_cpus;
+	} else {
+		CPU_ZERO(&set);
+		CPU_SET(harness_cpu(i), &set);
+	}
+	rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	if (rc)
+		harness_fail(__FILE__, __LINE__, "pthread_setaffinity_np: %s",
+			     strerror(rc));
+}
+
 static int run(int i)
 {
-	double t0 = now();
+	double t0 = harness_now();
 	int status = 0;
 	pid_t pid;
 
@@ -89,8 +167,12 @@ static int run(int i)
 		;
 	/* Reap anything the test left behind in its process group. */
 	kill(-pid, SIGKILL);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == SKIP_STATUS) {
+		printf("skip %-40s %7.2fs\n", tests[i].name, harness_now() - t0);
+		return 0;
+	}
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-		printf("ok   %-40s %7.2fs\n", tests[i].name, now() - t0);
+		printf("ok   %-40s %7.2fs\n", tests[i].name, harness_now() - t0);
 		return 0;
 	}
 	if (WIFSIGNALED(status))
@@ -152,6 +234,7 @@ int main(int argc, char **argv)
 		       "Runs the named tests, or all of them.\n", argv[0]);
 		return 0;
 	}
+	read_cpus();
 	make_dir();
 	for (int i = 0; i < ntests; i++) {
 		int wanted = argc == 1;

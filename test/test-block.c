@@ -1,0 +1,627 @@
+/*
+ * test-block.c: tally_block_add() loses no count.
+ *
+ * In every mode (percpu, shared, pernode, adaptive) it proves that:
+ *   - N threads x R adds give exactly N x R, for N = 1, 2, 16 and 64 on
+ *     this machine's CPUs, while every thread keeps moving itself from CPU
+ *     to CPU and a signal handler adds to the same slots in the middle of
+ *     the threads' adds (the expected totals count every handler run);
+ *   - signed adds to the slots of one block stay apart and exact, and an
+ *     in-flight gauge (+1, then -1) ends at exactly 0;
+ *   - processes forked after the allocation add to the same counters
+ *     exactly;
+ *   - tally_block_zero() racing with adds (and with another zero) loses
+ *     and doubles nothing: adds == final value + everything removed;
+ *   - an adaptive slot promotes itself under contention, never without
+ *     it, and loses no count while it does.
+ * CTest runs this program a second time with TALLY_NO_RSEQ=1: the atomic
+ * fallback must give the same exact totals.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/rseq.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "tally/tally.h"
+#include "util.h"
+
+/* The slots of the test blocks and what each thread adds to them. */
+enum { S_COUNT, S_NEG, S_GAUGE, S_BIG, NSLOTS };
+#define BIG ((int64_t)1 << 33)
+#define MIGRATE_EVERY 1000
+#define MAX_THREADS 64
+#define MAX_SLABS 4096
+
+/* ---- the signal handler ---- */
+
+static tally_block *_Atomic sig_block;
+static _Atomic long sig_runs, sig_runs_mid_adds;
+static __thread volatile sig_atomic_t my_sig_runs, in_adds;
+
+#if defined(__SANITIZE_THREAD__)
+/* ThreadSanitizer delays signals to its interceptors: never mid-add. */
+#define SIGNALS_MID_ADDS 0
+#else
+#define SIGNALS_MID_ADDS 1
+#endif
+
+/* Adds to the slots the interrupted thread may be adding to right now. */
+static void on_sigusr1(int sig)
+{
+	tally_block *b = atomic_load(&sig_block);
+	int saved = errno;
+
+	(void)sig;
+	if (b) {
+		tally_block_add(b, S_COUNT, 1);
+		tally_block_add(b, S_GAUGE, 1);
+		tally_block_add(b, S_NEG, -3);
+		tally_block_add(b, S_GAUGE, -1);
+		atomic_fetch_add(&sig_runs, 1);
+		if (in_adds)
+			atomic_fetch_add(&sig_runs_mid_adds, 1);
+	}
+	my_sig_runs = my_sig_runs + 1;
+	errno = saved;
+}
+
+static void install_handler(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sigusr1;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	CHECK_EQ(sigaction(SIGUSR1, &sa, NULL), 0);
+}
+
+/* ---- N threads x R adds, migrating and signalled ---- */
+
+struct run {
+	tally_block *b;
+	long iters;
+	int nthreads;
+	int signals;             /* run a signaller thread */
+	int slot_only;           /* -1: every slot; else add 1 to this slot */
+	_Atomic int finished;
+	pthread_barrier_t done;  /* the workers and the signaller */
+	pthread_t tid[MAX_THREADS];
+};
+
+struct worker {
+	struct run *r;
+	int index;
+};
+
+/* Worker i moves to CPU (i + step) mod n, or to all CPUs, every
+ * MIGRATE_EVERY adds: threads keep changing CPU in the middle of adds. */
+static void migrate(int index, long step)
+{
+	int n = harness_ncpus();
+	long k = (index + step) % (n + 1);
+
+	harness_pin(k == n ? -1 : (int)k);
+}
+
+static void *worker(void *arg)
+{
+	struct worker *w = arg;
+	struct run *r = w->r;
+	tally_block *b = r->b;
+
+	in_adds = 1;
+	for (long i = 0; i < r->iters; i++) {
+		if (i % MIGRATE_EVERY == 0)
+			migrate(w->index, i / MIGRATE_EVERY);
+		if (r->slot_only >= 0) {
+			tally_block_add(b, (unsigned)r->slot_only, 1);
+			continue;
+		}
+		tally_block_add(b, S_COUNT, 1);
+		tally_block_add(b, S_GAUGE, 1);
+		tally_block_add(b, S_NEG, -3);
+		tally_block_add(b, S_BIG, BIG);
+		tally_block_add(b, S_GAUGE, -1);
+	}
+	in_adds = 0;
+	harness_pin(-1);
+	/* Every worker is interrupted at least once.  (A sleep, not a busy
+	 * wait: ThreadSanitizer delivers signals in intercepted calls.) */
+	while (r->signals && my_sig_runs == 0)
+		usleep(100);
+	atomic_fetch_add(&r->finished, 1);
+	pthread_barrier_wait(&r->done);
+	return NULL;
+}
+
+static void *signaller(void *arg)
+{
+	struct run *r = arg;
+	unsigned i = 0;
+
+	while (atomic_load(&r->finished) < r->nthreads) {
+		pthread_kill(r->tid[i++ % (unsigned)r->nthreads], SIGUSR1);
+		usleep(50);
+	}
+	pthread_barrier_wait(&r->done);
+	return NULL;
+}
+
+/* Runs n workers of iters adds each on b; returns the handler's runs. */
+static long run_workers(tally_block *b, int n, long iters, int signals,
+			int slot_only)
+{
+	struct run r = { .b = b, .iters = iters, .nthreads = n,
+			 .signals = signals, .slot_only = slot_only };
+	struct worker w[MAX_THREADS];
+	pthread_t sig;
+
+	CHECK(n <= MAX_THREADS);
+	CHECK_EQ(pthread_barrier_init(&r.done, NULL, (unsigned)n + 1), 0);
+	atomic_store(&sig_runs, 0);
+	atomic_store(&sig_block, signals ? b : NULL);
+	for (int i = 0; i < n; i++) {
+		w[i].r = &r;
+		w[i].index = i;
+		CHECK_EQ(pthread_create(&r.tid[i], NULL, worker, &w[i]), 0);
+	}
+	if (signals) {
+		CHECK_EQ(pthread_create(&sig, NULL, signaller, &r), 0);
+	} else {
+		while (atomic_load(&r.finished) < n)
+			usleep(1000);
+		pthread_barrier_wait(&r.done);
+	}
+	for (int i = 0; i < n; i++)
+		CHECK_EQ(pthread_join(r.tid[i], NULL), 0);
+	if (signals)
+		CHECK_EQ(pthread_join(sig, NULL), 0);
+	atomic_store(&sig_block, NULL);
+	pthread_barrier_destroy(&r.done);
+	if (signals)
+		CHECK(atomic_load(&sig_runs) >= n);
+	return atomic_load(&sig_runs);
+}
+
+static int64_t fetch(tally_block *b, unsigned slot)
+{
+	int64_t v = 0x5a5a5a5a;
+
+	CHECK_EQ(tally_block_fetch(b, slot, &v), 0);
+	return v;
+}
+
+/* The slots after `adds` worker iterations and `runs` handler runs. */
+static void check_totals(tally_block *b, long adds, long runs)
+{
+	CHECK_EQ(fetch(b, S_COUNT), adds + runs);
+	CHECK_EQ(fetch(b, S_NEG), -3 * (adds + runs));
+	CHECK_EQ(fetch(b, S_GAUGE), 0);
+	CHECK_EQ(fetch(b, S_BIG), (int64_t)adds * BIG);
+}
+
+static unsigned nslabs(void)
+{
+	struct tally_zone_usage u;
+
+	CHECK_EQ(tally_zone_usage(tally_zone_default(), &u), 0);
+	return u.nslabs;
+}
+
+static unsigned nnodes(void)
+{
+	struct tally_zone_usage u;
+
+	CHECK_EQ(tally_zone_usage(tally_zone_default(), &u), 0);
+	return u.nnodes;
+}
+
+/*
+ * The raw copies of S_COUNT hold the value where the mode says they do.
+ * For percpu blocks, once two threads (or, with rseq, one migrating
+ * thread) added, two copies must hold counts.
+ */
+static void check_copies(tally_block *b, unsigned mode, int nthreads,
+			 int rseq)
+{
+	static int64_t out[MAX_SLABS];
+	int64_t value = fetch(b, S_COUNT), sum = 0;
+	unsigned n = nslabs();
+	int rc = tally_block_fetch_percpu(b, S_COUNT, out, MAX_SLABS);
+
+	CHECK_EQ(rc, n);
+	for (unsigned c = 0; c < n; c++)
+		sum += out[c];
+	switch (mode) {
+	case TALLY_PERCPU:
+		CHECK_EQ(sum, value);
+		if (harness_ncpus() >= 2 && n >= 2 && (rseq || nthreads >= 2)) {
+			int c0 = rseq ? harness_cpu(0) : 0;
+			int c1 = rseq ? harness_cpu(1) : 1;
+
+			CHECK(out[c0] != 0);
+			CHECK(out[c1] != 0);
+		}
+		break;
+	case TALLY_SHARED:
+		CHECK_EQ(out[0], value);
+		CHECK_EQ(sum, value);
+		break;
+	case TALLY_PERNODE:
+		CHECK_EQ(sum, value);
+		for (unsigned c = nnodes(); c < n; c++)
+			CHECK_EQ(out[c], 0);
+		if (nnodes() >= 2 && harness_ncpus() >= 2) {
+			CHECK(out[0] != 0);
+			CHECK(out[1] != 0);
+		}
+		break;
+	case TALLY_ADAPTIVE:
+		/* Adds made before promotion are in no copy: sum <= value
+		 * cannot be said of signed adds, so only the total counts. */
+		break;
+	}
+}
+
+static void exact_totals(unsigned mode)
+{
+	static const int nthreads[] = { 1, 2, 16, 64 };
+	long iters = harness_scale(200000);
+
+	if (iters < 5 * MIGRATE_EVERY)
+		iters = 5 * MIGRATE_EVERY;
+	install_handler();
+	atomic_store(&sig_runs_mid_adds, 0);
+	for (unsigned i = 0; i < sizeof(nthreads) / sizeof(nthreads[0]); i++) {
+		int n = nthreads[i];
+		tally_block *b = tally_block_alloc(NULL, NSLOTS, mode);
+		long runs;
+
+		CHECK(b != NULL);
+		CHECK_EQ(tally_block_mode(b), mode);
+		runs = run_workers(b, n, iters, 1, -1);
+		check_totals(b, (long)n * iters, runs);
+		check_copies(b, mode, n, tally_rseq_active());
+		CHECK_EQ(tally_block_free(NULL, b), 0);
+	}
+	/* The handler did interrupt threads in the middle of their adds. */
+	if (SIGNALS_MID_ADDS)
+		CHECK(atomic_load(&sig_runs_mid_adds) > 0);
+}
+
+TEST(percpu_exact_totals) { exact_totals(TALLY_PERCPU); }
+TEST(shared_exact_totals) { exact_totals(TALLY_SHARED); }
+TEST(pernode_exact_totals) { exact_totals(TALLY_PERNODE); }
+TEST(adaptive_exact_totals) { exact_totals(TALLY_ADAPTIVE); }
+
+static void two_nodes_child(void *arg)
+{
+	(void)arg;
+	fresh_setenv("TALLY_NODES", "2");
+	CHECK_EQ(nnodes(), 2);
+	exact_totals(TALLY_PERNODE);
+	exact_totals(TALLY_ADAPTIVE);
+}
+
+/* With TALLY_NODES=2, CPU c is on node c % 2: pernode blocks then have
+ * two copies, both written by migrating threads. */
+TEST(pernode_two_nodes_exact_totals)
+{
+	CHECK_CHILD_OK(harness_child(two_nodes_child, NULL));
+}
+
+/* ---- rseq or fallback, as the environment says ---- */
+
+static int rseq_expected(void)
+{
+	const char *s = getenv("TALLY_NO_RSEQ");
+	const char *t = getenv("GLIBC_TUNABLES");
+
+	if (s && *s && strcmp(s, "0") != 0)
+		return 0;
+	if (t && strstr(t, "glibc.pthread.rseq=0"))
+		return 0;
+	/* This host (Linux 6.x, glibc 2.36) has rseq, registered by glibc:
+	 * if that ever changes, the test must say so, not pass quietly. */
+	CHECK(__rseq_size >= 20);
+	return 1;
+}
+
+static void *rseq_thread(void *arg)
+{
+	int *out = arg;
+
+	for (int i = 0; i < harness_ncpus(); i++) {
+		harness_pin(i);
+		out[i] = tally_rseq_active();
+	}
+	return NULL;
+}
+
+TEST(rseq_active_matches_environment)
+{
+	int expected = rseq_expected(), seen[CPU_SETSIZE];
+	pthread_t t;
+
+	CHECK(tally_zone_default() != NULL);
+	CHECK_EQ(tally_rseq_active(), expected);
+	CHECK_EQ(pthread_create(&t, NULL, rseq_thread, seen), 0);
+	CHECK_EQ(pthread_join(t, NULL), 0);
+	for (int i = 0; i < harness_ncpus(); i++)
+		CHECK_EQ(seen[i], expected);
+}
+
+/* The answer does not depend on whether libtally was used before. */
+TEST(rseq_active_before_first_use)
+{
+	int expected = rseq_expected();
+
+	CHECK(!tally_initialised());
+	CHECK_EQ(tally_rseq_active(), expected);
+}
+
+/*
+ * With rseq, an add lands in the copy of the CPU it ran on; without it,
+ * in the one fallback copy of the calling thread.  Either way exactly.
+ */
+TEST(percpu_adds_land_on_the_local_copy)
+{
+	static int64_t out[MAX_SLABS];
+	tally_block *b = tally_block_alloc(NULL, 1, TALLY_PERCPU);
+	int rseq = tally_rseq_active();
+	unsigned n = nslabs();
+	int64_t total = 0, nonzero = 0;
+
+	CHECK(b != NULL);
+	for (int i = 0; i < harness_ncpus(); i++) {
+		harness_pin(i);
+		for (int k = 0; k < 1000; k++)
+			tally_block_add(b, 0, i + 1);
+		total += 1000 * (i + 1);
+	}
+	CHECK_EQ(tally_block_fetch_percpu(b, 0, out, MAX_SLABS), n);
+	for (unsigned c = 0; c < n; c++)
+		nonzero += out[c] != 0;
+	if (rseq) {
+		for (int i = 0; i < harness_ncpus(); i++)
+			if ((unsigned)harness_cpu(i) < n)
+				CHECK_EQ(out[harness_cpu(i)], 1000 * (i + 1));
+		CHECK_EQ(nonzero, harness_ncpus());
+	} else {
+		CHECK_EQ(nonzero, 1);
+	}
+	CHECK_EQ(fetch(b, 0), total);
+}
+
+/* The raw copies are refused a NULL or short buffer. */
+TEST(fetch_arguments_are_checked)
+{
+	static int64_t out[MAX_SLABS];
+	tally_block *b = tally_block_alloc(NULL, 2, TALLY_PERCPU);
+	unsigned n = nslabs();
+
+	CHECK(b != NULL);
+	CHECK_EQ(tally_block_fetch(b, 0, NULL), -EINVAL);
+	CHECK_EQ(tally_block_fetch(b, 2, out), -EINVAL);
+	CHECK_EQ(tally_block_fetch_percpu(b, 0, NULL, MAX_SLABS), -EINVAL);
+	CHECK_EQ(tally_block_fetch_percpu(b, 0, out, n - 1), -ERANGE);
+	CHECK_EQ(tally_block_fetch_percpu(b, 2, out, n), -EINVAL);
+	CHECK_EQ(tally_block_fetch_percpu(b, 1, out, n), n);
+	CHECK_EQ(tally_block_zero(b, 2, NULL), -EINVAL);
+	CHECK_EQ(tally_block_promoted(b, 2), -EINVAL);
+}
+
+/* ---- processes ---- */
+
+/*
+ * Children forked after the allocation add to the parent's counters
+ * (through the inherited zone) while the parent adds too.
+ */
+TEST(processes_share_counters)
+{
+	enum { NCHILD = 3, THREADS = 4 };
+	long iters = harness_scale(40000);
+
+	for (unsigned mode = TALLY_PERCPU; mode <= TALLY_ADAPTIVE; mode++) {
+		tally_block *b = tally_block_alloc(NULL, NSLOTS, mode);
+		pid_t pid[NCHILD];
+		int go[2];
+		char c = 0;
+
+		CHECK(b != NULL);
+		CHECK_EQ(pipe(go), 0);
+		for (int i = 0; i < NCHILD; i++) {
+			pid[i] = fork();
+			CHECK(pid[i] >= 0);
+			if (pid[i] == 0) {
+				close(go[1]);
+				CHECK_EQ(read(go[0], &c, 1), 1);
+				run_workers(b, THREADS, iters, 0, -1);
+				_exit(0);
+			}
+		}
+		close(go[0]);
+		CHECK_EQ(write(go[1], "gggg", NCHILD), NCHILD);
+		close(go[1]);
+		run_workers(b, THREADS, iters, 0, -1);
+		for (int i = 0; i < NCHILD; i++) {
+			int status;
+
+			CHECK_EQ(waitpid(pid[i], &status, 0), pid[i]);
+			CHECK_CHILD_OK(status);
+		}
+		check_totals(b, (long)(NCHILD + 1) * THREADS * iters, 0);
+		CHECK_EQ(tally_block_free(NULL, b), 0);
+	}
+}
+
+/* ---- zeroing ---- */
+
+struct zeroer {
+	tally_block *b;
+	_Atomic int *stop;
+	int64_t removed[NSLOTS];
+	long calls, nonzero;
+};
+
+static void *zeroer(void *arg)
+{
+	struct zeroer *z = arg;
+
+	while (!atomic_load(z->stop)) {
+		for (unsigned s = 0; s < NSLOTS; s++) {
+			int64_t r = 0x5a5a;
+
+			CHECK_EQ(tally_block_zero(z->b, s, &r), 0);
+			z->removed[s] += r;
+			z->nonzero += r != 0;
+		}
+		z->calls++;
+	}
+	return NULL;
+}
+
+/*
+ * Threads add (and a handler adds) while two threads zero every slot in
+ * a loop: for each slot, what was added == the final value + the sum of
+ * what the zeroes removed.
+ */
+static void zero_races_adds(unsigned mode)
+{
+	enum { THREADS = 8 };
+	long iters = harness_scale(40000);
+	tally_block *b = tally_block_alloc(NULL, NSLOTS, mode);
+	struct zeroer z[2];
+	_Atomic int stop = 0;
+	pthread_t t[2];
+	long runs, adds;
+	int64_t removed[NSLOTS] = { 0 };
+
+	if (iters < 5 * MIGRATE_EVERY)
+		iters = 5 * MIGRATE_EVERY;
+	CHECK(b != NULL);
+	install_handler();
+	for (int i = 0; i < 2; i++) {
+		memset(&z[i], 0, sizeof(z[i]));
+		z[i].b = b;
+		z[i].stop = &stop;
+		CHECK_EQ(pthread_create(&t[i], NULL, zeroer, &z[i]), 0);
+	}
+	runs = run_workers(b, THREADS, iters, 1, -1);
+	atomic_store(&stop, 1);
+	for (int i = 0; i < 2; i++) {
+		CHECK_EQ(pthread_join(t[i], NULL), 0);
+		CHECK(z[i].calls > 0);
+		for (unsigned s = 0; s < NSLOTS; s++)
+			removed[s] += z[i].removed[s];
+	}
+	/* The zeroes really raced with the adds. */
+	CHECK(z[0].nonzero + z[1].nonzero > 0);
+	adds = (long)THREADS * iters;
+	CHECK_EQ(fetch(b, S_COUNT) + removed[S_COUNT], adds + runs);
+	CHECK_EQ(fetch(b, S_NEG) + removed[S_NEG], -3 * (adds + runs));
+	CHECK_EQ(fetch(b, S_GAUGE) + removed[S_GAUGE], 0);
+	CHECK_EQ(fetch(b, S_BIG) + removed[S_BIG], (int64_t)adds * BIG);
+
+	/* A last zero removes exactly the value and leaves 0. */
+	for (unsigned s = 0; s < NSLOTS; s++) {
+		int64_t v = fetch(b, s), r = 0x5a5a;
+
+		CHECK_EQ(tally_block_zero(b, s, &r), 0);
+		CHECK_EQ(r, v);
+		CHECK_EQ(fetch(b, s), 0);
+	}
+	CHECK_EQ(tally_block_free(NULL, b), 0);
+}
+
+TEST(percpu_zero_races_adds) { zero_races_adds(TALLY_PERCPU); }
+TEST(shared_zero_races_adds) { zero_races_adds(TALLY_SHARED); }
+TEST(pernode_zero_races_adds) { zero_races_adds(TALLY_PERNODE); }
+TEST(adaptive_zero_races_adds) { zero_races_adds(TALLY_ADAPTIVE); }
+
+/* ---- adaptive promotion ---- */
+
+static int64_t copies_sum(tally_block *b, unsigned slot)
+{
+	static int64_t out[MAX_SLABS];
+	int64_t sum = 0;
+	int n = tally_block_fetch_percpu(b, slot, out, MAX_SLABS);
+
+	CHECK(n > 0);
+	for (int c = 0; c < n; c++)
+		sum += out[c];
+	return sum;
+}
+
+/*
+ * 16 threads hammering one adaptive slot get it promoted within 20 s;
+ * the other slot of the block, used by one thread only, stays shared.
+ * After promotion, every add goes to the per-CPU copies.
+ */
+TEST(adaptive_promotes_under_contention)
+{
+	enum { THREADS = 16 };
+	long iters = harness_scale(20000), total = 0;
+	tally_block *b = tally_block_alloc(NULL, 2, TALLY_ADAPTIVE);
+	double deadline = harness_now() + 20;
+	int64_t before;
+
+	CHECK(b != NULL);
+	CHECK_EQ(tally_block_promoted(b, 0), 0);
+	CHECK_EQ(tally_block_promoted(b, 1), 0);
+	for (int k = 0; k < 1000; k++)
+		tally_block_add(b, 1, 1);
+	while (tally_block_promoted(b, 0) != 1) {
+		CHECK_EQ(tally_block_promoted(b, 0), 0);
+		if (harness_now() > deadline)
+			harness_fail(__FILE__, __LINE__, "adaptive slot not "
+				     "promoted after %ld adds by %d threads "
+				     "in 20 s", total, THREADS);
+		run_workers(b, THREADS, iters, 0, 0);
+		total += (long)THREADS * iters;
+		CHECK_EQ(fetch(b, 0), total);
+	}
+	before = copies_sum(b, 0);
+	run_workers(b, THREADS, iters, 0, 0);
+	total += (long)THREADS * iters;
+	CHECK_EQ(fetch(b, 0), total);
+	CHECK_EQ(copies_sum(b, 0) - before, (long)THREADS * iters);
+	CHECK_EQ(tally_block_promoted(b, 0), 1);
+	CHECK_EQ(tally_block_promoted(b, 1), 0);
+	CHECK_EQ(fetch(b, 1), 1000);
+	CHECK_EQ(copies_sum(b, 1), 0);
+	CHECK_EQ(tally_block_promoted(b, 2), -EINVAL);
+}
+
+/* One thread, migrating between CPUs, never contends with itself. */
+TEST(adaptive_single_thread_never_promotes)
+{
+	long iters = harness_scale(1000000);
+	tally_block *b = tally_block_alloc(NULL, 1, TALLY_ADAPTIVE);
+
+	CHECK(b != NULL);
+	run_workers(b, 1, iters, 0, 0);
+	CHECK_EQ(fetch(b, 0), iters);
+	CHECK_EQ(tally_block_promoted(b, 0), 0);
+	CHECK_EQ(copies_sum(b, 0), 0);
+}
+
+/* Modes that never promote say so. */
+TEST(promoted_is_zero_for_other_modes)
+{
+	for (unsigned mode = TALLY_PERCPU; mode <= TALLY_PERNODE; mode++) {
+		tally_block *b = tally_block_alloc(NULL, 3, mode);
+
+		CHECK(b != NULL);
+		run_workers(b, 16, harness_scale(10000), 0, 0);
+		CHECK_EQ(tally_block_promoted(b, 0), 0);
+		CHECK_EQ(fetch(b, 0), 16 * harness_scale(10000));
+	}
+}

@@ -1,0 +1,844 @@
+/*
+ * test-zone.c: creating zones, their files, and where those files go.
+ *
+ * It proves that:
+ *   - a bad $TALLY_DIR (missing, a file, a symbolic link, writable by
+ *     others, owned by somebody else) and bad values of TALLY_NSLABS,
+ *     TALLY_NODES, TALLY_ZONE_SLOTS and TALLY_DIR make zone creation fail
+ *     with the documented errno and a message naming the culprit, each
+ *     checked in a fresh process since libtally reads its environment once;
+ *   - bad zone names and options fail with EINVAL, a duplicate with EEXIST;
+ *   - zone files are 0600 in a 0700 directory, anonymous zones have none;
+ *   - a zone's file is removed when the last process using it exits
+ *     normally (not before, even if its creator exits first), and kept
+ *     with TALLY_KEEP=1, TALLY_ZONE_PERSIST, or after a crash;
+ *   - on a full file system, allocation fails with ENOSPC before it hands
+ *     out a slot whose first write would kill the writer with SIGBUS.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "tally/tally.h"
+#include "util.h"
+
+/* What a child saw, in memory shared with the test. */
+struct result {
+	int err;                 /* errno of the failed call, 0: success */
+	char msg[256];
+	char path[PATH_MAX];
+	struct tally_zone_usage u;
+	int64_t value;
+	pid_t pid;
+};
+
+static struct result *shared_result(void)
+{
+	struct result *r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE,
+				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	CHECK(r != MAP_FAILED);
+	memset(r, 0, sizeof(*r));
+	return r;
+}
+
+static void subdir(char *out, size_t size, const char *name)
+{
+	snprintf(out, size, "%s/%s", harness_dir(), name);
+}
+
+static int exists(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0;
+}
+
+/* ---- zone creation in a fresh process, under some environment ---- */
+
+struct attempt {
+	const char *env[3][2];   /* variables to set ({NULL, NULL} ends) */
+	const char *name;        /* the zone to create */
+	unsigned flags;
+	struct result *r;
+};
+
+static void attempt_child(void *arg)
+{
+	struct attempt *a = arg;
+	struct tally_zone_opts o = { .flags = a->flags };
+	struct tally_zone *z;
+
+	for (int i = 0; i < 3 && a->env[i][0]; i++)
+		fresh_setenv(a->env[i][0], a->env[i][1]);
+	errno = 0;
+	z = tally_zone_create(a->name, &o);
+	a->r->err = z ? 0 : errno;
+	snprintf(a->r->msg, sizeof(a->r->msg), "%s", tally_errmsg());
+	if (z) {
+		snprintf(a->r->path, sizeof(a->r->path), "%s",
+			 tally_zone_path(z));
+		CHECK_EQ(tally_zone_usage(z, &a->r->u), 0);
+		CHECK_EQ(tally_zone_destroy(z), 0);
+		/* The default zone fails or works alike. */
+		CHECK(tally_block_alloc(NULL, 1, TALLY_PERCPU) != NULL);
+	} else {
+		CHECK(z == NULL);
+		CHECK(strlen(tally_errmsg()) > 0);
+		errno = 0;
+		CHECK(tally_block_alloc(NULL, 1, TALLY_PERCPU) == NULL);
+		CHECK_EQ(errno, a->r->err);
+	}
+}
+
+/* Creates zone "z" in a fresh process with var=val set; returns the
+ * errno (0: created) and leaves the message in r. */
+static int try_env(struct result *r, const char *var, const char *val)
+{
+	struct attempt a = { { { var, val }, { NULL, NULL } }, "z", 0, r };
+
+	memset(r, 0, sizeof(*r));
+	r->err = -1;
+	CHECK_CHILD_OK(harness_child(attempt_child, &a));
+	return r->err;
+}
+
+static void expect_env_error(const char *var, const char *val, int err,
+			     const char *needle)
+{
+	struct result *r = shared_result();
+	int got = try_env(r, var, val);
+
+	if (got != err)
+		harness_fail(__FILE__, __LINE__, "%s=%s: errno %d, expected "
+			     "%d (%s)", var, val, got, err, r->msg);
+	if (needle && !strstr(r->msg, needle))
+		harness_fail(__FILE__, __LINE__, "%s=%s: message \"%s\" does "
+			     "not name %s", var, val, r->msg, needle);
+	munmap(r, sizeof(*r));
+}
+
+TEST(dir_missing_is_enoent)
+{
+	char dir[PATH_MAX];
+
+	subdir(dir, sizeof(dir), "missing");
+	expect_env_error("TALLY_DIR", dir, ENOENT, dir);
+	CHECK(!exists(dir)); /* only the default directory is created */
+}
+
+TEST(dir_that_is_a_file_is_enotdir)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	subdir(path, sizeof(path), "file");
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	CHECK(fd >= 0);
+	close(fd);
+	expect_env_error("TALLY_DIR", path, ENOTDIR, path);
+}
+
+TEST(dir_that_is_a_symlink_is_enotdir)
+{
+	char real[PATH_MAX], link[PATH_MAX];
+
+	subdir(real, sizeof(real), "real");
+	subdir(link, sizeof(link), "link");
+	CHECK_EQ(mkdir(real, 0700), 0);
+	CHECK_EQ(symlink(real, link), 0);
+	expect_env_error("TALLY_DIR", link, ENOTDIR, link);
+	/* The directory it points to is fine. */
+	expect_env_error("TALLY_DIR", real, 0, NULL);
+}
+
+TEST(dir_writable_by_others_is_eperm)
+{
+	static const mode_t bad[] = { 0777, 0770, 0702, 01777 };
+	static const mode_t good[] = { 0700, 0755, 0500 };
+	char dir[PATH_MAX];
+
+	subdir(dir, sizeof(dir), "d");
+	CHECK_EQ(mkdir(dir, 0700), 0);
+	for (unsigned i = 0; i < 4; i++) {
+		CHECK_EQ(chmod(dir, bad[i]), 0);
+		expect_env_error("TALLY_DIR", dir, EPERM, dir);
+	}
+	for (unsigned i = 0; i < 3; i++) {
+		CHECK_EQ(chmod(dir, good[i]), 0);
+		/* Root writes to a 0500 directory anyway. */
+		if (good[i] == 0500 && geteuid() != 0)
+			continue;
+		expect_env_error("TALLY_DIR", dir, 0, NULL);
+	}
+	CHECK_EQ(chmod(dir, 0700), 0);
+	if (geteuid() == 0) {
+		/* Owned by another user. */
+		CHECK_EQ(chown(dir, 65534, 65534), 0);
+		expect_env_error("TALLY_DIR", dir, EPERM, dir);
+		CHECK_EQ(chown(dir, 0, 0), 0);
+	}
+}
+
+TEST(bad_environment_is_einval)
+{
+	expect_env_error("TALLY_NSLABS", "abc", EINVAL, "TALLY_NSLABS");
+	expect_env_error("TALLY_NSLABS", "0", EINVAL, "TALLY_NSLABS");
+	expect_env_error("TALLY_NSLABS", "99999", EINVAL, "TALLY_NSLABS");
+	expect_env_error("TALLY_NSLABS", "4097", EINVAL, "TALLY_NSLABS");
+	expect_env_error("TALLY_NSLABS", "-1", EINVAL, "TALLY_NSLABS");
+	expect_env_error("TALLY_NSLABS", "2x", EINVAL, "TALLY_NSLABS");
+	expect_env_error("TALLY_NSLABS", "99999999999999999999", EINVAL,
+			 "TALLY_NSLABS");
+	expect_env_error("TALLY_NODES", "0", EINVAL, "TALLY_NODES");
+	expect_env_error("TALLY_NODES", "abc", EINVAL, "TALLY_NODES");
+	expect_env_error("TALLY_NODES", "4097", EINVAL, "TALLY_NODES");
+	expect_env_error("TALLY_ZONE_SLOTS", "0", EINVAL, "TALLY_ZONE_SLOTS");
+	expect_env_error("TALLY_ZONE_SLOTS", "many", EINVAL,
+			 "TALLY_ZONE_SLOTS");
+	expect_env_error("TALLY_DIR", "relative/dir", EINVAL, "TALLY_DIR");
+}
+
+/* Good values are taken as given. */
+TEST(environment_is_applied)
+{
+	struct result *r = shared_result();
+
+	CHECK_EQ(try_env(r, "TALLY_NSLABS", "1"), 0);
+	CHECK_EQ(r->u.nslabs, 1);
+	CHECK_EQ(try_env(r, "TALLY_NSLABS", "4096"), 0);
+	CHECK_EQ(r->u.nslabs, 4096);
+	CHECK_EQ(try_env(r, "TALLY_NSLABS", "7"), 0);
+	CHECK_EQ(r->u.nslabs, 7);
+	CHECK_EQ(r->u.mapped_bytes % 4096, 0);
+	CHECK_EQ(try_env(r, "TALLY_NODES", "2"), 0);
+	CHECK_EQ(r->u.nnodes, 2);
+	CHECK_EQ(try_env(r, "TALLY_ZONE_SLOTS", "1000"), 0);
+	CHECK_EQ(r->u.chunks_total, 2);
+	CHECK_EQ(try_env(r, "TALLY_ZONE_SLOTS", "512"), 0);
+	CHECK_EQ(r->u.chunks_total, 1);
+}
+
+/* ---- names and options ---- */
+
+static void expect_create_error(const char *name,
+				const struct tally_zone_opts *o, int err)
+{
+	errno = 0;
+	if (tally_zone_create(name, o) != NULL)
+		harness_fail(__FILE__, __LINE__, "zone \"%s\" was created",
+			     name ? name : "(null)");
+	CHECK_EQ(errno, err);
+	CHECK(strlen(tally_errmsg()) > 0);
+}
+
+TEST(bad_zone_names_are_einval)
+{
+	static const char *const bad[] = {
+		"", ".x", "..", ".", "a/b", "/a", "a b", "a\nb", "caf\xc3\xa9",
+		"x*", "-..-/../x",
+		"a123456789b123456789c123456789d123456789e123456789f123456789abcd",
+	};
+	static const char *const good[] = {
+		"a", "x.", "a.b-c_D9", "-x", "_",
+		"a123456789b123456789c123456789d123456789e123456789f123456789abc",
+	};
+	struct tally_zone_opts flags = { .flags = 0x4 };
+	struct tally_zone_opts anon = { .flags = TALLY_ZONE_ANON };
+	struct tally_zone_opts huge = { .capacity = ((size_t)1 << 32) + 1 };
+
+	CHECK_EQ(strlen(bad[11]), 64);
+	CHECK_EQ(strlen(good[5]), 63);
+	expect_create_error(NULL, NULL, EINVAL);
+	expect_create_error(NULL, &anon, EINVAL);
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		expect_create_error(bad[i], NULL, EINVAL);
+		expect_create_error(bad[i], &anon, EINVAL);
+	}
+	expect_create_error("ok", &flags, EINVAL);
+	expect_create_error("ok", &huge, EINVAL);
+	for (unsigned i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		struct tally_zone *z = tally_zone_create(good[i], NULL);
+
+		if (!z)
+			harness_fail(__FILE__, __LINE__, "zone \"%s\": %s",
+				     good[i], tally_errmsg());
+		CHECK(strstr(tally_zone_path(z), good[i]) != NULL);
+		CHECK_EQ(tally_zone_destroy(z), 0);
+	}
+}
+
+TEST(duplicate_zone_name_is_eexist)
+{
+	struct tally_zone *z = tally_zone_create("dup", NULL), *z2;
+	char path[PATH_MAX];
+
+	CHECK(z != NULL);
+	snprintf(path, sizeof(path), "%s", tally_zone_path(z));
+	expect_create_error("dup", NULL, EEXIST);
+	/* The first one is untouched. */
+	CHECK(exists(path));
+	CHECK(tally_block_alloc(z, 1, TALLY_PERCPU) != NULL);
+	CHECK_EQ(tally_zone_destroy(z), 0);
+	CHECK(!exists(path));
+	z2 = tally_zone_create("dup", NULL);
+	CHECK(z2 != NULL);
+	CHECK_EQ(tally_zone_destroy(z2), 0);
+}
+
+TEST(destroy_refuses_null_and_default)
+{
+	CHECK_EQ(tally_zone_destroy(NULL), -EINVAL);
+	CHECK_EQ(tally_zone_destroy(tally_zone_default()), -EINVAL);
+	CHECK(tally_block_alloc(NULL, 1, TALLY_PERCPU) != NULL);
+}
+
+/* A process has a bounded number of zones; the limit is EMFILE and
+ * leaves no file behind. */
+TEST(too_many_zones_is_emfile)
+{
+	struct tally_zone_opts o = { .capacity = 512 };
+	int n = 0, before = 0;
+	char name[32];
+	DIR *d = opendir(harness_dir());
+	struct dirent *e;
+
+	CHECK(d != NULL);
+	while ((e = readdir(d)))
+		before += e->d_name[0] != '.';
+	closedir(d);
+	for (;;) {
+		snprintf(name, sizeof(name), "many%d", n);
+		errno = 0;
+		if (!tally_zone_create(name, &o))
+			break;
+		CHECK(++n < 100000);
+	}
+	CHECK_EQ(errno, EMFILE);
+	CHECK(strlen(tally_errmsg()) > 0);
+	CHECK(n >= 8);
+	d = opendir(harness_dir());
+	CHECK(d != NULL);
+	while ((e = readdir(d)))
+		before -= e->d_name[0] != '.';
+	closedir(d);
+	CHECK_EQ(-before, n);
+}
+
+/* ---- files ---- */
+
+/* The file is <dir>/<name>.<pid>.tally, 0600 even with umask 0. */
+TEST(zone_file_is_0600)
+{
+	char expect[PATH_MAX];
+	struct tally_zone *z;
+	struct stat st;
+
+	umask(0);
+	z = tally_zone_create("modes", NULL);
+	CHECK(z != NULL);
+	snprintf(expect, sizeof(expect), "%s/modes.%d.tally", harness_dir(),
+		 (int)getpid());
+	CHECK(strcmp(tally_zone_path(z), expect) == 0);
+	CHECK_EQ(lstat(expect, &st), 0);
+	CHECK(S_ISREG(st.st_mode));
+	CHECK_EQ(st.st_mode & 07777, 0600);
+	CHECK_EQ(st.st_uid, geteuid());
+	CHECK_EQ(tally_zone_destroy(z), 0);
+	CHECK(!exists(expect));
+}
+
+static void default_dir_child(void *arg)
+{
+	struct result *r = arg;
+
+	/* Another user, so that the default directory is ours to make. */
+	CHECK_EQ(setgid(54321), 0);
+	CHECK_EQ(setuid(54321), 0);
+	umask(0);
+	fresh_setenv("TALLY_DIR", NULL);
+	CHECK(tally_zone_default() != NULL);
+	snprintf(r->path, sizeof(r->path), "%s",
+		 tally_zone_path(tally_zone_default()));
+}
+
+/* The default directory, /dev/shm/tally-<uid>, is created 0700. */
+TEST(default_dir_is_created_0700)
+{
+	const char *dir = "/dev/shm/tally-54321";
+	struct result *r = shared_result();
+	struct stat st;
+	char cmd[128];
+
+	if (geteuid() != 0)
+		harness_skip("needs root to act as a user without a default "
+			     "directory");
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK_EQ(system(cmd), 0);
+	CHECK_CHILD_OK(harness_child(default_dir_child, r));
+	CHECK(strncmp(r->path, "/dev/shm/tally-54321/", 21) == 0);
+	CHECK_EQ(lstat(dir, &st), 0);
+	CHECK(S_ISDIR(st.st_mode));
+	CHECK_EQ(st.st_mode & 07777, 0700);
+	CHECK_EQ(st.st_uid, 54321);
+	CHECK_EQ(lstat(r->path, &st), 0);
+	CHECK_EQ(st.st_mode & 07777, 0600);
+	CHECK_EQ(system(cmd), 0);
+}
+
+static int count_entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	CHECK(d != NULL);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+TEST(anonymous_zone_has_no_file)
+{
+	struct tally_zone_opts o = { .flags = TALLY_ZONE_ANON };
+	int before = count_entries(harness_dir());
+	struct tally_zone *z = tally_zone_create("anon", &o);
+	tally_block *b;
+	int64_t v;
+
+	CHECK(z != NULL);
+	CHECK_EQ(count_entries(harness_dir()), before);
+	CHECK(strcmp(tally_zone_path(z), "") == 0);
+	b = tally_block_alloc(z, 2, TALLY_PERCPU);
+	CHECK(b != NULL);
+	tally_block_add(b, 1, 42);
+	CHECK_EQ(tally_block_fetch(b, 1, &v), 0);
+	CHECK_EQ(v, 42);
+	CHECK_EQ(count_entries(harness_dir()), before);
+	CHECK_EQ(tally_zone_destroy(z), 0);
+}
+
+/* ---- when the file goes ---- */
+
+struct life {
+	unsigned flags;          /* for the zone */
+	const char *keep;        /* $TALLY_KEEP, or NULL */
+	int how;                 /* 0 exit, 1 SIGKILL, 2 abort, 3 default */
+	struct result *r;
+};
+
+static void life_child(void *arg)
+{
+	struct life *l = arg;
+	struct tally_zone_opts o = { .flags = l->flags };
+	struct tally_zone *z;
+	tally_block *b;
+
+	if (l->keep)
+		fresh_setenv("TALLY_KEEP", l->keep);
+	if (l->how == 3) {
+		b = tally_block_alloc(NULL, 1, TALLY_PERCPU);
+		z = tally_zone_default();
+	} else {
+		z = tally_zone_create("life", &o);
+		CHECK(z != NULL);
+		b = tally_block_alloc(z, 1, TALLY_PERCPU);
+	}
+	CHECK(b != NULL);
+	tally_block_add(b, 0, 1);
+	snprintf(l->r->path, sizeof(l->r->path), "%s", tally_zone_path(z));
+	CHECK(exists(l->r->path));
+	switch (l->how) {
+	case 1:
+		kill(getpid(), SIGKILL);
+		break;
+	case 2:
+		signal(SIGABRT, SIG_DFL);
+		abort();
+	}
+	exit(0);
+}
+
+/* Runs a child that makes a zone and ends as told; says whether its
+ * file is left. */
+static int file_left(unsigned flags, const char *keep, int how)
+{
+	struct result *r = shared_result();
+	struct life l = { flags, keep, how, r };
+	int status = harness_child(life_child, &l), left;
+
+	switch (how) {
+	case 1:
+		CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+		break;
+	case 2:
+		CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+		break;
+	default:
+		CHECK_CHILD_OK(status);
+	}
+	CHECK(r->path[0] != 0);
+	left = exists(r->path);
+	if (left)
+		CHECK_EQ(unlink(r->path), 0);
+	munmap(r, sizeof(*r));
+	return left;
+}
+
+TEST(file_removed_on_normal_exit)
+{
+	CHECK_EQ(file_left(0, NULL, 0), 0);
+	CHECK_EQ(file_left(0, NULL, 3), 0);  /* the default zone */
+	CHECK_EQ(file_left(0, "0", 0), 0);
+}
+
+TEST(file_kept_with_keep_or_persist)
+{
+	CHECK_EQ(file_left(0, "1", 0), 1);
+	CHECK_EQ(file_left(0, "1", 3), 1);
+	CHECK_EQ(file_left(TALLY_ZONE_PERSIST, NULL, 0), 1);
+}
+
+TEST(file_kept_after_crash)
+{
+	CHECK_EQ(file_left(0, NULL, 1), 1);
+	CHECK_EQ(file_left(0, NULL, 2), 1);
+}
+
+/*
+ * The creator forks a child that goes on using the zone, then exits
+ * normally: the file stays while the child lives and goes when the child
+ * exits normally.
+ */
+TEST(file_kept_while_forked_child_uses_it)
+{
+	struct result *r = shared_result();
+	int hold[2], done[2], status;
+	int64_t *seen = &r->value;
+	pid_t creator;
+	char c;
+
+	CHECK_EQ(pipe(hold), 0);
+	CHECK_EQ(pipe(done), 0);
+	creator = fork();
+	CHECK(creator >= 0);
+	if (creator == 0) {
+		struct tally_zone *z = tally_zone_create("shared", NULL);
+		tally_block *b;
+		pid_t user;
+
+		close(done[0]);
+		close(hold[1]);
+		CHECK(z != NULL);
+		b = tally_block_alloc(z, 1, TALLY_SHARED);
+		CHECK(b != NULL);
+		tally_block_add(b, 0, 1);
+		snprintf(r->path, sizeof(r->path), "%s", tally_zone_path(z));
+		user = fork();
+		CHECK(user >= 0);
+		if (user == 0) {
+			/* Wait for the creator to be gone, then use the zone
+			 * and exit normally. */
+			CHECK_EQ(read(hold[0], &c, 1), 1);
+			tally_block_add(b, 0, 1);
+			CHECK_EQ(tally_block_fetch(b, 0, seen), 0);
+			CHECK_EQ(read(hold[0], &c, 1), 0);
+			exit(0);
+		}
+		exit(0);
+	}
+	close(hold[0]);
+	close(done[1]);
+	CHECK_EQ(waitpid(creator, &status, 0), creator);
+	CHECK_CHILD_OK(status);
+	CHECK(exists(r->path));
+	CHECK_EQ(write(hold[1], "x", 1), 1);
+	close(hold[1]);
+	/* The user holds done[1] until it has exited. */
+	CHECK_EQ(read(done[0], &c, 1), 0);
+	CHECK_EQ(*seen, 2);
+	CHECK(!exists(r->path));
+}
+
+/* The reverse: a forked child exits first, the creator last. */
+static void creator_outlives_child(void *arg)
+{
+	struct result *r = arg;
+	struct tally_zone *z = tally_zone_create("outlive", NULL);
+	int status;
+	pid_t pid;
+
+	CHECK(z != NULL);
+	snprintf(r->path, sizeof(r->path), "%s", tally_zone_path(z));
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		CHECK(tally_block_alloc(z, 1, TALLY_PERCPU) != NULL);
+		exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK_CHILD_OK(status);
+	CHECK(exists(r->path));
+	exit(0);
+}
+
+TEST(file_removed_when_last_user_exits)
+{
+	struct result *r = shared_result();
+
+	CHECK_CHILD_OK(harness_child(creator_outlives_child, r));
+	CHECK(r->path[0] != 0);
+	CHECK(!exists(r->path));
+}
+
+/*
+ * Children that exec, or exit with _exit(), stop using the zone: the
+ * creator's normal exit removes the file while they still run.
+ */
+/* Waits until process pid runs "sleep" and sleeps in it. */
+static void wait_sleeping(pid_t pid)
+{
+	double deadline = harness_now() + 10;
+	char path[64], buf[256];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	for (;;) {
+		FILE *f = fopen(path, "re");
+		int ok = 0;
+
+		if (f) {
+			ok = fgets(buf, sizeof(buf), f) &&
+			     strstr(buf, "(sleep) S ") != NULL;
+			fclose(f);
+		}
+		if (ok)
+			return;
+		CHECK(harness_now() < deadline);
+		usleep(1000);
+	}
+}
+
+static void creator_with_exec_child(void *arg)
+{
+	struct result *r = arg;
+	struct tally_zone *z = tally_zone_create("exec", NULL);
+	int execd[2];
+	pid_t pid;
+	char c;
+
+	CHECK(z != NULL);
+	CHECK(tally_block_alloc(z, 1, TALLY_PERCPU) != NULL);
+	snprintf(r->path, sizeof(r->path), "%s", tally_zone_path(z));
+	CHECK_EQ(pipe2(execd, O_CLOEXEC), 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		execlp("sleep", "sleep", "60", (char *)NULL);
+		_exit(127);
+	}
+	r->pid = pid;
+	/* The exec closes the child's copy of execd[1]; the descriptors it
+	 * closes are released on its way back to user space, before it
+	 * sleeps. */
+	close(execd[1]);
+	CHECK_EQ(read(execd[0], &c, 1), 0);
+	wait_sleeping(pid);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0)
+		_exit(0);
+	CHECK_EQ(waitpid(pid, NULL, 0), pid);
+	exit(0);
+}
+
+TEST(file_removed_despite_exec_and_exit_children)
+{
+	struct result *r = shared_result();
+
+	CHECK_CHILD_OK(harness_child(creator_with_exec_child, r));
+	CHECK(r->path[0] != 0);
+	CHECK(!exists(r->path));
+	CHECK(r->pid > 0);
+	CHECK_EQ(kill(r->pid, 0), 0); /* the exec'd child still runs */
+	kill(r->pid, SIGKILL);
+}
+
+/* ---- a full file system ---- */
+
+/*
+ * Mounts a 512 KiB tmpfs (128 pages) at <dir>/small, runs fn in a fresh
+ * process with TALLY_DIR there (and var=val), unmounts.
+ */
+struct fullfs {
+	const char *nslabs;      /* $TALLY_NSLABS or NULL */
+	unsigned mode;
+	int every_page;          /* also zero and promote: write every page */
+	char dir[PATH_MAX];
+	struct result *r;
+};
+
+static long alloc_until_full(tally_block ***out, unsigned mode)
+{
+	long n = 0, cap = 1024;
+	tally_block **b = malloc((size_t)cap * sizeof(*b));
+
+	CHECK(b != NULL);
+	for (;;) {
+		tally_block *x = tally_block_alloc(NULL, 1, mode);
+
+		if (!x)
+			break;
+		if (n == cap) {
+			cap *= 2;
+			b = realloc(b, (size_t)cap * sizeof(*b));
+			CHECK(b != NULL);
+		}
+		b[n++] = x;
+	}
+	CHECK_EQ(errno, ENOSPC);
+	CHECK(strlen(tally_errmsg()) > 0);
+	*out = b;
+	return n;
+}
+
+struct contend {
+	tally_block *b;
+	int cpu;
+	_Atomic int *stop;
+};
+
+static void *contend_thread(void *arg)
+{
+	struct contend *c = arg;
+
+	harness_pin(c->cpu);
+	while (!atomic_load(c->stop))
+		for (int i = 0; i < 1000; i++)
+			tally_block_add(c->b, 0, 1);
+	return NULL;
+}
+
+/* Two threads on two CPUs add to b until its slot is promoted. */
+static void promote(tally_block *b)
+{
+	double deadline = harness_now() + 20;
+	_Atomic int stop = 0;
+	struct contend c[2] = { { b, 0, &stop }, { b, 1, &stop } };
+	pthread_t t[2];
+
+	for (int i = 0; i < 2; i++)
+		CHECK_EQ(pthread_create(&t[i], NULL, contend_thread, &c[i]), 0);
+	while (tally_block_promoted(b, 0) != 1 && harness_now() < deadline)
+		usleep(100);
+	atomic_store(&stop, 1);
+	for (int i = 0; i < 2; i++)
+		CHECK_EQ(pthread_join(t[i], NULL), 0);
+	CHECK_EQ(tally_block_promoted(b, 0), 1);
+}
+
+static void fullfs_child(void *arg)
+{
+	struct fullfs *f = arg;
+	tally_block **b;
+	long n;
+
+	fresh_setenv("TALLY_DIR", f->dir);
+	if (f->nslabs)
+		fresh_setenv("TALLY_NSLABS", f->nslabs);
+	n = alloc_until_full(&b, f->mode);
+	CHECK(n > 0);
+	snprintf(f->r->msg, sizeof(f->r->msg), "%ld blocks", n);
+	if (f->every_page) {
+		/* Contend one block of each chunk (their first copies share
+		 * a page), and zero every block: the baseline page. */
+		uintptr_t last = 0;
+
+		for (long i = 0; i < n; i++) {
+			uintptr_t page = (uintptr_t)b[i] & ~(uintptr_t)4095;
+
+			if (f->mode == TALLY_ADAPTIVE && page != last)
+				promote(b[i]);
+			last = page;
+			CHECK_EQ(tally_block_zero(b[i], 0, NULL), 0);
+		}
+	}
+	/* Every CPU's copy, rseq or fallback (CPUs past TALLY_NSLABS, or
+	 * TALLY_NO_RSEQ=1, take the fallback). */
+	for (int c = 0; c < harness_ncpus(); c++) {
+		harness_pin(c);
+		for (long i = 0; i < n; i++)
+			tally_block_add(b[i], 0, 1);
+	}
+	harness_pin(-1);
+	for (long i = 0; i < n; i++) {
+		int64_t v;
+
+		CHECK_EQ(tally_block_fetch(b[i], 0, &v), 0);
+		if (!f->every_page)
+			CHECK_EQ(v, harness_ncpus());
+	}
+	free(b);
+}
+
+static void full_fs(const char *nslabs, unsigned mode, int every_page)
+{
+	struct fullfs f = { nslabs, mode, every_page, "", shared_result() };
+	int status;
+
+	subdir(f.dir, sizeof(f.dir), "small");
+	CHECK(mkdir(f.dir, 0700) == 0 || errno == EEXIST);
+	if (mount("tmpfs", f.dir, "tmpfs", MS_NOSUID | MS_NODEV,
+		  "size=512k,mode=0700") < 0) {
+		if (errno == EPERM)
+			harness_skip("cannot mount a tmpfs: %s",
+				     strerror(errno));
+		harness_fail(__FILE__, __LINE__, "mount: %s", strerror(errno));
+	}
+	status = harness_child(fullfs_child, &f);
+	CHECK_EQ(umount(f.dir), 0);
+	if (WIFSIGNALED(status))
+		harness_fail(__FILE__, __LINE__, "the writer was killed by "
+			     "signal %d (%s) after allocating %s on a full "
+			     "file system", WTERMSIG(status),
+			     strsignal(WTERMSIG(status)), f.r->msg);
+	CHECK_CHILD_OK(status);
+}
+
+/* Per-CPU blocks written from every CPU. */
+TEST(full_fs_percpu_no_sigbus)
+{
+	full_fs(NULL, TALLY_PERCPU, 0);
+}
+
+/* One slab: the second CPU's adds take the fallback copies. */
+TEST(full_fs_fallback_no_sigbus)
+{
+	full_fs("1", TALLY_PERCPU, 0);
+}
+
+/* Every page a chunk can have: baseline, adaptive shared copy and state,
+ * rseq copy and fallback copy, for blocks of every chunk. */
+TEST(full_fs_every_page_no_sigbus)
+{
+	full_fs("1", TALLY_ADAPTIVE, 1);
+	full_fs(NULL, TALLY_ADAPTIVE, 1);
+}
+
+/* Shared and per-node blocks, zeroed too. */
+TEST(full_fs_other_modes_no_sigbus)
+{
+	full_fs(NULL, TALLY_SHARED, 1);
+	full_fs(NULL, TALLY_PERNODE, 1);
+}
