@@ -76,25 +76,24 @@ void tally__block_add_slow(tally_block *b, unsigned slot, int64_t v)
 				   v, __ATOMIC_RELAXED);
 		break;
 	case TALLY_ADAPTIVE: {
-		int64_t *state = p - (TALLY__PG_COPY0 - TALLY__PG_ASTATE) *
-					     WORDS_PER_PAGE;
 		int64_t *shared = p - (TALLY__PG_COPY0 - TALLY__PG_ASHARED) *
 					      WORDS_PER_PAGE;
-		int64_t old;
+		int64_t old = __atomic_load_n(shared, __ATOMIC_RELAXED);
 
-		/* One try at the shared copy; on contention the add goes to
-		 * the per-CPU copies instead, which readers sum as well, so
-		 * no add is lost at any point of the promotion. */
-		if (__atomic_load_n(state, __ATOMIC_RELAXED) < TALLY__PROMOTE_AFTER) {
-			old = __atomic_load_n(shared, __ATOMIC_RELAXED);
-			if (__atomic_compare_exchange_n(shared, &old, old + v, 0,
-							__ATOMIC_RELAXED,
-							__ATOMIC_RELAXED))
+		/* While the promoted bit is clear, one try at the shared word;
+		 * a failed try is contention: set the bit (the value stays)
+		 * and add to the per-CPU copies, which readers sum as well,
+		 * so no add is lost at any point of the promotion. */
+		if (!(old & 1)) {
+			if (__atomic_compare_exchange_n(
+				    shared, &old,
+				    (int64_t)((uint64_t)old + ((uint64_t)v << 1)),
+				    0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 				return;
-			__atomic_fetch_add(state, 1, __ATOMIC_RELAXED);
+			__atomic_fetch_or(shared, 1, __ATOMIC_RELAXED);
 		}
 		percpu_add(p, v);
 		break;
 	}
-	}
+}
 }

@@ -327,5 +327,7 @@ int tally_block_free(struct tally_zone *z, tally_block *b)
 				   (void *)b);
 	if (atomic_load(&c->owner) == 0)
 		tally__chunk_remote_freed(z, loc.chunk, w);
+	else
+		tally__chunk_owner_check(z, loc.chunk, w);
 	return 0;
 }

@@ -47,11 +47,10 @@ static void sum_run(uint64_t off, uint64_t len, void *arg)
 			a->baseline = __atomic_load_n(w, __ATOMIC_RELAXED);
 			continue;
 		}
-		if (pg == TALLY__PG_ASTATE)
-			continue;
 		if (pg == TALLY__PG_ASHARED) {
+			/* (value << 1) | promoted, see layout.h */
 			if (a->mode == TALLY_ADAPTIVE)
-				a->raw += __atomic_load_n(w, __ATOMIC_RELAXED);
+				a->raw += __atomic_load_n(w, __ATOMIC_RELAXED) >> 1;
 			continue;
 		}
 		c = (long)(pg - TALLY__PG_COPY0);
@@ -189,12 +188,12 @@ int tally_block_promoted(const tally_block *b, unsigned slot)
 		return 0;
 	off = (off_t)(loc.z->hdr->chunks_off +
 		      (uint64_t)loc.chunk * loc.z->chunk_bytes +
-		      TALLY__PG_ASTATE * TALLY__PAGE);
+		      TALLY__PG_ASHARED * TALLY__PAGE);
 	d = lseek(loc.z->fd, off, SEEK_DATA);
-	if (d != off) /* the state page does not exist: never contended */
+	if (d != off) /* the shared page does not exist: never added to */
 		return 0;
-	return __atomic_load_n((int64_t *)(tally__chunk_base(loc.z, loc.chunk) +
-					   TALLY__PG_ASTATE * TALLY__PAGE) +
-				       loc.slot0 + slot,
-			       __ATOMIC_RELAXED) >= TALLY__PROMOTE_AFTER;
+	return (int)(__atomic_load_n((int64_t *)(tally__chunk_base(loc.z, loc.chunk) +
+						 TALLY__PG_ASHARED * TALLY__PAGE) +
+					     loc.slot0 + slot,
+				     __ATOMIC_RELAXED) & 1);
 }

@@ -71,6 +71,8 @@ void tally__chunk_release(struct tally_zone *z, uint32_t idx);
 void tally__chunk_remote_freed(struct tally_zone *z, uint32_t idx,
 			       unsigned word);
 void tally__chunk_collect(struct tally_zone *z, uint32_t idx);
+void tally__chunk_owner_check(struct tally_zone *z, uint32_t idx,
+			      unsigned word);
 int tally__room(struct tally_zone *z, uint64_t more_chunks,
 		uint64_t records, uint64_t buckets);
 void tally__pool_lock(struct tally_zone *z);

@@ -17,15 +17,22 @@
  * A chunk holds 512 slots.  Its pages, in order:
  *
  *   page 0                 baseline: what tally_block_zero() removed
- *   page 1                 adaptive blocks: the shared (pre-promotion) copy
- *   page 2                 adaptive blocks: contention count per slot
- *   page 3 + c             rseq copy of CPU c        (c < nslabs)
- *   page 3 + nslabs + f    fallback copy f           (f < nslabs)
+ *   page 1                 adaptive blocks: the shared word (below)
+ *   page 2 + c             rseq copy of CPU c        (c < nslabs)
+ *   page 2 + nslabs + f    fallback copy f           (f < nslabs)
  *
- * A TALLY_SHARED block uses only page 3 (its one atomic copy) and a
- * TALLY_PERNODE block pages 3 .. 3 + nnodes - 1.  Slot s of a chunk is the
+ * A TALLY_SHARED block uses only page 2 (its one atomic copy) and a
+ * TALLY_PERNODE block pages 2 .. 2 + nnodes - 1.  Slot s of a chunk is the
  * 8 bytes at s * 8 of each page.  A block's handle is the address of its
- * first slot in page 3, tagged with its mode in the two low bits.
+ * first slot in page 2, tagged with its mode in the two low bits.
+ *
+ * An adaptive slot's shared word holds (value << 1) | promoted: adds go to
+ * it with a compare-and-swap while the low bit is clear; the first failed
+ * compare-and-swap sets the bit (fetch_or, which keeps the value) and from
+ * then on adds go to the per-CPU copies.  Its value is the word shifted
+ * right arithmetically by one, plus the copies.  So an adaptive slot that
+ * never saw contention costs one page of eight bytes per slot, like a
+ * shared one.
  *
  * The value of a slot is
  *     sum of the copies the mode uses  -  baseline
@@ -46,16 +53,13 @@
 #define TALLY__FMT_MINOR   0
 #define TALLY__BYTE_ORDER  0x0102030405060708ull
 #define TALLY__PAGE        4096u
-#define TALLY__NAUX        3u
+#define TALLY__NAUX        2u
 #define TALLY__PG_BASELINE 0u
 #define TALLY__PG_ASHARED  1u
-#define TALLY__PG_ASTATE   2u
-#define TALLY__PG_COPY0    3u
+#define TALLY__PG_COPY0    2u
 #define TALLY__MAX_SLABS   4096u
 #define TALLY__NCLASS      36u
 #define TALLY__NMODES      4u
-/* Failed compare-and-swaps after which an adaptive slot goes per-CPU. */
-#define TALLY__PROMOTE_AFTER 4
 
 /* Header flags. */
 #define TALLY__HDR_ANON    0x1u
@@ -138,6 +142,7 @@ struct tally__chunk {
 	uint16_t nblocks;        /* blocks in the chunk */
 	uint32_t bdiv;           /* ceil(2^20 / bsize): slot / bsize is
 				    (slot * bdiv) >> 20 for any slot < 512 */
+	int32_t owner_pid;       /* the owner's process */
 	uint8_t listed;          /* on its partial list */
 	uint8_t warm;            /* all free, kept unpunched for reuse */
 	uint32_t next, prev;     /* partial or empty list links (index + 1) */
@@ -194,7 +199,7 @@ struct tally__family {
  * copies are equal and their seq is even (see FORMAT.md).
  *
  * labels: nlabels pairs "name\0value\0", labels_len bytes in all.
- * slot_off: file offset of the block's first slot in its chunk's page 3.
+ * slot_off: file offset of the block's first slot in its chunk's page 2.
  * Value layout in the block: counter and gauges, slot 0; histograms,
  * slot 0 the sum of observed values, slots 1 .. nbuckets the buckets.
  */

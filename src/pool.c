@@ -22,6 +22,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -243,6 +245,7 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 			atomic_fetch_sub(&h->chunks_warm, 1);
 			atomic_fetch_add(&h->chunks_inuse, 1);
 		}
+		c->owner_pid = (int32_t)getpid();
 		atomic_store(&c->owner, token);
 		tally__pool_unlock(z);
 		tally__chunk_collect(z, i);
@@ -285,6 +288,7 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 		atomic_store(&c->remote[w], 0);
 	}
 	__atomic_store_n(&c->mode, (uint8_t)mode, RELAXED);
+	c->owner_pid = (int32_t)getpid();
 	atomic_store(&c->owner, token);
 	atomic_fetch_add(&h->chunks_inuse, 1);
 	*idx = i;
@@ -294,11 +298,10 @@ out:
 	return rc;
 }
 
-void tally__chunk_release(struct tally_zone *z, uint32_t i)
+/* Under the pool lock: the chunk has no owner any more; the owner's
+ * frees (dirty) become frees like anybody else's (remote). */
+static void disown(struct tally__chunk *c)
 {
-	struct tally__chunk *c = meta(z, i);
-
-	tally__pool_lock(z);
 	atomic_store(&c->owner, 0);
 	for (int w = 0; w < 8; w++) {
 		uint64_t d = atomic_load_explicit(&c->dirty[w],
@@ -310,27 +313,63 @@ void tally__chunk_release(struct tally_zone *z, uint32_t i)
 					      memory_order_relaxed);
 		}
 	}
+}
+
+void tally__chunk_release(struct tally_zone *z, uint32_t i)
+{
+	struct tally__chunk *c = meta(z, i);
+
+	tally__pool_lock(z);
+	disown(c);
 	settle(z, i);
 	tally__pool_unlock(z);
+}
+
+/* Is every block of the chunk free?  First a look at word @w alone. */
+static int all_free(struct tally__chunk *c, unsigned w)
+{
+	unsigned nblocks = __atomic_load_n(&c->nblocks, RELAXED);
+	uint64_t full = (w + 1) * 64 <= nblocks ?
+				~0ull : (1ull << (nblocks - w * 64)) - 1;
+
+	return (atomic_load_explicit(&c->local[w], memory_order_relaxed) |
+		atomic_load_explicit(&c->dirty[w], memory_order_relaxed) |
+		atomic_load(&c->remote[w])) == full &&
+	       count_free(c) == nblocks;
 }
 
 void tally__chunk_remote_freed(struct tally_zone *z, uint32_t i, unsigned w)
 {
 	struct tally__chunk *c = meta(z, i);
-	unsigned nblocks = __atomic_load_n(&c->nblocks, RELAXED);
-	uint64_t full = (w + 1) * 64 <= nblocks ?
-				~0ull : (1ull << (nblocks - w * 64)) - 1;
 
-	/* Nothing to do for a listed chunk that still has live blocks: and
-	 * it has some as long as this block's bitmap word is not all free. */
-	if (__atomic_load_n(&c->listed, RELAXED) &&
-	    ((atomic_load_explicit(&c->local[w], memory_order_relaxed) |
-	      atomic_load_explicit(&c->dirty[w], memory_order_relaxed) |
-	      atomic_load(&c->remote[w])) != full ||
-	     count_free(c) < nblocks))
+	/* Nothing to do for a listed chunk that still has live blocks. */
+	if (__atomic_load_n(&c->listed, RELAXED) && !all_free(c, w))
 		return;
 	tally__pool_lock(z);
 	settle(z, i);
+	tally__pool_unlock(z);
+}
+
+/*
+ * A free made the last block of an owned chunk free.  If its owner's
+ * process is gone (it exited without releasing the chunks of its other
+ * threads, called _exit(), or was killed), nobody will ever collect the
+ * chunk: take it back from the dead owner, as if it had released it.
+ */
+void tally__chunk_owner_check(struct tally_zone *z, uint32_t i, unsigned w)
+{
+	struct tally__chunk *c = meta(z, i);
+	uint32_t owner = atomic_load(&c->owner);
+	int32_t pid = __atomic_load_n(&c->owner_pid, RELAXED);
+
+	if (!owner || pid == (int32_t)getpid() || !all_free(c, w) ||
+	    pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
+		return;
+	tally__pool_lock(z);
+	if (atomic_load(&c->owner) == owner) {
+		disown(c);
+		settle(z, i);
+	}
 	tally__pool_unlock(z);
 }
 

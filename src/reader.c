@@ -564,11 +564,10 @@ static int64_t slot_value(struct tally_seg *s, const struct chunk_cache *c,
 			v -= w;
 			continue;
 		}
-		if (pg == TALLY__PG_ASTATE)
-			continue;
 		if (pg == TALLY__PG_ASHARED) {
+			/* (value << 1) | promoted, see FORMAT.md */
 			if (mode == TALLY_ADAPTIVE)
-				v += w;
+				v += (uint64_t)((int64_t)w >> 1);
 			continue;
 		}
 		cpu = (long)(pg - TALLY__PG_COPY0);
@@ -690,10 +689,15 @@ static int compute(struct tally_seg *s, uint32_t id, uint32_t i,
 		if (!b)
 			return tally__fail(ENOMEM, "out of memory");
 		out->sum = slot_value(s, c, f->mode, slot, NULL);
-		out->value = 0;
-		for (unsigned i = 0; i < nb; i++) {
-			b[i] = slot_value(s, c, f->mode, slot + 1 + i, percpu);
-			out->value += b[i];
+		{
+			uint64_t count = 0; /* wraps, as the copies do */
+
+			for (unsigned i = 0; i < nb; i++) {
+				b[i] = slot_value(s, c, f->mode, slot + 1 + i,
+						  percpu);
+				count += (uint64_t)b[i];
+			}
+			out->value = (int64_t)count;
 		}
 	}
 	out->ok = 1;
