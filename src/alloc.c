@@ -1,14 +1,19 @@
 /*
  * alloc.c: allocating and freeing blocks.
  *
- * Each thread keeps, per zone it uses, the chunk it currently allocates
- * from for every mode and size class, and an owner token.  Allocation
- * takes the first set bit of the chunk's "local" bitmap, which only the
- * owner writes: no lock, no atomic read-modify-write, no system call, and
- * nothing that depends on the number of CPUs.  A free by the owner sets a
+ * Each thread keeps, per zone it uses, an owner token and for every mode
+ * and size class the chunk it currently allocates from plus up to KEEP
+ * full chunks it still owns.  Allocation takes the first set bit of the
+ * current chunk's "local" bitmap, which only the owner writes: no lock, no
+ * atomic read-modify-write, no system call, and nothing that depends on
+ * the number of CPUs.  A free by the owner (into any chunk it owns) sets a
  * bit in its "dirty" bitmap, a free by anybody else an atomic or in the
- * "remote" bitmap; the owner collects both (and zeroes the blocks) when
- * its local bitmap runs out, and only then goes to the pool.
+ * "remote" bitmap.  When the current chunk runs out, the owner collects
+ * both (zeroing the blocks), then tries the chunks it kept, and only then
+ * goes to the pool, parking the full chunk among the kept ones (the
+ * oldest kept chunk goes back to the pool, where others' frees refill
+ * it).  A thread that allocates and frees in batches of up to KEEP chunks
+ * so never touches the pool nor an atomic.
  *
  * A block is free when its bit is set in any of the three bitmaps, so a
  * second free of the same block, or a handle that was never handed out,
@@ -26,12 +31,20 @@
 
 #define RELAXED memory_order_relaxed
 #define TC_WAYS 4
+#define KEEP 8
+
+/* The chunks a thread owns for one mode and size class (index + 1). */
+struct tc_class {
+	uint32_t cur;
+	uint32_t nkept;
+	uint32_t kept[KEEP];     /* oldest first */
+};
 
 struct tc_ent {
 	uint64_t zid;            /* 0: unused */
 	struct tally_zone *z;
 	uint32_t token;
-	uint32_t cur[TALLY__NMODES][TALLY__NCLASS]; /* chunk index + 1 */
+	struct tc_class cls[TALLY__NMODES][TALLY__NCLASS];
 };
 
 struct tcache {
@@ -46,10 +59,16 @@ static pthread_once_t tc_key_once = PTHREAD_ONCE_INIT;
 /* Give every chunk of the entry back to its zone's pool. */
 static void tc_release(struct tc_ent *e)
 {
-	for (unsigned m = 0; m < TALLY__NMODES; m++)
-		for (unsigned c = 0; c < TALLY__NCLASS; c++)
-			if (e->cur[m][c])
-				tally__chunk_release(e->z, e->cur[m][c] - 1);
+	for (unsigned m = 0; m < TALLY__NMODES; m++) {
+		for (unsigned c = 0; c < TALLY__NCLASS; c++) {
+			struct tc_class *k = &e->cls[m][c];
+
+			if (k->cur)
+				tally__chunk_release(e->z, k->cur - 1);
+			for (unsigned i = 0; i < k->nkept; i++)
+				tally__chunk_release(e->z, k->kept[i] - 1);
+		}
+	}
 	memset(e, 0, sizeof(*e));
 }
 
@@ -187,6 +206,50 @@ static tally_block *take(struct tally_zone *z, uint32_t chunk, unsigned mode,
 	return NULL;
 }
 
+/* Has anybody freed blocks of chunk @i since it was last collected? */
+static int has_frees(struct tally_zone *z, uint32_t i)
+{
+	struct tally__chunk *c = &z->meta[i];
+
+	for (unsigned w = 0; w < 8; w++)
+		if (atomic_load_explicit(&c->dirty[w], RELAXED) |
+		    atomic_load_explicit(&c->remote[w], RELAXED))
+			return 1;
+	return 0;
+}
+
+/*
+ * The current chunk of @k is empty.  Make a chunk with free blocks
+ * current: the same one after collecting its frees, or a kept one; else
+ * park it among the kept chunks (returning the oldest one to the pool)
+ * and return 0, so that the caller takes a chunk from the pool.
+ */
+static int switch_chunk(struct tally_zone *z, struct tc_class *k)
+{
+	uint32_t cur = k->cur;
+
+	if (has_frees(z, cur - 1)) {
+		tally__chunk_collect(z, cur - 1);
+		return 1;
+	}
+	for (unsigned i = k->nkept; i-- > 0;) {
+		if (has_frees(z, k->kept[i] - 1)) {
+			k->cur = k->kept[i];
+			k->kept[i] = cur;
+			tally__chunk_collect(z, k->cur - 1);
+			return 1;
+		}
+	}
+	if (k->nkept == KEEP) {
+		tally__chunk_release(z, k->kept[0] - 1);
+		memmove(k->kept, k->kept + 1, (KEEP - 1) * sizeof(k->kept[0]));
+		k->nkept--;
+	}
+	k->kept[k->nkept++] = cur;
+	k->cur = 0;
+	return 0;
+}
+
 tally_block *tally_block_alloc(struct tally_zone *z, unsigned nslots,
 			       unsigned mode)
 {
@@ -212,21 +275,17 @@ tally_block *tally_block_alloc(struct tally_zone *z, unsigned nslots,
 	}
 	cls = tally__class_of(nslots);
 	for (;;) {
-		uint32_t cur = e->cur[mode][cls], idx;
+		struct tc_class *k = &e->cls[mode][cls];
 		tally_block *b;
+		uint32_t idx;
 		int rc;
 
-		if (cur) {
-			b = take(z, cur - 1, mode, nslots);
+		if (k->cur) {
+			b = take(z, k->cur - 1, mode, nslots);
 			if (b)
 				return b;
-			tally__chunk_collect(z, cur - 1);
-			b = take(z, cur - 1, mode, nslots);
-			if (b)
-				return b;
-			/* Full: let other threads' frees refill it. */
-			e->cur[mode][cls] = 0;
-			tally__chunk_release(z, cur - 1);
+			if (switch_chunk(z, k))
+				continue;
 		}
 		rc = tally__chunk_acquire(z, mode, cls, e->token, &idx);
 		if (rc == -ENOSPC && !retried) {
@@ -241,7 +300,7 @@ tally_block *tally_block_alloc(struct tally_zone *z, unsigned nslots,
 		}
 		if (rc < 0)
 			return NULL;
-		e->cur[mode][cls] = idx + 1;
+		k->cur = idx + 1;
 	}
 }
 
