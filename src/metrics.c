@@ -225,11 +225,11 @@ static int make_plan(const struct tally_metric_desc *d, struct plan *p)
 
 /* --- Publishing records -------------------------------------------- */
 
+/* Make seq odd before any field changes: a full-barrier increment (a
+ * fence would do, but TSan does not model fences). */
 static void seq_begin(_Atomic uint32_t *seq)
 {
-	atomic_store_explicit(seq, atomic_load_explicit(seq, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
+	atomic_fetch_add_explicit(seq, 1, memory_order_seq_cst);
 }
 
 static void seq_end(_Atomic uint32_t *seq)
@@ -291,7 +291,8 @@ static uint32_t series_hash(struct tally_zone *z, uint32_t fam,
 {
 	uint64_t h = fnv1a(0xcbf29ce484222325ull, &fam, sizeof(fam));
 
-	return (uint32_t)fnv1a(h, labels, len) & (z->hdr->hash_cur - 1);
+	return (uint32_t)fnv1a(h, labels, len) &
+	       (__atomic_load_n(&z->hdr->hash_cur, __ATOMIC_RELAXED) - 1);
 }
 
 /*
@@ -305,15 +306,19 @@ static void index_grow(struct tally_zone *z)
 {
 	struct tally__hdr *h = z->hdr;
 	uint32_t hwm, *b = series_buckets(z);
+	/* Read by the space check under the pool lock: atomic. */
+	uint32_t cur = __atomic_load_n(&h->hash_cur, __ATOMIC_RELAXED);
 
-	if (h->hash_cur == 0)
-		h->hash_cur = h->hash_buckets < 1024 ? h->hash_buckets : 1024;
-	if (h->series_live + 1 <= h->hash_cur / 2 ||
-	    h->hash_cur >= h->hash_buckets ||
-	    tally__room(z, 0, 0, (uint64_t)h->hash_cur * 2) < 0)
+	if (cur == 0) {
+		cur = h->hash_buckets < 1024 ? h->hash_buckets : 1024;
+		__atomic_store_n(&h->hash_cur, cur, __ATOMIC_RELAXED);
+	}
+	if (h->series_live + 1 <= cur / 2 || cur >= h->hash_buckets ||
+	    tally__room(z, 0, 0, (uint64_t)cur * 2) < 0)
 		return; /* (without room, chains just get longer) */
-	h->hash_cur *= 2;
-	memset(b, 0, h->hash_cur * sizeof(*b));
+	cur *= 2;
+	__atomic_store_n(&h->hash_cur, cur, __ATOMIC_RELAXED);
+	memset(b, 0, cur * sizeof(*b));
 	hwm = atomic_load_explicit(&h->series_hwm, memory_order_relaxed);
 	for (uint32_t i = 0; i < hwm; i++) {
 		struct tally__series *s = &series(z)[i];

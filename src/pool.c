@@ -206,7 +206,7 @@ int tally__room(struct tally_zone *z, uint64_t more_chunks,
 	if (!records)
 		records = atomic_load(&h->series_hwm) + 1u;
 	if (!buckets)
-		buckets = h->hash_cur;
+		buckets = __atomic_load_n(&h->hash_cur, __ATOMIC_RELAXED);
 	bound = file_bound(z, chunks, records, buckets);
 	resident = (uint64_t)st.st_blocks * 512u;
 	avail = (uint64_t)sv.f_bavail * sv.f_frsize;

@@ -85,6 +85,12 @@ struct tally_seg {
 static int corrupt(struct tally_seg *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Every message of the reader names the file. */
+static int no_memory(const struct tally_seg *s)
+{
+	return tally__fail(ENOMEM, "%s: out of memory", s->path);
+}
+
 static int corrupt(struct tally_seg *s, const char *fmt, ...)
 {
 	char msg[200];
@@ -225,7 +231,7 @@ static struct tally_seg *open_fd(int fd, const char *path,
 	s = calloc(1, sizeof(*s));
 	if (!s) {
 		close(fd);
-		tally__fail(ENOMEM, "out of memory");
+		tally__fail(ENOMEM, "%s: out of memory", path);
 		return NULL;
 	}
 	s->fd = fd;
@@ -261,7 +267,7 @@ static struct tally_seg *open_fd(int fd, const char *path,
 	s->lnames = malloc(BATCH * sizeof(*s->lnames));
 	s->lvalues = malloc(BATCH * sizeof(*s->lvalues));
 	if (!s->rec1 || !s->rec2 || !s->res || !s->lnames || !s->lvalues) {
-		tally__fail(ENOMEM, "out of memory");
+		no_memory(s);
 		goto fail;
 	}
 	return s;
@@ -436,7 +442,7 @@ static int load_families(struct tally_seg *s, uint32_t want)
 		return 0;
 	f = realloc(s->fams, want * sizeof(*f));
 	if (!f)
-		return tally__fail(ENOMEM, "out of memory");
+		return no_memory(s);
 	s->fams = f;
 	for (i = s->nfams; i < want; i++) {
 		uint64_t off = s->hdr.fam_off + (uint64_t)i * sizeof(*f);
@@ -481,7 +487,7 @@ static void load_run(uint64_t off, uint64_t len, void *arg)
 			cap *= 2;
 		p = realloc(c->pages, (size_t)cap * TALLY__PAGE);
 		if (!p) {
-			a->err = tally__fail(ENOMEM, "out of memory");
+			a->err = no_memory(a->s);
 			return;
 		}
 		c->pages = p;
@@ -512,7 +518,7 @@ static struct chunk_cache *load_chunk(struct tally_seg *s, uint64_t chunk)
 		c->pagemap = malloc(s->chunk_pages * sizeof(uint32_t));
 		c->present = malloc(s->chunk_pages * sizeof(uint32_t));
 		if (!c->pagemap || !c->present) {
-			tally__fail(ENOMEM, "out of memory");
+			no_memory(s);
 			return NULL;
 		}
 		memset(c->pagemap, 0xff, s->chunk_pages * sizeof(uint32_t));
@@ -674,7 +680,7 @@ static int compute(struct tally_seg *s, uint32_t id, uint32_t i,
 		percpu = arena_take(&s->percpu_arena, &s->percpu_cap,
 				    &s->percpu_used, nslabs);
 		if (!percpu)
-			return tally__fail(ENOMEM, "out of memory");
+			return no_memory(s);
 		memset(percpu, 0, nslabs * sizeof(int64_t));
 	}
 	if (f->kind != TALLY__KIND_HISTOGRAM) {
@@ -687,7 +693,7 @@ static int compute(struct tally_seg *s, uint32_t id, uint32_t i,
 		b = arena_take(&s->bucket_arena, &s->bucket_cap,
 			       &s->bucket_used, nb);
 		if (!b)
-			return tally__fail(ENOMEM, "out of memory");
+			return no_memory(s);
 		out->sum = slot_value(s, c, f->mode, slot, NULL);
 		{
 			uint64_t count = 0; /* wraps, as the copies do */

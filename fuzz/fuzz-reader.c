@@ -1,0 +1,194 @@
+/*
+ * fuzz-reader.c: libFuzzer target for the segment reader (src/reader.c).
+ *
+ * The input is a segment file.  It is written into a memfd the way a
+ * segment lies in /dev/shm: pages that are all zeros are left as holes,
+ * so the reader's lseek(SEEK_DATA/SEEK_HOLE) walk sees real holes, and
+ * when the header's file_size is larger than the input (up to 64 MiB) the
+ * file is extended to it with a hole, so that an input can be a short
+ * prefix of a segment whose tail is empty.  Then the target opens it with
+ * tally__seg_open_fd(), reads tally_seg_info(), walks the series twice
+ * (with and without per-CPU values), and computes quantiles of every
+ * histogram.
+ *
+ * Besides the sanitizers, the callback checks what reader.h promises of a
+ * view: known kind and mode, strings that follow the naming rules and are
+ * UTF-8, a bucket count that matches the layout, counts that add up.  A
+ * broken promise aborts, as a crash would.
+ *
+ * Build and run: tools/fuzz.sh SECONDS.  Seeds: fuzz/gen-corpus.c.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "tally/metrics.h"
+#include "tally/reader.h"
+
+#define PAGE 4096u
+#define MAX_FILE (64u << 20)
+
+static void broken(const char *what)
+{
+	fprintf(stderr, "fuzz-reader: broken promise: %s\n", what);
+	abort();
+}
+
+struct walk {
+	unsigned flags;
+	unsigned nslabs;
+	size_t sink;
+};
+
+static void check_str(const char *s, size_t max)
+{
+	size_t n = strnlen(s, max + 1);
+
+	if (n > max || !tally__valid_utf8(s, n))
+		broken("a string longer than its limit, or not UTF-8");
+}
+
+static int on_series(const struct tally_series_view *v, void *arg)
+{
+	struct walk *w = arg;
+	uint64_t sum = 0;
+	double q;
+
+	if (v->kind < TALLY_COUNTER || v->kind > TALLY_HISTOGRAM)
+		broken("unknown kind");
+	if (v->mode > TALLY_ADAPTIVE)
+		broken("unknown mode");
+	if (!tally__valid_metric_name(v->name) ||
+	    strlen(v->name) > TALLY_NAME_MAX)
+		broken("bad metric name");
+	check_str(v->help, TALLY_HELP_MAX);
+	check_str(v->unit, TALLY_UNIT_MAX);
+	if (!tally__valid_unit(v->unit))
+		broken("bad unit");
+	if (v->nlabels > TALLY_LABELS_MAX / 4)
+		broken("too many labels");
+	for (unsigned i = 0; i < v->nlabels; i++) {
+		if (!tally__valid_label_name(v->label_names[i]))
+			broken("bad label name");
+		check_str(v->label_values[i], TALLY_LABELS_MAX);
+	}
+	if (w->flags & TALLY_READ_PERCPU) {
+		if (!v->percpu || v->npercpu != w->nslabs)
+			broken("per-CPU values missing");
+		for (unsigned c = 0; c < v->npercpu; c++)
+			w->sink += (size_t)v->percpu[c];
+	} else if (v->percpu || v->npercpu) {
+		broken("per-CPU values not asked for");
+	}
+	if (v->kind != TALLY_HISTOGRAM) {
+		if (v->buckets || v->nbuckets)
+			broken("buckets on a non-histogram");
+		if (tally_hist_quantile(v, 0.5, &q) != -EINVAL)
+			broken("a quantile of a non-histogram");
+		return 0;
+	}
+	if (v->sub_bits < 1 || v->sub_bits > 7 || v->max_bits <= v->sub_bits ||
+	    v->max_bits > 63 ||
+	    v->nbuckets != (v->max_bits - v->sub_bits + 1) << v->sub_bits ||
+	    v->nbuckets + 1 > TALLY_BLOCK_MAX_SLOTS || !v->buckets)
+		broken("histogram layout");
+	for (unsigned b = 0; b < v->nbuckets; b++) {
+		uint64_t lo, hi;
+
+		sum += (uint64_t)v->buckets[b];
+		tally_hist_bucket_bounds(b, v->sub_bits, v->max_bits, &lo, &hi);
+		if (lo > hi)
+			broken("bucket bounds");
+	}
+	if (sum != (uint64_t)v->value)
+		broken("count is not the sum of the buckets");
+	w->sink += (size_t)v->sum;
+	{
+		static const double qs[] = { 0.0, 0.5, 0.9, 0.999, 1.0 };
+
+		for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
+			int rc = tally_hist_quantile(v, qs[i], &q);
+
+			if (rc != 0 && rc != -ENODATA)
+				broken("quantile error");
+			if (rc == 0 && !(q >= 0))
+				broken("negative quantile");
+		}
+	}
+	return 0;
+}
+
+/* The input as a sparse file: only pages with a non-zero byte exist. */
+static int make_file(const uint8_t *data, size_t size)
+{
+	int fd = memfd_create("fuzz-segment", MFD_CLOEXEC);
+	uint64_t file_size = size;
+
+	if (fd < 0)
+		return -1;
+	if (size >= offsetof(struct tally__hdr, file_size) + 8) {
+		uint64_t want;
+
+		memcpy(&want, data + offsetof(struct tally__hdr, file_size), 8);
+		if (want > size && want <= MAX_FILE)
+			file_size = want;
+	}
+	if (ftruncate(fd, (off_t)file_size) < 0) {
+		close(fd);
+		return -1;
+	}
+	for (size_t off = 0; off < size; off += PAGE) {
+		static const uint8_t zeros[PAGE];
+		size_t n = size - off < PAGE ? size - off : PAGE;
+
+		if (memcmp(data + off, zeros, n) &&
+		    pwrite(fd, data + off, n, (off_t)off) != (ssize_t)n) {
+			close(fd);
+			return -1;
+		}
+	}
+	return fd;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct tally_seg_info info;
+	struct tally_seg *s;
+	struct walk w;
+	int fd, rc;
+
+	fd = make_file(data, size);
+	if (fd < 0)
+		return 0;
+	s = tally__seg_open_fd(fd, "fuzz-input", NULL); /* owns fd */
+	if (!s) {
+		if (!strstr(tally_errmsg(), "fuzz-input"))
+			broken("an error message that does not name the file");
+		return 0;
+	}
+	if (tally_seg_info(s, &info) != 0)
+		broken("tally_seg_info failed on an open segment");
+	if (info.nslabs < 1 || info.nslabs > TALLY__MAX_SLABS ||
+	    info.nnodes < 1 || info.nnodes > info.nslabs ||
+	    info.proc_name[sizeof(info.proc_name) - 1] ||
+	    info.zone_name[sizeof(info.zone_name) - 1])
+		broken("tally_seg_info fields");
+	memset(&w, 0, sizeof(w));
+	w.nslabs = info.nslabs;
+	w.flags = TALLY_READ_PERCPU;
+	rc = tally_seg_foreach(s, w.flags, on_series, &w);
+	if (rc < 0 && !strstr(tally_errmsg(), "fuzz-input"))
+		broken("an error message that does not name the file");
+	w.flags = 0;
+	rc = tally_seg_foreach(s, w.flags, on_series, &w);
+	if (rc < 0 && !strstr(tally_errmsg(), "fuzz-input"))
+		broken("an error message that does not name the file");
+	tally_seg_close(s);
+	return 0;
+}

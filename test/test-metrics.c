@@ -1,0 +1,1453 @@
+/*
+ * test-metrics.c: registering, removing and updating named series
+ * (tally/metrics.h), checked from the writer's side.
+ *
+ * It proves that:
+ *   - metric names, label names, label values, units and help texts are
+ *     checked as documented: every valid form is accepted, every invalid
+ *     one gives -EINVAL, and a string longer than its limit gives -E2BIG
+ *     and is never cut (the longest accepted strings are stored in full);
+ *   - a failed registration leaves no family, series or block behind;
+ *   - a series is unique by name and labels whatever the label order
+ *     (-EEXIST); a name keeps its kind, help, unit, mode and layout
+ *     (-EINVAL otherwise);
+ *   - removal, re-registration and double removal behave, and a stale copy
+ *     of a handle cannot remove the series that reused its record;
+ *   - counters, in-flight gauges, set gauges and histograms hold exactly
+ *     what was written, in every mode, across threads;
+ *   - tally_histogram_bucket() and tally_hist_bucket_bounds() agree for
+ *     every layout: buckets tile 0 .. 2^max_bits - 1, each value lies
+ *     inside the bounds of its bucket (larger ones, up to UINT64_MAX, all
+ *     go to the last bucket), and a bucket is at most 2^-sub_bits of its
+ *     lower bound wide;
+ *   - a zone with small max_series or capacity fails with -ENOSPC, and
+ *     recovers when series are removed;
+ *   - 200,000 register + remove pairs leave the zone with no live series
+ *     and no lost block.
+ * Values are read back with tally_metric_fetch() and with the segment
+ * reader on the zone's own file.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "internal.h"
+#include "tally/reader.h"
+#include "tally/tally.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- helpers ---- */
+
+static struct tally_zone *zone(size_t capacity, size_t max_series)
+{
+	struct tally_zone_opts o = { capacity, max_series, 0 };
+	struct tally_zone *z = tally_zone_create("metrics", &o);
+
+	if (!z)
+		harness_fail(__FILE__, __LINE__, "tally_zone_create: %s",
+			     tally_errmsg());
+	return z;
+}
+
+static struct tally_metric_desc desc(unsigned kind, const char *name)
+{
+	struct tally_metric_desc d;
+
+	memset(&d, 0, sizeof(d));
+	d.kind = kind;
+	d.name = name;
+	return d;
+}
+
+/* Registers a counter named @name with one label, or returns the error. */
+static int reg1(struct tally_zone *z, const char *name, const char *lname,
+		const char *lvalue, tally_metric *m)
+{
+	struct tally_label l = { lname, lvalue };
+	struct tally_metric_desc d = desc(TALLY_COUNTER, name);
+	tally_metric tmp;
+
+	d.labels = &l;
+	d.nlabels = lname ? 1 : 0;
+	return tally_metric_register(z, &d, m ? m : &tmp);
+}
+
+static struct tally__hdr *hdr(struct tally_zone *z)
+{
+	return z->hdr;
+}
+
+/* One series as the reader reported it, strings copied. */
+struct seen {
+	unsigned kind, mode;
+	char name[TALLY_NAME_MAX + 1];
+	char help[TALLY_HELP_MAX + 1];
+	char unit[TALLY_UNIT_MAX + 1];
+	char labels[512]; /* "a=x,b=y" */
+	int64_t value, sum, percpu_sum;
+	unsigned npercpu, nbuckets, sub_bits, max_bits;
+	int64_t buckets[TALLY_BLOCK_MAX_SLOTS];
+};
+
+struct snap {
+	int n, cap;
+	struct seen *s;
+};
+
+static int snap_cb(const struct tally_series_view *v, void *arg)
+{
+	struct snap *sn = arg;
+	struct seen *e;
+	size_t at = 0;
+
+	if (sn->n == sn->cap) {
+		sn->cap = sn->cap ? 2 * sn->cap : 16;
+		sn->s = realloc(sn->s, (size_t)sn->cap * sizeof(*sn->s));
+		CHECK(sn->s != NULL);
+	}
+	e = &sn->s[sn->n++];
+	memset(e, 0, sizeof(*e));
+	e->kind = v->kind;
+	e->mode = v->mode;
+	snprintf(e->name, sizeof(e->name), "%s", v->name);
+	snprintf(e->help, sizeof(e->help), "%s", v->help);
+	snprintf(e->unit, sizeof(e->unit), "%s", v->unit);
+	for (unsigned i = 0; i < v->nlabels; i++)
+		at += (size_t)snprintf(e->labels + at, sizeof(e->labels) - at,
+				       "%s%s=%s", i ? "," : "",
+				       v->label_names[i], v->label_values[i]);
+	e->value = v->value;
+	e->sum = v->sum;
+	e->npercpu = v->npercpu;
+	for (unsigned c = 0; c < v->npercpu; c++)
+		e->percpu_sum += v->percpu[c];
+	e->nbuckets = v->nbuckets;
+	e->sub_bits = v->sub_bits;
+	e->max_bits = v->max_bits;
+	CHECK(v->nbuckets <= TALLY_BLOCK_MAX_SLOTS);
+	for (unsigned b = 0; b < v->nbuckets; b++)
+		e->buckets[b] = v->buckets[b];
+	return 0;
+}
+
+/* Every live series of @z, read back through its file. */
+static struct snap read_zone(struct tally_zone *z)
+{
+	struct snap sn = { 0, 0, NULL };
+	struct tally_seg *s = tally_seg_open(tally_zone_path(z), NULL);
+	int rc;
+
+	if (!s)
+		harness_fail(__FILE__, __LINE__, "tally_seg_open: %s",
+			     tally_errmsg());
+	rc = tally_seg_foreach(s, TALLY_READ_PERCPU, snap_cb, &sn);
+	if (rc < 0)
+		harness_fail(__FILE__, __LINE__, "tally_seg_foreach: %s",
+			     tally_errmsg());
+	CHECK_EQ(rc, sn.n);
+	tally_seg_close(s);
+	return sn;
+}
+
+static const struct seen *find(const struct snap *sn, const char *name,
+			       const char *labels)
+{
+	for (int i = 0; i < sn->n; i++)
+		if (!strcmp(sn->s[i].name, name) &&
+		    !strcmp(sn->s[i].labels, labels))
+			return &sn->s[i];
+	return NULL;
+}
+
+static int64_t fetch(const tally_metric *m)
+{
+	int64_t v = INT64_MIN;
+
+	CHECK_EQ(tally_metric_fetch(m, &v), 0);
+	return v;
+}
+
+static char *repeat(char c, size_t n)
+{
+	char *s = malloc(n + 1);
+
+	CHECK(s != NULL);
+	memset(s, c, n);
+	s[n] = 0;
+	return s;
+}
+
+/* ---- names and labels ---- */
+
+TEST(metric_name_rules)
+{
+	static const char *good[] = {
+		"a", "A", "_", ":", "_x", ":a", "a:b", "a_b", "a9",
+		"http_requests_total", "ns:sub:name_1", "ZZ_9:_",
+	};
+	static const char *bad[] = {
+		"", "9a", "0", "a-b", "a b", "a.b", "a/b", "é", "a\xc3\xa9",
+		"a$", " a", "a\n", "-",
+	};
+	struct tally_zone *z = zone(0, 0);
+	struct tally_metric_desc d;
+	tally_metric m;
+	struct snap sn;
+
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
+		if (reg1(z, good[i], NULL, NULL, &m) != 0)
+			harness_fail(__FILE__, __LINE__, "\"%s\" refused: %s",
+				     good[i], tally_errmsg());
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		int rc = reg1(z, bad[i], NULL, NULL, &m);
+
+		if (rc != -EINVAL)
+			harness_fail(__FILE__, __LINE__, "\"%s\": %d, not "
+				     "-EINVAL", bad[i], rc);
+		CHECK(tally_errmsg()[0] != 0);
+		CHECK_EQ(errno, EINVAL);
+	}
+	d = desc(TALLY_COUNTER, NULL);
+	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+
+	sn = read_zone(z);
+	CHECK_EQ(sn.n, (int)ARRAY_SIZE(good));
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++)
+		CHECK(find(&sn, good[i], "") != NULL);
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), ARRAY_SIZE(good));
+	free(sn.s);
+}
+
+TEST(label_name_rules)
+{
+	static const char *good[] = {
+		"a", "A", "_", "_a", "a_", "a9", "a_b_c", "_9", "Z",
+	};
+	static const char *bad[] = {
+		"", "9a", "a-b", "a:b", ":a", "a b", "a.b", "__", "__a", "__9",
+		"é", "a\xff",
+	};
+	struct tally_zone *z = zone(0, 0);
+	tally_metric m;
+	char want[64];
+	struct snap sn;
+
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
+		if (reg1(z, "label_rules", good[i], "v", &m) != 0)
+			harness_fail(__FILE__, __LINE__, "label \"%s\" refused:"
+				     " %s", good[i], tally_errmsg());
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		int rc = reg1(z, "label_rules", bad[i], "v", &m);
+
+		if (rc != -EINVAL)
+			harness_fail(__FILE__, __LINE__, "label \"%s\": %d, "
+				     "not -EINVAL", bad[i], rc);
+	}
+	/* No labels at all is a series of its own. */
+	CHECK_EQ(reg1(z, "label_rules", NULL, NULL, &m), 0);
+	/* A NULL name or value, and a NULL array with labels. */
+	{
+		struct tally_label l[] = { { NULL, "v" } };
+		struct tally_label l2[] = { { "k", NULL } };
+		struct tally_metric_desc d = desc(TALLY_COUNTER, "label_rules2");
+
+		d.labels = l;
+		d.nlabels = 1;
+		CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+		d.labels = l2;
+		CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+		d.labels = NULL;
+		CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	}
+	/* The same name twice, in any order and position. */
+	{
+		struct tally_label l[] = { { "a", "1" }, { "b", "2" },
+					   { "a", "3" } };
+		struct tally_metric_desc d = desc(TALLY_COUNTER, "dup_labels");
+
+		d.labels = l;
+		d.nlabels = 3;
+		CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+		d.nlabels = 2;
+		CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	}
+
+	sn = read_zone(z);
+	/* The good labels, the unlabelled series and dup_labels{a,b}. */
+	CHECK_EQ(sn.n, (int)ARRAY_SIZE(good) + 2);
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
+		snprintf(want, sizeof(want), "%s=v", good[i]);
+		CHECK(find(&sn, "label_rules", want) != NULL);
+	}
+	CHECK(find(&sn, "label_rules", "") != NULL);
+	CHECK(find(&sn, "dup_labels", "a=1,b=2") != NULL);
+	CHECK(find(&sn, "label_rules2", "") == NULL);
+	free(sn.s);
+}
+
+TEST(label_value_utf8)
+{
+	static const char *good[] = {
+		"", "plain", "with space", "é", "\xe6\x97\xa5\xe6\x9c\xac",
+		"\xf0\x9f\x98\x80", "\xef\xbf\xbd", "\xf4\x8f\xbf\xbf", "\x7f",
+		"\xc2\x80", "\xe0\xa0\x80", "\xf0\x90\x80\x80", "a=b,c\"d\\",
+	};
+	static const char *bad[] = {
+		"\xff", "\xfe", "\x80", "\xbf", "a\xc3", "\xc3\x28",
+		"\xc0\x80",             /* overlong NUL */
+		"\xc1\xbf",             /* overlong */
+		"\xe0\x80\xaf",         /* overlong / */
+		"\xf0\x80\x80\xaf",     /* overlong / */
+		"\xed\xa0\x80",         /* surrogate U+D800 */
+		"\xed\xbf\xbf",         /* surrogate U+DFFF */
+		"\xf4\x90\x80\x80",     /* U+110000 */
+		"\xf8\x88\x80\x80\x80", /* 5-byte form */
+		"\xe6\x97",             /* cut */
+		"ok\xe6\x97\xa5\xe6",   /* cut at the end */
+	};
+	struct tally_zone *z = zone(0, 0);
+	tally_metric m;
+	char want[64];
+	struct snap sn;
+
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
+		if (reg1(z, "utf8", "v", good[i], &m) != 0)
+			harness_fail(__FILE__, __LINE__, "value #%zu refused:"
+				     " %s", i, tally_errmsg());
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		int rc = reg1(z, "utf8", "v", bad[i], &m);
+
+		if (rc != -EINVAL)
+			harness_fail(__FILE__, __LINE__, "bad value #%zu: %d,"
+				     " not -EINVAL", i, rc);
+	}
+	/* Help texts follow the same rule. */
+	{
+		struct tally_metric_desc d = desc(TALLY_COUNTER, "utf8_help");
+
+		d.help = "caf\xc3\xa9 \xf0\x9f\x98\x80";
+		CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+		d.name = "utf8_help_bad";
+		d.help = "caf\xc3";
+		CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+		d.help = "\xed\xa0\x80";
+		CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	}
+	sn = read_zone(z);
+	CHECK_EQ(sn.n, (int)ARRAY_SIZE(good) + 1);
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
+		snprintf(want, sizeof(want), "v=%s", good[i]);
+		if (!find(&sn, "utf8", want))
+			harness_fail(__FILE__, __LINE__, "value #%zu not read "
+				     "back", i);
+	}
+	{
+		const struct seen *e = find(&sn, "utf8_help", "");
+
+		CHECK(e != NULL);
+		CHECK(!strcmp(e->help, "caf\xc3\xa9 \xf0\x9f\x98\x80"));
+	}
+	free(sn.s);
+}
+
+TEST(length_limits)
+{
+	struct tally_zone *z = zone(0, 0);
+	char *name127 = repeat('n', TALLY_NAME_MAX);
+	char *name128 = repeat('n', TALLY_NAME_MAX + 1);
+	char *help839 = repeat('h', TALLY_HELP_MAX);
+	char *help840 = repeat('h', TALLY_HELP_MAX + 1);
+	char *unit31 = repeat('u', TALLY_UNIT_MAX);
+	char *unit32 = repeat('u', TALLY_UNIT_MAX + 1);
+	char *val97 = repeat('v', 97), *val98 = repeat('v', 98);
+	char *val101 = repeat('v', 101);
+	struct tally_metric_desc d;
+	tally_metric m;
+	struct snap sn;
+	const struct seen *e;
+	uint32_t fams, used;
+
+	/* Exactly at each limit: accepted, and stored in full. */
+	d = desc(TALLY_GAUGE, name127);
+	d.help = help839;
+	d.unit = unit31;
+	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	/* "a\0" + 97 bytes + "\0" = 100 bytes of labels. */
+	CHECK_EQ(reg1(z, "long_label", "a", val97, &m), 0);
+	{
+		/* 25 labels of 4 bytes: the most labels, the most bytes. */
+		struct tally_label l[25];
+		char names[25][3];
+
+		for (int i = 0; i < 25; i++) {
+			names[i][0] = (char)('a' + i);
+			names[i][1] = 0;
+			l[i].name = names[i];
+			l[i].value = "x";
+		}
+		d = desc(TALLY_COUNTER, "many_labels");
+		d.labels = l;
+		d.nlabels = 25;
+		CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	}
+	fams = atomic_load(&hdr(z)->fam_count);
+	used = atomic_load(&hdr(z)->series_hwm);
+
+	/* One byte over: -E2BIG, never a cut string. */
+	d = desc(TALLY_GAUGE, name128);
+	CHECK_EQ(tally_metric_register(z, &d, &m), -E2BIG);
+	CHECK_EQ(errno, E2BIG);
+	d = desc(TALLY_GAUGE, "help_too_long");
+	d.help = help840;
+	CHECK_EQ(tally_metric_register(z, &d, &m), -E2BIG);
+	d = desc(TALLY_GAUGE, "unit_too_long");
+	d.unit = unit32;
+	CHECK_EQ(tally_metric_register(z, &d, &m), -E2BIG);
+	CHECK_EQ(reg1(z, "long_label", "a", val98, &m), -E2BIG);
+	CHECK_EQ(reg1(z, "long_label", "ab", val97, &m), -E2BIG);
+	CHECK_EQ(reg1(z, "long_label", "a", val101, &m), -E2BIG);
+	{
+		struct tally_label l[26];
+		char names[26][3];
+
+		for (int i = 0; i < 26; i++) {
+			names[i][0] = (char)('a' + i);
+			names[i][1] = 0;
+			l[i].name = names[i];
+			l[i].value = "";
+		}
+		d = desc(TALLY_COUNTER, "too_many_labels");
+		d.labels = l;
+		d.nlabels = 26;
+		CHECK_EQ(tally_metric_register(z, &d, &m), -E2BIG);
+		/* Two pairs of 51 bytes each. */
+		l[0].value = val97 + 48;
+		l[1].value = val97 + 49;
+		d.nlabels = 2;
+		CHECK_EQ(tally_metric_register(z, &d, &m), -E2BIG);
+	}
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), fams);
+	CHECK_EQ(atomic_load(&hdr(z)->series_hwm), used);
+
+	sn = read_zone(z);
+	CHECK_EQ(sn.n, 3);
+	e = find(&sn, name127, "");
+	CHECK(e != NULL);
+	CHECK_EQ(strlen(e->help), TALLY_HELP_MAX);
+	CHECK(!strcmp(e->help, help839));
+	CHECK(!strcmp(e->unit, unit31));
+	{
+		char want[128];
+
+		snprintf(want, sizeof(want), "a=%s", val97);
+		CHECK(find(&sn, "long_label", want) != NULL);
+		want[0] = 0;
+		for (int i = 0; i < 25; i++)
+			snprintf(want + strlen(want), sizeof(want) - strlen(want),
+				 "%s%c=x", i ? "," : "", 'a' + i);
+		CHECK(find(&sn, "many_labels", want) != NULL);
+	}
+	free(sn.s);
+}
+
+TEST(bad_arguments)
+{
+	struct tally_zone *z = zone(0, 0);
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "x");
+	tally_metric m;
+	static const struct {
+		unsigned sub, max;
+		int ok;
+	} bits[] = {
+		{ 0, 0, 1 },  /* defaults: 3, 40 */
+		{ 1, 2, 1 },  { 1, 63, 1 }, { 7, 8, 1 },  { 6, 12, 1 },
+		{ 5, 18, 1 }, { 8, 20, 0 }, { 3, 3, 0 },  { 3, 2, 0 },
+		{ 3, 64, 0 }, { 7, 10, 0 }, /* 512 buckets: one too many */
+		{ 6, 13, 0 }, /* 512 */     { 0, 2, 1 },  /* sub 3 > max 2 */
+	};
+
+	CHECK_EQ(tally_metric_register(z, NULL, &m), -EINVAL);
+	CHECK_EQ(tally_metric_register(z, &d, NULL), -EINVAL);
+	d.kind = 0;
+	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	d.kind = 5;
+	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	d.kind = TALLY_COUNTER;
+	d.mode = 4;
+	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	d.mode = TALLY_PERCPU;
+	d.unit = "a-b";
+	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	d.unit = "seconds_2";
+	d.hist_sub_bits = 3;
+	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	d.hist_sub_bits = 0;
+	d.hist_max_bits = 20;
+	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	d.hist_max_bits = 0;
+	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+
+	for (size_t i = 0; i < ARRAY_SIZE(bits); i++) {
+		char name[32];
+		int rc;
+
+		snprintf(name, sizeof(name), "hist_%zu", i);
+		d = desc(TALLY_HISTOGRAM, name);
+		d.hist_sub_bits = bits[i].sub;
+		d.hist_max_bits = bits[i].max;
+		rc = tally_metric_register(z, &d, &m);
+		/* { 0, 2 } takes sub = 3 > max = 2: refused. */
+		if (bits[i].sub == 0 && bits[i].max == 2) {
+			CHECK_EQ(rc, -EINVAL);
+			continue;
+		}
+		if (rc != (bits[i].ok ? 0 : -EINVAL))
+			harness_fail(__FILE__, __LINE__, "sub %u max %u: %d",
+				     bits[i].sub, bits[i].max, rc);
+		if (rc == 0) {
+			unsigned sub = bits[i].sub ? bits[i].sub : 3;
+			unsigned max = bits[i].max ? bits[i].max : 40;
+
+			CHECK_EQ(m.sub_bits, sub);
+			CHECK_EQ(m.max_bits, max);
+			CHECK_EQ(m.kind, TALLY_HISTOGRAM);
+		}
+	}
+	CHECK_EQ(tally_metric_remove(NULL), -EINVAL);
+	memset(&m, 0, sizeof(m));
+	CHECK_EQ(tally_metric_remove(&m), -EINVAL);
+	CHECK_EQ(tally_metric_fetch(NULL, NULL), -EINVAL);
+	CHECK_EQ(tally_metric_fetch(&m, NULL), -EINVAL);
+}
+
+/* Failures after the block is allocated must give the block back. */
+TEST(failed_register_leaks_nothing)
+{
+	/* One chunk: 512 one-slot blocks in all. */
+	struct tally_zone *z = zone(TALLY_CHUNK_SLOTS, 64);
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "once");
+	tally_metric m, ms[8];
+
+	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	for (int i = 0; i < 5000; i++) {
+		CHECK_EQ(tally_metric_register(z, &d, &m), -EEXIST);
+		d.kind = TALLY_GAUGE;
+		CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+		d.kind = TALLY_COUNTER;
+	}
+	for (int i = 0; i < 8; i++) {
+		char v[8];
+
+		snprintf(v, sizeof(v), "%d", i);
+		CHECK_EQ(reg1(z, "once", "i", v, &ms[i]), 0);
+	}
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 1);
+	CHECK_EQ(atomic_load(&hdr(z)->series_hwm), 9);
+	CHECK_EQ(hdr(z)->series_live, 9);
+}
+
+TEST(duplicate_series)
+{
+	struct tally_zone *z = zone(0, 0);
+	struct tally_label ab[] = { { "a", "1" }, { "b", "2" }, { "c", "3" } };
+	struct tally_label ba[] = { { "c", "3" }, { "a", "1" }, { "b", "2" } };
+	struct tally_label other[] = { { "a", "1" }, { "b", "2" }, { "c", "4" } };
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "dup");
+	tally_metric m1, m2;
+	struct snap sn;
+
+	d.labels = ab;
+	d.nlabels = 3;
+	CHECK_EQ(tally_metric_register(z, &d, &m1), 0);
+	CHECK_EQ(tally_metric_register(z, &d, &m2), -EEXIST);
+	CHECK_EQ(errno, EEXIST);
+	d.labels = ba;
+	CHECK_EQ(tally_metric_register(z, &d, &m2), -EEXIST);
+	d.labels = other;
+	CHECK_EQ(tally_metric_register(z, &d, &m2), 0);
+	/* Fewer labels, or none, is another series. */
+	d.labels = ab;
+	d.nlabels = 2;
+	CHECK_EQ(tally_metric_register(z, &d, &m2), 0);
+	d.nlabels = 0;
+	CHECK_EQ(tally_metric_register(z, &d, &m2), 0);
+	CHECK_EQ(tally_metric_register(z, &d, &m2), -EEXIST);
+	/* The same labels under another name. */
+	d = desc(TALLY_COUNTER, "dup2");
+	d.labels = ba;
+	d.nlabels = 3;
+	CHECK_EQ(tally_metric_register(z, &d, &m2), 0);
+
+	sn = read_zone(z);
+	CHECK_EQ(sn.n, 5);
+	/* Stored sorted by label name, whatever the order given. */
+	CHECK(find(&sn, "dup", "a=1,b=2,c=3") != NULL);
+	CHECK(find(&sn, "dup", "a=1,b=2,c=4") != NULL);
+	CHECK(find(&sn, "dup", "a=1,b=2") != NULL);
+	CHECK(find(&sn, "dup", "") != NULL);
+	CHECK(find(&sn, "dup2", "a=1,b=2,c=3") != NULL);
+	free(sn.s);
+}
+
+TEST(family_conflicts)
+{
+	struct tally_zone *z = zone(0, 0);
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "fam");
+	tally_metric m;
+	struct tally_label l = { "k", "1" };
+
+	d.help = "Help.";
+	d.unit = "bytes";
+	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	d.labels = &l;
+	d.nlabels = 1;
+	/* Another kind, help, unit or mode. */
+	d.kind = TALLY_GAUGE;
+	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	d.kind = TALLY_GAUGE_SET;
+	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	d.kind = TALLY_HISTOGRAM;
+	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	d.kind = TALLY_COUNTER;
+	d.help = "Other help.";
+	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	d.help = NULL;
+	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	d.help = "Help.";
+	d.unit = "seconds";
+	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	d.unit = NULL;
+	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	d.unit = "bytes";
+	d.mode = TALLY_SHARED;
+	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	d.mode = TALLY_PERCPU;
+	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+
+	/* Histogram layouts. */
+	d = desc(TALLY_HISTOGRAM, "lat");
+	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	d.labels = &l;
+	d.nlabels = 1;
+	d.hist_sub_bits = 3;
+	d.hist_max_bits = 40; /* the defaults, spelt out: the same family */
+	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	l.value = "2";
+	d.hist_sub_bits = 4;
+	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	d.hist_sub_bits = 3;
+	d.hist_max_bits = 41;
+	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+
+	/* A set gauge is always shared: any mode asked gives one family. */
+	d = desc(TALLY_GAUGE_SET, "temp");
+	d.mode = TALLY_PERCPU;
+	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	CHECK_EQ(tally_block_mode(m.block), TALLY_SHARED);
+	l.value = "3";
+	d.labels = &l;
+	d.nlabels = 1;
+	d.mode = TALLY_ADAPTIVE;
+	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	CHECK_EQ(tally_block_mode(m.block), TALLY_SHARED);
+
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 3);
+}
+
+TEST(remove_and_reregister)
+{
+	struct tally_zone *z = zone(0, 0);
+	tally_metric m1, copy, m2, m3;
+	struct snap sn;
+	uint64_t gen0 = atomic_load(&hdr(z)->desc_gen);
+
+	CHECK_EQ(reg1(z, "conn", "id", "1", &m1), 0);
+	tally_counter_add(&m1, 7);
+	copy = m1;
+	CHECK_EQ(tally_metric_remove(&m1), 0);
+	CHECK(m1.block == NULL);
+	/* Double removal, through the same handle or a copy. */
+	CHECK_EQ(tally_metric_remove(&m1), -EINVAL);
+	CHECK_EQ(errno, EINVAL);
+	CHECK_EQ(tally_metric_remove(&copy), -EINVAL);
+	sn = read_zone(z);
+	CHECK_EQ(sn.n, 0);
+	free(sn.s);
+
+	/* The same series again: a fresh value, in the record just freed. */
+	CHECK_EQ(reg1(z, "conn", "id", "1", &m2), 0);
+	CHECK_EQ(m2.series, copy.series);
+	CHECK_EQ(fetch(&m2), 0);
+	tally_counter_add(&m2, 5);
+	/* A stale copy of the old handle must not remove the new series. */
+	CHECK_EQ(tally_metric_remove(&copy), -EINVAL);
+	CHECK_EQ(fetch(&m2), 5);
+	/* Nor can a new registration of it succeed. */
+	CHECK_EQ(reg1(z, "conn", "id", "1", &m3), -EEXIST);
+	sn = read_zone(z);
+	CHECK_EQ(sn.n, 1);
+	CHECK(find(&sn, "conn", "id=1") != NULL);
+	CHECK_EQ(find(&sn, "conn", "id=1")->value, 5);
+	free(sn.s);
+
+	/* Another series in the reused record, then the first one back. */
+	CHECK_EQ(tally_metric_remove(&m2), 0);
+	CHECK_EQ(reg1(z, "conn", "id", "2", &m3), 0);
+	CHECK_EQ(m3.series, copy.series);
+	CHECK_EQ(reg1(z, "conn", "id", "1", &m2), 0);
+	CHECK_EQ(fetch(&m2), 0);
+	CHECK_EQ(fetch(&m3), 0);
+	sn = read_zone(z);
+	CHECK_EQ(sn.n, 2);
+	CHECK_EQ(find(&sn, "conn", "id=1")->value, 0);
+	CHECK_EQ(find(&sn, "conn", "id=2")->value, 0);
+	free(sn.s);
+	/* Register, remove, register, remove, register, register. */
+	CHECK_EQ(atomic_load(&hdr(z)->desc_gen) - gen0, 6);
+	CHECK_EQ(hdr(z)->series_live, 2);
+}
+
+/* ---- values ---- */
+
+#define MAX_T 64
+
+struct adder {
+	tally_metric *m;
+	long iters;
+	int64_t amount;
+	int cpu;
+	int op; /* 0 add, 1 inc, 2 dec, 3 inc then dec, 4 observe */
+	pthread_barrier_t *bar;
+};
+
+static void *adder_main(void *arg)
+{
+	struct adder *a = arg;
+
+	if (a->cpu >= 0)
+		harness_pin(a->cpu);
+	pthread_barrier_wait(a->bar);
+	for (long i = 0; i < a->iters; i++) {
+		switch (a->op) {
+		case 0:
+			tally_counter_add(a->m, a->amount);
+			break;
+		case 1:
+			tally_gauge_inc(a->m);
+			break;
+		case 2:
+			tally_gauge_dec(a->m);
+			break;
+		case 3:
+			tally_gauge_inc(a->m);
+			if (i % 64 == 0)
+				sched_yield();
+			tally_gauge_dec(a->m);
+			break;
+		case 4:
+			tally_histogram_observe(a->m, (uint64_t)(i % 1000));
+			break;
+		}
+		/* Move between CPUs now and then. */
+		if (a->cpu < 0 && i % 4096 == 0)
+			harness_pin((int)(i / 4096) % harness_ncpus());
+	}
+	return NULL;
+}
+
+static void run_adders(struct adder *a, int n)
+{
+	pthread_t t[MAX_T];
+	pthread_barrier_t bar;
+
+	CHECK(n <= MAX_T);
+	pthread_barrier_init(&bar, NULL, (unsigned)n);
+	for (int i = 0; i < n; i++) {
+		a[i].bar = &bar;
+		CHECK_EQ(pthread_create(&t[i], NULL, adder_main, &a[i]), 0);
+	}
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&bar);
+}
+
+TEST(counters_exact_every_mode)
+{
+	struct tally_zone *z = zone(0, 0);
+	static const unsigned modes[] = { TALLY_PERCPU, TALLY_SHARED,
+					  TALLY_PERNODE, TALLY_ADAPTIVE };
+	static const char *names[] = { "c_percpu", "c_shared", "c_pernode",
+				       "c_adaptive" };
+	int nt = (int)harness_scale(8);
+	long iters = harness_scale(200000);
+	tally_metric m[4];
+	struct adder a[MAX_T];
+	struct snap sn;
+
+	for (int k = 0; k < 4; k++) {
+		struct tally_metric_desc d = desc(TALLY_COUNTER, names[k]);
+		int64_t expect = 0;
+
+		d.mode = modes[k];
+		CHECK_EQ(tally_metric_register(z, &d, &m[k]), 0);
+		CHECK_EQ(tally_block_mode(m[k].block), (int)modes[k]);
+		for (int i = 0; i < nt; i++) {
+			a[i] = (struct adder){ &m[k], iters, 1 + 1000 * i, -1,
+					       0, NULL };
+			expect += (1 + 1000 * i) * iters;
+		}
+		run_adders(a, nt);
+		CHECK_EQ(fetch(&m[k]), expect);
+		/* Big and negative amounts (a counter's adds are not checked). */
+		tally_counter_add(&m[k], INT64_C(1) << 40);
+		tally_counter_add(&m[k], -(INT64_C(1) << 40));
+		CHECK_EQ(fetch(&m[k]), expect);
+	}
+	sn = read_zone(z);
+	CHECK_EQ(sn.n, 4);
+	for (int k = 0; k < 4; k++) {
+		const struct seen *e = find(&sn, names[k], "");
+		int64_t expect = 0;
+
+		for (int i = 0; i < nt; i++)
+			expect += (1 + 1000 * i) * iters;
+		CHECK(e != NULL);
+		CHECK_EQ(e->value, expect);
+		CHECK_EQ(e->mode, modes[k]);
+		CHECK_EQ(e->kind, TALLY_COUNTER);
+		/* Adaptive adds made before promotion belong to no CPU. */
+		if (modes[k] != TALLY_ADAPTIVE)
+			CHECK_EQ(e->percpu_sum, expect);
+		else
+			CHECK(e->percpu_sum <= expect && e->percpu_sum >= 0);
+	}
+	free(sn.s);
+}
+
+TEST(gauge_in_flight_ends_at_zero)
+{
+	struct tally_zone *z = zone(0, 0);
+	struct tally_metric_desc d = desc(TALLY_GAUGE, "in_flight");
+	long iters = harness_scale(300000);
+	int ncpu = harness_ncpus();
+	tally_metric m, m2;
+	struct adder a[MAX_T];
+	struct snap sn;
+	int n = 0;
+
+	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	/* Each thread submits and completes, moving between CPUs. */
+	for (int i = 0; i < 6; i++)
+		a[n++] = (struct adder){ &m, iters, 0, -1, 3, NULL };
+	/* Submissions on one CPU, completions on another: the copies go
+	 * far from zero in both directions, their sum ends at 0. */
+	for (int i = 0; i < 3; i++) {
+		a[n++] = (struct adder){ &m, iters, 0, 0, 1, NULL };
+		a[n++] = (struct adder){ &m, iters, 0, ncpu > 1 ? 1 : 0, 2,
+					 NULL };
+	}
+	run_adders(a, n);
+	CHECK_EQ(fetch(&m), 0);
+
+	/* A gauge left at -5 by one thread and +2 by another. */
+	d.name = "in_flight2";
+	CHECK_EQ(tally_metric_register(z, &d, &m2), 0);
+	a[0] = (struct adder){ &m2, 5, 0, 0, 2, NULL };
+	a[1] = (struct adder){ &m2, 2, 0, ncpu > 1 ? 1 : 0, 1, NULL };
+	run_adders(a, 2);
+	CHECK_EQ(fetch(&m2), -3);
+
+	sn = read_zone(z);
+	CHECK_EQ(find(&sn, "in_flight", "")->value, 0);
+	CHECK_EQ(find(&sn, "in_flight", "")->percpu_sum, 0);
+	CHECK_EQ(find(&sn, "in_flight2", "")->value, -3);
+	CHECK_EQ(find(&sn, "in_flight2", "")->kind, TALLY_GAUGE);
+	free(sn.s);
+}
+
+TEST(gauge_set_values)
+{
+	struct tally_zone *z = zone(0, 0);
+	struct tally_metric_desc d = desc(TALLY_GAUGE_SET, "temperature");
+	static const int64_t vals[] = { 42, -7, 0, INT64_MAX, INT64_MIN, 1 };
+	tally_metric m;
+	struct snap sn;
+
+	d.unit = "celsius";
+	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	CHECK_EQ(fetch(&m), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(vals); i++) {
+		tally_gauge_set(&m, vals[i]);
+		CHECK_EQ(fetch(&m), vals[i]);
+		sn = read_zone(z);
+		CHECK_EQ(sn.n, 1);
+		CHECK_EQ(sn.s[0].value, vals[i]);
+		CHECK_EQ(sn.s[0].mode, TALLY_SHARED);
+		CHECK_EQ(sn.s[0].kind, TALLY_GAUGE_SET);
+		CHECK(!strcmp(sn.s[0].unit, "celsius"));
+		free(sn.s);
+	}
+	/* Adds work on a set gauge too, and a set overrides them. */
+	tally_gauge_set(&m, 10);
+	tally_gauge_add(&m, 5);
+	tally_gauge_add(&m, -2);
+	CHECK_EQ(fetch(&m), 13);
+	tally_gauge_set(&m, 3);
+	CHECK_EQ(fetch(&m), 3);
+	/* The real (out-of-line) symbols do the same. */
+	(tally_gauge_set)(&m, 99);
+	(tally_gauge_add)(&m, 1);
+	CHECK_EQ(fetch(&m), 100);
+}
+
+TEST(histogram_values)
+{
+	struct tally_zone *z = zone(0, 0);
+	struct tally_metric_desc d = desc(TALLY_HISTOGRAM, "latency");
+	tally_metric m, small;
+	struct snap sn;
+	const struct seen *e;
+	int64_t want[TALLY_BLOCK_MAX_SLOTS] = { 0 };
+	int64_t sum = 0, count = 0;
+	static const uint64_t vals[] = {
+		0, 1, 7, 8, 9, 15, 16, 17, 100, 1000, 1023, 1024, 1025,
+		123456789, (1ull << 39) + 5, (1ull << 40) - 1, 1ull << 40,
+		(1ull << 50) + 3,
+	};
+	int nt = (int)harness_scale(4);
+	long iters = harness_scale(100000);
+	struct adder a[MAX_T];
+
+	d.unit = "ns";
+	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	CHECK_EQ(m.sub_bits, 3);
+	CHECK_EQ(m.max_bits, 40);
+	for (size_t i = 0; i < ARRAY_SIZE(vals); i++) {
+		unsigned b = tally_histogram_bucket(vals[i], 3, 40);
+
+		for (unsigned k = 0; k <= i % 3; k++) {
+			tally_histogram_observe(&m, vals[i]);
+			want[b]++;
+			sum += (int64_t)vals[i];
+			count++;
+		}
+	}
+	(tally_histogram_observe)(&m, 5);
+	want[5]++;
+	sum += 5;
+	count++;
+	CHECK_EQ(fetch(&m), count);
+
+	/* Threads observing i % 1000 on a histogram with small buckets. */
+	d = desc(TALLY_HISTOGRAM, "small");
+	d.hist_sub_bits = 1;
+	d.hist_max_bits = 6;
+	CHECK_EQ(tally_metric_register(z, &d, &small), 0);
+	for (int i = 0; i < nt; i++)
+		a[i] = (struct adder){ &small, iters, 0, -1, 4, NULL };
+	run_adders(a, nt);
+	CHECK_EQ(fetch(&small), (int64_t)nt * iters);
+
+	sn = read_zone(z);
+	e = find(&sn, "latency", "");
+	CHECK(e != NULL);
+	CHECK_EQ(e->kind, TALLY_HISTOGRAM);
+	CHECK_EQ(e->nbuckets, (40 - 3 + 1) << 3);
+	CHECK_EQ(e->sub_bits, 3);
+	CHECK_EQ(e->max_bits, 40);
+	CHECK_EQ(e->value, count);
+	CHECK_EQ(e->sum, sum);
+	CHECK_EQ(e->percpu_sum, count);
+	for (unsigned b = 0; b < e->nbuckets; b++)
+		if (e->buckets[b] != want[b])
+			harness_fail(__FILE__, __LINE__, "bucket %u: %lld, "
+				     "expected %lld", b,
+				     (long long)e->buckets[b],
+				     (long long)want[b]);
+
+	e = find(&sn, "small", "");
+	CHECK(e != NULL);
+	CHECK_EQ(e->nbuckets, (6 - 1 + 1) << 1);
+	{
+		int64_t w[12] = { 0 }, s = 0;
+
+		for (long i = 0; i < iters; i++) {
+			w[tally_histogram_bucket((uint64_t)(i % 1000), 1, 6)] += nt;
+			s += (i % 1000) * nt;
+		}
+		for (unsigned b = 0; b < 12; b++)
+			CHECK_EQ(e->buckets[b], w[b]);
+		CHECK_EQ(e->sum, s);
+		CHECK_EQ(e->value, (int64_t)nt * iters);
+	}
+	free(sn.s);
+}
+
+/* ---- bucket function ---- */
+
+static uint64_t rnd_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void)
+{
+	uint64_t x = rnd_state;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return rnd_state = x;
+}
+
+static void check_value(uint64_t v, unsigned sub, unsigned max)
+{
+	unsigned b = tally_histogram_bucket(v, sub, max);
+	unsigned nb = (max - sub + 1) << sub;
+	uint64_t lo, hi;
+
+	if (b >= nb)
+		harness_fail(__FILE__, __LINE__, "sub %u max %u: %llu in "
+			     "bucket %u of %u", sub, max,
+			     (unsigned long long)v, b, nb);
+	/* Values of 2^max_bits and more count in the last bucket, whose
+	 * bounds stop below 2^max_bits (reader.h). */
+	if (max < 64 && v >> max) {
+		if (b != nb - 1)
+			harness_fail(__FILE__, __LINE__, "sub %u max %u: %llu "
+				     "in bucket %u, not the last", sub, max,
+				     (unsigned long long)v, b);
+		return;
+	}
+	tally_hist_bucket_bounds(b, sub, max, &lo, &hi);
+	if (v < lo || v > hi)
+		harness_fail(__FILE__, __LINE__, "sub %u max %u: %llu in "
+			     "bucket %u, bounds %llu..%llu", sub, max,
+			     (unsigned long long)v, b, (unsigned long long)lo,
+			     (unsigned long long)hi);
+}
+
+TEST(histogram_bucket_bounds)
+{
+	for (unsigned sub = 1; sub <= 7; sub++) {
+		for (unsigned max = sub + 1; max <= 63; max++) {
+			unsigned nb = (max - sub + 1) << sub;
+			uint64_t lo, hi, prev_hi = 0;
+
+			if (nb > TALLY_BLOCK_MAX_SLOTS - 1)
+				break;
+			/* The buckets tile 0 .. 2^max_bits - 1 in order, and
+			 * each bound maps back to its bucket. */
+			for (unsigned b = 0; b < nb; b++) {
+				tally_hist_bucket_bounds(b, sub, max, &lo, &hi);
+				if (b == 0)
+					CHECK_EQ(lo, 0);
+				else if (lo != prev_hi + 1)
+					harness_fail(__FILE__, __LINE__,
+						     "sub %u max %u: bucket %u "
+						     "starts at %llu, previous "
+						     "ends at %llu", sub, max, b,
+						     (unsigned long long)lo,
+						     (unsigned long long)prev_hi);
+				CHECK(lo <= hi);
+				CHECK_EQ(tally_histogram_bucket(lo, sub, max), b);
+				CHECK_EQ(tally_histogram_bucket(hi, sub, max), b);
+				if (b < (1u << sub)) {
+					CHECK_EQ(lo, b);
+					CHECK_EQ(hi, b);
+				} else {
+					/* At most 2^-sub of its lower bound. */
+					CHECK((hi - lo + 1) <= (lo >> sub));
+				}
+				prev_hi = hi;
+			}
+			CHECK(prev_hi == (1ull << max) - 1);
+			/* The last in-range value and everything above it. */
+			CHECK_EQ(tally_histogram_bucket((1ull << max) - 1, sub, max),
+				 nb - 1);
+			CHECK_EQ(tally_histogram_bucket(1ull << max, sub, max),
+				 nb - 1);
+			CHECK_EQ(tally_histogram_bucket(UINT64_MAX, sub, max),
+				 nb - 1);
+			/* Many values: small ones, powers of two +-1, random. */
+			for (uint64_t v = 0; v < 600; v++)
+				check_value(v, sub, max);
+			for (unsigned k = 0; k < 64; k++) {
+				uint64_t p = 1ull << k;
+
+				check_value(p - 1, sub, max);
+				check_value(p, sub, max);
+				check_value(p + 1, sub, max);
+				check_value(p + (p >> 1), sub, max);
+			}
+			check_value(UINT64_MAX, sub, max);
+			check_value(UINT64_MAX - 1, sub, max);
+			for (int i = 0; i < 3000; i++) {
+				uint64_t v = rnd() >> (rnd() % 64);
+
+				check_value(v, sub, max);
+			}
+		}
+	}
+	/* The documented default: 12.5% buckets, 304 of them. */
+	CHECK_EQ(tally_histogram_bucket(UINT64_MAX, 3, 40), 303);
+	CHECK_EQ(tally_histogram_bucket(7, 3, 40), 7);
+	CHECK_EQ(tally_histogram_bucket(8, 3, 40), 8);
+	CHECK_EQ(tally_histogram_bucket(16, 3, 40), 16);
+	CHECK_EQ(tally_histogram_bucket(17, 3, 40), 16);
+	CHECK_EQ(tally_histogram_bucket(18, 3, 40), 17);
+	{
+		uint64_t lo, hi;
+
+		tally_hist_bucket_bounds(16, 3, 40, &lo, &hi);
+		CHECK_EQ(lo, 16);
+		CHECK_EQ(hi, 17);
+		tally_hist_bucket_bounds(303, 3, 40, &lo, &hi);
+		CHECK_EQ(lo, 15ull << 36);
+		CHECK_EQ(hi, (1ull << 40) - 1);
+	}
+}
+
+/* ---- capacity ---- */
+
+TEST(enospc_series)
+{
+	struct tally_zone *z = zone(0, 8);
+	tally_metric m[9];
+	char v[16];
+
+	for (int i = 0; i < 8; i++) {
+		snprintf(v, sizeof(v), "%d", i);
+		CHECK_EQ(reg1(z, "full", "i", v, &m[i]), 0);
+	}
+	CHECK_EQ(reg1(z, "full", "i", "8", &m[8]), -ENOSPC);
+	CHECK_EQ(errno, ENOSPC);
+	CHECK(strstr(tally_errmsg(), "metrics") != NULL);
+	CHECK_EQ(reg1(z, "other", NULL, NULL, &m[8]), -ENOSPC);
+	/* A removal makes room again, for any series. */
+	CHECK_EQ(tally_metric_remove(&m[3]), 0);
+	CHECK_EQ(reg1(z, "other", NULL, NULL, &m[3]), 0);
+	CHECK_EQ(reg1(z, "full", "i", "8", &m[8]), -ENOSPC);
+	CHECK_EQ(hdr(z)->series_live, 8);
+	CHECK_EQ(atomic_load(&hdr(z)->series_hwm), 8);
+}
+
+TEST(enospc_blocks)
+{
+	/* One chunk: one histogram of 305 slots takes it all. */
+	struct tally_zone *z = zone(TALLY_CHUNK_SLOTS, 64);
+	struct tally_metric_desc d = desc(TALLY_HISTOGRAM, "h");
+	struct tally_label l = { "k", "2" };
+	tally_metric h, h2, c;
+
+	CHECK_EQ(tally_metric_register(z, &d, &h), 0);
+	CHECK_EQ(reg1(z, "c", NULL, NULL, &c), -ENOSPC);
+	CHECK_EQ(errno, ENOSPC);
+	d.labels = &l;
+	d.nlabels = 1;
+	CHECK_EQ(tally_metric_register(z, &d, &h2), -ENOSPC);
+	/* Nothing of the failed series is left. */
+	CHECK_EQ(hdr(z)->series_live, 1);
+	/* Removing the histogram makes room for another one, which starts
+	 * from zero. */
+	tally_histogram_observe(&h, 5);
+	CHECK_EQ(tally_metric_remove(&h), 0);
+	CHECK_EQ(tally_metric_register(z, &d, &h2), 0);
+	CHECK_EQ(fetch(&h2), 0);
+	tally_histogram_observe(&h2, 9);
+	CHECK_EQ(fetch(&h2), 1);
+}
+
+/*
+ * The same, but the series registered after the removal needs a block of
+ * another size: the zone holds no series at all, so there is room
+ * ("-ENOSPC: the zone has no room for another series, family or block").
+ */
+TEST(enospc_recovers_for_another_size)
+{
+	struct tally_zone *z = zone(TALLY_CHUNK_SLOTS, 64);
+	struct tally_metric_desc d = desc(TALLY_HISTOGRAM, "h");
+	tally_metric h, c;
+	int rc;
+
+	CHECK_EQ(tally_metric_register(z, &d, &h), 0);
+	CHECK_EQ(tally_metric_remove(&h), 0);
+	CHECK_EQ(hdr(z)->series_live, 0);
+	rc = reg1(z, "c", NULL, NULL, &c);
+	if (rc != 0)
+		harness_fail(__FILE__, __LINE__, "a counter in an empty zone: "
+			     "%d (%s); chunks in use: %llu of %u", rc,
+			     tally_errmsg(),
+			     (unsigned long long)atomic_load(
+				     &hdr(z)->chunks_inuse),
+			     (unsigned)z->nchunks);
+	tally_counter_add(&c, 3);
+	CHECK_EQ(fetch(&c), 3);
+}
+
+TEST(enospc_families)
+{
+	struct tally_zone *z = zone(4 * TALLY_CHUNK_SLOTS, 2048);
+	tally_metric m;
+	char name[32];
+
+	for (unsigned i = 0; i < TALLY__FAM_CAP; i++) {
+		snprintf(name, sizeof(name), "family_%u", i);
+		if (reg1(z, name, NULL, NULL, &m) != 0)
+			harness_fail(__FILE__, __LINE__, "%s: %s", name,
+				     tally_errmsg());
+	}
+	CHECK_EQ(reg1(z, "one_too_many", NULL, NULL, &m), -ENOSPC);
+	/* Families are never removed: still full after a removal. */
+	CHECK_EQ(tally_metric_remove(&m), 0);
+	CHECK_EQ(reg1(z, "one_too_many", NULL, NULL, &m), -ENOSPC);
+	/* Existing names still take new series. */
+	CHECK_EQ(reg1(z, "family_7", "k", "v", &m), 0);
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), TALLY__FAM_CAP);
+}
+
+/* ---- many registrations ---- */
+
+TEST(register_remove_200k)
+{
+	struct tally_zone *z = zone(32 * TALLY_CHUNK_SLOTS, 1024);
+	long n = harness_scale(200000);
+	tally_metric win[16];
+	char v[32];
+	double t0 = harness_now();
+	struct snap sn;
+
+	/* A window of 16 live series, as connections come and go. */
+	for (long i = 0; i < n; i++) {
+		tally_metric *m = &win[i % 16];
+		struct tally_label l[2] = { { "conn", v }, { "kind", "tcp" } };
+		struct tally_metric_desc d = desc(i % 5 == 0 ? TALLY_HISTOGRAM :
+							       TALLY_COUNTER,
+						  i % 5 == 0 ? "conn_latency" :
+							       "conn_bytes");
+
+		if (i >= 16)
+			CHECK_EQ(tally_metric_remove(m), 0);
+		snprintf(v, sizeof(v), "%ld", i);
+		d.labels = l;
+		d.nlabels = 2;
+		if (tally_metric_register(z, &d, m) != 0)
+			harness_fail(__FILE__, __LINE__, "registration %ld: %s",
+				     i, tally_errmsg());
+		if (d.kind == TALLY_COUNTER)
+			tally_counter_add(m, i);
+		else
+			tally_histogram_observe(m, (uint64_t)i);
+	}
+	sn = read_zone(z);
+	CHECK_EQ(sn.n, 16);
+	for (int i = 0; i < sn.n; i++) {
+		long id = atol(strchr(sn.s[i].labels, '=') + 1);
+
+		CHECK(id >= n - 16 && id < n);
+		CHECK_EQ(sn.s[i].value, id % 5 == 0 ? 1 : id);
+	}
+	free(sn.s);
+	for (int i = 0; i < 16; i++)
+		CHECK_EQ(tally_metric_remove(&win[i]), 0);
+	CHECK_EQ(hdr(z)->series_live, 0);
+	/* Records were reused, not leaked. */
+	CHECK(atomic_load(&hdr(z)->series_hwm) <= 32);
+	CHECK_EQ(atomic_load(&hdr(z)->desc_gen), (uint64_t)(2 * n));
+	sn = read_zone(z);
+	CHECK_EQ(sn.n, 0);
+	free(sn.s);
+	printf("  %ld register+remove pairs in %.2f s\n", n,
+	       harness_now() - t0);
+}
+
+/* The writers' index grows with the live series: duplicates are still
+ * found across every growth, and removed series can come back. */
+TEST(index_growth_keeps_duplicates)
+{
+	struct tally_zone *z = zone(64 * TALLY_CHUNK_SLOTS, 1 << 16);
+	long n = harness_scale(20000);
+	tally_metric *m = calloc((size_t)n, sizeof(*m));
+	char v[32];
+
+	CHECK(m != NULL);
+	for (long i = 0; i < n; i++) {
+		snprintf(v, sizeof(v), "%ld", i);
+		if (reg1(z, i % 2 ? "odd" : "even", "i", v, &m[i]) != 0)
+			harness_fail(__FILE__, __LINE__, "%ld: %s", i,
+				     tally_errmsg());
+		tally_counter_add(&m[i], i);
+	}
+	for (long i = 0; i < n; i++) {
+		tally_metric tmp;
+
+		snprintf(v, sizeof(v), "%ld", i);
+		if (reg1(z, i % 2 ? "odd" : "even", "i", v, &tmp) != -EEXIST)
+			harness_fail(__FILE__, __LINE__, "duplicate %ld not "
+				     "found", i);
+	}
+	for (long i = 0; i < n; i += 3)
+		CHECK_EQ(tally_metric_remove(&m[i]), 0);
+	for (long i = 0; i < n; i++) {
+		tally_metric tmp;
+		int rc;
+
+		snprintf(v, sizeof(v), "%ld", i);
+		rc = reg1(z, i % 2 ? "odd" : "even", "i", v, &tmp);
+		if (rc != (i % 3 == 0 ? 0 : -EEXIST))
+			harness_fail(__FILE__, __LINE__, "series %ld: %d", i, rc);
+		if (rc == 0)
+			CHECK_EQ(fetch(&tmp), 0);
+		else
+			CHECK_EQ(fetch(&m[i]), i);
+	}
+	CHECK_EQ(hdr(z)->series_live, (uint32_t)n);
+	{
+		struct snap sn = read_zone(z);
+
+		CHECK_EQ(sn.n, (int)n);
+		free(sn.s);
+	}
+	free(m);
+}
+
+/* Threads racing to register the same series: exactly one wins. */
+struct racer {
+	struct tally_zone *z;
+	pthread_barrier_t *bar;
+	int rounds;
+	_Atomic int *wins;
+	tally_metric *winner;
+};
+
+static void *racer_main(void *arg)
+{
+	struct racer *r = arg;
+	char v[16];
+
+	for (int k = 0; k < r->rounds; k++) {
+		tally_metric m;
+		int rc;
+
+		snprintf(v, sizeof(v), "%d", k);
+		pthread_barrier_wait(r->bar);
+		rc = reg1(r->z, "race", "round", v, &m);
+		if (rc == 0) {
+			atomic_fetch_add(&r->wins[k], 1);
+			r->winner[k] = m;
+			tally_counter_inc(&m);
+		} else if (rc != -EEXIST) {
+			harness_fail(__FILE__, __LINE__, "round %d: %d (%s)", k,
+				     rc, tally_errmsg());
+		}
+	}
+	return NULL;
+}
+
+TEST(concurrent_register_same_series)
+{
+	struct tally_zone *z = zone(0, 0);
+	int nt = 4, rounds = (int)harness_scale(2000);
+	pthread_t t[4];
+	pthread_barrier_t bar;
+	struct racer r[4];
+	_Atomic int *wins = calloc((size_t)rounds, sizeof(*wins));
+	tally_metric *winner = calloc((size_t)rounds, sizeof(*winner));
+	struct snap sn;
+
+	pthread_barrier_init(&bar, NULL, (unsigned)nt);
+	for (int i = 0; i < nt; i++) {
+		r[i] = (struct racer){ z, &bar, rounds, wins, winner };
+		CHECK_EQ(pthread_create(&t[i], NULL, racer_main, &r[i]), 0);
+	}
+	for (int i = 0; i < nt; i++)
+		pthread_join(t[i], NULL);
+	for (int k = 0; k < rounds; k++) {
+		CHECK_EQ(atomic_load(&wins[k]), 1);
+		CHECK_EQ(fetch(&winner[k]), 1);
+	}
+	sn = read_zone(z);
+	CHECK_EQ(sn.n, rounds);
+	free(sn.s);
+	/* Removed by any thread: once. */
+	for (int k = 0; k < rounds; k++)
+		CHECK_EQ(tally_metric_remove(&winner[k]), 0);
+	CHECK_EQ(hdr(z)->series_live, 0);
+	free(wins);
+	free(winner);
+}
+
+/* Processes forked after the zone was created share its names: the
+ * metrics lock is process-shared, duplicates are found across them. */
+TEST(register_across_fork)
+{
+	struct tally_zone *z = zone(16 * TALLY_CHUNK_SLOTS, 4096);
+	int nproc = 3, per = (int)harness_scale(600);
+	tally_metric m;
+	pid_t pids[3];
+	struct snap sn;
+	int dup_wins = 0;
+
+	CHECK_EQ(reg1(z, "shared_name", "who", "parent", &m), 0);
+	tally_counter_add(&m, 1);
+	fflush(stdout);
+	for (int p = 0; p < nproc; p++) {
+		pids[p] = fork();
+		CHECK(pids[p] >= 0);
+		if (pids[p] == 0) {
+			char v[32];
+			tally_metric mm;
+
+			for (int i = 0; i < per; i++) {
+				/* One of its own, and one all fight for. */
+				snprintf(v, sizeof(v), "p%d_%d", p, i);
+				if (reg1(z, "shared_name", "who", v, &mm) != 0)
+					_exit(10);
+				tally_counter_add(&mm, i);
+				if (i % 2)
+					CHECK_EQ(tally_metric_remove(&mm), 0);
+				snprintf(v, sizeof(v), "common_%d", i);
+				if (reg1(z, "shared_name", "who", v, &mm) == 0)
+					tally_counter_add(&mm, 1000 + p);
+				else if (errno != EEXIST)
+					_exit(11);
+			}
+			_exit(0);
+		}
+	}
+	for (int p = 0; p < nproc; p++) {
+		int status;
+
+		CHECK_EQ(waitpid(pids[p], &status, 0), pids[p]);
+		CHECK_CHILD_OK(status);
+	}
+	sn = read_zone(z);
+	/* parent + nproc * (per / 2 own kept) + per common. */
+	CHECK_EQ(sn.n, 1 + nproc * ((per + 1) / 2) + per);
+	for (int i = 0; i < sn.n; i++) {
+		const struct seen *e = &sn.s[i];
+
+		if (!strncmp(e->labels, "who=common_", 11)) {
+			CHECK(e->value >= 1000 && e->value < 1000 + nproc);
+			dup_wins++;
+		} else if (!strcmp(e->labels, "who=parent")) {
+			CHECK_EQ(e->value, 1);
+		} else {
+			int p, i2;
+
+			CHECK_EQ(sscanf(e->labels, "who=p%d_%d", &p, &i2), 2);
+			CHECK_EQ(i2 % 2, 0);
+			CHECK_EQ(e->value, i2);
+		}
+	}
+	CHECK_EQ(dup_wins, per);
+	CHECK_EQ(hdr(z)->series_live, (uint32_t)sn.n);
+	free(sn.s);
+}
