@@ -15,10 +15,12 @@ suite() { # name builddir cmake-args env...
 	echo "=== $name ($dir)"
 	if [ ! -f "$dir/build.ninja" ]; then
 		cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-			-DTALLY_WERROR=ON $args >/dev/null || { failed=1; return; }
+			-DTALLY_WERROR=ON $args >/dev/null ||
+			{ echo "configuring $name failed"; failed=1; total_fail=$((total_fail + 1)); return; }
 	fi
 	if ! cmake --build "$dir" -j "$jobs" >"$dir.log" 2>&1; then
-		cat "$dir.log"; echo "build of $name failed"; failed=1; return
+		tail -40 "$dir.log"; echo "build of $name failed"
+		failed=1; total_fail=$((total_fail + 1)); return
 	fi
 	local out
 	out=$(cd "$dir" && env "$@" ctest --output-on-failure -j 1 2>&1)
