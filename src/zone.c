@@ -219,11 +219,14 @@ static void fork_child(void)
 
 		if (!z)
 			continue;
-		/* The inherited descriptor shares the parent's lock: close
-		 * our copy and take a lock of our own. */
-		if (z->lockfd >= 0)
-			close(z->lockfd);
+		/* The inherited descriptor shares the parent's lock: take a
+		 * lock of our own first, then close our copy (in the other
+		 * order, a parent exiting in between would see no user). */
+		int inherited = z->lockfd;
+
 		take_use_lock(z);
+		if (inherited >= 0)
+			close(inherited);
 	}
 	tally__tcache_fork_child();
 }
