@@ -228,15 +228,13 @@ static int switch_chunk(struct tally_zone *z, struct tc_class *k)
 {
 	uint32_t cur = k->cur;
 
-	if (has_frees(z, cur - 1)) {
-		tally__chunk_collect(z, cur - 1);
+	if (has_frees(z, cur - 1) && tally__chunk_collect(z, cur - 1) > 0)
 		return 1;
-	}
 	for (unsigned i = k->nkept; i-- > 0;) {
-		if (has_frees(z, k->kept[i] - 1)) {
+		if (has_frees(z, k->kept[i] - 1) &&
+		    tally__chunk_collect(z, k->kept[i] - 1) > 0) {
 			k->cur = k->kept[i];
 			k->kept[i] = cur;
-			tally__chunk_collect(z, k->cur - 1);
 			return 1;
 		}
 	}

@@ -230,6 +230,7 @@ static void init_once(void)
 	s = getenv("TALLY_NO_RSEQ");
 	rseq_ok = &__rseq_size && &__rseq_offset && __rseq_size >= 20 &&
 		  !(s && strcmp(s, "0") != 0 && *s);
+	tally__zone_hooks();
 	tally__cfg.nslabs = e->nslabs;
 #if defined(__x86_64__)
 	tally__cfg.rseq_off = rseq_ok ? (long)__rseq_offset :

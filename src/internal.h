@@ -46,6 +46,7 @@ struct tally__env {
 extern struct tally__env tally__env;
 
 void tally__init(void);
+void tally__zone_hooks(void);
 
 /* Errors: set errno and this thread's message; return -errno or NULL. */
 int tally__fail(int err, const char *fmt, ...)
@@ -70,7 +71,7 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 void tally__chunk_release(struct tally_zone *z, uint32_t idx);
 void tally__chunk_remote_freed(struct tally_zone *z, uint32_t idx,
 			       unsigned word);
-void tally__chunk_collect(struct tally_zone *z, uint32_t idx);
+int tally__chunk_collect(struct tally_zone *z, uint32_t idx);
 void tally__chunk_owner_check(struct tally_zone *z, uint32_t idx,
 			      unsigned word);
 int tally__room(struct tally_zone *z, uint64_t more_chunks,

@@ -136,20 +136,21 @@ struct tally__hdr {
  */
 struct tally__chunk {
 	_Alignas(64) _Atomic uint32_t owner; /* owner token, 0 when unowned */
-	uint8_t mode;            /* TALLY_* mode; TALLY__CHUNK_FREE if none */
-	uint8_t cls;             /* size class */
-	uint16_t bsize;          /* slots per block */
-	uint16_t nblocks;        /* blocks in the chunk */
+	int32_t owner_pid;       /* the owner's process ... */
+	uint64_t owner_start;    /* ... and its start time (clock ticks) */
 	uint32_t bdiv;           /* ceil(2^20 / bsize): slot / bsize is
 				    (slot * bdiv) >> 20 for any slot < 512 */
-	int32_t owner_pid;       /* the owner's process */
+	uint32_t next, prev;     /* partial or empty list links (index + 1) */
+	uint16_t bsize;          /* slots per block */
+	uint16_t nblocks;        /* blocks in the chunk */
+	uint8_t mode;            /* TALLY_* mode; TALLY__CHUNK_FREE if none */
+	uint8_t cls;             /* size class */
 	uint8_t listed;          /* on its partial list */
 	uint8_t warm;            /* all free, kept unpunched for reuse */
-	uint32_t next, prev;     /* partial or empty list links (index + 1) */
 	/* Blocks of more than 16 slots (at most 25 a chunk): how many slots
 	 * of the size class each block does not use, set by the owner when
 	 * it hands the block out, so that slot numbers can be checked. */
-	uint8_t slack[32];
+	uint8_t slack[28];
 	_Alignas(64) _Atomic uint64_t local[8];  /* free and zeroed */
 	_Alignas(64) _Atomic uint64_t dirty[8];  /* freed by the owner */
 	_Alignas(64) _Atomic uint64_t remote[8]; /* freed by other threads */

@@ -80,10 +80,16 @@ static unsigned count_free(struct tally__chunk *c)
 }
 
 /* Under the pool lock: punch a chunk out and put it on the empty list. */
-static void reap(struct tally_zone *z, uint32_t i)
+static int reap(struct tally_zone *z, uint32_t i)
 {
 	struct tally__chunk *c = meta(z, i);
 
+	/* Every block is free: give the pages back.  Holes read as zeros,
+	 * so the chunk comes back clean.  A file system that cannot punch
+	 * holes keeps the chunk as it is, its blocks still to be zeroed. */
+	if (fallocate(z->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)chunk_file_off(z, i), (off_t)z->chunk_bytes) < 0)
+		return 0;
 	if (c->listed)
 		list_remove(z, &z->hdr->partial_head[c->mode][c->cls], i);
 	if (c->warm) {
@@ -92,10 +98,6 @@ static void reap(struct tally_zone *z, uint32_t i)
 	} else {
 		atomic_fetch_sub(&z->hdr->chunks_inuse, 1);
 	}
-	/* Every block is free: give the pages back.  Holes read as zeros,
-	 * so the chunk comes back clean. */
-	fallocate(z->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-		  (off_t)chunk_file_off(z, i), (off_t)z->chunk_bytes);
 	for (int w = 0; w < 8; w++) {
 		atomic_store_explicit(&c->local[w], 0, memory_order_relaxed);
 		atomic_store_explicit(&c->dirty[w], 0, memory_order_relaxed);
@@ -104,6 +106,7 @@ static void reap(struct tally_zone *z, uint32_t i)
 	__atomic_store_n(&c->listed, 0, RELAXED);
 	__atomic_store_n(&c->mode, TALLY__CHUNK_FREE, RELAXED);
 	list_push(z, &z->hdr->empty_head, i);
+	return 1;
 }
 
 /* Under the pool lock: file an unowned chunk where it belongs. */
@@ -119,10 +122,8 @@ static void settle(struct tally_zone *z, uint32_t i)
 	head = &z->hdr->partial_head[c->mode][c->cls];
 	nfree = count_free(c);
 	if (nfree == c->nblocks &&
-	    atomic_load(&z->hdr->chunks_warm) >= WARM_MAX) {
-		reap(z, i);
+	    atomic_load(&z->hdr->chunks_warm) >= WARM_MAX && reap(z, i))
 		return;
-	}
 	if (nfree == c->nblocks) {
 		c->warm = 1;
 		atomic_fetch_add(&z->hdr->chunks_warm, 1);
@@ -141,10 +142,8 @@ static int reap_a_warm_chunk(struct tally_zone *z)
 		for (unsigned k = 0; k < TALLY__NCLASS; k++)
 			for (uint32_t j = z->hdr->partial_head[m][k]; j;
 			     j = meta(z, j - 1)->next)
-				if (meta(z, j - 1)->warm) {
-					reap(z, j - 1);
+				if (meta(z, j - 1)->warm && reap(z, j - 1))
 					return 1;
-				}
 	return 0;
 }
 
@@ -225,6 +224,80 @@ int tally__room(struct tally_zone *z, uint64_t more_chunks,
 	return 0;
 }
 
+static uint64_t my_start(void)
+{
+	static uint64_t start;
+
+	if (!start)
+		start = tally__proc_start(getpid());
+	return start;
+}
+
+static void set_owner(struct tally__chunk *c, uint32_t token)
+{
+	c->owner_pid = (int32_t)getpid();
+	c->owner_start = my_start();
+	atomic_store(&c->owner, token);
+}
+
+/*
+ * Is the process that owns @c gone?  Its pid must be free, or belong to a
+ * process started at another time (a recycled pid).  A chunk owned in
+ * this process is never "dead": its thread releases it.
+ */
+static int owner_dead(struct tally__chunk *c)
+{
+	int32_t pid = __atomic_load_n(&c->owner_pid, RELAXED);
+	uint64_t start = __atomic_load_n(&c->owner_start, RELAXED);
+
+	if (pid <= 0 || pid == (int32_t)getpid())
+		return 0;
+	if (kill(pid, 0) < 0 && errno == ESRCH)
+		return 1;
+	return start && tally__proc_start(pid) != start &&
+	       tally__proc_start(pid) != 0;
+}
+
+/* Under the pool lock: the chunk has no owner any more; the owner's
+ * frees (dirty) become frees like anybody else's (remote). */
+static void disown(struct tally__chunk *c)
+{
+	atomic_store(&c->owner, 0);
+	for (int w = 0; w < 8; w++) {
+		uint64_t d = atomic_load_explicit(&c->dirty[w],
+						  memory_order_relaxed);
+
+		if (d) {
+			atomic_fetch_or(&c->remote[w], d);
+			atomic_store_explicit(&c->dirty[w], 0,
+					      memory_order_relaxed);
+		}
+	}
+}
+
+/*
+ * Under the pool lock, when the zone has no chunk left: take back every
+ * chunk whose owner's process is gone, wherever its blocks are (a worker
+ * recycled with _exit() or killed leaves its chunks owned).  Returns how
+ * many were taken back.
+ */
+static unsigned take_back_dead(struct tally_zone *z)
+{
+	uint64_t n = atomic_load(&z->hdr->chunks_bumped);
+	unsigned found = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct tally__chunk *c = meta(z, i);
+
+		if (atomic_load(&c->owner) && owner_dead(c)) {
+			disown(c);
+			settle(z, i);
+			found++;
+		}
+	}
+	return found;
+}
+
 int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 			 uint32_t token, uint32_t *idx)
 {
@@ -245,8 +318,7 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 			atomic_fetch_sub(&h->chunks_warm, 1);
 			atomic_fetch_add(&h->chunks_inuse, 1);
 		}
-		c->owner_pid = (int32_t)getpid();
-		atomic_store(&c->owner, token);
+		set_owner(c, token);
 		tally__pool_unlock(z);
 		tally__chunk_collect(z, i);
 		*idx = i;
@@ -255,8 +327,15 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 	rc = tally__room(z, 1, 0, 0);
 	if (rc < 0)
 		goto out;
-	if (!h->empty_head && atomic_load(&h->chunks_bumped) >= z->nchunks)
+	if (!h->empty_head && atomic_load(&h->chunks_bumped) >= z->nchunks &&
+	    !reap_a_warm_chunk(z) && take_back_dead(z)) {
+		/* Chunks of dead processes came back: reuse one. */
+		if (h->partial_head[mode][cls]) {
+			tally__pool_unlock(z);
+			return tally__chunk_acquire(z, mode, cls, token, idx);
+		}
 		reap_a_warm_chunk(z);
+	}
 	if (h->empty_head) {
 		i = h->empty_head - 1;
 		list_remove(z, &h->empty_head, i);
@@ -288,31 +367,13 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 		atomic_store(&c->remote[w], 0);
 	}
 	__atomic_store_n(&c->mode, (uint8_t)mode, RELAXED);
-	c->owner_pid = (int32_t)getpid();
-	atomic_store(&c->owner, token);
+	set_owner(c, token);
 	atomic_fetch_add(&h->chunks_inuse, 1);
 	*idx = i;
 	rc = 0;
 out:
 	tally__pool_unlock(z);
 	return rc;
-}
-
-/* Under the pool lock: the chunk has no owner any more; the owner's
- * frees (dirty) become frees like anybody else's (remote). */
-static void disown(struct tally__chunk *c)
-{
-	atomic_store(&c->owner, 0);
-	for (int w = 0; w < 8; w++) {
-		uint64_t d = atomic_load_explicit(&c->dirty[w],
-						  memory_order_relaxed);
-
-		if (d) {
-			atomic_fetch_or(&c->remote[w], d);
-			atomic_store_explicit(&c->dirty[w], 0,
-					      memory_order_relaxed);
-		}
-	}
 }
 
 void tally__chunk_release(struct tally_zone *z, uint32_t i)
@@ -360,10 +421,8 @@ void tally__chunk_owner_check(struct tally_zone *z, uint32_t i, unsigned w)
 {
 	struct tally__chunk *c = meta(z, i);
 	uint32_t owner = atomic_load(&c->owner);
-	int32_t pid = __atomic_load_n(&c->owner_pid, RELAXED);
 
-	if (!owner || pid == (int32_t)getpid() || !all_free(c, w) ||
-	    pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
+	if (!owner || !all_free(c, w) || !owner_dead(c))
 		return;
 	tally__pool_lock(z);
 	if (atomic_load(&c->owner) == owner) {
@@ -372,6 +431,7 @@ void tally__chunk_owner_check(struct tally_zone *z, uint32_t i, unsigned w)
 	}
 	tally__pool_unlock(z);
 }
+
 
 struct zero_arg {
 	struct tally_zone *z;
@@ -412,21 +472,22 @@ static void zero_run(uint64_t off, uint64_t len, void *arg)
  * whole batch, so its cost is shared by up to 512 frees and does not grow
  * with the number of possible CPUs, only with those that wrote.
  */
-void tally__chunk_collect(struct tally_zone *z, uint32_t i)
+int tally__chunk_collect(struct tally_zone *z, uint32_t i)
 {
 	struct tally__chunk *c = meta(z, i);
 	uint64_t bits[8];
 	int any = 0;
 
+	/* The remote bits stay set until the blocks are allocatable again,
+	 * so that a second free racing with the collection is refused. */
 	for (int w = 0; w < 8; w++) {
 		bits[w] = atomic_load_explicit(&c->dirty[w],
-					       memory_order_relaxed);
-		if (atomic_load_explicit(&c->remote[w], memory_order_relaxed))
-			bits[w] |= atomic_exchange(&c->remote[w], 0);
+					       memory_order_relaxed) |
+			  atomic_load(&c->remote[w]);
 		any |= bits[w] != 0;
 	}
 	if (!any)
-		return;
+		return 0;
 	struct zero_arg a = {
 		.z = z,
 		.base = tally__chunk_base(z, i),
@@ -435,21 +496,22 @@ void tally__chunk_collect(struct tally_zone *z, uint32_t i)
 		.bsize = c->bsize,
 	};
 	if (tally__resident_runs(z->fd, a.file_base, z->chunk_bytes, zero_run,
-				 &a) < 0) {
-		/* Could not zero them: keep them out of use as dirty. */
-		for (int w = 0; w < 8; w++)
-			atomic_store_explicit(&c->dirty[w], bits[w],
-					      memory_order_relaxed);
-		return;
-	}
+				 &a) < 0)
+		return -1; /* could not zero them: they stay out of use */
 	for (int w = 0; w < 8; w++) {
 		if (!bits[w])
 			continue;
-		atomic_store_explicit(&c->dirty[w], 0, memory_order_relaxed);
+		atomic_store_explicit(
+			&c->dirty[w],
+			atomic_load_explicit(&c->dirty[w], memory_order_relaxed) &
+				~bits[w],
+			memory_order_relaxed);
 		atomic_store_explicit(
 			&c->local[w],
 			atomic_load_explicit(&c->local[w], memory_order_relaxed) |
 				bits[w],
 			memory_order_release);
+		atomic_fetch_and(&c->remote[w], ~bits[w]);
 	}
+	return 1;
 }

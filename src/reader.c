@@ -479,6 +479,10 @@ static void load_run(uint64_t off, uint64_t len, void *arg)
 
 	if (a->err)
 		return;
+	if (first + n > a->s->chunk_pages || c->npresent + n > a->s->chunk_pages) {
+		a->err = corrupt(a->s, "chunk pages out of range");
+		return;
+	}
 	if (c->npresent + n > c->cap) {
 		uint32_t cap = c->cap ? c->cap : 8;
 		char *p;

@@ -13,6 +13,11 @@
 
 #include "internal.h"
 
+/*
+ * @off and @len are multiples of the page size.  Runs are widened to whole
+ * pages and never overlap or go backwards, whatever the file system
+ * answers (one with smaller blocks could report two runs in one page).
+ */
 int tally__resident_runs(int fd, uint64_t off, uint64_t len,
 			 tally__run_fn fn, void *arg)
 {
@@ -21,6 +26,7 @@ int tally__resident_runs(int fd, uint64_t off, uint64_t len,
 	while (pos < end) {
 		off_t d = lseek(fd, (off_t)pos, SEEK_DATA);
 		off_t h;
+		uint64_t first, last;
 
 		if (d < 0)
 			return errno == ENXIO ? 0 : -errno;
@@ -29,10 +35,16 @@ int tally__resident_runs(int fd, uint64_t off, uint64_t len,
 		h = lseek(fd, d, SEEK_HOLE);
 		if (h < 0)
 			return -errno;
-		if ((uint64_t)h > end)
-			h = (off_t)end;
-		fn((uint64_t)d, (uint64_t)(h - d), arg);
-		pos = (uint64_t)h;
+		first = (uint64_t)d & ~(uint64_t)(TALLY__PAGE - 1);
+		if (first < pos)
+			first = pos;
+		last = ((uint64_t)h + TALLY__PAGE - 1) & ~(uint64_t)(TALLY__PAGE - 1);
+		if (last <= first)
+			last = first + TALLY__PAGE;
+		if (last > end)
+			last = end;
+		fn(first, last - first, arg);
+		pos = last;
 	}
 	return 0;
 }

@@ -30,11 +30,12 @@
 
 #define MAX_ZONES 64
 
+/* Lock order: create_lock, then reg_lock. */
+static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tally_zone *_Atomic reg[MAX_ZONES];
 static uint64_t next_id = 1;
 static struct tally_zone *default_zone;
-static int hooks_installed;
 
 static size_t round_page(size_t n)
 {
@@ -201,19 +202,24 @@ static void at_exit(void)
 	pthread_mutex_unlock(&reg_lock);
 }
 
+/* No fork happens while another thread holds either lock, so that the
+ * child does not inherit a lock held by a thread it does not have. */
 static void fork_prepare(void)
 {
+	pthread_mutex_lock(&create_lock);
 	pthread_mutex_lock(&reg_lock);
 }
 
 static void fork_parent(void)
 {
 	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&create_lock);
 }
 
 static void fork_child(void)
 {
 	pthread_mutex_init(&reg_lock, NULL);
+	pthread_mutex_init(&create_lock, NULL);
 	for (int i = 0; i < MAX_ZONES; i++) {
 		struct tally_zone *z = reg[i];
 
@@ -229,6 +235,13 @@ static void fork_child(void)
 			close(inherited);
 	}
 	tally__tcache_fork_child();
+}
+
+/* Called once, by tally__init(), before any zone exists. */
+void tally__zone_hooks(void)
+{
+	atexit(at_exit);
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 static int init_robust_lock(pthread_mutex_t *m)
@@ -494,11 +507,6 @@ struct tally_zone *tally_zone_create(const char *name,
 	}
 
 	pthread_mutex_lock(&reg_lock);
-	if (!hooks_installed) {
-		hooks_installed = 1;
-		atexit(at_exit);
-		pthread_atfork(fork_prepare, fork_parent, fork_child);
-	}
 	for (slot = 0; slot < MAX_ZONES && reg[slot]; slot++)
 		;
 	if (slot == MAX_ZONES) {
@@ -569,8 +577,6 @@ struct tally_zone *tally_zone_default(void)
 		return z;
 	/* Two threads may race to create it: serialise on a separate lock,
 	 * as tally_zone_create() itself takes reg_lock. */
-	static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
-
 	pthread_mutex_lock(&create_lock);
 	z = default_zone;
 	if (!z) {
