@@ -43,6 +43,8 @@ struct tally_seg_info {
 	unsigned major, minor;   /* format version */
 	unsigned nslabs, nnodes;
 	int alive;               /* 1: the creator still runs */
+	int in_use;              /* 1: a process (the creator, or a child
+				    that inherited the zone) still uses it */
 	uint64_t file_bytes;     /* the file's (virtual) size */
 	uint64_t resident_bytes; /* the memory it really holds */
 	uint32_t series_used;    /* series records in use or reusable */
@@ -163,9 +165,11 @@ int tally_seg_foreach_pid(const char *dir, int pid,
 
 /*
  * tally_dir_cleanup: remove the segments of @dir whose creator is gone
- * (its pid is free or belongs to a process with another start time) and
- * that are not persistent.  Segments of live processes, other users'
- * files and anything that is not a valid segment are left alone.
+ * (its pid is free or belongs to a process with another start time), that
+ * no other process still uses (children that inherited the zone hold a
+ * lock on it) and that are not persistent.  Segments of live processes,
+ * other users' files and anything that is not a valid segment are left
+ * alone.
  * Return: the number of files removed, or -errno.
  */
 int tally_dir_cleanup(const char *dir);
