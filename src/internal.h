@@ -77,7 +77,8 @@ void tally__chunk_owner_check(struct tally_zone *z, uint32_t idx,
 int tally__room(struct tally_zone *z, uint64_t more_chunks,
 		uint64_t records, uint64_t buckets);
 void tally__pool_lock(struct tally_zone *z);
-void tally__robust_lock(pthread_mutex_t *m);
+int tally__robust_lock(pthread_mutex_t *m);
+void tally__pool_repair(struct tally_zone *z);
 void tally__pool_unlock(struct tally_zone *z);
 
 /* Thread caches (alloc.c). */

@@ -295,6 +295,16 @@ static uint32_t series_hash(struct tally_zone *z, uint32_t fam,
 	       (__atomic_load_n(&z->hdr->hash_cur, __ATOMIC_RELAXED) - 1);
 }
 
+/* Insert series record @i (live) into the index. */
+static void index_insert(struct tally_zone *z, uint32_t i)
+{
+	struct tally__series *s = &series(z)[i];
+	uint32_t k = series_hash(z, s->family, s->labels, s->labels_len);
+
+	chains(z)[i] = series_buckets(z)[k];
+	series_buckets(z)[k] = i + 1;
+}
+
 /*
  * Under the metrics lock: keep the series index at most half full.  It
  * starts small and doubles, rehashing the live series, so that its memory
@@ -320,15 +330,77 @@ static void index_grow(struct tally_zone *z)
 	__atomic_store_n(&h->hash_cur, cur, __ATOMIC_RELAXED);
 	memset(b, 0, cur * sizeof(*b));
 	hwm = atomic_load_explicit(&h->series_hwm, memory_order_relaxed);
-	for (uint32_t i = 0; i < hwm; i++) {
-		struct tally__series *s = &series(z)[i];
-		uint32_t k;
+	for (uint32_t i = 0; i < hwm; i++)
+		if (series(z)[i].state == 1)
+			index_insert(z, i);
+}
 
-		if (s->state != 1)
-			continue;
-		k = series_hash(z, s->family, s->labels, s->labels_len);
-		chains(z)[i] = b[k];
-		b[k] = i + 1;
+/*
+ * Under the metrics lock, after a process died holding it: a record it
+ * was writing has an odd seq.  Retire such records (their block, if any,
+ * is lost to the zone), then rebuild the family index, the series index,
+ * the free list and the live count from the records.
+ */
+static void metrics_repair(struct tally_zone *z)
+{
+	struct tally__hdr *h = z->hdr;
+	uint32_t nfam = atomic_load(&h->fam_count), hwm;
+	uint32_t *fb = family_buckets(z), fmask = h->fam_hash_buckets - 1;
+
+	if (nfam > h->fam_cap)
+		nfam = h->fam_cap;
+	atomic_store(&h->fam_count, nfam);
+	if (nfam < h->fam_cap &&
+	    (atomic_load(&families(z)[nfam].seq) & 1)) {
+		families(z)[nfam].state = 0;
+		seq_end(&families(z)[nfam].seq);
+	}
+	memset(fb, 0, h->fam_hash_buckets * sizeof(*fb));
+	for (uint32_t i = 0; i < nfam; i++) {
+		const char *name = families(z)[i].name;
+		uint32_t k = (uint32_t)fnv1a(0xcbf29ce484222325ull, name,
+					     strnlen(name, TALLY__NAME_MAX)) & fmask;
+
+		while (fb[k])
+			k = (k + 1) & fmask;
+		fb[k] = i + 1;
+	}
+
+	hwm = atomic_load(&h->series_hwm);
+	if (hwm > h->desc_cap)
+		hwm = h->desc_cap;
+	if (hwm < h->desc_cap && (atomic_load(&series(z)[hwm].seq) & 1))
+		hwm++; /* died before publishing the new high-water mark */
+	atomic_store(&h->series_hwm, hwm);
+	memset(series_buckets(z), 0,
+	       __atomic_load_n(&h->hash_cur, __ATOMIC_RELAXED) * sizeof(uint32_t));
+	h->series_free = 0;
+	h->series_live = 0;
+	for (uint32_t i = hwm; i-- > 0;) {
+		struct tally__series *s = &series(z)[i];
+
+		if (atomic_load(&s->seq) & 1) {
+			s->state = 0;
+			seq_end(&s->seq);
+		}
+		if (s->state == 1 && s->family < nfam) {
+			index_insert(z, i);
+			h->series_live++;
+		} else {
+			s->state = 0;
+			chains(z)[i] = h->series_free;
+			h->series_free = i + 1;
+		}
+	}
+	atomic_fetch_add(&h->desc_gen, 1);
+}
+
+static void metrics_lock(struct tally_zone *z)
+{
+	if (tally__robust_lock(&z->hdr->metrics_lock)) {
+		if (__atomic_load_n(&z->hdr->hash_cur, __ATOMIC_RELAXED))
+			metrics_repair(z);
+		pthread_mutex_consistent(&z->hdr->metrics_lock);
 	}
 }
 
@@ -354,7 +426,7 @@ int tally_metric_register(struct tally_zone *z,
 		return -errno;
 	h = z->hdr;
 
-	tally__robust_lock(&h->metrics_lock);
+	metrics_lock(z);
 	rc = family_get(z, d->name, &p, &fam);
 	if (rc < 0)
 		goto fail;
@@ -435,7 +507,7 @@ int tally_metric_remove(tally_metric *m)
 	if (m->series >= h->desc_cap)
 		return tally__fail(EINVAL, "not a series of this zone");
 	s = &series(z)[m->series];
-	tally__robust_lock(&h->metrics_lock);
+	metrics_lock(z);
 	if (s->state != 1 ||
 	    atomic_load_explicit(&s->seq, memory_order_relaxed) != m->seq) {
 		pthread_mutex_unlock(&h->metrics_lock);

@@ -80,6 +80,15 @@ static unsigned count_free(struct tally__chunk *c)
 }
 
 /* Under the pool lock: punch a chunk out and put it on the empty list. */
+static void clear_bitmaps(struct tally__chunk *c)
+{
+	for (int w = 0; w < 8; w++) {
+		atomic_store_explicit(&c->local[w], 0, memory_order_relaxed);
+		atomic_store_explicit(&c->dirty[w], 0, memory_order_relaxed);
+		atomic_store(&c->remote[w], 0);
+	}
+}
+
 static int reap(struct tally_zone *z, uint32_t i)
 {
 	struct tally__chunk *c = meta(z, i);
@@ -98,11 +107,7 @@ static int reap(struct tally_zone *z, uint32_t i)
 	} else {
 		atomic_fetch_sub(&z->hdr->chunks_inuse, 1);
 	}
-	for (int w = 0; w < 8; w++) {
-		atomic_store_explicit(&c->local[w], 0, memory_order_relaxed);
-		atomic_store_explicit(&c->dirty[w], 0, memory_order_relaxed);
-		atomic_store(&c->remote[w], 0);
-	}
+	clear_bitmaps(c);
 	__atomic_store_n(&c->listed, 0, RELAXED);
 	__atomic_store_n(&c->mode, TALLY__CHUNK_FREE, RELAXED);
 	list_push(z, &z->hdr->empty_head, i);
@@ -296,6 +301,54 @@ static unsigned take_back_dead(struct tally_zone *z)
 		}
 	}
 	return found;
+}
+
+/*
+ * Under the pool lock, after a process died holding it: rebuild the lists
+ * and counts from the chunk table.  A chunk the dead process was taking
+ * from the empty list or handing out is either still marked free (its
+ * mode is set last) or complete.
+ */
+void tally__pool_repair(struct tally_zone *z)
+{
+	struct tally__hdr *h = z->hdr;
+	uint64_t n = atomic_load(&h->chunks_bumped), inuse = 0, warm = 0;
+
+	if (n > z->nchunks)
+		n = z->nchunks;
+	atomic_store(&h->chunks_bumped, n);
+	h->empty_head = 0;
+	memset(h->partial_head, 0, sizeof(h->partial_head));
+	for (uint32_t i = (uint32_t)n; i-- > 0;) {
+		struct tally__chunk *c = meta(z, i);
+
+		c->next = c->prev = 0;
+		__atomic_store_n(&c->listed, 0, RELAXED);
+		if (c->mode == TALLY__CHUNK_FREE || c->mode >= TALLY__NMODES ||
+		    c->cls >= TALLY__NCLASS || c->bsize == 0) {
+			/* Never handed out completely: free, and punched
+			 * again so that it surely comes back zeroed. */
+			fallocate(z->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				  (off_t)chunk_file_off(z, i),
+				  (off_t)z->chunk_bytes);
+			clear_bitmaps(c);
+			__atomic_store_n(&c->mode, TALLY__CHUNK_FREE, RELAXED);
+			c->warm = 0;
+			atomic_store(&c->owner, 0);
+			list_push(z, &h->empty_head, i);
+			continue;
+		}
+		if (c->warm)
+			warm++;
+		else
+			inuse++;
+		if (atomic_load(&c->owner) == 0 && count_free(c) > 0) {
+			list_push(z, &h->partial_head[c->mode][c->cls], i);
+			__atomic_store_n(&c->listed, 1, RELAXED);
+		}
+	}
+	atomic_store(&h->chunks_inuse, inuse);
+	atomic_store(&h->chunks_warm, warm);
 }
 
 int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,

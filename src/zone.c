@@ -257,18 +257,23 @@ static int init_robust_lock(pthread_mutex_t *m)
 	return rc;
 }
 
-void tally__robust_lock(pthread_mutex_t *m)
+/*
+ * Lock a robust mutex of the header.  Returns 1 when its last owner died
+ * holding it: the caller repairs what it guards from the records (which
+ * stay valid whatever step the dead process reached), then calls
+ * pthread_mutex_consistent().
+ */
+int tally__robust_lock(pthread_mutex_t *m)
 {
-	/* A process that died holding the lock leaves the lists as they
-	 * were between two complete updates at worst: every update is a few
-	 * stores, so mark the mutex consistent and go on. */
-	if (pthread_mutex_lock(m) == EOWNERDEAD)
-		pthread_mutex_consistent(m);
+	return pthread_mutex_lock(m) == EOWNERDEAD;
 }
 
 void tally__pool_lock(struct tally_zone *z)
 {
-	tally__robust_lock(&z->hdr->pool_lock);
+	if (tally__robust_lock(&z->hdr->pool_lock)) {
+		tally__pool_repair(z);
+		pthread_mutex_consistent(&z->hdr->pool_lock);
+	}
 }
 
 void tally__pool_unlock(struct tally_zone *z)

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "internal.h"
+#include "tally/reader.h"
 #include "tally/tally.h"
 
 /* A zone of 8 chunks: a child takes them all and dies owning them. */
@@ -104,4 +106,105 @@ TEST_TIMEOUT(fork_while_creating_zones_never_deadlocks, 60)
 	}
 	atomic_store(&stop, 1);
 	pthread_join(t, NULL);
+}
+
+/*
+ * A process that dies holding the pool lock in the middle of a list
+ * update: the next locker rebuilds the lists from the chunk table.
+ */
+TEST(pool_lock_owner_died_mid_update)
+{
+	struct tally_zone_opts o = { .capacity = 64 * TALLY_CHUNK_SLOTS };
+	struct tally_zone *z = tally_zone_create("pooldied", &o);
+	tally_block *kept, *b[2000];
+	int status;
+	int64_t v;
+	pid_t pid;
+
+	CHECK(z != NULL);
+	kept = tally_block_alloc(z, 1, TALLY_PERCPU);
+	CHECK(kept != NULL);
+	tally_block_add(kept, 0, 42);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		tally__pool_lock(z);
+		/* Half-done updates: lists pointing anywhere. */
+		z->hdr->empty_head = 7777;
+		z->hdr->partial_head[TALLY_SHARED][3] = 1;
+		atomic_store(&z->hdr->chunks_inuse, 999);
+		_exit(0); /* dies holding the lock */
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	/* Many blocks of other sizes and modes need the pool. */
+	for (int i = 0; i < 2000; i++) {
+		b[i] = tally_block_alloc(z, 1 + (unsigned)(i % 5), (unsigned)(i % 4));
+		CHECK(b[i] != NULL);
+		CHECK_EQ(tally_block_fetch(b[i], 0, &v), 0);
+		CHECK_EQ(v, 0);
+		tally_block_add(b[i], 0, i);
+	}
+	for (int i = 0; i < 2000; i++) {
+		CHECK_EQ(tally_block_fetch(b[i], 0, &v), 0);
+		CHECK_EQ(v, i);
+		CHECK_EQ(tally_block_free(z, b[i]), 0);
+	}
+	CHECK_EQ(tally_block_fetch(kept, 0, &v), 0);
+	CHECK_EQ(v, 42);
+}
+
+static int count_view(const struct tally_series_view *v, void *arg)
+{
+	int64_t *sum = arg;
+
+	sum[0]++;
+	sum[1] += v->value;
+	return 0;
+}
+
+/*
+ * A process that dies holding the metrics lock while writing a record:
+ * the record is retired, and the index, free list and counts are rebuilt.
+ */
+TEST(metrics_lock_owner_died_mid_register)
+{
+	struct tally_zone *z = tally_zone_create("metricsdied", NULL);
+	struct tally_metric_desc d = { .kind = TALLY_COUNTER, .name = "a_total" };
+	tally_metric a, a2, b;
+	struct tally_seg *s;
+	int64_t seen[2] = { 0, 0 };
+	int status;
+	pid_t pid;
+
+	CHECK(z != NULL);
+	CHECK_EQ(tally_metric_register(z, &d, &a), 0);
+	tally_counter_add(&a, 5);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct tally__hdr *h = z->hdr;
+		struct tally__series *rec = (struct tally__series *)
+			((char *)h + h->desc_off) + atomic_load(&h->series_hwm);
+
+		pthread_mutex_lock(&h->metrics_lock);
+		atomic_fetch_add(&rec->seq, 1); /* odd: being written */
+		rec->state = 1;
+		/* ... and an index bucket pointing at nothing sane. */
+		((uint32_t *)((char *)h + h->hash_off))[0] = 123456;
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	d.name = "b_total";
+	CHECK_EQ(tally_metric_register(z, &d, &b), 0);
+	tally_counter_add(&b, 7);
+	d.name = "a_total";
+	CHECK_EQ(tally_metric_register(z, &d, &a2), -EEXIST);
+	s = tally_seg_open(tally_zone_path(z), NULL);
+	CHECK(s != NULL);
+	CHECK_EQ(tally_seg_foreach(s, 0, count_view, seen), 2);
+	CHECK_EQ(seen[0], 2);
+	CHECK_EQ(seen[1], 12);
+	tally_seg_close(s);
+	CHECK_EQ(tally_metric_remove(&a), 0);
+	CHECK_EQ(tally_metric_remove(&b), 0);
 }
