@@ -288,7 +288,7 @@ tally_block *tally_block_alloc(struct tally_zone *z, unsigned nslots,
 		rc = tally__chunk_acquire(z, mode, cls, e->token, &idx);
 		if (rc == -ENOSPC && !retried) {
 			/* This thread's other chunks may be all free: give
-			 * them back (they are punched) and try once more. */
+			 * them back (to be reused or punched), try again. */
 			retried = 1;
 			tc_release(e);
 			e->zid = z->id;

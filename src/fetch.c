@@ -23,10 +23,9 @@ struct sum_arg {
 	uint64_t file_base;
 	unsigned slot;          /* slot index in the chunk */
 	unsigned mode;
-	int64_t raw;
+	uint64_t raw;           /* the copies: wrapping sums */
+	uint64_t baseline;
 	int64_t *percpu;        /* NULL, or nslabs entries */
-	int have_baseline;
-	int64_t baseline;
 };
 
 static void sum_run(uint64_t off, uint64_t len, void *arg)
@@ -39,38 +38,11 @@ static void sum_run(uint64_t off, uint64_t len, void *arg)
 	for (uint64_t pg = first; pg < first + n; pg++) {
 		const int64_t *w = (const int64_t *)(a->base + pg * TALLY__PAGE) +
 				   a->slot;
-		int64_t v;
-		long c = -1; /* the CPU (or node) the copy belongs to */
 
-		if (pg == TALLY__PG_BASELINE) {
-			a->have_baseline = 1;
-			a->baseline = __atomic_load_n(w, __ATOMIC_RELAXED);
-			continue;
-		}
-		if (pg == TALLY__PG_ASHARED) {
-			/* (value << 1) | promoted, see layout.h */
-			if (a->mode == TALLY_ADAPTIVE)
-				a->raw += __atomic_load_n(w, __ATOMIC_RELAXED) >> 1;
-			continue;
-		}
-		c = (long)(pg - TALLY__PG_COPY0);
-		switch (a->mode) {
-		case TALLY_SHARED:
-			if (c != 0)
-				continue;
-			break;
-		case TALLY_PERNODE:
-			if (c >= (long)nnodes)
-				continue;
-			break;
-		default: /* rseq copies, then fallback copies */
-			if (c >= (long)nslabs)
-				c -= nslabs;
-		}
-		v = __atomic_load_n(w, __ATOMIC_RELAXED);
-		a->raw += v;
-		if (a->percpu)
-			a->percpu[c] += v;
+		tally__fold((unsigned)pg,
+			    (uint64_t)__atomic_load_n(w, __ATOMIC_RELAXED),
+			    a->mode, nslabs, nnodes, &a->raw, &a->baseline,
+			    a->percpu);
 	}
 }
 
@@ -111,7 +83,7 @@ int tally_block_fetch(const tally_block *b, unsigned slot, int64_t *value)
 	rc = sum_slot(b, slot, NULL, &a);
 	if (rc < 0)
 		return rc;
-	*value = a.raw - (a.have_baseline ? a.baseline : 0);
+	*value = (int64_t)(a.raw - a.baseline);
 	return 0;
 }
 
@@ -155,13 +127,13 @@ int tally_block_zero(tally_block *b, unsigned slot, int64_t *removed)
 		rc = sum_slot(b, slot, NULL, &a);
 		if (rc < 0)
 			return rc;
-		if (__atomic_compare_exchange_n(base, &old, a.raw, 0,
+		if (__atomic_compare_exchange_n(base, &old, (int64_t)a.raw, 0,
 						__ATOMIC_SEQ_CST,
 						__ATOMIC_RELAXED))
 			break;
 	}
 	if (removed)
-		*removed = a.raw - old;
+		*removed = (int64_t)(a.raw - (uint64_t)old);
 	return 0;
 }
 

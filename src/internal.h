@@ -142,6 +142,41 @@ struct tally_open_opts;
 struct tally_seg *tally__seg_open_fd(int fd, const char *name,
 				     const struct tally_open_opts *opts);
 
+/*
+ * The one definition of a slot's value (docs/FORMAT.md, "Chunks and
+ * values"), used by the writer's fetch and by the reader: fold word @w of
+ * page @pg of a chunk into the sums of a slot of a block in @mode.  *sum
+ * collects the copies the mode uses, *base the baseline; percpu[c], when
+ * not NULL, CPU (or node) c's part.  Wrapping arithmetic: copies of a
+ * signed gauge may wrap one by one while their sum does not.
+ */
+static inline void tally__fold(unsigned pg, uint64_t w, unsigned mode,
+			       unsigned nslabs, unsigned nnodes,
+			       uint64_t *sum, uint64_t *base, int64_t *percpu)
+{
+	unsigned c;
+
+	if (pg == TALLY__PG_BASELINE) {
+		*base = w;
+		return;
+	}
+	if (pg == TALLY__PG_ASHARED) {
+		/* (value << 1) | promoted */
+		if (mode == TALLY_ADAPTIVE)
+			*sum += (uint64_t)((int64_t)w >> 1);
+		return;
+	}
+	c = pg - TALLY__PG_COPY0;
+	if ((mode == TALLY_SHARED && c != 0) ||
+	    (mode == TALLY_PERNODE && c >= nnodes))
+		return;
+	if (c >= nslabs) /* fallback copies follow the rseq copies */
+		c -= nslabs;
+	*sum += w;
+	if (percpu)
+		percpu[c] = (int64_t)((uint64_t)percpu[c] + w);
+}
+
 /* Process start time in clock ticks since boot, 0 if unknown. */
 uint64_t tally__proc_start(int pid);
 

@@ -266,6 +266,13 @@ static int family_get(struct tally_zone *z, const char *name,
 	if (idx >= h->fam_cap)
 		return tally__fail(ENOSPC, "zone \"%s\" holds %u metric names "
 				   "already", h->zone_name, h->fam_cap);
+	/* A new page of family records: make sure it can be allocated. */
+	if ((uint64_t)idx * sizeof(*f) % TALLY__PAGE == 0) {
+		int rc = tally__room(z, 0, 0, 0);
+
+		if (rc < 0)
+			return rc;
+	}
 	f = &families(z)[idx];
 	seq_begin(&f->seq);
 	f->kind = (uint8_t)p->kind;

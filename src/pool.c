@@ -204,9 +204,12 @@ int tally__room(struct tally_zone *z, uint64_t more_chunks,
 			  atomic_load(&h->chunks_warm) + more_chunks;
 
 	/* A check that found room for many more chunks holds for half of
-	 * them (z->room_until is changed under the pool lock only). */
-	if (more_chunks && !records && !buckets && chunks <= z->room_until)
+	 * them, until records or the index take more space. */
+	if (more_chunks && !records && !buckets &&
+	    chunks <= __atomic_load_n(&z->room_until, __ATOMIC_RELAXED))
 		return 0;
+	if (!more_chunks)
+		__atomic_store_n(&z->room_until, 0, __ATOMIC_RELAXED);
 	if (!records)
 		records = atomic_load(&h->series_hwm) + 1u;
 	if (!buckets)
@@ -224,7 +227,9 @@ int tally__room(struct tally_zone *z, uint64_t more_chunks,
 	if (more_chunks && !records && !buckets) {
 		uint64_t spare = avail - (bound > resident ? bound - resident : 0);
 
-		z->room_until = chunks + spare / z->chunk_bytes / 2;
+		__atomic_store_n(&z->room_until,
+				 chunks + spare / z->chunk_bytes / 2,
+				 __ATOMIC_RELAXED);
 	}
 	return 0;
 }

@@ -574,44 +574,19 @@ static int64_t word(const struct chunk_cache *c, uint32_t pg, unsigned slot)
 	return ((const int64_t *)(c->pages + (size_t)at * TALLY__PAGE))[slot];
 }
 
-/*
- * The value of slot @slot of a chunk for @mode, and (when @percpu) each
- * CPU's part of it, added to percpu[].  Unsigned arithmetic: the copies of
- * a signed gauge may wrap individually while their sum does not.
- */
+/* The value of slot @slot of a chunk for @mode (see tally__fold). */
 static int64_t slot_value(struct tally_seg *s, const struct chunk_cache *c,
 			  unsigned mode, unsigned slot, int64_t *percpu)
 {
-	unsigned nslabs = s->hdr.nslabs, nnodes = s->hdr.nnodes;
-	uint64_t v = 0;
+	uint64_t sum = 0, base = 0;
 
 	for (uint32_t i = 0; i < c->npresent; i++) {
 		uint32_t pg = c->present[i];
-		uint64_t w = (uint64_t)word(c, pg, slot);
-		long cpu;
 
-		if (pg == TALLY__PG_BASELINE) {
-			v -= w;
-			continue;
-		}
-		if (pg == TALLY__PG_ASHARED) {
-			/* (value << 1) | promoted, see FORMAT.md */
-			if (mode == TALLY_ADAPTIVE)
-				v += (uint64_t)((int64_t)w >> 1);
-			continue;
-		}
-		cpu = (long)(pg - TALLY__PG_COPY0);
-		if (mode == TALLY_SHARED && cpu != 0)
-			continue;
-		if (mode == TALLY_PERNODE && cpu >= (long)nnodes)
-			continue;
-		if (cpu >= (long)nslabs)
-			cpu -= nslabs;
-		v += w;
-		if (percpu)
-			percpu[cpu] = (int64_t)((uint64_t)percpu[cpu] + w);
+		tally__fold(pg, (uint64_t)word(c, pg, slot), mode,
+			    s->hdr.nslabs, s->hdr.nnodes, &sum, &base, percpu);
 	}
-	return (int64_t)v;
+	return (int64_t)(sum - base);
 }
 
 static int64_t *arena_take(int64_t **arena, size_t *cap, size_t *used,

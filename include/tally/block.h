@@ -9,7 +9,9 @@
  *                   local CPU's copy inside a restartable sequence (rseq).
  *   TALLY_SHARED    one copy updated with an atomic add: the cheapest
  *                   allocation and memory, for counters that are rarely hot.
- *   TALLY_PERNODE   one copy per NUMA node, updated with atomic adds.
+ *   TALLY_PERNODE   one copy per NUMA node, updated with atomic adds (the
+ *                   CPU comes from sched_getcpu(), which glibc answers
+ *                   from rseq or the vDSO, without a system call).
  *   TALLY_ADAPTIVE  starts as one shared atomic copy and switches each slot
  *                   to per-CPU copies once it sees contention (a failed
  *                   compare-and-swap); no add is lost while it switches.
@@ -68,7 +70,10 @@ tally_block *tally_block_alloc(struct tally_zone *z, unsigned nslots,
  * tally_block_free: give @b back to @z (NULL: the default zone).
  *
  * Any thread (or a process that inherited the zone) may free a block.
- * When every block of a chunk is free its pages go back to the system.
+ * When every block of a chunk is free its pages go back to the system,
+ * except for the chunks a thread still owns (its current one and up to 8
+ * full ones per size class, given back when it exits) and up to 4 free
+ * chunks a zone keeps for reuse.
  * Return: 0, or -EINVAL when @b is NULL, not a block of @z, or already
  * free (a double free is detected, and changes nothing).
  * This API is MT-safe and safe after fork().  Not async-signal-safe.
@@ -89,9 +94,10 @@ int tally_block_fetch(const tally_block *b, unsigned slot, int64_t *value);
  * tally_block_fetch_percpu: the raw per-CPU copies of slot @slot.
  *
  * @out receives @n values (n >= the zone's slab count, see
- * tally_zone_usage()): out[c] is what was added on CPU c since the block
- * was allocated (tally_block_zero() records a baseline and does not reset
- * them).  For TALLY_PERNODE, out[n] is node n's copy; for TALLY_SHARED,
+ * tally_zone_usage()): out[c] is what was added on CPU c with rseq, plus
+ * what the fallback added to copy c (fallback copies belong to threads,
+ * given round robin, not to CPUs), since the block was allocated
+ * (tally_block_zero() records a baseline and does not reset them).  For TALLY_PERNODE, out[n] is node n's copy; for TALLY_SHARED,
  * out[0] holds the only copy; for TALLY_ADAPTIVE, the adds made before
  * promotion are not attributed to a CPU and appear in no out[c].
  * Return: the number of entries written, or -EINVAL (bad block or slot,

@@ -67,9 +67,10 @@ struct tally_series_view {
 	const char *const *label_names;
 	const char *const *label_values;
 	int64_t value;           /* counters, gauges; histograms: count */
-	/* With TALLY_READ_PERCPU: the per-CPU values (raw copies: rseq
-	 * and fallback adds of CPU c; zeroing is not subtracted), nslabs
-	 * entries; for histograms, the count per CPU. */
+	/* With TALLY_READ_PERCPU: the per-CPU values, nslabs entries: the
+	 * rseq adds made on CPU c plus the fallback copy c (fallback copies
+	 * belong to threads, not CPUs); zeroing is not subtracted.  For
+	 * histograms, the count per CPU. */
 	const int64_t *percpu;
 	unsigned npercpu;
 	/* Histograms. */

@@ -2,10 +2,11 @@
  * tally/zone.h: zones, the shared-memory regions that hold per-CPU slots.
  *
  * A zone is a sparse file in $TALLY_DIR (default /dev/shm/tally-<uid>) or an
- * anonymous memory file.  Its slots are grouped in chunks; a chunk holds one
- * page per CPU (and a few auxiliary pages), and CPU c's copy of a slot sits
- * c pages after CPU 0's copy.  A page exists only once somebody wrote to it,
- * so a counter costs 8 bytes for each CPU that actually updated it.
+ * anonymous memory file.  Its slots are grouped in chunks; a chunk holds a
+ * page per CPU for the rseq copies, a page per fallback copy and two
+ * auxiliary pages, and CPU c's copy of a slot sits c pages after CPU 0's
+ * copy.  A page exists only once somebody wrote to it, so a counter costs
+ * 8 bytes for each CPU that actually updated it.
  *
  * Every process gets a default zone, created on first use and named after
  * the process, without any set-up call.  The layout of the file is

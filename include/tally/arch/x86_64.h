@@ -15,7 +15,7 @@
  * commit, the kernel moves it to the abort label (4), which is preceded
  * by glibc's x86 signature 0x53053053, and the add starts again.  No other
  * thread can run on this CPU in between, so the unlocked add never races
- * with another rseq add; fallback adds use other copies (see block_add.c).
+ * with another rseq add; fallback adds use other copies (see src/add.c).
  * A CPU id of -1 or -2 (rseq not registered) compares above any limit.
  */
 #ifndef TALLY_ARCH_X86_64_H
