@@ -17,6 +17,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,7 +232,6 @@ static void init_once(void)
 	s = getenv("TALLY_NO_RSEQ");
 	rseq_ok = &__rseq_size && &__rseq_offset && __rseq_size >= 20 &&
 		  !(s && strcmp(s, "0") != 0 && *s);
-	tally__zone_hooks();
 	tally__cfg.nslabs = e->nslabs;
 #if defined(__x86_64__)
 	tally__cfg.rseq_off = rseq_ok ? (long)__rseq_offset :
@@ -241,11 +242,40 @@ static void init_once(void)
 			 __ATOMIC_RELEASE);
 }
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+/*
+ * 0: not read, 1: being read by some thread, 2: done.  Not pthread_once:
+ * a fork() while another thread runs the initialisation would leave the
+ * child waiting for a thread it does not have, so the child resets an
+ * unfinished state (tally__init_fork_child) and reads it again.
+ */
+static _Atomic int init_state;
 
 void tally__init(void)
 {
-	pthread_once(&once, init_once);
+	int expected = 0;
+
+	if (atomic_load_explicit(&init_state, memory_order_acquire) == 2)
+		return;
+	if (atomic_compare_exchange_strong(&init_state, &expected, 1)) {
+		init_once();
+		atomic_store_explicit(&init_state, 2, memory_order_release);
+		return;
+	}
+	while (atomic_load_explicit(&init_state, memory_order_acquire) != 2)
+		sched_yield();
+}
+
+void tally__init_fork_child(void)
+{
+	if (atomic_load(&init_state) == 1)
+		atomic_store(&init_state, 0);
+}
+
+/* The exit and fork hooks, installed before main() runs, while the
+ * process has one thread. */
+__attribute__((constructor)) static void install_hooks(void)
+{
+	tally__zone_hooks();
 }
 
 int tally_rseq_active(void)

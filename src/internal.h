@@ -46,6 +46,7 @@ struct tally__env {
 extern struct tally__env tally__env;
 
 void tally__init(void);
+void tally__init_fork_child(void);
 void tally__zone_hooks(void);
 
 /* Errors: set errno and this thread's message; return -errno or NULL. */

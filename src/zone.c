@@ -202,22 +202,17 @@ static void at_exit(void)
 	pthread_mutex_unlock(&reg_lock);
 }
 
-/* No fork happens while another thread holds either lock, so that the
- * child does not inherit a lock held by a thread it does not have. */
-static void fork_prepare(void)
-{
-	pthread_mutex_lock(&create_lock);
-	pthread_mutex_lock(&reg_lock);
-}
-
-static void fork_parent(void)
-{
-	pthread_mutex_unlock(&reg_lock);
-	pthread_mutex_unlock(&create_lock);
-}
-
+/*
+ * In the child after fork(): a lock held by another thread of the parent
+ * stays held in the child, where that thread does not exist.  The child
+ * re-creates its locks.  What they guard stays consistent: a zone enters
+ * the registry fully made (one store), a zone being destroyed by the
+ * parent stays mapped in the child, and a default zone the parent was
+ * creating is created again by the child if it needs one.
+ */
 static void fork_child(void)
 {
+	tally__init_fork_child();
 	pthread_mutex_init(&reg_lock, NULL);
 	pthread_mutex_init(&create_lock, NULL);
 	for (int i = 0; i < MAX_ZONES; i++) {
@@ -237,11 +232,11 @@ static void fork_child(void)
 	tally__tcache_fork_child();
 }
 
-/* Called once, by tally__init(), before any zone exists. */
+/* Called once, from a constructor, before main() runs. */
 void tally__zone_hooks(void)
 {
 	atexit(at_exit);
-	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	pthread_atfork(NULL, NULL, fork_child);
 }
 
 static int init_robust_lock(pthread_mutex_t *m)
