@@ -46,17 +46,28 @@ static void sum_run(uint64_t off, uint64_t len, void *arg)
 	}
 }
 
+/* Find @b's zone and chunk, and check @slot. */
+static int locate_slot(const tally_block *b, unsigned slot,
+		       struct tally__loc *loc)
+{
+	int rc = tally__locate(NULL, b, loc);
+
+	if (rc < 0)
+		return rc;
+	if (slot >= loc->nslots)
+		return tally__fail(EINVAL, "slot %u is beyond the block's %u "
+				   "slots", slot, loc->nslots);
+	return 0;
+}
+
 static int sum_slot(const tally_block *b, unsigned slot, int64_t *percpu,
 		    struct sum_arg *a)
 {
 	struct tally__loc loc;
-	int rc = tally__locate(NULL, b, &loc);
+	int rc = locate_slot(b, slot, &loc);
 
 	if (rc < 0)
 		return rc;
-	if (slot >= loc.nslots)
-		return tally__fail(EINVAL, "slot %u is beyond the block's %u "
-				   "slots", slot, loc.nslots);
 	memset(a, 0, sizeof(*a));
 	a->z = loc.z;
 	a->base = tally__chunk_base(loc.z, loc.chunk);
@@ -111,12 +122,9 @@ int tally_block_zero(tally_block *b, unsigned slot, int64_t *removed)
 	int64_t *base, old;
 	int rc;
 
-	rc = tally__locate(NULL, b, &loc);
+	rc = locate_slot(b, slot, &loc);
 	if (rc < 0)
 		return rc;
-	if (slot >= loc.nslots)
-		return tally__fail(EINVAL, "slot %u is beyond the block's %u "
-				   "slots", slot, loc.nslots);
 	base = (int64_t *)(tally__chunk_base(loc.z, loc.chunk) +
 			   TALLY__PG_BASELINE * TALLY__PAGE) +
 	       loc.slot0 + slot;
@@ -149,13 +157,10 @@ int tally_block_promoted(const tally_block *b, unsigned slot)
 {
 	struct tally__loc loc;
 	off_t off, d;
-	int rc = tally__locate(NULL, b, &loc);
+	int rc = locate_slot(b, slot, &loc);
 
 	if (rc < 0)
 		return rc;
-	if (slot >= loc.nslots)
-		return tally__fail(EINVAL, "slot %u is beyond the block's %u "
-				   "slots", slot, loc.nslots);
 	if (loc.mode != TALLY_ADAPTIVE)
 		return 0;
 	off = (off_t)(loc.z->hdr->chunks_off +

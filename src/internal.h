@@ -65,6 +65,8 @@ static inline unsigned tally__class_of(unsigned nslots)
 /* The registry of this process's zones (zone.c). */
 struct tally_zone *tally__zone_of(const void *addr);
 int tally__zone_alive(uint64_t id, struct tally_zone *z);
+/* Writers' use locks on a zone file (zone.c); readers ask too. */
+int tally__use_locked(int fd);
 
 /* Chunk pool (pool.c); all but the last two take the pool lock. */
 int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,

@@ -11,7 +11,8 @@
  *   free      on the empty list (or never handed out): no pages, no owner;
  *   owned     a thread allocates from it;
  *   unowned   released by its owner with blocks still allocated; on its
- *             size class's partial list while it has free blocks.
+ *             size class's partial list while it has free blocks;
+ *   warm      unowned with every block free, kept on the partial list.
  * When an unowned chunk's last block is freed, it stays on its partial
  * list as a "warm" chunk if the zone has fewer than WARM_MAX of them (so
  * that a thread allocating and freeing in batches does not punch and
@@ -79,7 +80,6 @@ static unsigned count_free(struct tally__chunk *c)
 	return n;
 }
 
-/* Under the pool lock: punch a chunk out and put it on the empty list. */
 static void clear_bitmaps(struct tally__chunk *c)
 {
 	for (int w = 0; w < 8; w++) {
@@ -89,6 +89,8 @@ static void clear_bitmaps(struct tally__chunk *c)
 	}
 }
 
+/* Under the pool lock: punch a chunk out and put it on the empty list.
+ * Returns 0 (and changes nothing) when the file system cannot punch. */
 static int reap(struct tally_zone *z, uint32_t i)
 {
 	struct tally__chunk *c = meta(z, i);

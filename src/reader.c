@@ -358,25 +358,6 @@ static int alive(const struct tally__hdr *h)
 	return start == 0 || h->creator_start == 0 || start == h->creator_start;
 }
 
-/*
- * Does any process use the zone?  Writers hold a read lock on byte 0
- * through a descriptor of their own (zone.c): ask whether a write lock
- * would conflict.  Works across pid namespaces, and for children that
- * outlive their creator.
- */
-static int in_use(const struct tally_seg *s)
-{
-	struct flock fl;
-
-	memset(&fl, 0, sizeof(fl));
-	fl.l_type = F_WRLCK;
-	fl.l_whence = SEEK_SET;
-	fl.l_len = 1;
-	if (fcntl(s->fd, F_OFD_GETLK, &fl) < 0)
-		return 1; /* cannot tell: assume so */
-	return fl.l_type != F_UNLCK;
-}
-
 int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info)
 {
 	struct stat st;
@@ -401,7 +382,7 @@ int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info)
 	info->nslabs = s->hdr.nslabs;
 	info->nnodes = s->hdr.nnodes;
 	info->alive = alive(&s->hdr);
-	info->in_use = in_use(s);
+	info->in_use = tally__use_locked(s->fd);
 	info->file_bytes = (uint64_t)st.st_size;
 	info->resident_bytes = (uint64_t)st.st_blocks * 512u;
 	info->series_used = hwm;
@@ -928,7 +909,8 @@ static int dir_walk(const char *dir, int pid, const struct tally_open_opts *opts
 		s = tally_seg_open(path, opts);
 		if (cleanup) {
 			if (s && !(s->hdr.flags & TALLY__HDR_PERSIST) &&
-			    !alive(&s->hdr) && !in_use(s) && unlink(path) == 0)
+			    !alive(&s->hdr) && !tally__use_locked(s->fd) &&
+			    unlink(path) == 0)
 				count++;
 			tally_seg_close(s);
 			continue;

@@ -165,8 +165,12 @@ static void take_use_lock(struct tally_zone *z)
 	z->lockfd = fd;
 }
 
-/* Does any other process hold a use lock? */
-static int others_use(struct tally_zone *z)
+/*
+ * Does a process hold a use lock on the zone file open as @fd (through a
+ * description other than @fd's)?  Asks whether a write lock on byte 0
+ * would conflict; 1 when it cannot tell.
+ */
+int tally__use_locked(int fd)
 {
 	struct flock fl;
 
@@ -174,7 +178,7 @@ static int others_use(struct tally_zone *z)
 	fl.l_type = F_WRLCK;
 	fl.l_whence = SEEK_SET;
 	fl.l_len = 1;
-	if (fcntl(z->fd, F_OFD_GETLK, &fl) < 0)
+	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
 		return 1;
 	return fl.l_type != F_UNLCK;
 }
@@ -188,7 +192,7 @@ static void detach(struct tally_zone *z)
 		z->keep_file = 1;
 	}
 	if (z->path[0] && !z->keep_file && !(z->flags & TALLY_ZONE_PERSIST) &&
-	    !tally__env.keep && !others_use(z))
+	    !tally__env.keep && !tally__use_locked(z->fd))
 		unlink(z->path);
 }
 
