@@ -40,6 +40,12 @@ suite asan build-asan "-DTALLY_SANITIZE=address -DTALLY_BENCH=OFF" \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 suite tsan build-tsan "-DTALLY_SANITIZE=thread -DTALLY_BENCH=OFF" \
 	TALLY_TEST_SCALE=4 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+echo "=== install"
+if tools/check-install.sh build >build-install.log 2>&1; then
+	sed 's/^/  /' build-install.log; total_pass=$((total_pass + 1))
+else
+	cat build-install.log; total_fail=$((total_fail + 1)); failed=1
+fi
 if [ -x tools/fuzz.sh ]; then
 	echo "=== fuzz (short)"
 	if tools/fuzz.sh 30 >build-fuzz.log 2>&1; then
