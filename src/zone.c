@@ -284,7 +284,6 @@ void tally__pool_unlock(struct tally_zone *z)
 static int publish(const char *tmp, const char *path)
 {
 	struct stat st;
-	char cur[PATH_MAX];
 
 	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
 		return 0;
@@ -293,7 +292,6 @@ static int publish(const char *tmp, const char *path)
 	/* The name exists.  Ours (this pid, same start time) is a real
 	 * conflict; a leftover of a dead process with a recycled pid is
 	 * replaced. */
-	(void)cur;
 	if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
 		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		struct tally__hdr h;
