@@ -385,8 +385,13 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 		return 0;
 	}
 	rc = tally__room(z, 1, 0, 0);
-	if (rc < 0)
-		goto out;
+	if (rc < 0) {
+		/* A warm chunk of another size class is memory the zone
+		 * holds already: punched and reused, it costs nothing more. */
+		if (!reap_a_warm_chunk(z))
+			goto out;
+		rc = 0;
+	}
 	if (!h->empty_head && atomic_load(&h->chunks_bumped) >= z->nchunks &&
 	    !reap_a_warm_chunk(z) && take_back_dead(z)) {
 		/* Chunks of dead processes came back: reuse one. */
