@@ -40,6 +40,7 @@
 #include "internal.h"
 #include "tally/reader.h"
 #include "tally/tally.h"
+#include "util.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -54,16 +55,6 @@ static struct tally_zone *zone(size_t capacity, size_t max_series)
 		harness_fail(__FILE__, __LINE__, "tally_zone_create: %s",
 			     tally_errmsg());
 	return z;
-}
-
-static struct tally_metric_desc desc(unsigned kind, const char *name)
-{
-	struct tally_metric_desc d;
-
-	memset(&d, 0, sizeof(d));
-	d.kind = kind;
-	d.name = name;
-	return d;
 }
 
 /* Registers a counter named @name with one label, or returns the error. */

@@ -28,6 +28,7 @@
 #include "internal.h"
 #include "tally/reader.h"
 #include "tally/tally.h"
+#include "util.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define NSLABS 4
@@ -42,26 +43,6 @@ struct fixture {
 
 static struct fixture *fx;
 static char work[PATH_MAX + 32];
-
-static struct tally_metric_desc desc(unsigned kind, const char *name)
-{
-	struct tally_metric_desc d;
-
-	memset(&d, 0, sizeof(d));
-	d.kind = kind;
-	d.name = name;
-	return d;
-}
-
-static void reg(struct tally_zone *z, struct tally_metric_desc d,
-		const struct tally_label *l, unsigned nl, tally_metric *m)
-{
-	d.labels = l;
-	d.nlabels = nl;
-	if (tally_metric_register(z, &d, m) != 0)
-		harness_fail(__FILE__, __LINE__, "register %s: %s", d.name,
-			     tally_errmsg());
-}
 
 static void write_fixture(void *arg)
 {

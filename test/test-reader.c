@@ -49,6 +49,7 @@
 #include "internal.h"
 #include "tally/reader.h"
 #include "tally/tally.h"
+#include "util.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define MAX_THREADS 16
@@ -197,26 +198,6 @@ static struct tally_zone *make_zone(const char *name, size_t chunks,
 		harness_fail(__FILE__, __LINE__, "tally_zone_create: %s",
 			     tally_errmsg());
 	return z;
-}
-
-static void reg(struct tally_zone *z, struct tally_metric_desc d,
-		const struct tally_label *l, unsigned nl, tally_metric *m)
-{
-	d.labels = l;
-	d.nlabels = nl;
-	if (tally_metric_register(z, &d, m) != 0)
-		harness_fail(__FILE__, __LINE__, "register %s: %s", d.name,
-			     tally_errmsg());
-}
-
-static struct tally_metric_desc desc(unsigned kind, const char *name)
-{
-	struct tally_metric_desc d;
-
-	memset(&d, 0, sizeof(d));
-	d.kind = kind;
-	d.name = name;
-	return d;
 }
 
 static int has(const char *hay, const char *needle)

@@ -6,9 +6,11 @@
 #define TALLY_TEST_UTIL_H
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "harness.h"
 #include "internal.h"
+#include "tally/metrics.h"
 
 /* Whether libtally has read its environment in this process yet. */
 static inline int tally_initialised(void)
@@ -31,6 +33,29 @@ static inline void fresh_setenv(const char *name, const char *value)
 		setenv(name, value, 1);
 	else
 		unsetenv(name);
+}
+
+/* A zero-filled metric description of @kind named @name. */
+static inline struct tally_metric_desc desc(unsigned kind, const char *name)
+{
+	struct tally_metric_desc d;
+
+	memset(&d, 0, sizeof(d));
+	d.kind = kind;
+	d.name = name;
+	return d;
+}
+
+/* Registers @d with labels @l in @z, or fails the test. */
+static inline void reg(struct tally_zone *z, struct tally_metric_desc d,
+		       const struct tally_label *l, unsigned nl,
+		       tally_metric *m)
+{
+	d.labels = l;
+	d.nlabels = nl;
+	if (tally_metric_register(z, &d, m) != 0)
+		harness_fail(__FILE__, __LINE__, "register %s: %s", d.name,
+			     tally_errmsg());
 }
 
 #endif
