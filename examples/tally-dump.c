@@ -173,7 +173,7 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 	}
 	if (have_q) {
 		for (size_t i = 0; i < NQ; i++) {
-			int rc = tally_hist_quantile(v, quantiles[i], &q[i]);
+			int rc = tally_histogram_quantile(v, quantiles[i], &q[i]);
 
 			if (rc < 0) {
 				fprintf(stderr, PROG ": %s: quantile %g: %s\n",

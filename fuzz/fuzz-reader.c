@@ -89,7 +89,7 @@ static int on_series(const struct tally_series_view *v, void *arg)
 	if (v->kind != TALLY_HISTOGRAM) {
 		if (v->buckets || v->nbuckets)
 			broken("buckets on a non-histogram");
-		if (tally_hist_quantile(v, 0.5, &q) != -EINVAL)
+		if (tally_histogram_quantile(v, 0.5, &q) != -EINVAL)
 			broken("a quantile of a non-histogram");
 		return 0;
 	}
@@ -102,7 +102,7 @@ static int on_series(const struct tally_series_view *v, void *arg)
 		uint64_t lo, hi;
 
 		sum += (uint64_t)v->buckets[b];
-		tally_hist_bucket_bounds(b, v->sub_bits, v->max_bits, &lo, &hi);
+		tally_histogram_bucket_bounds(b, v->sub_bits, &lo, &hi);
 		if (lo > hi)
 			broken("bucket bounds");
 	}
@@ -113,7 +113,7 @@ static int on_series(const struct tally_series_view *v, void *arg)
 		static const double qs[] = { 0.0, 0.5, 0.9, 0.999, 1.0 };
 
 		for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
-			int rc = tally_hist_quantile(v, qs[i], &q);
+			int rc = tally_histogram_quantile(v, qs[i], &q);
 
 			if (rc != 0 && rc != -ENODATA)
 				broken("quantile error");

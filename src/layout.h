@@ -116,6 +116,9 @@ struct tally__hdr {
 	_Atomic uint64_t chunks_bumped;          /* chunks ever handed out */
 	_Atomic uint64_t chunks_inuse;           /* chunks holding blocks */
 	_Atomic uint64_t chunks_warm;            /* all free, not punched */
+	_Atomic uint64_t alloc_refused;          /* allocations and
+						    registrations refused
+						    with ENOSPC */
 	/* The pool: lists of chunks, changed under pool_lock only. */
 	_Alignas(64) pthread_mutex_t pool_lock;  /* robust, process-shared */
 	uint32_t empty_head;                     /* chunk index + 1, 0: none */

@@ -263,9 +263,12 @@ static int family_get(struct tally_zone *z, const char *name,
 		return 0;
 	}
 	idx = atomic_load_explicit(&h->fam_count, memory_order_relaxed);
-	if (idx >= h->fam_cap)
+	if (idx >= h->fam_cap) {
+		atomic_fetch_add_explicit(&h->alloc_refused, 1,
+					  memory_order_relaxed);
 		return tally__fail(ENOSPC, "zone \"%s\" holds %u metric names "
 				   "already", h->zone_name, h->fam_cap);
+	}
 	/* A new page of family records: make sure it can be allocated. */
 	if ((uint64_t)idx * sizeof(*f) % TALLY__PAGE == 0) {
 		int rc = tally__room(z, 0, 0, 0);
@@ -455,6 +458,8 @@ int tally_metric_register(struct tally_zone *z,
 	} else {
 		idx = atomic_load_explicit(&h->series_hwm, memory_order_relaxed);
 		if (idx >= h->desc_cap) {
+			atomic_fetch_add_explicit(&h->alloc_refused, 1,
+						  memory_order_relaxed);
 			rc = tally__fail(ENOSPC, "zone \"%s\" holds %u series "
 					 "already", h->zone_name, h->desc_cap);
 			goto fail;

@@ -219,13 +219,16 @@ int tally__room(struct tally_zone *z, uint64_t more_chunks,
 	bound = file_bound(z, chunks, records, buckets);
 	resident = (uint64_t)st.st_blocks * 512u;
 	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-	if (bound > resident && bound - resident > avail)
+	if (bound > resident && bound - resident > avail) {
+		atomic_fetch_add_explicit(&h->alloc_refused, 1,
+					  memory_order_relaxed);
 		return tally__fail(ENOSPC, "the file system of %s has %llu "
 				   "bytes free, less than the %llu bytes the "
 				   "zone may still need",
 				   z->path[0] ? z->path : "(memfd)",
 				   (unsigned long long)avail,
 				   (unsigned long long)(bound - resident));
+	}
 	if (more_chunks && !records && !buckets) {
 		uint64_t spare = avail - (bound > resident ? bound - resident : 0);
 
@@ -407,6 +410,8 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 	} else if (atomic_load(&h->chunks_bumped) < z->nchunks) {
 		i = (uint32_t)atomic_fetch_add(&h->chunks_bumped, 1);
 	} else {
+		atomic_fetch_add_explicit(&h->alloc_refused, 1,
+					  memory_order_relaxed);
 		rc = tally__fail(ENOSPC, "zone \"%s\" is full (%u chunks of "
 				 "%u slots); create it with a larger "
 				 "capacity", h->zone_name, z->nchunks,

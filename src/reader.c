@@ -346,6 +346,22 @@ static int read_live(struct tally_seg *s, uint64_t *gen, uint32_t *hwm,
 	return 0;
 }
 
+/* The pool's live counters, for tally_seg_info(); zeros if unreadable. */
+static void read_pool_live(struct tally_seg *s, struct tally_seg_info *info)
+{
+	struct tally__hdr live;
+	size_t off = offsetof(struct tally__hdr, next_token);
+
+	if (read_at(s, (char *)&live + off, 64, off) < 0)
+		return;
+	info->chunks_inuse = atomic_load_explicit(&live.chunks_inuse,
+						  memory_order_relaxed);
+	info->alloc_refused = atomic_load_explicit(&live.alloc_refused,
+						   memory_order_relaxed);
+	if (info->chunks_inuse > info->capacity_chunks)
+		info->chunks_inuse = info->capacity_chunks;
+}
+
 static int alive(const struct tally__hdr *h)
 {
 	uint64_t start;
@@ -388,6 +404,9 @@ int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info)
 	info->series_used = hwm;
 	info->families = nfam;
 	info->generation = gen;
+	info->capacity_chunks = s->hdr.nchunks;
+	info->chunk_slots = s->hdr.chunk_slots;
+	read_pool_live(s, info);
 	return 0;
 }
 
@@ -816,8 +835,8 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 
 /* --- Histograms ------------------------------------------------------- */
 
-void tally_hist_bucket_bounds(unsigned b, unsigned sub_bits,
-			      unsigned max_bits, uint64_t *lo, uint64_t *hi)
+void tally_histogram_bucket_bounds(unsigned b, unsigned sub_bits,
+				   uint64_t *lo, uint64_t *hi)
 {
 	unsigned sub = 1u << sub_bits;
 	unsigned e;
@@ -832,10 +851,9 @@ void tally_hist_bucket_bounds(unsigned b, unsigned sub_bits,
 	l = ((uint64_t)sub + (b % sub)) << (e - sub_bits);
 	*lo = l;
 	*hi = l + width - 1u;
-	(void)max_bits; /* the last bucket also counts larger values */
 }
 
-int tally_hist_quantile(const struct tally_series_view *v, double q,
+int tally_histogram_quantile(const struct tally_series_view *v, double q,
 			double *out)
 {
 	uint64_t lo, hi;
@@ -843,7 +861,7 @@ int tally_hist_quantile(const struct tally_series_view *v, double q,
 
 	if (!v || !out || v->kind != TALLY_HISTOGRAM || !v->buckets ||
 	    !(q >= 0.0 && q <= 1.0))
-		return tally__fail(EINVAL, "tally_hist_quantile: not a "
+		return tally__fail(EINVAL, "tally_histogram_quantile: not a "
 				   "histogram, or q outside [0, 1]");
 	/* In doubles: counts read from a file may add up past 2^63.  A
 	 * negative bucket (torn by a racing zero) counts as empty. */
@@ -860,8 +878,7 @@ int tally_hist_quantile(const struct tally_series_view *v, double q,
 			continue;
 		seen += (double)v->buckets[b];
 		if (seen >= rank) {
-			tally_hist_bucket_bounds(b, v->sub_bits, v->max_bits,
-						 &lo, &hi);
+			tally_histogram_bucket_bounds(b, v->sub_bits, &lo, &hi);
 			*out = q >= 1.0 ? (double)hi :
 					  ((double)lo + (double)hi) / 2.0;
 			return 0;

@@ -15,7 +15,7 @@
  *     of a handle cannot remove the series that reused its record;
  *   - counters, in-flight gauges, set gauges and histograms hold exactly
  *     what was written, in every mode, across threads;
- *   - tally_histogram_bucket() and tally_hist_bucket_bounds() agree for
+ *   - tally_histogram_bucket() and tally_histogram_bucket_bounds() agree for
  *     every layout: buckets tile 0 .. 2^max_bits - 1, each value lies
  *     inside the bounds of its bucket (larger ones, up to UINT64_MAX, all
  *     go to the last bucket), and a bucket is at most 2^-sub_bits of its
@@ -1017,7 +1017,7 @@ static void check_value(uint64_t v, unsigned sub, unsigned max)
 				     (unsigned long long)v, b);
 		return;
 	}
-	tally_hist_bucket_bounds(b, sub, max, &lo, &hi);
+	tally_histogram_bucket_bounds(b, sub, &lo, &hi);
 	if (v < lo || v > hi)
 		harness_fail(__FILE__, __LINE__, "sub %u max %u: %llu in "
 			     "bucket %u, bounds %llu..%llu", sub, max,
@@ -1037,7 +1037,7 @@ TEST(histogram_bucket_bounds)
 			/* The buckets tile 0 .. 2^max_bits - 1 in order, and
 			 * each bound maps back to its bucket. */
 			for (unsigned b = 0; b < nb; b++) {
-				tally_hist_bucket_bounds(b, sub, max, &lo, &hi);
+				tally_histogram_bucket_bounds(b, sub, &lo, &hi);
 				if (b == 0)
 					CHECK_EQ(lo, 0);
 				else if (lo != prev_hi + 1)
@@ -1097,10 +1097,10 @@ TEST(histogram_bucket_bounds)
 	{
 		uint64_t lo, hi;
 
-		tally_hist_bucket_bounds(16, 3, 40, &lo, &hi);
+		tally_histogram_bucket_bounds(16, 3, &lo, &hi);
 		CHECK_EQ(lo, 16);
 		CHECK_EQ(hi, 17);
-		tally_hist_bucket_bounds(303, 3, 40, &lo, &hi);
+		tally_histogram_bucket_bounds(303, 3, &lo, &hi);
 		CHECK_EQ(lo, 15ull << 36);
 		CHECK_EQ(hi, (1ull << 40) - 1);
 	}

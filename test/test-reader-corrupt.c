@@ -177,8 +177,8 @@ static int touch_cb(const struct tally_series_view *v, void *arg)
 	for (unsigned i = 0; i < v->nbuckets; i++)
 		n += (size_t)v->buckets[i];
 	if (v->kind == TALLY_HISTOGRAM) {
-		tally_hist_quantile(v, 0.5, &q);
-		tally_hist_quantile(v, 1.0, &q);
+		tally_histogram_quantile(v, 0.5, &q);
+		tally_histogram_quantile(v, 1.0, &q);
 	}
 	*(size_t *)arg += n;
 	return 0;
@@ -1019,7 +1019,7 @@ TEST(random_damage)
 
 /*
  * Bucket counts that are valid 64-bit numbers but whose sum is not: the
- * reader sums them, and so does tally_hist_quantile().  Any result is
+ * reader sums them, and so does tally_histogram_quantile().  Any result is
  * fine but undefined behaviour (the UBSan build stops on a signed
  * overflow) is not.
  */
@@ -1045,7 +1045,7 @@ TEST(histogram_huge_counts)
 	tally_seg_close(s);
 }
 
-/* The same in tally_hist_quantile() alone, on a view made by hand. */
+/* The same in tally_histogram_quantile() alone, on a view made by hand. */
 TEST(quantile_huge_counts)
 {
 	int64_t buckets[304] = { 0 };
@@ -1061,7 +1061,7 @@ TEST(quantile_huge_counts)
 	v.buckets = buckets;
 	buckets[10] = INT64_MAX;
 	buckets[20] = INT64_MAX;
-	rc = tally_hist_quantile(&v, 0.5, &q);
+	rc = tally_histogram_quantile(&v, 0.5, &q);
 	printf("  quantile: %d, %g\n", rc, q);
 	/* Half of the observations are in bucket 10. */
 	CHECK_EQ(rc, 0);

@@ -306,13 +306,13 @@ static int snap_cb(const struct tally_series_view *v, void *arg)
 		e->buckets = malloc(v->nbuckets * sizeof(int64_t));
 		memcpy(e->buckets, v->buckets, v->nbuckets * sizeof(int64_t));
 		for (int i = 0; i < 5; i++) {
-			e->qrc = tally_hist_quantile(v, qs[i], &e->q[i]);
+			e->qrc = tally_histogram_quantile(v, qs[i], &e->q[i]);
 			if (e->qrc)
 				break;
 		}
 	} else {
 		CHECK(v->nbuckets == 0 && v->buckets == NULL);
-		CHECK_EQ(tally_hist_quantile(v, 0.5, &e->q[0]), -EINVAL);
+		CHECK_EQ(tally_histogram_quantile(v, 0.5, &e->q[0]), -EINVAL);
 	}
 	return 0;
 }
@@ -807,13 +807,13 @@ static int empty_cb(const struct tally_series_view *v, void *arg)
 	if (strcmp(v->name, "q_empty"))
 		return 0;
 	CHECK_EQ(v->value, 0);
-	CHECK_EQ(tally_hist_quantile(v, 0.5, &out), -ENODATA);
+	CHECK_EQ(tally_histogram_quantile(v, 0.5, &out), -ENODATA);
 	CHECK_EQ(errno, ENODATA);
-	CHECK_EQ(tally_hist_quantile(v, -0.1, &out), -EINVAL);
-	CHECK_EQ(tally_hist_quantile(v, 1.01, &out), -EINVAL);
-	CHECK_EQ(tally_hist_quantile(v, __builtin_nan(""), &out), -EINVAL);
-	CHECK_EQ(tally_hist_quantile(v, 0.5, NULL), -EINVAL);
-	CHECK_EQ(tally_hist_quantile(NULL, 0.5, &out), -EINVAL);
+	CHECK_EQ(tally_histogram_quantile(v, -0.1, &out), -EINVAL);
+	CHECK_EQ(tally_histogram_quantile(v, 1.01, &out), -EINVAL);
+	CHECK_EQ(tally_histogram_quantile(v, __builtin_nan(""), &out), -EINVAL);
+	CHECK_EQ(tally_histogram_quantile(v, 0.5, NULL), -EINVAL);
+	CHECK_EQ(tally_histogram_quantile(NULL, 0.5, &out), -EINVAL);
 	return 0;
 }
 

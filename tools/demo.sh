@@ -158,4 +158,13 @@ else
 	echo "  (skipped: $bench is not built)"
 fi
 
+# Each program shows itself: programs/<name>/demo.sh BUILD, if it has one.
+step=6
+for d in programs/*/; do
+	[ -x "$d/demo.sh" ] || continue
+	heading "$step. $(basename "$d")"
+	"$d/demo.sh" "$build" || fail "$(basename "$d") demo"
+	step=$((step + 1))
+done
+
 heading "demo: all steps passed"

@@ -50,6 +50,12 @@ struct tally_seg_info {
 	uint32_t series_used;    /* series records in use or reusable */
 	uint32_t families;
 	uint64_t generation;     /* changes with every register/remove */
+	uint64_t capacity_chunks; /* chunks of chunk_slots slots the zone
+				     can hold */
+	uint64_t chunks_inuse;   /* chunks holding blocks */
+	uint32_t chunk_slots;    /* slots per chunk */
+	uint64_t alloc_refused;  /* allocations and registrations the zone
+				    refused for want of room (ENOSPC) */
 };
 
 /*
@@ -128,8 +134,8 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 		      void *arg);
 
 /*
- * Histogram helpers.  tally_hist_bucket_bounds: the smallest and largest
- * value of bucket @b.  tally_hist_quantile: the @q quantile (0 <= q <= 1)
+ * Histogram helpers.  tally_histogram_bucket_bounds: the smallest and largest
+ * value of bucket @b.  tally_histogram_quantile: the @q quantile (0 <= q <= 1)
  * of a histogram view: the middle of the bucket holding the value of rank
  * ceil(q * count), within 2^-sub_bits (12.5% by default) of the exact
  * quantile of the observed values; for q = 1, the largest value of the
@@ -138,9 +144,9 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
  * out as that bucket's.  Returns 0, or -EINVAL (not a histogram, q out of
  * range) or -ENODATA (no observations).
  */
-void tally_hist_bucket_bounds(unsigned b, unsigned sub_bits,
-			      unsigned max_bits, uint64_t *lo, uint64_t *hi);
-int tally_hist_quantile(const struct tally_series_view *v, double q,
+void tally_histogram_bucket_bounds(unsigned b, unsigned sub_bits,
+				   uint64_t *lo, uint64_t *hi);
+int tally_histogram_quantile(const struct tally_series_view *v, double q,
 			double *out);
 
 /*
