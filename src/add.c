@@ -37,6 +37,13 @@ static unsigned fallback_copy(void)
 	return c - 1;
 }
 
+/* In a child after fork(): the thread takes a fallback copy of its own
+ * instead of sharing its parent thread's. */
+void tally__fallback_postfork_child(void)
+{
+	fb_copy = 0;
+}
+
 static void fallback_add(int64_t *p, int64_t v)
 {
 	__atomic_fetch_add(p + (size_t)(tally__cfg.nslabs + fallback_copy()) *
@@ -78,16 +85,21 @@ void tally__block_add_slow(tally_block *b, unsigned slot, int64_t v)
 	case TALLY_ADAPTIVE: {
 		int64_t *shared = p - (TALLY__PG_COPY0 - TALLY__PG_ASHARED) *
 					      WORDS_PER_PAGE;
-		int64_t old = __atomic_load_n(shared, __ATOMIC_RELAXED);
+		int64_t old = __atomic_load_n(shared, __ATOMIC_RELAXED), sum;
 
 		/* While the promoted bit is clear, one try at the shared word;
 		 * a failed try is contention: set the bit (the value stays)
 		 * and add to the per-CPU copies, which readers sum as well,
-		 * so no add is lost at any point of the promotion. */
+		 * so no add is lost at any point of the promotion.  The word
+		 * holds the value in 63 bits: a sum that would leave them
+		 * promotes the slot too, and the 64-bit copies (which wrap
+		 * like int64) take it, so the slot holds the full range. */
 		if (!(old & 1)) {
-			if (__atomic_compare_exchange_n(
-				    shared, &old,
-				    (int64_t)((uint64_t)old + ((uint64_t)v << 1)),
+			if (!__builtin_add_overflow(old >> 1, v, &sum) &&
+			    sum >= -((int64_t)1 << 62) &&
+			    sum < ((int64_t)1 << 62) &&
+			    __atomic_compare_exchange_n(
+				    shared, &old, (int64_t)((uint64_t)sum << 1),
 				    0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 				return;
 			__atomic_fetch_or(shared, 1, __ATOMIC_RELAXED);

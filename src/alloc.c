@@ -113,7 +113,7 @@ static void tc_key_init(void)
  * parent's thread, which goes on using them.  Forget them (and the token)
  * without releasing anything; the child takes chunks of its own.
  */
-void tally__tcache_fork_child(void)
+void tally__tcache_postfork_child(void)
 {
 	if (tls_tc)
 		memset(tls_tc->e, 0, sizeof(tls_tc->e));

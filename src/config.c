@@ -265,17 +265,10 @@ void tally__init(void)
 		sched_yield();
 }
 
-void tally__init_fork_child(void)
+void tally__init_postfork_child(void)
 {
 	if (atomic_load(&init_state) == 1)
 		atomic_store(&init_state, 0);
-}
-
-/* The exit and fork hooks, installed before main() runs, while the
- * process has one thread. */
-__attribute__((constructor)) static void install_hooks(void)
-{
-	tally__zone_hooks();
 }
 
 int tally_rseq_active(void)

@@ -46,8 +46,26 @@ struct tally__env {
 extern struct tally__env tally__env;
 
 void tally__init(void);
-void tally__init_fork_child(void);
-void tally__zone_hooks(void);
+
+/* This process (process.c), renewed in every child. */
+struct tally__self {
+	int pid;
+	uint64_t start;          /* clock ticks since boot, 0 if unknown */
+};
+void tally__self_get(struct tally__self *out);
+/* 1 when process @pid, started at @start, still runs; 0 when it is gone
+ * (its pid is free or belongs to a process started at another time). */
+int tally__proc_alive(int pid, uint64_t start);
+/* The lifecycle steps of each file, called by process.c only. */
+void tally__init_postfork_child(void);
+void tally__zone_prefork(void);
+void tally__zone_postfork_parent(void);
+void tally__zone_postfork_child(void);
+void tally__zone_exit_begin(void);
+void tally__zone_exit_end(void);
+void tally__tcache_postfork_child(void);
+void tally__tcache_exit(void);
+void tally__fallback_postfork_child(void);
 
 /* Errors: set errno and this thread's message; return -errno or NULL. */
 int tally__fail(int err, const char *fmt, ...)
@@ -84,9 +102,6 @@ int tally__robust_lock(pthread_mutex_t *m);
 void tally__pool_repair(struct tally_zone *z);
 void tally__pool_unlock(struct tally_zone *z);
 
-/* Thread caches (alloc.c). */
-void tally__tcache_fork_child(void);
-void tally__tcache_exit(void);
 int tally__zone_alive_locked(uint64_t id, struct tally_zone *z);
 
 /* Page residency (resident.c): call fn for each run of pages of the range

@@ -29,7 +29,10 @@
  * An adaptive slot's shared word holds (value << 1) | promoted: adds go to
  * it with a compare-and-swap while the low bit is clear; the first failed
  * compare-and-swap sets the bit (fetch_or, which keeps the value) and from
- * then on adds go to the per-CPU copies.  Its value is the word shifted
+ * then on adds go to the per-CPU copies.  So does an add that would take
+ * the word's value out of the 63 bits it has (-2^62 .. 2^62 - 1): the
+ * copies are full 64-bit words, so a slot holds any int64 and wraps like
+ * one.  Its value is the word shifted
  * right arithmetically by one, plus the copies.  So an adaptive slot that
  * never saw contention costs one page of eight bytes per slot, like a
  * shared one.

@@ -239,19 +239,13 @@ int tally__room(struct tally_zone *z, uint64_t more_chunks,
 	return 0;
 }
 
-static uint64_t my_start(void)
-{
-	static uint64_t start;
-
-	if (!start)
-		start = tally__proc_start(getpid());
-	return start;
-}
-
 static void set_owner(struct tally__chunk *c, uint32_t token)
 {
-	c->owner_pid = (int32_t)getpid();
-	c->owner_start = my_start();
+	struct tally__self me;
+
+	tally__self_get(&me);
+	c->owner_pid = (int32_t)me.pid;
+	c->owner_start = me.start;
 	atomic_store(&c->owner, token);
 }
 
@@ -267,10 +261,7 @@ static int owner_dead(struct tally__chunk *c)
 
 	if (pid <= 0 || pid == (int32_t)getpid())
 		return 0;
-	if (kill(pid, 0) < 0 && errno == ESRCH)
-		return 1;
-	return start && tally__proc_start(pid) != start &&
-	       tally__proc_start(pid) != 0;
+	return !tally__proc_alive(pid, start);
 }
 
 /* Under the pool lock: the chunk has no owner any more; the owner's

@@ -364,14 +364,7 @@ static void read_pool_live(struct tally_seg *s, struct tally_seg_info *info)
 
 static int alive(const struct tally__hdr *h)
 {
-	uint64_t start;
-
-	if (h->creator_pid <= 0)
-		return 0;
-	if (kill(h->creator_pid, 0) < 0 && errno != EPERM)
-		return 0;
-	start = tally__proc_start(h->creator_pid);
-	return start == 0 || h->creator_start == 0 || start == h->creator_start;
+	return tally__proc_alive(h->creator_pid, h->creator_start);
 }
 
 int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info)

@@ -42,34 +42,6 @@ static size_t round_page(size_t n)
 	return (n + TALLY__PAGE - 1) & ~(size_t)(TALLY__PAGE - 1);
 }
 
-uint64_t tally__proc_start(int pid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long start = 0;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	/* The name (field 2) may hold spaces and parentheses: skip to the
-	 * last ')', then field 22 is the 20th field after it. */
-	p = strrchr(buf, ')');
-	if (!p)
-		return 0;
-	for (int field = 2; field < 22 && p; field++)
-		p = strchr(p + 1, ' ');
-	if (p)
-		sscanf(p + 1, "%llu", &start);
-	return start;
-}
-
 static int valid_name(const char *name)
 {
 	size_t n = 0;
@@ -196,27 +168,41 @@ static void detach(struct tally_zone *z)
 		unlink(z->path);
 }
 
-static void at_exit(void)
+/* At exit (process.c): lock the registry, so that tally__tcache_exit()
+ * can ask which zones still exist, then detach every zone. */
+void tally__zone_exit_begin(void)
 {
 	pthread_mutex_lock(&reg_lock);
-	tally__tcache_exit();
+}
+
+void tally__zone_exit_end(void)
+{
 	for (int i = 0; i < MAX_ZONES; i++)
 		if (reg[i])
 			detach(reg[i]);
 	pthread_mutex_unlock(&reg_lock);
 }
 
-/*
- * In the child after fork(): a lock held by another thread of the parent
- * stays held in the child, where that thread does not exist.  The child
- * re-creates its locks.  What they guard stays consistent: a zone enters
- * the registry fully made (one store), a zone being destroyed by the
- * parent stays mapped in the child, and a default zone the parent was
- * creating is created again by the child if it needs one.
- */
-static void fork_child(void)
+/* Before fork(), in the order of the lock order. */
+void tally__zone_prefork(void)
 {
-	tally__init_fork_child();
+	pthread_mutex_lock(&create_lock);
+	pthread_mutex_lock(&reg_lock);
+}
+
+void tally__zone_postfork_parent(void)
+{
+	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&create_lock);
+}
+
+/*
+ * In the child: the locks were taken by the forking thread before the
+ * fork, so what they guard is consistent; they are made anew.  Each
+ * inherited zone gets a use lock of the child's own.
+ */
+void tally__zone_postfork_child(void)
+{
 	pthread_mutex_init(&reg_lock, NULL);
 	pthread_mutex_init(&create_lock, NULL);
 	for (int i = 0; i < MAX_ZONES; i++) {
@@ -233,14 +219,6 @@ static void fork_child(void)
 		if (inherited >= 0)
 			close(inherited);
 	}
-	tally__tcache_fork_child();
-}
-
-/* Called once, from a constructor, before main() runs. */
-void tally__zone_hooks(void)
-{
-	atexit(at_exit);
-	pthread_atfork(NULL, NULL, fork_child);
 }
 
 static int init_robust_lock(pthread_mutex_t *m)
@@ -299,9 +277,13 @@ static int publish(const char *tmp, const char *path)
 
 		if (fd >= 0) {
 			if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h))
-				mine = h.creator_pid == getpid() &&
-				       h.creator_start ==
-					       tally__proc_start(getpid());
+			{
+				struct tally__self me;
+
+				tally__self_get(&me);
+				mine = h.creator_pid == me.pid &&
+				       h.creator_start == me.start;
+			}
 			close(fd);
 		}
 		if (mine)
@@ -473,9 +455,14 @@ struct tally_zone *tally_zone_create(const char *name,
 	h->chunks_off = off;
 	h->chunks_size = nchunks * chunk_bytes;
 	h->file_size = size;
-	h->creator_pid = (int32_t)getpid();
+	{
+		struct tally__self me;
+
+		tally__self_get(&me);
+		h->creator_pid = (int32_t)me.pid;
+		h->creator_start = me.start;
+	}
 	h->meta_rec_size = sizeof(struct tally__chunk);
-	h->creator_start = tally__proc_start(getpid());
 	{
 		struct timespec ts;
 

@@ -625,3 +625,74 @@ TEST(promoted_is_zero_for_other_modes)
 		CHECK_EQ(fetch(b, 0), 16 * harness_scale(10000));
 	}
 }
+
+/*
+ * A slot is a signed 64-bit value in every mode: values past 2^62 (where
+ * an adaptive slot's shared word runs out of bits) read back exactly, and
+ * sums wrap like int64.  Checked through fetch, zero and the reader-side
+ * per-CPU values alike.
+ */
+static void full_range(unsigned mode)
+{
+	static const int64_t vals[] = {
+		(int64_t)1 << 62, ((int64_t)1 << 62) - 1, -((int64_t)1 << 62),
+		-((int64_t)1 << 62) - 1, INT64_MAX, INT64_MIN, INT64_MIN + 1,
+	};
+	tally_block *b = tally_block_alloc(NULL, 4, mode);
+	int64_t v, removed;
+
+	CHECK(b != NULL);
+	for (unsigned i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+		tally_block_add(b, 0, vals[i]);
+		CHECK_EQ(tally_block_fetch(b, 0, &v), 0);
+		CHECK_EQ(v, vals[i]);
+		CHECK_EQ(tally_block_zero(b, 0, &removed), 0);
+		CHECK_EQ(removed, vals[i]);
+		CHECK_EQ(tally_block_fetch(b, 0, &v), 0);
+		CHECK_EQ(v, 0);
+	}
+	/* Crossing 2^62 one add at a time, from both sides. */
+	tally_block_add(b, 1, ((int64_t)1 << 62) - 2);
+	for (int i = 0; i < 4; i++)
+		tally_block_add(b, 1, 1);
+	CHECK_EQ(tally_block_fetch(b, 1, &v), 0);
+	CHECK_EQ(v, ((int64_t)1 << 62) + 2);
+	tally_block_add(b, 2, -((int64_t)1 << 62) + 2);
+	for (int i = 0; i < 4; i++)
+		tally_block_add(b, 2, -1);
+	CHECK_EQ(tally_block_fetch(b, 2, &v), 0);
+	CHECK_EQ(v, -((int64_t)1 << 62) - 2);
+	/* Wrapping like int64: INT64_MAX + 1 is INT64_MIN, and back. */
+	tally_block_add(b, 3, INT64_MAX);
+	tally_block_add(b, 3, 1);
+	CHECK_EQ(tally_block_fetch(b, 3, &v), 0);
+	CHECK_EQ(v, INT64_MIN);
+	tally_block_add(b, 3, -1);
+	CHECK_EQ(tally_block_fetch(b, 3, &v), 0);
+	CHECK_EQ(v, INT64_MAX);
+	CHECK_EQ(tally_block_free(NULL, b), 0);
+}
+
+TEST(percpu_holds_the_full_int64_range) { full_range(TALLY_PERCPU); }
+TEST(shared_holds_the_full_int64_range) { full_range(TALLY_SHARED); }
+TEST(pernode_holds_the_full_int64_range) { full_range(TALLY_PERNODE); }
+TEST(adaptive_holds_the_full_int64_range) { full_range(TALLY_ADAPTIVE); }
+
+/* The same after promotion: the shared word keeps what it had, the
+ * per-CPU copies take the rest. */
+TEST(promoted_adaptive_holds_the_full_int64_range)
+{
+	tally_block *b = tally_block_alloc(NULL, 1, TALLY_ADAPTIVE);
+	int64_t v;
+
+	CHECK(b != NULL);
+	tally_block_add(b, 0, (int64_t)1 << 61);
+	tally_block_add(b, 0, (int64_t)1 << 62); /* leaves 63 bits: promotes */
+	CHECK_EQ(tally_block_promoted(b, 0), 1);
+	CHECK_EQ(tally_block_fetch(b, 0, &v), 0);
+	CHECK_EQ(v, ((int64_t)1 << 61) + ((int64_t)1 << 62));
+	tally_block_add(b, 0, (int64_t)1 << 61); /* INT64_MAX + 1 */
+	CHECK_EQ(tally_block_fetch(b, 0, &v), 0);
+	CHECK_EQ(v, INT64_MIN);
+	CHECK_EQ(tally_block_free(NULL, b), 0);
+}

@@ -1,0 +1,129 @@
+/*
+ * process.c: this process's identity and lifecycle, in one place.
+ *
+ * It owns:
+ *   - who this process is (pid and start time), renewed in every child;
+ *   - whether another process is alive (tally__proc_alive), the one
+ *     liveness test of the pool and the reader;
+ *   - the fork hooks, in jemalloc's order: before fork() every
+ *     process-private lock is taken in a fixed order (so that no other
+ *     thread holds one at the moment of the fork), the parent releases
+ *     them, and the child re-creates them and renews everything that
+ *     identifies the process or a thread of it (identity, the rest of an
+ *     unfinished initialisation, zone use locks, thread caches, fallback
+ *     copies);
+ *   - the exit hook, which gives back the exiting thread's chunks and
+ *     detaches every zone.
+ * No other file registers a fork or exit hook.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static struct tally__self self;
+
+uint64_t tally__proc_start(int pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	/* The name (field 2) may hold spaces and parentheses: skip to the
+	 * last ')', then field 22 is the 20th field after it. */
+	p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	for (int field = 2; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (p)
+		sscanf(p + 1, "%llu", &start);
+	return start;
+}
+
+/*
+ * The identity is keyed on getpid(): the fork hook renews it, and a child
+ * made without the hooks (a raw clone system call) is caught here all
+ * the same.  Threads racing to fill it in write the same values.
+ */
+void tally__self_get(struct tally__self *out)
+{
+	int pid = (int)getpid();
+
+	if (__atomic_load_n(&self.pid, __ATOMIC_ACQUIRE) != pid) {
+		uint64_t start = tally__proc_start(pid);
+
+		__atomic_store_n(&self.start, start, __ATOMIC_RELAXED);
+		__atomic_store_n(&self.pid, pid, __ATOMIC_RELEASE);
+	}
+	out->pid = pid;
+	out->start = __atomic_load_n(&self.start, __ATOMIC_RELAXED);
+}
+
+int tally__proc_alive(int pid, uint64_t start)
+{
+	uint64_t now;
+
+	if (pid <= 0)
+		return 0;
+	if (kill(pid, 0) < 0 && errno == ESRCH)
+		return 0;
+	/* The pid is taken; by the same process only if it started at the
+	 * same time (an unknown start time, 0, cannot tell a recycled pid:
+	 * it counts as alive, which never takes anything from the living). */
+	now = tally__proc_start(pid);
+	return start == 0 || now == 0 || now == start;
+}
+
+static void prepare(void)
+{
+	tally__zone_prefork();
+}
+
+static void parent(void)
+{
+	tally__zone_postfork_parent();
+}
+
+static void child(void)
+{
+	struct tally__self s;
+
+	__atomic_store_n(&self.pid, 0, __ATOMIC_RELAXED);
+	tally__self_get(&s);
+	tally__init_postfork_child();
+	tally__zone_postfork_child();
+	tally__tcache_postfork_child();
+	tally__fallback_postfork_child();
+}
+
+static void at_exit(void)
+{
+	tally__zone_exit_begin();
+	tally__tcache_exit();
+	tally__zone_exit_end();
+}
+
+/* Installed before main() runs, while the process has one thread. */
+__attribute__((constructor)) static void install_hooks(void)
+{
+	atexit(at_exit);
+	pthread_atfork(prepare, parent, child);
+}
