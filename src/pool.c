@@ -181,6 +181,48 @@ static uint64_t file_bound(struct tally_zone *z, uint64_t chunks,
 	       chunks * z->chunk_bytes;
 }
 
+/* What @z may still come to need beyond what it holds: its bound with
+ * @more_chunks more chunks, less its resident pages. */
+static uint64_t still_needed(struct tally_zone *z, uint64_t more_chunks,
+			     uint64_t records, uint64_t buckets,
+			     uint64_t resident)
+{
+	struct tally__hdr *h = z->hdr;
+	uint64_t chunks = atomic_load(&h->chunks_inuse) +
+			  atomic_load(&h->chunks_warm) + more_chunks, bound;
+
+	if (!records)
+		records = atomic_load(&h->series_hwm) + 1u;
+	if (!buckets)
+		buckets = __atomic_load_n(&h->hash_cur, __ATOMIC_RELAXED);
+	bound = file_bound(z, chunks, records, buckets);
+	return bound > resident ? bound - resident : 0;
+}
+
+/*
+ * What the other zones of this process on the file system @dev may still
+ * need: every zone's promise comes out of the same free space, so they
+ * are checked against it together.  Sets *@nzones to how many zones
+ * share it, this one included.
+ */
+static uint64_t others_needed(struct tally_zone *z, dev_t dev,
+			      unsigned *nzones)
+{
+	uint64_t need = 0;
+	struct stat st;
+
+	*nzones = 1;
+	for (unsigned i = 0; i < TALLY__MAX_ZONES; i++) {
+		struct tally_zone *o = tally__zone_at(i);
+
+		if (!o || o == z || fstat(o->fd, &st) < 0 || st.st_dev != dev)
+			continue;
+		need += still_needed(o, 0, 0, 0, (uint64_t)st.st_blocks * 512u);
+		++*nzones;
+	}
+	return need;
+}
+
 /*
  * The file system must be able to hold every page the zone has promised:
  * a page that cannot be allocated when a CPU first writes to it kills the
@@ -195,47 +237,46 @@ int tally__room(struct tally_zone *z, uint64_t more_chunks,
 	struct tally__hdr *h = z->hdr;
 	struct statvfs sv;
 	struct stat st;
-	uint64_t bound, resident, avail;
+	uint64_t need, avail, chunks;
+	unsigned nzones;
 
 	if (fstatvfs(z->fd, &sv) < 0 || fstat(z->fd, &st) < 0)
 		return tally__fail(errno, "cannot check free space: %s",
 				   strerror(errno));
 	if (sv.f_blocks == 0) /* no limit (the internal memfd mount) */
 		return 0;
-	uint64_t chunks = atomic_load(&h->chunks_inuse) +
-			  atomic_load(&h->chunks_warm) + more_chunks;
+	chunks = atomic_load(&h->chunks_inuse) + atomic_load(&h->chunks_warm) +
+		 more_chunks;
 
-	/* A check that found room for many more chunks holds for half of
-	 * them, until records or the index take more space. */
+	/* A check that found room for many more chunks holds for a share
+	 * of them, until records or the index take more space. */
 	if (more_chunks && !records && !buckets &&
 	    chunks <= __atomic_load_n(&z->room_until, __ATOMIC_RELAXED))
 		return 0;
 	if (!more_chunks)
 		__atomic_store_n(&z->room_until, 0, __ATOMIC_RELAXED);
-	if (!records)
-		records = atomic_load(&h->series_hwm) + 1u;
-	if (!buckets)
-		buckets = __atomic_load_n(&h->hash_cur, __ATOMIC_RELAXED);
-	bound = file_bound(z, chunks, records, buckets);
-	resident = (uint64_t)st.st_blocks * 512u;
+	need = still_needed(z, more_chunks, records, buckets,
+			   (uint64_t)st.st_blocks * 512u) +
+	       others_needed(z, st.st_dev, &nzones);
 	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-	if (bound > resident && bound - resident > avail) {
+	if (need > avail) {
 		atomic_fetch_add_explicit(&h->alloc_refused, 1,
 					  memory_order_relaxed);
 		return tally__fail(ENOSPC, "the file system of %s has %llu "
 				   "bytes free, less than the %llu bytes the "
-				   "zone may still need",
+				   "zones of this process may still need",
 				   z->path[0] ? z->path : "(memfd)",
 				   (unsigned long long)avail,
-				   (unsigned long long)(bound - resident));
+				   (unsigned long long)need);
 	}
-	if (more_chunks && !records && !buckets) {
-		uint64_t spare = avail - (bound > resident ? bound - resident : 0);
-
+	/* Each zone on the file system may cache a share of what is left
+	 * (half of it, split between them), so together they stay within
+	 * it. */
+	if (more_chunks && !records && !buckets)
 		__atomic_store_n(&z->room_until,
-				 chunks + spare / z->chunk_bytes / 2,
+				 chunks + (avail - need) / z->chunk_bytes /
+						  (2u * nzones),
 				 __ATOMIC_RELAXED);
-	}
 	return 0;
 }
 

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -882,8 +883,51 @@ int tally_histogram_quantile(const struct tally_series_view *v, double q,
 
 /* --- Directories ------------------------------------------------------ */
 
+/* What clean-up removes, and whom it tells. */
+struct cleanup {
+	tally_clean_fn fn;
+	void *arg;
+};
+
+#define TMP_ORPHAN_AGE 10 /* seconds: older unlocked temporaries are dead */
+
+/*
+ * A temporary file of a zone being created (*.tally.tmp): its creator
+ * holds a write lock on byte 1 from the moment it exists until it is
+ * published (zone.c).  Nobody holding it, and a few seconds old (so that
+ * the instant between open and lock is no risk), it is an orphan.
+ */
+static int orphaned_tmp(const char *path)
+{
+	struct flock fl;
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK),
+	    orphan = 0;
+
+	if (fd < 0)
+		return 0;
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = 1;
+	fl.l_len = 1;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    st.st_uid == geteuid() && time(NULL) - st.st_mtime > TMP_ORPHAN_AGE &&
+	    fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK)
+		orphan = 1;
+	close(fd);
+	return orphan;
+}
+
+static int has_suffix(const char *s, size_t n, const char *suffix)
+{
+	size_t k = strlen(suffix);
+
+	return n > k && strcmp(s + n - k, suffix) == 0;
+}
+
 static int dir_walk(const char *dir, int pid, const struct tally_open_opts *opts,
-		    tally_seg_fn fn, void *arg, int cleanup)
+		    tally_seg_fn fn, void *arg, const struct cleanup *cleanup)
 {
 	char path[PATH_MAX], suffix[32];
 	struct dirent *e;
@@ -911,6 +955,16 @@ static int dir_walk(const char *dir, int pid, const struct tally_open_opts *opts
 		size_t wn = strlen(want);
 		struct tally_seg *s;
 
+		if (cleanup && has_suffix(e->d_name, n, ".tally.tmp") &&
+		    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) <
+			    (int)sizeof(path) &&
+		    orphaned_tmp(path) && unlink(path) == 0) {
+			if (cleanup->fn)
+				cleanup->fn(path, "a temporary file whose "
+					    "creator died", cleanup->arg);
+			count++;
+			continue;
+		}
 		if (n <= wn || strcmp(e->d_name + n - wn, want))
 			continue;
 		if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >=
@@ -920,8 +974,12 @@ static int dir_walk(const char *dir, int pid, const struct tally_open_opts *opts
 		if (cleanup) {
 			if (s && !(s->hdr.flags & TALLY__HDR_PERSIST) &&
 			    !alive(&s->hdr) && !tally__use_locked(s->fd) &&
-			    unlink(path) == 0)
+			    unlink(path) == 0) {
+				if (cleanup->fn)
+					cleanup->fn(path, "its processes are "
+						    "gone", cleanup->arg);
 				count++;
+			}
 			tally_seg_close(s);
 			continue;
 		}
@@ -941,7 +999,7 @@ int tally_dir_foreach(const char *dir, const struct tally_open_opts *opts,
 {
 	if (!fn)
 		return tally__fail(EINVAL, "tally_dir_foreach: NULL function");
-	return dir_walk(dir, 0, opts, fn, arg, 0);
+	return dir_walk(dir, 0, opts, fn, arg, NULL);
 }
 
 int tally_seg_foreach_pid(const char *dir, int pid,
@@ -951,10 +1009,17 @@ int tally_seg_foreach_pid(const char *dir, int pid,
 	if (!fn || pid <= 0)
 		return tally__fail(EINVAL, "tally_seg_foreach_pid: bad "
 				   "arguments");
-	return dir_walk(dir, pid, opts, fn, arg, 0);
+	return dir_walk(dir, pid, opts, fn, arg, NULL);
 }
 
 int tally_dir_cleanup(const char *dir)
 {
-	return dir_walk(dir, 0, NULL, NULL, NULL, 1);
+	return tally_dir_cleanup_report(dir, NULL, NULL);
+}
+
+int tally_dir_cleanup_report(const char *dir, tally_clean_fn fn, void *arg)
+{
+	struct cleanup c = { fn, arg };
+
+	return dir_walk(dir, 0, NULL, NULL, NULL, &c);
 }

@@ -23,12 +23,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
 
-#define MAX_ZONES 64
+#define MAX_ZONES TALLY__MAX_ZONES
 
 /* Lock order: create_lock, then reg_lock. */
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -258,6 +259,47 @@ void tally__pool_unlock(struct tally_zone *z)
 	pthread_mutex_unlock(&z->hdr->pool_lock);
 }
 
+/*
+ * The creation lock: a write lock on byte 1 of a temporary zone file,
+ * held through the creating descriptor from the moment the file exists
+ * until it is published.  A temporary file nobody holds it on is the
+ * leftover of a creator that died (tally_dir_cleanup removes it).
+ */
+static int creation_lock(int fd, short type)
+{
+	struct flock fl;
+
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = type;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = 1;
+	fl.l_len = 1;
+	return fcntl(fd, F_OFD_SETLK, &fl);
+}
+
+/*
+ * Reserve, for real, the pages that creation writes (the header and the
+ * CPU-to-node table), so that a full file system gives ENOSPC here
+ * instead of SIGBUS in the first store to the mapping.  A file system
+ * that cannot allocate ahead (no fallocate) is left to its own devices.
+ */
+static int reserve_creation_pages(int fd, const char *name, size_t bytes)
+{
+	struct statvfs sv;
+
+	if (fallocate(fd, 0, 0, (off_t)bytes) == 0 || errno == EOPNOTSUPP)
+		return 0;
+	if (errno != ENOSPC)
+		return tally__fail(errno, "cannot create zone \"%s\" in %s: %s",
+				   name, tally__env.dir, strerror(errno));
+	if (fstatvfs(fd, &sv) < 0)
+		sv.f_bavail = 0;
+	return tally__fail(ENOSPC, "cannot create zone \"%s\" in %s: it needs "
+			   "%zu bytes and the file system has %llu bytes free",
+			   name, tally__env.dir, bytes,
+			   (unsigned long long)sv.f_bavail * sv.f_frsize);
+}
+
 /* Publish a fully written temporary file under its final name. */
 static int publish(const char *tmp, const char *path)
 {
@@ -394,6 +436,8 @@ struct tally_zone *tally_zone_create(const char *name,
 				rename in a process with the same pid */
 		fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
 				       O_CLOEXEC, 0600);
+		if (fd >= 0)
+			creation_lock(fd, F_WRLCK);
 	}
 	if (fd < 0) {
 		tally__fail(errno, "cannot create the zone file %s: %s",
@@ -405,6 +449,8 @@ struct tally_zone *tally_zone_create(const char *name,
 			    size, strerror(errno));
 		goto fail;
 	}
+	if (reserve_creation_pages(fd, name, TALLY__PAGE + node_size) < 0)
+		goto fail;
 	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED) {
 		tally__fail(errno, "cannot map %zu bytes: %s", size,
@@ -493,6 +539,7 @@ struct tally_zone *tally_zone_create(const char *name,
 			unlink(tmp);
 			goto fail_map;
 		}
+		creation_lock(fd, F_UNLCK);
 	}
 
 	pthread_mutex_lock(&reg_lock);
@@ -608,6 +655,13 @@ int tally_zone_usage(struct tally_zone *z, struct tally_zone_usage *u)
 const char *tally_zone_path(const struct tally_zone *z)
 {
 	return z ? z->path : "";
+}
+
+struct tally_zone *tally__zone_at(unsigned i)
+{
+	return i < MAX_ZONES ? atomic_load_explicit(&reg[i],
+						    memory_order_acquire) :
+			       NULL;
 }
 
 struct tally_zone *tally__zone_of(const void *addr)

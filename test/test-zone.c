@@ -27,9 +27,12 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "tally/reader.h"
 #include "tally/tally.h"
 #include "util.h"
 
@@ -841,4 +844,230 @@ TEST(full_fs_other_modes_no_sigbus)
 {
 	full_fs(NULL, TALLY_SHARED, 1);
 	full_fs(NULL, TALLY_PERNODE, 1);
+}
+
+/* ---- creation on a full file system, and one account of space ---- */
+
+/* Mounts a tmpfs of @size at <dir>/@name; skips when that is not allowed. */
+static void mount_small(char *dir, size_t n, const char *name,
+			const char *size)
+{
+	char opts[64];
+
+	subdir(dir, n, name);
+	CHECK(mkdir(dir, 0700) == 0 || errno == EEXIST);
+	snprintf(opts, sizeof(opts), "size=%s,mode=0700", size);
+	if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
+		if (errno == EPERM)
+			harness_skip("cannot mount a tmpfs: %s",
+				     strerror(errno));
+		harness_fail(__FILE__, __LINE__, "mount: %s", strerror(errno));
+	}
+}
+
+/* Fills the file system of @dir with a file until @leave bytes are free. */
+static void fill(const char *dir, const char *name, uint64_t leave)
+{
+	char path[PATH_MAX], page[4096] = { 0 };
+	struct statvfs sv;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+	CHECK(fd >= 0);
+	for (;;) {
+		CHECK(fstatvfs(fd, &sv) == 0);
+		if ((uint64_t)sv.f_bavail * sv.f_frsize <= leave)
+			break;
+		if (write(fd, page, sizeof(page)) != (ssize_t)sizeof(page))
+			break;
+	}
+	close(fd);
+}
+
+struct fullcreate {
+	char dir[PATH_MAX];
+	struct result *r;
+};
+
+static void full_create_child(void *arg)
+{
+	struct fullcreate *f = arg;
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "requests_total");
+	tally_metric m;
+
+	fresh_setenv("TALLY_DIR", f->dir);
+	errno = 0;
+	CHECK(tally_zone_create("full", NULL) == NULL);
+	CHECK_EQ(errno, ENOSPC);
+	snprintf(f->r->msg, sizeof(f->r->msg), "%s", tally_errmsg());
+	/* The default zone, as the first registration makes it. */
+	CHECK_EQ(tally_metric_register(NULL, &d, &m), -ENOSPC);
+}
+
+/* No room for a zone's header: ENOSPC naming the directory, the space
+ * needed and the space free; no SIGBUS, no file left behind. */
+TEST(zone_create_on_full_fs_is_enospc)
+{
+	static const uint64_t leave[] = { 0, 4096 };
+
+	for (unsigned i = 0; i < 2; i++) {
+		struct fullcreate f = { "", shared_result() };
+		int status;
+
+		mount_small(f.dir, sizeof(f.dir), "fullcreate", "64k");
+		fill(f.dir, "filler", leave[i]);
+		status = harness_child(full_create_child, &f);
+		CHECK_EQ(count_entries(f.dir), 1); /* the filler alone */
+		CHECK_EQ(umount(f.dir), 0);
+		if (WIFSIGNALED(status))
+			harness_fail(__FILE__, __LINE__, "zone creation was "
+				     "killed by signal %d (%s)",
+				     WTERMSIG(status),
+				     strsignal(WTERMSIG(status)));
+		CHECK_CHILD_OK(status);
+		if (!strstr(f.r->msg, f.dir) || !strstr(f.r->msg, "needs") ||
+		    !strstr(f.r->msg, "free"))
+			harness_fail(__FILE__, __LINE__, "message \"%s\" does "
+				     "not name the directory, the space "
+				     "needed and the space free", f.r->msg);
+	}
+}
+
+/*
+ * Two zones of one process (an explicit one and the default one) on one
+ * small file system, allocating in turns until both are full: together
+ * they never promise more than the file system has, so writing every
+ * block from every CPU kills nobody.
+ */
+static void two_zones_child(void *arg)
+{
+	struct fullcreate *f = arg;
+	struct tally_zone *z[2];
+	static tally_block *b[2][4096];
+	long n[2] = { 0, 0 };
+	int full[2] = { 0, 0 };
+
+	fresh_setenv("TALLY_DIR", f->dir);
+	/* One slab: a chunk is 4 pages, of which the adds below write the
+	 * rseq and the fallback copy and the zeroing the baseline. */
+	fresh_setenv("TALLY_NSLABS", "1");
+	z[0] = tally_zone_create("explicit", NULL);
+	CHECK(z[0] != NULL);
+	z[1] = tally_zone_default();
+	CHECK(z[1] != NULL);
+	while (!full[0] || !full[1]) {
+		for (int k = 0; k < 2; k++) {
+			tally_block *x;
+
+			if (full[k] || n[k] == 4096) {
+				full[k] = 1;
+				continue;
+			}
+			/* 16 slots: a chunk holds 32 blocks. */
+			x = tally_block_alloc(z[k], 16, TALLY_PERCPU);
+			if (!x) {
+				CHECK_EQ(errno, ENOSPC);
+				full[k] = 1;
+				continue;
+			}
+			b[k][n[k]++] = x;
+		}
+	}
+	CHECK(n[0] > 0 && n[1] > 0);
+	snprintf(f->r->msg, sizeof(f->r->msg), "%ld + %ld blocks", n[0],
+		 n[1]);
+	for (int c = 0; c < harness_ncpus(); c++) {
+		harness_pin(c);
+		for (int k = 0; k < 2; k++)
+			for (long i = 0; i < n[k]; i++)
+				for (unsigned s = 0; s < 16; s++)
+					tally_block_add(b[k][i], s, 1);
+	}
+	harness_pin(-1);
+	for (int k = 0; k < 2; k++)
+		for (long i = 0; i < n[k]; i++) {
+			int64_t v;
+
+			CHECK_EQ(tally_block_zero(b[k][i], 15, &v), 0);
+			CHECK_EQ(v, harness_ncpus());
+		}
+}
+
+TEST(two_zones_share_one_account_of_space)
+{
+	struct fullcreate f = { "", shared_result() };
+	int status;
+
+	mount_small(f.dir, sizeof(f.dir), "twozones", "1m");
+	status = harness_child(two_zones_child, &f);
+	CHECK_EQ(umount(f.dir), 0);
+	if (WIFSIGNALED(status))
+		harness_fail(__FILE__, __LINE__, "the writer was killed by "
+			     "signal %d (%s) after allocating %s",
+			     WTERMSIG(status), strsignal(WTERMSIG(status)),
+			     f.r->msg);
+	CHECK_CHILD_OK(status);
+}
+
+/*
+ * Temporary files of zones being created: one whose creator died (no
+ * creation lock, older than a few seconds) is removed by clean-up; one
+ * whose creator still holds its lock, and a fresh one, stay.
+ */
+TEST(cleanup_removes_orphaned_temporary_files)
+{
+	char dir[PATH_MAX - 64], orphan[PATH_MAX], held[PATH_MAX], fresh[PATH_MAX];
+	struct timespec old[2] = { { 0, 0 }, { 0, 0 } };
+	int fd, pipefd[2], status;
+	struct flock fl;
+	pid_t pid;
+	char c;
+
+	subdir(dir, sizeof(dir), "tmpclean");
+	CHECK(mkdir(dir, 0700) == 0 || errno == EEXIST);
+	snprintf(orphan, sizeof(orphan), "%s/z.99999991.tally.tmp", dir);
+	snprintf(held, sizeof(held), "%s/z.99999992.tally.tmp", dir);
+	snprintf(fresh, sizeof(fresh), "%s/z.99999993.tally.tmp", dir);
+	old[0].tv_sec = old[1].tv_sec = time(NULL) - 3600;
+	for (int i = 0; i < 3; i++) {
+		const char *p = i == 0 ? orphan : i == 1 ? held : fresh;
+
+		unlink(p);
+		fd = open(p, O_RDWR | O_CREAT | O_EXCL, 0600);
+		CHECK(fd >= 0);
+		CHECK(ftruncate(fd, 8192) == 0);
+		close(fd);
+		if (i < 2)
+			CHECK(utimensat(AT_FDCWD, p, old, 0) == 0);
+	}
+	/* A creator that still runs holds the creation lock (byte 1). */
+	CHECK(pipe(pipefd) == 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		fd = open(held, O_RDWR);
+		memset(&fl, 0, sizeof(fl));
+		fl.l_type = F_WRLCK;
+		fl.l_whence = SEEK_SET;
+		fl.l_start = 1;
+		fl.l_len = 1;
+		if (fd < 0 || fcntl(fd, F_OFD_SETLK, &fl) < 0)
+			_exit(1);
+		if (write(pipefd[1], "x", 1) != 1)
+			_exit(2);
+		pause();
+		_exit(0);
+	}
+	CHECK_EQ(read(pipefd[0], &c, 1), 1);
+	CHECK_EQ(tally_dir_cleanup(dir), 1);
+	CHECK(!exists(orphan));
+	CHECK(exists(held));
+	CHECK(exists(fresh));
+	kill(pid, SIGKILL);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	/* Its creator gone, the held one goes too. */
+	CHECK_EQ(tally_dir_cleanup(dir), 1);
+	CHECK(!exists(held));
+	CHECK(unlink(fresh) == 0);
 }

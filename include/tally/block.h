@@ -63,7 +63,7 @@ typedef struct tally_block tally_block;
  * This API is MT-safe and safe in a child after fork().  Not
  * async-signal-safe.
  */
-tally_block *tally_block_alloc(struct tally_zone *z, unsigned nslots,
+TALLY_API tally_block *tally_block_alloc(struct tally_zone *z, unsigned nslots,
 			       unsigned mode);
 
 /*
@@ -78,7 +78,7 @@ tally_block *tally_block_alloc(struct tally_zone *z, unsigned nslots,
  * free (a double free is detected, and changes nothing).
  * This API is MT-safe and safe after fork().  Not async-signal-safe.
  */
-int tally_block_free(struct tally_zone *z, tally_block *b);
+TALLY_API int tally_block_free(struct tally_zone *z, tally_block *b);
 
 /*
  * tally_block_fetch: the value of slot @slot of @b: the sum of its copies
@@ -88,7 +88,7 @@ int tally_block_free(struct tally_zone *z, tally_block *b);
  * out of range.
  * This API is MT-safe.  Not async-signal-safe.
  */
-int tally_block_fetch(const tally_block *b, unsigned slot, int64_t *value);
+TALLY_API int tally_block_fetch(const tally_block *b, unsigned slot, int64_t *value);
 
 /*
  * tally_block_fetch_percpu: the raw per-CPU copies of slot @slot.
@@ -104,7 +104,7 @@ int tally_block_fetch(const tally_block *b, unsigned slot, int64_t *value);
  * NULL @out) or -ERANGE (@n too small).
  * This API is MT-safe.
  */
-int tally_block_fetch_percpu(const tally_block *b, unsigned slot,
+TALLY_API int tally_block_fetch_percpu(const tally_block *b, unsigned slot,
 			     int64_t *out, unsigned n);
 
 /*
@@ -117,7 +117,7 @@ int tally_block_fetch_percpu(const tally_block *b, unsigned slot,
  * Return: 0, or -EINVAL (bad block or slot).
  * This API is MT-safe.
  */
-int tally_block_zero(tally_block *b, unsigned slot, int64_t *removed);
+TALLY_API int tally_block_zero(tally_block *b, unsigned slot, int64_t *removed);
 
 /*
  * tally_block_mode: the mode @b was allocated in, or -EINVAL.
@@ -125,8 +125,8 @@ int tally_block_zero(tally_block *b, unsigned slot, int64_t *removed);
  * to per-CPU copies, 0 when it has not (or the block is not adaptive),
  * -EINVAL for a bad block or slot.  MT-safe.
  */
-int tally_block_mode(const tally_block *b);
-int tally_block_promoted(const tally_block *b, unsigned slot);
+TALLY_API int tally_block_mode(const tally_block *b);
+TALLY_API int tally_block_promoted(const tally_block *b, unsigned slot);
 
 /*
  * tally_rseq_active: 1 when this thread's adds use restartable sequences,
@@ -135,7 +135,7 @@ int tally_block_promoted(const tally_block *b, unsigned slot);
  * beyond the slab count, another architecture, or $TALLY_NO_RSEQ=1).
  * MT-safe, async-signal-safe.
  */
-int tally_rseq_active(void);
+TALLY_API int tally_rseq_active(void);
 
 /*
  * tally_block_add: add @v (signed) to slot @slot of @b.
@@ -144,10 +144,10 @@ int tally_rseq_active(void);
  * checked here: it must be below the block's size.
  * This API is MT-safe, async-signal-safe, and safe after fork().
  */
-void (tally_block_add)(tally_block *b, unsigned slot, int64_t v);
+TALLY_API void (tally_block_add)(tally_block *b, unsigned slot, int64_t v);
 
 /* Out-of-line part of the update path: every mode but rseq per-CPU. */
-void tally__block_add_slow(tally_block *b, unsigned slot, int64_t v);
+TALLY_API void tally__block_add_slow(tally_block *b, unsigned slot, int64_t v);
 
 #include "tally/arch/add.h"
 

@@ -102,7 +102,7 @@ typedef struct tally_metric {
  *   and the errors of tally_zone_default() and tally_block_alloc().
  * This API is MT-safe and safe after fork().  Not async-signal-safe.
  */
-int tally_metric_register(struct tally_zone *z,
+TALLY_API int tally_metric_register(struct tally_zone *z,
 			  const struct tally_metric_desc *d, tally_metric *m);
 
 /*
@@ -111,13 +111,13 @@ int tally_metric_register(struct tally_zone *z,
  * Return: 0, or -EINVAL (NULL, or a series already removed).
  * This API is MT-safe.  Not async-signal-safe.
  */
-int tally_metric_remove(tally_metric *m);
+TALLY_API int tally_metric_remove(tally_metric *m);
 
 /*
  * tally_metric_fetch: the series' value in this process (a counter's or
  * gauge's value, a histogram's count).  Return: 0 or -EINVAL.  MT-safe.
  */
-int tally_metric_fetch(const tally_metric *m, int64_t *value);
+TALLY_API int tally_metric_fetch(const tally_metric *m, int64_t *value);
 
 /* Which bucket a histogram puts @v in. */
 static inline unsigned tally_histogram_bucket(uint64_t v, unsigned sub_bits,
@@ -136,10 +136,10 @@ static inline unsigned tally_histogram_bucket(uint64_t v, unsigned sub_bits,
 
 /* The update calls.  Each is MT-safe and async-signal-safe, and never
  * locks, allocates, sleeps or enters the kernel. */
-void (tally_counter_add)(const tally_metric *m, int64_t v);
-void (tally_gauge_add)(const tally_metric *m, int64_t v);
-void (tally_gauge_set)(const tally_metric *m, int64_t v);
-void (tally_histogram_observe)(const tally_metric *m, uint64_t v);
+TALLY_API void (tally_counter_add)(const tally_metric *m, int64_t v);
+TALLY_API void (tally_gauge_add)(const tally_metric *m, int64_t v);
+TALLY_API void (tally_gauge_set)(const tally_metric *m, int64_t v);
+TALLY_API void (tally_histogram_observe)(const tally_metric *m, uint64_t v);
 
 static inline void tally__metric_add(const tally_metric *m, int64_t v)
 {

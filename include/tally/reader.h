@@ -104,18 +104,18 @@ typedef int (*tally_series_fn)(const struct tally_series_view *v,
  * EPROTONOSUPPORT (a major version this reader does not know), ENOMEM.
  * This API is MT-safe.
  */
-struct tally_seg *tally_seg_open(const char *path,
+TALLY_API struct tally_seg *tally_seg_open(const char *path,
 				 const struct tally_open_opts *opts);
 
 /* tally_seg_close: release @s (NULL is allowed).  MT-safe. */
-void tally_seg_close(struct tally_seg *s);
+TALLY_API void tally_seg_close(struct tally_seg *s);
 
 /*
  * tally_seg_info: fill @info from the header (re-read: counts and
  * liveness are current).  Return: 0 or -EINVAL / -errno.
  * A segment is used by one thread at a time.
  */
-int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info);
+TALLY_API int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info);
 
 /*
  * tally_seg_foreach: call @fn for every live series with its values.
@@ -130,7 +130,7 @@ int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info);
  * or unreadable (tally_errmsg() says what).
  * A segment is used by one thread at a time.
  */
-int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
+TALLY_API int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 		      void *arg);
 
 /*
@@ -144,9 +144,9 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
  * out as that bucket's.  Returns 0, or -EINVAL (not a histogram, q out of
  * range) or -ENODATA (no observations).
  */
-void tally_histogram_bucket_bounds(unsigned b, unsigned sub_bits,
+TALLY_API void tally_histogram_bucket_bounds(unsigned b, unsigned sub_bits,
 				   uint64_t *lo, uint64_t *hi);
-int tally_histogram_quantile(const struct tally_series_view *v, double q,
+TALLY_API int tally_histogram_quantile(const struct tally_series_view *v, double q,
 			double *out);
 
 /*
@@ -159,14 +159,14 @@ int tally_histogram_quantile(const struct tally_series_view *v, double q,
  */
 typedef int (*tally_seg_fn)(const char *path, struct tally_seg *s,
 			    const char *error, void *arg);
-int tally_dir_foreach(const char *dir, const struct tally_open_opts *opts,
+TALLY_API int tally_dir_foreach(const char *dir, const struct tally_open_opts *opts,
 		      tally_seg_fn fn, void *arg);
 
 /*
  * tally_seg_foreach_pid: open the segments of process @pid in @dir; calls
  * @fn as tally_dir_foreach does, for the files named *.<pid>.tally.
  */
-int tally_seg_foreach_pid(const char *dir, int pid,
+TALLY_API int tally_seg_foreach_pid(const char *dir, int pid,
 			  const struct tally_open_opts *opts, tally_seg_fn fn,
 			  void *arg);
 
@@ -174,12 +174,20 @@ int tally_seg_foreach_pid(const char *dir, int pid,
  * tally_dir_cleanup: remove the segments of @dir whose creator is gone
  * (its pid is free or belongs to a process with another start time), that
  * no other process still uses (children that inherited the zone hold a
- * lock on it) and that are not persistent.  Segments of live processes,
- * other users' files and anything that is not a valid segment are left
- * alone.
+ * lock on it) and that are not persistent, and the temporary files
+ * (*.tally.tmp) of zone creations whose creator died (nobody holds their
+ * creation lock, and they are more than 10 seconds old).  Segments of
+ * live processes, other users' files and anything that is not a valid
+ * segment are left alone.
  * Return: the number of files removed, or -errno.
+ * This API is MT-safe.
+ *
+ * tally_dir_cleanup_report: the same, calling @fn (when not NULL) with
+ * the path of each file removed and why, in a sentence.
  */
-int tally_dir_cleanup(const char *dir);
+typedef void (*tally_clean_fn)(const char *path, const char *why, void *arg);
+TALLY_API int tally_dir_cleanup(const char *dir);
+TALLY_API int tally_dir_cleanup_report(const char *dir, tally_clean_fn fn, void *arg);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tally/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -70,7 +72,7 @@ struct tally_zone_opts {
  *
  * This API is MT-safe.  Not async-signal-safe.
  */
-struct tally_zone *tally_zone_create(const char *name,
+TALLY_API struct tally_zone *tally_zone_create(const char *name,
 				     const struct tally_zone_opts *opts);
 
 /*
@@ -82,7 +84,7 @@ struct tally_zone *tally_zone_create(const char *name,
  * as the process).
  * This API is MT-safe with respect to other zones.
  */
-int tally_zone_destroy(struct tally_zone *z);
+TALLY_API int tally_zone_destroy(struct tally_zone *z);
 
 /*
  * tally_zone_default: the process's default zone, created on first call.
@@ -93,7 +95,7 @@ int tally_zone_destroy(struct tally_zone *z);
  * Return: the zone, or NULL with errno set as for tally_zone_create().
  * This API is MT-safe.
  */
-struct tally_zone *tally_zone_default(void);
+TALLY_API struct tally_zone *tally_zone_default(void);
 
 /* What a zone really uses, from tally_zone_usage(). */
 struct tally_zone_usage {
@@ -113,20 +115,20 @@ struct tally_zone_usage {
  * Return: 0, or -EINVAL for NULL arguments, or -errno from fstat.
  * This API is MT-safe.
  */
-int tally_zone_usage(struct tally_zone *z, struct tally_zone_usage *u);
+TALLY_API int tally_zone_usage(struct tally_zone *z, struct tally_zone_usage *u);
 
 /*
  * tally_zone_path: the zone's file name, or "" for an anonymous zone.
  * The string lives as long as the zone.  MT-safe.
  */
-const char *tally_zone_path(const struct tally_zone *z);
+TALLY_API const char *tally_zone_path(const struct tally_zone *z);
 
 /*
  * tally_errmsg: a sentence describing the last error of a tally call made
  * by this thread (or "" when none).  The string is thread-local and valid
  * until the next failing call.  MT-safe.
  */
-const char *tally_errmsg(void);
+TALLY_API const char *tally_errmsg(void);
 
 #ifdef __cplusplus
 }

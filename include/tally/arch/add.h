@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tally/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -33,7 +35,7 @@ struct tally__cfg {
 	unsigned rseq_limit;  /* CPU ids below this take the rseq path */
 	unsigned nslabs;      /* per-CPU copies of every slot */
 } __attribute__((aligned(64)));
-extern struct tally__cfg tally__cfg;
+extern TALLY_API struct tally__cfg tally__cfg;
 
 #if defined(__x86_64__) && defined(__linux__) && !defined(TALLY_NO_RSEQ_INLINE)
 #include "tally/arch/x86_64.h"
