@@ -11,9 +11,12 @@
  *   TALLY_NO_RSEQ=1   never use rseq: every add takes the atomic fallback
  *   TALLY_ZONE_SLOTS  default zone capacity in slots
  *   TALLY_KEEP=1      keep segment files when their processes exit
+ *   TALLY_GROUP       share segment files read-only with this group
+ *                     (files 0640, a default directory 0750)
  */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <grp.h>
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
@@ -94,6 +97,41 @@ static void env_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(tally__env.error, sizeof(tally__env.error), fmt, ap);
 	va_end(ap);
+}
+
+/*
+ * $TALLY_GROUP: a group name or number that segment files are shared
+ * with (read-only).  The process must belong to it, or be root.
+ */
+static long parse_group(const char *s)
+{
+	char buf[4096];
+	struct group g, *r = NULL;
+	long long v = parse_range(s, 0, 0x7fffffff);
+	gid_t gid;
+
+	if (v < 0) {
+		if (getgrnam_r(s, &g, buf, sizeof(buf), &r) != 0 || !r) {
+			env_error("TALLY_GROUP=%.40s: no such group", s);
+			return -1;
+		}
+		gid = r->gr_gid;
+	} else {
+		gid = (gid_t)v;
+	}
+	if (geteuid() != 0 && gid != getegid()) {
+		gid_t groups[256];
+		int n = getgroups(256, groups), member = 0;
+
+		for (int i = 0; i < n; i++)
+			member |= groups[i] == gid;
+		if (!member) {
+			env_error("TALLY_GROUP=%.40s: this process is not a "
+				  "member of group %u", s, (unsigned)gid);
+			return -1;
+		}
+	}
+	return (long)gid;
 }
 
 /* Fill cpu_node from /sys/devices/system/node/node<N>/cpulist. */
@@ -215,6 +253,10 @@ static void init_once(void)
 
 	s = getenv("TALLY_KEEP");
 	e->keep = s && strcmp(s, "1") == 0;
+
+	e->gid = -1;
+	if ((s = getenv("TALLY_GROUP")) && *s)
+		e->gid = parse_group(s);
 
 	if ((s = getenv("TALLY_DIR")) && *s) {
 		if (s[0] != '/' || strlen(s) >= sizeof(e->dir) - 80)

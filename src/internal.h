@@ -39,6 +39,7 @@ struct tally__env {
 	uint16_t cpu_node[TALLY__MAX_SLABS];
 	size_t default_capacity;
 	int keep;                /* $TALLY_KEEP=1 */
+	long gid;                /* $TALLY_GROUP, or -1 */
 	char dir[PATH_MAX];      /* $TALLY_DIR or the default */
 	int dir_is_default;
 	char error[256];         /* a bad variable, reported on zone creation */

@@ -222,6 +222,47 @@ static int validate_header(struct tally_seg *s, uint64_t st_size)
 	return 0;
 }
 
+static int in_my_groups(gid_t gid)
+{
+	gid_t groups[256];
+	int n;
+
+	if (gid == getegid())
+		return 1;
+	n = getgroups(256, groups);
+	for (int i = 0; i < n; i++)
+		if (groups[i] == gid)
+			return 1;
+	return 0;
+}
+
+/*
+ * Another user's file, shared with a group of this process (TALLY_GROUP
+ * on the writer's side): readable by the group, writable by nobody but its
+ * owner, in a directory of the same owner that nobody else can write to,
+ * so that no other member of the group could have put it there.
+ */
+static int group_shared(const char *path, const struct stat *st)
+{
+	char dir[PATH_MAX];
+	struct stat ds;
+	char *slash;
+
+	if (!in_my_groups(st->st_gid) || !(st->st_mode & S_IRGRP) ||
+	    (st->st_mode & 022))
+		return 0;
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		dir[1] = 0;
+	else
+		*slash = 0;
+	return lstat(dir, &ds) == 0 && S_ISDIR(ds.st_mode) &&
+	       ds.st_uid == st->st_uid && !(ds.st_mode & 022);
+}
+
 static struct tally_seg *open_fd(int fd, const char *path,
 				 const struct tally_open_opts *opts)
 {
@@ -248,10 +289,14 @@ static struct tally_seg *open_fd(int fd, const char *path,
 		tally__fail(EINVAL, "%s: not a regular file", path);
 		goto fail;
 	}
-	if (st.st_uid != geteuid() && (allow < 0 || st.st_uid != (uid_t)allow)) {
+	if (st.st_uid != geteuid() && (allow < 0 || st.st_uid != (uid_t)allow) &&
+	    !(opts && opts->allow_group && group_shared(path, &st))) {
 		tally__fail(EPERM, "%s: owned by uid %u, not by this user "
-			    "(uid %u)", path, (unsigned)st.st_uid,
-			    (unsigned)geteuid());
+			    "(uid %u)%s", path, (unsigned)st.st_uid,
+			    (unsigned)geteuid(),
+			    opts && opts->allow_group ?
+				    ", and not shared safely with a group of "
+				    "this process (see TALLY_GROUP)" : "");
 		goto fail;
 	}
 	if ((uint64_t)st.st_size < TALLY__PAGE) {

@@ -77,6 +77,13 @@ static int check_dir(void)
 		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 			return tally__fail(errno, "cannot create %s: %s", dir,
 					   strerror(errno));
+		/* Shared with a group: readable and searchable by it. */
+		if (tally__env.gid >= 0 &&
+		    (chown(dir, (uid_t)-1, (gid_t)tally__env.gid) < 0 ||
+		     chmod(dir, 0750) < 0))
+			return tally__fail(errno, "cannot give %s to group %ld:"
+					   " %s", dir, tally__env.gid,
+					   strerror(errno));
 		if (lstat(dir, &st) < 0)
 			return tally__fail(errno, "cannot stat %s: %s", dir,
 					   strerror(errno));
@@ -438,6 +445,13 @@ struct tally_zone *tally_zone_create(const char *name,
 				       O_CLOEXEC, 0600);
 		if (fd >= 0)
 			creation_lock(fd, F_WRLCK);
+		if (fd >= 0 && tally__env.gid >= 0 &&
+		    (fchown(fd, (uid_t)-1, (gid_t)tally__env.gid) < 0 ||
+		     fchmod(fd, 0640) < 0)) {
+			tally__fail(errno, "cannot share %s with group %ld: %s",
+				    tmp, tally__env.gid, strerror(errno));
+			goto fail;
+		}
 	}
 	if (fd < 0) {
 		tally__fail(errno, "cannot create the zone file %s: %s",

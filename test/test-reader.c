@@ -1651,8 +1651,9 @@ TEST(other_users_file)
 {
 	struct ctl *c = ctl_new("foreign");
 	char copy[PATH_MAX + 32];
-	struct tally_open_opts allow = { 65534 }, other = { 12345 },
-			       none = { -1 };
+	struct tally_open_opts allow = { .allow_uid = 65534 },
+			       other = { .allow_uid = 12345 },
+			       none = { .allow_uid = -1 };
 	struct tally_seg *s;
 	int n = 0;
 
@@ -1689,6 +1690,102 @@ TEST(other_users_file)
 		CHECK_EQ(tally_dir_cleanup(c->dir), 0);
 		CHECK_EQ(access(copy, F_OK), 0);
 	}
+}
+
+/* A writer with TALLY_GROUP set, in a fresh process. */
+struct group_writer {
+	char dir[PATH_MAX];
+	char gid[16];
+	char path[PATH_MAX];
+};
+
+static void group_writer(void *arg)
+{
+	struct group_writer *g = arg;
+	struct tally_zone_opts o = { .flags = TALLY_ZONE_PERSIST };
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "shared_total");
+	struct tally_zone *z;
+	tally_metric m;
+
+	fresh_setenv("TALLY_DIR", g->dir);
+	fresh_setenv("TALLY_GROUP", g->gid);
+	z = tally_zone_create("grp", &o);
+	if (!z)
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+	reg(z, d, NULL, 0, &m);
+	tally_counter_add(&m, 42); /* what count_cb expects */
+	snprintf(g->path, sizeof(g->path), "%s", tally_zone_path(z));
+}
+
+/*
+ * TALLY_GROUP: the writer makes its files 0640 and gives them to the
+ * group; a reader of another uid in that group reads them with
+ * allow_group, and only while neither the file nor its directory can be
+ * written by anybody but their owner.
+ */
+TEST(group_shared_files)
+{
+	struct group_writer *g = mmap(NULL, sizeof(*g), PROT_READ | PROT_WRITE,
+				      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct tally_open_opts grp = { .allow_uid = -1, .allow_group = 1 };
+	struct tally_seg *s;
+	struct stat st;
+	int n = 0;
+
+	CHECK(g != MAP_FAILED);
+	if (geteuid() != 0)
+		harness_skip("needs root to play two users");
+	snprintf(g->dir, sizeof(g->dir), "%s/grp.%d", harness_dir(),
+		 (int)getpid());
+	CHECK(mkdir(g->dir, 0750) == 0);
+	snprintf(g->gid, sizeof(g->gid), "%u", (unsigned)getegid());
+	CHECK_CHILD_OK(harness_child(group_writer, g));
+	CHECK(stat(g->path, &st) == 0);
+	CHECK_EQ(st.st_mode & 0777, 0640);
+	CHECK_EQ(st.st_gid, getegid());
+	/* Hand file and directory to another user, as a service's would be. */
+	CHECK(chown(g->path, 65534, (gid_t)-1) == 0);
+	CHECK(chown(g->dir, 65534, getegid()) == 0);
+	expect_refused(g->path, NULL, EPERM);
+	s = tally_seg_open(g->path, &grp);
+	if (!s)
+		harness_fail(__FILE__, __LINE__, "allow_group: %s",
+			     tally_errmsg());
+	CHECK_EQ(tally_seg_foreach(s, 0, count_cb, &n), 1);
+	tally_seg_close(s);
+	/* Writable by the group: anybody in it could have forged it. */
+	CHECK(chmod(g->path, 0660) == 0);
+	expect_refused(g->path, &grp, EPERM);
+	CHECK(chmod(g->path, 0640) == 0);
+	/* A directory the group can write to: refused as well. */
+	CHECK(chmod(g->dir, 0770) == 0);
+	expect_refused(g->path, &grp, EPERM);
+	CHECK(chmod(g->dir, 0750) == 0);
+	/* A directory of another owner than the file's: refused. */
+	CHECK(chown(g->dir, 0, (gid_t)-1) == 0);
+	expect_refused(g->path, &grp, EPERM);
+	/* A group this process is not in: refused. */
+	CHECK(chown(g->dir, 65534, (gid_t)-1) == 0);
+	CHECK(chown(g->path, (uid_t)-1, 65534) == 0);
+	expect_refused(g->path, &grp, EPERM);
+	CHECK(unlink(g->path) == 0);
+	CHECK(rmdir(g->dir) == 0);
+}
+
+/* A group that does not exist is refused with a message naming it. */
+static void bad_group_writer(void *arg)
+{
+	(void)arg;
+	fresh_setenv("TALLY_DIR", harness_dir());
+	fresh_setenv("TALLY_GROUP", "no-such-group-x");
+	CHECK(tally_zone_create("grp", NULL) == NULL);
+	CHECK_EQ(errno, EINVAL);
+	CHECK(has(tally_errmsg(), "TALLY_GROUP=no-such-group-x"));
+}
+
+TEST(bad_tally_group_is_einval)
+{
+	CHECK_CHILD_OK(harness_child(bad_group_writer, NULL));
 }
 
 struct walk_acc {

@@ -917,9 +917,12 @@ TEST(zone_create_on_full_fs_is_enospc)
 
 		mount_small(f.dir, sizeof(f.dir), "fullcreate", "64k");
 		fill(f.dir, "filler", leave[i]);
+		int left;
+
 		status = harness_child(full_create_child, &f);
-		CHECK_EQ(count_entries(f.dir), 1); /* the filler alone */
+		left = count_entries(f.dir);
 		CHECK_EQ(umount(f.dir), 0);
+		CHECK_EQ(left, 1); /* the filler alone */
 		if (WIFSIGNALED(status))
 			harness_fail(__FILE__, __LINE__, "zone creation was "
 				     "killed by signal %d (%s)",

@@ -29,7 +29,13 @@ struct tally_seg;
 
 /* Options of tally_seg_open(); NULL means the defaults. */
 struct tally_open_opts {
-	long allow_uid; /* also accept files of this uid (-1: none) */
+	long allow_uid;  /* also accept files of this uid (-1: none) */
+	int allow_group; /* 1: also accept another user's files shared with
+			    a group of this process (TALLY_GROUP): the file
+			    belongs to one of this process's groups, is
+			    readable by it and writable by nobody but its
+			    owner, and lies in a directory of the same
+			    owner that nobody else can write to */
 };
 
 /* What the header of a segment says, from tally_seg_info(). */
@@ -153,7 +159,8 @@ TALLY_API int tally_histogram_quantile(const struct tally_series_view *v, double
  * tally_dir_foreach: open each *.tally file of @dir (NULL: $TALLY_DIR or
  * /dev/shm/tally-<uid>) and call @fn with it, or with NULL and the reason
  * when it could not be opened (the reader skips it and goes on).  The
- * segment is closed when @fn returns.
+ * segment is closed when @fn returns.  When @s is NULL, errno holds the
+ * reason's errno (as tally_seg_open() sets it) while @fn runs.
  * Return: the number of segments opened, or -errno when @dir cannot be
  * read.  @fn returning non-zero stops the walk.
  */
