@@ -44,17 +44,63 @@ void tally__fallback_postfork_child(void)
 	fb_copy = 0;
 }
 
-static void fallback_add(int64_t *p, int64_t v)
+/*
+ * An add that found no room for its copy: subtracted from the slot's
+ * baseline word instead, which is in page 0 of the chunk, reserved when
+ * the chunk was handed out.  Readers subtract the baseline, so the add
+ * counts like any other (it is just not attributed to a CPU).
+ */
+static void spill(int64_t *p, int64_t v)
 {
-	__atomic_fetch_add(p + (size_t)(tally__cfg.nslabs + fallback_copy()) *
+	__atomic_fetch_sub(p - (size_t)(TALLY__PG_COPY0 - TALLY__PG_BASELINE) *
 				       WORDS_PER_PAGE,
 			   v, __ATOMIC_RELAXED);
 }
 
+/* Is bit @bit of the reservation line of @p's chunk set? */
+static int reserved(const int64_t *p, unsigned bit)
+{
+	const uint32_t *resv = (const uint32_t *)
+		(((uintptr_t)p & ~(uintptr_t)(TALLY__STRIDE - 1)) -
+		 TALLY__RESV_BACK);
+
+	return (__atomic_load_n(&resv[bit / 32u], __ATOMIC_ACQUIRE) >>
+		(bit % 32u)) & 1u;
+}
+
+static void fallback_add(int64_t *p, int64_t v)
+{
+	unsigned f = fallback_copy(), bit = TALLY__RESV_FALLBACK + f % 256u;
+
+	if (!reserved(p, bit) && tally__reserve_copies(p, bit) < 0) {
+		spill(p, v);
+		return;
+	}
+	__atomic_fetch_add(p + (size_t)(tally__cfg.nslabs + f) * WORDS_PER_PAGE,
+			   v, __ATOMIC_RELAXED);
+}
+
+/*
+ * The rseq add, reserving this CPU's copy when it is not reserved yet.  A
+ * thread that keeps migrating to CPUs without a copy gives up after a few
+ * tries and spills, rather than reserve the pages of every CPU it visits.
+ */
 static void percpu_add(int64_t *p, int64_t v)
 {
-	if (tally__rseq_add(p, v) != 0)
-		fallback_add(p, v);
+	for (int tries = 0; tries < 4; tries++) {
+		int rc = tally__rseq_add(p, v), cpu;
+
+		if (rc == 0)
+			return;
+		if (rc == TALLY__ADD_FALLBACK) {
+			fallback_add(p, v);
+			return;
+		}
+		cpu = sched_getcpu(); /* from rseq: no system call */
+		if (cpu < 0 || tally__reserve_copies(p, (unsigned)cpu % 256u) < 0)
+			break;
+	}
+	spill(p, v);
 }
 
 static unsigned current_node(void)
@@ -72,8 +118,11 @@ void tally__block_add_slow(tally_block *b, unsigned slot, int64_t v)
 	int64_t *p = (int64_t *)(h & ~(uintptr_t)3) + slot;
 
 	switch (h & 3) {
-	case TALLY_PERCPU: /* the inline rseq add already said no */
-		fallback_add(p, v);
+	case TALLY_PERCPU: /* the inline rseq add said no */
+		if (tally__cfg.rseq_limit)
+			percpu_add(p, v);
+		else
+			fallback_add(p, v);
 		break;
 	case TALLY_SHARED:
 		__atomic_fetch_add(p, v, __ATOMIC_RELAXED);

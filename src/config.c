@@ -184,7 +184,7 @@ static unsigned read_numa_map(unsigned nslabs)
 const uint16_t tally__class_size[TALLY__NCLASS] = {
 	1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
 	20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128,
-	160, 192, 224, 256, 320, 384, 448, 512,
+	160, 192, 224, 256, 320, 384, 448, 504,
 };
 
 /* class_of[n]: the size class of a block of n slots. */

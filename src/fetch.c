@@ -128,6 +128,12 @@ int tally_block_zero(tally_block *b, unsigned slot, int64_t *removed)
 	base = (int64_t *)(tally__chunk_base(loc.z, loc.chunk) +
 			   TALLY__PG_BASELINE * TALLY__PAGE) +
 	       loc.slot0 + slot;
+	/* Per-CPU and adaptive chunks reserved their baselines when they
+	 * were handed out; shared and per-node ones do at their first zero. */
+	if ((loc.mode == TALLY_SHARED || loc.mode == TALLY_PERNODE) &&
+	    (rc = tally__reserve_at(loc.z, base, sizeof(*base),
+				    "the baselines of a chunk")) < 0)
+		return rc;
 	/* The baseline page is written below anyway: reading it first is
 	 * no extra memory. */
 	old = __atomic_load_n(base, __ATOMIC_RELAXED);

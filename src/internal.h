@@ -25,8 +25,9 @@ struct tally_zone {
 	size_t chunk_bytes;
 	uint64_t div_magic;      /* floor(2^64 / chunk_bytes) */
 	uint32_t nchunks;
-	uint64_t room_until;     /* chunks in use up to which the file system
-				    is known to have room (pool.c) */
+	uint64_t nospace_until;  /* CLOCK_MONOTONIC ns: until then, copies are
+				    not reserved again after a refusal
+				    (space.c) */
 	unsigned flags;          /* TALLY_ZONE_* */
 	int is_default;
 	char path[PATH_MAX];     /* "" for an anonymous zone */
@@ -99,14 +100,29 @@ void tally__chunk_remote_freed(struct tally_zone *z, uint32_t idx,
 int tally__chunk_collect(struct tally_zone *z, uint32_t idx);
 void tally__chunk_owner_check(struct tally_zone *z, uint32_t idx,
 			      unsigned word);
-int tally__room(struct tally_zone *z, uint64_t more_chunks,
-		uint64_t records, uint64_t buckets);
 void tally__pool_lock(struct tally_zone *z);
 int tally__robust_lock(pthread_mutex_t *m);
 void tally__pool_repair(struct tally_zone *z);
 void tally__pool_unlock(struct tally_zone *z);
 
 int tally__zone_alive_locked(uint64_t id, struct tally_zone *z);
+
+/*
+ * Reserving pages before they are written (space.c).  Each returns 0, or
+ * -ENOSPC (or another -errno) with a message naming @what and the zone.
+ * tally__reserve: the pages of [off, off + len) of the zone's file;
+ * tally__reserve_at: the same for an address in the zone's mapping;
+ * tally__reserve_fd: on a bare descriptor, @where naming its file;
+ * tally__reserve_copies: from the update path, the copies that bit @bit
+ * of the reservation line of @p's chunk stands for, then the bit.
+ */
+int tally__reserve(struct tally_zone *z, uint64_t off, uint64_t len,
+		   const char *what);
+int tally__reserve_at(struct tally_zone *z, const void *addr, size_t len,
+		      const char *what);
+int tally__reserve_fd(int fd, uint64_t off, uint64_t len, const char *what,
+		      const char *where);
+int tally__reserve_copies(const int64_t *p, unsigned bit);
 
 /* Page residency (resident.c): call fn for each run of pages of the range
  * [off, off + len) that exist in the file; returns 0 or -errno. */

@@ -14,9 +14,12 @@
  *                     series chains (readers ignore it).
  *   chunks_off        nchunks chunks of chunk_pages pages each.
  *
- * A chunk holds 512 slots.  Its pages, in order:
+ * A chunk holds 504 slots.  Its pages, in order:
  *
- *   page 0                 baseline: what tally_block_zero() removed
+ *   page 0                 baseline: what tally_block_zero() removed and
+ *                          what adds that found no room were spilled to
+ *                          (subtracted); at TALLY__RESV_OFF, the
+ *                          reservation line (below)
  *   page 1                 adaptive blocks: the shared word (below)
  *   page 2 + c             rseq copy of CPU c        (c < nslabs)
  *   page 2 + nslabs + f    fallback copy f           (f < nslabs)
@@ -26,16 +29,29 @@
  * 8 bytes at s * 8 of each page.  A block's handle is the address of its
  * first slot in page 2, tagged with its mode in the two low bits.
  *
+ * Space is reserved for real (fallocate) before anybody writes a page, so
+ * that a full file system gives ENOSPC or a slower lossless path, never
+ * SIGBUS.  A chunk's fixed pages are reserved when it is handed out: page
+ * 0 for per-CPU and adaptive chunks, page 1 too for adaptive ones, the
+ * copies of shared and per-node chunks.  The per-CPU copies are reserved
+ * lazily, the first time a CPU (or a fallback copy) writes to the chunk:
+ * the reservation line is 512 bits, bit (c & 255) for the rseq copies of
+ * the CPUs c with that remainder, bit 256 + (f & 255) for the fallback
+ * copies f; a set bit means those pages exist and stay until the chunk is
+ * punched, which clears the line with the rest of page 0.  The update
+ * path tests the bit inside its restartable sequence; when it is clear,
+ * the slow path reserves the pages and sets it, and when the file system
+ * has no room, the add is subtracted from the slot's baseline word
+ * instead (an atomic add to a page that surely exists): no count is lost.
+ *
  * An adaptive slot's shared word holds (value << 1) | promoted: adds go to
  * it with a compare-and-swap while the low bit is clear; the first failed
  * compare-and-swap sets the bit (fetch_or, which keeps the value) and from
  * then on adds go to the per-CPU copies.  So does an add that would take
  * the word's value out of the 63 bits it has (-2^62 .. 2^62 - 1): the
  * copies are full 64-bit words, so a slot holds any int64 and wraps like
- * one.  Its value is the word shifted
- * right arithmetically by one, plus the copies.  So an adaptive slot that
- * never saw contention costs one page of eight bytes per slot, like a
- * shared one.
+ * one.  Its value is the word shifted right arithmetically by one, plus
+ * the copies.
  *
  * The value of a slot is
  *     sum of the copies the mode uses  -  baseline
@@ -52,7 +68,7 @@
 #include <stdint.h>
 
 #define TALLY__MAGIC       "TALLYSEG"
-#define TALLY__FMT_MAJOR   1
+#define TALLY__FMT_MAJOR   2
 #define TALLY__FMT_MINOR   0
 #define TALLY__BYTE_ORDER  0x0102030405060708ull
 #define TALLY__PAGE        4096u
@@ -61,6 +77,10 @@
 #define TALLY__PG_ASHARED  1u
 #define TALLY__PG_COPY0    2u
 #define TALLY__MAX_SLABS   4096u
+/* Page 0 of a chunk: the baseline words of its slots, then the
+ * reservation line (see the top of this file). */
+#define TALLY__RESV_OFF    4032u /* TALLY_CHUNK_SLOTS * 8 */
+#define TALLY__RESV_FALLBACK 256u /* first bit of the fallback copies */
 #define TALLY__NCLASS      36u
 #define TALLY__NMODES      4u
 
@@ -122,6 +142,9 @@ struct tally__hdr {
 	_Atomic uint64_t alloc_refused;          /* allocations and
 						    registrations refused
 						    with ENOSPC */
+	_Atomic uint64_t copies_refused;         /* copies that could not be
+						    reserved: their adds
+						    were spilled */
 	/* The pool: lists of chunks, changed under pool_lock only. */
 	_Alignas(64) pthread_mutex_t pool_lock;  /* robust, process-shared */
 	uint32_t empty_head;                     /* chunk index + 1, 0: none */
@@ -225,6 +248,9 @@ struct tally__series {
 _Static_assert(sizeof(struct tally__chunk) == 256, "chunk meta is 4 lines");
 _Static_assert(sizeof(struct tally__family) == 1024, "family record size");
 _Static_assert(sizeof(struct tally__series) == 128, "series record size");
+_Static_assert(__builtin_offsetof(struct tally__hdr, copies_refused) + 8 <=
+		       __builtin_offsetof(struct tally__hdr, next_token) + 64,
+	       "the pool's live counters share one line (read together)");
 _Static_assert(__builtin_offsetof(struct tally__hdr, desc_gen) == 512,
 	       "live header fields start at 512");
 

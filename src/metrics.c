@@ -269,14 +269,17 @@ static int family_get(struct tally_zone *z, const char *name,
 		return tally__fail(ENOSPC, "zone \"%s\" holds %u metric names "
 				   "already", h->zone_name, h->fam_cap);
 	}
-	/* A new page of family records: make sure it can be allocated. */
-	if ((uint64_t)idx * sizeof(*f) % TALLY__PAGE == 0) {
-		int rc = tally__room(z, 0, 0, 0);
+	/* The record and its index entry, reserved before they are written. */
+	f = &families(z)[idx];
+	{
+		int rc = tally__reserve_at(z, f, sizeof(*f), "a metric family");
 
+		if (rc == 0)
+			rc = tally__reserve_at(z, &fb[i], sizeof(fb[i]),
+					       "the family index");
 		if (rc < 0)
 			return rc;
 	}
-	f = &families(z)[idx];
 	seq_begin(&f->seq);
 	f->kind = (uint8_t)p->kind;
 	f->mode = (uint8_t)p->mode;
@@ -322,7 +325,7 @@ static void index_insert(struct tally_zone *z, uint32_t i)
  * bucket array sized for the capacity would get a page written at random
  * for every new label set).
  */
-static void index_grow(struct tally_zone *z)
+static int index_grow(struct tally_zone *z)
 {
 	struct tally__hdr *h = z->hdr;
 	uint32_t hwm, *b = series_buckets(z);
@@ -330,12 +333,17 @@ static void index_grow(struct tally_zone *z)
 	uint32_t cur = __atomic_load_n(&h->hash_cur, __ATOMIC_RELAXED);
 
 	if (cur == 0) {
+		/* Even a lookup reads the buckets: reserve them first. */
 		cur = h->hash_buckets < 1024 ? h->hash_buckets : 1024;
+		if (tally__reserve_at(z, b, (size_t)cur * sizeof(*b),
+				      "the series index") < 0)
+			return -errno;
 		__atomic_store_n(&h->hash_cur, cur, __ATOMIC_RELAXED);
 	}
 	if (h->series_live + 1 <= cur / 2 || cur >= h->hash_buckets ||
-	    tally__room(z, 0, 0, (uint64_t)cur * 2) < 0)
-		return; /* (without room, chains just get longer) */
+	    tally__reserve_at(z, b, (size_t)cur * 2 * sizeof(*b),
+			      "the series index") < 0)
+		return 0; /* (without room, chains just get longer) */
 	cur *= 2;
 	__atomic_store_n(&h->hash_cur, cur, __ATOMIC_RELAXED);
 	memset(b, 0, cur * sizeof(*b));
@@ -343,6 +351,7 @@ static void index_grow(struct tally_zone *z)
 	for (uint32_t i = 0; i < hwm; i++)
 		if (series(z)[i].state == 1)
 			index_insert(z, i);
+	return 0;
 }
 
 /*
@@ -438,9 +447,8 @@ int tally_metric_register(struct tally_zone *z,
 
 	metrics_lock(z);
 	rc = family_get(z, d->name, &p, &fam);
-	if (rc < 0)
+	if (rc < 0 || (rc = index_grow(z)) < 0)
 		goto fail;
-	index_grow(z);
 	bucket = series_hash(z, fam, p.labels, p.labels_len);
 	for (link = &series_buckets(z)[bucket]; *link;
 	     link = &chains(z)[*link - 1]) {
@@ -464,9 +472,14 @@ int tally_metric_register(struct tally_zone *z,
 					 "already", h->zone_name, h->desc_cap);
 			goto fail;
 		}
-		/* A new page of records: make sure it can be allocated. */
+		/* A new page of records, and of their index chains:
+		 * reserved before they are written. */
 		if ((uint64_t)idx * sizeof(*s) % TALLY__PAGE == 0 &&
-		    (rc = tally__room(z, 0, (uint64_t)idx + 32, 0)) < 0)
+		    ((rc = tally__reserve_at(z, &series(z)[idx],
+					     TALLY__PAGE, "series records")) < 0 ||
+		     (rc = tally__reserve_at(z, &chains(z)[idx],
+					     sizeof(uint32_t),
+					     "the series index")) < 0))
 			goto fail;
 	}
 	s = &series(z)[idx];

@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -154,129 +155,80 @@ static int reap_a_warm_chunk(struct tally_zone *z)
 	return 0;
 }
 
-static uint64_t pages(uint64_t bytes)
-{
-	return (bytes + TALLY__PAGE - 1) / TALLY__PAGE * TALLY__PAGE;
-}
-
 /*
- * An upper bound of what the zone's file may come to hold: every page of
- * every chunk in use (one per CPU that may write, and the auxiliary ones)
- * plus the records and index entries in use, with @chunks chunks in use,
- * @records series records and @buckets index buckets.
+ * Reserve the pages of chunk @i that its blocks in @mode write without
+ * asking (src/space.c): page 0 (baselines, spills and the reservation
+ * line) for per-CPU and adaptive chunks, page 1 (the shared words) for
+ * adaptive ones, the atomic copies of shared and per-node chunks.  The
+ * per-CPU copies are reserved by the adds themselves.
  */
-static uint64_t file_bound(struct tally_zone *z, uint64_t chunks,
-			   uint64_t records, uint64_t buckets)
+static int reserve_fixed_pages(struct tally_zone *z, uint32_t i,
+			       unsigned mode)
 {
-	struct tally__hdr *h = z->hdr;
-	uint64_t bumped = atomic_load(&h->chunks_bumped) + 1;
+	uint64_t off = chunk_file_off(z, i);
+	char what[96];
 
-	return TALLY__PAGE + h->node_size +
-	       pages(bumped * sizeof(struct tally__chunk)) +
-	       pages(((uint64_t)atomic_load(&h->fam_count) + 1) *
-		     sizeof(struct tally__family)) +
-	       pages(records * sizeof(struct tally__series)) +
-	       pages(buckets * 4) + pages((uint64_t)h->fam_hash_buckets * 4) +
-	       pages(records * 4) + 4 * TALLY__PAGE +
-	       chunks * z->chunk_bytes;
-}
-
-/* What @z may still come to need beyond what it holds: its bound with
- * @more_chunks more chunks, less its resident pages. */
-static uint64_t still_needed(struct tally_zone *z, uint64_t more_chunks,
-			     uint64_t records, uint64_t buckets,
-			     uint64_t resident)
-{
-	struct tally__hdr *h = z->hdr;
-	uint64_t chunks = atomic_load(&h->chunks_inuse) +
-			  atomic_load(&h->chunks_warm) + more_chunks, bound;
-
-	if (!records)
-		records = atomic_load(&h->series_hwm) + 1u;
-	if (!buckets)
-		buckets = __atomic_load_n(&h->hash_cur, __ATOMIC_RELAXED);
-	bound = file_bound(z, chunks, records, buckets);
-	return bound > resident ? bound - resident : 0;
-}
-
-/*
- * What the other zones of this process on the file system @dev may still
- * need: every zone's promise comes out of the same free space, so they
- * are checked against it together.  Sets *@nzones to how many zones
- * share it, this one included.
- */
-static uint64_t others_needed(struct tally_zone *z, dev_t dev,
-			      unsigned *nzones)
-{
-	uint64_t need = 0;
-	struct stat st;
-
-	*nzones = 1;
-	for (unsigned i = 0; i < TALLY__MAX_ZONES; i++) {
-		struct tally_zone *o = tally__zone_at(i);
-
-		if (!o || o == z || fstat(o->fd, &st) < 0 || st.st_dev != dev)
-			continue;
-		need += still_needed(o, 0, 0, 0, (uint64_t)st.st_blocks * 512u);
-		++*nzones;
+	snprintf(what, sizeof(what), "a new chunk of zone \"%s\"",
+		 z->hdr->zone_name);
+	switch (mode) {
+	case TALLY_PERCPU:
+		return tally__reserve(z, off, TALLY__PAGE, what);
+	case TALLY_ADAPTIVE:
+		return tally__reserve(z, off, 2 * TALLY__PAGE, what);
+	case TALLY_SHARED:
+		return tally__reserve(z, off + TALLY__PG_COPY0 * TALLY__PAGE,
+				      TALLY__PAGE, what);
+	default:
+		return tally__reserve(z, off + TALLY__PG_COPY0 * TALLY__PAGE,
+				      (uint64_t)z->hdr->nnodes * TALLY__PAGE,
+				      what);
 	}
-	return need;
 }
 
-/*
- * The file system must be able to hold every page the zone has promised:
- * a page that cannot be allocated when a CPU first writes to it kills the
- * writer with SIGBUS.  So a new chunk (or a new page of records) is handed
- * out only while the free space covers everything the zone may still
- * need.  This cannot see other zones or files filling the same file
- * system.
- */
-int tally__room(struct tally_zone *z, uint64_t more_chunks,
-		uint64_t records, uint64_t buckets)
+/* Under the pool lock: a chunk that has never been handed out; its entry
+ * in the chunk table is reserved first (a new page of it, sometimes). */
+static int bump(struct tally_zone *z, uint32_t *idx)
 {
 	struct tally__hdr *h = z->hdr;
-	struct statvfs sv;
-	struct stat st;
-	uint64_t need, avail, chunks;
-	unsigned nzones;
+	uint64_t n = atomic_load(&h->chunks_bumped);
+	int rc;
 
-	if (fstatvfs(z->fd, &sv) < 0 || fstat(z->fd, &st) < 0)
-		return tally__fail(errno, "cannot check free space: %s",
-				   strerror(errno));
-	if (sv.f_blocks == 0) /* no limit (the internal memfd mount) */
-		return 0;
-	chunks = atomic_load(&h->chunks_inuse) + atomic_load(&h->chunks_warm) +
-		 more_chunks;
-
-	/* A check that found room for many more chunks holds for a share
-	 * of them, until records or the index take more space. */
-	if (more_chunks && !records && !buckets &&
-	    chunks <= __atomic_load_n(&z->room_until, __ATOMIC_RELAXED))
-		return 0;
-	if (!more_chunks)
-		__atomic_store_n(&z->room_until, 0, __ATOMIC_RELAXED);
-	need = still_needed(z, more_chunks, records, buckets,
-			   (uint64_t)st.st_blocks * 512u) +
-	       others_needed(z, st.st_dev, &nzones);
-	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-	if (need > avail) {
+	if (n >= z->nchunks) {
 		atomic_fetch_add_explicit(&h->alloc_refused, 1,
 					  memory_order_relaxed);
-		return tally__fail(ENOSPC, "the file system of %s has %llu "
-				   "bytes free, less than the %llu bytes the "
-				   "zones of this process may still need",
-				   z->path[0] ? z->path : "(memfd)",
-				   (unsigned long long)avail,
-				   (unsigned long long)need);
+		return tally__fail(ENOSPC, "zone \"%s\" is full (%u chunks of "
+				   "%u slots); create it with a larger "
+				   "capacity", h->zone_name, z->nchunks,
+				   TALLY_CHUNK_SLOTS);
 	}
-	/* Each zone on the file system may cache a share of what is left
-	 * (half of it, split between them), so together they stay within
-	 * it. */
-	if (more_chunks && !records && !buckets)
-		__atomic_store_n(&z->room_until,
-				 chunks + (avail - need) / z->chunk_bytes /
-						  (2u * nzones),
-				 __ATOMIC_RELAXED);
+	rc = tally__reserve_at(z, meta(z, (uint32_t)n),
+			       sizeof(struct tally__chunk), "the chunk table");
+	if (rc < 0)
+		return rc;
+	*idx = (uint32_t)atomic_fetch_add(&h->chunks_bumped, 1);
+	return 0;
+}
+
+/* Under the pool lock: a free chunk (from the empty list or never used)
+ * with its fixed pages reserved for @mode. */
+static int take_free_chunk(struct tally_zone *z, unsigned mode, uint32_t *idx)
+{
+	struct tally__hdr *h = z->hdr;
+	uint32_t i = 0;
+	int rc;
+
+	if (h->empty_head) {
+		i = h->empty_head - 1;
+		list_remove(z, &h->empty_head, i);
+	} else if ((rc = bump(z, &i)) < 0) {
+		return rc;
+	}
+	rc = reserve_fixed_pages(z, i, mode);
+	if (rc < 0) {
+		list_push(z, &h->empty_head, i);
+		return rc;
+	}
+	*idx = i;
 	return 0;
 }
 
@@ -398,7 +350,7 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 {
 	struct tally__hdr *h = z->hdr;
 	struct tally__chunk *c;
-	uint32_t i;
+	uint32_t i = 0;
 	unsigned bsize, nblocks;
 	int rc;
 
@@ -419,36 +371,24 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 		*idx = i;
 		return 0;
 	}
-	rc = tally__room(z, 1, 0, 0);
-	if (rc < 0) {
-		/* A warm chunk of another size class is memory the zone
-		 * holds already: punched and reused, it costs nothing more. */
-		if (!reap_a_warm_chunk(z))
+	/* No chunk of this class to reuse: take a free one.  Out of room or
+	 * of chunks, first punch a warm chunk of another class (memory the
+	 * zone holds already), then take back the chunks of dead owners. */
+	for (;;) {
+		rc = take_free_chunk(z, mode, &i);
+		if (rc == 0)
+			break;
+		if (rc != -ENOSPC)
 			goto out;
-		rc = 0;
-	}
-	if (!h->empty_head && atomic_load(&h->chunks_bumped) >= z->nchunks &&
-	    !reap_a_warm_chunk(z) && take_back_dead(z)) {
-		/* Chunks of dead processes came back: reuse one. */
+		if (reap_a_warm_chunk(z))
+			continue;
+		if (!take_back_dead(z))
+			goto out;
 		if (h->partial_head[mode][cls]) {
+			/* Chunks of dead processes came back: reuse one. */
 			tally__pool_unlock(z);
 			return tally__chunk_acquire(z, mode, cls, token, idx);
 		}
-		reap_a_warm_chunk(z);
-	}
-	if (h->empty_head) {
-		i = h->empty_head - 1;
-		list_remove(z, &h->empty_head, i);
-	} else if (atomic_load(&h->chunks_bumped) < z->nchunks) {
-		i = (uint32_t)atomic_fetch_add(&h->chunks_bumped, 1);
-	} else {
-		atomic_fetch_add_explicit(&h->alloc_refused, 1,
-					  memory_order_relaxed);
-		rc = tally__fail(ENOSPC, "zone \"%s\" is full (%u chunks of "
-				 "%u slots); create it with a larger "
-				 "capacity", h->zone_name, z->nchunks,
-				 TALLY_CHUNK_SLOTS);
-		goto out;
 	}
 	c = meta(z, i);
 	bsize = tally__class_size[cls];

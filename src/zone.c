@@ -284,29 +284,6 @@ static int creation_lock(int fd, short type)
 	return fcntl(fd, F_OFD_SETLK, &fl);
 }
 
-/*
- * Reserve, for real, the pages that creation writes (the header and the
- * CPU-to-node table), so that a full file system gives ENOSPC here
- * instead of SIGBUS in the first store to the mapping.  A file system
- * that cannot allocate ahead (no fallocate) is left to its own devices.
- */
-static int reserve_creation_pages(int fd, const char *name, size_t bytes)
-{
-	struct statvfs sv;
-
-	if (fallocate(fd, 0, 0, (off_t)bytes) == 0 || errno == EOPNOTSUPP)
-		return 0;
-	if (errno != ENOSPC)
-		return tally__fail(errno, "cannot create zone \"%s\" in %s: %s",
-				   name, tally__env.dir, strerror(errno));
-	if (fstatvfs(fd, &sv) < 0)
-		sv.f_bavail = 0;
-	return tally__fail(ENOSPC, "cannot create zone \"%s\" in %s: it needs "
-			   "%zu bytes and the file system has %llu bytes free",
-			   name, tally__env.dir, bytes,
-			   (unsigned long long)sv.f_bavail * sv.f_frsize);
-}
-
 /* Publish a fully written temporary file under its final name. */
 static int publish(const char *tmp, const char *path)
 {
@@ -463,8 +440,20 @@ struct tally_zone *tally_zone_create(const char *name,
 			    size, strerror(errno));
 		goto fail;
 	}
-	if (reserve_creation_pages(fd, name, TALLY__PAGE + node_size) < 0)
-		goto fail;
+	/* Reserve, for real, what creation writes (the header and the
+	 * CPU-to-node table) and what every registration reads (the family
+	 * index), so that a full file system gives ENOSPC here instead of
+	 * SIGBUS at the first store to the mapping. */
+	{
+		char what[96];
+
+		snprintf(what, sizeof(what), "zone \"%s\"", name);
+		if (tally__reserve_fd(fd, 0, TALLY__PAGE + node_size, what,
+				      tally__env.dir) < 0 ||
+		    tally__reserve_fd(fd, off - hash_size + hbuckets * 4,
+				      fbuckets * 4, what, tally__env.dir) < 0)
+			goto fail;
+	}
 	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED) {
 		tally__fail(errno, "cannot map %zu bytes: %s", size,

@@ -10,7 +10,7 @@
  *     anything, a double free, a block of another zone, a handle that was
  *     never handed out, garbage and NULL; bad sizes and modes fail with
  *     EINVAL;
- *   - every size from 1 to 512 slots, in every mode, gets a block of its
+ *   - every size from 1 to TALLY_BLOCK_MAX_SLOTS slots, in every mode, gets a block of its
  *     own that keeps its values;
  *   - a million blocks allocated and cross-freed by two threads give
  *     their memory back once freed and their threads gone;
@@ -178,7 +178,7 @@ static tally_block *alloc_until(struct tally_zone *z, unsigned n,
 /* Freed by its owner: the same thread gets it back zeroed. */
 TEST(reuse_gives_zeroed_blocks)
 {
-	static const unsigned sizes[] = { 1, 4, 20, 512 };
+	static const unsigned sizes[] = { 1, 4, 20, TALLY_BLOCK_MAX_SLOTS };
 
 	for (unsigned mode = TALLY_PERCPU; mode <= TALLY_ADAPTIVE; mode++) {
 		for (unsigned i = 0; i < 4; i++) {
@@ -427,16 +427,16 @@ static int64_t pattern(unsigned mode, unsigned n, unsigned s)
 }
 
 /*
- * Every size 1..512 in every mode, all alive at once: each slot keeps
+ * Every size 1..TALLY_BLOCK_MAX_SLOTS in every mode, all alive at once: each slot keeps
  * the value written to it (no two blocks share a slot), slots past the
  * block's class are refused, and every block frees once.
  */
 TEST(all_sizes_round_trip)
 {
-	static tally_block *b[4][513];
+	static tally_block *b[4][TALLY_BLOCK_MAX_SLOTS + 1];
 
 	for (unsigned mode = TALLY_PERCPU; mode <= TALLY_ADAPTIVE; mode++) {
-		for (unsigned n = 1; n <= 512; n++) {
+		for (unsigned n = 1; n <= TALLY_BLOCK_MAX_SLOTS; n++) {
 			b[mode][n] = tally_block_alloc(NULL, n, mode);
 			CHECK(b[mode][n] != NULL);
 			CHECK_EQ(tally_block_mode(b[mode][n]), mode);
@@ -448,7 +448,7 @@ TEST(all_sizes_round_trip)
 	}
 	harness_pin(-1);
 	for (unsigned mode = TALLY_PERCPU; mode <= TALLY_ADAPTIVE; mode++) {
-		for (unsigned n = 1; n <= 512; n++) {
+		for (unsigned n = 1; n <= TALLY_BLOCK_MAX_SLOTS; n++) {
 			unsigned cls = tally__class_size[tally__class_of(n)];
 			int64_t v;
 
@@ -462,7 +462,7 @@ TEST(all_sizes_round_trip)
 		}
 	}
 	for (unsigned mode = TALLY_PERCPU; mode <= TALLY_ADAPTIVE; mode++)
-		for (unsigned n = 1; n <= 512; n++) {
+		for (unsigned n = 1; n <= TALLY_BLOCK_MAX_SLOTS; n++) {
 			CHECK_EQ(tally_block_free(NULL, b[mode][n]), 0);
 			CHECK_EQ(tally_block_free(NULL, b[mode][n]), -EINVAL);
 		}
@@ -475,7 +475,7 @@ TEST(all_sizes_round_trip)
  */
 TEST(slot_past_requested_size_is_einval)
 {
-	for (unsigned n = 1; n <= 512; n++) {
+	for (unsigned n = 1; n <= TALLY_BLOCK_MAX_SLOTS; n++) {
 		tally_block *b = tally_block_alloc(NULL, n, TALLY_PERCPU);
 		int64_t v;
 
@@ -575,12 +575,12 @@ TEST(million_blocks_two_threads_memory_returns)
 /* A zone of two chunks holds exactly two chunks' worth of blocks. */
 TEST(full_zone_is_enospc)
 {
-	static const unsigned sizes[] = { 1, 3, 17, 100, 512 };
+	static const unsigned sizes[] = { 1, 3, 17, 100, TALLY_BLOCK_MAX_SLOTS };
 
 	for (unsigned i = 0; i < 5; i++) {
 		unsigned n = sizes[i];
-		struct tally_zone *z = new_zone("tiny", 2 * 512);
-		unsigned per_chunk = 512 / tally__class_size[tally__class_of(n)];
+		struct tally_zone *z = new_zone("tiny", 2 * TALLY_CHUNK_SLOTS);
+		unsigned per_chunk = TALLY_CHUNK_SLOTS / tally__class_size[tally__class_of(n)];
 		tally_block *b, *first = NULL;
 		unsigned count = 0;
 

@@ -4,15 +4,17 @@
  * With TALLY_NSLABS=256, every slot has 256 per-CPU copies and 256
  * fallback copies of address space.  A million one-slot per-CPU counters
  * written from one CPU (then from two) must cost 8 bytes each for each
- * CPU that wrote, plus their chunks' allocation records, not 512 x 8:
- * allocating creates no slot page, writing creates the writer's pages
- * only, fetching (sums and raw copies) creates nothing at all, and
- * freeing gives the pages back without reuse creating new ones.  The
- * same holds with TALLY_NO_RSEQ=1, where each writer thread has one
- * fallback copy.  And in every mode, a chunk's worth of counters written
- * by one thread costs exactly one page: reading a hole of the zone's
- * shared-memory file through the mapping would allocate a page, so the
- * update path must not read pages it does not write.
+ * CPU that wrote, plus 8 bytes for the page every chunk reserves when it
+ * is handed out (baselines, spills and the reservation line) and their
+ * chunks' allocation records, not 512 x 8: allocating creates that one
+ * page a chunk, writing creates the writer's pages only, fetching (sums
+ * and raw copies) creates nothing at all, and freeing gives the pages
+ * back.  The same holds with TALLY_NO_RSEQ=1, where each writer thread
+ * has one fallback copy.  And in every mode, a chunk's worth of counters
+ * written and zeroed by one thread costs exactly the pages its mode
+ * reserves: reading a hole of the zone's shared-memory file through the
+ * mapping would allocate a page, so the update path must not read pages
+ * it does not write.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -83,17 +85,17 @@ static void lazy(int writers)
 	CHECK_EQ(u.nslabs, NSLABS);
 	b = calloc((size_t)n, sizeof(*b));
 	CHECK(b != NULL);
-	chunks = ((uint64_t)n + 511) / 512;
+	chunks = ((uint64_t)n + TALLY_CHUNK_SLOTS - 1) / TALLY_CHUNK_SLOTS;
 	r0 = resident(z);
 
-	/* Allocation writes allocation records (256 bytes a chunk), no
-	 * slot page. */
+	/* Allocation writes allocation records (256 bytes a chunk) and
+	 * reserves one page a chunk (page 0), no copy. */
 	for (long i = 0; i < n; i++) {
 		b[i] = tally_block_alloc(z, 1, TALLY_PERCPU);
 		CHECK(b[i] != NULL);
 	}
 	r1 = resident(z);
-	bound = r0 + chunks * 256 + 2 * PAGE;
+	bound = r0 + chunks * (256 + PAGE) + 2 * PAGE;
 	if (r1 > bound)
 		fail_bytes(__LINE__, "after allocation", r1, bound);
 
@@ -109,8 +111,7 @@ static void lazy(int writers)
 	if (r2 - r1 < chunks * PAGE * (uint64_t)writers)
 		fail_bytes(__LINE__, "written pages", r2 - r1,
 			   chunks * PAGE * (uint64_t)writers);
-	bound = 8ull * (uint64_t)n * (uint64_t)writers + 2ull * (uint64_t)n +
-		16 * PAGE;
+	bound = chunks * (PAGE * (uint64_t)(writers + 1) + 256) + 16 * PAGE;
 	if (r2 - r0 > bound)
 		fail_bytes(__LINE__, "after writing", r2 - r0, bound);
 	/* The address space is hundreds of times that. */
@@ -146,10 +147,12 @@ static void lazy(int writers)
 	for (long i = 0; i < n; i++)
 		CHECK_EQ(tally_block_free(z, b[i]), 0);
 	r4 = resident(z);
-	bound = r1 + (1 + 8 + 4) * (uint64_t)writers * PAGE;
+	bound = r0 + chunks * 256 + 2 * PAGE +
+		(1 + 8 + 4) * (uint64_t)(writers + 1) * PAGE;
 	if (r4 > bound)
 		fail_bytes(__LINE__, "after freeing", r4, bound);
-	/* ...and blocks handed out again are zero without new pages. */
+	/* ...and blocks handed out again are zero, with no page but the one
+	 * each chunk reserves. */
 	for (long i = 0; i < n; i++) {
 		int64_t v = -1;
 
@@ -161,8 +164,9 @@ static void lazy(int writers)
 		CHECK_EQ(v, 0);
 	}
 	r5 = resident(z);
-	if (r5 > r4)
-		fail_bytes(__LINE__, "after allocating again", r5, r4);
+	if (r5 > r4 + chunks * PAGE)
+		fail_bytes(__LINE__, "after allocating again", r5,
+			   r4 + chunks * PAGE);
 	free(b);
 }
 
@@ -180,30 +184,48 @@ static const char *const mode_name[] = { "percpu", "shared", "pernode",
 					 "adaptive" };
 
 /*
- * One chunk of one-slot blocks (512), written by one thread on one CPU,
- * in a zone of their own: exactly one more page, whatever the mode.
- * Fetching adds none; zeroing adds the baseline page only.
+ * One chunk of one-slot blocks, written by one thread on one CPU, then
+ * zeroed, in a zone of their own: allocation reserves the pages the mode
+ * writes without asking (page 0 for percpu, pages 0 and 1 for adaptive,
+ * the atomic copies for shared and pernode), the adds create the
+ * writer's copy (percpu) or nothing, fetching creates nothing, and
+ * zeroing creates the baseline page where allocation did not reserve it
+ * (shared, pernode).
  */
 TEST(one_writer_one_page_every_mode)
 {
-	enum { N = 512 };
+	enum { N = TALLY_CHUNK_SLOTS };
 	static tally_block *b[N];
 
 	harness_pin(0);
 	for (unsigned mode = TALLY_PERCPU; mode <= TALLY_ADAPTIVE; mode++) {
 		struct tally_zone_opts o = { .capacity = 4 * N };
+		struct tally_zone_usage u;
 		struct tally_zone *z;
-		uint64_t r0, r1, r2, r3;
+		uint64_t r, r0, r1, r2, r3, reserved, written, zeroed;
 		char name[32];
 
 		snprintf(name, sizeof(name), "page-%s", mode_name[mode]);
 		z = tally_zone_create(name, &o);
 		CHECK(z != NULL);
+		CHECK_EQ(tally_zone_usage(z, &u), 0);
+		reserved = mode == TALLY_PERCPU ? 1 : mode == TALLY_SHARED ? 1 :
+			   mode == TALLY_PERNODE ? u.nnodes : 2;
+		written = mode == TALLY_PERCPU;
+		zeroed = mode == TALLY_SHARED || mode == TALLY_PERNODE;
+		r = resident(z);
 		for (int i = 0; i < N; i++) {
 			b[i] = tally_block_alloc(z, 1, mode);
 			CHECK(b[i] != NULL);
 		}
+		/* (the chunk table's first page comes with the first chunk) */
 		r0 = resident(z);
+		if (r0 - r - PAGE != reserved * PAGE)
+			harness_fail(__FILE__, __LINE__, "%s: allocation "
+				     "reserved %llu bytes, not %llu pages",
+				     mode_name[mode],
+				     (unsigned long long)(r0 - r - PAGE),
+				     (unsigned long long)reserved);
 		for (int i = 0; i < N; i++)
 			tally_block_add(b[i], 0, i);
 		r1 = resident(z);
@@ -218,13 +240,14 @@ TEST(one_writer_one_page_every_mode)
 		for (int i = 0; i < N; i++)
 			CHECK_EQ(tally_block_zero(b[i], 0, NULL), 0);
 		r3 = resident(z);
-		if (r1 - r0 != PAGE)
+		if (r1 - r0 != written * PAGE)
 			harness_fail(__FILE__, __LINE__, "%s: %d adds from one "
-				     "thread created %llu bytes, not one page",
+				     "thread created %llu bytes, not %llu pages",
 				     mode_name[mode], N,
-				     (unsigned long long)(r1 - r0));
+				     (unsigned long long)(r1 - r0),
+				     (unsigned long long)written);
 		CHECK_EQ(r2, r1);
-		CHECK_EQ(r3 - r2, PAGE);
+		CHECK_EQ(r3 - r2, zeroed * PAGE);
 		CHECK_EQ(tally_zone_destroy(z), 0);
 	}
 }

@@ -21,7 +21,7 @@
 #include "tally/tally.h"
 
 #define ZONE_CHUNKS 3
-#define NSLOTS 512 /* blocks of one slot: 512 a chunk */
+#define NSLOTS ((int)TALLY_CHUNK_SLOTS) /* one-slot blocks: a chunk's worth */
 
 static void sleep_ms(long ms)
 {

@@ -292,7 +292,8 @@ static const struct hcase {
 } hcases[] = {
 	{ "magic byte 0", 0, 1, SET, 'X', EINVAL },
 	{ "magic byte 7", 7, 1, SET, 'g', EINVAL },
-	{ "major 2", F(major), SET, 2, EPROTONOSUPPORT },
+	{ "major 1", F(major), SET, 1, EPROTONOSUPPORT },
+	{ "major 3", F(major), SET, 3, EPROTONOSUPPORT },
 	{ "major 0", F(major), SET, 0, EPROTONOSUPPORT },
 	{ "major 65535", F(major), SET, 65535, EPROTONOSUPPORT },
 	{ "byte order", F(byte_order), SET, 0x0807060504030201, EINVAL },

@@ -689,7 +689,7 @@ TEST(values_from_another_process)
 	CHECK_EQ(info.alive, 0);
 	CHECK(!strcmp(info.zone_name, "values"));
 	CHECK(!strncmp(info.proc_name, "test-reader", 11));
-	CHECK_EQ(info.major, 1);
+	CHECK_EQ(info.major, 2);
 	CHECK_EQ(info.minor, 0);
 	CHECK_EQ(info.nslabs, c->nslabs);
 	CHECK(info.nnodes >= 1 && info.nnodes <= info.nslabs);

@@ -45,8 +45,8 @@ typedef struct tally_block tally_block;
 #define TALLY_PERNODE  2u
 #define TALLY_ADAPTIVE 3u
 
-/* The largest block: one page of slots. */
-#define TALLY_BLOCK_MAX_SLOTS 512u
+/* The largest block: a whole chunk. */
+#define TALLY_BLOCK_MAX_SLOTS 504u
 
 /*
  * tally_block_alloc: allocate a block of @nslots zeroed slots from @z (NULL:
@@ -114,7 +114,10 @@ TALLY_API int tally_block_fetch_percpu(const tally_block *b, unsigned slot,
  * counted exactly once, in *@removed or in later fetches.  Implemented as
  * a baseline subtracted at read time, so that zeroing never writes to
  * another CPU's copy.
- * Return: 0, or -EINVAL (bad block or slot).
+ * Return: 0, or -EINVAL (bad block or slot), or -ENOSPC (the first zero
+ * of a TALLY_SHARED or TALLY_PERNODE block of a chunk needs a page for
+ * the chunk's baselines, and the file system has no room; nothing
+ * changed).
  * This API is MT-safe.
  */
 TALLY_API int tally_block_zero(tally_block *b, unsigned slot, int64_t *removed);

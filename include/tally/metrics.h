@@ -65,7 +65,7 @@ struct tally_metric_desc {
 				   by default; GAUGE_SET is always shared */
 	unsigned hist_sub_bits; /* 1..7, default 3 */
 	unsigned hist_max_bits; /* sub_bits + 1 .. 63, default 40; the
-				   histogram must fit in 511 buckets */
+				   histogram must fit in 503 buckets */
 };
 
 /*

@@ -62,6 +62,9 @@ struct tally_seg_info {
 	uint32_t chunk_slots;    /* slots per chunk */
 	uint64_t alloc_refused;  /* allocations and registrations the zone
 				    refused for want of room (ENOSPC) */
+	uint64_t copies_refused; /* per-CPU copies that found no room when a
+				    CPU first wrote to their chunk (their
+				    adds were spilled, not lost) */
 };
 
 /*

@@ -49,8 +49,9 @@ struct tally_zone_opts {
 	unsigned flags;
 };
 
-/* Slots per chunk: one page of 8-byte slots. */
-#define TALLY_CHUNK_SLOTS 512u
+/* Slots per chunk: one page of 8-byte slots, less the last cache line of
+ * the chunk's first page, which records the pages reserved for it. */
+#define TALLY_CHUNK_SLOTS 504u
 
 /*
  * tally_zone_create: create a zone named @name.

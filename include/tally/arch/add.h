@@ -23,6 +23,16 @@ extern "C" {
 #define TALLY__STRIDE_SHIFT 12
 #define TALLY__STRIDE       (1u << TALLY__STRIDE_SHIFT)
 #define TALLY__MODE_MASK    ((uintptr_t)3)
+/*
+ * A chunk's reservation line (src/layout.h) ends its first page, two pages
+ * before the page of CPU 0's copies: bit (cpu & 255) of it says that the
+ * rseq copy of CPU cpu was reserved for the chunk.
+ */
+#define TALLY__RESV_BACK    (2u * TALLY__STRIDE - 4032u)
+
+/* tally__rseq_add's answers besides 0 (done). */
+#define TALLY__ADD_FALLBACK (-1) /* no rseq here: take the fallback */
+#define TALLY__ADD_RESERVE  (-2) /* this CPU's copy is not reserved yet */
 
 /*
  * Read-mostly settings of the update path, written once when the library

@@ -11,7 +11,7 @@ static inline int tally__rseq_add(int64_t *copy0, int64_t v)
 {
 	(void)copy0;
 	(void)v;
-	return -1;
+	return TALLY__ADD_FALLBACK;
 }
 
 static inline void tally__block_add(struct tally_block *b, unsigned slot,

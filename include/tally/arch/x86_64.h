@@ -8,6 +8,7 @@
  *   rseq_cs = &descriptor            (outside the critical section)
  *   1: cpu = rseq->cpu_id            (start)
  *      if (cpu >= rseq_limit) goto fallback
+ *      if (!(resv[(cpu & 255) / 32] >> (cpu % 32) & 1)) goto reserve
  *      *(copy0 + cpu * STRIDE) += v  (one unlocked addq: the commit)
  *   2:                               (end)
  *
@@ -17,18 +18,28 @@
  * thread can run on this CPU in between, so the unlocked add never races
  * with another rseq add; fallback adds use other copies (see src/add.c).
  * A CPU id of -1 or -2 (rseq not registered) compares above any limit.
+ *
+ * The reservation test (a load from the chunk's reservation line, which
+ * stays in cache, and a bit test) sends the first add of a CPU to a chunk
+ * to the slow path, which reserves that CPU's page in the file before
+ * anything writes it: a full file system never kills a writer with SIGBUS.
  */
 #ifndef TALLY_ARCH_X86_64_H
 #define TALLY_ARCH_X86_64_H
 
 /*
  * tally__rseq_add: add @v to this CPU's copy of the slot whose CPU 0 copy
- * is @copy0.  Returns 0, or -1 when the caller must take the fallback
- * (rseq unusable in this process, or a CPU id beyond the slab count).
+ * is @copy0.  Returns 0; TALLY__ADD_FALLBACK when the caller must take the
+ * fallback (rseq unusable in this process, or a CPU id beyond the slab
+ * count); TALLY__ADD_RESERVE when this CPU's copy is not reserved yet.
  */
 static inline __attribute__((always_inline)) int
 tally__rseq_add(int64_t *copy0, int64_t v)
 {
+	const uint32_t *resv = (const uint32_t *)
+		(((uintptr_t)copy0 & ~(uintptr_t)(TALLY__STRIDE - 1)) -
+		 TALLY__RESV_BACK);
+
 	for (;;) {
 		__asm__ __volatile__ goto(
 			".pushsection __rseq_cs, \"aw\"\n\t"
@@ -46,6 +57,11 @@ tally__rseq_add(int64_t *copy0, int64_t v)
 			"movl %%fs:4(%[off]), %%eax\n\t"
 			"cmpl %[limit], %%eax\n\t"
 			"jae %l[fallback]\n\t"
+			"movzbl %%al, %%edx\n\t"
+			"shrl $5, %%edx\n\t"
+			"movl (%[resv], %%rdx, 4), %%edx\n\t"
+			"btl %%eax, %%edx\n\t"
+			"jnc %l[reserve]\n\t"
 			"shlq %[shift], %%rax\n\t"
 			"addq %[v], (%[p], %%rax)\n\t"
 			"2:\n\t"
@@ -58,16 +74,18 @@ tally__rseq_add(int64_t *copy0, int64_t v)
 			: /* asm goto has no outputs */
 			: [off] "r"(tally__cfg.rseq_off),
 			  [limit] "r"(tally__cfg.rseq_limit),
-			  [p] "r"(copy0), [v] "er"(v),
+			  [p] "r"(copy0), [v] "er"(v), [resv] "r"(resv),
 			  [shift] "i"(TALLY__STRIDE_SHIFT)
-			: "memory", "cc", "rax"
-			: abort, fallback);
+			: "memory", "cc", "rax", "rdx"
+			: abort, fallback, reserve);
 		return 0;
 	abort:
 		continue;
 	}
 fallback:
-	return -1;
+	return TALLY__ADD_FALLBACK;
+reserve:
+	return TALLY__ADD_RESERVE;
 }
 
 static inline __attribute__((always_inline)) void
