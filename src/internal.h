@@ -123,6 +123,9 @@ int tally__reserve_at(struct tally_zone *z, const void *addr, size_t len,
 int tally__reserve_fd(int fd, uint64_t off, uint64_t len, const char *what,
 		      const char *where);
 int tally__reserve_copies(const int64_t *p, unsigned bit);
+/* tally__release_at: give the whole pages of [addr, addr + len) back (a
+ * hole punched in the file; they read as zeros afterwards). */
+void tally__release_at(struct tally_zone *z, const void *addr, size_t len);
 
 /* Page residency (resident.c): call fn for each run of pages of the range
  * [off, off + len) that exist in the file; returns 0 or -errno. */

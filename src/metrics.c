@@ -481,6 +481,13 @@ int tally_metric_register(struct tally_zone *z,
 					     sizeof(uint32_t),
 					     "the series index")) < 0))
 			goto fail;
+		/* A record never used, or given back (all series removed,
+		 * below): its seq starts above any seq a stale handle of an
+		 * earlier record at this index can hold, which changed at
+		 * most once per change of the table. */
+		atomic_store_explicit(&series(z)[idx].seq,
+				      (uint32_t)atomic_load(&h->desc_gen) * 2u,
+				      memory_order_relaxed);
 	}
 	s = &series(z)[idx];
 	seq_begin(&s->seq);
@@ -518,6 +525,35 @@ fail:
 	return rc;
 }
 
+#define GIVE_BACK_MIN 1024u /* records: below this, keep them */
+
+/*
+ * Under the metrics lock, when the last series was removed: give the
+ * series records, their index chains and the index buckets back to the
+ * system (a zone that held a million series would otherwise keep their
+ * 160 MB).  Readers scan up to series_hwm, lowered first; a record they
+ * are copying reads as zeros (free) and is skipped.  Below GIVE_BACK_MIN
+ * records the pages are kept, so that a zone whose only series comes and
+ * goes does not punch and reserve a page every time.
+ */
+static void give_back_records(struct tally_zone *z)
+{
+	struct tally__hdr *h = z->hdr;
+	uint32_t hwm = atomic_load_explicit(&h->series_hwm,
+					    memory_order_relaxed);
+	uint32_t cur = __atomic_load_n(&h->hash_cur, __ATOMIC_RELAXED);
+
+	if (hwm < GIVE_BACK_MIN)
+		return;
+	atomic_store_explicit(&h->series_hwm, 0, memory_order_release);
+	h->series_free = 0;
+	__atomic_store_n(&h->hash_cur, 0, __ATOMIC_RELAXED);
+	tally__release_at(z, series(z), (size_t)hwm * sizeof(struct tally__series));
+	tally__release_at(z, chains(z), (size_t)hwm * sizeof(uint32_t));
+	tally__release_at(z, series_buckets(z), (size_t)cur * sizeof(uint32_t));
+	atomic_fetch_add_explicit(&h->desc_gen, 1, memory_order_release);
+}
+
 int tally_metric_remove(tally_metric *m)
 {
 	struct tally_zone *z;
@@ -553,6 +589,8 @@ int tally_metric_remove(tally_metric *m)
 	h->series_free = m->series + 1;
 	h->series_live--;
 	atomic_fetch_add_explicit(&h->desc_gen, 1, memory_order_release);
+	if (h->series_live == 0)
+		give_back_records(z);
 	pthread_mutex_unlock(&h->metrics_lock);
 
 	tally_block_free(z, m->block);

@@ -75,6 +75,17 @@ int tally__reserve_at(struct tally_zone *z, const void *addr, size_t len,
 			      len, what);
 }
 
+void tally__release_at(struct tally_zone *z, const void *addr, size_t len)
+{
+	uint64_t off = (uint64_t)((const char *)addr - (const char *)z->hdr);
+	uint64_t first = (off + TALLY__PAGE - 1) & ~(uint64_t)(TALLY__PAGE - 1);
+	uint64_t end = (off + len) & ~(uint64_t)(TALLY__PAGE - 1);
+
+	if (end > first)
+		fallocate(z->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			  (off_t)first, (off_t)(end - first));
+}
+
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
