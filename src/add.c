@@ -10,6 +10,7 @@
  * up to nslabs threads without rseq never share a copy.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <sched.h>
 
 #include "internal.h"
@@ -68,11 +69,19 @@ static int reserved(const int64_t *p, unsigned bit)
 		(bit % 32u)) & 1u;
 }
 
+/* Reserve the copies of reservation bit @bit of @p's chunk. */
+static int reserve(const int64_t *p, unsigned bit)
+{
+	struct tally_zone *z = tally__zone_of(p);
+
+	return z ? tally__reserve_copies(z, p, bit) : -EINVAL;
+}
+
 static void fallback_add(int64_t *p, int64_t v)
 {
 	unsigned f = fallback_copy(), bit = TALLY__RESV_FALLBACK + f % 256u;
 
-	if (!reserved(p, bit) && tally__reserve_copies(p, bit) < 0) {
+	if (!reserved(p, bit) && reserve(p, bit) < 0) {
 		spill(p, v);
 		return;
 	}
@@ -97,7 +106,7 @@ static void percpu_add(int64_t *p, int64_t v)
 			return;
 		}
 		cpu = sched_getcpu(); /* from rseq: no system call */
-		if (cpu < 0 || tally__reserve_copies(p, (unsigned)cpu % 256u) < 0)
+		if (cpu < 0 || reserve(p, (unsigned)cpu % 256u) < 0)
 			break;
 	}
 	spill(p, v);

@@ -298,6 +298,7 @@ void tally__init(void)
 
 	if (atomic_load_explicit(&init_state, memory_order_acquire) == 2)
 		return;
+	tally__lifecycle_install();
 	if (atomic_compare_exchange_strong(&init_state, &expected, 1)) {
 		init_once();
 		atomic_store_explicit(&init_state, 2, memory_order_release);

@@ -58,7 +58,14 @@ void tally__self_get(struct tally__self *out);
 /* 1 when process @pid, started at @start, still runs; 0 when it is gone
  * (its pid is free or belongs to a process started at another time). */
 int tally__proc_alive(int pid, uint64_t start);
-/* The lifecycle steps of each file, called by process.c only. */
+/* Does a process hold a use lock on the zone file open as @fd (process.c)?
+ * 1 when it cannot tell. */
+int tally__use_locked(int fd);
+
+/* Installs the fork and exit hooks (lifecycle.c); idempotent. */
+void tally__lifecycle_install(void);
+
+/* The lifecycle steps of each file, called by lifecycle.c only. */
 void tally__init_postfork_child(void);
 void tally__zone_prefork(void);
 void tally__zone_postfork_parent(void);
@@ -88,8 +95,6 @@ static inline unsigned tally__class_of(unsigned nslots)
 struct tally_zone *tally__zone_at(unsigned i);
 struct tally_zone *tally__zone_of(const void *addr);
 int tally__zone_alive(uint64_t id, struct tally_zone *z);
-/* Writers' use locks on a zone file (zone.c); readers ask too. */
-int tally__use_locked(int fd);
 
 /* Chunk pool (pool.c); all but the last two take the pool lock. */
 int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
@@ -114,7 +119,7 @@ int tally__zone_alive_locked(uint64_t id, struct tally_zone *z);
  * tally__reserve_at: the same for an address in the zone's mapping;
  * tally__reserve_fd: on a bare descriptor, @where naming its file;
  * tally__reserve_copies: from the update path, the copies that bit @bit
- * of the reservation line of @p's chunk stands for, then the bit.
+ * of the reservation line of @p's chunk (in @z) stands for, then the bit.
  */
 int tally__reserve(struct tally_zone *z, uint64_t off, uint64_t len,
 		   const char *what);
@@ -122,7 +127,8 @@ int tally__reserve_at(struct tally_zone *z, const void *addr, size_t len,
 		      const char *what);
 int tally__reserve_fd(int fd, uint64_t off, uint64_t len, const char *what,
 		      const char *where);
-int tally__reserve_copies(const int64_t *p, unsigned bit);
+int tally__reserve_copies(struct tally_zone *z, const int64_t *p,
+			  unsigned bit);
 /* tally__release_at: give the whole pages of [addr, addr + len) back (a
  * hole punched in the file; they read as zeros afterwards). */
 void tally__release_at(struct tally_zone *z, const void *addr, size_t len);

@@ -35,6 +35,19 @@
 #define RELAXED __ATOMIC_RELAXED
 #define WARM_MAX 4
 
+void tally__pool_lock(struct tally_zone *z)
+{
+	if (tally__robust_lock(&z->hdr->pool_lock)) {
+		tally__pool_repair(z);
+		pthread_mutex_consistent(&z->hdr->pool_lock);
+	}
+}
+
+void tally__pool_unlock(struct tally_zone *z)
+{
+	pthread_mutex_unlock(&z->hdr->pool_lock);
+}
+
 static struct tally__chunk *meta(struct tally_zone *z, uint32_t i)
 {
 	return &z->meta[i];

@@ -1,28 +1,21 @@
 /*
- * process.c: this process's identity and lifecycle, in one place.
+ * process.c: who this process is, and whether others are alive.
  *
  * It owns:
- *   - who this process is (pid and start time), renewed in every child;
+ *   - this process's identity (pid and start time), renewed in every
+ *     child (lifecycle.c calls tally__self_get after fork; a child made
+ *     without the hooks is caught by the getpid() key all the same);
  *   - whether another process is alive (tally__proc_alive), the one
  *     liveness test of the pool and the reader;
- *   - the fork hooks, in jemalloc's order: before fork() every
- *     process-private lock is taken in a fixed order (so that no other
- *     thread holds one at the moment of the fork), the parent releases
- *     them, and the child re-creates them and renews everything that
- *     identifies the process or a thread of it (identity, the rest of an
- *     unfinished initialisation, zone use locks, thread caches, fallback
- *     copies);
- *   - the exit hook, which gives back the exiting thread's chunks and
- *     detaches every zone.
- * No other file registers a fork or exit hook.
+ *   - whether any process still uses a zone file (tally__use_locked),
+ *     asked by writers before they remove a file and by readers.
+ * It calls nothing else in libtally: every file may ask it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -92,38 +85,21 @@ int tally__proc_alive(int pid, uint64_t start)
 	return start == 0 || now == 0 || now == start;
 }
 
-static void prepare(void)
+/*
+ * Does a process hold a use lock on the file open as @fd (through a
+ * description other than @fd's)?  Asks whether a write lock on byte 0
+ * would conflict; 1 when it cannot tell.
+ */
+int tally__use_locked(int fd)
 {
-	tally__zone_prefork();
+	struct flock fl;
+
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	fl.l_len = 1;
+	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
+		return 1;
+	return fl.l_type != F_UNLCK;
 }
 
-static void parent(void)
-{
-	tally__zone_postfork_parent();
-}
-
-static void child(void)
-{
-	struct tally__self s;
-
-	__atomic_store_n(&self.pid, 0, __ATOMIC_RELAXED);
-	tally__self_get(&s);
-	tally__init_postfork_child();
-	tally__zone_postfork_child();
-	tally__tcache_postfork_child();
-	tally__fallback_postfork_child();
-}
-
-static void at_exit(void)
-{
-	tally__zone_exit_begin();
-	tally__tcache_exit();
-	tally__zone_exit_end();
-}
-
-/* Installed before main() runs, while the process has one thread. */
-__attribute__((constructor)) static void install_hooks(void)
-{
-	atexit(at_exit);
-	pthread_atfork(prepare, parent, child);
-}

@@ -96,22 +96,20 @@ static uint64_t now_ns(void)
 
 /*
  * From the update path: reserve the copies that reservation bit @bit of
- * the chunk holding @p stands for, then set the bit.  Under the update
+ * the chunk of @z holding @p stands for, then set the bit.  Under the update
  * path's rules as far as they can be kept: no lock, no allocation; one
  * fallocate per page (the system call that replaces the page fault the
  * first store would have taken anyway).  After a refusal, the zone's
  * adds spill for a while without asking again, so that a full file
  * system costs an atomic add per update, not a system call.
  */
-int tally__reserve_copies(const int64_t *p, unsigned bit)
+int tally__reserve_copies(struct tally_zone *z, const int64_t *p,
+			  unsigned bit)
 {
-	struct tally_zone *z = tally__zone_of(p);
 	uint64_t in, chunk, base, t;
 	unsigned nslabs, first;
 	_Atomic uint32_t *resv;
 
-	if (!z)
-		return -EINVAL;
 	t = now_ns();
 	if (t < __atomic_load_n(&z->nospace_until, __ATOMIC_RELAXED))
 		return -ENOSPC;

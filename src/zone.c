@@ -145,24 +145,6 @@ static void take_use_lock(struct tally_zone *z)
 	z->lockfd = fd;
 }
 
-/*
- * Does a process hold a use lock on the zone file open as @fd (through a
- * description other than @fd's)?  Asks whether a write lock on byte 0
- * would conflict; 1 when it cannot tell.
- */
-int tally__use_locked(int fd)
-{
-	struct flock fl;
-
-	memset(&fl, 0, sizeof(fl));
-	fl.l_type = F_WRLCK;
-	fl.l_whence = SEEK_SET;
-	fl.l_len = 1;
-	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
-		return 1;
-	return fl.l_type != F_UNLCK;
-}
-
 static void detach(struct tally_zone *z)
 {
 	if (z->lockfd >= 0) {
@@ -176,7 +158,7 @@ static void detach(struct tally_zone *z)
 		unlink(z->path);
 }
 
-/* At exit (process.c): lock the registry, so that tally__tcache_exit()
+/* At exit (lifecycle.c): lock the registry, so that tally__tcache_exit()
  * can ask which zones still exist, then detach every zone. */
 void tally__zone_exit_begin(void)
 {
@@ -253,18 +235,6 @@ int tally__robust_lock(pthread_mutex_t *m)
 	return pthread_mutex_lock(m) == EOWNERDEAD;
 }
 
-void tally__pool_lock(struct tally_zone *z)
-{
-	if (tally__robust_lock(&z->hdr->pool_lock)) {
-		tally__pool_repair(z);
-		pthread_mutex_consistent(&z->hdr->pool_lock);
-	}
-}
-
-void tally__pool_unlock(struct tally_zone *z)
-{
-	pthread_mutex_unlock(&z->hdr->pool_lock);
-}
 
 /*
  * The creation lock: a write lock on byte 1 of a temporary zone file,
