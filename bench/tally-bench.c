@@ -23,6 +23,7 @@ static const char usage_text[] =
 "       tally-bench alloc [--blocks M] [--batch B] [--threads T]\n"
 "                         [--mem-counters K] [--slabs S] [options]\n"
 "       tally-bench metrics [--series N] [options]\n"
+"       tally-bench exporter [--series N] [--exporter PATH] [options]\n"
 "       tally-bench all [options]\n"
 "\n"
 "Reproduce the experiments behind libtally, each next to its baselines\n"
@@ -37,6 +38,11 @@ static const char usage_text[] =
 "  metrics  named series: register+remove rate, histogram observe vs a\n"
 "           counter add, a reader pass over N series, and a writer's\n"
 "           throughput while a reader process scans in a loop.\n"
+"  exporter tally-exporter: 8 writer processes, N series in all, scraped\n"
+"           over HTTP (gzip off and on): scrape time, bytes per series,\n"
+"           the exporter's peak RSS; the writers' adds scraped every\n"
+"           100 ms vs unscraped; an --aggregate scrape before and after\n"
+"           K workers exited (their segments gone; counts kept exactly).\n"
 "  all      counter and alloc, one after the other.\n"
 "\n"
 "options:\n"
@@ -49,7 +55,10 @@ static const char usage_text[] =
 "  --mem-counters K  alloc: counters of the memory test (65536; --quick 16384)\n"
 "  --slabs S         alloc: forced slab count of the child run (256; 0: skip)\n"
 "  --series N        metrics: series of the reader tests (default 10^6;\n"
-"                    --quick 10^5)\n"
+"                    --quick 10^5); exporter: series in all (default\n"
+"                    10^5; --quick 10^4)\n"
+"  --exporter PATH   exporter: the tally-exporter binary (default: found\n"
+"                    next to tally-bench in the build tree)\n"
 "  --repeat R        runs per configuration, 1 to 100 (default 5; --quick 3)\n"
 "  --quick           a few-second version (fewer adds, blocks and runs)\n"
 "  --json            print the results as one JSON document\n"
@@ -121,12 +130,17 @@ bad:
 
 enum {
 	O_ADDS = 256, O_THREADS, O_BLOCKS, O_BATCH, O_MEM, O_SLABS, O_REPEAT,
-	O_QUICK, O_JSON, O_NOCHILD, O_QUIET, O_CHILD, O_SERIES,
+	O_QUICK, O_JSON, O_NOCHILD, O_QUIET, O_CHILD, O_SERIES, O_EXPORTER,
 };
+
+/* bench-exporter.c */
+extern const char *bench_exporter_path;
+int bench_exporter(const struct bench_opts *o);
 
 static const struct option longopts[] = {
 	{ "adds", required_argument, NULL, O_ADDS },
 	{ "series", required_argument, NULL, O_SERIES },
+	{ "exporter", required_argument, NULL, O_EXPORTER },
 	{ "threads", required_argument, NULL, O_THREADS },
 	{ "blocks", required_argument, NULL, O_BLOCKS },
 	{ "batch", required_argument, NULL, O_BATCH },
@@ -146,7 +160,7 @@ int main(int argc, char **argv)
 {
 	struct bench_opts o = { 0 };
 	const char *sub;
-	int is_counter, is_alloc, is_metrics, rc = 0, c;
+	int is_counter, is_alloc, is_metrics, is_exporter, rc = 0, c;
 	int set_series = 0;
 	int set_adds = 0, set_blocks = 0, set_repeat = 0, set_mem = 0;
 	int set_threads = 0, set_slabs = 0, set_batch = 0;
@@ -166,9 +180,11 @@ int main(int argc, char **argv)
 	is_counter = strcmp(sub, "counter") == 0;
 	is_alloc = strcmp(sub, "alloc") == 0;
 	is_metrics = strcmp(sub, "metrics") == 0;
-	if (!is_counter && !is_alloc && !is_metrics && strcmp(sub, "all") != 0)
+	is_exporter = strcmp(sub, "exporter") == 0;
+	if (!is_counter && !is_alloc && !is_metrics && !is_exporter &&
+	    strcmp(sub, "all") != 0)
 		usage_error("unknown subcommand '%s' (expected counter, alloc, "
-			    "metrics or all)", sub);
+			    "metrics, exporter or all)", sub);
 
 	opterr = 0;
 	optind = 2;
@@ -211,6 +227,12 @@ int main(int argc, char **argv)
 			o.series = parse_count("--series", optarg, 1, 16000000);
 			set_series = 1;
 			break;
+		case O_EXPORTER:
+			if (!is_exporter)
+				usage_error("%s: --exporter is an option of "
+					    "exporter", sub);
+			bench_exporter_path = optarg;
+			break;
 		case O_QUICK:
 			o.quick = 1;
 			break;
@@ -243,9 +265,10 @@ int main(int argc, char **argv)
 			    "are options of alloc", sub);
 	if (is_alloc && set_adds)
 		usage_error("%s: --adds is an option of counter", sub);
-	if (!is_metrics && set_series)
-		usage_error("%s: --series is an option of metrics", sub);
-	if (is_metrics && (set_adds || set_blocks || set_batch || set_mem ||
+	if (!is_metrics && !is_exporter && set_series)
+		usage_error("%s: --series is an option of metrics and exporter",
+			    sub);
+	if ((is_metrics || is_exporter) && (set_adds || set_blocks || set_batch || set_mem ||
 			   set_slabs || set_threads))
 		usage_error("%s: takes --series, --repeat, --quick, --json and "
 			    "--quiet", sub);
@@ -267,6 +290,13 @@ int main(int argc, char **argv)
 	if (!set_slabs)
 		o.slabs = 256;
 
+	if (is_exporter) {
+		if (!set_series)
+			o.series = o.quick ? 10000 : 100000;
+		if (o.series < 8)
+			usage_error("%s: --series must be 8 or more", sub);
+		return bench_exporter(&o);
+	}
 	if (!set_series)
 		o.series = o.quick ? 100000 : 1000000;
 	if (is_metrics)

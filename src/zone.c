@@ -188,13 +188,14 @@ void tally__zone_postfork_parent(void)
 
 /*
  * In the child: the locks were taken by the forking thread before the
- * fork, so what they guard is consistent; they are made anew.  Each
- * inherited zone gets a use lock of the child's own.
+ * fork, so what they guard is consistent and the child's only thread,
+ * that same thread, releases them.  Each inherited zone gets a use lock
+ * of the child's own.
  */
 void tally__zone_postfork_child(void)
 {
-	pthread_mutex_init(&reg_lock, NULL);
-	pthread_mutex_init(&create_lock, NULL);
+	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&create_lock);
 	for (int i = 0; i < MAX_ZONES; i++) {
 		struct tally_zone *z = reg[i];
 
