@@ -1,0 +1,156 @@
+/*
+ * directory.c: walking a directory of segments, and cleaning it up
+ * (segments of processes that are gone, temporaries of dead creators).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "segment.h"
+
+/* What clean-up removes, and whom it tells. */
+struct cleanup {
+	tally_clean_fn fn;
+	void *arg;
+};
+
+#define TMP_ORPHAN_AGE 10 /* seconds: older unlocked temporaries are dead */
+
+/*
+ * A temporary file of a zone being created (*.tally.tmp): its creator
+ * holds a write lock on byte 1 from the moment it exists until it is
+ * published (zone.c).  Nobody holding it, and a few seconds old (so that
+ * the instant between open and lock is no risk), it is an orphan.
+ */
+static int orphaned_tmp(const char *path)
+{
+	struct flock fl;
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK),
+	    orphan = 0;
+
+	if (fd < 0)
+		return 0;
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = 1;
+	fl.l_len = 1;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    st.st_uid == geteuid() && time(NULL) - st.st_mtime > TMP_ORPHAN_AGE &&
+	    fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK)
+		orphan = 1;
+	close(fd);
+	return orphan;
+}
+
+static int has_suffix(const char *s, size_t n, const char *suffix)
+{
+	size_t k = strlen(suffix);
+
+	return n > k && strcmp(s + n - k, suffix) == 0;
+}
+
+static int dir_walk(const char *dir, int pid, const struct tally_open_opts *opts,
+		    tally_seg_fn fn, void *arg, const struct cleanup *cleanup)
+{
+	char path[PATH_MAX], suffix[32];
+	struct dirent *e;
+	struct stat st;
+	int count = 0, rc = 0;
+	DIR *d;
+
+	if (!dir) {
+		tally__init();
+		dir = tally__env.dir;
+	}
+	if (lstat(dir, &st) < 0)
+		return tally__fail(errno, "%s: %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return tally__fail(ENOTDIR, "%s: not a directory%s", dir,
+				   S_ISLNK(st.st_mode) ?
+					   " (a symbolic link)" : "");
+	d = opendir(dir);
+	if (!d)
+		return tally__fail(errno, "%s: %s", dir, strerror(errno));
+	snprintf(suffix, sizeof(suffix), ".%d.tally", pid);
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		const char *want = pid > 0 ? suffix : ".tally";
+		size_t wn = strlen(want);
+		struct tally_seg *s;
+
+		if (cleanup && has_suffix(e->d_name, n, ".tally.tmp") &&
+		    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) <
+			    (int)sizeof(path) &&
+		    orphaned_tmp(path) && unlink(path) == 0) {
+			if (cleanup->fn)
+				cleanup->fn(path, "a temporary file whose "
+					    "creator died", cleanup->arg);
+			count++;
+			continue;
+		}
+		if (n <= wn || strcmp(e->d_name + n - wn, want))
+			continue;
+		if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >=
+		    (int)sizeof(path))
+			continue;
+		s = tally_seg_open(path, opts);
+		if (cleanup) {
+			if (s && !(s->hdr.flags & TALLY__HDR_PERSIST) &&
+			    !tally__seg_alive(&s->hdr) && !tally__use_locked(s->fd) &&
+			    unlink(path) == 0) {
+				if (cleanup->fn)
+					cleanup->fn(path, "its processes are "
+						    "gone", cleanup->arg);
+				count++;
+			}
+			tally_seg_close(s);
+			continue;
+		}
+		rc = fn(path, s, s ? NULL : tally_errmsg(), arg);
+		if (s)
+			count++;
+		tally_seg_close(s);
+		if (rc)
+			break;
+	}
+	closedir(d);
+	return rc ? rc : count;
+}
+
+int tally_dir_foreach(const char *dir, const struct tally_open_opts *opts,
+		      tally_seg_fn fn, void *arg)
+{
+	if (!fn)
+		return tally__fail(EINVAL, "tally_dir_foreach: NULL function");
+	return dir_walk(dir, 0, opts, fn, arg, NULL);
+}
+
+int tally_seg_foreach_pid(const char *dir, int pid,
+			  const struct tally_open_opts *opts, tally_seg_fn fn,
+			  void *arg)
+{
+	if (!fn || pid <= 0)
+		return tally__fail(EINVAL, "tally_seg_foreach_pid: bad "
+				   "arguments");
+	return dir_walk(dir, pid, opts, fn, arg, NULL);
+}
+
+int tally_dir_cleanup(const char *dir)
+{
+	return tally_dir_cleanup_report(dir, NULL, NULL);
+}
+
+int tally_dir_cleanup_report(const char *dir, tally_clean_fn fn, void *arg)
+{
+	struct cleanup c = { fn, arg };
+
+	return dir_walk(dir, 0, NULL, NULL, NULL, &c);
+}

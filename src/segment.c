@@ -1,0 +1,386 @@
+/*
+ * segment.c: opening a segment from another process and checking it.
+ *
+ * Everything is read with pread(2) into the reader's own memory; nothing
+ * is mapped.  That costs a copy, and buys three things: a hole is read as
+ * zeros without allocating a page (a fault on a shared-memory hole would
+ * allocate one), a file truncated under the reader gives a short read
+ * instead of SIGBUS, and a value the reader checked cannot change under it
+ * afterwards.  Every number taken from the file is checked before it is
+ * used as an offset, a length or an index.  The owner is checked too:
+ * another user's file only with allow_uid or allow_group.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "segment.h"
+
+int tally__seg_no_memory(const struct tally_seg *s)
+{
+	return tally__fail(ENOMEM, "%s: out of memory", s->path);
+}
+
+int tally__seg_corrupt(struct tally_seg *s, const char *fmt, ...)
+{
+	char msg[200];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return tally__fail(EINVAL, "%s: %s", s->path, msg);
+}
+
+int tally__seg_read_at(struct tally_seg *s, void *buf, size_t n, uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t r = pread(s->fd, (char *)buf + done, n - done,
+				  (off_t)(off + done));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return tally__fail(errno, "%s: read error: %s", s->path,
+					   strerror(errno));
+		if (r == 0)
+			return tally__seg_corrupt(s, "the file ends at %llu, before the "
+				       "%zu bytes at offset %llu (truncated?)",
+				       (unsigned long long)(off + done), n,
+				       (unsigned long long)off);
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+static int region_ok(uint64_t off, uint64_t size, uint64_t file)
+{
+	return off % TALLY__PAGE == 0 && size % TALLY__PAGE == 0 &&
+	       off <= file && size <= file - off;
+}
+
+static int validate_header(struct tally_seg *s, uint64_t st_size)
+{
+	struct tally__hdr *h = &s->hdr;
+	uint64_t end;
+
+	if (memcmp(h->magic, TALLY__MAGIC, 8))
+		return tally__seg_corrupt(s, "not a tally segment (bad magic)");
+	if (h->major != TALLY__FMT_MAJOR)
+		return tally__fail(EPROTONOSUPPORT, "%s: format version "
+				   "%u.%u; this reader knows version %u.x",
+				   s->path, h->major, h->minor,
+				   TALLY__FMT_MAJOR);
+	if (h->byte_order != TALLY__BYTE_ORDER)
+		return tally__seg_corrupt(s, "written with another byte order");
+	if (h->header_size < sizeof(*h) || h->header_size > TALLY__PAGE)
+		return tally__seg_corrupt(s, "header size %u is not %zu", h->header_size,
+			       sizeof(*h));
+	if (h->page_size != TALLY__PAGE || h->stride != TALLY__PAGE)
+		return tally__seg_corrupt(s, "page size %u / stride %u, expected %u",
+			       h->page_size, h->stride, TALLY__PAGE);
+	if (h->nslabs < 1 || h->nslabs > TALLY__MAX_SLABS)
+		return tally__seg_corrupt(s, "slab count %u out of range 1..%u",
+			       h->nslabs, TALLY__MAX_SLABS);
+	if (h->nnodes < 1 || h->nnodes > h->nslabs)
+		return tally__seg_corrupt(s, "node count %u out of range 1..%u",
+			       h->nnodes, h->nslabs);
+	if (h->naux != TALLY__NAUX ||
+	    h->chunk_pages != TALLY__NAUX + 2 * h->nslabs ||
+	    h->chunk_slots != TALLY_CHUNK_SLOTS)
+		return tally__seg_corrupt(s, "chunk geometry %u/%u/%u does not match "
+			       "%u slabs", h->naux, h->chunk_pages,
+			       h->chunk_slots, h->nslabs);
+	if (h->meta_rec_size != sizeof(struct tally__chunk) ||
+	    h->fam_rec_size != sizeof(struct tally__family) ||
+	    h->desc_rec_size != sizeof(struct tally__series))
+		return tally__seg_corrupt(s, "record sizes %u/%u/%u, expected %zu/%zu/%zu",
+			       h->meta_rec_size, h->fam_rec_size,
+			       h->desc_rec_size, sizeof(struct tally__chunk),
+			       sizeof(struct tally__family),
+			       sizeof(struct tally__series));
+	if (h->file_size != st_size)
+		return tally__seg_corrupt(s, "the file is %llu bytes, its header says "
+			       "%llu (truncated or damaged)",
+			       (unsigned long long)st_size,
+			       (unsigned long long)h->file_size);
+	if (h->nchunks < 1 || h->nchunks > (1ull << 23) ||
+	    h->fam_cap < 1 || h->fam_cap > 65536 || h->desc_cap > (1u << 24) ||
+	    h->hash_buckets == 0 || (h->hash_buckets & (h->hash_buckets - 1)))
+		return tally__seg_corrupt(s, "capacities out of range (chunks %llu, "
+			       "families %u, series %u)",
+			       (unsigned long long)h->nchunks, h->fam_cap,
+			       h->desc_cap);
+	s->chunk_pages = h->chunk_pages;
+	s->chunk_bytes = (uint64_t)h->chunk_pages * TALLY__PAGE;
+
+	/* The regions, in file order, each inside the file, no overlaps. */
+	struct {
+		const char *name;
+		uint64_t off, size, need;
+	} r[] = {
+		{ "node map", h->node_off, h->node_size,
+		  (uint64_t)h->nslabs * 2 },
+		{ "chunk table", h->meta_off, h->meta_size,
+		  h->nchunks * sizeof(struct tally__chunk) },
+		{ "family table", h->fam_off, h->fam_size,
+		  (uint64_t)h->fam_cap * sizeof(struct tally__family) },
+		{ "series table", h->desc_off, h->desc_size,
+		  (uint64_t)h->desc_cap * sizeof(struct tally__series) },
+		{ "index", h->hash_off, h->hash_size, 0 },
+		{ "chunks", h->chunks_off, h->chunks_size,
+		  h->nchunks * s->chunk_bytes },
+	};
+	end = TALLY__PAGE;
+	for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+		if (!region_ok(r[i].off, r[i].size, st_size) ||
+		    r[i].off < end || r[i].size < r[i].need)
+			return tally__seg_corrupt(s, "%s region (offset %llu, %llu bytes)"
+				       " is out of place", r[i].name,
+				       (unsigned long long)r[i].off,
+				       (unsigned long long)r[i].size);
+		end = r[i].off + r[i].size;
+	}
+	if (h->chunks_size != h->nchunks * s->chunk_bytes)
+		return tally__seg_corrupt(s, "chunk region size does not match its chunks");
+	h->proc_name[sizeof(h->proc_name) - 1] = 0;
+	h->zone_name[sizeof(h->zone_name) - 1] = 0;
+	return 0;
+}
+
+static int in_my_groups(gid_t gid)
+{
+	gid_t groups[256];
+	int n;
+
+	if (gid == getegid())
+		return 1;
+	n = getgroups(256, groups);
+	for (int i = 0; i < n; i++)
+		if (groups[i] == gid)
+			return 1;
+	return 0;
+}
+
+/*
+ * Another user's file, shared with a group of this process (TALLY_GROUP
+ * on the writer's side): readable by the group, writable by nobody but its
+ * owner, in a directory of the same owner that nobody else can write to,
+ * so that no other member of the group could have put it there.
+ */
+static int group_shared(const char *path, const struct stat *st)
+{
+	char dir[PATH_MAX];
+	struct stat ds;
+	char *slash;
+
+	if (!in_my_groups(st->st_gid) || !(st->st_mode & S_IRGRP) ||
+	    (st->st_mode & 022))
+		return 0;
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		dir[1] = 0;
+	else
+		*slash = 0;
+	return lstat(dir, &ds) == 0 && S_ISDIR(ds.st_mode) &&
+	       ds.st_uid == st->st_uid && !(ds.st_mode & 022);
+}
+
+static struct tally_seg *open_fd(int fd, const char *path,
+				 const struct tally_open_opts *opts)
+{
+	struct tally_seg *s;
+	struct stat st;
+	long allow = opts ? opts->allow_uid : -1;
+
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		close(fd);
+		tally__fail(ENOMEM, "%s: out of memory", path);
+		return NULL;
+	}
+	s->fd = fd;
+	snprintf(s->path, sizeof(s->path), "%s", path);
+	for (unsigned i = 0; i < CACHE; i++)
+		s->cache[i].chunk = UINT64_MAX;
+	s->last_chunk_base = UINT64_MAX / 2;
+	if (fstat(fd, &st) < 0) {
+		tally__fail(errno, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		tally__fail(EINVAL, "%s: not a regular file", path);
+		goto fail;
+	}
+	if (st.st_uid != geteuid() && (allow < 0 || st.st_uid != (uid_t)allow) &&
+	    !(opts && opts->allow_group && group_shared(path, &st))) {
+		tally__fail(EPERM, "%s: owned by uid %u, not by this user "
+			    "(uid %u)%s", path, (unsigned)st.st_uid,
+			    (unsigned)geteuid(),
+			    opts && opts->allow_group ?
+				    ", and not shared safely with a group of "
+				    "this process (see TALLY_GROUP)" : "");
+		goto fail;
+	}
+	if ((uint64_t)st.st_size < TALLY__PAGE) {
+		tally__fail(EINVAL, "%s: %lld bytes, too short for a segment",
+			    path, (long long)st.st_size);
+		goto fail;
+	}
+	if (tally__seg_read_at(s, &s->hdr, sizeof(s->hdr), 0) < 0 ||
+	    validate_header(s, (uint64_t)st.st_size) < 0)
+		goto fail;
+	s->rec1 = malloc(BATCH * sizeof(*s->rec1));
+	s->rec2 = malloc(BATCH * sizeof(*s->rec2));
+	s->res = malloc(BATCH * sizeof(*s->res));
+	s->lnames = malloc(BATCH * sizeof(*s->lnames));
+	s->lvalues = malloc(BATCH * sizeof(*s->lvalues));
+	if (!s->rec1 || !s->rec2 || !s->res || !s->lnames || !s->lvalues) {
+		tally__seg_no_memory(s);
+		goto fail;
+	}
+	return s;
+fail:
+	tally_seg_close(s);
+	return NULL;
+}
+
+struct tally_seg *tally__seg_open_fd(int fd, const char *name,
+				     const struct tally_open_opts *opts)
+{
+	return open_fd(fd, name, opts);
+}
+
+struct tally_seg *tally_seg_open(const char *path,
+				 const struct tally_open_opts *opts)
+{
+	int fd;
+
+	if (!path) {
+		tally__fail(EINVAL, "tally_seg_open: NULL path");
+		return NULL;
+	}
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		int err = errno;
+
+		tally__fail(err, err == ELOOP ? "%s: a symbolic link; tally "
+			    "does not follow them" : "%s: %s", path,
+			    strerror(err));
+		return NULL;
+	}
+	return open_fd(fd, path, opts);
+}
+
+void tally_seg_close(struct tally_seg *s)
+{
+	if (!s)
+		return;
+	if (s->fd >= 0)
+		close(s->fd);
+	for (unsigned i = 0; i < CACHE; i++) {
+		free(s->cache[i].pagemap);
+		free(s->cache[i].present);
+		free(s->cache[i].pages);
+	}
+	free(s->fams);
+	free(s->rec1);
+	free(s->rec2);
+	free(s->res);
+	free(s->percpu_arena);
+	free(s->bucket_arena);
+	free(s->lnames);
+	free(s->lvalues);
+	free(s);
+}
+
+int tally__seg_read_live(struct tally_seg *s, uint64_t *gen, uint32_t *hwm,
+		     uint32_t *nfam)
+{
+	struct tally__hdr live;
+	size_t off = offsetof(struct tally__hdr, desc_gen);
+
+	if (tally__seg_read_at(s, (char *)&live + off, 64, off) < 0)
+		return -errno;
+	*gen = *(uint64_t *)((char *)&live + off);
+	*hwm = *(uint32_t *)((char *)&live + offsetof(struct tally__hdr,
+						       series_hwm));
+	*nfam = *(uint32_t *)((char *)&live + offsetof(struct tally__hdr,
+						        fam_count));
+	if (*hwm > s->hdr.desc_cap)
+		*hwm = s->hdr.desc_cap;
+	if (*nfam > s->hdr.fam_cap)
+		*nfam = s->hdr.fam_cap;
+	return 0;
+}
+
+/* The pool's live counters, for tally_seg_info(); zeros if unreadable. */
+static void read_pool_live(struct tally_seg *s, struct tally_seg_info *info)
+{
+	struct tally__hdr live;
+	size_t off = offsetof(struct tally__hdr, next_token);
+
+	if (tally__seg_read_at(s, (char *)&live + off, 64, off) < 0)
+		return;
+	info->chunks_inuse = atomic_load_explicit(&live.chunks_inuse,
+						  memory_order_relaxed);
+	info->alloc_refused = atomic_load_explicit(&live.alloc_refused,
+						   memory_order_relaxed);
+	info->copies_refused = atomic_load_explicit(&live.copies_refused,
+						    memory_order_relaxed);
+	if (info->chunks_inuse > info->capacity_chunks)
+		info->chunks_inuse = info->capacity_chunks;
+}
+
+int tally__seg_alive(const struct tally__hdr *h)
+{
+	return tally__proc_alive(h->creator_pid, h->creator_start);
+}
+
+int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info)
+{
+	struct stat st;
+	uint32_t hwm, nfam;
+	uint64_t gen;
+
+	if (!s || !info)
+		return tally__fail(EINVAL, "tally_seg_info: NULL argument");
+	if (tally__seg_read_live(s, &gen, &hwm, &nfam) < 0)
+		return -errno;
+	if (fstat(s->fd, &st) < 0)
+		return tally__fail(errno, "%s: %s", s->path, strerror(errno));
+	memset(info, 0, sizeof(*info));
+	info->path = s->path;
+	info->pid = s->hdr.creator_pid;
+	info->start_ticks = s->hdr.creator_start;
+	info->created_ns = s->hdr.created_ns;
+	memcpy(info->proc_name, s->hdr.proc_name, sizeof(info->proc_name));
+	memcpy(info->zone_name, s->hdr.zone_name, sizeof(info->zone_name));
+	info->major = s->hdr.major;
+	info->minor = s->hdr.minor;
+	info->nslabs = s->hdr.nslabs;
+	info->nnodes = s->hdr.nnodes;
+	info->alive = tally__seg_alive(&s->hdr);
+	info->in_use = tally__use_locked(s->fd);
+	info->file_bytes = (uint64_t)st.st_size;
+	info->resident_bytes = (uint64_t)st.st_blocks * 512u;
+	info->series_used = hwm;
+	info->families = nfam;
+	info->generation = gen;
+	info->capacity_chunks = s->hdr.nchunks;
+	info->chunk_slots = s->hdr.chunk_slots;
+	read_pool_live(s, info);
+	return 0;
+}

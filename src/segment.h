@@ -1,0 +1,75 @@
+/*
+ * segment.h: what the reader's files share (not installed): the open
+ * segment, and the checked ways to read it.  segment.c opens and
+ * validates a segment, walk.c walks its series, histogram.c does the
+ * histogram math, directory.c walks directories.
+ */
+#ifndef TALLY_SEGMENT_H
+#define TALLY_SEGMENT_H
+
+#include <limits.h>
+#include <stdint.h>
+
+#include "internal.h"
+#include "tally/reader.h"
+
+#define BATCH 512u
+#define CACHE 8u
+#define NO_PAGE 0xffffffffu
+
+/* The resident pages of one chunk, as read in this batch. */
+struct chunk_cache {
+	uint64_t chunk;          /* UINT64_MAX: empty */
+	uint32_t *pagemap;       /* chunk_pages entries: index in pages */
+	uint32_t *present;       /* the page numbers that exist, ascending */
+	uint32_t npresent;
+	char *pages;             /* npresent pages */
+	uint32_t cap;            /* pages allocated */
+};
+
+/* What a batch computed for one record. */
+struct result {
+	int ok;                  /* values computed */
+	int bad;                 /* failed its checks: corrupt, or torn */
+	int64_t value, sum;
+	size_t percpu_at, buckets_at; /* offsets into the arenas */
+};
+
+#define MAX_LABELS (TALLY__LABELS_MAX / 4) /* "a\0\0b\0\0..." */
+
+struct tally_seg {
+	int fd;
+	char path[PATH_MAX];
+	struct tally__hdr hdr;
+	uint64_t chunk_bytes;
+	uint32_t chunk_pages;
+
+	struct tally__family *fams;
+	uint32_t nfams;          /* families read and validated */
+	uint64_t fams_gen;
+
+	struct tally__series *rec1, *rec2;
+	struct result *res;
+	int64_t *percpu_arena, *bucket_arena;
+	size_t percpu_cap, bucket_cap, percpu_used, bucket_used;
+	struct chunk_cache cache[CACHE];
+	uint64_t last_chunk_base;   /* offset of the chunk of the last slot */
+	uint64_t last_chunk;
+	/* The labels of each record of a batch, as parsed. */
+	const char *(*lnames)[MAX_LABELS], *(*lvalues)[MAX_LABELS];
+};
+
+/* Every message of the reader names the file (segment.c). */
+int tally__seg_no_memory(const struct tally_seg *s);
+int tally__seg_corrupt(struct tally_seg *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Read exactly @n bytes at @off, or fail as a truncated file. */
+int tally__seg_read_at(struct tally_seg *s, void *buf, size_t n,
+		       uint64_t off);
+/* The live header fields, re-read. */
+int tally__seg_read_live(struct tally_seg *s, uint64_t *gen, uint32_t *hwm,
+			 uint32_t *nfam);
+/* Is the segment's creator still running? */
+int tally__seg_alive(const struct tally__hdr *h);
+
+#endif /* TALLY_SEGMENT_H */

@@ -1,0 +1,447 @@
+/*
+ * walk.c: the series of a segment, with their values.
+ *
+ * A pass over the series goes in batches of BATCH records:
+ *   1. copy the records (pread);
+ *   2. read the chunks holding their values (lseek SEEK_DATA/SEEK_HOLE to
+ *      find the pages that exist, pread of those pages only);
+ *   3. copy the records again, and report a series only if both copies
+ *      are equal with an even seq and the "live" state.
+ * A series removed before step 2 finished changed its record (seq), so
+ * the values of a reused block are never reported under the old name.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tally/metrics.h"
+
+#include "segment.h"
+
+#define WORDS_PER_PAGE (TALLY__PAGE / 8u)
+
+/* --- Families ---------------------------------------------------------- */
+
+static int nul_within(const char *s, size_t cap, size_t len)
+{
+	return len < cap && s[len] == 0 && strlen(s) == len;
+}
+
+static unsigned family_slots(const struct tally__family *f)
+{
+	if (f->kind == TALLY__KIND_HISTOGRAM)
+		return 1u + ((unsigned)(f->max_bits - f->sub_bits + 1) << f->sub_bits);
+	return 1;
+}
+
+/* A family record that is stable (even seq) must be well formed. */
+static int check_family(struct tally_seg *s, uint32_t i,
+			const struct tally__family *f)
+{
+	if (f->state != 1 || f->kind < TALLY__KIND_COUNTER ||
+	    f->kind > TALLY__KIND_HISTOGRAM || f->mode > TALLY_ADAPTIVE)
+		return tally__seg_corrupt(s, "family %u: bad state, kind or mode", i);
+	if (!nul_within(f->name, sizeof(f->name), f->name_len) ||
+	    !tally__valid_metric_name(f->name))
+		return tally__seg_corrupt(s, "family %u: bad metric name", i);
+	if (!nul_within(f->unit, sizeof(f->unit), f->unit_len) ||
+	    !tally__valid_unit(f->unit))
+		return tally__seg_corrupt(s, "family %u: bad unit", i);
+	if (!nul_within(f->help, sizeof(f->help), f->help_len) ||
+	    !tally__valid_utf8(f->help, f->help_len))
+		return tally__seg_corrupt(s, "family %u: bad help text", i);
+	if (f->kind == TALLY__KIND_HISTOGRAM) {
+		if (f->sub_bits < 1 || f->sub_bits > 7 ||
+		    f->max_bits <= f->sub_bits || f->max_bits > 63 ||
+		    family_slots(f) > TALLY_BLOCK_MAX_SLOTS)
+			return tally__seg_corrupt(s, "family %u: bad histogram layout", i);
+	} else if (f->sub_bits || f->max_bits) {
+		return tally__seg_corrupt(s, "family %u: histogram bits on a %u", i,
+			       f->kind);
+	}
+	return 0;
+}
+
+/* Read families [nfams, want) and keep those that are stable. */
+static int load_families(struct tally_seg *s, uint32_t want)
+{
+	struct tally__family *f, again;
+	uint32_t i;
+
+	if (want <= s->nfams)
+		return 0;
+	f = realloc(s->fams, want * sizeof(*f));
+	if (!f)
+		return tally__seg_no_memory(s);
+	s->fams = f;
+	for (i = s->nfams; i < want; i++) {
+		uint64_t off = s->hdr.fam_off + (uint64_t)i * sizeof(*f);
+
+		if (tally__seg_read_at(s, &f[i], sizeof(*f), off) < 0 ||
+		    tally__seg_read_at(s, &again, sizeof(again), off) < 0)
+			return -errno;
+		/* Being written: stop here, the next pass will see it. */
+		if ((atomic_load_explicit(&f[i].seq, memory_order_relaxed) & 1) ||
+		    memcmp(&f[i], &again, sizeof(again)))
+			break;
+		if (check_family(s, i, &f[i]) < 0)
+			return -errno;
+	}
+	s->nfams = i;
+	return 0;
+}
+
+/* --- Chunks ------------------------------------------------------------ */
+
+struct run_arg {
+	struct tally_seg *s;
+	struct chunk_cache *c;
+	uint64_t base;
+	int err;
+};
+
+static void load_run(uint64_t off, uint64_t len, void *arg)
+{
+	struct run_arg *a = arg;
+	struct chunk_cache *c = a->c;
+	uint32_t first = (uint32_t)((off - a->base) / TALLY__PAGE);
+	uint32_t n = (uint32_t)((len + TALLY__PAGE - 1) / TALLY__PAGE);
+
+	if (a->err)
+		return;
+	if (first + n > a->s->chunk_pages || c->npresent + n > a->s->chunk_pages) {
+		a->err = tally__seg_corrupt(a->s, "chunk pages out of range");
+		return;
+	}
+	if (c->npresent + n > c->cap) {
+		uint32_t cap = c->cap ? c->cap : 8;
+		char *p;
+
+		while (cap < c->npresent + n)
+			cap *= 2;
+		p = realloc(c->pages, (size_t)cap * TALLY__PAGE);
+		if (!p) {
+			a->err = tally__seg_no_memory(a->s);
+			return;
+		}
+		c->pages = p;
+		c->cap = cap;
+	}
+	/* A page that vanished since lseek reads as zeros: pread of a hole
+	 * allocates nothing. */
+	if (tally__seg_read_at(a->s, c->pages + (size_t)c->npresent * TALLY__PAGE,
+		    (size_t)n * TALLY__PAGE, off) < 0) {
+		a->err = -errno;
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		c->pagemap[first + i] = c->npresent;
+		c->present[c->npresent++] = first + i;
+	}
+}
+
+static struct chunk_cache *load_chunk(struct tally_seg *s, uint64_t chunk)
+{
+	struct chunk_cache *c = &s->cache[chunk % CACHE];
+	struct run_arg a = { s, c, 0, 0 };
+	int rc;
+
+	if (c->chunk == chunk)
+		return c;
+	if (!c->pagemap) {
+		c->pagemap = malloc(s->chunk_pages * sizeof(uint32_t));
+		c->present = malloc(s->chunk_pages * sizeof(uint32_t));
+		if (!c->pagemap || !c->present) {
+			tally__seg_no_memory(s);
+			return NULL;
+		}
+		memset(c->pagemap, 0xff, s->chunk_pages * sizeof(uint32_t));
+		c->npresent = 0;
+	}
+	for (uint32_t i = 0; i < c->npresent; i++)
+		c->pagemap[c->present[i]] = NO_PAGE;
+	c->npresent = 0;
+	c->chunk = UINT64_MAX;
+	a.base = s->hdr.chunks_off + chunk * s->chunk_bytes;
+	rc = tally__resident_runs(s->fd, a.base, s->chunk_bytes, load_run, &a);
+	if (rc < 0 || a.err < 0) {
+		if (rc < 0)
+			tally__fail(-rc, "%s: cannot find the pages of chunk "
+				    "%llu: %s", s->path,
+				    (unsigned long long)chunk, strerror(-rc));
+		return NULL;
+	}
+	c->chunk = chunk;
+	return c;
+}
+
+static int64_t word(const struct chunk_cache *c, uint32_t pg, unsigned slot)
+{
+	uint32_t at = c->pagemap[pg];
+
+	if (at == NO_PAGE)
+		return 0;
+	return ((const int64_t *)(c->pages + (size_t)at * TALLY__PAGE))[slot];
+}
+
+/* The value of slot @slot of a chunk for @mode (see tally__fold). */
+static int64_t slot_value(struct tally_seg *s, const struct chunk_cache *c,
+			  unsigned mode, unsigned slot, int64_t *percpu)
+{
+	uint64_t sum = 0, base = 0;
+
+	for (uint32_t i = 0; i < c->npresent; i++) {
+		uint32_t pg = c->present[i];
+
+		tally__fold(pg, (uint64_t)word(c, pg, slot), mode,
+			    s->hdr.nslabs, s->hdr.nnodes, &sum, &base, percpu);
+	}
+	return (int64_t)(sum - base);
+}
+
+static int64_t *arena_take(int64_t **arena, size_t *cap, size_t *used,
+			   size_t n)
+{
+	if (*used + n > *cap) {
+		size_t c = *cap ? *cap : 4096;
+		int64_t *p;
+
+		while (c < *used + n)
+			c *= 2;
+		p = realloc(*arena, c * sizeof(int64_t));
+		if (!p)
+			return NULL;
+		*arena = p;
+		*cap = c;
+	}
+	*used += n;
+	return *arena + (*used - n);
+}
+
+/* --- Series ------------------------------------------------------------ */
+
+/*
+ * Check a stable series record; on success fill the chunk and slot, and
+ * the batch's label pointers for record @i.
+ */
+static int check_series(struct tally_seg *s, uint32_t id, uint32_t i,
+			const struct tally__series *r, uint64_t *chunk,
+			unsigned *slot)
+{
+	const struct tally__hdr *h = &s->hdr;
+	uint64_t rel, in;
+	unsigned need = family_slots(&s->fams[r->family]);
+	int n;
+
+	if (r->nslots != need)
+		return tally__seg_corrupt(s, "series %u: %u slots, its kind needs %u", id,
+			       r->nslots, need);
+	if (r->slot_off < h->chunks_off ||
+	    r->slot_off - h->chunks_off >= h->chunks_size)
+		return tally__seg_corrupt(s, "series %u: slot offset %llu outside the "
+			       "chunks", id, (unsigned long long)r->slot_off);
+	rel = r->slot_off - h->chunks_off;
+	/* Series of one chunk tend to follow each other: skip the divide. */
+	if (rel - s->last_chunk_base >= s->chunk_bytes) {
+		s->last_chunk = rel / s->chunk_bytes;
+		s->last_chunk_base = s->last_chunk * s->chunk_bytes;
+	}
+	in = rel - s->last_chunk_base;
+	if (in < TALLY__PG_COPY0 * TALLY__PAGE ||
+	    in >= (TALLY__PG_COPY0 + 1) * TALLY__PAGE || in % 8 ||
+	    (in - TALLY__PG_COPY0 * TALLY__PAGE) / 8 + r->nslots >
+		    TALLY_CHUNK_SLOTS)
+		return tally__seg_corrupt(s, "series %u: slot offset %llu is not a "
+			       "block", id, (unsigned long long)r->slot_off);
+	if (r->labels_len > TALLY__LABELS_MAX)
+		return tally__seg_corrupt(s, "series %u: labels of %u bytes", id,
+			       r->labels_len);
+	n = tally__labels_parse(r->labels, r->labels_len, s->lnames[i],
+				s->lvalues[i], MAX_LABELS);
+	if (n < 0 || (unsigned)n != r->nlabels)
+		return tally__seg_corrupt(s, "series %u: labels are not well formed", id);
+	*chunk = s->last_chunk;
+	*slot = (unsigned)((in - TALLY__PG_COPY0 * TALLY__PAGE) / 8);
+	return 0;
+}
+
+static int compute(struct tally_seg *s, uint32_t id, uint32_t i,
+		   const struct tally__series *r, unsigned flags,
+		   struct result *out)
+{
+	const struct tally__family *f;
+	struct chunk_cache *c;
+	uint64_t chunk = 0;
+	unsigned slot = 0, nslabs = s->hdr.nslabs;
+	int64_t *percpu = NULL;
+	int rc;
+
+	out->ok = 0;
+	rc = check_series(s, id, i, r, &chunk, &slot);
+	if (rc < 0)
+		return rc;
+	f = &s->fams[r->family];
+	c = load_chunk(s, chunk);
+	if (!c)
+		return -errno;
+	if (flags & TALLY_READ_PERCPU) {
+		out->percpu_at = s->percpu_used;
+		percpu = arena_take(&s->percpu_arena, &s->percpu_cap,
+				    &s->percpu_used, nslabs);
+		if (!percpu)
+			return tally__seg_no_memory(s);
+		memset(percpu, 0, nslabs * sizeof(int64_t));
+	}
+	if (f->kind != TALLY__KIND_HISTOGRAM) {
+		out->value = slot_value(s, c, f->mode, slot, percpu);
+	} else {
+		unsigned nb = r->nslots - 1;
+		int64_t *b;
+
+		out->buckets_at = s->bucket_used;
+		b = arena_take(&s->bucket_arena, &s->bucket_cap,
+			       &s->bucket_used, nb);
+		if (!b)
+			return tally__seg_no_memory(s);
+		out->sum = slot_value(s, c, f->mode, slot, NULL);
+		{
+			uint64_t count = 0; /* wraps, as the copies do */
+
+			for (unsigned i = 0; i < nb; i++) {
+				b[i] = slot_value(s, c, f->mode, slot + 1 + i,
+						  percpu);
+				count += (uint64_t)b[i];
+			}
+			out->value = (int64_t)count;
+		}
+	}
+	out->ok = 1;
+	return 0;
+}
+
+static int emit(struct tally_seg *s, uint32_t id, uint32_t i,
+		const struct tally__series *r, const struct result *res,
+		unsigned flags, tally_series_fn fn, void *arg)
+{
+	const struct tally__family *f = &s->fams[r->family];
+	struct tally_series_view v;
+
+	memset(&v, 0, sizeof(v));
+	v.id = id;
+	v.kind = f->kind;
+	v.mode = f->mode;
+	v.name = f->name;
+	v.help = f->help;
+	v.unit = f->unit;
+	v.nlabels = r->nlabels;
+	v.label_names = s->lnames[i];
+	v.label_values = s->lvalues[i];
+	v.value = res->value;
+	if (flags & TALLY_READ_PERCPU) {
+		v.percpu = s->percpu_arena + res->percpu_at;
+		v.npercpu = s->hdr.nslabs;
+	}
+	if (f->kind == TALLY__KIND_HISTOGRAM) {
+		v.sum = res->sum;
+		v.sub_bits = f->sub_bits;
+		v.max_bits = f->max_bits;
+		v.nbuckets = r->nslots - 1;
+		v.buckets = s->bucket_arena + res->buckets_at;
+	}
+	return fn(&v, arg);
+}
+
+/* The file must keep the size it had when it was checked. */
+static int check_size(struct tally_seg *s)
+{
+	struct stat st;
+
+	if (fstat(s->fd, &st) < 0)
+		return tally__fail(errno, "%s: %s", s->path, strerror(errno));
+	if ((uint64_t)st.st_size != s->hdr.file_size)
+		return tally__seg_corrupt(s, "the file is now %lld bytes, not %llu: it "
+			       "was truncated or replaced while open",
+			       (long long)st.st_size,
+			       (unsigned long long)s->hdr.file_size);
+	return 0;
+}
+
+int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
+		      void *arg)
+{
+	uint32_t hwm, nfam;
+	uint64_t gen;
+	int count = 0, rc;
+	char badmsg[256] = "";
+
+	if (!s || !fn)
+		return tally__fail(EINVAL, "tally_seg_foreach: NULL argument");
+	if (flags & ~TALLY_READ_PERCPU)
+		return tally__fail(EINVAL, "unknown flags 0x%x", flags);
+	if ((rc = check_size(s)) < 0 || (rc = tally__seg_read_live(s, &gen, &hwm, &nfam)) < 0)
+		return rc;
+	if ((rc = load_families(s, nfam)) < 0)
+		return rc;
+
+	for (uint32_t first = 0; first < hwm; first += BATCH) {
+		uint32_t n = hwm - first < BATCH ? hwm - first : BATCH;
+		uint64_t off = s->hdr.desc_off +
+			       (uint64_t)first * sizeof(struct tally__series);
+		size_t bytes = n * sizeof(struct tally__series);
+
+		if ((rc = tally__seg_read_at(s, s->rec1, bytes, off)) < 0)
+			return rc;
+		for (unsigned i = 0; i < CACHE; i++)
+			s->cache[i].chunk = UINT64_MAX;
+		s->percpu_used = s->bucket_used = 0;
+		for (uint32_t i = 0; i < n; i++) {
+			const struct tally__series *r = &s->rec1[i];
+
+			s->res[i].ok = 0;
+			s->res[i].bad = 0;
+			if ((atomic_load_explicit(&r->seq, memory_order_relaxed) & 1) ||
+			    r->state != 1)
+				continue;
+			if (r->family >= s->hdr.fam_cap)
+				return tally__seg_corrupt(s, "series %u: family %u does not "
+					       "exist", first + i, r->family);
+			/* A family newer than our copy: read it now. */
+			if (r->family >= s->nfams &&
+			    (rc = load_families(s, r->family + 1)) < 0)
+				return rc;
+			if (r->family >= s->nfams)
+				continue; /* still being written */
+			rc = compute(s, first + i, i, r, flags, &s->res[i]);
+			if (rc == -EINVAL) {
+				/* Corrupt, or copied while a writer changed
+				 * it: the second copy tells which. */
+				s->res[i].bad = 1;
+				snprintf(badmsg, sizeof(badmsg), "%s",
+					 tally_errmsg());
+			} else if (rc < 0) {
+				return rc;
+			}
+		}
+		if ((rc = tally__seg_read_at(s, s->rec2, bytes, off)) < 0 ||
+		    (rc = check_size(s)) < 0)
+			return rc;
+		for (uint32_t i = 0; i < n; i++) {
+			int same = !memcmp(&s->rec1[i], &s->rec2[i],
+					   sizeof(s->rec1[i]));
+
+			if (s->res[i].bad && same)
+				return tally__fail(EINVAL, "%s", badmsg);
+			if (!s->res[i].ok || !same)
+				continue;
+			rc = emit(s, first + i, i, &s->rec1[i], &s->res[i],
+				  flags, fn, arg);
+			if (rc)
+				return rc;
+			count++;
+		}
+	}
+	return count;
+}
