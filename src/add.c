@@ -15,7 +15,6 @@
 
 #include "internal.h"
 
-#define WORDS_PER_PAGE (TALLY__PAGE / sizeof(int64_t))
 
 void (tally_block_add)(tally_block *b, unsigned slot, int64_t v)
 {
@@ -53,9 +52,8 @@ void tally__fallback_postfork_child(void)
  */
 static void spill(int64_t *p, int64_t v)
 {
-	__atomic_fetch_sub(p - (size_t)(TALLY__PG_COPY0 - TALLY__PG_BASELINE) *
-				       WORDS_PER_PAGE,
-			   v, __ATOMIC_RELAXED);
+	__atomic_fetch_sub(tally__slot_in_page(p, TALLY__PG_BASELINE), v,
+			   __ATOMIC_RELAXED);
 }
 
 /* Is bit @bit of the reservation line of @p's chunk set? */
@@ -85,7 +83,8 @@ static void fallback_add(int64_t *p, int64_t v)
 		spill(p, v);
 		return;
 	}
-	__atomic_fetch_add(p + (size_t)(tally__cfg.nslabs + f) * WORDS_PER_PAGE,
+	__atomic_fetch_add(tally__slot_in_page(p, tally__page_fallback(
+						      tally__cfg.nslabs, f)),
 			   v, __ATOMIC_RELAXED);
 }
 
@@ -137,12 +136,12 @@ void tally__block_add_slow(tally_block *b, unsigned slot, int64_t v)
 		__atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 		break;
 	case TALLY_PERNODE:
-		__atomic_fetch_add(p + (size_t)current_node() * WORDS_PER_PAGE,
+		__atomic_fetch_add(tally__slot_in_page(
+					   p, tally__page_rseq(current_node())),
 				   v, __ATOMIC_RELAXED);
 		break;
 	case TALLY_ADAPTIVE: {
-		int64_t *shared = p - (TALLY__PG_COPY0 - TALLY__PG_ASHARED) *
-					      WORDS_PER_PAGE;
+		int64_t *shared = tally__slot_in_page(p, TALLY__PG_ASHARED);
 		int64_t old = __atomic_load_n(shared, __ATOMIC_RELAXED), sum;
 
 		/* While the promoted bit is clear, one try at the shared word;

@@ -175,7 +175,7 @@ static tally_block *make_handle(struct tally_zone *z, uint32_t chunk,
 				unsigned slot, unsigned mode)
 {
 	char *p = tally__chunk_base(z, chunk) +
-		  (size_t)TALLY__PG_COPY0 * TALLY__PAGE + (size_t)slot * 8;
+		  tally__page_off(TALLY__PG_COPY0) + (size_t)slot * 8;
 
 	return (tally_block *)((uintptr_t)p | mode);
 }
@@ -321,11 +321,10 @@ int tally__locate(struct tally_zone *z, const tally_block *b,
 				   z ? "this zone" : "any zone");
 	rel = (size_t)(a - z->chunks);
 	chunk = tally__chunk_of(z, rel, &in);
-	if (in < TALLY__PG_COPY0 * TALLY__PAGE ||
-	    in >= (TALLY__PG_COPY0 + 1) * TALLY__PAGE || in % 8)
+	if (tally__slot_at(in) < 0)
 		return tally__fail(EINVAL, "%p is not a block handle",
 				   (void *)b);
-	slot = (unsigned)((in - TALLY__PG_COPY0 * TALLY__PAGE) / 8);
+	slot = (unsigned)tally__slot_at(in);
 	c = &z->meta[chunk];
 	cmode = __atomic_load_n(&c->mode, __ATOMIC_ACQUIRE);
 	bsize = __atomic_load_n(&c->bsize, __ATOMIC_RELAXED);

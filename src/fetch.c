@@ -126,7 +126,7 @@ int tally_block_zero(tally_block *b, unsigned slot, int64_t *removed)
 	if (rc < 0)
 		return rc;
 	base = (int64_t *)(tally__chunk_base(loc.z, loc.chunk) +
-			   TALLY__PG_BASELINE * TALLY__PAGE) +
+			   tally__page_off(TALLY__PG_BASELINE)) +
 	       loc.slot0 + slot;
 	/* Per-CPU and adaptive chunks reserved their baselines when they
 	 * were handed out; shared and per-node ones do at their first zero. */
@@ -171,12 +171,12 @@ int tally_block_promoted(const tally_block *b, unsigned slot)
 		return 0;
 	off = (off_t)(loc.z->hdr->chunks_off +
 		      (uint64_t)loc.chunk * loc.z->chunk_bytes +
-		      TALLY__PG_ASHARED * TALLY__PAGE);
+		      tally__page_off(TALLY__PG_ASHARED));
 	d = lseek(loc.z->fd, off, SEEK_DATA);
 	if (d != off) /* the shared page does not exist: never added to */
 		return 0;
 	return (int)(__atomic_load_n((int64_t *)(tally__chunk_base(loc.z, loc.chunk) +
-						 TALLY__PG_ASHARED * TALLY__PAGE) +
+						 tally__page_off(TALLY__PG_ASHARED)) +
 					     loc.slot0 + slot,
 				     __ATOMIC_RELAXED) & 1);
 }

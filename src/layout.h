@@ -80,6 +80,7 @@
 /* Page 0 of a chunk: the baseline words of its slots, then the
  * reservation line (see the top of this file). */
 #define TALLY__RESV_OFF    4032u /* TALLY_CHUNK_SLOTS * 8 */
+#define TALLY__CHUNK_SLOTS 504u   /* TALLY_CHUNK_SLOTS (tally/zone.h) */
 #define TALLY__RESV_FALLBACK 256u /* first bit of the fallback copies */
 #define TALLY__NCLASS      36u
 #define TALLY__NMODES      4u
@@ -244,6 +245,114 @@ struct tally__series {
 	uint32_t reserved;       /* 0 */
 	char labels[TALLY__LABELS_MAX];
 };
+
+/*
+ * The geometry of a segment: where every region lies, from the three
+ * numbers that decide it.  The one place that computes positions in the
+ * file: writers lay files out with it, readers check a header against it
+ * (docs/FORMAT.md, "Regions", says the same).  Every region starts on a
+ * page; the header is page 0.
+ */
+struct tally__geometry {
+	uint64_t chunk_pages, chunk_bytes;
+	uint64_t node_off, node_size;
+	uint64_t meta_off, meta_size;
+	uint64_t fam_off, fam_size;
+	uint64_t desc_off, desc_size;
+	uint64_t hash_off, hash_size;
+	uint64_t chunks_off, chunks_size;
+	uint64_t file_size;
+	uint32_t hash_buckets, fam_hash_buckets;
+};
+
+static inline uint64_t tally__round_page(uint64_t n)
+{
+	return (n + TALLY__PAGE - 1) & ~(uint64_t)(TALLY__PAGE - 1);
+}
+
+/* The pages of a chunk: the auxiliary ones, an rseq and a fallback copy
+ * for each slab. */
+static inline uint64_t tally__chunk_pages(uint32_t nslabs)
+{
+	return TALLY__NAUX + 2ull * nslabs;
+}
+
+/* Page of chunk-relative number of the rseq copy of CPU @c, and of the
+ * fallback copy @f. */
+static inline unsigned tally__page_rseq(unsigned c)
+{
+	return TALLY__PG_COPY0 + c;
+}
+
+static inline unsigned tally__page_fallback(uint32_t nslabs, unsigned f)
+{
+	return TALLY__PG_COPY0 + nslabs + f;
+}
+
+/* Offset of page @pg in its chunk. */
+static inline uint64_t tally__page_off(unsigned pg)
+{
+	return (uint64_t)pg * TALLY__PAGE;
+}
+
+/* The word of the same slot in page @pg, from its word in page 2 (CPU
+ * 0's copy, where handles point). */
+static inline int64_t *tally__slot_in_page(int64_t *copy0, unsigned pg)
+{
+	return (int64_t *)((char *)copy0 + ((long)pg - (long)TALLY__PG_COPY0) *
+					       (long)TALLY__PAGE);
+}
+
+/*
+ * A block handle's slot from its chunk-relative offset: handles point
+ * into page 2 (CPU 0's copies), at a slot below TALLY__RESV_OFF / 8.
+ * Returns the slot, or -1 when @in is no slot's place.
+ */
+static inline int tally__slot_at(uint64_t in)
+{
+	uint64_t first = (uint64_t)TALLY__PG_COPY0 * TALLY__PAGE;
+
+	if (in < first || in - first >= TALLY__RESV_OFF || in % 8)
+		return -1;
+	return (int)((in - first) / 8);
+}
+
+/* The geometry of a segment of @nchunks chunks, @desc_cap series records
+ * and @nslabs slabs. */
+static inline void tally__geometry(uint64_t nchunks, uint32_t desc_cap,
+				   uint32_t nslabs, struct tally__geometry *g)
+{
+	uint64_t hb;
+
+	for (hb = 64; hb < desc_cap; hb *= 2)
+		;
+	g->chunk_pages = tally__chunk_pages(nslabs);
+	g->chunk_bytes = g->chunk_pages * TALLY__PAGE;
+	g->hash_buckets = (uint32_t)hb;
+	g->fam_hash_buckets = 2 * TALLY__FAM_CAP;
+	g->node_off = TALLY__PAGE;
+	g->node_size = tally__round_page((uint64_t)nslabs * sizeof(uint16_t));
+	g->meta_off = g->node_off + g->node_size;
+	g->meta_size = tally__round_page(nchunks * sizeof(struct tally__chunk));
+	g->fam_off = g->meta_off + g->meta_size;
+	g->fam_size = tally__round_page((uint64_t)TALLY__FAM_CAP *
+					sizeof(struct tally__family));
+	g->desc_off = g->fam_off + g->fam_size;
+	g->desc_size = tally__round_page((uint64_t)desc_cap *
+					 sizeof(struct tally__series));
+	g->hash_off = g->desc_off + g->desc_size;
+	g->hash_size = tally__round_page((hb + g->fam_hash_buckets + desc_cap) *
+					 sizeof(uint32_t));
+	g->chunks_off = g->hash_off + g->hash_size;
+	g->chunks_size = nchunks * g->chunk_bytes;
+	g->file_size = g->chunks_off + g->chunks_size;
+}
+
+/* Where the family index starts: after the series buckets. */
+static inline uint64_t tally__fam_index_off(const struct tally__geometry *g)
+{
+	return g->hash_off + (uint64_t)g->hash_buckets * sizeof(uint32_t);
+}
 
 _Static_assert(sizeof(struct tally__chunk) == 256, "chunk meta is 4 lines");
 _Static_assert(sizeof(struct tally__family) == 1024, "family record size");

@@ -189,10 +189,10 @@ static int reserve_fixed_pages(struct tally_zone *z, uint32_t i,
 	case TALLY_ADAPTIVE:
 		return tally__reserve(z, off, 2 * TALLY__PAGE, what);
 	case TALLY_SHARED:
-		return tally__reserve(z, off + TALLY__PG_COPY0 * TALLY__PAGE,
+		return tally__reserve(z, off + tally__page_off(TALLY__PG_COPY0),
 				      TALLY__PAGE, what);
 	default:
-		return tally__reserve(z, off + TALLY__PG_COPY0 * TALLY__PAGE,
+		return tally__reserve(z, off + tally__page_off(TALLY__PG_COPY0),
 				      (uint64_t)z->hdr->nnodes * TALLY__PAGE,
 				      what);
 	}

@@ -107,7 +107,7 @@ int tally__reserve_copies(struct tally_zone *z, const int64_t *p,
 			  unsigned bit)
 {
 	uint64_t in, chunk, base, t;
-	unsigned nslabs, first;
+	unsigned nslabs;
 	_Atomic uint32_t *resv;
 
 	t = now_ns();
@@ -116,11 +116,12 @@ int tally__reserve_copies(struct tally_zone *z, const int64_t *p,
 	chunk = tally__chunk_of(z, (uint64_t)((const char *)p - z->chunks), &in);
 	base = z->hdr->chunks_off + chunk * z->chunk_bytes;
 	nslabs = z->hdr->nslabs;
-	first = bit < TALLY__RESV_FALLBACK ? TALLY__PG_COPY0 :
-					     TALLY__PG_COPY0 + nslabs;
 	for (unsigned c = bit % 256u; c < nslabs; c += 256u) {
-		if (fallocate(z->fd, 0,
-			      (off_t)(base + (uint64_t)(first + c) * TALLY__PAGE),
+		unsigned pg = bit < TALLY__RESV_FALLBACK ?
+				      tally__page_rseq(c) :
+				      tally__page_fallback(nslabs, c);
+
+		if (fallocate(z->fd, 0, (off_t)(base + tally__page_off(pg)),
 			      TALLY__PAGE) < 0 &&
 		    errno != EOPNOTSUPP && errno != ENOSYS) {
 			__atomic_store_n(&z->nospace_until,

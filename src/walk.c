@@ -250,10 +250,8 @@ static int check_series(struct tally_seg *s, uint32_t id, uint32_t i,
 		s->last_chunk_base = s->last_chunk * s->chunk_bytes;
 	}
 	in = rel - s->last_chunk_base;
-	if (in < TALLY__PG_COPY0 * TALLY__PAGE ||
-	    in >= (TALLY__PG_COPY0 + 1) * TALLY__PAGE || in % 8 ||
-	    (in - TALLY__PG_COPY0 * TALLY__PAGE) / 8 + r->nslots >
-		    TALLY_CHUNK_SLOTS)
+	if (tally__slot_at(in) < 0 ||
+	    (unsigned)tally__slot_at(in) + r->nslots > TALLY_CHUNK_SLOTS)
 		return tally__seg_corrupt(s, "series %u: slot offset %llu is not a "
 			       "block", id, (unsigned long long)r->slot_off);
 	if (r->labels_len > TALLY__LABELS_MAX)
@@ -264,7 +262,7 @@ static int check_series(struct tally_seg *s, uint32_t id, uint32_t i,
 	if (n < 0 || (unsigned)n != r->nlabels)
 		return tally__seg_corrupt(s, "series %u: labels are not well formed", id);
 	*chunk = s->last_chunk;
-	*slot = (unsigned)((in - TALLY__PG_COPY0 * TALLY__PAGE) / 8);
+	*slot = (unsigned)tally__slot_at(in);
 	return 0;
 }
 

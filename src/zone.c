@@ -38,11 +38,6 @@ static struct tally_zone *_Atomic reg[MAX_ZONES];
 static uint64_t next_id = 1;
 static struct tally_zone *default_zone;
 
-static size_t round_page(size_t n)
-{
-	return (n + TALLY__PAGE - 1) & ~(size_t)(TALLY__PAGE - 1);
-}
-
 static int valid_name(const char *name)
 {
 	size_t n = 0;
@@ -289,157 +284,97 @@ static int publish(const char *tmp, const char *path)
 	return rename(tmp, path) == 0 ? 0 : -errno;
 }
 
-struct tally_zone *tally_zone_create(const char *name,
-				     const struct tally_zone_opts *opts)
+/* Step 1 of creation: check the name and options, fill in defaults. */
+static int zone_options(const char *name, const struct tally_zone_opts *opts,
+			struct tally_zone_opts *o)
 {
-	struct tally_zone_opts o = { 0, 0, 0 };
-	struct tally_zone *z = NULL;
-	struct tally__hdr *h;
-	char tmp[PATH_MAX + 16] = "";
-	size_t nchunks, node_size, meta_size, chunk_bytes, off, size;
-	size_t fam_size, desc_size, hash_size, hbuckets, fbuckets;
-	unsigned nslabs;
-	void *map;
-	int fd = -1, rc, slot, err;
+	*o = opts ? *opts : (struct tally_zone_opts){ 0, 0, 0 };
+	if (tally__env.error[0])
+		return tally__fail(EINVAL, "%s", tally__env.error);
+	if (!valid_name(name))
+		return tally__fail(EINVAL, "zone name \"%.80s\": expected 1 to "
+				   "63 characters of [A-Za-z0-9_.-], not "
+				   "starting with a dot", name ? name : "(null)");
+	if (o->flags & ~(TALLY_ZONE_ANON | TALLY_ZONE_PERSIST))
+		return tally__fail(EINVAL, "unknown zone flags 0x%x", o->flags);
+	if (o->capacity == 0)
+		o->capacity = tally__env.default_capacity;
+	if (o->capacity > ((size_t)1 << 32))
+		return tally__fail(EINVAL, "zone capacity %zu: at most "
+				   "4294967296 slots", o->capacity);
+	if (o->max_series == 0)
+		o->max_series = 1u << 20;
+	if (o->max_series > (1u << 24))
+		return tally__fail(EINVAL, "zone max_series %zu: at most "
+				   "16777216", o->max_series);
+	return 0;
+}
 
-	tally__init();
-	if (opts)
-		o = *opts;
-	if (tally__env.error[0]) {
-		tally__fail(EINVAL, "%s", tally__env.error);
-		return NULL;
-	}
-	if (!valid_name(name)) {
-		tally__fail(EINVAL, "zone name \"%.80s\": expected 1 to 63 "
-			    "characters of [A-Za-z0-9_.-], not starting with "
-			    "a dot", name ? name : "(null)");
-		return NULL;
-	}
-	if (o.flags & ~(TALLY_ZONE_ANON | TALLY_ZONE_PERSIST)) {
-		tally__fail(EINVAL, "unknown zone flags 0x%x", o.flags);
-		return NULL;
-	}
-	if (o.capacity == 0)
-		o.capacity = tally__env.default_capacity;
-	if (o.capacity > ((size_t)1 << 32)) {
-		tally__fail(EINVAL, "zone capacity %zu: at most 4294967296 "
-			    "slots", o.capacity);
-		return NULL;
-	}
+/*
+ * Step 2: the file, under a temporary name (with its creation lock, and
+ * given to $TALLY_GROUP), or a memfd; sized (sparse), with the pages that
+ * creation writes reserved for real (the header and the CPU-to-node
+ * table) and the family index that every registration reads, so that a
+ * full file system gives ENOSPC here instead of SIGBUS at the first store.
+ * Returns the descriptor, or -1 (the temporary file is gone).
+ */
+static int create_file(const char *name, const struct tally_zone_opts *o,
+		       const struct tally__geometry *g, const char *tmp)
+{
+	char what[96];
+	int fd;
 
-	if (o.max_series == 0)
-		o.max_series = 1u << 20;
-	if (o.max_series > (1u << 24)) {
-		tally__fail(EINVAL, "zone max_series %zu: at most 16777216",
-			    o.max_series);
-		return NULL;
-	}
-
-	nslabs = tally__env.nslabs;
-	nchunks = (o.capacity + TALLY_CHUNK_SLOTS - 1) / TALLY_CHUNK_SLOTS;
-	chunk_bytes = (size_t)(TALLY__NAUX + 2 * nslabs) * TALLY__PAGE;
-	node_size = round_page(nslabs * sizeof(uint16_t));
-	meta_size = round_page(nchunks * sizeof(struct tally__chunk));
-	fam_size = round_page(TALLY__FAM_CAP * sizeof(struct tally__family));
-	desc_size = round_page(o.max_series * sizeof(struct tally__series));
-	for (hbuckets = 64; hbuckets < o.max_series; hbuckets *= 2)
-		;
-	fbuckets = 2 * TALLY__FAM_CAP;
-	hash_size = round_page((hbuckets + fbuckets + o.max_series) *
-			       sizeof(uint32_t));
-	off = TALLY__PAGE + node_size + meta_size + fam_size + desc_size +
-	      hash_size;
-	if (nchunks > (((size_t)1 << 46) - off) / chunk_bytes) {
-		tally__fail(EINVAL, "zone capacity %zu with %u slabs needs "
-			    "more than 64 TiB of address space", o.capacity,
-			    nslabs);
-		return NULL;
-	}
-	size = off + nchunks * chunk_bytes;
-
-	if (!(o.flags & TALLY_ZONE_ANON)) {
-		if (check_dir() < 0)
-			return NULL;
-	}
-
-	z = calloc(1, sizeof(*z));
-	if (!z) {
-		tally__fail(ENOMEM, "out of memory");
-		return NULL;
-	}
-	pthread_mutex_lock(&reg_lock);
-	for (slot = 0; slot < MAX_ZONES && reg[slot]; slot++)
-		;
-	pthread_mutex_unlock(&reg_lock);
-	if (slot == MAX_ZONES) {
-		tally__fail(EMFILE, "this process has %d zones already",
-			    MAX_ZONES);
-		goto fail;
-	}
-
-	if (o.flags & TALLY_ZONE_ANON) {
-		char mname[80];
-
-		snprintf(mname, sizeof(mname), "tally-%s", name);
-		fd = memfd_create(mname, MFD_CLOEXEC);
+	if (o->flags & TALLY_ZONE_ANON) {
+		snprintf(what, sizeof(what), "tally-%s", name);
+		fd = memfd_create(what, MFD_CLOEXEC);
 	} else {
-		if (snprintf(z->path, sizeof(z->path), "%.3900s/%s.%d.tally",
-			     tally__env.dir, name, (int)getpid()) < 0)
-			z->path[0] = 0;
-		snprintf(tmp, sizeof(tmp), "%s.tmp", z->path);
 		unlink(tmp); /* a leftover of a crash between create and
 				rename in a process with the same pid */
 		fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
 				       O_CLOEXEC, 0600);
-		if (fd >= 0)
-			creation_lock(fd, F_WRLCK);
-		if (fd >= 0 && tally__env.gid >= 0 &&
-		    (fchown(fd, (uid_t)-1, (gid_t)tally__env.gid) < 0 ||
-		     fchmod(fd, 0640) < 0)) {
-			tally__fail(errno, "cannot share %s with group %ld: %s",
-				    tmp, tally__env.gid, strerror(errno));
-			goto fail;
-		}
 	}
 	if (fd < 0) {
 		tally__fail(errno, "cannot create the zone file %s: %s",
 			    tmp[0] ? tmp : "(memfd)", strerror(errno));
-		goto fail;
+		return -1;
 	}
-	if (ftruncate(fd, (off_t)size) < 0) {
-		tally__fail(errno, "cannot size the zone file to %zu bytes: %s",
-			    size, strerror(errno));
-		goto fail;
-	}
-	/* Reserve, for real, what creation writes (the header and the
-	 * CPU-to-node table) and what every registration reads (the family
-	 * index), so that a full file system gives ENOSPC here instead of
-	 * SIGBUS at the first store to the mapping. */
-	{
-		char what[96];
-
-		snprintf(what, sizeof(what), "zone \"%s\"", name);
-		if (tally__reserve_fd(fd, 0, TALLY__PAGE + node_size, what,
-				      tally__env.dir) < 0 ||
-		    tally__reserve_fd(fd, off - hash_size + hbuckets * 4,
-				      fbuckets * 4, what, tally__env.dir) < 0)
-			goto fail;
-	}
-	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (map == MAP_FAILED) {
-		tally__fail(errno, "cannot map %zu bytes: %s", size,
+	if (tmp[0])
+		creation_lock(fd, F_WRLCK);
+	snprintf(what, sizeof(what), "zone \"%s\"", name);
+	if (tmp[0] && tally__env.gid >= 0 &&
+	    (fchown(fd, (uid_t)-1, (gid_t)tally__env.gid) < 0 ||
+	     fchmod(fd, 0640) < 0))
+		tally__fail(errno, "cannot share %s with group %ld: %s", tmp,
+			    tally__env.gid, strerror(errno));
+	else if (ftruncate(fd, (off_t)g->file_size) < 0)
+		tally__fail(errno, "cannot size the zone file to %llu bytes: "
+			    "%s", (unsigned long long)g->file_size,
 			    strerror(errno));
-		goto fail;
+	else if (tally__reserve_fd(fd, 0, g->node_off + g->node_size, what,
+				   tally__env.dir) == 0 &&
+		 tally__reserve_fd(fd, tally__fam_index_off(g),
+				   (uint64_t)g->fam_hash_buckets * 4, what,
+				   tally__env.dir) == 0)
+		return fd;
+	{
+		int err = errno;
+
+		close(fd);
+		if (tmp[0])
+			unlink(tmp);
+		errno = err;
 	}
-	z->fd = fd;
-	z->hdr = h = map;
-	z->map_size = size;
-	z->nchunks = (uint32_t)nchunks;
-	z->chunk_bytes = chunk_bytes;
-	z->div_magic = (uint64_t)(((unsigned __int128)1 << 64) / chunk_bytes);
-	z->flags = o.flags;
-	z->meta = (struct tally__chunk *)((char *)map + TALLY__PAGE + node_size);
-	z->chunks = (char *)map + off;
+	return -1;
+}
+
+/* Step 3: the header (its first 512 bytes never change afterwards). */
+static int write_header(struct tally__hdr *h, const struct tally__geometry *g,
+			const char *name, const struct tally_zone_opts *o,
+			uint64_t nchunks)
+{
+	struct tally__self me;
+	struct timespec ts;
+	int rc;
 
 	memcpy(h->magic, TALLY__MAGIC, 8);
 	h->major = TALLY__FMT_MAJOR;
@@ -448,61 +383,145 @@ struct tally_zone *tally_zone_create(const char *name,
 	h->byte_order = TALLY__BYTE_ORDER;
 	h->page_size = TALLY__PAGE;
 	h->stride = TALLY__STRIDE;
-	h->nslabs = nslabs;
+	h->nslabs = tally__env.nslabs;
 	h->nnodes = tally__env.nnodes;
 	h->naux = TALLY__NAUX;
-	h->chunk_pages = TALLY__NAUX + 2 * nslabs;
+	h->chunk_pages = (uint32_t)g->chunk_pages;
 	h->chunk_slots = TALLY_CHUNK_SLOTS;
-	h->flags = ((o.flags & TALLY_ZONE_ANON) ? TALLY__HDR_ANON : 0) |
-		   ((o.flags & TALLY_ZONE_PERSIST) ? TALLY__HDR_PERSIST : 0);
+	h->flags = ((o->flags & TALLY_ZONE_ANON) ? TALLY__HDR_ANON : 0) |
+		   ((o->flags & TALLY_ZONE_PERSIST) ? TALLY__HDR_PERSIST : 0);
 	h->nchunks = nchunks;
-	h->node_off = TALLY__PAGE;
-	h->node_size = node_size;
-	h->meta_off = TALLY__PAGE + node_size;
-	h->meta_size = meta_size;
-	h->fam_off = h->meta_off + meta_size;
-	h->fam_size = fam_size;
+	h->node_off = g->node_off;
+	h->node_size = g->node_size;
+	h->meta_off = g->meta_off;
+	h->meta_size = g->meta_size;
+	h->meta_rec_size = sizeof(struct tally__chunk);
+	h->fam_off = g->fam_off;
+	h->fam_size = g->fam_size;
 	h->fam_rec_size = sizeof(struct tally__family);
 	h->fam_cap = TALLY__FAM_CAP;
-	h->desc_off = h->fam_off + fam_size;
-	h->desc_size = desc_size;
+	h->desc_off = g->desc_off;
+	h->desc_size = g->desc_size;
 	h->desc_rec_size = sizeof(struct tally__series);
-	h->desc_cap = (uint32_t)o.max_series;
-	h->hash_off = h->desc_off + desc_size;
-	h->hash_size = hash_size;
-	h->hash_buckets = (uint32_t)hbuckets;
-	h->fam_hash_buckets = (uint32_t)fbuckets;
-	h->chunks_off = off;
-	h->chunks_size = nchunks * chunk_bytes;
-	h->file_size = size;
-	{
-		struct tally__self me;
-
-		tally__self_get(&me);
-		h->creator_pid = (int32_t)me.pid;
-		h->creator_start = me.start;
-	}
-	h->meta_rec_size = sizeof(struct tally__chunk);
-	{
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		h->created_ns = (uint64_t)ts.tv_sec * 1000000000u +
-				(uint64_t)ts.tv_nsec;
-	}
+	h->desc_cap = (uint32_t)o->max_series;
+	h->hash_off = g->hash_off;
+	h->hash_size = g->hash_size;
+	h->hash_buckets = g->hash_buckets;
+	h->fam_hash_buckets = g->fam_hash_buckets;
+	h->chunks_off = g->chunks_off;
+	h->chunks_size = g->chunks_size;
+	h->file_size = g->file_size;
+	tally__self_get(&me);
+	h->creator_pid = (int32_t)me.pid;
+	h->creator_start = me.start;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	h->created_ns = (uint64_t)ts.tv_sec * 1000000000u +
+			(uint64_t)ts.tv_nsec;
 	proc_name(h->proc_name);
 	snprintf(h->zone_name, sizeof(h->zone_name), "%s", name);
-	memcpy((char *)map + TALLY__PAGE, tally__env.cpu_node,
-	       nslabs * sizeof(uint16_t));
+	memcpy((char *)h + g->node_off, tally__env.cpu_node,
+	       h->nslabs * sizeof(uint16_t));
 	rc = init_robust_lock(&h->pool_lock);
 	if (!rc)
 		rc = init_robust_lock(&h->metrics_lock);
-	if (rc) {
-		tally__fail(rc, "cannot set up the pool lock: %s",
-			    strerror(rc));
-		goto fail_map;
-	}
+	if (rc)
+		return tally__fail(rc, "cannot set up the zone's locks: %s",
+				   strerror(rc));
+	return 0;
+}
 
+/* Step 4: enter the zone in this process's registry (and take its use
+ * lock), or fail with EMFILE. */
+static int register_zone(struct tally_zone *z)
+{
+	int slot;
+
+	pthread_mutex_lock(&reg_lock);
+	for (slot = 0; slot < MAX_ZONES && reg[slot]; slot++)
+		;
+	if (slot == MAX_ZONES) {
+		pthread_mutex_unlock(&reg_lock);
+		return tally__fail(EMFILE, "this process has %d zones already",
+				   MAX_ZONES);
+	}
+	z->id = next_id++;
+	take_use_lock(z);
+	atomic_store_explicit(&reg[slot], z, memory_order_release);
+	pthread_mutex_unlock(&reg_lock);
+	return 0;
+}
+
+static int registry_full(void)
+{
+	int slot;
+
+	pthread_mutex_lock(&reg_lock);
+	for (slot = 0; slot < MAX_ZONES && reg[slot]; slot++)
+		;
+	pthread_mutex_unlock(&reg_lock);
+	return slot == MAX_ZONES;
+}
+
+struct tally_zone *tally_zone_create(const char *name,
+				     const struct tally_zone_opts *opts)
+{
+	struct tally_zone_opts o;
+	struct tally__geometry g;
+	struct tally_zone *z;
+	char tmp[PATH_MAX + 16] = "";
+	uint64_t nchunks;
+	void *map;
+	int fd, rc, err;
+
+	tally__init();
+	if (zone_options(name, opts, &o) < 0)
+		return NULL;
+	nchunks = (o.capacity + TALLY_CHUNK_SLOTS - 1) / TALLY_CHUNK_SLOTS;
+	tally__geometry(nchunks, (uint32_t)o.max_series, tally__env.nslabs, &g);
+	if (g.file_size > (1ull << 46)) {
+		tally__fail(EINVAL, "zone capacity %zu with %u slabs needs "
+			    "more than 64 TiB of address space", o.capacity,
+			    tally__env.nslabs);
+		return NULL;
+	}
+	if (!(o.flags & TALLY_ZONE_ANON) && check_dir() < 0)
+		return NULL;
+	if (registry_full()) {
+		tally__fail(EMFILE, "this process has %d zones already",
+			    MAX_ZONES);
+		return NULL;
+	}
+	z = calloc(1, sizeof(*z));
+	if (!z) {
+		tally__fail(ENOMEM, "out of memory");
+		return NULL;
+	}
+	if (!(o.flags & TALLY_ZONE_ANON)) {
+		snprintf(z->path, sizeof(z->path), "%.3900s/%s.%d.tally",
+			 tally__env.dir, name, (int)getpid());
+		snprintf(tmp, sizeof(tmp), "%s.tmp", z->path);
+	}
+	fd = create_file(name, &o, &g, tmp);
+	if (fd < 0)
+		goto fail;
+	map = mmap(NULL, g.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		   0);
+	if (map == MAP_FAILED) {
+		tally__fail(errno, "cannot map %llu bytes: %s",
+			    (unsigned long long)g.file_size, strerror(errno));
+		goto fail_fd;
+	}
+	z->fd = fd;
+	z->hdr = map;
+	z->map_size = g.file_size;
+	z->nchunks = (uint32_t)nchunks;
+	z->chunk_bytes = g.chunk_bytes;
+	z->div_magic = (uint64_t)(((unsigned __int128)1 << 64) / g.chunk_bytes);
+	z->flags = o.flags;
+	z->meta = (struct tally__chunk *)((char *)map + g.meta_off);
+	z->chunks = (char *)map + g.chunks_off;
+	if (write_header(z->hdr, &g, name, &o, nchunks) < 0)
+		goto fail_map;
 	if (tmp[0]) {
 		rc = publish(tmp, z->path);
 		if (rc < 0) {
@@ -510,42 +529,30 @@ struct tally_zone *tally_zone_create(const char *name,
 				    "zone \"%s\" already exists in this "
 				    "process" : "cannot publish zone \"%s\"",
 				    name);
-			unlink(tmp);
 			goto fail_map;
 		}
 		creation_lock(fd, F_UNLCK);
+		tmp[0] = 0; /* published: nothing temporary to remove */
 	}
-
-	pthread_mutex_lock(&reg_lock);
-	for (slot = 0; slot < MAX_ZONES && reg[slot]; slot++)
-		;
-	if (slot == MAX_ZONES) {
-		pthread_mutex_unlock(&reg_lock);
-		tally__fail(EMFILE, "this process has %d zones already",
-			    MAX_ZONES);
+	if (register_zone(z) < 0) {
 		if (z->path[0])
 			unlink(z->path);
 		goto fail_map;
 	}
-	z->id = next_id++;
-	take_use_lock(z);
-	atomic_store_explicit(&reg[slot], z, memory_order_release);
-	pthread_mutex_unlock(&reg_lock);
 	return z;
 
 fail_map:
 	err = errno;
-	munmap(map, size);
+	munmap(map, g.file_size);
+	errno = err;
+fail_fd:
+	err = errno;
+	close(fd);
+	if (tmp[0])
+		unlink(tmp);
 	errno = err;
 fail:
-	err = errno;
-	if (fd >= 0) {
-		close(fd);
-		if (tmp[0])
-			unlink(tmp);
-	}
 	free(z);
-	errno = err;
 	return NULL;
 }
 
