@@ -1,0 +1,214 @@
+/*
+ * programs/common/aggregate.c: summing the same series across processes
+ * (aggregate.h).
+ */
+#define _GNU_SOURCE
+#include "aggregate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strbuf.h"
+
+static unsigned kind_class(unsigned kind)
+{
+	return kind == TALLY_GAUGE_SET ? TALLY_GAUGE : kind;
+}
+
+char *tp_series_agg_key(const struct tp_series *s)
+{
+	struct tp_buf b = { 0 };
+
+	/* Kind and layout are part of the identity: buckets of two layouts
+	 * cannot be added. */
+	tp_buf_printf(&b, "%s\x1f%u\x1f%u\x1f%u", s->key, kind_class(s->kind),
+		      s->sub_bits, s->nbuckets);
+	return tp_buf_take(&b);
+}
+
+uint64_t tp_series_agg_hash(const struct tp_series *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (const char *p = s->key; *p; p++) {
+		h ^= (unsigned char)*p;
+		h *= 0x100000001b3ull;
+	}
+	h ^= (uint64_t)kind_class(s->kind) << 40 ^ (uint64_t)s->sub_bits << 32 ^
+	     s->nbuckets;
+	h *= 0x9e3779b97f4a7c15ull;
+	return h ^ (h >> 29);
+}
+
+int tp_series_agg_same(const struct tp_series *a, const struct tp_series *b)
+{
+	return kind_class(a->kind) == kind_class(b->kind) &&
+	       a->sub_bits == b->sub_bits && a->nbuckets == b->nbuckets &&
+	       strcmp(a->key, b->key) == 0;
+}
+
+static inline int64_t add64(int64_t a, int64_t b)
+{
+	/* Wrap-around adds: a sum that overflows is as wrong as the
+	 * counters themselves would be, and must not be undefined. */
+	return (int64_t)((uint64_t)a + (uint64_t)b);
+}
+
+/* dst[0..nsrc) += src; dst grows (in the arena) when src is longer. */
+static void add_i64(struct tp_arena *a, int64_t **dst, unsigned *ndst,
+		    const int64_t *src, unsigned nsrc)
+{
+	if (nsrc > *ndst) {
+		int64_t *p = tp_arena_alloc(a, nsrc * sizeof(*p));
+
+		if (*ndst)
+			memcpy(p, *dst, *ndst * sizeof(*p));
+		memset(p + *ndst, 0, (nsrc - *ndst) * sizeof(*p));
+		*dst = p;
+		*ndst = nsrc;
+	}
+	for (unsigned i = 0; i < nsrc; i++)
+		(*dst)[i] = add64((*dst)[i], src[i]);
+}
+
+static int has_pid(const struct tp_series *s, int pid)
+{
+	for (unsigned i = 0; i < s->nprocs; i++)
+		if (s->pids[i] == pid)
+			return 1;
+	return 0;
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+	return tp_series_cmp(a, b);
+}
+
+struct agg {
+	struct tp_snapshot *out;
+	size_t *slot;         /* index + 1 into out->series; 0: empty */
+	size_t mask;
+	unsigned *pcap;       /* room in out->series[i].pids */
+	const struct tp_series *last_new;
+};
+
+static void add_one(struct agg *g, const struct tp_series *s, int extra)
+{
+	struct tp_snapshot *out = g->out;
+	struct tp_arena *a = out->arena;
+	struct tp_series *d;
+	size_t i = (size_t)tp_series_agg_hash(s) & g->mask, at;
+
+	for (; g->slot[i]; i = (i + 1) & g->mask)
+		if (tp_series_agg_same(&out->series[g->slot[i] - 1], s))
+			break;
+	if (!g->slot[i]) {
+		at = out->nseries++;
+		g->slot[i] = at + 1;
+		d = &out->series[at];
+		tp_series_copy_to(a, d, s, g->last_new);
+		g->last_new = d;
+		d->pid = 0;
+		d->start_ticks = 0;
+		d->kind = kind_class(d->kind);
+		if (extra) {
+			d->nprocs = 0;
+			d->pids = NULL;
+			g->pcap[at] = 0;
+		} else {
+			g->pcap[at] = 4;
+			d->pids = tp_arena_alloc(a, 4 * sizeof(int));
+			d->pids[0] = s->pid;
+			d->nprocs = 1;
+		}
+		return;
+	}
+	at = g->slot[i] - 1;
+	d = &out->series[at];
+	d->value = add64(d->value, s->value);
+	d->sum = add64(d->sum, s->sum);
+	add_i64(a, &d->buckets, &d->nbuckets, s->buckets, s->nbuckets);
+	add_i64(a, &d->percpu, &d->npercpu, s->percpu, s->npercpu);
+	d->flags |= s->flags;
+	if (extra)
+		return;
+	if (s->created_ns < d->created_ns || d->nprocs == 0)
+		d->created_ns = s->created_ns;
+	if (d->nprocs == 0) {
+		/* Only exited processes so far: this one's names. */
+		memcpy(d->proc, s->proc, sizeof(d->proc));
+		memcpy(d->zone, s->zone, sizeof(d->zone));
+	} else {
+		if (strcmp(d->proc, s->proc) != 0)
+			snprintf(d->proc, sizeof(d->proc), "*");
+		if (strcmp(d->zone, s->zone) != 0)
+			snprintf(d->zone, sizeof(d->zone), "*");
+	}
+	if (!has_pid(d, s->pid)) {
+		if (d->nprocs == g->pcap[at]) {
+			unsigned cap = g->pcap[at] ? 2 * g->pcap[at] : 4;
+			int *p = tp_arena_alloc(a, cap * sizeof(int));
+
+			if (d->nprocs)
+				memcpy(p, d->pids, d->nprocs * sizeof(int));
+			d->pids = p;
+			g->pcap[at] = cap;
+		}
+		d->pids[d->nprocs++] = s->pid;
+	}
+}
+
+void tp_snapshot_aggregate_with(const struct tp_snapshot *in,
+				const struct tp_series *extra, size_t nextra,
+				struct tp_snapshot *out)
+{
+	size_t n = in->nseries + nextra, cap = 64;
+	struct agg g = { .out = out };
+
+	memset(out, 0, sizeof(*out));
+	out->mono = in->mono;
+	out->real = in->real;
+	out->unsorted = in->unsorted;
+	out->arena = tp_xcalloc(1, sizeof(*out->arena));
+	out->series = tp_xmalloc((n ? n : 1) * sizeof(*out->series));
+	while (cap < 2 * n)
+		cap *= 2;
+	g.slot = tp_xcalloc(cap, sizeof(*g.slot));
+	g.mask = cap - 1;
+	g.pcap = tp_xmalloc((n ? n : 1) * sizeof(*g.pcap));
+	for (size_t i = 0; i < in->nseries; i++)
+		add_one(&g, &in->series[i], 0);
+	for (size_t i = 0; i < nextra; i++)
+		add_one(&g, &extra[i], 1);
+	free(g.slot);
+	free(g.pcap);
+	if (out->nseries > 1 && !out->unsorted)
+		qsort(out->series, out->nseries, sizeof(*out->series), cmp_key);
+
+	if (in->nsegs) {
+		out->segs = tp_xcalloc(in->nsegs, sizeof(*out->segs));
+		for (size_t i = 0; i < in->nsegs; i++) {
+			out->segs[i] = in->segs[i];
+			out->segs[i].path = tp_xstrdup(in->segs[i].path);
+			out->segs[i].info.path = out->segs[i].path;
+		}
+		out->nsegs = in->nsegs;
+	}
+	if (in->nskipped) {
+		out->skipped = tp_xcalloc(in->nskipped, sizeof(*out->skipped));
+		for (size_t i = 0; i < in->nskipped; i++) {
+			out->skipped[i] = in->skipped[i];
+			out->skipped[i].path = tp_xstrdup(in->skipped[i].path);
+			out->skipped[i].reason =
+				tp_xstrdup(in->skipped[i].reason);
+		}
+		out->nskipped = in->nskipped;
+	}
+}
+
+void tp_snapshot_aggregate(const struct tp_snapshot *in,
+			   struct tp_snapshot *out)
+{
+	tp_snapshot_aggregate_with(in, NULL, 0, out);
+}

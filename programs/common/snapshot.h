@@ -1,0 +1,165 @@
+/*
+ * programs/common/snapshot.h: every series of the segments of one or more
+ * directories, copied into memory at one moment, with the process and
+ * zone each came from.
+ *
+ * tallystat and tally-exporter walk segments the same way: open each
+ * *.tally file with the reader API (tally/reader.h), skip those it
+ * refuses with their reason, keep the series a filter selects, and sort
+ * them by process and then by name and labels (or, for the exporter,
+ * leave them in the order they were read).  A snapshot is plain memory:
+ * it can be compared with the next one (rates), summed across processes
+ * (aggregate.h) and printed by any back end.
+ *
+ * Memory: the strings and arrays of the series a snapshot collects live
+ * in one arena (arena.h) that tp_snapshot_free() releases at once, and a
+ * series repeats its neighbour's name, help, unit and label names by
+ * pointing at them: no malloc per series.  Such series have arena = 1.
+ * Series made with tp_series_copy() own their memory (arena = 0) and may
+ * sit in the same snapshot; tp_series_free() frees only those.
+ */
+#ifndef TALLY_PROGRAMS_SNAPSHOT_H
+#define TALLY_PROGRAMS_SNAPSHOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "tally/metrics.h"
+#include "tally/reader.h"
+
+#include "arena.h"
+
+/* Flags of struct tp_series. */
+#define TP_SERIES_RESET 0x1u /* a counter went down: it was zeroed, or
+				(summed) a process restarted */
+#define TP_SERIES_NEW   0x2u /* not in the previous snapshot */
+
+/* One series, with copies of everything it points to. */
+struct tp_series {
+	/* Where it comes from.  Summed series (aggregate.h) have pid 0,
+	 * nprocs > 1 possible, and proc "*" when the processes differ. */
+	int pid;
+	uint64_t start_ticks;
+	uint64_t created_ns;    /* CLOCK_REALTIME when its zone was made;
+				   summed: the earliest */
+	unsigned nprocs;        /* processes summed in it (1 otherwise) */
+	int *pids;              /* summed: the nprocs pids, else NULL */
+	char proc[16];
+	char zone[64];
+	/* What it is. */
+	char *key;              /* name{label="value",...}, labels sorted by
+				   name, values escaped as Prometheus does */
+	char *name, *help, *unit;
+	unsigned kind, mode;
+	unsigned nlabels;
+	char **label_names, **label_values;
+	/* Its values (counters and gauges: value; histograms: value is the
+	 * count, plus sum and buckets). */
+	int64_t value, sum;
+	unsigned sub_bits, max_bits, nbuckets;
+	int64_t *buckets;
+	unsigned npercpu;       /* 0 unless read with TALLY_READ_PERCPU */
+	int64_t *percpu;
+	unsigned flags;         /* TP_SERIES_* */
+	unsigned arena;         /* 1: its strings and arrays belong to its
+				   snapshot's arena (shared with other
+				   series): never free them one by one */
+};
+
+/* One segment that was read. */
+struct tp_segment {
+	char *path;
+	struct tally_seg_info info; /* info.path points to path */
+	unsigned nseries;           /* series kept from it */
+	unsigned stale;             /* 1: not read this time (skipped): its
+				       series are those of an earlier read,
+				       carried over (tally-exporter
+				       --aggregate, retain.h) */
+};
+
+/* One file that could not be read, and why. */
+struct tp_skipped {
+	char *path;
+	char *reason;               /* one sentence, without the path */
+	int err;                    /* the reader's errno: EINVAL (corrupt),
+				       EPERM (foreign), EPROTONOSUPPORT,
+				       ENOENT (vanished), ELOOP, EACCES...;
+				       0 when unknown */
+};
+
+struct tp_snapshot {
+	struct timespec mono;       /* CLOCK_MONOTONIC when reading began */
+	struct timespec real;       /* CLOCK_REALTIME, same moment */
+	struct tp_segment *segs;
+	size_t nsegs;
+	struct tp_series *series;
+	size_t nseries;
+	struct tp_skipped *skipped;
+	size_t nskipped;
+	struct tp_arena *arena;     /* NULL, or what the series with arena = 1
+				       point into */
+	int unsorted;               /* 1: series in the order they were read
+				       (TP_ORDER_READ); 0: sorted by
+				       tp_series_cmp() */
+};
+
+/* Orders of tp_collect_opts.order. */
+#define TP_ORDER_SORTED 0 /* pid, zone, key (strverscmp): for people */
+#define TP_ORDER_READ   1 /* the segments in directory order, the series of
+			     each in its record order: no sort, for the
+			     exporter (Prometheus does not care) */
+
+/* What to read.  Zero-filled: the default directory, every series. */
+struct tp_collect_opts {
+	const char *const *dirs;    /* NULL or ndirs 0: the library's default
+				       ($TALLY_DIR or /dev/shm/tally-<uid>) */
+	unsigned ndirs;
+	unsigned read_flags;        /* TALLY_READ_PERCPU */
+	/* Passed to the reader (allow_uid ...); NULL: its defaults. */
+	const struct tally_open_opts *open_opts;
+	/* Keep a segment (non-zero) or not; NULL keeps every one. */
+	int (*seg_filter)(const struct tally_seg_info *info, void *arg);
+	/* Keep a series (non-zero) or not; NULL keeps every one. */
+	int (*series_filter)(const struct tally_series_view *v,
+			     const struct tally_seg_info *info, void *arg);
+	void *arg;
+	unsigned order;             /* TP_ORDER_SORTED (0) or TP_ORDER_READ */
+};
+
+/*
+ * tp_snapshot_collect: fill @snap (zeroed by the caller or freed before)
+ * with the series of every segment of the directories.
+ *
+ * A segment the reader refuses, or that turns out corrupt while it is
+ * walked, is added to snap->skipped with the reader's reason and the
+ * others are read.  Series are sorted by pid, then zone, then key (numbers
+ * in numeric order), unless opts->order is TP_ORDER_READ.
+ * Return: 0, or -errno when a directory cannot be read; then @errbuf says
+ * which and why (the series of the other directories are still there).
+ */
+int tp_snapshot_collect(struct tp_snapshot *snap,
+			const struct tp_collect_opts *opts, char *errbuf,
+			size_t errlen);
+
+/* tp_snapshot_free: release what @snap holds and zero it. */
+void tp_snapshot_free(struct tp_snapshot *snap);
+
+/* tp_series_copy: a deep copy of @src into @dst, owning its memory
+ * (malloc, dst->arena = 0), whatever @src's is. */
+void tp_series_copy(struct tp_series *dst, const struct tp_series *src);
+/* tp_series_copy_to: the same, into @a (dst->arena = 1); strings equal to
+ * @like's (may be NULL), a series of the same arena, are shared. */
+void tp_series_copy_to(struct tp_arena *a, struct tp_series *dst,
+		       const struct tp_series *src,
+		       const struct tp_series *like);
+/* tp_series_free: release what @s holds (nothing when s->arena), zero it. */
+void tp_series_free(struct tp_series *s);
+
+/* The order of tp_snapshot_collect(): pid, zone, key (strverscmp). */
+int tp_series_cmp(const struct tp_series *a, const struct tp_series *b);
+
+/* "counter", "gauge" (both gauge kinds), "histogram" or "unknown". */
+const char *tp_kind_name(unsigned kind);
+
+#endif /* TALLY_PROGRAMS_SNAPSHOT_H */

@@ -1,0 +1,176 @@
+/*
+ * programs/common/strbuf.c: the growing string of strbuf.h and the
+ * programs' allocation helpers.
+ */
+#define _GNU_SOURCE
+#include "strbuf.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void tp_die(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fprintf(stderr, "%s: %s:%d: ", program_invocation_short_name, file,
+		line);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+void *tp_xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (!p)
+		TP_DIE("out of memory (%zu bytes)", n);
+	return p;
+}
+
+void *tp_xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+
+	if (!p)
+		TP_DIE("out of memory (%zu x %zu bytes)", n, size);
+	return p;
+}
+
+void *tp_xrealloc(void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+
+	if (!q)
+		TP_DIE("out of memory (%zu bytes)", n);
+	return q;
+}
+
+char *tp_xstrdup(const char *s)
+{
+	char *p = strdup(s ? s : "");
+
+	if (!p)
+		TP_DIE("out of memory");
+	return p;
+}
+
+/* Room for @n more bytes and the NUL. */
+static void reserve(struct tp_buf *b, size_t n)
+{
+	if (b->len + n + 1 <= b->cap)
+		return;
+	b->cap = b->cap * 2 + n + 64;
+	b->p = tp_xrealloc(b->p, b->cap);
+}
+
+void tp_buf_printf(struct tp_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		TP_DIE("vsnprintf: %s", strerror(errno));
+	reserve(b, (size_t)n);
+	va_start(ap, fmt);
+	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+void tp_buf_putn(struct tp_buf *b, const char *s, size_t n)
+{
+	reserve(b, n);
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+void tp_buf_puts(struct tp_buf *b, const char *s)
+{
+	tp_buf_putn(b, s, strlen(s));
+}
+
+void tp_buf_putc(struct tp_buf *b, char c)
+{
+	reserve(b, 1);
+	b->p[b->len++] = c;
+	b->p[b->len] = '\0';
+}
+
+const char *tp_buf_str(const struct tp_buf *b)
+{
+	return b->p ? b->p : "";
+}
+
+void tp_buf_reset(struct tp_buf *b)
+{
+	b->len = 0;
+	if (b->p)
+		b->p[0] = '\0';
+}
+
+void tp_buf_free(struct tp_buf *b)
+{
+	free(b->p);
+	b->p = NULL;
+	b->len = b->cap = 0;
+}
+
+char *tp_buf_take(struct tp_buf *b)
+{
+	char *p = b->p ? b->p : tp_xstrdup("");
+
+	b->p = NULL;
+	b->len = b->cap = 0;
+	return p;
+}
+
+void tp_buf_json_str(struct tp_buf *b, const char *s)
+{
+	tp_buf_putc(b, '"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\') {
+			tp_buf_putc(b, '\\');
+			tp_buf_putc(b, (char)c);
+		} else if (c == '\n') {
+			tp_buf_puts(b, "\\n");
+		} else if (c == '\t') {
+			tp_buf_puts(b, "\\t");
+		} else if (c < 0x20 || c == 0x7f) {
+			tp_buf_printf(b, "\\u%04x", c);
+		} else {
+			tp_buf_putc(b, (char)c);
+		}
+	}
+	tp_buf_putc(b, '"');
+}
+
+void tp_buf_label_value(struct tp_buf *b, const char *s)
+{
+	/* Runs without anything to escape are copied at once: label values
+	 * are written for every series of a scrape. */
+	for (;;) {
+		size_t run = strcspn(s, "\\\"\n");
+
+		if (run)
+			tp_buf_putn(b, s, run);
+		s += run;
+		if (!*s)
+			return;
+		tp_buf_putn(b, *s == '\n' ? "\\n" : *s == '"' ? "\\\"" :
+			    "\\\\", 2);
+		s++;
+	}
+}

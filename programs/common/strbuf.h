@@ -1,0 +1,51 @@
+/*
+ * programs/common/strbuf.h: a growing string, and the escapes the programs
+ * write (JSON strings, Prometheus label values).
+ *
+ * Shared by tallystat and tally-exporter.  Running out of memory is fatal
+ * in the programs: tp_die() names the file and line and exits with
+ * status 1 (STYLE.md: the tools report file:line on internal errors).
+ */
+#ifndef TALLY_PROGRAMS_STRBUF_H
+#define TALLY_PROGRAMS_STRBUF_H
+
+#include <stddef.h>
+
+struct tp_buf {
+	char *p;    /* NUL-terminated once anything was written; may be NULL */
+	size_t len; /* bytes written, without the NUL */
+	size_t cap;
+};
+
+/* Print "<program>: FILE:LINE: message" on stderr and exit(1). */
+#define TP_DIE(...) tp_die(__FILE__, __LINE__, __VA_ARGS__)
+void tp_die(const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4), noreturn));
+
+/* malloc/calloc/realloc/strdup that never return NULL (they TP_DIE). */
+void *tp_xmalloc(size_t n);
+void *tp_xcalloc(size_t n, size_t size);
+void *tp_xrealloc(void *p, size_t n);
+char *tp_xstrdup(const char *s);
+
+void tp_buf_printf(struct tp_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void tp_buf_putn(struct tp_buf *b, const char *s, size_t n);
+void tp_buf_puts(struct tp_buf *b, const char *s);
+void tp_buf_putc(struct tp_buf *b, char c);
+/* The string so far ("" when empty); valid until the next write. */
+const char *tp_buf_str(const struct tp_buf *b);
+/* Forget the contents, keep the memory. */
+void tp_buf_reset(struct tp_buf *b);
+void tp_buf_free(struct tp_buf *b);
+/* Take the string (caller frees; never NULL) and leave @b empty. */
+char *tp_buf_take(struct tp_buf *b);
+
+/* @s as a quoted JSON string: ", \ and control characters escaped; the
+ * reader guarantees valid UTF-8, which JSON carries as it is. */
+void tp_buf_json_str(struct tp_buf *b, const char *s);
+/* @s as a Prometheus label value, without the quotes: \, " and newline
+ * escaped (text format 0.0.4 and OpenMetrics agree on these three). */
+void tp_buf_label_value(struct tp_buf *b, const char *s);
+
+#endif /* TALLY_PROGRAMS_STRBUF_H */

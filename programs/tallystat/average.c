@@ -1,0 +1,178 @@
+/*
+ * programs/tallystat/average.c: the Average: rows, as sysstat prints them
+ * at the end of a run and on SIGINT.
+ *
+ * Every interval's deltas are added up per series: counters and
+ * histogram buckets give the rate and quantiles over the whole run (not
+ * an average of averages), gauges the mean of the values read.  A series
+ * that appeared late is averaged over the whole run, as sysstat does for
+ * a device that appears.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aggregate.h"
+#include "strbuf.h"
+#include "strmap.h"
+#include "tallystat.h"
+
+struct acc {
+	struct tp_series s;     /* summed deltas (counters, histograms) */
+	double gsum;            /* gauges: the sum of the values read */
+	double *gcpu;           /* and of their per-CPU values */
+	unsigned long nsamples;
+	char *id;
+};
+
+struct ts_average {
+	struct acc *a;
+	size_t n, cap;
+	struct tp_strmap map;
+	double seconds;
+	unsigned long intervals;
+};
+
+struct ts_average *ts_average_new(void)
+{
+	return tp_xcalloc(1, sizeof(struct ts_average));
+}
+
+static char *ident(const struct tp_series *s)
+{
+	struct tp_buf b = { 0 };
+
+	if (s->pid == 0)        /* summed across processes (-a) */
+		return tp_series_agg_key(s);
+	tp_buf_printf(&b, "%d\x1f%llu\x1f%s\x1f%s\x1f%u\x1f%u", s->pid,
+		      (unsigned long long)s->start_ticks, s->zone, s->key,
+		      s->kind, s->nbuckets);
+	return tp_buf_take(&b);
+}
+
+static void add_i64(int64_t *dst, const int64_t *src, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		dst[i] = (int64_t)((uint64_t)dst[i] + (uint64_t)src[i]);
+}
+
+void ts_average_add(struct ts_average *av, const struct tp_snapshot *d,
+		    double seconds)
+{
+	av->seconds += seconds;
+	av->intervals++;
+	for (size_t i = 0; i < d->nseries; i++) {
+		const struct tp_series *s = &d->series[i];
+		int gauge = s->kind == TALLY_GAUGE ||
+			    s->kind == TALLY_GAUGE_SET;
+		char *id = ident(s);
+		size_t at = tp_strmap_get(&av->map, id);
+		struct acc *a;
+
+		if (at == (size_t)-1) {
+			if (av->n == av->cap) {
+				/* The map points at the ids, not at the
+				 * entries, so the array may move. */
+				av->cap = av->cap ? 2 * av->cap : 64;
+				av->a = tp_xrealloc(av->a, av->cap *
+						    sizeof(*av->a));
+			}
+			a = &av->a[av->n];
+			memset(a, 0, sizeof(*a));
+			tp_series_copy(&a->s, s);
+			/* Over the whole run every series has a rate. */
+			a->s.flags &= ~TS_UNKNOWN;
+			a->id = id;
+			tp_strmap_put(&av->map, a->id, av->n++);
+			if (gauge) {
+				a->gsum = (double)s->value;
+				a->gcpu = tp_xcalloc(s->npercpu + 1,
+						     sizeof(double));
+				for (unsigned c = 0; c < s->npercpu; c++)
+					a->gcpu[c] = (double)s->percpu[c];
+			}
+			a->nsamples = 1;
+			continue;
+		}
+		free(id);
+		a = &av->a[at];
+		a->s.flags |= s->flags & ~TS_UNKNOWN;
+		a->nsamples++;
+		if (gauge) {
+			a->gsum += (double)s->value;
+			a->s.value = s->value;
+			for (unsigned c = 0; c < s->npercpu &&
+					     c < a->s.npercpu; c++)
+				a->gcpu[c] += (double)s->percpu[c];
+			continue;
+		}
+		a->s.value = (int64_t)((uint64_t)a->s.value +
+				       (uint64_t)s->value);
+		a->s.sum = (int64_t)((uint64_t)a->s.sum + (uint64_t)s->sum);
+		if (s->nbuckets == a->s.nbuckets)
+			add_i64(a->s.buckets, s->buckets, s->nbuckets);
+		add_i64(a->s.percpu, s->percpu, s->npercpu < a->s.npercpu ?
+				     s->npercpu : a->s.npercpu);
+	}
+}
+
+unsigned long ts_average_intervals(const struct ts_average *av)
+{
+	return av->intervals;
+}
+
+void ts_report_average(struct ts_report *r, const struct ts_average *av,
+		       const struct ts_options *o)
+{
+	struct tp_snapshot view;
+
+	/* The rows want a snapshot to choose CPUs from: lend them the
+	 * accumulated series. */
+	memset(&view, 0, sizeof(view));
+	memset(r, 0, sizeof(*r));
+	if (av->n) {
+		view.series = tp_xcalloc(av->n, sizeof(*view.series));
+		for (size_t i = 0; i < av->n; i++)
+			view.series[i] = av->a[i].s;
+		view.nseries = av->n;
+	}
+	clock_gettime(CLOCK_REALTIME, &view.real);
+	ts_report_interval(r, &view, av->seconds, o);
+	r->kind = TS_AVERAGE;
+	/* ts_report_interval pointed the rows at the copies: point them at
+	 * the entries, which live as long as @av, and finish the gauges. */
+	for (size_t i = 0; i < r->nrows; i++) {
+		struct ts_row *row = &r->rows[i];
+		size_t k = (size_t)(row->s - view.series);
+		const struct acc *a = &av->a[k];
+
+		row->s = &a->s;
+		/* Over the run a reset still has a rate: what was counted
+		 * (a lower bound), flagged as reset. */
+		if (row->reset && av->seconds > 0)
+			row->rate = (double)row->value / av->seconds;
+		if (a->s.kind != TALLY_GAUGE && a->s.kind != TALLY_GAUGE_SET)
+			continue;
+		row->mean_gauge = a->gsum / (double)a->nsamples;
+		for (unsigned c = 0; c < row->ncpu; c++)
+			if (!isnan(row->cpu[c]))
+				row->cpu[c] = a->gcpu[r->cpu_ids[c]] /
+					      (double)a->nsamples;
+	}
+	free(view.series);
+}
+
+void ts_average_free(struct ts_average *av)
+{
+	if (!av)
+		return;
+	for (size_t i = 0; i < av->n; i++) {
+		tp_series_free(&av->a[i].s);
+		free(av->a[i].gcpu);
+		free(av->a[i].id);
+	}
+	free(av->a);
+	tp_strmap_free(&av->map);
+	free(av);
+}

@@ -1,0 +1,286 @@
+/*
+ * programs/tallystat/emit_text.c: the text back end: sysstat's banner,
+ * then per report a header with the time first and aligned columns, one
+ * table for counters and gauges and one for histograms.
+ *
+ * Cells are formatted first and printed once their column's width is
+ * known, so columns stay aligned whatever the values; the Series column
+ * is cut with an ellipsis at --width (JSON has every label in full).
+ */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "format.h"
+#include "strbuf.h"
+#include "table.h"
+#include "tallystat.h"
+
+
+size_t ts_display_width(const char *s)
+{
+	size_t w = 0;
+
+	/* UTF-8: every byte but a continuation byte starts a character;
+	 * wide characters are rare enough in label values to count as 1. */
+	for (; *s; s++)
+		if (((unsigned char)*s & 0xc0) != 0x80)
+			w++;
+	return w;
+}
+
+char *ts_truncate(const char *s, size_t width)
+{
+	struct tp_buf b = { 0 };
+	size_t w = 0;
+
+	if (ts_display_width(s) <= width || width == 0)
+		return tp_xstrdup(s);
+	for (; *s; s++) {
+		if (((unsigned char)*s & 0xc0) != 0x80 && ++w > width - 1)
+			break;
+		tp_buf_putc(&b, *s);
+	}
+	tp_buf_puts(&b, "\xe2\x80\xa6"); /* U+2026 HORIZONTAL ELLIPSIS */
+	return tp_buf_take(&b);
+}
+
+void ts_format_time(char *out, size_t n, const struct timespec *t,
+		    int with_date)
+{
+	const char *iso = getenv("S_TIME_FORMAT");
+	struct tm tm;
+	time_t sec = t->tv_sec;
+
+	localtime_r(&sec, &tm);
+	if (!with_date)
+		strftime(out, n, "%H:%M:%S", &tm);
+	else if (iso && strcmp(iso, "ISO") == 0)
+		strftime(out, n, "%Y-%m-%d %H:%M:%S", &tm);
+	else
+		strftime(out, n, "%m/%d/%Y %H:%M:%S", &tm);
+}
+
+/* --- Values ---------------------------------------------------------- */
+
+static char *fmt_int(int64_t v, enum tp_unit u, const struct ts_options *o)
+{
+	char b[64];
+
+	if (o->human)
+		return tp_xstrdup(tp_fmt_human(b, sizeof(b), (double)v, u, 0));
+	return tp_xstrdup(tp_fmt_i64(b, v));
+}
+
+static char *fmt_real(double v, enum tp_unit u, const struct ts_options *o,
+		      int decimals)
+{
+	char b[64];
+
+	if (isnan(v))
+		return tp_xstrdup("-");
+	if (o->human)
+		return tp_xstrdup(tp_fmt_human(b, sizeof(b), v, u, 0));
+	if (decimals < 0)       /* quantiles: whole unless a bucket middle */
+		decimals = v == floor(v) ? 0 : 1;
+	snprintf(b, sizeof(b), "%.*f", decimals, v);
+	return tp_xstrdup(b);
+}
+
+/* --- The back end ---------------------------------------------------- */
+
+static void text_begin(const struct ts_host *h, const struct ts_options *o,
+		       const struct timespec *now)
+{
+	char date[64];
+	const char *iso = getenv("S_TIME_FORMAT");
+	struct tm tm;
+	time_t sec = now->tv_sec;
+
+	localtime_r(&sec, &tm);
+	strftime(date, sizeof(date), iso && strcmp(iso, "ISO") == 0 ?
+		 "%Y-%m-%d" : "%m/%d/%Y", &tm);
+	/* sysstat's banner, tab for tab. */
+	printf("%s %s (%s) \t%s \t_%s_\t(%ld CPU)\n", h->sysname, h->release,
+	       h->nodename, date, h->machine, h->ncpus);
+	(void)o;
+	fflush(stdout);
+}
+
+static int has_zone_column(const struct ts_report *r)
+{
+	for (size_t i = 0; i < r->nrows; i++)
+		if (strcmp(r->rows[i].s->zone, r->rows[i].s->proc) != 0)
+			return 1;
+	return 0;
+}
+
+/* The columns every table starts with; returns the next column. */
+static unsigned lead_cols(struct ts_table *t, const char *timecol, int zone)
+{
+	ts_table_col(t, timecol, 0);
+	ts_table_col(t, "PID", 1);
+	ts_table_col(t, "Command", 0);
+	if (zone)
+		ts_table_col(t, "Zone", 0);
+	ts_table_col(t, "Series", 0);
+	return t->ncols;
+}
+
+static void cpu_cols(struct ts_table *t, const struct ts_report *r,
+		     char names[][16])
+{
+	for (unsigned i = 0; i < r->ncpus && t->ncols < TS_MAXCOLS; i++) {
+		snprintf(names[i], 16, "CPU%u", r->cpu_ids[i]);
+		ts_table_col(t, names[i], 1);
+	}
+}
+
+static void lead_cells(struct ts_table *t, struct ts_cell *row, const char *when,
+		       const struct ts_row *x, int zone,
+		       const struct ts_options *o)
+{
+	unsigned c = 0;
+	char b[32];
+
+	ts_table_set(t, row, c++, tp_xstrdup(when), NULL);
+	if (x->s->pid)
+		snprintf(b, sizeof(b), "%d", x->s->pid);
+	else            /* summed across processes */
+		snprintf(b, sizeof(b), "-");
+	ts_table_set(t, row, c++, tp_xstrdup(b), NULL);
+	ts_table_set(t, row, c++, tp_xstrdup(x->s->proc), NULL);
+	if (zone)
+		ts_table_set(t, row, c++, tp_xstrdup(x->s->zone), NULL);
+	ts_table_set(t, row, c++, ts_truncate(x->s->key, o->series_width), NULL);
+}
+
+static void cpu_cells(struct ts_table *t, struct ts_cell *row, unsigned c,
+		      const struct ts_row *x, enum tp_unit u,
+		      const struct ts_options *o, int gauge_avg)
+{
+	for (unsigned i = 0; i < x->ncpu && c < t->ncols; i++, c++) {
+		int gauge = x->s->kind == TALLY_GAUGE ||
+			    x->s->kind == TALLY_GAUGE_SET;
+
+		if (gauge && !gauge_avg && !isnan(x->cpu[i]))
+			ts_table_set(t, row, c, fmt_int((int64_t)x->cpu[i], u, o),
+			    NULL);
+		else
+			ts_table_set(t, row, c, fmt_real(x->cpu[i], u, o,
+						gauge ? 1 : 2), NULL);
+	}
+}
+
+static void text_report(const struct ts_report *r, const struct ts_options *o)
+{
+	/* Static: a table is 25 kB of column arrays. */
+	static struct ts_table sc, hi;
+	static char cpunames[2][TS_MAXCOLS][16];
+	char when[64];
+	int zone = has_zone_column(r), avg = r->kind == TS_AVERAGE;
+	const char *red = TS_SGR_RED;
+
+	memset(&sc, 0, sizeof(sc));
+	memset(&hi, 0, sizeof(hi));
+	if (avg)
+		snprintf(when, sizeof(when), "Average:");
+	else
+		ts_format_time(when, sizeof(when), &r->when, 0);
+
+	lead_cols(&sc, when, zone);
+	ts_table_col(&sc, "Type", 0);
+	ts_table_col(&sc, "Value", 1);
+	ts_table_col(&sc, "/s", 1);
+	cpu_cols(&sc, r, cpunames[0]);
+	lead_cols(&hi, when, zone);
+	ts_table_col(&hi, "Count", 1);
+	ts_table_col(&hi, "/s", 1);
+	ts_table_col(&hi, "Mean", 1);
+	ts_table_col(&hi, "p50", 1);
+	ts_table_col(&hi, "p99", 1);
+	ts_table_col(&hi, "p99.9", 1);
+	ts_table_col(&hi, "Max", 1);
+	cpu_cols(&hi, r, cpunames[1]);
+
+	for (size_t i = 0; i < r->nrows; i++) {
+		const struct ts_row *x = &r->rows[i];
+		enum tp_unit u = tp_unit_of(x->s->name, x->s->unit);
+		int gauge = x->s->kind == TALLY_GAUGE ||
+			    x->s->kind == TALLY_GAUGE_SET;
+		struct ts_cell *row;
+		unsigned c;
+
+		if (x->s->kind == TALLY_HISTOGRAM) {
+			row = ts_table_row(&hi);
+			lead_cells(&hi, row, when, x, zone, o);
+			c = (unsigned)(zone ? 5 : 4);
+			/* The count is a number of observations, not of
+			 * the histogram's unit. */
+			ts_table_set(&hi, row, c++, fmt_int(x->value, TP_UNIT_NONE, o),
+			    NULL);
+			if (x->reset && isnan(x->rate))
+				ts_table_set(&hi, row, c++, tp_xstrdup("reset"), red);
+			else
+				ts_table_set(&hi, row, c++, fmt_real(x->rate,
+					TP_UNIT_NONE, o, 2), NULL);
+			ts_table_set(&hi, row, c++, fmt_real(x->have_q ? x->mean : NAN,
+						    u, o, 1), NULL);
+			for (int q = 0; q < 4; q++)
+				ts_table_set(&hi, row, c++, fmt_real(x->have_q ?
+					x->q[q] : NAN, u, o, -1), NULL);
+			cpu_cells(&hi, row, c, x, TP_UNIT_NONE, o, 0);
+			continue;
+		}
+		row = ts_table_row(&sc);
+		lead_cells(&sc, row, when, x, zone, o);
+		c = (unsigned)(zone ? 5 : 4);
+		ts_table_set(&sc, row, c++, tp_xstrdup(tp_kind_name(x->s->kind)), NULL);
+		if (gauge && avg)
+			ts_table_set(&sc, row, c++, fmt_real(x->mean_gauge, u, o, 2),
+			    NULL);
+		else
+			ts_table_set(&sc, row, c++, fmt_int(x->value, u, o), NULL);
+		if (x->reset && isnan(x->rate))
+			ts_table_set(&sc, row, c++, tp_xstrdup("reset"), red);
+		else
+			ts_table_set(&sc, row, c++, fmt_real(x->rate, u, o, 2), NULL);
+		cpu_cells(&sc, row, c, x, u, o, avg);
+	}
+
+	fputc('\n', stdout);
+	if (o->timestamp && !avg) {
+		char full[64];
+
+		ts_format_time(full, sizeof(full), &r->when, 1);
+		printf("%s\n", full);
+	}
+	ts_table_print(&sc, o->color);
+	if (hi.nrows) {
+		fputc('\n', stdout);
+		ts_table_print(&hi, o->color);
+	}
+	for (size_t i = 0; i < r->nevents; i++) {
+		const struct ts_event *e = &r->events[i];
+
+		printf("%s%s  %d  %s  %s (zone %s)%s\n",
+		       o->color ? TS_SGR_YELLOW : "", when, e->pid, e->proc,
+		       e->started ? "started" : "exited", e->zone,
+		       o->color ? TS_SGR_OFF : "");
+	}
+	ts_table_free(&sc);
+	ts_table_free(&hi);
+	fflush(stdout);
+}
+
+static void text_end(const struct ts_options *o)
+{
+	(void)o;
+	fflush(stdout);
+}
+
+const struct ts_emitter ts_emit_text = { text_begin, text_report, text_end };

@@ -1,0 +1,296 @@
+/*
+ * programs/tallystat/main.c: tallystat, an iostat-style viewer of the
+ * counters, gauges and histograms that processes keep with tally.
+ *
+ *   tallystat [options] [selector...] [interval [count]]
+ *
+ * The loop, as sysstat's: a banner; without an interval one report of the
+ * values since each process started; with one, that report (unless -y),
+ * then one every interval, count reports in all or until SIGINT, then the
+ * Average: rows.  Intervals are timed on CLOCK_MONOTONIC against absolute
+ * deadlines, so they do not drift, and each rate is divided by the time
+ * really elapsed between two reads.  Everything is read with the reader
+ * API through programs/common; see tallystat(1).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "aggregate.h"
+#include "snapshot.h"
+#include "strbuf.h"
+#include "strmap.h"
+#include "tallystat.h"
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+void ts_host_get(struct ts_host *h)
+{
+	struct utsname u;
+
+	memset(h, 0, sizeof(*h));
+	if (uname(&u) == 0) {
+		snprintf(h->sysname, sizeof(h->sysname), "%s", u.sysname);
+		snprintf(h->release, sizeof(h->release), "%s", u.release);
+		snprintf(h->machine, sizeof(h->machine), "%s", u.machine);
+		snprintf(h->nodename, sizeof(h->nodename), "%s", u.nodename);
+	}
+	h->ncpus = sysconf(_SC_NPROCESSORS_CONF);
+	if (h->ncpus < 1)
+		h->ncpus = 1;
+}
+
+static int seg_filter(const struct tally_seg_info *in, void *arg)
+{
+	return ts_seg_selected(in, arg);
+}
+
+static int series_filter(const struct tally_series_view *v,
+			 const struct tally_seg_info *in, void *arg)
+{
+	const struct ts_options *o = arg;
+
+	(void)in;
+	if (!o->nsels)
+		return 1;
+	for (unsigned i = 0; i < o->nsels; i++)
+		if (tp_selector_match(&o->sels[i], v->name, v->nlabels,
+				      v->label_names, v->label_values))
+			return 1;
+	return 0;
+}
+
+/* Files already reported as skipped: each is named once per run. */
+static struct tp_strmap reported;
+
+/* Read every segment; a directory that cannot be read ends the run. */
+static int collect(const struct ts_options *o, struct tp_snapshot *snap,
+		   struct ts_report *r)
+{
+	struct tp_collect_opts co = {
+		.dirs = o->dirs, .ndirs = o->ndirs,
+		.read_flags = o->percpu ? TALLY_READ_PERCPU : 0,
+		.seg_filter = seg_filter, .series_filter = series_filter,
+		.arg = (void *)o,
+	};
+	char err[512];
+	size_t w = 0;
+
+	if (tp_snapshot_collect(snap, &co, err, sizeof(err)) < 0) {
+		fprintf(stderr, PROG ": %s\n", err);
+		return -1;
+	}
+	/* Move the files skipped for the first time to the front: those
+	 * are the report's. */
+	for (size_t i = 0; i < snap->nskipped; i++) {
+		struct tp_skipped t = snap->skipped[i];
+		char *key = t.path;
+
+		if (tp_strmap_get(&reported, key) != (size_t)-1)
+			continue;
+		key = tp_xstrdup(t.path);
+		tp_strmap_put(&reported, key, 1);
+		fprintf(stderr, PROG ": skipping %s: %s\n", t.path, t.reason);
+		snap->skipped[i] = snap->skipped[w];
+		snap->skipped[w++] = t;
+	}
+	if (r) {
+		r->skipped = snap->skipped;
+		r->nskipped = w;
+	}
+	return 0;
+}
+
+static double seconds_between(const struct timespec *a,
+			      const struct timespec *b)
+{
+	return (double)(b->tv_sec - a->tv_sec) +
+	       (double)(b->tv_nsec - a->tv_nsec) / 1e9;
+}
+
+/* Sleep until @deadline (CLOCK_MONOTONIC); 0, or -1 on SIGINT. */
+static int sleep_until(const struct timespec *deadline)
+{
+	while (!interrupted) {
+		int rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME,
+					 deadline, NULL);
+
+		if (rc == 0)
+			return 0;
+		if (rc != EINTR)
+			TP_DIE("clock_nanosleep: %s", strerror(rc));
+	}
+	return -1;
+}
+
+static void add_seconds(struct timespec *t, double s)
+{
+	long long ns = (long long)llround(s * 1e9) + t->tv_nsec;
+
+	t->tv_sec += (time_t)(ns / 1000000000);
+	t->tv_nsec = (long)(ns % 1000000000);
+}
+
+/* The report of @snap (or of its sums with -a). */
+static void since_start(const struct ts_emitter *em,
+			const struct ts_options *o, struct tp_snapshot *snap,
+			const struct ts_report *skips)
+{
+	struct tp_snapshot agg;
+	struct ts_report r;
+
+	if (o->aggregate)
+		tp_snapshot_aggregate(snap, &agg);
+	ts_report_since_start(&r, o->aggregate ? &agg : snap, o);
+	r.skipped = skips->skipped;
+	r.nskipped = skips->nskipped;
+	em->report(&r, o);
+	ts_report_free(&r);
+	if (o->aggregate)
+		tp_snapshot_free(&agg);
+}
+
+static int run(const struct ts_options *o, const struct ts_emitter *em,
+	       const struct ts_host *h)
+{
+	struct tp_snapshot prev, cur, delta, agg;
+	struct ts_report skips = { 0 }, r;
+	struct ts_average *av;
+	struct timespec deadline;
+	unsigned long done = 0;
+	int status = 0;
+
+	/* A directory that cannot be read fails before any output. */
+	if (collect(o, &prev, &skips) < 0)
+		return 1;
+	em->begin(h, o, &prev.real);
+	if (!o->interval || !o->omit_first) {
+		since_start(em, o, &prev, &skips);
+		done++;
+		skips.nskipped = 0;
+	}
+	if (!o->interval || (o->count && done >= o->count)) {
+		tp_snapshot_free(&prev);
+		em->end(o);
+		return 0;
+	}
+
+	av = ts_average_new();
+	deadline = prev.mono;
+	for (;;) {
+		struct ts_report fresh = { 0 };
+		double dt;
+
+		add_seconds(&deadline, o->interval);
+		sleep_until(&deadline);
+		if (collect(o, &cur, &fresh) < 0) {
+			status = 1;
+			break;
+		}
+		dt = seconds_between(&prev.mono, &cur.mono);
+		/* A SIGINT right after a read: nothing to report. */
+		if (interrupted && dt < 0.05) {
+			tp_snapshot_free(&cur);
+			break;
+		}
+		ts_delta(&prev, &cur, &delta);
+		if (o->aggregate)
+			tp_snapshot_aggregate(&delta, &agg);
+		ts_report_interval(&r, o->aggregate ? &agg : &delta, dt, o);
+		ts_report_events(&r, &prev, &cur);
+		if (skips.nskipped) {
+			/* Skipped before the first report (-y). */
+			r.skipped = skips.skipped;
+			r.nskipped = skips.nskipped;
+			skips.nskipped = 0;
+		} else {
+			r.skipped = fresh.skipped;
+			r.nskipped = fresh.nskipped;
+		}
+		em->report(&r, o);
+		ts_average_add(av, o->aggregate ? &agg : &delta, dt);
+		ts_report_free(&r);
+		if (o->aggregate)
+			tp_snapshot_free(&agg);
+		tp_snapshot_free(&delta);
+		tp_snapshot_free(&prev);
+		prev = cur;
+		done++;
+		if (interrupted || (o->count && done >= o->count))
+			break;
+		/* Fell behind (a stopped terminal, a slow read): start
+		 * again from now rather than rush to catch up. */
+		{
+			struct timespec now;
+
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			if (seconds_between(&deadline, &now) > o->interval)
+				deadline = now;
+		}
+	}
+	if (ts_average_intervals(av)) {
+		ts_report_average(&r, av, o);
+		em->report(&r, o);
+		ts_report_free(&r);
+	}
+	ts_average_free(av);
+	tp_snapshot_free(&prev);
+	em->end(o);
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	struct ts_options o;
+	struct ts_host h;
+	const struct ts_emitter *em;
+	struct sigaction sa;
+	int rc;
+
+	rc = ts_parse_options(argc, argv, &o);
+	if (rc != 0) {
+		ts_options_free(&o);
+		return rc > 0 ? 0 : 2;
+	}
+	ts_host_get(&h);
+	if (o.list) {
+		rc = ts_list(&o, &h);
+		ts_options_free(&o);
+		return rc;
+	}
+	if (o.clean) {
+		rc = ts_clean(&o);
+		ts_options_free(&o);
+		return rc;
+	}
+
+	/* SIGINT ends the run with the Average: rows, as in sysstat; no
+	 * SA_RESTART, so that it also cuts the sleep short. */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sigint;
+	sigemptyset(&sa.sa_mask);
+	if (o.interval)
+		sigaction(SIGINT, &sa, NULL);
+
+	em = o.json ? &ts_emit_json : &ts_emit_text;
+	rc = run(&o, em, &h);
+
+	for (size_t i = 0; i < reported.cap; i++)
+		free((char *)reported.keys[i]);
+	tp_strmap_free(&reported);
+	ts_options_free(&o);
+	return rc;
+}

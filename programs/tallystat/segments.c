@@ -1,0 +1,283 @@
+/*
+ * programs/tallystat/segments.c: --list (the segments themselves: who
+ * made them, whether it still runs, how many series, how much memory)
+ * and --clean (remove the segments of processes that are gone).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "strbuf.h"
+#include "table.h"
+#include "tallystat.h"
+
+/* -p, -C and --zone, as the reports apply them. */
+int ts_seg_selected(const struct tally_seg_info *in,
+		    const struct ts_options *o)
+{
+	if (o->npids) {
+		unsigned i;
+
+		for (i = 0; i < o->npids && o->pids[i] != in->pid; i++)
+			;
+		if (i == o->npids)
+			return 0;
+	}
+	if (o->have_comm &&
+	    regexec(&o->comm_re, in->proc_name, 0, NULL, 0) != 0)
+		return 0;
+	if (o->zone_glob && fnmatch(o->zone_glob, in->zone_name, 0) != 0)
+		return 0;
+	return 1;
+}
+
+struct seg_entry {
+	char *path;
+	struct tally_seg_info info;
+	int nseries;            /* live series, or -errno */
+	char *error;            /* unreadable: the reason */
+};
+
+struct seg_list {
+	const struct ts_options *o;
+	struct seg_entry *e;
+	size_t n;
+};
+
+static int count_cb(const struct tally_series_view *v, void *arg)
+{
+	(void)v;
+	(void)arg;
+	return 0;
+}
+
+static int list_cb(const char *path, struct tally_seg *s, const char *error,
+		   void *arg)
+{
+	struct seg_list *l = arg;
+	struct seg_entry e = { 0 };
+	int rc;
+
+	if (s && (rc = tally_seg_info(s, &e.info)) < 0) {
+		error = tally_errmsg()[0] ? tally_errmsg() : strerror(-rc);
+		s = NULL;
+	}
+	if (s) {
+		if (!ts_seg_selected(&e.info, l->o))
+			return 0;
+		/* The walk's count is the number of live series. */
+		e.nseries = tally_seg_foreach(s, 0, count_cb, NULL);
+		if (e.nseries < 0)
+			error = tally_errmsg()[0] ? tally_errmsg() :
+						     strerror(-e.nseries);
+	}
+	if (!s || e.nseries < 0) {
+		const char *why = error && error[0] ? error : "cannot be read";
+		size_t plen = strlen(path);
+
+		if (strncmp(why, path, plen) == 0)
+			for (why += plen; *why == ':' || *why == ' '; why++)
+				;
+		e.error = tp_xstrdup(why);
+	}
+	e.path = tp_xstrdup(path);
+	e.info.path = e.path;
+	l->e = tp_xrealloc(l->e, (l->n + 1) * sizeof(*l->e));
+	l->e[l->n++] = e;
+	return 0;
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+	return strverscmp(((const struct seg_entry *)a)->path,
+			  ((const struct seg_entry *)b)->path);
+}
+
+static const char *state(const struct seg_entry *e)
+{
+	if (e->error)
+		return "unreadable";
+	if (e->info.alive)
+		return "alive";
+	return e->info.in_use ? "dead, in use" : "dead";
+}
+
+static int collect(const struct ts_options *o, struct seg_list *l)
+{
+	unsigned n = o->ndirs;
+	int result = 0;
+
+	memset(l, 0, sizeof(*l));
+	l->o = o;
+	for (unsigned i = 0; i < (n ? n : 1); i++) {
+		const char *dir = n ? o->dirs[i] : NULL;
+		int rc = tally_dir_foreach(dir, NULL, list_cb, l);
+
+		if (rc < 0) {
+			fprintf(stderr, PROG ": %s\n", tally_errmsg()[0] ?
+				tally_errmsg() : strerror(-rc));
+			result = -1;
+		}
+	}
+	if (l->n > 1)
+		qsort(l->e, l->n, sizeof(*l->e), cmp_entry);
+	return result;
+}
+
+static void list_free(struct seg_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->e[i].path);
+		free(l->e[i].error);
+	}
+	free(l->e);
+}
+
+static void list_json(const struct seg_list *l, const struct ts_host *h)
+{
+	struct tp_buf b = { 0 };
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	ts_json_host(&b, h, &now);
+	tp_buf_puts(&b, "\n  {\"timestamp\": ");
+	ts_json_timestamp(&b, &now);
+	tp_buf_puts(&b, ", \"report\": \"segments\", \"segments\": [");
+	for (size_t i = 0; i < l->n; i++) {
+		const struct seg_entry *e = &l->e[i];
+
+		tp_buf_puts(&b, i ? ",\n    {\"path\": " : "\n    {\"path\": ");
+		tp_buf_json_str(&b, e->path);
+		if (e->error) {
+			tp_buf_puts(&b, ", \"state\": \"unreadable\", "
+				    "\"reason\": ");
+			tp_buf_json_str(&b, e->error);
+			tp_buf_putc(&b, '}');
+			continue;
+		}
+		tp_buf_printf(&b, ", \"pid\": %d, \"process\": ", e->info.pid);
+		tp_buf_json_str(&b, e->info.proc_name);
+		tp_buf_puts(&b, ", \"zone\": ");
+		tp_buf_json_str(&b, e->info.zone_name);
+		tp_buf_printf(&b, ", \"state\": \"%s\", \"alive\": %s, "
+			      "\"in_use\": %s, \"series\": %d, "
+			      "\"file_bytes\": %" PRIu64 ", "
+			      "\"resident_bytes\": %" PRIu64 ", "
+			      "\"format\": \"%u.%u\", \"slabs\": %u}",
+			      state(e), e->info.alive ? "true" : "false",
+			      e->info.in_use ? "true" : "false", e->nseries,
+			      e->info.file_bytes, e->info.resident_bytes,
+			      e->info.major, e->info.minor, e->info.nslabs);
+	}
+	tp_buf_puts(&b, "]}\n]}]}}\n");
+	fputs(tp_buf_str(&b), stdout);
+	tp_buf_free(&b);
+}
+
+int ts_list(const struct ts_options *o, const struct ts_host *h)
+{
+	struct seg_list l;
+	struct ts_table t;
+	int rc = collect(o, &l);
+
+	if (o->json) {
+		list_json(&l, h);
+		list_free(&l);
+		return rc < 0 ? 1 : 0;
+	}
+	memset(&t, 0, sizeof(t));
+	ts_table_col(&t, "PID", 1);
+	ts_table_col(&t, "Command", 0);
+	ts_table_col(&t, "Zone", 0);
+	ts_table_col(&t, "State", 0);
+	ts_table_col(&t, "Series", 1);
+	ts_table_col(&t, "File", 1);
+	ts_table_col(&t, "Memory", 1);
+	ts_table_col(&t, "Path", 0);
+	for (size_t i = 0; i < l.n; i++) {
+		const struct seg_entry *e = &l.e[i];
+		struct ts_cell *row = ts_table_row(&t);
+		char b[64];
+
+		if (e->error) {
+			ts_table_set(&t, row, 0, tp_xstrdup("-"), NULL);
+			ts_table_set(&t, row, 3, tp_xstrdup(state(e)),
+				     TS_SGR_RED);
+			ts_table_set(&t, row, 7, tp_xstrdup(e->path), NULL);
+			fprintf(stderr, PROG ": skipping %s: %s\n", e->path,
+				e->error);
+			continue;
+		}
+		snprintf(b, sizeof(b), "%d", e->info.pid);
+		ts_table_set(&t, row, 0, tp_xstrdup(b), NULL);
+		ts_table_set(&t, row, 1, tp_xstrdup(e->info.proc_name), NULL);
+		ts_table_set(&t, row, 2, tp_xstrdup(e->info.zone_name), NULL);
+		ts_table_set(&t, row, 3, tp_xstrdup(state(e)),
+			     e->info.alive ? NULL : TS_SGR_YELLOW);
+		snprintf(b, sizeof(b), "%d", e->nseries);
+		ts_table_set(&t, row, 4, tp_xstrdup(b), NULL);
+		ts_table_set(&t, row, 5, tp_xstrdup(tp_fmt_human(b, sizeof(b),
+			(double)e->info.file_bytes, TP_UNIT_BYTES, 0)), NULL);
+		ts_table_set(&t, row, 6, tp_xstrdup(tp_fmt_human(b, sizeof(b),
+			(double)e->info.resident_bytes, TP_UNIT_BYTES, 0)),
+			     NULL);
+		ts_table_set(&t, row, 7, tp_xstrdup(e->path), NULL);
+	}
+	ts_table_print(&t, o->color);
+	ts_table_free(&t);
+	list_free(&l);
+	fflush(stdout);
+	return rc < 0 ? 1 : 0;
+}
+
+/*
+ * tally_dir_cleanup() says how many files it removed, not which: the
+ * segments whose creator was gone are listed first, and those missing
+ * afterwards are reported.  A live process that exits meanwhile removes
+ * its own file, and is not one of the listed.
+ */
+int ts_clean(const struct ts_options *o)
+{
+	struct seg_list l;
+	unsigned n = o->ndirs, reported = 0;
+	int removed = 0, rc, status = collect(o, &l) < 0 ? 1 : 0;
+	struct stat st;
+
+	for (unsigned i = 0; i < (n ? n : 1); i++) {
+		rc = tally_dir_cleanup(n ? o->dirs[i] : NULL);
+		if (rc < 0) {
+			fprintf(stderr, PROG ": --clean: %s\n",
+				tally_errmsg()[0] ? tally_errmsg() :
+						    strerror(-rc));
+			status = 1;
+			continue;
+		}
+		removed += rc;
+	}
+	for (size_t i = 0; i < l.n; i++) {
+		const struct seg_entry *e = &l.e[i];
+
+		if (e->error || e->info.alive ||
+		    lstat(e->path, &st) == 0 || errno != ENOENT)
+			continue;
+		printf("removed %s (pid %d, %s, zone %s, %d series)\n",
+		       e->path, e->info.pid, e->info.proc_name,
+		       e->info.zone_name, e->nseries);
+		reported++;
+	}
+	if ((unsigned)removed > reported)
+		printf("removed %u more segment%s of processes that exited "
+		       "meanwhile\n", (unsigned)removed - reported,
+		       removed - (int)reported == 1 ? "" : "s");
+	printf("%d segment%s removed\n", removed, removed == 1 ? "" : "s");
+	list_free(&l);
+	return status;
+}

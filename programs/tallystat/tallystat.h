@@ -1,0 +1,188 @@
+/*
+ * programs/tallystat/tallystat.h: what the parts of tallystat share: the
+ * options, a report's rows, and the back ends that print them.
+ *
+ * tallystat reads every segment into a snapshot (programs/common), takes
+ * the difference of two per process (delta.c), sums across processes with
+ * -a (common/aggregate.c), turns a snapshot into rows (report.c), adds
+ * the intervals up for the Average: rows (average.c), and hands the rows
+ * to one back end: aligned text (emit_text.c, table.c) or sysstat's JSON
+ * envelope (emit_json.c).  args.c reads the command line, segments.c does
+ * --list and --clean, main.c runs the loop.
+ */
+#ifndef TALLYSTAT_H
+#define TALLYSTAT_H
+
+#include <regex.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "match.h"
+#include "snapshot.h"
+
+#define PROG "tallystat"
+#define TALLYSTAT_VERSION "0.1.0"
+
+/* CPUs that -P can name: more than any slab count the library makes. */
+#define TS_MAX_CPUS 4096
+
+/* A flag of struct tp_series kept in delta snapshots: the value differs
+ * from the previous read (for -z on gauges). */
+#define TS_CHANGED  0x100u
+/* The series is new but its zone is older than the previous read (it was
+ * not seen before: unreadable, or filtered): no rate can be given. */
+#define TS_UNKNOWN  0x200u
+
+struct ts_options {
+	const char **dirs;          /* --dir, repeatable; none: default */
+	unsigned ndirs;
+	double interval;            /* seconds; 0: one since-start report */
+	unsigned long count;        /* reports, 0: forever */
+	int *pids;                  /* -p */
+	unsigned npids;
+	regex_t comm_re;            /* -C */
+	int have_comm;
+	const char *zone_glob;      /* -Z, --zone */
+	struct tp_selector *sels;   /* positional selectors, or'ed */
+	unsigned nsels;
+	int aggregate;              /* -a */
+	int percpu;                 /* -P given */
+	int allcpus;                /* -P ALL */
+	unsigned char *cpus;        /* -P list: cpus[c] != 0 (TS_MAX_CPUS) */
+	int json;                   /* -o JSON */
+	int human;                  /* --human */
+	int timestamp;              /* -t */
+	int omit_first;             /* -y */
+	int omit_idle;              /* -z */
+	int list, clean;            /* --list, --clean */
+	int color;                  /* decided from the tty and env */
+	unsigned series_width;      /* the Series column's maximum */
+};
+
+enum ts_report_kind { TS_SINCE_START, TS_INTERVAL, TS_AVERAGE };
+
+/* One line of a report. */
+struct ts_row {
+	const struct tp_series *s;  /* identity and labels; in interval
+				       reports its values are deltas */
+	int64_t value;              /* counter: total or increase; gauge:
+				       current; histogram: count */
+	int64_t total;              /* counter/histogram: current total */
+	double rate;                /* per second; NAN: none */
+	double mean_gauge;          /* TS_AVERAGE gauges: the mean */
+	int reset;                  /* went down: shown as a reset */
+	/* Histograms. */
+	int64_t sum;
+	int have_q;
+	double mean, q[4];          /* p50, p99, p99.9, max */
+	/* Per CPU (with -P): rates for counters and histogram counts,
+	 * values for gauges; NAN where the series has no such CPU. */
+	unsigned ncpu;
+	double *cpu;
+};
+
+/* A process that appeared or exited during the run. */
+struct ts_event {
+	int started;                /* 1: appeared, 0: exited */
+	int pid;
+	char proc[16];
+	char zone[64];
+	const char *path;
+};
+
+struct ts_report {
+	enum ts_report_kind kind;
+	struct timespec when;       /* CLOCK_REALTIME */
+	double seconds;             /* the interval; TS_AVERAGE: all of
+				       them; TS_SINCE_START: 0 */
+	struct ts_row *rows;
+	size_t nrows;
+	struct ts_event *events;
+	size_t nevents;
+	const struct tp_skipped *skipped; /* files skipped for the first
+					     time in this report */
+	size_t nskipped;
+	unsigned ncpus;             /* CPU columns (-P), see cpu_ids */
+	unsigned *cpu_ids;
+};
+
+struct ts_host {
+	char nodename[256], sysname[65], release[65], machine[65];
+	long ncpus;
+};
+
+/* args.c: parsers of the command line, each returning 0 or -EINVAL with
+ * a one-line reason in @err. */
+int ts_parse_cpulist(const char *s, unsigned char *cpus, char *err,
+		     size_t errlen);
+int ts_parse_interval(const char *s, double *out, char *err, size_t errlen);
+int ts_parse_count(const char *s, unsigned long *out, char *err,
+		   size_t errlen);
+int ts_parse_pids(const char *s, int **pids, unsigned *npids, char *err,
+		  size_t errlen);
+int ts_parse_options(int argc, char **argv, struct ts_options *o);
+void ts_usage(FILE *f);
+void ts_options_free(struct ts_options *o);
+
+/* report.c */
+struct tp_snapshot;
+/* Rows of the values since each process started, from @cur. */
+void ts_report_since_start(struct ts_report *r, const struct tp_snapshot *cur,
+			   const struct ts_options *o);
+/* The difference @cur - @prev as a snapshot of deltas (delta.c). */
+void ts_delta(const struct tp_snapshot *prev, const struct tp_snapshot *cur,
+	      struct tp_snapshot *delta);
+/* Rows of an interval of @seconds from a delta snapshot. */
+void ts_report_interval(struct ts_report *r, const struct tp_snapshot *d,
+			double seconds, const struct ts_options *o);
+/* Events between two snapshots (appended to @r). */
+void ts_report_events(struct ts_report *r, const struct tp_snapshot *prev,
+		      const struct tp_snapshot *cur);
+void ts_report_free(struct ts_report *r);
+
+/* average.c: the sums behind the Average: rows. */
+struct ts_average;
+struct ts_average *ts_average_new(void);
+void ts_average_add(struct ts_average *a, const struct tp_snapshot *d,
+		    double seconds);
+unsigned long ts_average_intervals(const struct ts_average *a);
+void ts_report_average(struct ts_report *r, const struct ts_average *a,
+		       const struct ts_options *o);
+void ts_average_free(struct ts_average *a);
+
+/* Fill a row of a histogram from counts (deltas or totals). */
+void ts_row_histogram(struct ts_row *row, const struct tp_series *s);
+
+/* emit_text.c, emit_json.c: the back ends. */
+struct ts_emitter {
+	void (*begin)(const struct ts_host *h, const struct ts_options *o,
+		      const struct timespec *now);
+	void (*report)(const struct ts_report *r, const struct ts_options *o);
+	void (*end)(const struct ts_options *o);
+};
+extern const struct ts_emitter ts_emit_text, ts_emit_json;
+
+/* Display helpers shared by the text back end and --list (emit_text.c). */
+size_t ts_display_width(const char *s);
+/* @s cut to @width columns, the last one an ellipsis when cut; malloc'ed. */
+char *ts_truncate(const char *s, size_t width);
+void ts_format_time(char *out, size_t n, const struct timespec *t,
+		    int with_date);
+
+/* emit_json.c: pieces of the envelope that --list shares. */
+struct tp_buf;
+void ts_json_timestamp(struct tp_buf *b, const struct timespec *t);
+void ts_json_host(struct tp_buf *b, const struct ts_host *h,
+		  const struct timespec *now);
+
+/* segments.c: --list and --clean; -p, -C and --zone on a segment. */
+int ts_seg_selected(const struct tally_seg_info *in,
+		    const struct ts_options *o);
+int ts_list(const struct ts_options *o, const struct ts_host *h);
+int ts_clean(const struct ts_options *o);
+
+/* host information for the banner. */
+void ts_host_get(struct ts_host *h);
+
+#endif /* TALLYSTAT_H */

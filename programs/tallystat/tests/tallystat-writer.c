@@ -1,0 +1,163 @@
+/*
+ * tallystat-writer.c: a process with known series, for tallystat's tests.
+ *
+ *   tallystat-writer --zone NAME [--comm NAME] [--rate R] [--seconds S]
+ *                    [--reset-at S] [--exit-after S]
+ *
+ * It creates the zone NAME in $TALLY_DIR, registers the series below with
+ * known values, prints "ready <pid> <path>" and then adds at known rates
+ * until --seconds (default 30) or --exit-after have passed, or SIGTERM.
+ *
+ *   tw_requests_total{queue="0"}  counter  1000, constant
+ *   tw_requests_total{queue="1"}  counter  2000, + R per second
+ *   tw_bytes_total                counter  123456789012 (unit bytes)
+ *   tw_big_total                  counter  9007199254740993 (2^53 + 1)
+ *   tw_in_flight                  gauge    7
+ *   tw_temperature                set gauge -42
+ *   tw_latency_ns                 histogram 100000 x 1000 at start, then
+ *                                 R/2 per second: 98% 5000, 2% 200000
+ *   tw_long_total{...}            counter  5, with an 82-byte label set
+ *
+ * --reset-at S zeroes tw_requests_total{queue="1"} (tally_block_zero)
+ * once, S seconds after start.  Adds are spread over the run in 5 ms
+ * steps against the clock, so that the rate over any interval is R
+ * within one step.  Only the public API is used.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tally/tally.h"
+
+static void die(const char *what)
+{
+	fprintf(stderr, "tallystat-writer: %s: %s\n", what, tally_errmsg());
+	exit(1);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void reg(struct tally_zone *z, unsigned kind, const char *name,
+		const char *unit, const struct tally_label *l, unsigned nl,
+		tally_metric *m)
+{
+	struct tally_metric_desc d = { 0 };
+
+	d.kind = kind;
+	d.name = name;
+	d.help = "A series of tallystat's test writer.";
+	d.unit = unit;
+	d.labels = l;
+	d.nlabels = nl;
+	if (tally_metric_register(z, &d, m) < 0)
+		die(name);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "zone", required_argument, NULL, 'z' },
+		{ "comm", required_argument, NULL, 'c' },
+		{ "rate", required_argument, NULL, 'r' },
+		{ "seconds", required_argument, NULL, 's' },
+		{ "reset-at", required_argument, NULL, 'R' },
+		{ "exit-after", required_argument, NULL, 'x' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *zone = "tw", *comm = NULL;
+	double rate = 0, seconds = 30, reset_at = -1, exit_after = -1;
+	struct tally_zone *z;
+	tally_metric q0, q1, bytes, big, inflight, temp, lat, lng;
+	struct tally_label l0 = { "queue", "0" }, l1 = { "queue", "1" };
+	struct tally_label ll[3] = {
+		{ "alpha", "aaaaaaaaaaaaaaaaaaaa" },
+		{ "beta", "bbbbbbbbbbbbbbbbbbbb" },
+		{ "gamma", "cccccccccccccccccccc" },
+	};
+	double t0, added = 0, observed = 0;
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'z': zone = optarg; break;
+		case 'c': comm = optarg; break;
+		case 'r': rate = atof(optarg); break;
+		case 's': seconds = atof(optarg); break;
+		case 'R': reset_at = atof(optarg); break;
+		case 'x': exit_after = atof(optarg); break;
+		default:
+			fprintf(stderr, "usage: tallystat-writer --zone NAME "
+				"[--comm NAME] [--rate R] [--seconds S] "
+				"[--reset-at S] [--exit-after S]\n");
+			return 2;
+		}
+	}
+	/* The segment records the process name at creation. */
+	if (comm)
+		prctl(PR_SET_NAME, comm, 0, 0, 0);
+	z = tally_zone_create(zone, NULL);
+	if (!z)
+		die("tally_zone_create");
+	reg(z, TALLY_COUNTER, "tw_requests_total", NULL, &l0, 1, &q0);
+	reg(z, TALLY_COUNTER, "tw_requests_total", NULL, &l1, 1, &q1);
+	reg(z, TALLY_COUNTER, "tw_bytes_total", "bytes", NULL, 0, &bytes);
+	reg(z, TALLY_COUNTER, "tw_big_total", NULL, NULL, 0, &big);
+	reg(z, TALLY_GAUGE, "tw_in_flight", NULL, NULL, 0, &inflight);
+	reg(z, TALLY_GAUGE_SET, "tw_temperature", NULL, NULL, 0, &temp);
+	reg(z, TALLY_HISTOGRAM, "tw_latency_ns", "nanoseconds", NULL, 0, &lat);
+	reg(z, TALLY_COUNTER, "tw_long_total", NULL, ll, 3, &lng);
+
+	tally_counter_add(&q0, 1000);
+	tally_counter_add(&q1, 2000);
+	tally_counter_add(&bytes, 123456789012ll);
+	tally_counter_add(&big, 9007199254740993ll);
+	tally_gauge_add(&inflight, 7);
+	tally_gauge_set(&temp, -42);
+	for (int i = 0; i < 100000; i++)
+		tally_histogram_observe(&lat, 1000);
+	tally_counter_add(&lng, 5);
+
+	printf("ready %d %s\n", (int)getpid(), tally_zone_path(z));
+	fflush(stdout);
+
+	t0 = now_s();
+	for (;;) {
+		double t = now_s() - t0;
+		struct timespec step = { 0, 5000000 };
+
+		if (t >= seconds || (exit_after >= 0 && t >= exit_after))
+			break;
+		if (reset_at >= 0 && t >= reset_at) {
+			if (tally_block_zero(q1.block, 0, NULL) < 0)
+				die("tally_block_zero");
+			reset_at = -1;
+		}
+		while (added < rate * t) {
+			tally_counter_inc(&q1);
+			added++;
+		}
+		while (observed < rate / 2 * t) {
+			/* Every 50th is slow: 2%. */
+			tally_histogram_observe(&lat, (long long)observed % 50 ==
+						49 ? 200000 : 5000);
+			observed++;
+		}
+		while (nanosleep(&step, &step) < 0 && errno == EINTR)
+			;
+	}
+	/* The segment goes with the zone unless TALLY_KEEP=1. */
+	tally_zone_destroy(z);
+	return 0;
+}

@@ -1,0 +1,351 @@
+/*
+ * test-tallystat-units.c: tallystat's parsers and formatters, and the
+ * arithmetic of its reports (deltas, resets, sums across processes,
+ * quantiles over bucket deltas), on snapshots built in memory.
+ *
+ *   test-tallystat-units [TEST...]     every test, or those named
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aggregate.h"
+#include "format.h"
+#include "match.h"
+#include "snapshot.h"
+#include "strbuf.h"
+#include "tallystat.h"
+
+static int failures;
+
+#define CHECK(cond)                                                          \
+	do {                                                                 \
+		if (!(cond)) {                                               \
+			fprintf(stderr, "%s:%d: CHECK(%s) failed\n",         \
+				__FILE__, __LINE__, #cond);                  \
+			failures++;                                          \
+		}                                                            \
+	} while (0)
+#define CHECK_STR(a, b)                                                      \
+	do {                                                                 \
+		const char *a_ = (a), *b_ = (b);                             \
+		if (strcmp(a_, b_) != 0) {                                   \
+			fprintf(stderr, "%s:%d: \"%s\" != \"%s\"\n",         \
+				__FILE__, __LINE__, a_, b_);                 \
+			failures++;                                          \
+		}                                                            \
+	} while (0)
+
+static void test_cpulist(void)
+{
+	unsigned char c[TS_MAX_CPUS];
+	char err[256];
+
+	CHECK(ts_parse_cpulist("0,2-3", c, err, sizeof(err)) == 0);
+	CHECK(c[0] && !c[1] && c[2] && c[3] && !c[4]);
+	CHECK(ts_parse_cpulist("7", c, err, sizeof(err)) == 0 && c[7] &&
+	      !c[0]);
+	CHECK(ts_parse_cpulist("", c, err, sizeof(err)) == -EINVAL);
+	CHECK(ts_parse_cpulist("3-1", c, err, sizeof(err)) == -EINVAL);
+	CHECK(ts_parse_cpulist("1,", c, err, sizeof(err)) == -EINVAL);
+	CHECK(ts_parse_cpulist("a", c, err, sizeof(err)) == -EINVAL);
+	CHECK(ts_parse_cpulist("1-", c, err, sizeof(err)) == -EINVAL);
+	CHECK(ts_parse_cpulist("99999", c, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "99999") != NULL);
+}
+
+static void test_interval_count_pids(void)
+{
+	char err[256];
+	double d;
+	unsigned long n;
+	int *pids = NULL;
+	unsigned np = 0;
+
+	CHECK(ts_parse_interval("1", &d, err, sizeof(err)) == 0 && d == 1);
+	CHECK(ts_parse_interval("0.5", &d, err, sizeof(err)) == 0 && d == 0.5);
+	CHECK(ts_parse_interval("0", &d, err, sizeof(err)) == -EINVAL);
+	CHECK(ts_parse_interval("-1", &d, err, sizeof(err)) == -EINVAL);
+	CHECK(ts_parse_interval("1x", &d, err, sizeof(err)) == -EINVAL);
+	CHECK(ts_parse_interval("nan", &d, err, sizeof(err)) == -EINVAL);
+	CHECK(ts_parse_count("3", &n, err, sizeof(err)) == 0 && n == 3);
+	CHECK(ts_parse_count("0", &n, err, sizeof(err)) == -EINVAL);
+	CHECK(ts_parse_count("2.5", &n, err, sizeof(err)) == -EINVAL);
+	CHECK(ts_parse_pids("12,34", &pids, &np, err, sizeof(err)) == 0);
+	CHECK(np == 2 && pids[0] == 12 && pids[1] == 34);
+	CHECK(ts_parse_pids("12,", &pids, &np, err, sizeof(err)) == -EINVAL);
+	CHECK(ts_parse_pids("0", &pids, &np, err, sizeof(err)) == -EINVAL);
+	CHECK(ts_parse_pids("ALL", &pids, &np, err, sizeof(err)) == 0 &&
+	      np == 0);
+	free(pids);
+}
+
+static int sel_match(const char *sel, const char *name, unsigned n,
+		     const char *const *ln, const char *const *lv)
+{
+	struct tp_selector s;
+	char err[256];
+	int r;
+
+	if (tp_selector_parse(sel, &s, err, sizeof(err)) < 0) {
+		fprintf(stderr, "selector %s: %s\n", sel, err);
+		return -1;
+	}
+	r = tp_selector_match(&s, name, n, ln, lv);
+	tp_selector_free(&s);
+	return r;
+}
+
+static void test_selectors(void)
+{
+	const char *ln[2] = { "conn", "queue" }, *lv[2] = { "17", "3" };
+	struct tp_selector s;
+	char err[256];
+
+	CHECK(sel_match("requests_total", "requests_total", 2, ln, lv) == 1);
+	CHECK(sel_match("requests_total", "requests", 2, ln, lv) == 0);
+	CHECK(sel_match("req*", "requests_total", 2, ln, lv) == 1);
+	CHECK(sel_match("requests_total{queue=\"3\"}", "requests_total", 2,
+			ln, lv) == 1);
+	CHECK(sel_match("requests_total{queue=\"4\"}", "requests_total", 2,
+			ln, lv) == 0);
+	CHECK(sel_match("{queue!=\"4\", conn=~\"1.*\"}", "x", 2, ln, lv) == 1);
+	CHECK(sel_match("{conn=~\"7\"}", "x", 2, ln, lv) == 0); /* anchored */
+	CHECK(sel_match("{conn!~\"1[0-9]\"}", "x", 2, ln, lv) == 0);
+	CHECK(sel_match("{missing=\"\"}", "x", 2, ln, lv) == 1);
+	CHECK(sel_match("{missing!=\"\"}", "x", 2, ln, lv) == 0);
+	CHECK(sel_match("{__name__=~\"x|y\"}", "y", 2, ln, lv) == 1);
+	CHECK(sel_match("{queue='3',}", "y", 2, ln, lv) == 1);
+	CHECK(tp_selector_parse("", &s, err, sizeof(err)) == -EINVAL);
+	CHECK(tp_selector_parse("a{", &s, err, sizeof(err)) == -EINVAL);
+	CHECK(tp_selector_parse("a{q=3}", &s, err, sizeof(err)) == -EINVAL);
+	CHECK(tp_selector_parse("a{q=\"3}", &s, err, sizeof(err)) == -EINVAL);
+	CHECK(tp_selector_parse("a{q~\"3\"}", &s, err, sizeof(err)) ==
+	      -EINVAL);
+	CHECK(tp_selector_parse("a{q=~\"(\"}", &s, err, sizeof(err)) ==
+	      -EINVAL);
+	CHECK(tp_selector_parse("a b", &s, err, sizeof(err)) == -EINVAL);
+	CHECK(tp_selector_parse("a{}x", &s, err, sizeof(err)) == -EINVAL);
+}
+
+static void test_format(void)
+{
+	char b[64];
+	const char *ln[2] = { "a", "b" }, *lv[2] = { "x\"y", "1\\2\n" };
+	char *k;
+
+	CHECK_STR(tp_fmt_i64(b, 0), "0");
+	CHECK_STR(tp_fmt_i64(b, -42), "-42");
+	CHECK_STR(tp_fmt_i64(b, 9007199254740993ll), "9007199254740993");
+	CHECK_STR(tp_fmt_i64(b, INT64_MIN), "-9223372036854775808");
+	CHECK_STR(tp_fmt_i64(b, INT64_MAX), "9223372036854775807");
+	CHECK_STR(tp_fmt_human(b, sizeof(b), 999, TP_UNIT_NONE, 0), "999");
+	CHECK_STR(tp_fmt_human(b, sizeof(b), 1234, TP_UNIT_NONE, 0), "1.23k");
+	CHECK_STR(tp_fmt_human(b, sizeof(b), 45.6e6, TP_UNIT_NONE, 0),
+		  "45.6M");
+	CHECK_STR(tp_fmt_human(b, sizeof(b), 3e9, TP_UNIT_NONE, 1), "3.00G/s");
+	CHECK_STR(tp_fmt_human(b, sizeof(b), 1536, TP_UNIT_BYTES, 0),
+		  "1.50KiB");
+	CHECK_STR(tp_fmt_human(b, sizeof(b), 12345, TP_UNIT_NANOSECONDS, 0),
+		  "12.3us");
+	CHECK_STR(tp_fmt_human(b, sizeof(b), 0.0042, TP_UNIT_SECONDS, 0),
+		  "4.20ms");
+	CHECK_STR(tp_fmt_human(b, sizeof(b), 90, TP_UNIT_SECONDS, 0), "90.0s");
+	CHECK_STR(tp_fmt_human(b, sizeof(b), 600, TP_UNIT_SECONDS, 0),
+		  "10.0min");
+	CHECK_STR(tp_fmt_human(b, sizeof(b), NAN, TP_UNIT_SECONDS, 0), "-");
+	CHECK(tp_unit_of("x_seconds_total", NULL) == TP_UNIT_SECONDS);
+	CHECK(tp_unit_of("x", "nanoseconds") == TP_UNIT_NANOSECONDS);
+	CHECK(tp_unit_of("x_ns", NULL) == TP_UNIT_NANOSECONDS);
+	CHECK(tp_unit_of("x_total", NULL) == TP_UNIT_NONE);
+	k = tp_series_key("m", 2, ln, lv);
+	CHECK_STR(k, "m{a=\"x\\\"y\",b=\"1\\\\2\\n\"}");
+	free(k);
+	k = ts_truncate("abcdefghij", 5);
+	CHECK_STR(k, "abcd\xe2\x80\xa6");
+	CHECK(ts_display_width(k) == 5);
+	free(k);
+	k = ts_truncate("abc", 5);
+	CHECK_STR(k, "abc");
+	free(k);
+	CHECK(ts_display_width("q=\"\xc3\xa9t\xc3\xa9\"") == 7);
+}
+
+/* A series of process @pid in memory. */
+static void mk(struct tp_series *s, int pid, const char *key,
+	       unsigned kind, int64_t value)
+{
+	memset(s, 0, sizeof(*s));
+	s->pid = pid;
+	s->start_ticks = 100 + (uint64_t)pid;
+	s->nprocs = 1;
+	snprintf(s->proc, sizeof(s->proc), "w");
+	snprintf(s->zone, sizeof(s->zone), "w");
+	s->key = tp_xstrdup(key);
+	s->name = tp_xstrdup(key);
+	s->help = tp_xstrdup("");
+	s->unit = tp_xstrdup("");
+	s->kind = kind;
+	s->value = value;
+}
+
+static void mk_hist(struct tp_series *s, int pid, const uint64_t *obs,
+		    const unsigned *times, unsigned n)
+{
+	mk(s, pid, "h", TALLY_HISTOGRAM, 0);
+	s->sub_bits = 3;
+	s->max_bits = 40;
+	s->nbuckets = tally_histogram_bucket(~0ull, 3, 40) + 1;
+	s->buckets = tp_xcalloc(s->nbuckets, sizeof(int64_t));
+	for (unsigned i = 0; i < n; i++) {
+		s->buckets[tally_histogram_bucket(obs[i], 3, 40)] += times[i];
+		s->value += times[i];
+		s->sum += (int64_t)(obs[i] * times[i]);
+	}
+}
+
+static void snap_of(struct tp_snapshot *snap, struct tp_series *s, size_t n,
+		    long sec)
+{
+	memset(snap, 0, sizeof(*snap));
+	snap->series = tp_xcalloc(n, sizeof(*s));
+	memcpy(snap->series, s, n * sizeof(*s));
+	snap->nseries = n;
+	snap->real.tv_sec = sec;
+	snap->mono.tv_sec = sec;
+	/* Both processes' zones exist in every snapshot. */
+	snap->segs = tp_xcalloc(2, sizeof(*snap->segs));
+	for (int i = 0; i < 2; i++) {
+		snap->segs[i].path = tp_xstrdup("x");
+		snap->segs[i].info.pid = i + 1;
+		snap->segs[i].info.start_ticks = 101 + (uint64_t)i;
+		snprintf(snap->segs[i].info.zone_name,
+			 sizeof(snap->segs[i].info.zone_name), "w");
+	}
+	snap->nsegs = 2;
+}
+
+static const struct tp_series *find(const struct tp_snapshot *s, int pid,
+				    const char *key)
+{
+	for (size_t i = 0; i < s->nseries; i++)
+		if (s->series[i].pid == pid && !strcmp(s->series[i].key, key))
+			return &s->series[i];
+	return NULL;
+}
+
+static void test_delta_reset_new(void)
+{
+	struct tp_series a[3], b[4];
+	struct tp_snapshot p, c, d, agg;
+	const struct tp_series *x;
+
+	mk(&a[0], 1, "c", TALLY_COUNTER, 100);
+	mk(&a[1], 1, "g", TALLY_GAUGE, 5);
+	mk(&a[2], 2, "c", TALLY_COUNTER, 50);
+	mk(&b[0], 1, "c", TALLY_COUNTER, 30);   /* went down: a reset */
+	mk(&b[1], 1, "g", TALLY_GAUGE, 5);      /* unchanged gauge */
+	mk(&b[2], 2, "c", TALLY_COUNTER, 80);   /* +30 */
+	mk(&b[3], 2, "n", TALLY_COUNTER, 9);    /* registered since */
+	snap_of(&p, a, 3, 10);
+	snap_of(&c, b, 4, 11);
+	ts_delta(&p, &c, &d);
+	CHECK(d.nseries == 4);
+	x = find(&d, 1, "c");
+	CHECK(x && (x->flags & TP_SERIES_RESET) && x->value == 30);
+	x = find(&d, 1, "g");
+	CHECK(x && x->value == 5 && !(x->flags & TS_CHANGED));
+	x = find(&d, 2, "c");
+	CHECK(x && x->value == 30 && !(x->flags & TP_SERIES_RESET) &&
+	      (x->flags & TS_CHANGED));
+	x = find(&d, 2, "n");
+	CHECK(x && x->value == 9 && (x->flags & TP_SERIES_NEW) &&
+	      !(x->flags & TS_UNKNOWN));
+
+	/* Summed across processes: deltas add, a reset stays a reset. */
+	tp_snapshot_aggregate(&d, &agg);
+	x = find(&agg, 0, "c");
+	CHECK(x && x->value == 60 && x->nprocs == 2 &&
+	      (x->flags & TP_SERIES_RESET));
+	tp_snapshot_free(&agg);
+	tp_snapshot_free(&d);
+	tp_snapshot_free(&p);
+	tp_snapshot_free(&c);
+}
+
+static void test_quantiles_of_deltas(void)
+{
+	static const uint64_t o1[] = { 1000 }, o2[] = { 1000, 5000, 200000 };
+	static const unsigned t1[] = { 100000 }, t2[] = { 100000, 980, 20 };
+	struct tp_series a, b;
+	struct tp_snapshot p, c, d;
+	struct ts_row row;
+	uint64_t lo, hi;
+
+	mk_hist(&a, 1, o1, t1, 1);
+	mk_hist(&b, 1, o2, t2, 3);
+	snap_of(&p, &a, 1, 10);
+	snap_of(&c, &b, 1, 11);
+	ts_delta(&p, &c, &d);
+	CHECK(d.nseries == 1 && d.series[0].value == 1000);
+	memset(&row, 0, sizeof(row));
+	ts_row_histogram(&row, &d.series[0]);
+	CHECK(row.have_q);
+	tally_histogram_bucket_bounds(tally_histogram_bucket(5000, 3, 40), 3,
+				      &lo, &hi);
+	CHECK(row.q[0] >= (double)lo && row.q[0] <= (double)hi);
+	tally_histogram_bucket_bounds(tally_histogram_bucket(200000, 3, 40), 3,
+				      &lo, &hi);
+	CHECK(row.q[1] >= (double)lo && row.q[1] <= (double)hi);
+	CHECK(row.q[3] >= (double)lo && row.q[3] <= (double)hi);
+	CHECK(fabs(row.mean - (980 * 5000.0 + 20 * 200000.0) / 1000) < 1e-6);
+	/* Since start, the same histogram's median is 1000's bucket. */
+	ts_row_histogram(&row, &c.series[0]);
+	tally_histogram_bucket_bounds(tally_histogram_bucket(1000, 3, 40), 3,
+				      &lo, &hi);
+	CHECK(row.q[0] >= (double)lo && row.q[0] <= (double)hi);
+	tp_snapshot_free(&d);
+	tp_snapshot_free(&p);
+	tp_snapshot_free(&c);
+}
+
+static const struct {
+	const char *name;
+	void (*fn)(void);
+} tests[] = {
+	{ "cpulist", test_cpulist },
+	{ "interval_count_pids", test_interval_count_pids },
+	{ "selectors", test_selectors },
+	{ "format", test_format },
+	{ "delta_reset_new", test_delta_reset_new },
+	{ "quantiles_of_deltas", test_quantiles_of_deltas },
+};
+
+int main(int argc, char **argv)
+{
+	size_t n = sizeof(tests) / sizeof(tests[0]);
+	int ran = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int want = argc < 2;
+
+		for (int a = 1; a < argc; a++)
+			want |= strcmp(argv[a], tests[i].name) == 0;
+		if (!want)
+			continue;
+		int before = failures;
+
+		tests[i].fn();
+		printf("%s %s\n", failures == before ? "ok  " : "FAIL",
+		       tests[i].name);
+		ran++;
+	}
+	if (!ran) {
+		fprintf(stderr, "no such test\n");
+		return 2;
+	}
+	return failures ? 1 : 0;
+}
