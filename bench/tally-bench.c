@@ -268,9 +268,12 @@ int main(int argc, char **argv)
 	if (!is_metrics && !is_exporter && set_series)
 		usage_error("%s: --series is an option of metrics and exporter",
 			    sub);
-	if ((is_metrics || is_exporter) && (set_adds || set_blocks || set_batch || set_mem ||
-			   set_slabs || set_threads))
-		usage_error("%s: takes --series, --repeat, --quick, --json and "
+	if ((is_metrics || is_exporter) && (set_adds || set_blocks ||
+					   set_batch || set_mem || set_slabs ||
+					   set_threads))
+		usage_error(is_exporter ? "%s: takes --series, --exporter, "
+			    "--repeat, --quick, --json and --quiet" :
+			    "%s: takes --series, --repeat, --quick, --json and "
 			    "--quiet", sub);
 	if (!is_counter && !is_alloc && set_threads)
 		usage_error("%s: give --threads to counter or alloc", sub);

@@ -1,0 +1,938 @@
+/*
+ * expose.c: writing a snapshot in Prometheus's formats (expose.h).
+ *
+ * The one pass that matters for a large scrape: group the series by name
+ * (a hash map of names, then a counting sort that keeps the snapshot's
+ * order inside each family; the snapshot itself is not sorted), then
+ * write each series with appends, not printf: a histogram's label block
+ * is built once and reused for each of its bucket lines.  Duplicate label
+ * sets are looked for (with a hash set) only where they can occur: when
+ * two segments would write the same pid, process and zone labels, or when
+ * a summed family mixes histogram layouts.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tally/metrics.h"
+#include "tally/reader.h"
+
+#include "expose.h"
+#include "format.h"
+#include "strmap.h"
+
+const char *const ex_skip_names[EX_NSKIP] = {
+	"corrupt", "foreign", "version", "vanished", "symlink", "unreadable",
+};
+
+unsigned ex_skip_reason(int err)
+{
+	switch (err < 0 ? -err : err) {
+	case EINVAL: return 0;
+	case EPERM: return 1;
+	case EPROTONOSUPPORT: return 2;
+	case ENOENT: return 3;
+	case ELOOP: return 4;
+	default: return 5;
+	}
+}
+
+uint64_t ex_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* --- le rules -------------------------------------------------------- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int ex_le_rule_parse(const char *arg, struct ex_le_rule *r, char *err,
+		     size_t errlen)
+{
+	const char *eq = strchr(arg, '=');
+	const char *spec;
+
+	memset(r, 0, sizeof(*r));
+	if (!eq || eq == arg) {
+		snprintf(err, errlen, "expected PATTERN=SPEC, e.g. "
+			 "'*_seconds=octave' or 'rpc_*=100,1000,10000'");
+		return -EINVAL;
+	}
+	spec = eq + 1;
+	if (strcmp(spec, "octave") == 0) {
+		r->kind = EX_LE_OCTAVE;
+	} else if (strcmp(spec, "all") == 0) {
+		r->kind = EX_LE_ALL;
+	} else if (strncmp(spec, "sub:", 4) == 0) {
+		char *end;
+		unsigned long n;
+
+		errno = 0;
+		n = strtoul(spec + 4, &end, 10);
+		if (errno || end == spec + 4 || *end || n > 7) {
+			snprintf(err, errlen, "sub:N: N must be 0 to 7, got "
+				 "'%s'", spec + 4);
+			return -EINVAL;
+		}
+		r->kind = EX_LE_SUB;
+		r->sub = (unsigned)n;
+	} else {
+		const char *p = spec;
+
+		r->kind = EX_LE_LIST;
+		if (!*p) {
+			snprintf(err, errlen, "empty SPEC (octave, all, sub:N "
+				 "or a list of integers)");
+			return -EINVAL;
+		}
+		for (;;) {
+			char *end;
+			unsigned long long v;
+
+			if (*p < '0' || *p > '9') {
+				snprintf(err, errlen, "'%s' is not octave, all, "
+					 "sub:N or a comma-separated list of "
+					 "non-negative integers", spec);
+				ex_le_rule_free(r);
+				return -EINVAL;
+			}
+			errno = 0;
+			v = strtoull(p, &end, 10);
+			if (errno || (*end && *end != ',')) {
+				snprintf(err, errlen, "'%s' is not a list of "
+					 "non-negative integers", spec);
+				ex_le_rule_free(r);
+				return -EINVAL;
+			}
+			r->vals = realloc(r->vals, (r->nvals + 1) *
+					  sizeof(*r->vals));
+			if (!r->vals) {
+				snprintf(err, errlen, "out of memory");
+				return -ENOMEM;
+			}
+			r->vals[r->nvals++] = v;
+			if (!*end)
+				break;
+			p = end + 1;
+		}
+		qsort(r->vals, r->nvals, sizeof(*r->vals), cmp_u64);
+	}
+	r->pattern = strndup(arg, (size_t)(eq - arg));
+	if (!r->pattern) {
+		ex_le_rule_free(r);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void ex_le_rule_free(struct ex_le_rule *r)
+{
+	free(r->pattern);
+	free(r->vals);
+	memset(r, 0, sizeof(*r));
+}
+
+void ex_le_select(const struct ex_le_rule *r, unsigned sub_bits,
+		  unsigned max_bits, unsigned nbuckets, unsigned char *sel)
+{
+	enum ex_le_kind kind = r ? r->kind : EX_LE_OCTAVE;
+	unsigned n = kind == EX_LE_SUB ? r->sub : 0;
+
+	memset(sel, 0, nbuckets);
+	if (kind == EX_LE_LIST) {
+		for (unsigned i = 0; i < r->nvals; i++) {
+			unsigned b = tally_histogram_bucket(r->vals[i], sub_bits,
+							    max_bits);
+
+			if (b + 1 < nbuckets)
+				sel[b] = 1;
+		}
+		return;
+	}
+	/* The last bucket also counts every value >= 2^max_bits: only +Inf
+	 * bounds it. */
+	for (unsigned b = 0; b + 1 < nbuckets; b++) {
+		uint64_t lo, hi, next;
+		unsigned msb, low;
+
+		if (kind == EX_LE_ALL) {
+			sel[b] = 1;
+			continue;
+		}
+		tally_histogram_bucket_bounds(b, sub_bits, &lo, &hi);
+		/* An edge is kept when the next bucket's lower bound has at
+		 * most n bits after its leading one: powers of two for n = 0,
+		 * every edge for n = sub_bits. */
+		next = hi + 1;
+		msb = 63u - (unsigned)__builtin_clzll(next);
+		low = (unsigned)__builtin_ctzll(next);
+		sel[b] = low + n >= msb;
+	}
+}
+
+static const struct ex_le_rule *le_rule_for(const struct ex_config *c,
+					    const char *name)
+{
+	for (unsigned i = 0; i < c->nrules; i++)
+		if (fnmatch(c->rules[i].pattern, name, 0) == 0)
+			return &c->rules[i];
+	return NULL;
+}
+
+/* --- Writing --------------------------------------------------------- */
+
+static void put(struct tp_buf *b, const char *s)
+{
+	tp_buf_putn(b, s, strlen(s));
+}
+
+static void put_u64(struct tp_buf *b, uint64_t v)
+{
+	char t[24];
+	int n = snprintf(t, sizeof(t), "%llu", (unsigned long long)v);
+
+	tp_buf_putn(b, t, (size_t)n);
+}
+
+/* HELP text: \ and newline escaped in both formats, " too in OpenMetrics. */
+static void put_help(struct tp_buf *b, const char *s, enum ex_format f)
+{
+	const char *run = s;
+
+	for (; *s; s++) {
+		const char *esc = NULL;
+
+		if (*s == '\\')
+			esc = "\\\\";
+		else if (*s == '\n')
+			esc = "\\n";
+		else if (*s == '"' && f == EX_OPENMETRICS)
+			esc = "\\\"";
+		if (!esc)
+			continue;
+		tp_buf_putn(b, run, (size_t)(s - run));
+		put(b, esc);
+		run = s + 1;
+	}
+	tp_buf_putn(b, run, (size_t)(s - run));
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static unsigned kind_class(unsigned kind)
+{
+	return kind == TALLY_GAUGE_SET ? TALLY_GAUGE : kind;
+}
+
+struct fam {
+	const char *name;
+	size_t first, n;      /* in the order array */
+	size_t count;
+};
+
+static int cmp_fam(const void *a, const void *b)
+{
+	return strcmp(((const struct fam *)a)->name,
+		      ((const struct fam *)b)->name);
+}
+
+/* The names a family writes, so that no two families share one. */
+struct names {
+	struct tp_strmap map;
+	char **owned;
+	size_t n, cap;
+};
+
+static int names_claim(struct names *nm, const char *base,
+		       const char *const *suffixes)
+{
+	char tmp[256];
+
+	for (const char *const *s = suffixes; *s; s++) {
+		snprintf(tmp, sizeof(tmp), "%s%s", base, *s);
+		if (tp_strmap_get(&nm->map, tmp) != (size_t)-1)
+			return -1;
+	}
+	for (const char *const *s = suffixes; *s; s++) {
+		snprintf(tmp, sizeof(tmp), "%s%s", base, *s);
+		if (nm->n == nm->cap) {
+			nm->cap = nm->cap ? 2 * nm->cap : 64;
+			nm->owned = tp_xrealloc(nm->owned,
+						nm->cap * sizeof(char *));
+		}
+		nm->owned[nm->n] = tp_xstrdup(tmp);
+		tp_strmap_put(&nm->map, nm->owned[nm->n], 1);
+		nm->n++;
+	}
+	return 0;
+}
+
+static void names_free(struct names *nm)
+{
+	tp_strmap_free(&nm->map);
+	for (size_t i = 0; i < nm->n; i++)
+		free(nm->owned[i]);
+	free(nm->owned);
+}
+
+static const char *const sfx_counter[] = { "", "_total", "_created", NULL };
+static const char *const sfx_gauge[] = { "", NULL };
+static const char *const sfx_hist[] = { "", "_bucket", "_count", "_sum",
+					"_created", NULL };
+
+static int has_label(const struct tp_series *s, const char *name)
+{
+	for (unsigned i = 0; i < s->nlabels; i++)
+		if (strcmp(s->label_names[i], name) == 0)
+			return 1;
+	return 0;
+}
+
+/* One of our labels, renamed tally_<name> if the series has its own. */
+static void put_our_label(struct tp_buf *b, const struct tp_series *s,
+			  const char *name, const char *value, int *first)
+{
+	if (!*first)
+		tp_buf_putc(b, ',');
+	*first = 0;
+	if (has_label(s, name))
+		put(b, "tally_");
+	put(b, name);
+	put(b, "=\"");
+	tp_buf_label_value(b, value);
+	tp_buf_putc(b, '"');
+}
+
+/* The labels of @s, without braces and without a trailing comma;
+ * @pid is s->pid in decimal. */
+static void put_labels(struct tp_buf *b, const struct tp_series *s,
+		       const struct ex_config *c, int with_zone,
+		       const char *pid)
+{
+	int first = 1;
+
+	for (unsigned i = 0; i < s->nlabels; i++) {
+		if (!first)
+			tp_buf_putc(b, ',');
+		first = 0;
+		put(b, s->label_names[i]);
+		tp_buf_putn(b, "=\"", 2);
+		tp_buf_label_value(b, s->label_values[i]);
+		tp_buf_putc(b, '"');
+	}
+	if (c->aggregate)
+		return;
+	if (c->pid_label && c->pid_label[0])
+		put_our_label(b, s, c->pid_label, pid, &first);
+	if (c->process_label && c->process_label[0])
+		put_our_label(b, s, c->process_label, s->proc, &first);
+	if (with_zone && c->zone_label && c->zone_label[0])
+		put_our_label(b, s, c->zone_label, s->zone, &first);
+}
+
+/* name{labels} value\n, or name value\n without labels. */
+static void put_sample(struct tp_buf *b, const char *name, const char *sfx,
+		       const char *labels, size_t llen, const char *extra,
+		       const char *value)
+{
+	put(b, name);
+	put(b, sfx);
+	if (llen || extra) {
+		tp_buf_putc(b, '{');
+		tp_buf_putn(b, labels, llen);
+		if (extra) {
+			if (llen)
+				tp_buf_putc(b, ',');
+			put(b, extra);
+		}
+		tp_buf_putc(b, '}');
+	}
+	tp_buf_putc(b, ' ');
+	put(b, value);
+	tp_buf_putc(b, '\n');
+}
+
+static void put_header(struct tp_buf *b, const char *name, const char *type,
+		       const char *help, const char *unit, enum ex_format f)
+{
+	if (help && help[0]) {
+		put(b, "# HELP ");
+		put(b, name);
+		tp_buf_putc(b, ' ');
+		put_help(b, help, f);
+		tp_buf_putc(b, '\n');
+	}
+	put(b, "# TYPE ");
+	put(b, name);
+	tp_buf_putc(b, ' ');
+	put(b, type);
+	tp_buf_putc(b, '\n');
+	if (f == EX_OPENMETRICS && unit && unit[0]) {
+		char sfx[64];
+
+		snprintf(sfx, sizeof(sfx), "_%s", unit);
+		if (ends_with(name, sfx)) {
+			put(b, "# UNIT ");
+			put(b, name);
+			tp_buf_putc(b, ' ');
+			put(b, unit);
+			tp_buf_putc(b, '\n');
+		}
+	}
+}
+
+/*
+ * What ex_write() works out once per scrape, not once per series: which
+ * processes have several zones (their series get a zone label), and
+ * whether two segments could write the same label set (then every
+ * series is checked against the ones written before it).
+ */
+struct plan {
+	int *multi_pids;      /* sorted */
+	size_t nmulti;
+	int dedupe_all;       /* two segments look the same in the output */
+	struct tp_strmap seen;/* dedupe: label sets written, per family */
+	struct tp_arena seen_mem;
+	struct tp_buf scratch;
+};
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+static int cmp_seg(const void *a, const void *b)
+{
+	const struct tp_segment *x = *(const struct tp_segment *const *)a;
+	const struct tp_segment *y = *(const struct tp_segment *const *)b;
+
+	if (x->info.pid != y->info.pid)
+		return x->info.pid < y->info.pid ? -1 : 1;
+	return strcmp(x->info.zone_name, y->info.zone_name);
+}
+
+static int is_multi(const struct plan *p, int pid)
+{
+	return p->nmulti && bsearch(&pid, p->multi_pids, p->nmulti,
+				    sizeof(int), cmp_int) != NULL;
+}
+
+static void plan_make(struct plan *p, const struct tp_snapshot *snap,
+		      const struct ex_config *c)
+{
+	const struct tp_segment **v;
+	int with_pid = c->pid_label && c->pid_label[0];
+	int with_proc = c->process_label && c->process_label[0];
+
+	memset(p, 0, sizeof(*p));
+	if (c->aggregate || snap->nsegs < 2)
+		return;
+	v = tp_xmalloc(snap->nsegs * sizeof(*v));
+	for (size_t i = 0; i < snap->nsegs; i++)
+		v[i] = &snap->segs[i];
+	qsort(v, snap->nsegs, sizeof(*v), cmp_seg);
+	p->multi_pids = tp_xmalloc(snap->nsegs * sizeof(int));
+	for (size_t i = 0; i + 1 < snap->nsegs; i++) {
+		const struct tally_seg_info *a = &v[i]->info, *b = &v[i + 1]->info;
+
+		if (a->pid != b->pid)
+			continue;
+		if (strcmp(a->zone_name, b->zone_name) != 0) {
+			if (!p->nmulti || p->multi_pids[p->nmulti - 1] != a->pid)
+				p->multi_pids[p->nmulti++] = a->pid;
+		} else {
+			/* The same pid and zone twice: a stale segment of
+			 * an earlier process with the same pid. */
+			p->dedupe_all = 1;
+		}
+	}
+	/* Without pid labels, processes are told apart by name (and zone)
+	 * at best. */
+	if (!with_pid) {
+		struct tp_strmap m = { 0 };
+		struct tp_buf *k = tp_xcalloc(snap->nsegs, sizeof(*k));
+
+		for (size_t i = 0; i < snap->nsegs && !p->dedupe_all; i++) {
+			const struct tally_seg_info *in = &v[i]->info;
+
+			tp_buf_printf(&k[i], "%s\x1f%s", with_proc ?
+				      in->proc_name : "", is_multi(p, in->pid) ?
+				      in->zone_name : "");
+			if (tp_strmap_get(&m, tp_buf_str(&k[i])) != (size_t)-1)
+				p->dedupe_all = 1;
+			tp_strmap_put(&m, tp_buf_str(&k[i]), i);
+		}
+		tp_strmap_free(&m);
+		for (size_t i = 0; i < snap->nsegs; i++)
+			tp_buf_free(&k[i]);
+		free(k);
+	}
+	free(v);
+}
+
+/* 1 when @labels (with the series' key) was written before in this
+ * family; records it otherwise. */
+static int plan_seen(struct plan *p, const struct tp_series *s,
+		     const char *labels, size_t llen)
+{
+	char *k;
+
+	tp_buf_reset(&p->scratch);
+	tp_buf_puts(&p->scratch, s->name);
+	tp_buf_putc(&p->scratch, '{');
+	tp_buf_putn(&p->scratch, labels, llen);
+	if (tp_strmap_get(&p->seen, tp_buf_str(&p->scratch)) != (size_t)-1)
+		return 1;
+	k = tp_arena_memdup(&p->seen_mem, tp_buf_str(&p->scratch),
+			    p->scratch.len + 1);
+	tp_strmap_put(&p->seen, k, 1);
+	return 0;
+}
+
+static void plan_free(struct plan *p)
+{
+	free(p->multi_pids);
+	tp_strmap_free(&p->seen);
+	tp_arena_free(&p->seen_mem);
+	tp_buf_free(&p->scratch);
+}
+
+static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
+			 const struct fam *fm, const size_t *order,
+			 const struct ex_config *c, enum ex_format f,
+			 struct names *nm, struct tp_buf *lb, struct plan *pl,
+			 struct ex_result *res)
+{
+	const struct tp_series *s0 = &snap->series[order[fm->first]];
+	unsigned kind = kind_class(s0->kind);
+	char base[TALLY_NAME_MAX + 16], val[TP_I64_LEN], le[48];
+	const char *type, *sample_sfx = "";
+	const struct ex_le_rule *rule = NULL;
+	unsigned char sel[512];
+	unsigned sel_sub = 0, sel_max = 0, sel_n = 0;
+	int cur_pid = 0, zone_multi = 0, dedupe = pl->dedupe_all;
+	char pid[16] = "0";
+
+	snprintf(base, sizeof(base), "%s", s0->name);
+	if (kind == TALLY_COUNTER) {
+		size_t n = strlen(base);
+
+		if (ends_with(base, "_total"))
+			base[n - 6] = '\0';
+		type = "counter";
+		if (names_claim(nm, base, sfx_counter) < 0)
+			goto clash;
+	} else if (kind == TALLY_HISTOGRAM) {
+		type = "histogram";
+		if (names_claim(nm, base, sfx_hist) < 0)
+			goto clash;
+		rule = le_rule_for(c, s0->name);
+	} else {
+		type = "gauge";
+		if (names_claim(nm, base, sfx_gauge) < 0)
+			goto clash;
+	}
+	if (kind == TALLY_COUNTER && f == EX_TEXT) {
+		/* In 0.0.4 the TYPE line names the sample: base_total. */
+		char tname[sizeof(base) + 8];
+
+		snprintf(tname, sizeof(tname), "%s_total", base);
+		put_header(b, tname, type, s0->help, s0->unit, f);
+	} else {
+		put_header(b, base, type, s0->help, s0->unit, f);
+	}
+	if (kind == TALLY_COUNTER)
+		sample_sfx = "_total";
+	/* Summed series are one per key, unless two layouts of a histogram
+	 * were summed apart (or kinds differ): then check every key. */
+	for (size_t i = 1; c->aggregate && !dedupe && i < fm->n; i++) {
+		const struct tp_series *s = &snap->series[order[fm->first + i]];
+
+		dedupe = s->sub_bits != s0->sub_bits ||
+			 s->nbuckets != s0->nbuckets || s->kind != s0->kind;
+	}
+	if (dedupe) {
+		tp_strmap_free(&pl->seen);
+		tp_arena_free(&pl->seen_mem);
+	}
+
+	for (size_t i = 0; i < fm->n; i++) {
+		const struct tp_series *s = &snap->series[order[fm->first + i]];
+
+		if (kind_class(s->kind) != kind) {
+			res->conflicts++;
+			continue;
+		}
+		if (s->pid != cur_pid) {
+			cur_pid = s->pid;
+			snprintf(pid, sizeof(pid), "%d", s->pid);
+			zone_multi = !c->aggregate && is_multi(pl, s->pid);
+		}
+		tp_buf_reset(lb);
+		put_labels(lb, s, c, zone_multi, pid);
+		/* The same label set twice (see struct plan): write the
+		 * first. */
+		if (dedupe && plan_seen(pl, s, tp_buf_str(lb), lb->len)) {
+			res->conflicts++;
+			continue;
+		}
+		res->series++;
+		if (kind != TALLY_HISTOGRAM) {
+			put_sample(b, base, sample_sfx, tp_buf_str(lb), lb->len,
+				   NULL, tp_fmt_i64(val, s->value));
+			res->samples++;
+			continue;
+		}
+		if (s->nbuckets > sizeof(sel) || s->nbuckets == 0) {
+			res->conflicts++;
+			res->series--;
+			continue;
+		}
+		if (s->sub_bits != sel_sub || s->max_bits != sel_max ||
+		    s->nbuckets != sel_n) {
+			sel_sub = s->sub_bits;
+			sel_max = s->max_bits;
+			sel_n = s->nbuckets;
+			ex_le_select(rule, sel_sub, sel_max, sel_n, sel);
+		}
+		{
+			int64_t cum = 0;
+
+			for (unsigned bk = 0; bk < s->nbuckets; bk++) {
+				uint64_t lo, hi;
+				int n;
+
+				cum = (int64_t)((uint64_t)cum +
+						(uint64_t)s->buckets[bk]);
+				if (!sel[bk])
+					continue;
+				tally_histogram_bucket_bounds(bk, s->sub_bits,
+							      &lo, &hi);
+				n = snprintf(le, sizeof(le), "le=\"%llu%s\"",
+					     (unsigned long long)hi,
+					     f == EX_OPENMETRICS ? ".0" : "");
+				(void)n;
+				put_sample(b, base, "_bucket", tp_buf_str(lb),
+					   lb->len, le, tp_fmt_i64(val, cum));
+				res->samples++;
+			}
+			/* +Inf and _count print one number: the buckets'
+			 * total, which is how the reader computes the count. */
+			tp_fmt_i64(val, cum);
+			put_sample(b, base, "_bucket", tp_buf_str(lb), lb->len,
+				   "le=\"+Inf\"", val);
+			put_sample(b, base, "_count", tp_buf_str(lb), lb->len,
+				   NULL, val);
+			put_sample(b, base, "_sum", tp_buf_str(lb), lb->len,
+				   NULL, tp_fmt_i64(val, s->sum));
+			res->samples += 3;
+		}
+	}
+	return;
+clash:
+	res->conflicts += fm->n;
+}
+
+/* --- The exporter's own metrics -------------------------------------- */
+
+static void self_gauge(struct tp_buf *b, enum ex_format f, const char *name,
+		       const char *help, const char *unit)
+{
+	put_header(b, name, "gauge", help, unit, f);
+}
+
+static void put_seg_labels(struct tp_buf *b, const struct tp_segment *g)
+{
+	char pid[16];
+
+	snprintf(pid, sizeof(pid), "%d", g->info.pid);
+	put(b, "pid=\"");
+	put(b, pid);
+	put(b, "\",process=\"");
+	tp_buf_label_value(b, g->info.proc_name);
+	put(b, "\",zone=\"");
+	tp_buf_label_value(b, g->info.zone_name);
+	tp_buf_putc(b, '"');
+}
+
+static void seg_metric(struct tp_buf *b, const struct tp_snapshot *snap,
+		       enum ex_format f, const char *name, const char *sfx,
+		       const char *type, const char *help, const char *unit,
+		       int which)
+{
+	char hname[128];
+
+	snprintf(hname, sizeof(hname), "%s%s", name,
+		 f == EX_TEXT ? sfx : "");
+	put_header(b, hname, type, help, unit, f);
+	for (size_t i = 0; i < snap->nsegs; i++) {
+		const struct tp_segment *g = &snap->segs[i];
+		const struct tally_seg_info *in = &g->info;
+		char v[48];
+
+		if (g->stale) /* not read this time (retain.h) */
+			continue;
+		switch (which) {
+		case 0: tp_fmt_i64(v, (int64_t)in->resident_bytes); break;
+		case 1: tp_fmt_i64(v, (int64_t)in->file_bytes); break;
+		case 2:
+			snprintf(v, sizeof(v), "%.6g", in->capacity_chunks ?
+				 (double)in->chunks_inuse /
+				 (double)in->capacity_chunks : 0.0);
+			break;
+		case 3: tp_fmt_i64(v, (int64_t)in->capacity_chunks *
+				   in->chunk_slots); break;
+		case 4: tp_fmt_i64(v, (int64_t)in->alloc_refused); break;
+		case 5: tp_fmt_i64(v, in->alive); break;
+		default: tp_fmt_i64(v, g->nseries); break;
+		}
+		put(b, name);
+		put(b, sfx);
+		tp_buf_putc(b, '{');
+		put_seg_labels(b, g);
+		put(b, "} ");
+		put(b, v);
+		tp_buf_putc(b, '\n');
+	}
+}
+
+static void write_self(struct tp_buf *b, const struct tp_snapshot *snap,
+		       enum ex_format f, const struct ex_self *self,
+		       const struct ex_result *res, uint64_t t0_ns)
+{
+	unsigned skipped[EX_NSKIP] = { 0 };
+	uint64_t nread = 0;
+	char v[64];
+
+	for (size_t i = 0; i < snap->nskipped; i++)
+		skipped[ex_skip_reason(snap->skipped[i].err)]++;
+	for (size_t i = 0; i < snap->nsegs; i++)
+		nread += !snap->segs[i].stale;
+
+	seg_metric(b, snap, f, "tally_segment_resident_bytes", "", "gauge",
+		   "Memory the segment file really holds (allocated blocks).",
+		   "bytes", 0);
+	seg_metric(b, snap, f, "tally_segment_file_bytes", "", "gauge",
+		   "The segment file's size (sparse: mostly not memory).",
+		   "bytes", 1);
+	seg_metric(b, snap, f, "tally_segment_capacity_used_ratio", "",
+		   "gauge", "Share of the zone's capacity (chunks) holding "
+		   "blocks; at 1 allocations fail.", "ratio", 2);
+	seg_metric(b, snap, f, "tally_segment_capacity_slots", "", "gauge",
+		   "Slots the zone can hold.", NULL, 3);
+	seg_metric(b, snap, f, "tally_segment_alloc_refused", "_total",
+		   "counter", "Allocations and registrations the zone refused "
+		   "for want of room (ENOSPC).", NULL, 4);
+	seg_metric(b, snap, f, "tally_segment_alive", "", "gauge",
+		   "1 while the process that created the segment runs.", NULL,
+		   5);
+	seg_metric(b, snap, f, "tally_segment_series", "", "gauge",
+		   "Series read from the segment in this scrape.", NULL, 6);
+
+	self_gauge(b, f, "tally_exporter_build_info",
+		   "tally-exporter's version and libmicrohttpd's.", NULL);
+	put(b, "tally_exporter_build_info{version=\"");
+	tp_buf_label_value(b, self->version ? self->version : "");
+	put(b, "\",libmicrohttpd=\"");
+	tp_buf_label_value(b, self->mhd_version ? self->mhd_version : "");
+	put(b, "\"} 1\n");
+
+	self_gauge(b, f, "tally_exporter_segments_read",
+		   "Segments read in this scrape.", NULL);
+	put(b, "tally_exporter_segments_read ");
+	put_u64(b, nread);
+	tp_buf_putc(b, '\n');
+
+	self_gauge(b, f, "tally_exporter_scrape_segments_skipped",
+		   "Segments skipped in this scrape, by reason.", NULL);
+	for (unsigned r = 0; r < EX_NSKIP; r++) {
+		put(b, "tally_exporter_scrape_segments_skipped{reason=\"");
+		put(b, ex_skip_names[r]);
+		put(b, "\"} ");
+		put_u64(b, skipped[r]);
+		tp_buf_putc(b, '\n');
+	}
+	put_header(b, f == EX_TEXT ? "tally_exporter_segments_skipped_total" :
+		   "tally_exporter_segments_skipped", "counter",
+		   "Segments skipped since the exporter started, by reason.",
+		   NULL, f);
+	for (unsigned r = 0; r < EX_NSKIP; r++) {
+		put(b, "tally_exporter_segments_skipped_total{reason=\"");
+		put(b, ex_skip_names[r]);
+		put(b, "\"} ");
+		put_u64(b, self->skipped_total[r]);
+		tp_buf_putc(b, '\n');
+	}
+
+	self_gauge(b, f, "tally_exporter_series",
+		   "Series exported in this scrape.", NULL);
+	put(b, "tally_exporter_series ");
+	put_u64(b, res->series);
+	tp_buf_putc(b, '\n');
+
+	self_gauge(b, f, "tally_exporter_series_conflicts",
+		   "Series left out in this scrape: a kind or bucket layout "
+		   "that differs from its family's, names that clash, or a "
+		   "label set written already.",
+		   NULL);
+	put(b, "tally_exporter_series_conflicts ");
+	put_u64(b, res->conflicts);
+	tp_buf_putc(b, '\n');
+
+	self_gauge(b, f, "tally_exporter_retired_series",
+		   "--aggregate: series whose counts are kept for processes "
+		   "that exited.", NULL);
+	put(b, "tally_exporter_retired_series ");
+	put_u64(b, self->retired_series);
+	tp_buf_putc(b, '\n');
+
+	put_header(b, f == EX_TEXT ? "tally_exporter_retired_segments_total" :
+		   "tally_exporter_retired_segments", "counter",
+		   "--aggregate: segments that vanished since the exporter "
+		   "started, whose last counts are kept.", NULL, f);
+	put(b, "tally_exporter_retired_segments_total ");
+	put_u64(b, self->retired_segments);
+	tp_buf_putc(b, '\n');
+
+	put_header(b, f == EX_TEXT ? "tally_exporter_scrapes_total" :
+		   "tally_exporter_scrapes", "counter",
+		   "Scrapes served since the exporter started.", NULL, f);
+	put(b, "tally_exporter_scrapes_total ");
+	put_u64(b, self->scrapes);
+	tp_buf_putc(b, '\n');
+
+	self_gauge(b, f, "tally_exporter_collect_duration_seconds",
+		   "Time spent reading the segments in this scrape.",
+		   "seconds");
+	snprintf(v, sizeof(v), "%.6f", self->collect_seconds);
+	put(b, "tally_exporter_collect_duration_seconds ");
+	put(b, v);
+	tp_buf_putc(b, '\n');
+
+	/* Measured last, so it covers the formatting too (not gzip). */
+	self_gauge(b, f, "tally_exporter_scrape_duration_seconds",
+		   "Time spent reading the segments and formatting this "
+		   "response.", "seconds");
+	snprintf(v, sizeof(v), "%.6f", (double)(ex_now_ns() - t0_ns) / 1e9);
+	put(b, "tally_exporter_scrape_duration_seconds ");
+	put(b, v);
+	tp_buf_putc(b, '\n');
+}
+
+static const char *const self_names[] = {
+	"tally_segment_resident_bytes", "tally_segment_file_bytes",
+	"tally_segment_capacity_used_ratio", "tally_segment_capacity_slots",
+	"tally_segment_alloc_refused", "tally_segment_alloc_refused_total",
+	"tally_segment_alive", "tally_segment_series",
+	"tally_exporter_build_info", "tally_exporter_segments_read",
+	"tally_exporter_scrape_segments_skipped",
+	"tally_exporter_segments_skipped",
+	"tally_exporter_segments_skipped_total", "tally_exporter_series",
+	"tally_exporter_series_conflicts", "tally_exporter_retired_series",
+	"tally_exporter_retired_segments",
+	"tally_exporter_retired_segments_total",
+	"tally_exporter_scrapes", "tally_exporter_scrapes_total",
+	"tally_exporter_collect_duration_seconds",
+	"tally_exporter_scrape_duration_seconds", NULL,
+};
+
+void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
+	      const struct ex_config *c, enum ex_format f,
+	      const struct ex_self *self, uint64_t t0_ns,
+	      struct ex_result *res)
+{
+	struct tp_strmap famidx = { 0 };
+	struct fam *fams = NULL;
+	size_t nfams = 0, *famof, *order, *pos, *rank;
+	struct names nm = { 0 };
+	struct tp_buf lb = { 0 };
+	struct plan pl;
+	static const char *const none[] = { "", NULL };
+	const char *last_name = NULL;
+	size_t last_at = 0;
+
+	memset(res, 0, sizeof(*res));
+	plan_make(&pl, snap, c);
+	if (c->self_metrics)
+		for (const char *const *n = self_names; *n; n++)
+			names_claim(&nm, *n, none);
+
+	famof = tp_xmalloc((snap->nseries + 1) * sizeof(*famof));
+	order = tp_xmalloc((snap->nseries + 1) * sizeof(*order));
+	fams = tp_xmalloc((snap->nseries + 1) * sizeof(*fams));
+	for (size_t i = 0; i < snap->nseries; i++) {
+		const char *name = snap->series[i].name;
+		size_t at;
+
+		/* Neighbours of one family share their name's memory. */
+		if (name == last_name) {
+			fams[last_at].n++;
+			famof[i] = last_at;
+			continue;
+		}
+		at = tp_strmap_get(&famidx, name);
+		if (at == (size_t)-1) {
+			at = nfams++;
+			fams[at].name = name;
+			fams[at].n = 0;
+			fams[at].first = at; /* its index, through the sort */
+			tp_strmap_put(&famidx, name, at);
+		}
+		fams[at].n++;
+		famof[i] = at;
+		last_name = name;
+		last_at = at;
+	}
+	qsort(fams, nfams, sizeof(*fams), cmp_fam);
+	rank = tp_xmalloc((nfams + 1) * sizeof(*rank));
+	pos = tp_xmalloc((nfams + 1) * sizeof(*pos));
+	{
+		size_t at = 0;
+
+		for (size_t i = 0; i < nfams; i++) {
+			rank[fams[i].first] = i;
+			fams[i].first = at;
+			pos[i] = at;
+			at += fams[i].n;
+		}
+	}
+	for (size_t i = 0; i < snap->nseries; i++)
+		order[pos[rank[famof[i]]]++] = i;
+	for (size_t i = 0; i < nfams; i++)
+		write_family(out, snap, &fams[i], order, c, f, &nm, &lb, &pl,
+			     res);
+	if (c->self_metrics)
+		write_self(out, snap, f, self, res, t0_ns);
+	if (f == EX_OPENMETRICS)
+		put(out, "# EOF\n");
+
+	tp_buf_free(&lb);
+	plan_free(&pl);
+	names_free(&nm);
+	tp_strmap_free(&famidx);
+	free(famof);
+	free(order);
+	free(fams);
+	free(rank);
+	free(pos);
+}

@@ -1,0 +1,120 @@
+/*
+ * expose.h: a snapshot in Prometheus's text format 0.0.4 or in
+ * OpenMetrics 1.0.0.
+ *
+ * Both formats want every series of a name together, under one TYPE line;
+ * expose groups the snapshot's series by name (families in name order) and
+ * writes each family once.  Values are the segments' integers, printed
+ * exactly.  Counters are exposed as <base>_total in both formats (base:
+ * the name without a trailing _total), so that a series keeps its name
+ * whichever format Prometheus negotiates.  A family whose names would
+ * clash with one already written (a counter "x" and a gauge "x_total"), a
+ * series whose kind differs from its family's, and a second series with
+ * the same labels are left out and counted as conflicts.
+ *
+ * Histograms: tally's bucket b holds the integers lo(b) .. hi(b), lower
+ * bound included (tally_histogram_bucket_bounds()).  Prometheus's
+ * le="x" counts observations <= x, so for integer observations the
+ * cumulative count of buckets 0..b is exactly the count of observations
+ * <= hi(b): expose writes le="hi(b)" for the selected buckets, +Inf as
+ * the count, and never a bound for the last bucket (it also holds every
+ * value >= 2^max_bits).
+ */
+#ifndef TALLY_EXPORTER_EXPOSE_H
+#define TALLY_EXPORTER_EXPOSE_H
+
+#include <stdint.h>
+
+#include "snapshot.h"
+#include "strbuf.h"
+
+enum ex_format { EX_TEXT, EX_OPENMETRICS };
+
+#define EX_CT_TEXT "text/plain; version=0.0.4; charset=utf-8"
+#define EX_CT_OPENMETRICS \
+	"application/openmetrics-text; version=1.0.0; charset=utf-8"
+
+/* Which bucket edges of a histogram become le bounds. */
+enum ex_le_kind {
+	EX_LE_OCTAVE,  /* one per power of two: le = 2^k - 1 (the default) */
+	EX_LE_SUB,     /* 2^n per power of two (n <= sub_bits) */
+	EX_LE_ALL,     /* every bucket */
+	EX_LE_LIST,    /* given values, each moved up to its bucket's edge */
+};
+
+struct ex_le_rule {
+	char *pattern;         /* fnmatch(3) glob on the metric name */
+	enum ex_le_kind kind;
+	unsigned sub;          /* EX_LE_SUB */
+	uint64_t *vals;        /* EX_LE_LIST */
+	unsigned nvals;
+};
+
+/*
+ * ex_le_rule_parse: "PATTERN=SPEC", SPEC one of octave, all, sub:N or a
+ * comma-separated list of non-negative integers.  Return 0, or -EINVAL
+ * with a one-line reason in @err.
+ */
+int ex_le_rule_parse(const char *arg, struct ex_le_rule *r, char *err,
+		     size_t errlen);
+void ex_le_rule_free(struct ex_le_rule *r);
+
+/*
+ * ex_le_select: set sel[b] = 1 for each bucket b (< nbuckets - 1) whose
+ * upper edge is exported, 0 for the others.
+ */
+void ex_le_select(const struct ex_le_rule *r, unsigned sub_bits,
+		  unsigned max_bits, unsigned nbuckets, unsigned char *sel);
+
+/* What expose writes besides the series. */
+struct ex_config {
+	const char *pid_label;     /* "" or NULL: no pid label */
+	const char *process_label; /* "" or NULL: no process label */
+	const char *zone_label;    /* added when a process has several zones
+				      (else its series could collide) */
+	int aggregate;             /* the snapshot is summed across
+				      processes: no pid/process labels */
+	const struct ex_le_rule *rules;
+	unsigned nrules;
+	int self_metrics;          /* write tally_exporter_* and
+				      tally_segment_* */
+};
+
+/* The exporter's own numbers, written after the series. */
+struct ex_self {
+	double collect_seconds;    /* reading the segments */
+	uint64_t scrapes;          /* served so far, this one included */
+	uint64_t skipped_total[8]; /* since start, by ex_skip_reason() */
+	uint64_t retired_series;   /* --aggregate: series kept for exited
+				      processes */
+	uint64_t retired_segments; /* --aggregate: segments that vanished,
+				      since start */
+	const char *version, *mhd_version;
+};
+
+/* Skip reasons: "corrupt", "foreign", "version", "vanished", "symlink",
+ * "unreadable"; ex_skip_reason() maps an errno to an index. */
+#define EX_NSKIP 6
+extern const char *const ex_skip_names[EX_NSKIP];
+unsigned ex_skip_reason(int err);
+
+/* Numbers of the last ex_write(). */
+struct ex_result {
+	uint64_t series;           /* series written (histograms count 1) */
+	uint64_t conflicts;
+	uint64_t samples;          /* sample lines */
+};
+
+/*
+ * ex_write: append @snap to @out in format @f.  @t0_ns is the
+ * CLOCK_MONOTONIC time the scrape began (its duration is reported).
+ * Not MT-safe: one call at a time per @out.
+ */
+void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
+	      const struct ex_config *c, enum ex_format f,
+	      const struct ex_self *self, uint64_t t0_ns,
+	      struct ex_result *res);
+
+uint64_t ex_now_ns(void);
+
+#endif /* TALLY_EXPORTER_EXPOSE_H */

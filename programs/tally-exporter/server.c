@@ -1,0 +1,599 @@
+/*
+ * server.c: the HTTP server of tally-exporter (server.h).
+ *
+ * libmicrohttpd runs a small pool of threads with epoll; the access
+ * handler does the scrape itself, under one mutex, so two scrapes never
+ * read the segments at the same time (a scrape costs milliseconds; a
+ * queue of them is what Prometheus's own timeout is for).  With
+ * --aggregate the same mutex guards what retain.h keeps between scrapes:
+ * the previous raw snapshot and the counts of exited processes.
+ *
+ * libmicrohttpd's timeout is an idle timeout: a client that sends a byte
+ * every second is never idle.  So the server keeps its own list of
+ * connections with the time each must have sent its request by, and a
+ * watchdog thread shuts down (shutdown(2), not close) the sockets that
+ * are late; libmicrohttpd then sees the connection fail and closes it
+ * itself.  A connection leaves the list in the CLOSED notification,
+ * which libmicrohttpd sends before it closes the socket, so the watchdog
+ * never touches a descriptor that was reused.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "aggregate.h"
+#include "retain.h"
+#include "server.h"
+#include "strbuf.h"
+
+#ifndef TALLY_VERSION
+#define TALLY_VERSION "0"
+#endif
+
+struct conn {
+	int fd;
+	uint64_t deadline_ns;      /* 0: no deadline (handling a request) */
+	struct conn *prev, *next;
+};
+
+struct server {
+	struct server_opts o;
+	struct MHD_Daemon *d;
+	pthread_mutex_t scrape_lock;
+	uint64_t scrapes;
+	uint64_t skipped_total[EX_NSKIP];
+	char last_dir_error[512];
+	struct tp_buf out;
+	struct ex_retain retain;   /* --aggregate: exited processes' counts */
+	/* The watchdog. */
+	pthread_mutex_t conn_lock;
+	pthread_cond_t stop_cond;
+	int stopping;
+	struct conn head;          /* a ring */
+	pthread_t watchdog;
+	int watchdog_started;
+};
+
+static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void logf_(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("tally-exporter: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	size_t n;
+
+	(void)cls;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+		msg[--n] = '\0';
+	logf_("libmicrohttpd: %s", msg);
+}
+
+/* --- Negotiation ----------------------------------------------------- */
+
+/* The q of one element "type/sub;a=b;q=0.5" (1 when absent), and whether
+ * its version parameter, if any, equals @version. */
+static double elem_q(const char *e, size_t n, const char *version,
+		     int *version_ok)
+{
+	double q = 1.0;
+	const char *p = memchr(e, ';', n), *end = e + n;
+
+	*version_ok = 1;
+	while (p && p < end) {
+		const char *k = p + 1, *semi;
+		size_t kl;
+
+		while (k < end && *k == ' ')
+			k++;
+		semi = memchr(k, ';', (size_t)(end - k));
+		kl = (size_t)((semi ? semi : end) - k);
+		if (kl > 2 && strncasecmp(k, "q=", 2) == 0)
+			q = strtod(k + 2, NULL);
+		else if (kl > 8 && strncasecmp(k, "version=", 8) == 0)
+			*version_ok = version && kl - 8 == strlen(version) &&
+				      strncmp(k + 8, version, kl - 8) == 0;
+		p = semi;
+	}
+	return q;
+}
+
+enum ex_format server_negotiate(const char *accept)
+{
+	double om = 0, text = 0;
+	const char *p = accept;
+
+	if (!accept)
+		return EX_TEXT;
+	while (*p) {
+		const char *comma = strchr(p, ','), *e = p;
+		size_t n = comma ? (size_t)(comma - p) : strlen(p);
+		size_t tl;
+		int vok;
+		double q;
+
+		while (n && *e == ' ') {
+			e++;
+			n--;
+		}
+		tl = strcspn(e, ";,");
+		if (tl > n)
+			tl = n;
+		while (tl && e[tl - 1] == ' ')
+			tl--;
+		if (tl == 28 && strncasecmp(e, "application/openmetrics-text",
+					    28) == 0) {
+			q = elem_q(e, n, "1.0.0", &vok);
+			if (vok && q > om)
+				om = q;
+		} else if (tl == 10 && strncasecmp(e, "text/plain", 10) == 0) {
+			q = elem_q(e, n, "0.0.4", &vok);
+			if (vok && q > text)
+				text = q;
+		} else if ((tl == 3 && strncmp(e, "*/*", 3) == 0) ||
+			   (tl == 6 && strncasecmp(e, "text/*", 6) == 0)) {
+			q = elem_q(e, n, NULL, &vok);
+			if (q > text)
+				text = q;
+		}
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	return om > 0 && om > text ? EX_OPENMETRICS : EX_TEXT;
+}
+
+int server_gzip_ok(const char *ae)
+{
+	const char *p = ae;
+
+	if (!ae)
+		return 0;
+	while (*p) {
+		const char *comma = strchr(p, ','), *e = p;
+		size_t n = comma ? (size_t)(comma - p) : strlen(p), tl;
+		int vok;
+
+		while (n && *e == ' ') {
+			e++;
+			n--;
+		}
+		tl = strcspn(e, ";, ");
+		if (tl > n)
+			tl = n;
+		if ((tl == 4 && strncasecmp(e, "gzip", 4) == 0) ||
+		    (tl == 1 && e[0] == '*'))
+			return elem_q(e, n, NULL, &vok) > 0;
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	return 0;
+}
+
+/* --- Responses ------------------------------------------------------- */
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status,
+			     const char *ctype, const char *body)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+		strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+	enum MHD_Result ret;
+
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", ctype);
+	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+		MHD_add_response_header(r, "Allow", "GET, HEAD");
+	ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static const char index_html[] =
+	"<!DOCTYPE html>\n<html><head><title>tally-exporter</title></head>\n"
+	"<body><h1>tally-exporter</h1>\n"
+	"<p>Counters, gauges and histograms of the tally segments of this "
+	"host.</p>\n<p><a href=\"/metrics\">Metrics</a></p>\n</body></html>\n";
+
+/* gzip @in into a new malloc'ed buffer; NULL on failure. */
+static char *gzip(const char *in, size_t n, size_t *outn)
+{
+	z_stream z;
+	char *out;
+	size_t cap;
+
+	memset(&z, 0, sizeof(z));
+	/* Level 1: a scrape is compressed once and read once; the fastest
+	 * level keeps a 100,000-series scrape within its time, at about
+	 * 10x compression of this repetitive text. */
+	if (deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8,
+			 Z_DEFAULT_STRATEGY) != Z_OK)
+		return NULL;
+	cap = deflateBound(&z, n);
+	out = malloc(cap);
+	if (!out) {
+		deflateEnd(&z);
+		return NULL;
+	}
+	z.next_in = (Bytef *)in;
+	z.avail_in = (uInt)n;
+	z.next_out = (Bytef *)out;
+	z.avail_out = (uInt)cap;
+	if (deflate(&z, Z_FINISH) != Z_STREAM_END) {
+		deflateEnd(&z);
+		free(out);
+		return NULL;
+	}
+	*outn = z.total_out;
+	deflateEnd(&z);
+	return out;
+}
+
+static void dir_error(struct server *s, const char *msg)
+{
+	/* Once per change, not once per scrape. */
+	if (strcmp(msg, s->last_dir_error) == 0)
+		return;
+	snprintf(s->last_dir_error, sizeof(s->last_dir_error), "%s", msg);
+	if (msg[0])
+		logf_("cannot read %s", msg);
+}
+
+static enum MHD_Result scrape(struct server *s, struct MHD_Connection *c)
+{
+	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							 "Accept");
+	const char *ae = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						     "Accept-Encoding");
+	enum ex_format f = server_negotiate(accept);
+	struct tp_collect_opts co = { 0 };
+	struct tp_snapshot snap, agg;
+	struct ex_self self = { 0 };
+	struct ex_result res;
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	char errbuf[512];
+	uint64_t t0, t1;
+	char *body;
+	size_t n;
+	int gz = server_gzip_ok(ae), complete;
+
+	co.dirs = s->o.dirs;
+	co.ndirs = s->o.ndirs;
+	co.open_opts = s->o.open_opts;
+	co.order = TP_ORDER_READ; /* expose groups families itself */
+
+	pthread_mutex_lock(&s->scrape_lock);
+	t0 = ex_now_ns();
+	complete = tp_snapshot_collect(&snap, &co, errbuf, sizeof(errbuf)) == 0;
+	dir_error(s, errbuf);
+	if (s->o.expose.aggregate) {
+		/* The raw snapshot becomes the retain's "last": not freed
+		 * here. */
+		ex_retain_update(&s->retain, &snap, complete);
+		tp_snapshot_aggregate_with(&snap, s->retain.gone,
+					   s->retain.ngone, &agg);
+		snap = agg;
+	}
+	t1 = ex_now_ns();
+	s->scrapes++;
+	for (size_t i = 0; i < snap.nskipped; i++)
+		s->skipped_total[ex_skip_reason(snap.skipped[i].err)]++;
+	self.collect_seconds = (double)(t1 - t0) / 1e9;
+	self.scrapes = s->scrapes;
+	self.retired_series = s->retain.ngone;
+	self.retired_segments = s->retain.segments_retired;
+	memcpy(self.skipped_total, s->skipped_total, sizeof(s->skipped_total));
+	self.version = TALLY_VERSION;
+	self.mhd_version = MHD_get_version();
+	tp_buf_reset(&s->out);
+	ex_write(&s->out, &snap, &s->o.expose, f, &self, t0, &res);
+	tp_snapshot_free(&snap);
+	if (gz) {
+		body = gzip(tp_buf_str(&s->out), s->out.len, &n);
+		if (!body)
+			gz = 0;
+	}
+	if (!gz) {
+		n = s->out.len;
+		body = malloc(n + 1);
+		if (body)
+			memcpy(body, tp_buf_str(&s->out), n);
+	}
+	/* Keep the buffer's memory for the next scrape unless it is huge. */
+	if (s->out.cap > (64u << 20))
+		tp_buf_free(&s->out);
+	pthread_mutex_unlock(&s->scrape_lock);
+	if (!body)
+		return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
+			     "text/plain; charset=utf-8", "out of memory\n");
+	r = MHD_create_response_from_buffer(n, body, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", f == EX_OPENMETRICS ?
+				EX_CT_OPENMETRICS : EX_CT_TEXT);
+	if (gz)
+		MHD_add_response_header(r, "Content-Encoding", "gzip");
+	MHD_add_response_header(r, "Vary", "Accept, Accept-Encoding");
+	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static struct conn *conn_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return ci ? ci->socket_context : NULL;
+}
+
+static int marker;
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
+			      const char *url, const char *method,
+			      const char *version, const char *upload,
+			      size_t *upload_size, void **req)
+{
+	struct server *s = cls;
+	int is_metrics = strcmp(url, "/metrics") == 0;
+	int is_index = strcmp(url, "/") == 0;
+
+	(void)version;
+	(void)upload;
+	if (!*req) {
+		struct conn *k = conn_of(c);
+
+		/* The request line and headers are in: no deadline while we
+		 * answer. */
+		if (k) {
+			pthread_mutex_lock(&s->conn_lock);
+			k->deadline_ns = 0;
+			pthread_mutex_unlock(&s->conn_lock);
+		}
+		*req = &marker;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		/* A body is read and dropped; libmicrohttpd's memory limit
+		 * bounds what one read can hold. */
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (!is_metrics && !is_index)
+		return reply(c, MHD_HTTP_NOT_FOUND, "text/plain; charset=utf-8",
+			     "Not found: try /metrics\n");
+	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
+		return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED,
+			     "text/plain; charset=utf-8",
+			     "Method not allowed: GET or HEAD\n");
+	if (s->o.web && s->o.web->nusers) {
+		char *pass = NULL;
+		char *user = MHD_basic_auth_get_username_password(c, &pass);
+		int ok = user && pass && wc_check_user(s->o.web, user, pass);
+
+		if (user)
+			MHD_free(user);
+		if (pass)
+			MHD_free(pass);
+		if (!ok) {
+			static const char body[] = "Unauthorized\n";
+			struct MHD_Response *r = MHD_create_response_from_buffer(
+				sizeof(body) - 1, (void *)body,
+				MHD_RESPMEM_PERSISTENT);
+			enum MHD_Result ret;
+
+			if (!r)
+				return MHD_NO;
+			MHD_add_response_header(r, "Content-Type",
+						"text/plain; charset=utf-8");
+			ret = MHD_queue_basic_auth_fail_response(
+				c, "tally-exporter", r);
+			MHD_destroy_response(r);
+			return ret;
+		}
+	}
+	if (is_index)
+		return reply(c, MHD_HTTP_OK, "text/html; charset=utf-8",
+			     index_html);
+	return scrape(s, c);
+}
+
+/* --- Connections and the watchdog ------------------------------------ */
+
+static void notify_conn(void *cls, struct MHD_Connection *c, void **sock_ctx,
+			enum MHD_ConnectionNotificationCode code)
+{
+	struct server *s = cls;
+	struct conn *k;
+
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(c,
+				MHD_CONNECTION_INFO_CONNECTION_FD);
+
+		k = calloc(1, sizeof(*k));
+		if (!k || !ci) {
+			free(k);
+			*sock_ctx = NULL;
+			return;
+		}
+		k->fd = ci->connect_fd;
+		k->deadline_ns = ex_now_ns() +
+				 (uint64_t)s->o.request_timeout * 1000000000u;
+		pthread_mutex_lock(&s->conn_lock);
+		k->next = s->head.next;
+		k->prev = &s->head;
+		s->head.next->prev = k;
+		s->head.next = k;
+		pthread_mutex_unlock(&s->conn_lock);
+		*sock_ctx = k;
+		return;
+	}
+	k = *sock_ctx;
+	if (!k)
+		return;
+	pthread_mutex_lock(&s->conn_lock);
+	k->prev->next = k->next;
+	k->next->prev = k->prev;
+	pthread_mutex_unlock(&s->conn_lock);
+	free(k);
+	*sock_ctx = NULL;
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **req,
+		      enum MHD_RequestTerminationCode code)
+{
+	struct server *s = cls;
+	struct conn *k = conn_of(c);
+
+	(void)code;
+	*req = NULL;
+	/* The next request on this connection gets its own time. */
+	if (k) {
+		pthread_mutex_lock(&s->conn_lock);
+		k->deadline_ns = ex_now_ns() +
+				 (uint64_t)s->o.request_timeout * 1000000000u;
+		pthread_mutex_unlock(&s->conn_lock);
+	}
+}
+
+static void *watchdog(void *arg)
+{
+	struct server *s = arg;
+
+	pthread_mutex_lock(&s->conn_lock);
+	while (!s->stopping) {
+		struct timespec ts;
+		uint64_t now = ex_now_ns();
+
+		for (struct conn *k = s->head.next; k != &s->head; k = k->next)
+			if (k->deadline_ns && now > k->deadline_ns) {
+				shutdown(k->fd, SHUT_RDWR);
+				k->deadline_ns = 0;
+			}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 250000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&s->stop_cond, &s->conn_lock, &ts);
+	}
+	pthread_mutex_unlock(&s->conn_lock);
+	return NULL;
+}
+
+struct server *server_start(const struct server_opts *o, char *err,
+			    size_t errlen)
+{
+	struct server *s = calloc(1, sizeof(*s));
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+			 MHD_USE_ERROR_LOG;
+	int tls = o->web && o->web->cert_pem;
+
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->o = *o;
+	pthread_mutex_init(&s->scrape_lock, NULL);
+	pthread_mutex_init(&s->conn_lock, NULL);
+	pthread_cond_init(&s->stop_cond, NULL);
+	s->head.next = s->head.prev = &s->head;
+	if (tls) {
+		if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+			snprintf(err, errlen, "this libmicrohttpd was built "
+				 "without TLS");
+			free(s);
+			return NULL;
+		}
+		flags |= MHD_USE_TLS;
+	}
+	if (pthread_create(&s->watchdog, NULL, watchdog, s) != 0) {
+		snprintf(err, errlen, "cannot start a thread");
+		free(s);
+		return NULL;
+	}
+	s->watchdog_started = 1;
+	{
+		struct MHD_OptionItem opts[16];
+		unsigned n = 0;
+
+#define OPT(o_, v_, p_) \
+	(opts[n++] = (struct MHD_OptionItem){ (o_), (intptr_t)(v_), (p_) })
+		OPT(MHD_OPTION_LISTEN_SOCKET, o->listen_fd, NULL);
+		OPT(MHD_OPTION_THREAD_POOL_SIZE, o->threads ? o->threads : 2u,
+		    NULL);
+		OPT(MHD_OPTION_CONNECTION_LIMIT, o->max_conns, NULL);
+		OPT(MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_conns_per_ip,
+		    NULL);
+		OPT(MHD_OPTION_CONNECTION_TIMEOUT, o->request_timeout, NULL);
+		OPT(MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->max_request_bytes,
+		    NULL);
+		if (tls) {
+			OPT(MHD_OPTION_HTTPS_MEM_CERT, 0, o->web->cert_pem);
+			OPT(MHD_OPTION_HTTPS_MEM_KEY, 0, o->web->key_pem);
+		}
+		OPT(MHD_OPTION_END, 0, NULL);
+#undef OPT
+		s->d = MHD_start_daemon(
+			flags, 0, NULL, NULL, handle, s,
+			MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
+			MHD_OPTION_ARRAY, opts,
+			MHD_OPTION_NOTIFY_CONNECTION, notify_conn, s,
+			MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+			MHD_OPTION_END);
+	}
+	if (!s->d) {
+		snprintf(err, errlen, "cannot start the HTTP server%s",
+			 tls ? " (is the TLS certificate or key invalid?)" : "");
+		server_stop(s);
+		return NULL;
+	}
+	return s;
+}
+
+void server_stop(struct server *s)
+{
+	if (!s)
+		return;
+	if (s->d)
+		MHD_stop_daemon(s->d);
+	if (s->watchdog_started) {
+		pthread_mutex_lock(&s->conn_lock);
+		s->stopping = 1;
+		pthread_cond_signal(&s->stop_cond);
+		pthread_mutex_unlock(&s->conn_lock);
+		pthread_join(s->watchdog, NULL);
+	}
+	tp_buf_free(&s->out);
+	ex_retain_free(&s->retain);
+	pthread_mutex_destroy(&s->scrape_lock);
+	pthread_mutex_destroy(&s->conn_lock);
+	pthread_cond_destroy(&s->stop_cond);
+	free(s);
+}

@@ -1,0 +1,88 @@
+# lib.sh: what the exporter's shell tests share.  Sourced; expects
+# EXPORTER, WRITER and TESTS in the environment (set by CMake).
+#
+# Every process a test starts is recorded and killed by PID at exit;
+# every server binds 127.0.0.1 on a port the kernel chose; every wait is
+# bounded.
+set -euo pipefail
+: "${EXPORTER:?}" "${WRITER:?}" "${TESTS:?}"
+
+pids=()
+dir=$(mktemp -d /dev/shm/tally-exptest.XXXXXX)
+chmod 700 "$dir"
+export TALLY_DIR=$dir
+unset TALLY_KEEP
+
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+ok() { echo "ok: $*"; }
+
+# start_writer ARGS...: run the test writer, wait for its first line.
+start_writer() {
+	local out=$dir/writer.$RANDOM.out
+	"$WRITER" "$@" >"$out" 2>&1 &
+	pids+=($!)
+	writer_pid=$!
+	writer_out=$out
+	for _ in $(seq 100); do
+		[ -s "$out" ] && return 0
+		sleep 0.05
+	done
+	cat "$out" >&2
+	fail "the writer did not start"
+}
+
+# start_exporter ARGS...: run the exporter on 127.0.0.1:0; sets $port,
+# $exporter_pid and $exporter_log.
+start_exporter() {
+	exporter_log=$dir/exporter.$RANDOM.log
+	: >"$exporter_log"   # exists before the background job opens it
+	"$EXPORTER" --listen 127.0.0.1:0 "$@" 2>"$exporter_log" &
+	exporter_pid=$!
+	pids+=($exporter_pid)
+	for _ in $(seq 100); do
+		port=$(sed -n 's|.*listening on https\{0,1\}://127.0.0.1:\([0-9]*\)/.*|\1|p' "$exporter_log")
+		[ -n "$port" ] && return 0
+		kill -0 "$exporter_pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	cat "$exporter_log" >&2
+	fail "the exporter did not start"
+}
+
+# stop PID: SIGTERM, then wait at most 5 s for it.
+stop() {
+	local p=$1
+	kill -TERM "$p" 2>/dev/null || return 0
+	for _ in $(seq 100); do
+		kill -0 "$p" 2>/dev/null || { wait "$p" 2>/dev/null; return $?; }
+		sleep 0.05
+	done
+	kill -KILL "$p" 2>/dev/null
+	fail "pid $p did not stop within 5 s of SIGTERM"
+}
+
+# With pipefail, never "scrape ... | grep -q": grep -q stops reading at
+# the first match, curl then fails writing (exit 23) and so does the test;
+# write to a file, or "| grep ... >/dev/null".
+scrape() { # curl args...
+	curl -sS --max-time 10 "$@"
+}
+
+# The Python venv with prometheus_client, created on first use.
+venv() {
+	local v=${VENV:?}
+	if [ ! -x "$v/bin/python" ] || ! "$v/bin/python" -c 'import prometheus_client' 2>/dev/null; then
+		/usr/bin/python3 -m venv "$v" >&2 || fail "python3 -m venv failed (python3-venv missing?)"
+		timeout 300 "$v/bin/pip" install -q prometheus_client >&2 ||
+			fail "pip install prometheus_client failed"
+	fi
+	echo "$v/bin/python"
+}

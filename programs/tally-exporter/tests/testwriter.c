@@ -1,0 +1,286 @@
+/*
+ * testwriter.c: the writers of tally-exporter's tests, on the public
+ * metrics API only.
+ *
+ *   testwriter fixture SECONDS   every kind of series, with values and
+ *                                labels chosen to catch formatting bugs
+ *   testwriter run SECONDS FINAL a counter counted up to FINAL while the
+ *                                test watches, and a histogram
+ *   testwriter many N SECONDS    N counters of one family (measurements)
+ *   testwriter worker N SECONDS  a pre-fork worker: worker_requests_total
+ *                                += N, N observations of 5000 and one of
+ *                                N in worker_latency_ns, worker_up = 1
+ *                                (a gauge); then its segment goes when it
+ *                                exits (TALLY_KEEP unset)
+ *   testwriter cleanup           tally_dir_cleanup() of $TALLY_DIR: removes
+ *                                the segments of processes that are gone
+ *   testwriter hash PASSWORD     a bcrypt hash of PASSWORD (for web configs)
+ *
+ * Each prints "ready" (fixture) or "done" (run, once FINAL is reached) on
+ * stdout, then holds its segment for SECONDS or until SIGTERM, and exits.
+ */
+#define _GNU_SOURCE
+#include <crypt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tally/reader.h"
+#include "tally/tally.h"
+
+static volatile sig_atomic_t stop;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static void reg(const struct tally_metric_desc *d, tally_metric *m)
+{
+	int rc = tally_metric_register(NULL, d, m);
+
+	if (rc < 0) {
+		fprintf(stderr, "testwriter: register %s: %s\n", d->name,
+			tally_errmsg());
+		exit(1);
+	}
+}
+
+static void hold(double seconds)
+{
+	struct timespec ts = { 0, 50000000 };
+
+	for (double t = 0; t < seconds && !stop; t += 0.05)
+		nanosleep(&ts, NULL);
+}
+
+static int fixture(double seconds)
+{
+	static const struct tally_label esc[] = {
+		{ "path", "a\"b\\c\nd" },
+		{ "utf8", "caf\xc3\xa9 \xe2\x82\xac" },
+	};
+	static const struct tally_label q0[] = { { "queue", "0" } };
+	static const struct tally_label q1[] = { { "queue", "1" } };
+	tally_metric big, neg, set, esc_c, qc0, qc1, hist, noto, secs, empty;
+	struct tally_metric_desc d;
+
+	memset(&d, 0, sizeof(d));
+	d.kind = TALLY_COUNTER;
+	d.name = "fixture_big_total";
+	d.help = "A counter past 2^53: 9007199254740993 exactly.";
+	reg(&d, &big);
+	tally_counter_add(&big, 9007199254740993ll);
+
+	d.name = "fixture_escapes_total";
+	d.help = "Help with a backslash \\, a \"quote\" and a\nnewline.";
+	d.labels = esc;
+	d.nlabels = 2;
+	reg(&d, &esc_c);
+	tally_counter_add(&esc_c, 7);
+
+	d.name = "fixture_requests_total";
+	d.help = "Requests per queue.";
+	d.labels = q0;
+	d.nlabels = 1;
+	reg(&d, &qc0);
+	tally_counter_add(&qc0, 100);
+	d.labels = q1;
+	reg(&d, &qc1);
+	tally_counter_add(&qc1, 200);
+
+	d.labels = NULL;
+	d.nlabels = 0;
+	d.name = "fixture_no_suffix";
+	d.help = "A counter whose name does not end in _total.";
+	reg(&d, &noto);
+	tally_counter_add(&noto, 3);
+
+	d.name = "fixture_busy_seconds_total";
+	d.help = "A counter with a unit.";
+	d.unit = "seconds";
+	reg(&d, &secs);
+	tally_counter_add(&secs, 12);
+	d.unit = NULL;
+
+	d.kind = TALLY_GAUGE;
+	d.name = "fixture_in_flight";
+	d.help = "A gauge below zero.";
+	reg(&d, &neg);
+	tally_gauge_add(&neg, -42);
+
+	d.kind = TALLY_GAUGE_SET;
+	d.name = "fixture_temperature";
+	d.help = "A set gauge at INT64_MAX.";
+	reg(&d, &set);
+	tally_gauge_set(&set, INT64_MAX);
+
+	d.kind = TALLY_GAUGE;
+	d.name = "fixture_empty_help";
+	d.help = NULL;
+	reg(&d, &empty);
+
+	d.kind = TALLY_HISTOGRAM;
+	d.name = "fixture_latency_ns";
+	d.help = "Observations 0, 1, 7, 8, 9, 1000 (x10), 5000 (x1000) and "
+		 "2^41.";
+	d.unit = "ns";
+	reg(&d, &hist);
+	tally_histogram_observe(&hist, 0);
+	tally_histogram_observe(&hist, 1);
+	tally_histogram_observe(&hist, 7);
+	tally_histogram_observe(&hist, 8);
+	tally_histogram_observe(&hist, 9);
+	for (int i = 0; i < 10; i++)
+		tally_histogram_observe(&hist, 1000);
+	for (int i = 0; i < 1000; i++)
+		tally_histogram_observe(&hist, 5000);
+	tally_histogram_observe(&hist, 1ull << 41);
+
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	hold(seconds);
+	return 0;
+}
+
+static int run(double seconds, long long final)
+{
+	tally_metric req, lat;
+	struct tally_metric_desc d;
+	long long done = 0;
+	struct timespec ts = { 0, 1000000 };
+
+	memset(&d, 0, sizeof(d));
+	d.kind = TALLY_COUNTER;
+	d.name = "test_requests_total";
+	d.help = "Requests counted by the test writer.";
+	reg(&d, &req);
+	d.kind = TALLY_HISTOGRAM;
+	d.name = "test_latency_ns";
+	d.help = "1000 observations of 5000 and 10 of 100000.";
+	reg(&d, &lat);
+	printf("started %d\n", (int)getpid());
+	fflush(stdout);
+	/* About one second of counting, in steps, while a scraper watches. */
+	for (int step = 0; step < 1000 && !stop; step++) {
+		long long to = final * (step + 1) / 1000;
+
+		tally_counter_add(&req, to - done);
+		done = to;
+		if (step < 1000)
+			tally_histogram_observe(&lat, 5000);
+		if (step % 100 == 0)
+			tally_histogram_observe(&lat, 100000);
+		nanosleep(&ts, NULL);
+	}
+	printf("done %lld\n", done);
+	fflush(stdout);
+	hold(seconds);
+	return 0;
+}
+
+/* N counters of one family with a label each (for measurements). */
+static int many(long n, double seconds)
+{
+	struct tally_metric_desc d;
+	struct tally_label l = { "id", NULL };
+	char v[32];
+
+	memset(&d, 0, sizeof(d));
+	d.kind = TALLY_COUNTER;
+	d.name = "many_requests_total";
+	d.help = "One of many series.";
+	d.labels = &l;
+	d.nlabels = 1;
+	for (long i = 0; i < n; i++) {
+		tally_metric m;
+
+		snprintf(v, sizeof(v), "%ld", i);
+		l.value = v;
+		reg(&d, &m);
+		tally_counter_add(&m, i);
+	}
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	hold(seconds);
+	return 0;
+}
+
+static int worker(long n, double seconds)
+{
+	tally_metric req, lat, up;
+	struct tally_metric_desc d;
+
+	memset(&d, 0, sizeof(d));
+	d.kind = TALLY_COUNTER;
+	d.name = "worker_requests_total";
+	d.help = "Requests served by this worker.";
+	reg(&d, &req);
+	d.kind = TALLY_HISTOGRAM;
+	d.name = "worker_latency_ns";
+	d.help = "N observations of 5000 and one of N.";
+	reg(&d, &lat);
+	d.kind = TALLY_GAUGE;
+	d.name = "worker_up";
+	d.help = "1 while the worker runs.";
+	reg(&d, &up);
+	tally_counter_add(&req, n);
+	for (long i = 0; i < n; i++)
+		tally_histogram_observe(&lat, 5000);
+	tally_histogram_observe(&lat, (uint64_t)n);
+	tally_gauge_add(&up, 1);
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	hold(seconds);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_term;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	if (argc == 3 && strcmp(argv[1], "fixture") == 0)
+		return fixture(atof(argv[2]));
+	if (argc == 4 && strcmp(argv[1], "run") == 0)
+		return run(atof(argv[2]), atoll(argv[3]));
+	if (argc == 4 && strcmp(argv[1], "many") == 0)
+		return many(atol(argv[2]), atof(argv[3]));
+	if (argc == 4 && strcmp(argv[1], "worker") == 0)
+		return worker(atol(argv[2]), atof(argv[3]));
+	if (argc == 2 && strcmp(argv[1], "cleanup") == 0) {
+		int n = tally_dir_cleanup(NULL);
+
+		if (n < 0) {
+			fprintf(stderr, "testwriter: cleanup: %s\n",
+				tally_errmsg());
+			return 1;
+		}
+		printf("removed %d\n", n);
+		return 0;
+	}
+	if (argc == 3 && strcmp(argv[1], "hash") == 0) {
+		char salt[64];
+		struct crypt_data cd;
+		const char *h;
+
+		memset(&cd, 0, sizeof(cd));
+		if (!crypt_gensalt_rn("$2b$", 8, NULL, 0, salt, sizeof(salt)))
+			return 1;
+		h = crypt_r(argv[2], salt, &cd);
+		if (!h || h[0] == '*')
+			return 1;
+		printf("%s\n", h);
+		return 0;
+	}
+	fprintf(stderr, "usage: testwriter fixture SECONDS | run SECONDS FINAL "
+		"| many N SECONDS | worker N SECONDS | cleanup | hash PASSWORD\n");
+	return 2;
+}

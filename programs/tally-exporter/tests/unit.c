@@ -1,0 +1,404 @@
+/*
+ * unit.c: tally-exporter's parsers and formatter, without a server:
+ * le selection, Accept and Accept-Encoding negotiation, the web config
+ * parser, --listen parsing, and ex_write() on a hand-made snapshot (exact
+ * integers, escapes, cumulative buckets, families, OpenMetrics names).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tally/metrics.h"
+#include "tally/reader.h"
+
+#include "aggregate.h"
+#include "expose.h"
+#include "listen.h"
+#include "retain.h"
+#include "server.h"
+#include "webconfig.h"
+
+static int failures;
+
+#define CHECK(c)                                                        \
+	do {                                                            \
+		if (!(c)) {                                             \
+			fprintf(stderr, "%s:%d: CHECK(%s) failed\n",    \
+				__FILE__, __LINE__, #c);                \
+			failures++;                                     \
+		}                                                       \
+	} while (0)
+
+static void test_le(void)
+{
+	unsigned char sel[512];
+	unsigned n = (40 - 3 + 1) << 3, count = 0;
+	struct ex_le_rule r;
+	char err[200];
+
+	/* Octave: every 2^k - 1 below 2^39, and never the last bucket. */
+	ex_le_select(NULL, 3, 40, n, sel);
+	for (unsigned b = 0; b < n; b++) {
+		uint64_t lo, hi;
+
+		if (!sel[b])
+			continue;
+		count++;
+		tally_histogram_bucket_bounds(b, 3, &lo, &hi);
+		CHECK(((hi + 1) & hi) == 0);
+		CHECK(b + 1 < n);
+	}
+	CHECK(count == 40);
+	/* sub:3 is every bucket but the last; all the same. */
+	CHECK(ex_le_rule_parse("x=sub:3", &r, err, sizeof(err)) == 0);
+	ex_le_select(&r, 3, 40, n, sel);
+	count = 0;
+	for (unsigned b = 0; b < n; b++)
+		count += sel[b];
+	CHECK(count == n - 1);
+	ex_le_rule_free(&r);
+	/* A list: each value moves up to its bucket's upper edge. */
+	CHECK(ex_le_rule_parse("rpc_*=100,1000,5", &r, err, sizeof(err)) == 0);
+	CHECK(strcmp(r.pattern, "rpc_*") == 0 && r.nvals == 3);
+	ex_le_select(&r, 3, 40, n, sel);
+	{
+		uint64_t lo, hi;
+		unsigned b = tally_histogram_bucket(100, 3, 40);
+
+		CHECK(sel[b]);
+		tally_histogram_bucket_bounds(b, 3, &lo, &hi);
+		CHECK(lo <= 100 && hi >= 100 && hi == 103);
+		CHECK(sel[5]);
+	}
+	ex_le_rule_free(&r);
+	CHECK(ex_le_rule_parse("x=1,,2", &r, err, sizeof(err)) < 0);
+	CHECK(ex_le_rule_parse("x=-1", &r, err, sizeof(err)) < 0);
+	CHECK(ex_le_rule_parse("=octave", &r, err, sizeof(err)) < 0);
+	CHECK(ex_le_rule_parse("x=sub:8", &r, err, sizeof(err)) < 0);
+	CHECK(ex_le_rule_parse("x", &r, err, sizeof(err)) < 0);
+}
+
+static void test_negotiate(void)
+{
+	CHECK(server_negotiate(NULL) == EX_TEXT);
+	CHECK(server_negotiate("*/*") == EX_TEXT);
+	CHECK(server_negotiate("application/openmetrics-text") ==
+	      EX_OPENMETRICS);
+	/* Prometheus 2.42. */
+	CHECK(server_negotiate("application/openmetrics-text;version=1.0.0,"
+			       "application/openmetrics-text;version=0.0.1;"
+			       "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;"
+			       "q=0.1") == EX_OPENMETRICS);
+	/* Only the old OpenMetrics version: text. */
+	CHECK(server_negotiate("application/openmetrics-text;version=0.0.1,"
+			       "text/plain;q=0.5") == EX_TEXT);
+	CHECK(server_negotiate("text/plain;version=0.0.4,application/"
+			       "openmetrics-text;q=0.9") == EX_TEXT);
+	CHECK(server_negotiate("application/openmetrics-text; q=0") == EX_TEXT);
+	CHECK(server_gzip_ok("gzip"));
+	CHECK(server_gzip_ok("deflate, gzip;q=1.0, *;q=0.5"));
+	CHECK(!server_gzip_ok("gzip;q=0"));
+	CHECK(!server_gzip_ok("identity"));
+	CHECK(!server_gzip_ok(NULL));
+	CHECK(server_gzip_ok("*"));
+}
+
+static void test_webconfig(void)
+{
+	struct webconfig wc;
+	char err[300];
+
+	CHECK(wc_parse("# comment\ntls_server_config:\n  cert_file: /a.crt\n"
+		       "  key_file: '/b c.key'  # trailing\n\nbasic_auth_users:\n"
+		       "  alice: $2y$10$abcdefghijklmnopqrstuu0123456789012345678"
+		       "901234567\n  bob: \"$2b$04$x\"\n", "w.yml", &wc, err,
+		       sizeof(err)) == 0);
+	CHECK(wc.cert_file && strcmp(wc.cert_file, "/a.crt") == 0);
+	CHECK(wc.key_file && strcmp(wc.key_file, "/b c.key") == 0);
+	CHECK(wc.nusers == 2 && strcmp(wc.users[1].name, "bob") == 0);
+	wc_free(&wc);
+	CHECK(wc_parse("basic_auth_users:\n  a: plain\n", "w.yml", &wc, err,
+		       sizeof(err)) < 0);
+	CHECK(strstr(err, "w.yml:2:") && strstr(err, "bcrypt"));
+	CHECK(wc_parse("http_server_config:\n  http2: false\n", "w.yml", &wc,
+		       err, sizeof(err)) < 0);
+	CHECK(strstr(err, "w.yml:1: unsupported setting"));
+	CHECK(wc_parse("tls_server_config:\n\tcert_file: x\n", "w", &wc, err,
+		       sizeof(err)) < 0);
+	CHECK(wc_parse("tls_server_config:\n  cert_file: x\n", "w", &wc, err,
+		       sizeof(err)) < 0);
+	CHECK(strstr(err, "both"));
+	CHECK(wc_parse("tls_server_config: {cert_file: x}\n", "w", &wc, err,
+		       sizeof(err)) < 0);
+	CHECK(wc_parse("tls_server_config:\n  cert_file: x\n   key_file: y\n",
+		       "w", &wc, err, sizeof(err)) < 0);
+	CHECK(wc_parse("basic_auth_users:\n  a: $2y$1\n  a: $2y$2\n", "w", &wc,
+		       err, sizeof(err)) < 0);
+	CHECK(strstr(err, "twice"));
+	CHECK(wc_parse("", "w", &wc, err, sizeof(err)) == 0);
+	wc_free(&wc);
+}
+
+static void test_listen(void)
+{
+	char host[64], err[200];
+	unsigned port;
+
+	CHECK(listen_parse("127.0.0.1:9477", host, sizeof(host), &port, err,
+			   sizeof(err)) == 0);
+	CHECK(strcmp(host, "127.0.0.1") == 0 && port == 9477);
+	CHECK(listen_parse("[::1]:80", host, sizeof(host), &port, err,
+			   sizeof(err)) == 0);
+	CHECK(strcmp(host, "::1") == 0 && port == 80);
+	CHECK(listen_parse(":9100", host, sizeof(host), &port, err,
+			   sizeof(err)) == 0 && host[0] == '\0');
+	CHECK(listen_parse("::1:80", host, sizeof(host), &port, err,
+			   sizeof(err)) < 0);
+	CHECK(listen_parse("host", host, sizeof(host), &port, err,
+			   sizeof(err)) < 0);
+	CHECK(listen_parse("h:65536", host, sizeof(host), &port, err,
+			   sizeof(err)) < 0);
+	CHECK(listen_parse("h:-1", host, sizeof(host), &port, err,
+			   sizeof(err)) < 0);
+	CHECK(listen_parse("h:", host, sizeof(host), &port, err,
+			   sizeof(err)) < 0);
+}
+
+/* A snapshot by hand: two processes, a counter each, a histogram. */
+static void test_write(void)
+{
+	struct tp_snapshot s = { 0 };
+	struct tp_series v[4];
+	struct tp_segment seg[2];
+	char *ln[] = { "q" }, *lv[] = { "x\"y\\z\n" };
+	int64_t buckets[16] = { 1, 0, 0, 2, 0, 0, 0, 0, 5 };
+	struct ex_config c = { .pid_label = "pid", .process_label = "process",
+			       .zone_label = "zone" };
+	struct ex_self self = { 0 };
+	struct ex_result res;
+	struct tp_buf b = { 0 };
+	const char *t;
+
+	memset(v, 0, sizeof(v));
+	memset(seg, 0, sizeof(seg));
+	seg[0].info.pid = 10;
+	seg[1].info.pid = 11;
+	for (int i = 0; i < 3; i++) {
+		v[i].kind = TALLY_COUNTER;
+		v[i].name = "a_total";
+		v[i].key = "a_total";
+		v[i].help = "";
+		v[i].unit = "";
+		v[i].pid = 10 + (i > 0);
+		strcpy(v[i].proc, "p");
+		strcpy(v[i].zone, "z");
+	}
+	v[0].value = INT64_MIN;
+	v[1].value = 9007199254740993ll;
+	v[1].nlabels = 1;
+	v[1].label_names = ln;
+	v[1].label_values = lv;
+	v[1].key = "a_total{q=\"x\"}";
+	v[2].value = 5; /* the same series as v[0] in another process */
+	v[3].kind = TALLY_HISTOGRAM;
+	v[3].name = "h";
+	v[3].key = "h";
+	v[3].help = "H";
+	v[3].unit = "";
+	v[3].pid = 10;
+	strcpy(v[3].proc, "p");
+	v[3].sub_bits = 1;
+	v[3].max_bits = 8;
+	v[3].nbuckets = 16;
+	v[3].buckets = buckets;
+	v[3].value = 8;
+	v[3].sum = 77;
+	s.series = v;
+	s.nseries = 4;
+	s.segs = seg;
+	s.nsegs = 2;
+	ex_write(&b, &s, &c, EX_TEXT, &self, ex_now_ns(), &res);
+	t = tp_buf_str(&b);
+	CHECK(strstr(t, "a_total{pid=\"10\",process=\"p\"} -9223372036854775808\n"));
+	CHECK(strstr(t, "a_total{q=\"x\\\"y\\\\z\\n\",pid=\"11\",process=\"p\"} "
+		      "9007199254740993\n"));
+	CHECK(strstr(t, "a_total{pid=\"11\",process=\"p\"} 5\n"));
+	/* sub_bits 1: buckets 0 {0}, 1 {1}, 2 {2,3}, 3 {4..7}, ...; octave
+	 * edges 0, 1, 3, 7, ...; cumulative. */
+	CHECK(strstr(t, "h_bucket{pid=\"10\",process=\"p\",le=\"0\"} 1\n"));
+	CHECK(strstr(t, "h_bucket{pid=\"10\",process=\"p\",le=\"3\"} 3\n"));
+	CHECK(strstr(t, "h_bucket{pid=\"10\",process=\"p\",le=\"7\"} 3\n"));
+	CHECK(strstr(t, "h_bucket{pid=\"10\",process=\"p\",le=\"127\"} 8\n"));
+	CHECK(!strstr(t, "le=\"255\""));
+	CHECK(strstr(t, "h_bucket{pid=\"10\",process=\"p\",le=\"+Inf\"} 8\n"));
+	CHECK(strstr(t, "h_count{pid=\"10\",process=\"p\"} 8\n"));
+	CHECK(strstr(t, "h_sum{pid=\"10\",process=\"p\"} 77\n"));
+	CHECK(strstr(t, "# TYPE a_total counter\n"));
+	CHECK(res.series == 4 && res.conflicts == 0);
+	tp_buf_reset(&b);
+
+	/* OpenMetrics: family "a", samples a_total, le as floats, # EOF. */
+	ex_write(&b, &s, &c, EX_OPENMETRICS, &self, ex_now_ns(), &res);
+	t = tp_buf_str(&b);
+	CHECK(strstr(t, "# TYPE a counter\n"));
+	CHECK(strstr(t, "le=\"7.0\"} 3\n"));
+	CHECK(strlen(t) > 6 && strcmp(t + strlen(t) - 6, "# EOF\n") == 0);
+	tp_buf_reset(&b);
+
+	/* A gauge named like the counter's base clashes: the family that
+	 * comes second (a_total) is left out. */
+	v[2].kind = TALLY_GAUGE;
+	v[2].name = "a";
+	v[2].key = "a";
+	ex_write(&b, &s, &c, EX_OPENMETRICS, &self, ex_now_ns(), &res);
+	CHECK(res.conflicts == 2); /* both series of a_total */
+	tp_buf_free(&b);
+}
+
+/* --- retain.h, on snapshots made by hand (heap memory, as collected) --- */
+
+static void seg_add(struct tp_snapshot *s, const char *path, int pid,
+		    uint64_t gen)
+{
+	struct tp_segment *g;
+
+	s->segs = tp_xrealloc(s->segs, (s->nsegs + 1) * sizeof(*s->segs));
+	g = &s->segs[s->nsegs++];
+	memset(g, 0, sizeof(*g));
+	g->path = tp_xstrdup(path);
+	g->info.path = g->path;
+	g->info.pid = pid;
+	g->info.start_ticks = 1000 + (uint64_t)pid;
+	g->info.created_ns = 7;
+	g->info.generation = gen;
+	snprintf(g->info.zone_name, sizeof(g->info.zone_name), "w");
+}
+
+/* A series of the last segment added. */
+static void ser_add(struct tp_snapshot *s, const char *name, unsigned kind,
+		    int64_t value)
+{
+	struct tp_series *x;
+
+	s->series = tp_xrealloc(s->series, (s->nseries + 1) *
+				sizeof(*s->series));
+	x = &s->series[s->nseries++];
+	memset(x, 0, sizeof(*x));
+	x->pid = s->segs[s->nsegs - 1].info.pid;
+	x->nprocs = 1;
+	strcpy(x->proc, "w");
+	strcpy(x->zone, "w");
+	x->key = tp_xstrdup(name);
+	x->name = tp_xstrdup(name);
+	x->help = tp_xstrdup("");
+	x->unit = tp_xstrdup("");
+	x->kind = kind;
+	x->value = value;
+	s->segs[s->nsegs - 1].nseries++;
+}
+
+static void skip_add(struct tp_snapshot *s, const char *path, int err)
+{
+	s->skipped = tp_xrealloc(s->skipped, (s->nskipped + 1) *
+				 sizeof(*s->skipped));
+	s->skipped[s->nskipped].path = tp_xstrdup(path);
+	s->skipped[s->nskipped].reason = tp_xstrdup("test");
+	s->skipped[s->nskipped].err = err;
+	s->nskipped++;
+}
+
+static int64_t agg_value(const struct tp_snapshot *a, const char *key)
+{
+	for (size_t i = 0; i < a->nseries; i++)
+		if (strcmp(a->series[i].key, key) == 0)
+			return a->series[i].value;
+	return -1;
+}
+
+static void test_retain(void)
+{
+	struct ex_retain r = { 0 };
+	struct tp_snapshot s1 = { .unsorted = 1 }, s2 = { .unsorted = 1 };
+	struct tp_snapshot s3 = { .unsorted = 1 }, agg;
+
+	/* Scrape 1: worker 1 (c, g, r) and worker 2 (c). */
+	seg_add(&s1, "/d/w.1.tally", 1, 5);
+	ser_add(&s1, "c", TALLY_COUNTER, 10);
+	ser_add(&s1, "g", TALLY_GAUGE, 3);
+	ser_add(&s1, "r", TALLY_COUNTER, 7);
+	seg_add(&s1, "/d/w.2.tally", 2, 1);
+	ser_add(&s1, "c", TALLY_COUNTER, 20);
+	ex_retain_update(&r, &s1, 1);
+	CHECK(r.ngone == 0);
+	tp_snapshot_aggregate_with(&s1, r.gone, r.ngone, &agg);
+	CHECK(agg_value(&agg, "c") == 30);
+	tp_snapshot_free(&agg);
+
+	/* Scrape 2: worker 1 removed r (its generation moved); worker 2's
+	 * file is there but could not be read: carried, not retired. */
+	seg_add(&s2, "/d/w.1.tally", 1, 6);
+	ser_add(&s2, "c", TALLY_COUNTER, 11);
+	ser_add(&s2, "g", TALLY_GAUGE, 3);
+	skip_add(&s2, "/d/w.2.tally", EACCES);
+	ex_retain_update(&r, &s2, 1);
+	CHECK(r.ngone == 1 && r.segments_retired == 0);
+	CHECK(s2.nsegs == 2 && s2.segs[1].stale && s2.nseries == 3);
+	tp_snapshot_aggregate_with(&s2, r.gone, r.ngone, &agg);
+	CHECK(agg_value(&agg, "c") == 31);
+	CHECK(agg_value(&agg, "r") == 7);   /* removed, retired */
+	CHECK(agg_value(&agg, "g") == 3);
+	tp_snapshot_free(&agg);
+
+	/* Scrape 3: worker 2's file is gone, worker 1's gauge too (a gauge
+	 * is not retained). */
+	seg_add(&s3, "/d/w.1.tally", 1, 7);
+	ser_add(&s3, "c", TALLY_COUNTER, 12);
+	ex_retain_update(&r, &s3, 1);
+	CHECK(r.segments_retired == 1 && r.ngone == 2);
+	tp_snapshot_aggregate_with(&s3, r.gone, r.ngone, &agg);
+	CHECK(agg_value(&agg, "c") == 32);
+	CHECK(agg_value(&agg, "r") == 7);
+	CHECK(agg_value(&agg, "g") == -1);
+	tp_snapshot_free(&agg);
+
+	/* Scrape 4: the directory could not be listed (nothing read):
+	 * worker 1 is carried, not retired, and comes back uncounted
+	 * twice in scrape 5. */
+	{
+		struct tp_snapshot s4 = { .unsorted = 1 };
+		struct tp_snapshot s5 = { .unsorted = 1 };
+
+		ex_retain_update(&r, &s4, 0);
+		CHECK(r.segments_retired == 1 && s4.nsegs == 1 &&
+		      s4.segs[0].stale);
+		tp_snapshot_aggregate_with(&s4, r.gone, r.ngone, &agg);
+		CHECK(agg_value(&agg, "c") == 32);
+		tp_snapshot_free(&agg);
+		seg_add(&s5, "/d/w.1.tally", 1, 7);
+		ser_add(&s5, "c", TALLY_COUNTER, 13);
+		ex_retain_update(&r, &s5, 1);
+		CHECK(r.segments_retired == 1);
+		tp_snapshot_aggregate_with(&s5, r.gone, r.ngone, &agg);
+		CHECK(agg_value(&agg, "c") == 33);
+		tp_snapshot_free(&agg);
+	}
+	ex_retain_free(&r);
+}
+
+int main(void)
+{
+	test_le();
+	test_negotiate();
+	test_webconfig();
+	test_listen();
+	test_write();
+	test_retain();
+	if (failures) {
+		fprintf(stderr, "exporter-unit: %d checks failed\n", failures);
+		return 1;
+	}
+	printf("exporter-unit: all checks passed\n");
+	return 0;
+}
