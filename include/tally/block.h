@@ -19,7 +19,11 @@
  * Guarantees (see tally(3)):
  *   - Adds are lossless, whatever the mode, from any thread, from signal
  *     handlers and from processes that inherited the zone across fork().
- *   - tally_block_add() never locks, allocates, sleeps or enters the kernel.
+ *   - tally_block_add() never locks, allocates or sleeps, and enters the
+ *     kernel only for a CPU's first add to a chunk, to reserve that CPU's
+ *     page (fallocate) where its first store would have faulted it in.
+ *   - A full file system never kills a writer: an add whose CPU finds no
+ *     room for its page goes, atomically, to the slot's baseline.
  *   - A fetch is the sum of the copies, not a snapshot: adds that race with
  *     it are either in the sum or not, never half in it.
  *   - Zeroing is lossless: an add racing with tally_block_zero() is counted
@@ -57,8 +61,8 @@ typedef struct tally_block tally_block;
  * not depend on the number of CPUs.
  * Return: the block, or NULL with errno set:
  *   EINVAL  @nslots is 0 or above TALLY_BLOCK_MAX_SLOTS, or @mode unknown;
- *   ENOSPC  the zone is full, or its file system has no room left for the
- *           pages the zone already promised (see tally(3));
+ *   ENOSPC  the zone is full, or its file system has no room for the
+ *           fixed pages of a new chunk (see SPACE in tally(3));
  *   and the errors of tally_zone_default() when @z is NULL.
  * This API is MT-safe and safe in a child after fork().  Not
  * async-signal-safe.
@@ -143,7 +147,8 @@ TALLY_API int tally_rseq_active(void);
 /*
  * tally_block_add: add @v (signed) to slot @slot of @b.
  *
- * Never locks, allocates, sleeps or makes a system call.  @slot is not
+ * Never locks, allocates or sleeps; makes no system call but the one that
+ * reserves a CPU's page at its first add to a chunk.  @slot is not
  * checked here: it must be below the block's size.
  * This API is MT-safe, async-signal-safe, and safe after fork().
  */

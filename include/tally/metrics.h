@@ -135,7 +135,8 @@ static inline unsigned tally_histogram_bucket(uint64_t v, unsigned sub_bits,
 }
 
 /* The update calls.  Each is MT-safe and async-signal-safe, and never
- * locks, allocates, sleeps or enters the kernel. */
+ * locks, allocates or sleeps (see tally_block_add() for the one system
+ * call, at a CPU's first add to a chunk). */
 TALLY_API void (tally_counter_add)(const tally_metric *m, int64_t v);
 TALLY_API void (tally_gauge_add)(const tally_metric *m, int64_t v);
 TALLY_API void (tally_gauge_set)(const tally_metric *m, int64_t v);
