@@ -201,14 +201,12 @@ static void init_classes(void)
 	}
 }
 
-static void init_once(void)
+/* $TALLY_NSLABS, $TALLY_NODES and the NUMA map. */
+static void read_cpus(struct tally__env *e)
 {
-	struct tally__env *e = &tally__env;
 	const char *s;
 	long long v;
-	int rseq_ok;
 
-	init_classes();
 	e->nslabs = (unsigned)get_nprocs_conf();
 	if (e->nslabs < 1)
 		e->nslabs = 1;
@@ -222,7 +220,6 @@ static void init_once(void)
 		else
 			e->nslabs = (unsigned)v;
 	}
-
 	e->nnodes = read_numa_map(e->nslabs);
 	if ((s = getenv("TALLY_NODES"))) {
 		v = parse_range(s, 1, e->nslabs);
@@ -240,6 +237,13 @@ static void init_once(void)
 	for (unsigned c = 0; c < e->nslabs; c++)
 		if (e->cpu_node[c] >= e->nnodes)
 			e->cpu_node[c] = 0;
+}
+
+/* $TALLY_ZONE_SLOTS, $TALLY_KEEP, $TALLY_GROUP and $TALLY_DIR. */
+static void read_files(struct tally__env *e)
+{
+	const char *s;
+	long long v;
 
 	e->default_capacity = 4u << 20;
 	if ((s = getenv("TALLY_ZONE_SLOTS"))) {
@@ -250,14 +254,11 @@ static void init_once(void)
 		else
 			e->default_capacity = (size_t)v;
 	}
-
 	s = getenv("TALLY_KEEP");
 	e->keep = s && strcmp(s, "1") == 0;
-
 	e->gid = -1;
 	if ((s = getenv("TALLY_GROUP")) && *s)
 		e->gid = parse_group(s);
-
 	if ((s = getenv("TALLY_DIR")) && *s) {
 		if (s[0] != '/' || strlen(s) >= sizeof(e->dir) - 80)
 			env_error("TALLY_DIR=%.60s: expected an absolute path "
@@ -270,10 +271,16 @@ static void init_once(void)
 			 (unsigned)getuid());
 		e->dir_is_default = 1;
 	}
+}
 
-	s = getenv("TALLY_NO_RSEQ");
-	rseq_ok = &__rseq_size && &__rseq_offset && __rseq_size >= 20 &&
-		  !(s && strcmp(s, "0") != 0 && *s);
+/* The update path's settings: rseq (glibc's area) unless unavailable or
+ * $TALLY_NO_RSEQ says no; published last. */
+static void set_update_path(const struct tally__env *e)
+{
+	const char *s = getenv("TALLY_NO_RSEQ");
+	int rseq_ok = &__rseq_size && &__rseq_offset && __rseq_size >= 20 &&
+		      !(s && strcmp(s, "0") != 0 && *s);
+
 	tally__cfg.nslabs = e->nslabs;
 #if defined(__x86_64__)
 	tally__cfg.rseq_off = rseq_ok ? (long)__rseq_offset :
@@ -282,6 +289,14 @@ static void init_once(void)
 #endif
 	__atomic_store_n(&tally__cfg.rseq_limit, rseq_ok ? e->nslabs : 0,
 			 __ATOMIC_RELEASE);
+}
+
+static void init_once(void)
+{
+	init_classes();
+	read_cpus(&tally__env);
+	read_files(&tally__env);
+	set_update_path(&tally__env);
 }
 
 /*

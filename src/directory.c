@@ -57,63 +57,82 @@ static int has_suffix(const char *s, size_t n, const char *suffix)
 	return n > k && strcmp(s + n - k, suffix) == 0;
 }
 
+/* Open @dir (NULL: $TALLY_DIR), which must be a real directory. */
+static DIR *open_dir(const char **dir)
+{
+	struct stat st;
+	DIR *d;
+
+	if (!*dir) {
+		tally__init();
+		*dir = tally__env.dir;
+	}
+	if (lstat(*dir, &st) < 0) {
+		tally__fail(errno, "%s: %s", *dir, strerror(errno));
+		return NULL;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		tally__fail(ENOTDIR, "%s: not a directory%s", *dir,
+			    S_ISLNK(st.st_mode) ? " (a symbolic link)" : "");
+		return NULL;
+	}
+	d = opendir(*dir);
+	if (!d)
+		tally__fail(errno, "%s: %s", *dir, strerror(errno));
+	return d;
+}
+
+/* Clean-up of one entry: 1 when @path (named @name) was removed. */
+static int clean_entry(const char *path, const char *name,
+		       const struct cleanup *c)
+{
+	struct tally_seg *s;
+	const char *why = NULL;
+
+	if (has_suffix(name, strlen(name), ".tally.tmp")) {
+		if (orphaned_tmp(path))
+			why = "a temporary file whose creator died";
+	} else if (has_suffix(name, strlen(name), ".tally")) {
+		s = tally_seg_open(path, NULL);
+		if (s && !(s->hdr.flags & TALLY__HDR_PERSIST) &&
+		    !tally__seg_alive(&s->hdr) && !tally__use_locked(s->fd))
+			why = "its processes are gone";
+		tally_seg_close(s);
+	}
+	if (!why || unlink(path) < 0)
+		return 0;
+	if (c->fn)
+		c->fn(path, why, c->arg);
+	return 1;
+}
+
 static int dir_walk(const char *dir, int pid, const struct tally_open_opts *opts,
 		    tally_seg_fn fn, void *arg, const struct cleanup *cleanup)
 {
-	char path[PATH_MAX], suffix[32];
+	char path[PATH_MAX], want[32];
 	struct dirent *e;
-	struct stat st;
 	int count = 0, rc = 0;
-	DIR *d;
+	DIR *d = open_dir(&dir);
 
-	if (!dir) {
-		tally__init();
-		dir = tally__env.dir;
-	}
-	if (lstat(dir, &st) < 0)
-		return tally__fail(errno, "%s: %s", dir, strerror(errno));
-	if (!S_ISDIR(st.st_mode))
-		return tally__fail(ENOTDIR, "%s: not a directory%s", dir,
-				   S_ISLNK(st.st_mode) ?
-					   " (a symbolic link)" : "");
-	d = opendir(dir);
 	if (!d)
-		return tally__fail(errno, "%s: %s", dir, strerror(errno));
-	snprintf(suffix, sizeof(suffix), ".%d.tally", pid);
+		return -errno;
+	if (pid > 0)
+		snprintf(want, sizeof(want), ".%d.tally", pid);
+	else
+		snprintf(want, sizeof(want), ".tally");
 	while ((e = readdir(d))) {
-		size_t n = strlen(e->d_name);
-		const char *want = pid > 0 ? suffix : ".tally";
-		size_t wn = strlen(want);
 		struct tally_seg *s;
 
-		if (cleanup && has_suffix(e->d_name, n, ".tally.tmp") &&
-		    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) <
-			    (int)sizeof(path) &&
-		    orphaned_tmp(path) && unlink(path) == 0) {
-			if (cleanup->fn)
-				cleanup->fn(path, "a temporary file whose "
-					    "creator died", cleanup->arg);
-			count++;
-			continue;
-		}
-		if (n <= wn || strcmp(e->d_name + n - wn, want))
-			continue;
 		if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >=
 		    (int)sizeof(path))
 			continue;
-		s = tally_seg_open(path, opts);
 		if (cleanup) {
-			if (s && !(s->hdr.flags & TALLY__HDR_PERSIST) &&
-			    !tally__seg_alive(&s->hdr) && !tally__use_locked(s->fd) &&
-			    unlink(path) == 0) {
-				if (cleanup->fn)
-					cleanup->fn(path, "its processes are "
-						    "gone", cleanup->arg);
-				count++;
-			}
-			tally_seg_close(s);
+			count += clean_entry(path, e->d_name, cleanup);
 			continue;
 		}
+		if (!has_suffix(e->d_name, strlen(e->d_name), want))
+			continue;
+		s = tally_seg_open(path, opts);
 		rc = fn(path, s, s ? NULL : tally_errmsg(), arg);
 		if (s)
 			count++;

@@ -423,14 +423,100 @@ static void metrics_lock(struct tally_zone *z)
 	}
 }
 
+/* Under the metrics lock: -EEXIST when the series is in the index,
+ * else 0 and the index bucket it goes to. */
+static int find_series(struct tally_zone *z, uint32_t fam,
+		       const struct plan *p, const char *name,
+		       uint32_t *bucket)
+{
+	uint32_t *link;
+
+	*bucket = series_hash(z, fam, p->labels, p->labels_len);
+	for (link = &series_buckets(z)[*bucket]; *link;
+	     link = &chains(z)[*link - 1]) {
+		struct tally__series *s = &series(z)[*link - 1];
+
+		if (s->family == fam && s->labels_len == p->labels_len &&
+		    !memcmp(s->labels, p->labels, p->labels_len))
+			return tally__fail(EEXIST, "series %s with these labels "
+					   "already exists", name);
+	}
+	return 0;
+}
+
+/* Under the metrics lock: a free record (from the free list, or a new
+ * one whose page is reserved first); -ENOSPC when the table is full. */
+static int take_record(struct tally_zone *z, uint32_t *out)
+{
+	struct tally__hdr *h = z->hdr;
+	uint32_t idx;
+	int rc;
+
+	if (h->series_free) {
+		*out = h->series_free - 1;
+		h->series_free = chains(z)[*out];
+		return 0;
+	}
+	idx = atomic_load_explicit(&h->series_hwm, memory_order_relaxed);
+	if (idx >= h->desc_cap) {
+		atomic_fetch_add_explicit(&h->alloc_refused, 1,
+					  memory_order_relaxed);
+		return tally__fail(ENOSPC, "zone \"%s\" holds %u series "
+				   "already", h->zone_name, h->desc_cap);
+	}
+	/* A new page of records, and of their index chains: reserved
+	 * before they are written. */
+	if ((uint64_t)idx * sizeof(struct tally__series) % TALLY__PAGE == 0 &&
+	    ((rc = tally__reserve_at(z, &series(z)[idx], TALLY__PAGE,
+				     "series records")) < 0 ||
+	     (rc = tally__reserve_at(z, &chains(z)[idx], sizeof(uint32_t),
+				     "the series index")) < 0))
+		return rc;
+	/* A record never used, or given back (all series removed, below):
+	 * its seq starts above any seq a stale handle of an earlier record at
+	 * this index can hold, which changed at most once per change of the
+	 * table. */
+	atomic_store_explicit(&series(z)[idx].seq,
+			      (uint32_t)atomic_load(&h->desc_gen) * 2u,
+			      memory_order_relaxed);
+	*out = idx;
+	return 0;
+}
+
+/* Under the metrics lock: write record @idx (published with its seq) and
+ * enter it into the index. */
+static void publish_series(struct tally_zone *z, uint32_t idx, uint32_t fam,
+			   const struct plan *p, unsigned nlabels,
+			   tally_block *b, uint32_t bucket)
+{
+	struct tally__hdr *h = z->hdr;
+	struct tally__series *s = &series(z)[idx];
+
+	seq_begin(&s->seq);
+	s->nlabels = (uint8_t)nlabels;
+	s->labels_len = (uint16_t)p->labels_len;
+	s->family = fam;
+	s->nslots = p->nslots;
+	s->slot_off = (uint64_t)(((uintptr_t)b & ~(uintptr_t)3) -
+				 (uintptr_t)h);
+	memcpy(s->labels, p->labels, sizeof(s->labels));
+	s->state = 1;
+	seq_end(&s->seq);
+	if (idx == atomic_load_explicit(&h->series_hwm, memory_order_relaxed))
+		atomic_store_explicit(&h->series_hwm, idx + 1,
+				      memory_order_release);
+	chains(z)[idx] = series_buckets(z)[bucket];
+	series_buckets(z)[bucket] = idx + 1;
+	h->series_live++;
+	atomic_fetch_add_explicit(&h->desc_gen, 1, memory_order_release);
+}
+
 int tally_metric_register(struct tally_zone *z,
 			  const struct tally_metric_desc *d, tally_metric *m)
 {
-	struct tally__hdr *h;
-	struct tally__series *s;
 	struct plan p;
 	tally_block *b;
-	uint32_t fam = 0, idx, bucket, *link;
+	uint32_t fam = 0, idx = 0, bucket = 0;
 	int rc;
 
 	if (!d || !m)
@@ -443,72 +529,21 @@ int tally_metric_register(struct tally_zone *z,
 	b = tally_block_alloc(z, p.nslots, p.mode);
 	if (!b)
 		return -errno;
-	h = z->hdr;
 
 	metrics_lock(z);
-	rc = family_get(z, d->name, &p, &fam);
-	if (rc < 0 || (rc = index_grow(z)) < 0)
-		goto fail;
-	bucket = series_hash(z, fam, p.labels, p.labels_len);
-	for (link = &series_buckets(z)[bucket]; *link;
-	     link = &chains(z)[*link - 1]) {
-		s = &series(z)[*link - 1];
-		if (s->family == fam && s->labels_len == p.labels_len &&
-		    !memcmp(s->labels, p.labels, p.labels_len)) {
-			rc = tally__fail(EEXIST, "series %s with these labels "
-					 "already exists", d->name);
-			goto fail;
-		}
+	if ((rc = family_get(z, d->name, &p, &fam)) < 0 ||
+	    (rc = index_grow(z)) < 0 ||
+	    (rc = find_series(z, fam, &p, d->name, &bucket)) < 0 ||
+	    (rc = take_record(z, &idx)) < 0) {
+		pthread_mutex_unlock(&z->hdr->metrics_lock);
+		tally_block_free(z, b);
+		errno = -rc;
+		return rc;
 	}
-	if (h->series_free) {
-		idx = h->series_free - 1;
-		h->series_free = chains(z)[idx];
-	} else {
-		idx = atomic_load_explicit(&h->series_hwm, memory_order_relaxed);
-		if (idx >= h->desc_cap) {
-			atomic_fetch_add_explicit(&h->alloc_refused, 1,
-						  memory_order_relaxed);
-			rc = tally__fail(ENOSPC, "zone \"%s\" holds %u series "
-					 "already", h->zone_name, h->desc_cap);
-			goto fail;
-		}
-		/* A new page of records, and of their index chains:
-		 * reserved before they are written. */
-		if ((uint64_t)idx * sizeof(*s) % TALLY__PAGE == 0 &&
-		    ((rc = tally__reserve_at(z, &series(z)[idx],
-					     TALLY__PAGE, "series records")) < 0 ||
-		     (rc = tally__reserve_at(z, &chains(z)[idx],
-					     sizeof(uint32_t),
-					     "the series index")) < 0))
-			goto fail;
-		/* A record never used, or given back (all series removed,
-		 * below): its seq starts above any seq a stale handle of an
-		 * earlier record at this index can hold, which changed at
-		 * most once per change of the table. */
-		atomic_store_explicit(&series(z)[idx].seq,
-				      (uint32_t)atomic_load(&h->desc_gen) * 2u,
+	publish_series(z, idx, fam, &p, d->nlabels, b, bucket);
+	m->seq = atomic_load_explicit(&series(z)[idx].seq,
 				      memory_order_relaxed);
-	}
-	s = &series(z)[idx];
-	seq_begin(&s->seq);
-	s->nlabels = (uint8_t)d->nlabels;
-	s->labels_len = (uint16_t)p.labels_len;
-	s->family = fam;
-	s->nslots = p.nslots;
-	s->slot_off = (uint64_t)(((uintptr_t)b & ~(uintptr_t)3) -
-				 (uintptr_t)h);
-	memcpy(s->labels, p.labels, sizeof(s->labels));
-	s->state = 1;
-	seq_end(&s->seq);
-	if (idx == atomic_load_explicit(&h->series_hwm, memory_order_relaxed))
-		atomic_store_explicit(&h->series_hwm, idx + 1,
-				      memory_order_release);
-	chains(z)[idx] = series_buckets(z)[bucket];
-	series_buckets(z)[bucket] = idx + 1;
-	h->series_live++;
-	atomic_fetch_add_explicit(&h->desc_gen, 1, memory_order_release);
-	m->seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
-	pthread_mutex_unlock(&h->metrics_lock);
+	pthread_mutex_unlock(&z->hdr->metrics_lock);
 
 	m->block = b;
 	m->zone = z;
@@ -517,12 +552,6 @@ int tally_metric_register(struct tally_zone *z,
 	m->sub_bits = (uint8_t)p.sub_bits;
 	m->max_bits = (uint8_t)p.max_bits;
 	return 0;
-
-fail:
-	pthread_mutex_unlock(&h->metrics_lock);
-	tally_block_free(z, b);
-	errno = -rc;
-	return rc;
 }
 
 #define GIVE_BACK_MIN 1024u /* records: below this, keep them */

@@ -358,54 +358,15 @@ void tally__pool_repair(struct tally_zone *z)
 	atomic_store(&h->chunks_warm, warm);
 }
 
-int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
-			 uint32_t token, uint32_t *idx)
+/* Under the pool lock: chunk @i, free, becomes a chunk of blocks of
+ * size class @cls in @mode, owned by @token, every block free. */
+static void init_chunk(struct tally_zone *z, uint32_t i, unsigned mode,
+		       unsigned cls, uint32_t token)
 {
-	struct tally__hdr *h = z->hdr;
-	struct tally__chunk *c;
-	uint32_t i = 0;
-	unsigned bsize, nblocks;
-	int rc;
+	struct tally__chunk *c = meta(z, i);
+	unsigned bsize = tally__class_size[cls];
+	unsigned nblocks = TALLY_CHUNK_SLOTS / bsize;
 
-	tally__pool_lock(z);
-	if (h->partial_head[mode][cls]) {
-		i = h->partial_head[mode][cls] - 1;
-		list_remove(z, &h->partial_head[mode][cls], i);
-		c = meta(z, i);
-		__atomic_store_n(&c->listed, 0, RELAXED);
-		if (c->warm) {
-			c->warm = 0;
-			atomic_fetch_sub(&h->chunks_warm, 1);
-			atomic_fetch_add(&h->chunks_inuse, 1);
-		}
-		set_owner(c, token);
-		tally__pool_unlock(z);
-		tally__chunk_collect(z, i);
-		*idx = i;
-		return 0;
-	}
-	/* No chunk of this class to reuse: take a free one.  Out of room or
-	 * of chunks, first punch a warm chunk of another class (memory the
-	 * zone holds already), then take back the chunks of dead owners. */
-	for (;;) {
-		rc = take_free_chunk(z, mode, &i);
-		if (rc == 0)
-			break;
-		if (rc != -ENOSPC)
-			goto out;
-		if (reap_a_warm_chunk(z))
-			continue;
-		if (!take_back_dead(z))
-			goto out;
-		if (h->partial_head[mode][cls]) {
-			/* Chunks of dead processes came back: reuse one. */
-			tally__pool_unlock(z);
-			return tally__chunk_acquire(z, mode, cls, token, idx);
-		}
-	}
-	c = meta(z, i);
-	bsize = tally__class_size[cls];
-	nblocks = TALLY_CHUNK_SLOTS / bsize;
 	c->bsize = (uint16_t)bsize;
 	c->bdiv = ((1u << 20) + bsize - 1) / bsize;
 	c->nblocks = (uint16_t)nblocks;
@@ -421,12 +382,66 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 		atomic_store_explicit(&c->dirty[w], 0, memory_order_relaxed);
 		atomic_store(&c->remote[w], 0);
 	}
+	/* The mode last: until then a crash leaves the chunk free. */
 	__atomic_store_n(&c->mode, (uint8_t)mode, RELAXED);
 	set_owner(c, token);
-	atomic_fetch_add(&h->chunks_inuse, 1);
+	atomic_fetch_add(&z->hdr->chunks_inuse, 1);
+}
+
+/* Under the pool lock: take a partial (or warm) chunk of the class off
+ * its list and make it @token's; 0 when there is none. */
+static int take_partial(struct tally_zone *z, unsigned mode, unsigned cls,
+			uint32_t token, uint32_t *idx)
+{
+	struct tally__hdr *h = z->hdr;
+	struct tally__chunk *c;
+	uint32_t i;
+
+	if (!h->partial_head[mode][cls])
+		return 0;
+	i = h->partial_head[mode][cls] - 1;
+	list_remove(z, &h->partial_head[mode][cls], i);
+	c = meta(z, i);
+	__atomic_store_n(&c->listed, 0, RELAXED);
+	if (c->warm) {
+		c->warm = 0;
+		atomic_fetch_sub(&h->chunks_warm, 1);
+		atomic_fetch_add(&h->chunks_inuse, 1);
+	}
+	set_owner(c, token);
 	*idx = i;
-	rc = 0;
-out:
+	return 1;
+}
+
+int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
+			 uint32_t token, uint32_t *idx)
+{
+	uint32_t i = 0;
+	int rc;
+
+	tally__pool_lock(z);
+	for (;;) {
+		if (take_partial(z, mode, cls, token, &i)) {
+			tally__pool_unlock(z);
+			/* Its frees are zeroed outside the lock. */
+			tally__chunk_collect(z, i);
+			*idx = i;
+			return 0;
+		}
+		rc = take_free_chunk(z, mode, &i);
+		if (rc == 0) {
+			init_chunk(z, i, mode, cls, token);
+			*idx = i;
+			break;
+		}
+		/* Out of room or of chunks: first punch a warm chunk of
+		 * another class (memory the zone holds already), then take
+		 * back the chunks of dead owners (which may bring back a
+		 * partial chunk of this class). */
+		if (rc != -ENOSPC || (!reap_a_warm_chunk(z) &&
+				      !take_back_dead(z)))
+			break;
+	}
 	tally__pool_unlock(z);
 	return rc;
 }

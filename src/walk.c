@@ -367,79 +367,107 @@ static int check_size(struct tally_seg *s)
 	return 0;
 }
 
+/*
+ * Step 2 of a batch: the values of the records of the first copy that
+ * are stable and live.  A record that fails its checks is marked bad
+ * (its message kept in @badmsg): corrupt, or copied while a writer
+ * changed it, which the second copy tells.
+ */
+static int compute_batch(struct tally_seg *s, uint32_t first, uint32_t n,
+			 unsigned flags, char *badmsg, size_t badlen)
+{
+	int rc;
+
+	for (unsigned i = 0; i < CACHE; i++)
+		s->cache[i].chunk = UINT64_MAX;
+	s->percpu_used = s->bucket_used = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct tally__series *r = &s->rec1[i];
+
+		s->res[i].ok = 0;
+		s->res[i].bad = 0;
+		if ((atomic_load_explicit(&r->seq, memory_order_relaxed) & 1) ||
+		    r->state != 1)
+			continue;
+		if (r->family >= s->hdr.fam_cap)
+			return tally__seg_corrupt(s, "series %u: family %u does "
+						  "not exist", first + i,
+						  r->family);
+		/* A family newer than our copy: read it now. */
+		if (r->family >= s->nfams &&
+		    (rc = load_families(s, r->family + 1)) < 0)
+			return rc;
+		if (r->family >= s->nfams)
+			continue; /* still being written */
+		rc = compute(s, first + i, i, r, flags, &s->res[i]);
+		if (rc == -EINVAL) {
+			s->res[i].bad = 1;
+			snprintf(badmsg, badlen, "%s", tally_errmsg());
+		} else if (rc < 0) {
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* Step 3 of a batch: report the series whose two copies agree.  Returns
+ * the number reported, or what @fn returned to stop (in *@stop). */
+static int emit_batch(struct tally_seg *s, uint32_t first, uint32_t n,
+		      unsigned flags, tally_series_fn fn, void *arg,
+		      const char *badmsg, int *stop)
+{
+	int count = 0, rc;
+
+	for (uint32_t i = 0; i < n; i++) {
+		int same = !memcmp(&s->rec1[i], &s->rec2[i],
+				   sizeof(s->rec1[i]));
+
+		if (s->res[i].bad && same)
+			return tally__fail(EINVAL, "%s", badmsg);
+		if (!s->res[i].ok || !same)
+			continue;
+		rc = emit(s, first + i, i, &s->rec1[i], &s->res[i], flags, fn,
+			  arg);
+		if (rc) {
+			*stop = rc;
+			return count;
+		}
+		count++;
+	}
+	return count;
+}
+
 int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 		      void *arg)
 {
 	uint32_t hwm, nfam;
 	uint64_t gen;
-	int count = 0, rc;
+	int count = 0, rc, stop = 0;
 	char badmsg[256] = "";
 
 	if (!s || !fn)
 		return tally__fail(EINVAL, "tally_seg_foreach: NULL argument");
 	if (flags & ~TALLY_READ_PERCPU)
 		return tally__fail(EINVAL, "unknown flags 0x%x", flags);
-	if ((rc = check_size(s)) < 0 || (rc = tally__seg_read_live(s, &gen, &hwm, &nfam)) < 0)
+	if ((rc = check_size(s)) < 0 ||
+	    (rc = tally__seg_read_live(s, &gen, &hwm, &nfam)) < 0 ||
+	    (rc = load_families(s, nfam)) < 0)
 		return rc;
-	if ((rc = load_families(s, nfam)) < 0)
-		return rc;
-
-	for (uint32_t first = 0; first < hwm; first += BATCH) {
+	for (uint32_t first = 0; first < hwm && !stop; first += BATCH) {
 		uint32_t n = hwm - first < BATCH ? hwm - first : BATCH;
 		uint64_t off = s->hdr.desc_off +
 			       (uint64_t)first * sizeof(struct tally__series);
 		size_t bytes = n * sizeof(struct tally__series);
 
-		if ((rc = tally__seg_read_at(s, s->rec1, bytes, off)) < 0)
+		if ((rc = tally__seg_read_at(s, s->rec1, bytes, off)) < 0 ||
+		    (rc = compute_batch(s, first, n, flags, badmsg,
+					sizeof(badmsg))) < 0 ||
+		    (rc = tally__seg_read_at(s, s->rec2, bytes, off)) < 0 ||
+		    (rc = check_size(s)) < 0 ||
+		    (rc = emit_batch(s, first, n, flags, fn, arg, badmsg,
+				     &stop)) < 0)
 			return rc;
-		for (unsigned i = 0; i < CACHE; i++)
-			s->cache[i].chunk = UINT64_MAX;
-		s->percpu_used = s->bucket_used = 0;
-		for (uint32_t i = 0; i < n; i++) {
-			const struct tally__series *r = &s->rec1[i];
-
-			s->res[i].ok = 0;
-			s->res[i].bad = 0;
-			if ((atomic_load_explicit(&r->seq, memory_order_relaxed) & 1) ||
-			    r->state != 1)
-				continue;
-			if (r->family >= s->hdr.fam_cap)
-				return tally__seg_corrupt(s, "series %u: family %u does not "
-					       "exist", first + i, r->family);
-			/* A family newer than our copy: read it now. */
-			if (r->family >= s->nfams &&
-			    (rc = load_families(s, r->family + 1)) < 0)
-				return rc;
-			if (r->family >= s->nfams)
-				continue; /* still being written */
-			rc = compute(s, first + i, i, r, flags, &s->res[i]);
-			if (rc == -EINVAL) {
-				/* Corrupt, or copied while a writer changed
-				 * it: the second copy tells which. */
-				s->res[i].bad = 1;
-				snprintf(badmsg, sizeof(badmsg), "%s",
-					 tally_errmsg());
-			} else if (rc < 0) {
-				return rc;
-			}
-		}
-		if ((rc = tally__seg_read_at(s, s->rec2, bytes, off)) < 0 ||
-		    (rc = check_size(s)) < 0)
-			return rc;
-		for (uint32_t i = 0; i < n; i++) {
-			int same = !memcmp(&s->rec1[i], &s->rec2[i],
-					   sizeof(s->rec1[i]));
-
-			if (s->res[i].bad && same)
-				return tally__fail(EINVAL, "%s", badmsg);
-			if (!s->res[i].ok || !same)
-				continue;
-			rc = emit(s, first + i, i, &s->rec1[i], &s->res[i],
-				  flags, fn, arg);
-			if (rc)
-				return rc;
-			count++;
-		}
+		count += rc;
 	}
-	return count;
+	return stop ? stop : count;
 }

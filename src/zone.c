@@ -367,7 +367,30 @@ static int create_file(const char *name, const struct tally_zone_opts *o,
 	return -1;
 }
 
-/* Step 3: the header (its first 512 bytes never change afterwards). */
+/* Step 3: map the file and fill in what this process knows of the zone. */
+static int map_zone(struct tally_zone *z, int fd, const struct tally__geometry *g,
+		    uint64_t nchunks, unsigned flags)
+{
+	void *map = mmap(NULL, g->file_size, PROT_READ | PROT_WRITE,
+			 MAP_SHARED, fd, 0);
+
+	if (map == MAP_FAILED)
+		return tally__fail(errno, "cannot map %llu bytes: %s",
+				   (unsigned long long)g->file_size,
+				   strerror(errno));
+	z->fd = fd;
+	z->hdr = map;
+	z->map_size = g->file_size;
+	z->nchunks = (uint32_t)nchunks;
+	z->chunk_bytes = g->chunk_bytes;
+	z->div_magic = (uint64_t)(((unsigned __int128)1 << 64) / g->chunk_bytes);
+	z->flags = flags;
+	z->meta = (struct tally__chunk *)((char *)map + g->meta_off);
+	z->chunks = (char *)map + g->chunks_off;
+	return 0;
+}
+
+/* Step 4: the header (its first 512 bytes never change afterwards). */
 static int write_header(struct tally__hdr *h, const struct tally__geometry *g,
 			const char *name, const struct tally_zone_opts *o,
 			uint64_t nchunks)
@@ -430,7 +453,7 @@ static int write_header(struct tally__hdr *h, const struct tally__geometry *g,
 	return 0;
 }
 
-/* Step 4: enter the zone in this process's registry (and take its use
+/* Step 5: enter the zone in this process's registry (and take its use
  * lock), or fail with EMFILE. */
 static int register_zone(struct tally_zone *z)
 {
@@ -451,15 +474,27 @@ static int register_zone(struct tally_zone *z)
 	return 0;
 }
 
-static int registry_full(void)
+/* Before any file exists: the size fits, the directory is sound, and
+ * this process has room for another zone. */
+static int can_create(const struct tally_zone_opts *o,
+		      const struct tally__geometry *g)
 {
 	int slot;
 
+	if (g->file_size > (1ull << 46))
+		return tally__fail(EINVAL, "zone capacity %zu with %u slabs "
+				   "needs more than 64 TiB of address space",
+				   o->capacity, tally__env.nslabs);
+	if (!(o->flags & TALLY_ZONE_ANON) && check_dir() < 0)
+		return -errno;
 	pthread_mutex_lock(&reg_lock);
 	for (slot = 0; slot < MAX_ZONES && reg[slot]; slot++)
 		;
 	pthread_mutex_unlock(&reg_lock);
-	return slot == MAX_ZONES;
+	if (slot == MAX_ZONES)
+		return tally__fail(EMFILE, "this process has %d zones already",
+				   MAX_ZONES);
+	return 0;
 }
 
 struct tally_zone *tally_zone_create(const char *name,
@@ -478,19 +513,8 @@ struct tally_zone *tally_zone_create(const char *name,
 		return NULL;
 	nchunks = (o.capacity + TALLY_CHUNK_SLOTS - 1) / TALLY_CHUNK_SLOTS;
 	tally__geometry(nchunks, (uint32_t)o.max_series, tally__env.nslabs, &g);
-	if (g.file_size > (1ull << 46)) {
-		tally__fail(EINVAL, "zone capacity %zu with %u slabs needs "
-			    "more than 64 TiB of address space", o.capacity,
-			    tally__env.nslabs);
+	if (can_create(&o, &g) < 0)
 		return NULL;
-	}
-	if (!(o.flags & TALLY_ZONE_ANON) && check_dir() < 0)
-		return NULL;
-	if (registry_full()) {
-		tally__fail(EMFILE, "this process has %d zones already",
-			    MAX_ZONES);
-		return NULL;
-	}
 	z = calloc(1, sizeof(*z));
 	if (!z) {
 		tally__fail(ENOMEM, "out of memory");
@@ -504,22 +528,9 @@ struct tally_zone *tally_zone_create(const char *name,
 	fd = create_file(name, &o, &g, tmp);
 	if (fd < 0)
 		goto fail;
-	map = mmap(NULL, g.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-		   0);
-	if (map == MAP_FAILED) {
-		tally__fail(errno, "cannot map %llu bytes: %s",
-			    (unsigned long long)g.file_size, strerror(errno));
+	if (map_zone(z, fd, &g, nchunks, o.flags) < 0)
 		goto fail_fd;
-	}
-	z->fd = fd;
-	z->hdr = map;
-	z->map_size = g.file_size;
-	z->nchunks = (uint32_t)nchunks;
-	z->chunk_bytes = g.chunk_bytes;
-	z->div_magic = (uint64_t)(((unsigned __int128)1 << 64) / g.chunk_bytes);
-	z->flags = o.flags;
-	z->meta = (struct tally__chunk *)((char *)map + g.meta_off);
-	z->chunks = (char *)map + g.chunks_off;
+	map = z->hdr;
 	if (write_header(z->hdr, &g, name, &o, nchunks) < 0)
 		goto fail_map;
 	if (tmp[0]) {
