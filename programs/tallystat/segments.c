@@ -238,21 +238,39 @@ int ts_list(const struct ts_options *o, const struct ts_host *h)
 	return rc < 0 ? 1 : 0;
 }
 
-/*
- * tally_dir_cleanup() says how many files it removed, not which: the
- * segments whose creator was gone are listed first, and those missing
- * afterwards are reported.  A live process that exits meanwhile removes
- * its own file, and is not one of the listed.
- */
+struct clean_acc {
+	const struct seg_list *l;
+};
+
+/* One file removed: named, with what --list would have said of it. */
+static void cleaned(const char *path, const char *why, void *arg)
+{
+	const struct clean_acc *a = arg;
+
+	for (size_t i = 0; i < a->l->n; i++) {
+		const struct seg_entry *e = &a->l->e[i];
+
+		if (e->error || strcmp(e->path, path))
+			continue;
+		printf("removed %s (pid %d, %s, zone %s, %d series): %s\n",
+		       path, e->info.pid, e->info.proc_name,
+		       e->info.zone_name, e->nseries, why);
+		return;
+	}
+	printf("removed %s: %s\n", path, why);
+}
+
+/* tally_dir_cleanup_report() names each file it removes, and why. */
 int ts_clean(const struct ts_options *o)
 {
 	struct seg_list l;
-	unsigned n = o->ndirs, reported = 0;
+	struct clean_acc a = { &l };
+	unsigned n = o->ndirs;
 	int removed = 0, rc, status = collect(o, &l) < 0 ? 1 : 0;
-	struct stat st;
 
 	for (unsigned i = 0; i < (n ? n : 1); i++) {
-		rc = tally_dir_cleanup(n ? o->dirs[i] : NULL);
+		rc = tally_dir_cleanup_report(n ? o->dirs[i] : NULL, cleaned,
+					      &a);
 		if (rc < 0) {
 			fprintf(stderr, PROG ": --clean: %s\n",
 				tally_errmsg()[0] ? tally_errmsg() :
@@ -262,22 +280,7 @@ int ts_clean(const struct ts_options *o)
 		}
 		removed += rc;
 	}
-	for (size_t i = 0; i < l.n; i++) {
-		const struct seg_entry *e = &l.e[i];
-
-		if (e->error || e->info.alive ||
-		    lstat(e->path, &st) == 0 || errno != ENOENT)
-			continue;
-		printf("removed %s (pid %d, %s, zone %s, %d series)\n",
-		       e->path, e->info.pid, e->info.proc_name,
-		       e->info.zone_name, e->nseries);
-		reported++;
-	}
-	if ((unsigned)removed > reported)
-		printf("removed %u more segment%s of processes that exited "
-		       "meanwhile\n", (unsigned)removed - reported,
-		       removed - (int)reported == 1 ? "" : "s");
-	printf("%d segment%s removed\n", removed, removed == 1 ? "" : "s");
+	printf("%d file%s removed\n", removed, removed == 1 ? "" : "s");
 	list_free(&l);
 	return status;
 }

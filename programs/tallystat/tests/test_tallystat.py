@@ -688,13 +688,13 @@ class TallystatTest(unittest.TestCase):
         self.assertGreater(segs[a]["resident_bytes"], 0)
         c = self.tallystat("--clean")
         self.assertEqual(c.returncode, 0, c.stderr)
-        self.assertIn("removed %s (pid %d, tw-dead, zone wb, 8 series)" %
-                      (bpath, b), c.stdout)
-        self.assertIn("1 segment removed", c.stdout)
+        self.assertIn("removed %s (pid %d, tw-dead, zone wb, 8 series): "
+                      "its processes are gone" % (bpath, b), c.stdout)
+        self.assertIn("1 file removed", c.stdout)
         self.assertFalse(os.path.exists(bpath))
         self.assertTrue(os.path.exists(apath))
         c = self.tallystat("--clean")
-        self.assertIn("0 segments removed", c.stdout)
+        self.assertIn("0 files removed", c.stdout)
 
 
 if __name__ == "__main__":
