@@ -120,7 +120,8 @@ static unsigned current_node(void)
 	return tally__env.cpu_node[cpu];
 }
 
-void tally__block_add_slow(tally_block *b, unsigned slot, int64_t v)
+/* The slow path proper; tally__block_add_slow() keeps errno for it. */
+static void add_slow(tally_block *b, unsigned slot, int64_t v)
 {
 	uintptr_t h = (uintptr_t)b;
 	int64_t *p = (int64_t *)(h & ~(uintptr_t)3) + slot;
@@ -165,4 +166,14 @@ void tally__block_add_slow(tally_block *b, unsigned slot, int64_t v)
 		break;
 	}
 }
+}
+
+/* Async-signal-safe: the system call that reserves a page must not leave
+ * errno changed under the code a signal handler interrupted. */
+void tally__block_add_slow(tally_block *b, unsigned slot, int64_t v)
+{
+	int saved = errno;
+
+	add_slow(b, slot, v);
+	errno = saved;
 }

@@ -325,6 +325,11 @@ int tally__locate(struct tally_zone *z, const tally_block *b,
 		return tally__fail(EINVAL, "%p is not a block handle",
 				   (void *)b);
 	slot = (unsigned)tally__slot_at(in);
+	/* A chunk never handed out has no record to read (its page of the
+	 * chunk table may be a hole). */
+	if (chunk >= atomic_load(&z->hdr->chunks_bumped))
+		return tally__fail(EINVAL, "%p is not an allocated block",
+				   (void *)b);
 	c = &z->meta[chunk];
 	cmode = __atomic_load_n(&c->mode, __ATOMIC_ACQUIRE);
 	bsize = __atomic_load_n(&c->bsize, __ATOMIC_RELAXED);

@@ -28,7 +28,7 @@ struct cleanup {
  * published (zone.c).  Nobody holding it, and a few seconds old (so that
  * the instant between open and lock is no risk), it is an orphan.
  */
-static int orphaned_tmp(const char *path)
+static int orphaned_tmp(const char *path, struct stat *checked)
 {
 	struct flock fl;
 	struct stat st;
@@ -44,8 +44,10 @@ static int orphaned_tmp(const char *path)
 	fl.l_len = 1;
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
 	    st.st_uid == geteuid() && time(NULL) - st.st_mtime > TMP_ORPHAN_AGE &&
-	    fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK)
+	    fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK) {
 		orphan = 1;
+		*checked = st;
+	}
 	close(fd);
 	return orphan;
 }
@@ -82,24 +84,32 @@ static DIR *open_dir(const char **dir)
 	return d;
 }
 
-/* Clean-up of one entry: 1 when @path (named @name) was removed. */
+/*
+ * Clean-up of one entry: 1 when @path (named @name) was removed.  The
+ * decision is made on an open descriptor; the name is unlinked only if
+ * it still names that file (a creator that reused the pid may have put a
+ * new one there since).
+ */
 static int clean_entry(const char *path, const char *name,
 		       const struct cleanup *c)
 {
 	struct tally_seg *s;
+	struct stat checked, now;
 	const char *why = NULL;
 
 	if (has_suffix(name, strlen(name), ".tally.tmp")) {
-		if (orphaned_tmp(path))
+		if (orphaned_tmp(path, &checked))
 			why = "a temporary file whose creator died";
 	} else if (has_suffix(name, strlen(name), ".tally")) {
 		s = tally_seg_open(path, NULL);
 		if (s && !(s->hdr.flags & TALLY__HDR_PERSIST) &&
-		    !tally__seg_alive(&s->hdr) && !tally__use_locked(s->fd))
+		    !tally__seg_alive(&s->hdr) && !tally__use_locked(s->fd) &&
+		    fstat(s->fd, &checked) == 0)
 			why = "its processes are gone";
 		tally_seg_close(s);
 	}
-	if (!why || unlink(path) < 0)
+	if (!why || lstat(path, &now) < 0 || now.st_dev != checked.st_dev ||
+	    now.st_ino != checked.st_ino || unlink(path) < 0)
 		return 0;
 	if (c->fn)
 		c->fn(path, why, c->arg);

@@ -129,7 +129,8 @@ int tally_block_zero(tally_block *b, unsigned slot, int64_t *removed)
 			   tally__page_off(TALLY__PG_BASELINE)) +
 	       loc.slot0 + slot;
 	/* Per-CPU and adaptive chunks reserved their baselines when they
-	 * were handed out; shared and per-node ones do at their first zero. */
+	 * were handed out; shared and per-node ones reserve them here (a
+	 * no-op fallocate once the page exists). */
 	if ((loc.mode == TALLY_SHARED || loc.mode == TALLY_PERNODE) &&
 	    (rc = tally__reserve_at(loc.z, base, sizeof(*base),
 				    "the baselines of a chunk")) < 0)

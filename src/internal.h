@@ -89,10 +89,7 @@ static inline unsigned tally__class_of(unsigned nslots)
 	return tally__class_tab[nslots];
 }
 
-/* The registry of this process's zones (zone.c): tally__zone_at(i) is
- * its i-th entry (NULL when free), for i < TALLY__MAX_ZONES. */
-#define TALLY__MAX_ZONES 64
-struct tally_zone *tally__zone_at(unsigned i);
+/* The registry of this process's zones (zone.c). */
 struct tally_zone *tally__zone_of(const void *addr);
 int tally__zone_alive(uint64_t id, struct tally_zone *z);
 

@@ -107,7 +107,7 @@ struct tally__hdr {
 	uint32_t nnodes;         /* NUMA nodes */
 	uint32_t naux;           /* auxiliary pages at the start of a chunk */
 	uint32_t chunk_pages;    /* naux + 2 * nslabs */
-	uint32_t chunk_slots;    /* 512 */
+	uint32_t chunk_slots;    /* TALLY_CHUNK_SLOTS: 504 */
 	uint32_t flags;          /* TALLY__HDR_* */
 	uint64_t nchunks;        /* capacity in chunks */
 	uint64_t node_off, node_size;

@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -355,22 +356,33 @@ static int index_grow(struct tally_zone *z)
 }
 
 /*
- * Under the metrics lock, after a process died holding it: a record it
- * was writing has an odd seq.  Retire such records (their block, if any,
- * is lost to the zone), then rebuild the family index, the series index,
- * the free list and the live count from the records.
+ * The seq of a record that may lie on a page nobody reserved (the one
+ * past the last record in use): read from the file, where a hole reads as
+ * zero, never through the mapping, where reading a hole allocates it.  A
+ * record on a page that was never reserved was never written.
  */
-static void metrics_repair(struct tally_zone *z)
+static uint32_t peek_seq(struct tally_zone *z, const _Atomic uint32_t *seq)
+{
+	uint32_t v = 0;
+
+	if (pread(z->fd, &v, sizeof(v),
+		  (off_t)((const char *)seq - (const char *)z->hdr)) !=
+	    (ssize_t)sizeof(v))
+		return 0;
+	return v;
+}
+
+/* The family table after a writer died holding the lock. */
+static uint32_t repair_families(struct tally_zone *z)
 {
 	struct tally__hdr *h = z->hdr;
-	uint32_t nfam = atomic_load(&h->fam_count), hwm;
+	uint32_t nfam = atomic_load(&h->fam_count);
 	uint32_t *fb = family_buckets(z), fmask = h->fam_hash_buckets - 1;
 
 	if (nfam > h->fam_cap)
 		nfam = h->fam_cap;
 	atomic_store(&h->fam_count, nfam);
-	if (nfam < h->fam_cap &&
-	    (atomic_load(&families(z)[nfam].seq) & 1)) {
+	if (nfam < h->fam_cap && (peek_seq(z, &families(z)[nfam].seq) & 1)) {
 		families(z)[nfam].state = 0;
 		seq_end(&families(z)[nfam].seq);
 	}
@@ -384,11 +396,18 @@ static void metrics_repair(struct tally_zone *z)
 			k = (k + 1) & fmask;
 		fb[k] = i + 1;
 	}
+	return nfam;
+}
 
-	hwm = atomic_load(&h->series_hwm);
+/* The series table and index after a writer died holding the lock. */
+static void repair_series(struct tally_zone *z, uint32_t nfam)
+{
+	struct tally__hdr *h = z->hdr;
+	uint32_t hwm = atomic_load(&h->series_hwm);
+
 	if (hwm > h->desc_cap)
 		hwm = h->desc_cap;
-	if (hwm < h->desc_cap && (atomic_load(&series(z)[hwm].seq) & 1))
+	if (hwm < h->desc_cap && (peek_seq(z, &series(z)[hwm].seq) & 1))
 		hwm++; /* died before publishing the new high-water mark */
 	atomic_store(&h->series_hwm, hwm);
 	memset(series_buckets(z), 0,
@@ -411,14 +430,23 @@ static void metrics_repair(struct tally_zone *z)
 			h->series_free = i + 1;
 		}
 	}
-	atomic_fetch_add(&h->desc_gen, 1);
 }
 
+/*
+ * Under the metrics lock, after a process died holding it: a record it
+ * was writing has an odd seq.  Retire such records (their block, if any,
+ * is lost to the zone), then rebuild the family index, the series index,
+ * the free list and the live count from the records.  The series part
+ * only once an index exists (no series record is written before).
+ */
 static void metrics_lock(struct tally_zone *z)
 {
 	if (tally__robust_lock(&z->hdr->metrics_lock)) {
+		uint32_t nfam = repair_families(z);
+
 		if (__atomic_load_n(&z->hdr->hash_cur, __ATOMIC_RELAXED))
-			metrics_repair(z);
+			repair_series(z, nfam);
+		atomic_fetch_add(&z->hdr->desc_gen, 1);
 		pthread_mutex_consistent(&z->hdr->metrics_lock);
 	}
 }
@@ -598,7 +626,12 @@ int tally_metric_remove(tally_metric *m)
 		return tally__fail(EINVAL, "not a series of this zone");
 	s = &series(z)[m->series];
 	metrics_lock(z);
-	if (s->state != 1 ||
+	/* A copy of a series removed before the records were given back
+	 * points past the records in use: refused without a look (its page
+	 * may be a hole). */
+	if (m->series >= atomic_load_explicit(&h->series_hwm,
+					      memory_order_relaxed) ||
+	    s->state != 1 ||
 	    atomic_load_explicit(&s->seq, memory_order_relaxed) != m->seq) {
 		pthread_mutex_unlock(&h->metrics_lock);
 		return tally__fail(EINVAL, "series already removed");

@@ -18,17 +18,16 @@
  * that a thread allocating and freeing in batches does not punch and
  * fault the same pages over and over); otherwise its pages are punched
  * out of the file (the memory goes back to the system) and it becomes
- * free.
+ * free.  A free chunk handed out gets its fixed pages reserved first
+ * (space.c); without room, a warm chunk is punched, then the chunks of
+ * dead owners are taken back, before ENOSPC.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <unistd.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
 
 #include "internal.h"
 
@@ -250,8 +249,9 @@ static void set_owner(struct tally__chunk *c, uint32_t token)
 	struct tally__self me;
 
 	tally__self_get(&me);
-	c->owner_pid = (int32_t)me.pid;
-	c->owner_start = me.start;
+	/* Read without the pool lock by owner_dead(): atomic stores. */
+	__atomic_store_n(&c->owner_pid, (int32_t)me.pid, RELAXED);
+	__atomic_store_n(&c->owner_start, me.start, RELAXED);
 	atomic_store(&c->owner, token);
 }
 

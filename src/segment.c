@@ -110,7 +110,8 @@ static int validate_header(struct tally_seg *s, uint64_t st_size)
 			       (unsigned long long)st_size,
 			       (unsigned long long)h->file_size);
 	if (h->nchunks < 1 || h->nchunks > (1ull << 23) ||
-	    h->fam_cap != TALLY__FAM_CAP || h->desc_cap > (1u << 24))
+	    h->fam_cap < 1 || h->fam_cap > 65536 || h->desc_cap > (1u << 24) ||
+	    h->hash_buckets == 0 || (h->hash_buckets & (h->hash_buckets - 1)))
 		return tally__seg_corrupt(s, "capacities out of range (chunks "
 					  "%llu, families %u, series %u)",
 					  (unsigned long long)h->nchunks,
@@ -119,52 +120,49 @@ static int validate_header(struct tally_seg *s, uint64_t st_size)
 }
 
 /*
- * Every region must be where the format puts it for these capacities
- * (src/layout.h, tally__geometry): a file that differs in any place is
- * refused, naming the first region out of place.
+ * The regions, in file order, each on whole pages inside the file, none
+ * overlapping the one before, each large enough for what the header says
+ * it holds.  tally's writers place them where tally__geometry() says
+ * (src/layout.h); a reader accepts any placement that keeps these rules,
+ * so that another writer (or a compacted copy) can be read too.
  */
 static int check_regions(struct tally_seg *s, uint64_t st_size)
 {
 	struct tally__hdr *h = &s->hdr;
-	struct tally__geometry g;
+	uint64_t end = TALLY__PAGE;
 
-	tally__geometry(h->nchunks, h->desc_cap, h->nslabs, &g);
+	s->chunk_pages = h->chunk_pages;
+	s->chunk_bytes = (uint64_t)h->chunk_pages * TALLY__PAGE;
 	struct {
 		const char *name;
-		uint64_t off, size, want_off, want_size;
+		uint64_t off, size, need;
 	} r[] = {
-		{ "node map", h->node_off, h->node_size, g.node_off,
-		  g.node_size },
-		{ "chunk table", h->meta_off, h->meta_size, g.meta_off,
-		  g.meta_size },
-		{ "family table", h->fam_off, h->fam_size, g.fam_off,
-		  g.fam_size },
-		{ "series table", h->desc_off, h->desc_size, g.desc_off,
-		  g.desc_size },
-		{ "index", h->hash_off, h->hash_size, g.hash_off, g.hash_size },
-		{ "chunks", h->chunks_off, h->chunks_size, g.chunks_off,
-		  g.chunks_size },
+		{ "node map", h->node_off, h->node_size,
+		  (uint64_t)h->nslabs * 2 },
+		{ "chunk table", h->meta_off, h->meta_size,
+		  h->nchunks * sizeof(struct tally__chunk) },
+		{ "family table", h->fam_off, h->fam_size,
+		  (uint64_t)h->fam_cap * sizeof(struct tally__family) },
+		{ "series table", h->desc_off, h->desc_size,
+		  (uint64_t)h->desc_cap * sizeof(struct tally__series) },
+		{ "index", h->hash_off, h->hash_size, 0 },
+		{ "chunks", h->chunks_off, h->chunks_size,
+		  h->nchunks * s->chunk_bytes },
 	};
-	for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++)
-		if (r[i].off != r[i].want_off || r[i].size != r[i].want_size)
+	for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+		if (r[i].off % TALLY__PAGE || r[i].size % TALLY__PAGE ||
+		    r[i].off > st_size || r[i].size > st_size - r[i].off ||
+		    r[i].off < end || r[i].size < r[i].need)
 			return tally__seg_corrupt(
 				s, "%s region (offset %llu, %llu bytes) is out "
 				"of place", r[i].name,
 				(unsigned long long)r[i].off,
 				(unsigned long long)r[i].size);
-	if (h->hash_buckets != g.hash_buckets ||
-	    h->fam_hash_buckets != g.fam_hash_buckets)
-		return tally__seg_corrupt(s, "index of %u/%u buckets, expected "
-					  "%u/%u", h->hash_buckets,
-					  h->fam_hash_buckets, g.hash_buckets,
-					  g.fam_hash_buckets);
-	if (h->file_size != g.file_size || st_size != g.file_size)
-		return tally__seg_corrupt(s, "the file is %llu bytes, its "
-					  "regions end at %llu",
-					  (unsigned long long)st_size,
-					  (unsigned long long)g.file_size);
-	s->chunk_pages = (uint32_t)g.chunk_pages;
-	s->chunk_bytes = g.chunk_bytes;
+		end = r[i].off + r[i].size;
+	}
+	if (h->chunks_size != h->nchunks * s->chunk_bytes)
+		return tally__seg_corrupt(s, "chunk region size does not match "
+					  "its chunks");
 	h->proc_name[sizeof(h->proc_name) - 1] = 0;
 	h->zone_name[sizeof(h->zone_name) - 1] = 0;
 	return 0;

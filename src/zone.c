@@ -29,7 +29,7 @@
 
 #include "internal.h"
 
-#define MAX_ZONES TALLY__MAX_ZONES
+#define MAX_ZONES 64
 
 /* Lock order: create_lock, then reg_lock. */
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -497,8 +497,12 @@ static int can_create(const struct tally_zone_opts *o,
 	return 0;
 }
 
-struct tally_zone *tally_zone_create(const char *name,
-				     const struct tally_zone_opts *opts)
+/*
+ * Zones are created under create_lock, which fork() takes first
+ * (lifecycle.c): a child never inherits a zone half made.
+ */
+static struct tally_zone *create_locked(const char *name,
+					const struct tally_zone_opts *opts)
 {
 	struct tally_zone_opts o;
 	struct tally__geometry g;
@@ -567,6 +571,21 @@ fail:
 	return NULL;
 }
 
+struct tally_zone *tally_zone_create(const char *name,
+				     const struct tally_zone_opts *opts)
+{
+	struct tally_zone *z;
+	int err;
+
+	tally__init();
+	pthread_mutex_lock(&create_lock);
+	z = create_locked(name, opts);
+	err = errno;
+	pthread_mutex_unlock(&create_lock);
+	errno = err;
+	return z;
+}
+
 int tally_zone_destroy(struct tally_zone *z)
 {
 	int found = 0;
@@ -617,7 +636,7 @@ struct tally_zone *tally_zone_default(void)
 				*p = '_';
 		if (name[0] == '.')
 			name[0] = '_';
-		z = tally_zone_create(name, NULL);
+		z = create_locked(name, NULL);
 		if (z) {
 			z->is_default = 1;
 			__atomic_store_n(&default_zone, z, __ATOMIC_RELEASE);
@@ -647,13 +666,6 @@ int tally_zone_usage(struct tally_zone *z, struct tally_zone_usage *u)
 const char *tally_zone_path(const struct tally_zone *z)
 {
 	return z ? z->path : "";
-}
-
-struct tally_zone *tally__zone_at(unsigned i)
-{
-	return i < MAX_ZONES ? atomic_load_explicit(&reg[i],
-						    memory_order_acquire) :
-			       NULL;
 }
 
 struct tally_zone *tally__zone_of(const void *addr)

@@ -1458,7 +1458,7 @@ TEST(removing_every_series_gives_memory_back)
 	struct tally_metric_desc d = desc(TALLY_COUNTER, "conn_total");
 	struct tally_zone_usage u;
 	uint64_t empty, peak, after;
-	tally_metric stale, fresh;
+	tally_metric stale, far, fresh;
 
 	CHECK(z != NULL);
 	CHECK_EQ(tally_zone_usage(z, &u), 0);
@@ -1474,6 +1474,7 @@ TEST(removing_every_series_gives_memory_back)
 	CHECK_EQ(tally_zone_usage(z, &u), 0);
 	peak = u.resident_bytes;
 	stale = m[0];
+	far = m[N - 1];
 	for (int i = 0; i < N; i++)
 		CHECK_EQ(tally_metric_remove(&m[i]), 0);
 	CHECK_EQ(tally_zone_usage(z, &u), 0);
@@ -1486,6 +1487,11 @@ TEST(removing_every_series_gives_memory_back)
 			     "(more than 1%%)",
 			     (unsigned long long)(after - empty),
 			     (unsigned long long)(peak - empty));
+	/* A copy kept from before points at a record given back: refused
+	 * without touching its page (a read would allocate it). */
+	CHECK_EQ(tally_metric_remove(&far), -EINVAL);
+	CHECK_EQ(tally_zone_usage(z, &u), 0);
+	CHECK_EQ(u.resident_bytes, after);
 	/* The zone works as before, and the old handle stays refused. */
 	reg(z, d, NULL, 0, &fresh);
 	CHECK_EQ(fresh.series, stale.series);

@@ -240,6 +240,18 @@ static void theft_child(void *arg)
 	atomic_store(&flags[1], 1);
 	for (int k = 0; k < ncpu; k++)
 		CHECK_EQ(pthread_join(t[k], NULL), 0);
+	/* An add that finds no room leaves errno alone (async-signal-safe):
+	 * past the zone's 10 ms of not asking, this first add of the thread's
+	 * CPU to a chunk whose copies were refused tries to reserve again,
+	 * and fails. */
+	x = tally_block_alloc(z, 1, TALLY_PERCPU);
+	if (x) {
+		usleep(20000);
+		errno = EDOM;
+		tally_block_add(x, 0, 0);
+		CHECK_EQ(errno, EDOM);
+		CHECK_EQ(tally_block_free(z, x), 0);
+	}
 
 	/* New allocations: the rest of the current chunk, then ENOSPC. */
 	while ((x = tally_block_alloc(z, 1, TALLY_PERCPU)) != NULL)
