@@ -22,7 +22,9 @@
 #include "snapshot.h"
 
 #define PROG "tallystat"
-#define TALLYSTAT_VERSION "0.1.0"
+#ifndef TALLYSTAT_VERSION
+#define TALLYSTAT_VERSION "0"
+#endif
 
 /* CPUs that -P can name: more than any slab count the library makes. */
 #define TS_MAX_CPUS 4096
