@@ -8,13 +8,18 @@
  * a locked add from another CPU would race with it and lose counts.  Each
  * thread is given one of the nslabs fallback copies, round robin, so that
  * up to nslabs threads without rseq never share a copy.
+ *
+ * A copy (rseq or fallback) is written only once its page is reserved in
+ * the file (the chunk's reservation line says so, src/layout.h); the first
+ * add of a CPU or fallback copy to a chunk reserves it here, and an add
+ * that finds no room goes to the slot's baseline word: a full file system
+ * costs speed, never a count, never a SIGBUS.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
 
 #include "internal.h"
-
 
 void (tally_block_add)(tally_block *b, unsigned slot, int64_t v)
 {
