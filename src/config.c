@@ -9,8 +9,10 @@
  *                     number of possible CPUs)
  *   TALLY_NODES       force this many NUMA nodes (CPU c on node c % N)
  *   TALLY_NO_RSEQ=1   never use rseq: every add takes the atomic fallback
+ *                     (0 or 1)
  *   TALLY_ZONE_SLOTS  default zone capacity in slots
- *   TALLY_KEEP=1      keep segment files when their processes exit
+ *   TALLY_ZONE_SERIES default zone capacity in named series
+ *   TALLY_KEEP=1      keep segment files when their processes exit (0 or 1)
  *   TALLY_GROUP       share segment files read-only with this group
  *                     (files 0640, a default directory 0750)
  */
@@ -88,6 +90,20 @@ static long long parse_range(const char *s, long long lo, long long hi)
 
 static void env_error(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
+
+/* A yes/no variable: unset or empty is 0; "0" and "1" are themselves;
+ * anything else is refused. */
+static int parse_flag(const char *name)
+{
+	const char *s = getenv(name);
+
+	if (!s || !*s || strcmp(s, "0") == 0)
+		return 0;
+	if (strcmp(s, "1") == 0)
+		return 1;
+	env_error("%s=%.40s: expected 0 or 1", name, s);
+	return 0;
+}
 static void env_error(const char *fmt, ...)
 {
 	va_list ap;
@@ -239,7 +255,8 @@ static void read_cpus(struct tally__env *e)
 			e->cpu_node[c] = 0;
 }
 
-/* $TALLY_ZONE_SLOTS, $TALLY_KEEP, $TALLY_GROUP and $TALLY_DIR. */
+/* $TALLY_ZONE_SLOTS, $TALLY_ZONE_SERIES, $TALLY_KEEP, $TALLY_GROUP and
+ * $TALLY_DIR. */
 static void read_files(struct tally__env *e)
 {
 	const char *s;
@@ -254,8 +271,16 @@ static void read_files(struct tally__env *e)
 		else
 			e->default_capacity = (size_t)v;
 	}
-	s = getenv("TALLY_KEEP");
-	e->keep = s && strcmp(s, "1") == 0;
+	e->default_series = 1u << 20;
+	if ((s = getenv("TALLY_ZONE_SERIES"))) {
+		v = parse_range(s, 1, 1ll << 24);
+		if (v < 0)
+			env_error("TALLY_ZONE_SERIES=%.40s: expected a whole "
+				  "number from 1 to 16777216", s);
+		else
+			e->default_series = (size_t)v;
+	}
+	e->keep = parse_flag("TALLY_KEEP");
 	e->gid = -1;
 	if ((s = getenv("TALLY_GROUP")) && *s)
 		e->gid = parse_group(s);
@@ -277,9 +302,8 @@ static void read_files(struct tally__env *e)
  * $TALLY_NO_RSEQ says no; published last. */
 static void set_update_path(const struct tally__env *e)
 {
-	const char *s = getenv("TALLY_NO_RSEQ");
 	int rseq_ok = &__rseq_size && &__rseq_offset && __rseq_size >= 20 &&
-		      !(s && strcmp(s, "0") != 0 && *s);
+		      !parse_flag("TALLY_NO_RSEQ");
 
 	tally__cfg.nslabs = e->nslabs;
 #if defined(__x86_64__)

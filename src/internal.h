@@ -38,7 +38,8 @@ struct tally__env {
 	unsigned nslabs;
 	unsigned nnodes;
 	uint16_t cpu_node[TALLY__MAX_SLABS];
-	size_t default_capacity;
+	size_t default_capacity; /* slots ($TALLY_ZONE_SLOTS) */
+	size_t default_series;   /* named series ($TALLY_ZONE_SERIES) */
 	int keep;                /* $TALLY_KEEP=1 */
 	long gid;                /* $TALLY_GROUP, or -1 */
 	char dir[PATH_MAX];      /* $TALLY_DIR or the default */

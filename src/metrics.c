@@ -490,7 +490,10 @@ static int take_record(struct tally_zone *z, uint32_t *out)
 		atomic_fetch_add_explicit(&h->alloc_refused, 1,
 					  memory_order_relaxed);
 		return tally__fail(ENOSPC, "zone \"%s\" holds %u series "
-				   "already", h->zone_name, h->desc_cap);
+				   "already; %s", h->zone_name, h->desc_cap,
+				   z->is_default ? "raise TALLY_ZONE_SERIES, "
+				   "the series limit of the default zone" :
+				   "create it with a larger max_series");
 	}
 	/* A new page of records, and of their index chains: reserved
 	 * before they are written. */

@@ -209,9 +209,11 @@ static int bump(struct tally_zone *z, uint32_t *idx)
 		atomic_fetch_add_explicit(&h->alloc_refused, 1,
 					  memory_order_relaxed);
 		return tally__fail(ENOSPC, "zone \"%s\" is full (%u chunks of "
-				   "%u slots); create it with a larger "
-				   "capacity", h->zone_name, z->nchunks,
-				   TALLY_CHUNK_SLOTS);
+				   "%u slots); %s", h->zone_name, z->nchunks,
+				   TALLY_CHUNK_SLOTS, z->is_default ?
+				   "raise TALLY_ZONE_SLOTS, the capacity of "
+				   "the default zone" : "create it with a "
+				   "larger capacity");
 	}
 	rc = tally__reserve_at(z, meta(z, (uint32_t)n),
 			       sizeof(struct tally__chunk), "the chunk table");

@@ -92,9 +92,22 @@ static int check_dir(void)
 		return tally__fail(EPERM, "%s is owned by uid %u, not by this "
 				   "user (uid %u)", dir, (unsigned)st.st_uid,
 				   (unsigned)geteuid());
-	if (st.st_mode & 022)
-		return tally__fail(EPERM, "%s is writable by others (mode %o):"
-				   " run chmod 700 on it", dir,
+	if (st.st_mode & 002)
+		return tally__fail(EPERM, "%s is writable by others (mode %o), "
+				   "as a shared directory like /dev/shm is: "
+				   "tally keeps its files in a private "
+				   "subdirectory (mkdir -m 0700 %s/tally-%u, "
+				   "then TALLY_DIR=%s/tally-%u), or unset "
+				   "TALLY_DIR for /dev/shm/tally-%u", dir,
+				   (unsigned)(st.st_mode & 07777), dir,
+				   (unsigned)geteuid(), dir, (unsigned)geteuid(),
+				   (unsigned)geteuid());
+	if (st.st_mode & 020)
+		return tally__fail(EPERM, "%s is writable by its group (mode "
+				   "%o): another member could plant or remove "
+				   "segment files; use a directory only its "
+				   "owner can write to (0700, or 0750 with "
+				   "TALLY_GROUP)", dir,
 				   (unsigned)(st.st_mode & 07777));
 	return 0;
 }
@@ -303,7 +316,7 @@ static int zone_options(const char *name, const struct tally_zone_opts *opts,
 		return tally__fail(EINVAL, "zone capacity %zu: at most "
 				   "4294967296 slots", o->capacity);
 	if (o->max_series == 0)
-		o->max_series = 1u << 20;
+		o->max_series = tally__env.default_series;
 	if (o->max_series > (1u << 24))
 		return tally__fail(EINVAL, "zone max_series %zu: at most "
 				   "16777216", o->max_series);

@@ -211,6 +211,83 @@ TEST(bad_environment_is_einval)
 	expect_env_error("TALLY_ZONE_SLOTS", "many", EINVAL,
 			 "TALLY_ZONE_SLOTS");
 	expect_env_error("TALLY_DIR", "relative/dir", EINVAL, "TALLY_DIR");
+	/* Yes/no variables take their documented values only. */
+	expect_env_error("TALLY_KEEP", "yes", EINVAL, "TALLY_KEEP=yes");
+	expect_env_error("TALLY_KEEP", "true", EINVAL, "TALLY_KEEP=true");
+	expect_env_error("TALLY_KEEP", "2", EINVAL, "TALLY_KEEP=2");
+	expect_env_error("TALLY_NO_RSEQ", "yes", EINVAL, "TALLY_NO_RSEQ=yes");
+	expect_env_error("TALLY_NO_RSEQ", "2", EINVAL, "TALLY_NO_RSEQ=2");
+	expect_env_error("TALLY_ZONE_SERIES", "0", EINVAL, "TALLY_ZONE_SERIES");
+	expect_env_error("TALLY_ZONE_SERIES", "lots", EINVAL,
+			 "TALLY_ZONE_SERIES");
+	expect_env_error("TALLY_ZONE_SERIES", "16777217", EINVAL,
+			 "TALLY_ZONE_SERIES");
+	expect_env_error("TALLY_KEEP", "0", 0, NULL);
+	expect_env_error("TALLY_KEEP", "1", 0, NULL);
+	expect_env_error("TALLY_NO_RSEQ", "0", 0, NULL);
+	expect_env_error("TALLY_NO_RSEQ", "1", 0, NULL);
+}
+
+/*
+ * A shared directory (/dev/shm, /tmp: mode 1777) is not for tally's
+ * files, and changing its mode would break every other program: the
+ * message suggests a private subdirectory, never chmod; a directory that
+ * its group can write to is called that, not "writable by others".
+ */
+TEST(shared_dir_message_suggests_a_subdirectory)
+{
+	struct result *r = shared_result();
+	char dir[PATH_MAX];
+
+	subdir(dir, sizeof(dir), "shared");
+	CHECK(mkdir(dir, 0700) == 0 || errno == EEXIST);
+	CHECK_EQ(chmod(dir, 01777), 0);
+	CHECK_EQ(try_env(r, "TALLY_DIR", dir), EPERM);
+	if (strstr(r->msg, "chmod") || !strstr(r->msg, "subdirectory"))
+		harness_fail(__FILE__, __LINE__, "bad advice: \"%s\"", r->msg);
+	CHECK_EQ(chmod(dir, 0770), 0);
+	CHECK_EQ(try_env(r, "TALLY_DIR", dir), EPERM);
+	if (!strstr(r->msg, "writable by its group") ||
+	    strstr(r->msg, "by others"))
+		harness_fail(__FILE__, __LINE__, "0770 called \"%s\"", r->msg);
+	CHECK_EQ(chmod(dir, 0700), 0);
+}
+
+/* The default zone's limits name the variables that raise them. */
+static void default_limits_child(void *arg)
+{
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "c_total");
+	struct result *r = arg;
+	tally_metric m;
+	int rc = 0, i;
+
+	fresh_setenv("TALLY_ZONE_SERIES", "100");
+	fresh_setenv("TALLY_ZONE_SLOTS", "1008");
+	for (i = 0; i < 200 && rc == 0; i++) {
+		char v[16];
+		struct tally_label l = { "i", v };
+
+		snprintf(v, sizeof(v), "%d", i);
+		d.labels = &l;
+		d.nlabels = 1;
+		rc = tally_metric_register(NULL, &d, &m);
+	}
+	CHECK_EQ(rc, -ENOSPC);
+	CHECK_EQ(i, 101);
+	if (!strstr(tally_errmsg(), "TALLY_ZONE_SERIES"))
+		harness_fail(__FILE__, __LINE__, "\"%s\"", tally_errmsg());
+	for (i = 0; i < 4096; i++)
+		if (!tally_block_alloc(NULL, 8, TALLY_SHARED))
+			break;
+	CHECK_EQ(errno, ENOSPC);
+	if (!strstr(tally_errmsg(), "TALLY_ZONE_SLOTS"))
+		harness_fail(__FILE__, __LINE__, "\"%s\"", tally_errmsg());
+	(void)r;
+}
+
+TEST(default_zone_limits_name_their_variables)
+{
+	CHECK_CHILD_OK(harness_child(default_limits_child, shared_result()));
 }
 
 /* Good values are taken as given. */
