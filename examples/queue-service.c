@@ -9,8 +9,8 @@
  * Each worker sleeps in epoll_wait() on its eventfd, pops requests, serves
  * them with a little CPU work of random size and completes them.
  *
- * Metrics, in the process's default zone (read them with tally-dump while
- * the service runs):
+ * Metrics, in the process's default zone (read them with tallystat, or
+ * examples/tally-dump, while the service runs):
  *   requests_total{queue="N"}             counter, requests completed
  *   bytes_total{queue="N"}                counter, bytes of those requests
  *   requests_in_flight                    gauge, +1 queued, -1 completed
@@ -522,7 +522,7 @@ static void usage(FILE *f)
 		".<pid>.tally (TALLY_DIR\n"
 		"defaults to /dev/shm/tally-<uid>); the file is removed at exit "
 		"unless\n"
-		"TALLY_KEEP=1.  Read it with tally-dump.\n",
+		"TALLY_KEEP=1.  Read it with tallystat (or tally-exporter).\n",
 		MAX_THREADS, DEFAULT_RATE);
 }
 

@@ -11,7 +11,8 @@ trap 'rm -rf "$prefix" "$TALLY_DIR"' EXIT
 chmod 700 "$TALLY_DIR"
 cmake --install "$build" --prefix "$prefix" >/dev/null
 for f in include/tally/tally.h lib/pkgconfig/tally.pc lib/cmake/tally/tallyConfig.cmake \
-	share/man/man3/tally.3 share/man/man1/tally-bench.1; do
+	share/man/man3/tally.3 share/man/man3/tally_block_add.3 \
+	share/man/man3/tally_seg_open.3 share/man/man1/tally-bench.1; do
 	[ -e "$prefix/$f" ] || { echo "install: $f is missing"; exit 1; }
 done
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
