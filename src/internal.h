@@ -91,6 +91,9 @@ static inline unsigned tally__class_of(unsigned nslots)
 }
 
 /* The registry of this process's zones (zone.c). */
+struct tally_zone *tally__zone_default_if_any(void);
+/* Where the updates of a failed registration go (discard.c). */
+tally_block *tally__discard_block(void);
 struct tally_zone *tally__zone_of(const void *addr);
 int tally__zone_alive(uint64_t id, struct tally_zone *z);
 

@@ -146,6 +146,9 @@ struct tally__hdr {
 	_Atomic uint64_t copies_refused;         /* copies that could not be
 						    reserved: their adds
 						    were spilled */
+	_Atomic uint64_t register_failed;        /* registrations that
+						    failed (their handles
+						    discard updates) */
 	/* The pool: lists of chunks, changed under pool_lock only. */
 	_Alignas(64) pthread_mutex_t pool_lock;  /* robust, process-shared */
 	uint32_t empty_head;                     /* chunk index + 1, 0: none */
@@ -357,7 +360,7 @@ static inline uint64_t tally__fam_index_off(const struct tally__geometry *g)
 _Static_assert(sizeof(struct tally__chunk) == 256, "chunk meta is 4 lines");
 _Static_assert(sizeof(struct tally__family) == 1024, "family record size");
 _Static_assert(sizeof(struct tally__series) == 128, "series record size");
-_Static_assert(__builtin_offsetof(struct tally__hdr, copies_refused) + 8 <=
+_Static_assert(__builtin_offsetof(struct tally__hdr, register_failed) + 8 <=
 		       __builtin_offsetof(struct tally__hdr, next_token) + 64,
 	       "the pool's live counters share one line (read together)");
 _Static_assert(__builtin_offsetof(struct tally__hdr, desc_gen) == 512,

@@ -542,6 +542,29 @@ static void publish_series(struct tally_zone *z, uint32_t idx, uint32_t fam,
 	atomic_fetch_add_explicit(&h->desc_gen, 1, memory_order_release);
 }
 
+/*
+ * A registration failed: @m becomes a handle whose updates go nowhere
+ * (discard.c), so that the service runs on without the series, and the
+ * zone (when there is one) counts the failure for its readers.  errno and
+ * the message stay those of the failure.
+ */
+static int failed(struct tally_zone *z, const struct tally_metric_desc *d,
+		  tally_metric *m, int rc)
+{
+	memset(m, 0, sizeof(*m));
+	m->block = tally__discard_block();
+	m->kind = (uint8_t)(d ? d->kind : TALLY_COUNTER);
+	m->sub_bits = 1; /* a histogram's observations: slots 1 .. 4 */
+	m->max_bits = 2;
+	if (!z)
+		z = tally__zone_default_if_any();
+	if (z)
+		atomic_fetch_add_explicit(&z->hdr->register_failed, 1,
+					  memory_order_relaxed);
+	errno = -rc;
+	return rc;
+}
+
 int tally_metric_register(struct tally_zone *z,
 			  const struct tally_metric_desc *d, tally_metric *m)
 {
@@ -550,16 +573,19 @@ int tally_metric_register(struct tally_zone *z,
 	uint32_t fam = 0, idx = 0, bucket = 0;
 	int rc;
 
-	if (!d || !m)
+	if (!m)
 		return tally__fail(EINVAL, "tally_metric_register: NULL "
 				   "argument");
+	if (!d)
+		return failed(z, d, m, tally__fail(EINVAL, "tally_metric_"
+						   "register: NULL argument"));
 	if ((rc = make_plan(d, &p)) < 0)
-		return rc;
+		return failed(z, d, m, rc);
 	if (!z && !(z = tally_zone_default()))
-		return -errno;
+		return failed(NULL, d, m, -errno);
 	b = tally_block_alloc(z, p.nslots, p.mode);
 	if (!b)
-		return -errno;
+		return failed(z, d, m, -errno);
 
 	metrics_lock(z);
 	if ((rc = family_get(z, d->name, &p, &fam)) < 0 ||
@@ -568,8 +594,7 @@ int tally_metric_register(struct tally_zone *z,
 	    (rc = take_record(z, &idx)) < 0) {
 		pthread_mutex_unlock(&z->hdr->metrics_lock);
 		tally_block_free(z, b);
-		errno = -rc;
-		return rc;
+		return failed(z, d, m, rc);
 	}
 	publish_series(z, idx, fam, &p, d->nlabels, b, bucket);
 	m->seq = atomic_load_explicit(&series(z)[idx].seq,

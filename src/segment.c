@@ -351,6 +351,8 @@ static void read_pool_live(struct tally_seg *s, struct tally_seg_info *info)
 						   memory_order_relaxed);
 	info->copies_refused = atomic_load_explicit(&live.copies_refused,
 						    memory_order_relaxed);
+	info->register_failed = atomic_load_explicit(&live.register_failed,
+						     memory_order_relaxed);
 	if (info->chunks_inuse > info->capacity_chunks)
 		info->chunks_inuse = info->capacity_chunks;
 }

@@ -627,6 +627,12 @@ int tally_zone_destroy(struct tally_zone *z)
 	return 0;
 }
 
+/* The default zone if it exists; never creates it. */
+struct tally_zone *tally__zone_default_if_any(void)
+{
+	return __atomic_load_n(&default_zone, __ATOMIC_ACQUIRE);
+}
+
 struct tally_zone *tally_zone_default(void)
 {
 	struct tally_zone *z;

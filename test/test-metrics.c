@@ -1186,18 +1186,18 @@ TEST(enospc_recovers_for_another_size)
 TEST(enospc_families)
 {
 	struct tally_zone *z = zone(4 * TALLY_CHUNK_SLOTS, 2048);
-	tally_metric m;
+	tally_metric m, last;
 	char name[32];
 
 	for (unsigned i = 0; i < TALLY__FAM_CAP; i++) {
 		snprintf(name, sizeof(name), "family_%u", i);
-		if (reg1(z, name, NULL, NULL, &m) != 0)
+		if (reg1(z, name, NULL, NULL, &last) != 0)
 			harness_fail(__FILE__, __LINE__, "%s: %s", name,
 				     tally_errmsg());
 	}
 	CHECK_EQ(reg1(z, "one_too_many", NULL, NULL, &m), -ENOSPC);
 	/* Families are never removed: still full after a removal. */
-	CHECK_EQ(tally_metric_remove(&m), 0);
+	CHECK_EQ(tally_metric_remove(&last), 0);
 	CHECK_EQ(reg1(z, "one_too_many", NULL, NULL, &m), -ENOSPC);
 	/* Existing names still take new series. */
 	CHECK_EQ(reg1(z, "family_7", "k", "v", &m), 0);
@@ -1504,5 +1504,73 @@ TEST(removing_every_series_gives_memory_back)
 		CHECK_EQ(v, 5);
 	}
 	CHECK_EQ(tally_metric_remove(&fresh), 0);
+	CHECK_EQ(tally_zone_destroy(z), 0);
+}
+
+/*
+ * A registration that fails leaves a handle that takes every update and
+ * discards it: the service never crashes on its statistics.  With no
+ * directory at all, and with a bad name in a zone, where the failure is
+ * counted for readers.
+ */
+static void update_all(const tally_metric *m)
+{
+	for (int i = 0; i < 1000; i++) {
+		tally_counter_inc(m);
+		tally_counter_add(m, 7);
+		tally_gauge_inc(m);
+		tally_gauge_dec(m);
+		tally_gauge_set(m, i);
+		tally_histogram_observe(m, (uint64_t)i << 30);
+	}
+}
+
+static void no_dir_child(void *arg)
+{
+	struct tally_metric_desc d = desc(TALLY_HISTOGRAM, "lat_ns");
+	tally_metric m;
+	int64_t v;
+
+	(void)arg;
+	fresh_setenv("TALLY_DIR", "/nonexistent/tally");
+	CHECK_EQ(tally_metric_register(NULL, &d, &m), -ENOENT);
+	CHECK(strstr(tally_errmsg(), "/nonexistent/tally") != NULL);
+	update_all(&m);
+	CHECK_EQ(tally_metric_fetch(&m, &v), -EINVAL);
+	CHECK_EQ(tally_metric_remove(&m), -EINVAL);
+	d = desc(TALLY_COUNTER, "c_total");
+	CHECK_EQ(tally_metric_register(NULL, &d, &m), -ENOENT);
+	update_all(&m);
+}
+
+TEST(failed_registration_handle_discards_updates)
+{
+	struct tally_zone *z;
+	struct tally_metric_desc bad = desc(TALLY_COUNTER, "bad name");
+	struct tally_metric_desc hist = desc(TALLY_HISTOGRAM, "h_ns");
+	struct tally_seg_info info;
+	struct tally_seg *s;
+	tally_metric m, good;
+	int64_t v;
+
+	CHECK_CHILD_OK(harness_child(no_dir_child, NULL));
+	z = tally_zone_create("discard", NULL);
+	CHECK(z != NULL);
+	CHECK_EQ(tally_metric_register(z, &bad, &m), -EINVAL);
+	update_all(&m);
+	hist.hist_sub_bits = 9; /* refused: 1..7 */
+	CHECK_EQ(tally_metric_register(z, &hist, &m), -EINVAL);
+	update_all(&m);
+	/* The zone's real series are untouched by the discarded updates. */
+	reg(z, desc(TALLY_COUNTER, "good_total"), NULL, 0, &good);
+	tally_counter_add(&good, 3);
+	CHECK_EQ(tally_metric_fetch(&good, &v), 0);
+	CHECK_EQ(v, 3);
+	s = tally_seg_open(tally_zone_path(z), NULL);
+	CHECK(s != NULL);
+	CHECK_EQ(tally_seg_info(s, &info), 0);
+	CHECK_EQ(info.register_failed, 2);
+	tally_seg_close(s);
+	CHECK_EQ(tally_metric_remove(&good), 0);
 	CHECK_EQ(tally_zone_destroy(z), 0);
 }

@@ -100,6 +100,11 @@ typedef struct tally_metric {
  *   -EEXIST   a series with this name and these labels already exists;
  *   -ENOSPC   the zone has no room for another series, family or block;
  *   and the errors of tally_zone_default() and tally_block_alloc().
+ * Whatever the error, @m (when not NULL) is then a handle that every
+ * update call accepts and whose updates go nowhere, so that a service
+ * runs on without the series; tally_metric_remove() and
+ * tally_metric_fetch() refuse it with -EINVAL, and the zone counts the
+ * failure for its readers (tally_seg_info(): register_failed).
  * This API is MT-safe and safe after fork().  Not async-signal-safe.
  */
 TALLY_API int tally_metric_register(struct tally_zone *z,

@@ -65,6 +65,8 @@ struct tally_seg_info {
 	uint64_t copies_refused; /* per-CPU copies that found no room when a
 				    CPU first wrote to their chunk (their
 				    adds were spilled, not lost) */
+	uint64_t register_failed; /* registrations that failed: their
+				     handles discard updates */
 };
 
 /*

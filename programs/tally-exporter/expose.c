@@ -705,6 +705,7 @@ static void seg_metric(struct tp_buf *b, const struct tp_snapshot *snap,
 		case 4: tp_fmt_i64(v, (int64_t)in->alloc_refused); break;
 		case 5: tp_fmt_i64(v, in->alive); break;
 		case 7: tp_fmt_i64(v, (int64_t)in->copies_refused); break;
+		case 8: tp_fmt_i64(v, (int64_t)in->register_failed); break;
 		default: tp_fmt_i64(v, g->nseries); break;
 		}
 		put(b, name);
@@ -748,6 +749,9 @@ static void write_self(struct tp_buf *b, const struct tp_snapshot *snap,
 		   "counter", "Per-CPU pages the file system had no room for "
 		   "at a CPU's first add (the adds were kept in the "
 		   "baselines, not lost).", NULL, 7);
+	seg_metric(b, snap, f, "tally_segment_register_failed", "_total",
+		   "counter", "Registrations that failed (their updates are "
+		   "discarded).", NULL, 8);
 	seg_metric(b, snap, f, "tally_segment_alive", "", "gauge",
 		   "1 while the process that created the segment runs.", NULL,
 		   5);
@@ -849,6 +853,8 @@ static const char *const self_names[] = {
 	"tally_segment_capacity_used_ratio", "tally_segment_capacity_slots",
 	"tally_segment_alloc_refused", "tally_segment_alloc_refused_total",
 	"tally_segment_copies_refused", "tally_segment_copies_refused_total",
+	"tally_segment_register_failed",
+	"tally_segment_register_failed_total",
 	"tally_segment_alive", "tally_segment_series",
 	"tally_exporter_build_info", "tally_exporter_segments_read",
 	"tally_exporter_scrape_segments_skipped",

@@ -45,6 +45,7 @@ grep -q '^tally_segment_resident_bytes{pid="'"$writer_pid"'",process="exporter-t
 grep -q '^tally_segment_capacity_used_ratio{' "$t" || fail "capacity ratio"
 grep -q '^tally_segment_alloc_refused_total{pid="'"$writer_pid"'".*} 0' "$t" || fail "alloc_refused"
 grep -q '^tally_segment_copies_refused_total{pid="'"$writer_pid"'".*} 0' "$t" || fail "copies_refused"
+grep -q '^tally_segment_register_failed_total{pid="'"$writer_pid"'".*} 0' "$t" || fail "register_failed"
 grep -q '^tally_exporter_scrape_duration_seconds 0\.' "$t" || fail "scrape duration"
 grep -q '^tally_exporter_build_info{version="' "$t" || fail "build info"
 ok "own metrics"
