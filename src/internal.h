@@ -68,8 +68,6 @@ void tally__lifecycle_install(void);
 
 /* The lifecycle steps of each file, called by lifecycle.c only. */
 void tally__init_postfork_child(void);
-void tally__zone_prefork(void);
-void tally__zone_postfork_parent(void);
 void tally__zone_postfork_child(void);
 void tally__zone_exit_begin(void);
 void tally__zone_exit_end(void);

@@ -1,13 +1,20 @@
 /*
  * lifecycle.c: the one owner of fork and exit.
  *
- * The fork hooks run in jemalloc's order: before fork() every
- * process-private lock is taken in a fixed order (so that no other thread
- * holds one at the moment of the fork), the parent releases them, and the
- * child re-creates them and renews everything that identifies the process
- * or a thread of it: identity (process.c), an unfinished initialisation
- * (config.c), zone use locks (zone.c), thread caches (alloc.c) and
- * fallback copies (add.c).  The exit hook gives back the exiting thread's
+ * After fork(), the child re-creates the library's process-private locks
+ * (a lock another thread of the parent held stays held in the child,
+ * where that thread does not exist; what the locks guard stays consistent:
+ * a zone enters the registry fully made, in one store) and renews
+ * everything that identifies the process or a thread of it: identity
+ * (process.c), an unfinished initialisation (config.c), zone use locks
+ * (zone.c), thread caches (alloc.c) and fallback copies (add.c).
+ *
+ * Unlike jemalloc, the locks are not taken before fork(): that would make
+ * fork() wait for a zone being created, and then resume exactly as the
+ * creating thread goes on into malloc() and free(), which some allocators
+ * (ThreadSanitizer's among them) do not make safe across fork.  The price:
+ * a child forked while another thread creates a zone inherits that zone's
+ * descriptor and mapping, unused.  The exit hook gives back the exiting thread's
  * chunks and detaches every zone.  No other file registers a fork or exit
  * hook, and no other file calls these steps: this file sits above all the
  * others, the way process.c sits below them.
@@ -18,16 +25,6 @@
 #include <stdlib.h>
 
 #include "internal.h"
-
-static void prepare(void)
-{
-	tally__zone_prefork();
-}
-
-static void parent(void)
-{
-	tally__zone_postfork_parent();
-}
 
 static void child(void)
 {
@@ -59,5 +56,5 @@ __attribute__((constructor)) void tally__lifecycle_install(void)
 	if (atomic_exchange(&done, 1))
 		return;
 	atexit(at_exit);
-	pthread_atfork(prepare, parent, child);
+	pthread_atfork(NULL, NULL, child);
 }

@@ -181,29 +181,15 @@ void tally__zone_exit_end(void)
 	pthread_mutex_unlock(&reg_lock);
 }
 
-/* Before fork(), in the order of the lock order. */
-void tally__zone_prefork(void)
-{
-	pthread_mutex_lock(&create_lock);
-	pthread_mutex_lock(&reg_lock);
-}
-
-void tally__zone_postfork_parent(void)
-{
-	pthread_mutex_unlock(&reg_lock);
-	pthread_mutex_unlock(&create_lock);
-}
-
 /*
- * In the child: the locks were taken by the forking thread before the
- * fork, so what they guard is consistent and the child's only thread,
- * that same thread, releases them.  Each inherited zone gets a use lock
- * of the child's own.
+ * In the child: a lock held by another thread of the parent stays held in
+ * the child, where that thread does not exist: the child makes its locks
+ * anew.  Each inherited zone gets a use lock of the child's own.
  */
 void tally__zone_postfork_child(void)
 {
-	pthread_mutex_unlock(&reg_lock);
-	pthread_mutex_unlock(&create_lock);
+	pthread_mutex_init(&reg_lock, NULL);
+	pthread_mutex_init(&create_lock, NULL);
 	for (int i = 0; i < MAX_ZONES; i++) {
 		struct tally_zone *z = reg[i];
 
@@ -511,8 +497,8 @@ static int can_create(const struct tally_zone_opts *o,
 }
 
 /*
- * Zones are created under create_lock, which fork() takes first
- * (lifecycle.c): a child never inherits a zone half made.
+ * Zones are created under create_lock, one at a time in a process: two
+ * threads creating the same name never race for its temporary file.
  */
 static struct tally_zone *create_locked(const char *name,
 					const struct tally_zone_opts *opts)
