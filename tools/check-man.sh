@@ -27,8 +27,9 @@ for f in "$tmp"/example*.c; do
 	[ -e "$f" ] || break
 	n=$((n + 1))
 	if grep -q '^int main' "$f"; then
-		if ! cc -std=c11 -Wall -Wextra -Werror -I"$inc/.." -o "$f.bin" "$f" \
-			"$LIBTALLY" -lpthread; then
+		# EXAMPLE_FLAGS: the sanitizer the library was built with.
+		if ! cc -std=c11 -Wall -Wextra -Werror ${EXAMPLE_FLAGS:-} \
+			-I"$inc/.." -o "$f.bin" "$f" "$LIBTALLY" -lpthread; then
 			echo "README example $n does not build"; bad=1; continue
 		fi
 		mkdir -m 700 "$tmp/dir$n"
