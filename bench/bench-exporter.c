@@ -192,7 +192,7 @@ static void writer_main(const char *zone, const char *name, uint64_t n,
 	struct tally_zone *z;
 	struct tally_metric_desc d = { 0 };
 	struct tally_label l = { "id", NULL };
-	tally_metric *m = calloc(n, sizeof(*m));
+	tally_counter *m = calloc(n, sizeof(*m));
 	char v[24], c;
 
 	zo.capacity = n + n / 4 + 4096;
@@ -208,7 +208,7 @@ static void writer_main(const char *zone, const char *name, uint64_t n,
 	for (uint64_t i = 0; i < n; i++) {
 		snprintf(v, sizeof(v), "%" PRIu64, i);
 		l.value = v;
-		if (tally_metric_register(z, &d, &m[i]) < 0)
+		if (tally_counter_register(z, &d, &m[i]) < 0)
 			_exit(2);
 		tally_counter_add(&m[i], add);
 	}

@@ -41,47 +41,73 @@ static void mrow_finish(struct mrow *r)
 	bench_stats(r->v, r->n, &r->st);
 }
 
-static int reg(struct tally_zone *z, unsigned kind, const char *name,
-	       uint64_t id, tally_metric *m)
+/* A description of series @id of @name, with one label (in @v). */
+static struct tally_metric_desc describe(const char *name, uint64_t id,
+					 struct tally_label *l, char v[24])
 {
-	char v[24];
-	struct tally_label l = { "conn", v };
 	struct tally_metric_desc d = { 0 };
 
-	snprintf(v, sizeof(v), "%" PRIu64, id);
-	d.kind = kind;
+	snprintf(v, 24, "%" PRIu64, id);
+	l->name = "conn";
+	l->value = v;
 	d.name = name;
 	d.help = "Requests of one connection.";
-	d.labels = &l;
+	d.labels = l;
 	d.nlabels = 1;
-	return tally_metric_register(z, &d, m);
+	return d;
+}
+
+static int reg_counter(struct tally_zone *z, const char *name, uint64_t id,
+		       tally_counter *c)
+{
+	struct tally_label l;
+	char v[24];
+	struct tally_metric_desc d = describe(name, id, &l, v);
+
+	return tally_counter_register(z, &d, c);
+}
+
+static int reg_histogram(struct tally_zone *z, const char *name,
+			 uint64_t id, tally_histogram *h)
+{
+	struct tally_label l;
+	char v[24];
+	struct tally_metric_desc d = describe(name, id, &l, v);
+
+	return tally_histogram_register(z, &d, h);
 }
 
 /* ns per register+remove pair, @n pairs. */
 static double run_register(struct tally_zone *z, uint64_t n)
 {
 	uint64_t t0 = bench_thread_cpu_ns();
-	tally_metric m;
+	tally_counter c;
 
 	for (uint64_t i = 0; i < n; i++) {
-		if (reg(z, TALLY_COUNTER, "bench_conn_requests_total", i, &m) ||
-		    tally_metric_remove(&m))
+		if (reg_counter(z, "bench_conn_requests_total", i, &c) ||
+		    tally_metric_remove(&c.metric))
 			bench_die("register/remove: %s", tally_errmsg());
 	}
 	return (double)(bench_thread_cpu_ns() - t0) / (double)n;
 }
 
-/* ns per update of one series, @n updates. */
-static double run_updates(const tally_metric *m, uint64_t n, int observe)
+/* ns per add to one counter, @n adds. */
+static double run_adds(const tally_counter *c, uint64_t n)
 {
 	uint64_t t0 = bench_thread_cpu_ns();
 
-	if (observe)
-		for (uint64_t i = 0; i < n; i++)
-			tally_histogram_observe(m, (i * 2654435761u) & 0xfffff);
-	else
-		for (uint64_t i = 0; i < n; i++)
-			tally_counter_add(m, 1);
+	for (uint64_t i = 0; i < n; i++)
+		tally_counter_add(c, 1);
+	return (double)(bench_thread_cpu_ns() - t0) / (double)n;
+}
+
+/* ns per observation of one histogram, @n observations. */
+static double run_observes(const tally_histogram *h, uint64_t n)
+{
+	uint64_t t0 = bench_thread_cpu_ns();
+
+	for (uint64_t i = 0; i < n; i++)
+		tally_histogram_observe(h, (i * 2654435761u) & 0xfffff);
 	return (double)(bench_thread_cpu_ns() - t0) / (double)n;
 }
 
@@ -138,7 +164,7 @@ static pid_t start_reader(const char *path, int cpu)
 }
 
 /* ns (CPU) per add of a writer that walks all @n series @rounds times. */
-static double run_writer(const tally_metric *m, uint64_t n, unsigned rounds)
+static double run_writer(const tally_counter *m, uint64_t n, unsigned rounds)
 {
 	uint64_t t0 = bench_thread_cpu_ns();
 
@@ -179,7 +205,8 @@ int bench_metrics(const struct bench_opts *o)
 		{ .what = "writer add, no reader", .unit = "ns" },
 		{ .what = "writer add, reader scanning", .unit = "ns" },
 	};
-	tally_metric *m, c, h;
+	tally_counter *m, c;
+	tally_histogram h;
 	int cpus[2], ncpu;
 	unsigned rounds;
 	char name[64];
@@ -200,15 +227,15 @@ int bench_metrics(const struct bench_opts *o)
 	bench_pin(cpus[0]);
 
 	/* Single-thread costs, interleaved run by run. */
-	if (reg(z, TALLY_COUNTER, "bench_counter_total", 0, &c) ||
-	    reg(z, TALLY_HISTOGRAM, "bench_latency_ns", 0, &h))
+	if (reg_counter(z, "bench_counter_total", 0, &c) ||
+	    reg_histogram(z, "bench_latency_ns", 0, &h))
 		bench_die("register: %s", tally_errmsg());
 	for (unsigned r = 0; r < o->repeat; r++) {
 		bench_progress("single-thread costs, run %u/%u", r + 1,
 			       o->repeat);
 		rows[0].v[rows[0].n++] = run_register(z, pairs);
-		rows[1].v[rows[1].n++] = run_updates(&c, updates, 0);
-		rows[2].v[rows[2].n++] = run_updates(&h, updates, 1);
+		rows[1].v[rows[1].n++] = run_adds(&c, updates);
+		rows[2].v[rows[2].n++] = run_observes(&h, updates);
 	}
 
 	/* N series, each written once, then read. */
@@ -216,7 +243,7 @@ int bench_metrics(const struct bench_opts *o)
 		if (i % 100000 == 0)
 			bench_progress("registering %" PRIu64 "/%" PRIu64
 				       " series", i, nseries);
-		if (reg(z, TALLY_COUNTER, "bench_conn_requests_total", i, &m[i]))
+		if (reg_counter(z, "bench_conn_requests_total", i, &m[i]))
 			bench_die("register %" PRIu64 ": %s", i, tally_errmsg());
 		tally_counter_add(&m[i], 1);
 	}
@@ -307,7 +334,7 @@ int bench_metrics(const struct bench_opts *o)
 		}
 	}
 	for (uint64_t i = 0; i < nseries; i++)
-		tally_metric_remove(&m[i]);
+		tally_metric_remove(&m[i].metric);
 	free(m);
 	tally_zone_destroy(z);
 	free(d);

@@ -117,7 +117,7 @@ struct conn {
 	uint64_t id;
 	unsigned queue;             /* the worker that serves it */
 	int has_metric;             /* 0 if its series could not be made */
-	tally_metric requests;      /* connection_requests_total{conn=id} */
+	tally_counter requests;     /* connection_requests_total{conn=id} */
 	_Atomic uint32_t pending;   /* requests queued or being served */
 	/* Acceptor only: */
 	uint64_t issued;
@@ -180,12 +180,13 @@ static void queue_wake(struct queue *q)
 
 /* --- Metrics ----------------------------------------------------------- */
 
-static tally_metric m_in_flight, m_duration, m_conns_open;
+static tally_gauge m_in_flight;
+static tally_histogram m_duration;
+static tally_setgauge m_conns_open;
 
-static void must_register(const struct tally_metric_desc *d, tally_metric *m)
+/* @rc: what registering @d returned. */
+static void must_register(int rc, const struct tally_metric_desc *d)
 {
-	int rc = tally_metric_register(NULL, d, m);
-
 	if (rc < 0) {
 		fprintf(stderr, PROG ": cannot register %s: %s\n", d->name,
 			tally_errmsg());
@@ -201,8 +202,8 @@ struct worker {
 	int epfd;
 	pthread_t thread;
 	char label[16];             /* the queue="N" value */
-	tally_metric requests;      /* requests_total{queue=N} */
-	tally_metric bytes;         /* bytes_total{queue=N} */
+	tally_counter requests;     /* requests_total{queue=N} */
+	tally_counter bytes;        /* bytes_total{queue=N} */
 	uint64_t rng;
 	uint64_t sink;              /* keeps the CPU work from being removed */
 	/* Plain totals, read by main after the join. */
@@ -284,16 +285,15 @@ static void worker_init(struct worker *w, unsigned index, uint64_t seed)
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->q.efd, &ev) < 0)
 		DIE("epoll_ctl: %s", strerror(errno));
 
-	d.kind = TALLY_COUNTER;
 	d.labels = &l;
 	d.nlabels = 1;
 	d.name = "requests_total";
 	d.help = "Requests completed, per queue.";
-	must_register(&d, &w->requests);
+	must_register(tally_counter_register(NULL, &d, &w->requests), &d);
 	d.name = "bytes_total";
 	d.help = "Bytes of the requests completed, per queue.";
 	d.unit = "bytes";
-	must_register(&d, &w->bytes);
+	must_register(tally_counter_register(NULL, &d, &w->bytes), &d);
 }
 
 /* --- The acceptor -------------------------------------------------------- */
@@ -324,7 +324,6 @@ static void conn_open(struct acceptor *a, int64_t t)
 	char id[24];
 	struct tally_label l = { "conn", id };
 	struct tally_metric_desc d = {
-		.kind = TALLY_COUNTER,
 		.name = "connection_requests_total",
 		.help = "Requests of one connection, while it is open.",
 		.labels = &l,
@@ -340,7 +339,7 @@ static void conn_open(struct acceptor *a, int64_t t)
 	snprintf(id, sizeof(id), "%" PRIu64, c->id);
 	/* A real service keeps serving when a per-connection series cannot
 	 * be made (a full zone, say): it loses that series, not requests. */
-	if (tally_metric_register(NULL, &d, &c->requests) == 0) {
+	if (tally_counter_register(NULL, &d, &c->requests) == 0) {
 		c->has_metric = 1;
 	} else if (a->series_failed++ == 0) {
 		fprintf(stderr, PROG ": connection %" PRIu64 " has no series: "
@@ -380,14 +379,14 @@ static void conn_reap(struct acceptor *a)
 			/* Every add happened before the workers' release of
 			 * pending, so the series must hold exactly what this
 			 * connection issued: check it, then remove it. */
-			if (tally_metric_fetch(&c->requests, &v) < 0)
+			if (tally_metric_fetch(&c->requests.metric, &v) < 0)
 				DIE("tally_metric_fetch: %s", tally_errmsg());
 			a->series_checked++;
 			if ((uint64_t)v != c->issued && a->series_wrong++ == 0)
 				fprintf(stderr, PROG ": connection %" PRIu64
 					": series says %" PRId64 ", issued %"
 					PRIu64 "\n", c->id, v, c->issued);
-			if (tally_metric_remove(&c->requests) < 0)
+			if (tally_metric_remove(&c->requests.metric) < 0)
 				DIE("tally_metric_remove: %s", tally_errmsg());
 		}
 		free(c);
@@ -407,7 +406,7 @@ static void conns_update(struct acceptor *a, int64_t t)
 	while (a->nopen < CONNS_TARGET)
 		conn_open(a, t);
 	conn_reap(a);
-	tally_gauge_set(&m_conns_open, (int64_t)(a->nopen + a->nclosing));
+	tally_setgauge_set(&m_conns_open, (int64_t)(a->nopen + a->nclosing));
 }
 
 /* Queue one request of a random open connection; 0 if its queue is full. */
@@ -488,7 +487,7 @@ static void *acceptor_main(void *arg)
 		if (a->nclosing)
 			sleep_ns(TICK_NS);
 	}
-	tally_gauge_set(&m_conns_open, 0);
+	tally_setgauge_set(&m_conns_open, 0);
 	for (unsigned i = 0; i < a->nworkers; i++) {
 		atomic_store_explicit(&a->workers[i]->q.closed, 1,
 				      memory_order_release);
@@ -609,20 +608,19 @@ int main(int argc, char **argv)
 	{
 		struct tally_metric_desc d = { 0 };
 
-		d.kind = TALLY_GAUGE;
 		d.name = "requests_in_flight";
 		d.help = "Requests queued or being served.";
-		must_register(&d, &m_in_flight);
-		d.kind = TALLY_HISTOGRAM;
+		must_register(tally_gauge_register(NULL, &d, &m_in_flight), &d);
 		d.name = "request_duration_ns";
 		d.help = "Time from queueing a request to its completion.";
 		d.unit = "nanoseconds";
-		must_register(&d, &m_duration);
-		d.kind = TALLY_GAUGE_SET;
+		must_register(tally_histogram_register(NULL, &d, &m_duration),
+			      &d);
 		d.name = "connections_open";
 		d.help = "Connections open (including those closing).";
 		d.unit = NULL;
-		must_register(&d, &m_conns_open);
+		must_register(tally_setgauge_register(NULL, &d, &m_conns_open),
+			      &d);
 	}
 	for (unsigned i = 0; i < nthreads; i++) {
 		size_t size = (sizeof(struct worker) + 63) & ~(size_t)63;

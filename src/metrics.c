@@ -31,24 +31,35 @@ _Static_assert(TALLY_NAME_MAX + 1 == TALLY__NAME_MAX &&
 		       TALLY_UNIT_MAX + 1 == TALLY__UNIT_MAX,
 	       "limits agree with the format");
 
-void (tally_counter_add)(const tally_metric *m, int64_t v)
+_Static_assert(sizeof(tally_counter) == sizeof(tally_metric) &&
+		       sizeof(tally_gauge) == sizeof(tally_metric) &&
+		       sizeof(tally_setgauge) == sizeof(tally_metric) &&
+		       sizeof(tally_histogram) == sizeof(tally_metric),
+	       "a kind's handle is a tally_metric and nothing more");
+
+void (tally_counter_add)(const tally_counter *c, int64_t v)
 {
-	tally__metric_add(m, v);
+	tally__counter_add(c, v);
 }
 
-void (tally_gauge_add)(const tally_metric *m, int64_t v)
+void (tally_gauge_add)(const tally_gauge *g, int64_t v)
 {
-	tally__metric_add(m, v);
+	tally__gauge_add(g, v);
 }
 
-void (tally_gauge_set)(const tally_metric *m, int64_t v)
+void (tally_setgauge_set)(const tally_setgauge *g, int64_t v)
 {
-	tally__gauge_set(m, v);
+	tally__setgauge_set(g, v);
 }
 
-void (tally_histogram_observe)(const tally_metric *m, uint64_t v)
+void (tally_setgauge_add)(const tally_setgauge *g, int64_t v)
 {
-	tally__histogram_observe(m, v);
+	tally__setgauge_add(g, v);
+}
+
+void (tally_histogram_observe)(const tally_histogram *h, uint64_t v)
+{
+	tally__histogram_observe(h, v);
 }
 
 static struct tally__family *families(struct tally_zone *z)
@@ -197,7 +208,7 @@ static int make_plan(const struct tally_metric_desc *d, struct plan *p)
 		return tally__fail(EINVAL, "unknown block mode %u", d->mode);
 	p->kind = d->kind;
 	p->mode = d->kind == TALLY_GAUGE_SET ? TALLY_SHARED : d->mode;
-	p->nslots = 1;
+	p->nslots = d->kind == TALLY_GAUGE ? 2 : 1; /* increments, decrements */
 	if (d->kind == TALLY_HISTOGRAM) {
 		unsigned sb = d->hist_sub_bits ? d->hist_sub_bits :
 						 TALLY_HIST_SUB_BITS_DEFAULT;
@@ -548,12 +559,12 @@ static void publish_series(struct tally_zone *z, uint32_t idx, uint32_t fam,
  * zone (when there is one) counts the failure for its readers.  errno and
  * the message stay those of the failure.
  */
-static int failed(struct tally_zone *z, const struct tally_metric_desc *d,
-		  tally_metric *m, int rc)
+static int failed(struct tally_zone *z, unsigned kind, tally_metric *m,
+		  int rc)
 {
 	memset(m, 0, sizeof(*m));
 	m->block = tally__discard_block();
-	m->kind = (uint8_t)(d ? d->kind : TALLY_COUNTER);
+	m->kind = (uint8_t)kind;
 	m->sub_bits = 1; /* a histogram's observations: slots 1 .. 4 */
 	m->max_bits = 2;
 	if (!z)
@@ -565,27 +576,36 @@ static int failed(struct tally_zone *z, const struct tally_metric_desc *d,
 	return rc;
 }
 
-int tally_metric_register(struct tally_zone *z,
-			  const struct tally_metric_desc *d, tally_metric *m)
+static int metric_register(struct tally_zone *z,
+			   const struct tally_metric_desc *d, unsigned kind,
+			   tally_metric *m)
 {
+	struct tally_metric_desc typed;
 	struct plan p;
 	tally_block *b;
 	uint32_t fam = 0, idx = 0, bucket = 0;
 	int rc;
 
 	if (!m)
-		return tally__fail(EINVAL, "tally_metric_register: NULL "
-				   "argument");
+		return tally__fail(EINVAL, "register: NULL handle");
 	if (!d)
-		return failed(z, d, m, tally__fail(EINVAL, "tally_metric_"
-						   "register: NULL argument"));
+		return failed(z, kind, m, tally__fail(EINVAL, "register: NULL "
+						      "description"));
+	if (d->kind && d->kind != kind)
+		return failed(z, kind, m, tally__fail(EINVAL, "%s: the "
+				"description's kind is %u, this function "
+				"registers kind %u", d->name ? d->name : "?",
+				d->kind, kind));
+	typed = *d;
+	typed.kind = kind;
+	d = &typed;
 	if ((rc = make_plan(d, &p)) < 0)
-		return failed(z, d, m, rc);
+		return failed(z, kind, m, rc);
 	if (!z && !(z = tally_zone_default()))
-		return failed(NULL, d, m, -errno);
+		return failed(NULL, kind, m, -errno);
 	b = tally_block_alloc(z, p.nslots, p.mode);
 	if (!b)
-		return failed(z, d, m, -errno);
+		return failed(z, kind, m, -errno);
 
 	metrics_lock(z);
 	if ((rc = family_get(z, d->name, &p, &fam)) < 0 ||
@@ -594,7 +614,7 @@ int tally_metric_register(struct tally_zone *z,
 	    (rc = take_record(z, &idx)) < 0) {
 		pthread_mutex_unlock(&z->hdr->metrics_lock);
 		tally_block_free(z, b);
-		return failed(z, d, m, rc);
+		return failed(z, kind, m, rc);
 	}
 	publish_series(z, idx, fam, &p, d->nlabels, b, bucket);
 	m->seq = atomic_load_explicit(&series(z)[idx].seq,
@@ -608,6 +628,32 @@ int tally_metric_register(struct tally_zone *z,
 	m->sub_bits = (uint8_t)p.sub_bits;
 	m->max_bits = (uint8_t)p.max_bits;
 	return 0;
+}
+
+int tally_counter_register(struct tally_zone *z,
+			   const struct tally_metric_desc *d, tally_counter *c)
+{
+	return metric_register(z, d, TALLY_COUNTER, c ? &c->metric : NULL);
+}
+
+int tally_gauge_register(struct tally_zone *z,
+			 const struct tally_metric_desc *d, tally_gauge *g)
+{
+	return metric_register(z, d, TALLY_GAUGE, g ? &g->metric : NULL);
+}
+
+int tally_setgauge_register(struct tally_zone *z,
+			    const struct tally_metric_desc *d,
+			    tally_setgauge *g)
+{
+	return metric_register(z, d, TALLY_GAUGE_SET, g ? &g->metric : NULL);
+}
+
+int tally_histogram_register(struct tally_zone *z,
+			     const struct tally_metric_desc *d,
+			     tally_histogram *h)
+{
+	return metric_register(z, d, TALLY_HISTOGRAM, h ? &h->metric : NULL);
 }
 
 #define GIVE_BACK_MIN 1024u /* records: below this, keep them */
@@ -696,6 +742,14 @@ int tally_metric_fetch(const tally_metric *m, int64_t *value)
 
 	if (!m || !m->block || !value)
 		return tally__fail(EINVAL, "tally_metric_fetch: NULL argument");
+	if (m->kind == TALLY_GAUGE) {
+		/* Decrements before increments (see tally__gauge_add). */
+		if ((rc = tally_block_fetch(m->block, 1, &sum)) < 0 ||
+		    (rc = tally_block_fetch(m->block, 0, &v)) < 0)
+			return rc;
+		*value = (int64_t)((uint64_t)v + (uint64_t)sum);
+		return 0;
+	}
 	if (m->kind != TALLY_HISTOGRAM)
 		return tally_block_fetch(m->block, 0, value);
 	n = (m->max_bits - m->sub_bits + 1u) << m->sub_bits;

@@ -224,7 +224,7 @@ static struct tally_seg *open_fd(int fd, const char *path,
 	}
 	s->fd = fd;
 	snprintf(s->path, sizeof(s->path), "%s", path);
-	for (unsigned i = 0; i < CACHE; i++)
+	for (unsigned i = 0; i < 2 * CACHE; i++)
 		s->cache[i].chunk = UINT64_MAX;
 	s->last_chunk_base = UINT64_MAX / 2;
 	if (fstat(fd, &st) < 0) {
@@ -301,7 +301,7 @@ void tally_seg_close(struct tally_seg *s)
 		return;
 	if (s->fd >= 0)
 		close(s->fd);
-	for (unsigned i = 0; i < CACHE; i++) {
+	for (unsigned i = 0; i < 2 * CACHE; i++) {
 		free(s->cache[i].pagemap);
 		free(s->cache[i].present);
 		free(s->cache[i].pages);

@@ -52,7 +52,9 @@ struct tally_seg {
 	struct result *res;
 	int64_t *percpu_arena, *bucket_arena;
 	size_t percpu_cap, bucket_cap, percpu_used, bucket_used;
-	struct chunk_cache cache[CACHE];
+	/* cache[c % CACHE]: chunk c as first read; cache[CACHE + c % CACHE]:
+	 * the same chunk read again later, for gauge increments (walk.c). */
+	struct chunk_cache cache[2 * CACHE];
 	uint64_t last_chunk_base;   /* offset of the chunk of the last slot */
 	uint64_t last_chunk;
 	/* The labels of each record of a batch, as parsed. */

@@ -34,6 +34,8 @@ static unsigned family_slots(const struct tally__family *f)
 {
 	if (f->kind == TALLY__KIND_HISTOGRAM)
 		return 1u + ((unsigned)(f->max_bits - f->sub_bits + 1) << f->sub_bits);
+	if (f->kind == TALLY__KIND_GAUGE)
+		return 2; /* increments, decrements */
 	return 1;
 }
 
@@ -143,9 +145,9 @@ static void load_run(uint64_t off, uint64_t len, void *arg)
 	}
 }
 
-static struct chunk_cache *load_chunk(struct tally_seg *s, uint64_t chunk)
+static struct chunk_cache *load_into(struct tally_seg *s,
+				     struct chunk_cache *c, uint64_t chunk)
 {
-	struct chunk_cache *c = &s->cache[chunk % CACHE];
 	struct run_arg a = { s, c, 0, 0 };
 	int rc;
 
@@ -178,6 +180,25 @@ static struct chunk_cache *load_chunk(struct tally_seg *s, uint64_t chunk)
 	return c;
 }
 
+/* Chunk @chunk as read in this batch. */
+static struct chunk_cache *load_chunk(struct tally_seg *s, uint64_t chunk)
+{
+	struct chunk_cache *c = &s->cache[chunk % CACHE];
+
+	if (c->chunk == chunk)
+		return c;
+	/* A copy read later than this one would not be later any more. */
+	s->cache[CACHE + chunk % CACHE].chunk = UINT64_MAX;
+	return load_into(s, c, chunk);
+}
+
+/* Chunk @chunk read again, after load_chunk() read it. */
+static struct chunk_cache *load_chunk_later(struct tally_seg *s,
+					    uint64_t chunk)
+{
+	return load_into(s, &s->cache[CACHE + chunk % CACHE], chunk);
+}
+
 static int64_t word(const struct chunk_cache *c, uint32_t pg, unsigned slot)
 {
 	uint32_t at = c->pagemap[pg];
@@ -200,6 +221,39 @@ static int64_t slot_value(struct tally_seg *s, const struct chunk_cache *c,
 			    s->hdr.nslabs, s->hdr.nnodes, &sum, &base, percpu);
 	}
 	return (int64_t)(sum - base);
+}
+
+/*
+ * A gauge's value: its decrements (slot + 1, a sum that only falls) as
+ * read in @c, plus its increments (@slot, a sum that only grows) from a
+ * copy of the chunk read after @c.  Each copy of the decrements was read
+ * before the end of @c's read, at time t, and so is no lower than it was
+ * at t; each copy of the increments was read after t, and so is no lower
+ * than it was at t either: the value is never below the gauge's value at
+ * t, and errs upward by the increments made during the reads only.
+ */
+static int gauge_value(struct tally_seg *s, const struct chunk_cache *c,
+		       unsigned mode, uint64_t chunk, unsigned slot,
+		       int64_t *percpu, int64_t *value)
+{
+	const struct chunk_cache *later;
+	int64_t dec, inc;
+	int64_t *dec_cpu = NULL;
+	unsigned n = s->hdr.nslabs;
+
+	if (percpu) {
+		dec_cpu = percpu + n; /* room taken by the caller */
+		memset(dec_cpu, 0, n * sizeof(int64_t));
+	}
+	dec = slot_value(s, c, mode, slot + 1, dec_cpu);
+	later = load_chunk_later(s, chunk);
+	if (!later)
+		return -errno;
+	inc = slot_value(s, later, mode, slot, percpu);
+	*value = (int64_t)((uint64_t)inc + (uint64_t)dec);
+	for (unsigned i = 0; percpu && i < n; i++)
+		percpu[i] = (int64_t)((uint64_t)percpu[i] + (uint64_t)dec_cpu[i]);
+	return 0;
 }
 
 static int64_t *arena_take(int64_t **arena, size_t *cap, size_t *used,
@@ -287,13 +341,21 @@ static int compute(struct tally_seg *s, uint32_t id, uint32_t i,
 		return -errno;
 	if (flags & TALLY_READ_PERCPU) {
 		out->percpu_at = s->percpu_used;
+		/* A gauge's decrements take a second row, after the
+		 * row reported. */
+		unsigned rows = f->kind == TALLY__KIND_GAUGE ? 2 : 1;
+
 		percpu = arena_take(&s->percpu_arena, &s->percpu_cap,
-				    &s->percpu_used, nslabs);
+				    &s->percpu_used, (size_t)rows * nslabs);
 		if (!percpu)
 			return tally__seg_no_memory(s);
 		memset(percpu, 0, nslabs * sizeof(int64_t));
 	}
-	if (f->kind != TALLY__KIND_HISTOGRAM) {
+	if (f->kind == TALLY__KIND_GAUGE) {
+		rc = gauge_value(s, c, f->mode, chunk, slot, percpu, &out->value);
+		if (rc < 0)
+			return rc;
+	} else if (f->kind != TALLY__KIND_HISTOGRAM) {
 		out->value = slot_value(s, c, f->mode, slot, percpu);
 	} else {
 		unsigned nb = r->nslots - 1;

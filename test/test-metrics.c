@@ -67,7 +67,7 @@ static int reg1(struct tally_zone *z, const char *name, const char *lname,
 
 	d.labels = &l;
 	d.nlabels = lname ? 1 : 0;
-	return tally_metric_register(z, &d, m ? m : &tmp);
+	return register_any(z, &d, m ? m : &tmp);
 }
 
 static struct tally__hdr *hdr(struct tally_zone *z)
@@ -207,7 +207,7 @@ TEST(metric_name_rules)
 		CHECK_EQ(errno, EINVAL);
 	}
 	d = desc(TALLY_COUNTER, NULL);
-	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, (int)ARRAY_SIZE(good));
@@ -253,11 +253,11 @@ TEST(label_name_rules)
 
 		d.labels = l;
 		d.nlabels = 1;
-		CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+		CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 		d.labels = l2;
-		CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+		CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 		d.labels = NULL;
-		CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+		CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 	}
 	/* The same name twice, in any order and position. */
 	{
@@ -267,9 +267,9 @@ TEST(label_name_rules)
 
 		d.labels = l;
 		d.nlabels = 3;
-		CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+		CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 		d.nlabels = 2;
-		CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+		CHECK_EQ(register_any(z, &d, &m), 0);
 	}
 
 	sn = read_zone(z);
@@ -327,12 +327,12 @@ TEST(label_value_utf8)
 		struct tally_metric_desc d = desc(TALLY_COUNTER, "utf8_help");
 
 		d.help = "caf\xc3\xa9 \xf0\x9f\x98\x80";
-		CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+		CHECK_EQ(register_any(z, &d, &m), 0);
 		d.name = "utf8_help_bad";
 		d.help = "caf\xc3";
-		CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+		CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 		d.help = "\xed\xa0\x80";
-		CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+		CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 	}
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, (int)ARRAY_SIZE(good) + 1);
@@ -372,7 +372,7 @@ TEST(length_limits)
 	d = desc(TALLY_GAUGE, name127);
 	d.help = help839;
 	d.unit = unit31;
-	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	CHECK_EQ(register_any(z, &d, &m), 0);
 	/* "a\0" + 97 bytes + "\0" = 100 bytes of labels. */
 	CHECK_EQ(reg1(z, "long_label", "a", val97, &m), 0);
 	{
@@ -389,21 +389,21 @@ TEST(length_limits)
 		d = desc(TALLY_COUNTER, "many_labels");
 		d.labels = l;
 		d.nlabels = 25;
-		CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+		CHECK_EQ(register_any(z, &d, &m), 0);
 	}
 	fams = atomic_load(&hdr(z)->fam_count);
 	used = atomic_load(&hdr(z)->series_hwm);
 
 	/* One byte over: -E2BIG, never a cut string. */
 	d = desc(TALLY_GAUGE, name128);
-	CHECK_EQ(tally_metric_register(z, &d, &m), -E2BIG);
+	CHECK_EQ(register_any(z, &d, &m), -E2BIG);
 	CHECK_EQ(errno, E2BIG);
 	d = desc(TALLY_GAUGE, "help_too_long");
 	d.help = help840;
-	CHECK_EQ(tally_metric_register(z, &d, &m), -E2BIG);
+	CHECK_EQ(register_any(z, &d, &m), -E2BIG);
 	d = desc(TALLY_GAUGE, "unit_too_long");
 	d.unit = unit32;
-	CHECK_EQ(tally_metric_register(z, &d, &m), -E2BIG);
+	CHECK_EQ(register_any(z, &d, &m), -E2BIG);
 	CHECK_EQ(reg1(z, "long_label", "a", val98, &m), -E2BIG);
 	CHECK_EQ(reg1(z, "long_label", "ab", val97, &m), -E2BIG);
 	CHECK_EQ(reg1(z, "long_label", "a", val101, &m), -E2BIG);
@@ -420,12 +420,12 @@ TEST(length_limits)
 		d = desc(TALLY_COUNTER, "too_many_labels");
 		d.labels = l;
 		d.nlabels = 26;
-		CHECK_EQ(tally_metric_register(z, &d, &m), -E2BIG);
+		CHECK_EQ(register_any(z, &d, &m), -E2BIG);
 		/* Two pairs of 51 bytes each. */
 		l[0].value = val97 + 48;
 		l[1].value = val97 + 49;
 		d.nlabels = 2;
-		CHECK_EQ(tally_metric_register(z, &d, &m), -E2BIG);
+		CHECK_EQ(register_any(z, &d, &m), -E2BIG);
 	}
 	CHECK_EQ(atomic_load(&hdr(z)->fam_count), fams);
 	CHECK_EQ(atomic_load(&hdr(z)->series_hwm), used);
@@ -467,26 +467,30 @@ TEST(bad_arguments)
 		{ 6, 13, 0 }, /* 512 */     { 0, 2, 1 },  /* sub 3 > max 2 */
 	};
 
-	CHECK_EQ(tally_metric_register(z, NULL, &m), -EINVAL);
-	CHECK_EQ(tally_metric_register(z, &d, NULL), -EINVAL);
-	d.kind = 0;
-	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, NULL, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, NULL), -EINVAL);
+	/* A description of another kind than the function's. */
+	CHECK_EQ(tally_gauge_register(z, &d, (tally_gauge *)&m), -EINVAL);
+	CHECK(strstr(tally_errmsg(), "kind is 1") != NULL);
+	d.kind = TALLY_GAUGE;
+	CHECK_EQ(tally_histogram_register(z, &d, (tally_histogram *)&m),
+		 -EINVAL);
 	d.kind = 5;
-	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 	d.kind = TALLY_COUNTER;
 	d.mode = 4;
-	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 	d.mode = TALLY_PERCPU;
 	d.unit = "a-b";
-	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 	d.unit = "seconds_2";
 	d.hist_sub_bits = 3;
-	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 	d.hist_sub_bits = 0;
 	d.hist_max_bits = 20;
-	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 	d.hist_max_bits = 0;
-	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	CHECK_EQ(register_any(z, &d, &m), 0);
 
 	for (size_t i = 0; i < ARRAY_SIZE(bits); i++) {
 		char name[32];
@@ -496,7 +500,7 @@ TEST(bad_arguments)
 		d = desc(TALLY_HISTOGRAM, name);
 		d.hist_sub_bits = bits[i].sub;
 		d.hist_max_bits = bits[i].max;
-		rc = tally_metric_register(z, &d, &m);
+		rc = register_any(z, &d, &m);
 		/* { 0, 2 } takes sub = 3 > max = 2: refused. */
 		if (bits[i].sub == 0 && bits[i].max == 2) {
 			CHECK_EQ(rc, -EINVAL);
@@ -529,12 +533,12 @@ TEST(failed_register_leaks_nothing)
 	struct tally_metric_desc d = desc(TALLY_COUNTER, "once");
 	tally_metric m, ms[8];
 
-	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	CHECK_EQ(register_any(z, &d, &m), 0);
 	for (int i = 0; i < 5000; i++) {
-		CHECK_EQ(tally_metric_register(z, &d, &m), -EEXIST);
-		d.kind = TALLY_GAUGE;
-		CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
-		d.kind = TALLY_COUNTER;
+		CHECK_EQ(register_any(z, &d, &m), -EEXIST);
+		d.help = "another help";
+		CHECK_EQ(register_any(z, &d, &m), -EINVAL);
+		d.help = NULL;
 	}
 	for (int i = 0; i < 8; i++) {
 		char v[8];
@@ -559,25 +563,25 @@ TEST(duplicate_series)
 
 	d.labels = ab;
 	d.nlabels = 3;
-	CHECK_EQ(tally_metric_register(z, &d, &m1), 0);
-	CHECK_EQ(tally_metric_register(z, &d, &m2), -EEXIST);
+	CHECK_EQ(register_any(z, &d, &m1), 0);
+	CHECK_EQ(register_any(z, &d, &m2), -EEXIST);
 	CHECK_EQ(errno, EEXIST);
 	d.labels = ba;
-	CHECK_EQ(tally_metric_register(z, &d, &m2), -EEXIST);
+	CHECK_EQ(register_any(z, &d, &m2), -EEXIST);
 	d.labels = other;
-	CHECK_EQ(tally_metric_register(z, &d, &m2), 0);
+	CHECK_EQ(register_any(z, &d, &m2), 0);
 	/* Fewer labels, or none, is another series. */
 	d.labels = ab;
 	d.nlabels = 2;
-	CHECK_EQ(tally_metric_register(z, &d, &m2), 0);
+	CHECK_EQ(register_any(z, &d, &m2), 0);
 	d.nlabels = 0;
-	CHECK_EQ(tally_metric_register(z, &d, &m2), 0);
-	CHECK_EQ(tally_metric_register(z, &d, &m2), -EEXIST);
+	CHECK_EQ(register_any(z, &d, &m2), 0);
+	CHECK_EQ(register_any(z, &d, &m2), -EEXIST);
 	/* The same labels under another name. */
 	d = desc(TALLY_COUNTER, "dup2");
 	d.labels = ba;
 	d.nlabels = 3;
-	CHECK_EQ(tally_metric_register(z, &d, &m2), 0);
+	CHECK_EQ(register_any(z, &d, &m2), 0);
 
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, 5);
@@ -599,57 +603,57 @@ TEST(family_conflicts)
 
 	d.help = "Help.";
 	d.unit = "bytes";
-	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	CHECK_EQ(register_any(z, &d, &m), 0);
 	d.labels = &l;
 	d.nlabels = 1;
 	/* Another kind, help, unit or mode. */
 	d.kind = TALLY_GAUGE;
-	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 	d.kind = TALLY_GAUGE_SET;
-	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 	d.kind = TALLY_HISTOGRAM;
-	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 	d.kind = TALLY_COUNTER;
 	d.help = "Other help.";
-	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 	d.help = NULL;
-	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 	d.help = "Help.";
 	d.unit = "seconds";
-	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 	d.unit = NULL;
-	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 	d.unit = "bytes";
 	d.mode = TALLY_SHARED;
-	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 	d.mode = TALLY_PERCPU;
-	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	CHECK_EQ(register_any(z, &d, &m), 0);
 
 	/* Histogram layouts. */
 	d = desc(TALLY_HISTOGRAM, "lat");
-	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	CHECK_EQ(register_any(z, &d, &m), 0);
 	d.labels = &l;
 	d.nlabels = 1;
 	d.hist_sub_bits = 3;
 	d.hist_max_bits = 40; /* the defaults, spelt out: the same family */
-	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	CHECK_EQ(register_any(z, &d, &m), 0);
 	l.value = "2";
 	d.hist_sub_bits = 4;
-	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 	d.hist_sub_bits = 3;
 	d.hist_max_bits = 41;
-	CHECK_EQ(tally_metric_register(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 
 	/* A set gauge is always shared: any mode asked gives one family. */
 	d = desc(TALLY_GAUGE_SET, "temp");
 	d.mode = TALLY_PERCPU;
-	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	CHECK_EQ(register_any(z, &d, &m), 0);
 	CHECK_EQ(tally_block_mode(m.block), TALLY_SHARED);
 	l.value = "3";
 	d.labels = &l;
 	d.nlabels = 1;
 	d.mode = TALLY_ADAPTIVE;
-	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	CHECK_EQ(register_any(z, &d, &m), 0);
 	CHECK_EQ(tally_block_mode(m.block), TALLY_SHARED);
 
 	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 3);
@@ -663,7 +667,7 @@ TEST(remove_and_reregister)
 	uint64_t gen0 = atomic_load(&hdr(z)->desc_gen);
 
 	CHECK_EQ(reg1(z, "conn", "id", "1", &m1), 0);
-	tally_counter_add(&m1, 7);
+	tally_counter_add(counter_of(&m1), 7);
 	copy = m1;
 	CHECK_EQ(tally_metric_remove(&m1), 0);
 	CHECK(m1.block == NULL);
@@ -679,7 +683,7 @@ TEST(remove_and_reregister)
 	CHECK_EQ(reg1(z, "conn", "id", "1", &m2), 0);
 	CHECK_EQ(m2.series, copy.series);
 	CHECK_EQ(fetch(&m2), 0);
-	tally_counter_add(&m2, 5);
+	tally_counter_add(counter_of(&m2), 5);
 	/* A stale copy of the old handle must not remove the new series. */
 	CHECK_EQ(tally_metric_remove(&copy), -EINVAL);
 	CHECK_EQ(fetch(&m2), 5);
@@ -731,22 +735,22 @@ static void *adder_main(void *arg)
 	for (long i = 0; i < a->iters; i++) {
 		switch (a->op) {
 		case 0:
-			tally_counter_add(a->m, a->amount);
+			tally_counter_add(counter_of(a->m), a->amount);
 			break;
 		case 1:
-			tally_gauge_inc(a->m);
+			tally_gauge_inc(gauge_of(a->m));
 			break;
 		case 2:
-			tally_gauge_dec(a->m);
+			tally_gauge_dec(gauge_of(a->m));
 			break;
 		case 3:
-			tally_gauge_inc(a->m);
+			tally_gauge_inc(gauge_of(a->m));
 			if (i % 64 == 0)
 				sched_yield();
-			tally_gauge_dec(a->m);
+			tally_gauge_dec(gauge_of(a->m));
 			break;
 		case 4:
-			tally_histogram_observe(a->m, (uint64_t)(i % 1000));
+			tally_histogram_observe(histogram_of(a->m), (uint64_t)(i % 1000));
 			break;
 		}
 		/* Move between CPUs now and then. */
@@ -790,7 +794,7 @@ TEST(counters_exact_every_mode)
 		int64_t expect = 0;
 
 		d.mode = modes[k];
-		CHECK_EQ(tally_metric_register(z, &d, &m[k]), 0);
+		CHECK_EQ(register_any(z, &d, &m[k]), 0);
 		CHECK_EQ(tally_block_mode(m[k].block), (int)modes[k]);
 		for (int i = 0; i < nt; i++) {
 			a[i] = (struct adder){ &m[k], iters, 1 + 1000 * i, -1,
@@ -800,8 +804,8 @@ TEST(counters_exact_every_mode)
 		run_adders(a, nt);
 		CHECK_EQ(fetch(&m[k]), expect);
 		/* Big and negative amounts (a counter's adds are not checked). */
-		tally_counter_add(&m[k], INT64_C(1) << 40);
-		tally_counter_add(&m[k], -(INT64_C(1) << 40));
+		tally_counter_add(counter_of(&m[k]), INT64_C(1) << 40);
+		tally_counter_add(counter_of(&m[k]), -(INT64_C(1) << 40));
 		CHECK_EQ(fetch(&m[k]), expect);
 	}
 	sn = read_zone(z);
@@ -836,7 +840,7 @@ TEST(gauge_in_flight_ends_at_zero)
 	struct snap sn;
 	int n = 0;
 
-	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	CHECK_EQ(register_any(z, &d, &m), 0);
 	/* Each thread submits and completes, moving between CPUs. */
 	for (int i = 0; i < 6; i++)
 		a[n++] = (struct adder){ &m, iters, 0, -1, 3, NULL };
@@ -852,7 +856,7 @@ TEST(gauge_in_flight_ends_at_zero)
 
 	/* A gauge left at -5 by one thread and +2 by another. */
 	d.name = "in_flight2";
-	CHECK_EQ(tally_metric_register(z, &d, &m2), 0);
+	CHECK_EQ(register_any(z, &d, &m2), 0);
 	a[0] = (struct adder){ &m2, 5, 0, 0, 2, NULL };
 	a[1] = (struct adder){ &m2, 2, 0, ncpu > 1 ? 1 : 0, 1, NULL };
 	run_adders(a, 2);
@@ -875,10 +879,10 @@ TEST(gauge_set_values)
 	struct snap sn;
 
 	d.unit = "celsius";
-	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	CHECK_EQ(register_any(z, &d, &m), 0);
 	CHECK_EQ(fetch(&m), 0);
 	for (size_t i = 0; i < ARRAY_SIZE(vals); i++) {
-		tally_gauge_set(&m, vals[i]);
+		tally_setgauge_set(setgauge_of(&m), vals[i]);
 		CHECK_EQ(fetch(&m), vals[i]);
 		sn = read_zone(z);
 		CHECK_EQ(sn.n, 1);
@@ -889,15 +893,15 @@ TEST(gauge_set_values)
 		free(sn.s);
 	}
 	/* Adds work on a set gauge too, and a set overrides them. */
-	tally_gauge_set(&m, 10);
-	tally_gauge_add(&m, 5);
-	tally_gauge_add(&m, -2);
+	tally_setgauge_set(setgauge_of(&m), 10);
+	tally_setgauge_add(setgauge_of(&m), 5);
+	tally_setgauge_add(setgauge_of(&m), -2);
 	CHECK_EQ(fetch(&m), 13);
-	tally_gauge_set(&m, 3);
+	tally_setgauge_set(setgauge_of(&m), 3);
 	CHECK_EQ(fetch(&m), 3);
 	/* The real (out-of-line) symbols do the same. */
-	(tally_gauge_set)(&m, 99);
-	(tally_gauge_add)(&m, 1);
+	(tally_setgauge_set)(setgauge_of(&m), 99);
+	(tally_setgauge_add)(setgauge_of(&m), 1);
 	CHECK_EQ(fetch(&m), 100);
 }
 
@@ -920,20 +924,20 @@ TEST(histogram_values)
 	struct adder a[MAX_T];
 
 	d.unit = "ns";
-	CHECK_EQ(tally_metric_register(z, &d, &m), 0);
+	CHECK_EQ(register_any(z, &d, &m), 0);
 	CHECK_EQ(m.sub_bits, 3);
 	CHECK_EQ(m.max_bits, 40);
 	for (size_t i = 0; i < ARRAY_SIZE(vals); i++) {
 		unsigned b = tally_histogram_bucket(vals[i], 3, 40);
 
 		for (unsigned k = 0; k <= i % 3; k++) {
-			tally_histogram_observe(&m, vals[i]);
+			tally_histogram_observe(histogram_of(&m), vals[i]);
 			want[b]++;
 			sum += (int64_t)vals[i];
 			count++;
 		}
 	}
-	(tally_histogram_observe)(&m, 5);
+	(tally_histogram_observe)(histogram_of(&m), 5);
 	want[5]++;
 	sum += 5;
 	count++;
@@ -943,7 +947,7 @@ TEST(histogram_values)
 	d = desc(TALLY_HISTOGRAM, "small");
 	d.hist_sub_bits = 1;
 	d.hist_max_bits = 6;
-	CHECK_EQ(tally_metric_register(z, &d, &small), 0);
+	CHECK_EQ(register_any(z, &d, &small), 0);
 	for (int i = 0; i < nt; i++)
 		a[i] = (struct adder){ &small, iters, 0, -1, 4, NULL };
 	run_adders(a, nt);
@@ -1138,21 +1142,21 @@ TEST(enospc_blocks)
 	struct tally_label l = { "k", "2" };
 	tally_metric h, h2, c;
 
-	CHECK_EQ(tally_metric_register(z, &d, &h), 0);
+	CHECK_EQ(register_any(z, &d, &h), 0);
 	CHECK_EQ(reg1(z, "c", NULL, NULL, &c), -ENOSPC);
 	CHECK_EQ(errno, ENOSPC);
 	d.labels = &l;
 	d.nlabels = 1;
-	CHECK_EQ(tally_metric_register(z, &d, &h2), -ENOSPC);
+	CHECK_EQ(register_any(z, &d, &h2), -ENOSPC);
 	/* Nothing of the failed series is left. */
 	CHECK_EQ(hdr(z)->series_live, 1);
 	/* Removing the histogram makes room for another one, which starts
 	 * from zero. */
-	tally_histogram_observe(&h, 5);
+	tally_histogram_observe(histogram_of(&h), 5);
 	CHECK_EQ(tally_metric_remove(&h), 0);
-	CHECK_EQ(tally_metric_register(z, &d, &h2), 0);
+	CHECK_EQ(register_any(z, &d, &h2), 0);
 	CHECK_EQ(fetch(&h2), 0);
-	tally_histogram_observe(&h2, 9);
+	tally_histogram_observe(histogram_of(&h2), 9);
 	CHECK_EQ(fetch(&h2), 1);
 }
 
@@ -1168,7 +1172,7 @@ TEST(enospc_recovers_for_another_size)
 	tally_metric h, c;
 	int rc;
 
-	CHECK_EQ(tally_metric_register(z, &d, &h), 0);
+	CHECK_EQ(register_any(z, &d, &h), 0);
 	CHECK_EQ(tally_metric_remove(&h), 0);
 	CHECK_EQ(hdr(z)->series_live, 0);
 	rc = reg1(z, "c", NULL, NULL, &c);
@@ -1179,7 +1183,7 @@ TEST(enospc_recovers_for_another_size)
 			     (unsigned long long)atomic_load(
 				     &hdr(z)->chunks_inuse),
 			     (unsigned)z->nchunks);
-	tally_counter_add(&c, 3);
+	tally_counter_add(counter_of(&c), 3);
 	CHECK_EQ(fetch(&c), 3);
 }
 
@@ -1229,13 +1233,13 @@ TEST(register_remove_200k)
 		snprintf(v, sizeof(v), "%ld", i);
 		d.labels = l;
 		d.nlabels = 2;
-		if (tally_metric_register(z, &d, m) != 0)
+		if (register_any(z, &d, m) != 0)
 			harness_fail(__FILE__, __LINE__, "registration %ld: %s",
 				     i, tally_errmsg());
 		if (d.kind == TALLY_COUNTER)
-			tally_counter_add(m, i);
+			tally_counter_add(counter_of(m), i);
 		else
-			tally_histogram_observe(m, (uint64_t)i);
+			tally_histogram_observe(histogram_of(m), (uint64_t)i);
 	}
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, 16);
@@ -1274,7 +1278,7 @@ TEST(index_growth_keeps_duplicates)
 		if (reg1(z, i % 2 ? "odd" : "even", "i", v, &m[i]) != 0)
 			harness_fail(__FILE__, __LINE__, "%ld: %s", i,
 				     tally_errmsg());
-		tally_counter_add(&m[i], i);
+		tally_counter_add(counter_of(&m[i]), i);
 	}
 	for (long i = 0; i < n; i++) {
 		tally_metric tmp;
@@ -1333,7 +1337,7 @@ static void *racer_main(void *arg)
 		if (rc == 0) {
 			atomic_fetch_add(&r->wins[k], 1);
 			r->winner[k] = m;
-			tally_counter_inc(&m);
+			tally_counter_inc(counter_of(&m));
 		} else if (rc != -EEXIST) {
 			harness_fail(__FILE__, __LINE__, "round %d: %d (%s)", k,
 				     rc, tally_errmsg());
@@ -1387,7 +1391,7 @@ TEST(register_across_fork)
 	int dup_wins = 0;
 
 	CHECK_EQ(reg1(z, "shared_name", "who", "parent", &m), 0);
-	tally_counter_add(&m, 1);
+	tally_counter_add(counter_of(&m), 1);
 	fflush(stdout);
 	for (int p = 0; p < nproc; p++) {
 		pids[p] = fork();
@@ -1401,12 +1405,12 @@ TEST(register_across_fork)
 				snprintf(v, sizeof(v), "p%d_%d", p, i);
 				if (reg1(z, "shared_name", "who", v, &mm) != 0)
 					_exit(10);
-				tally_counter_add(&mm, i);
+				tally_counter_add(counter_of(&mm), i);
 				if (i % 2)
 					CHECK_EQ(tally_metric_remove(&mm), 0);
 				snprintf(v, sizeof(v), "common_%d", i);
 				if (reg1(z, "shared_name", "who", v, &mm) == 0)
-					tally_counter_add(&mm, 1000 + p);
+					tally_counter_add(counter_of(&mm), 1000 + p);
 				else if (errno != EEXIST)
 					_exit(11);
 			}
@@ -1469,7 +1473,7 @@ TEST(removing_every_series_gives_memory_back)
 
 		snprintf(v, sizeof(v), "%d", i);
 		reg(z, d, &l, 1, &m[i]);
-		tally_counter_inc(&m[i]);
+		tally_counter_inc(counter_of(&m[i]));
 	}
 	CHECK_EQ(tally_zone_usage(z, &u), 0);
 	peak = u.resident_bytes;
@@ -1496,7 +1500,7 @@ TEST(removing_every_series_gives_memory_back)
 	reg(z, d, NULL, 0, &fresh);
 	CHECK_EQ(fresh.series, stale.series);
 	CHECK_EQ(tally_metric_remove(&stale), -EINVAL);
-	tally_counter_add(&fresh, 5);
+	tally_counter_add(counter_of(&fresh), 5);
 	{
 		int64_t v;
 
@@ -1516,12 +1520,12 @@ TEST(removing_every_series_gives_memory_back)
 static void update_all(const tally_metric *m)
 {
 	for (int i = 0; i < 1000; i++) {
-		tally_counter_inc(m);
-		tally_counter_add(m, 7);
-		tally_gauge_inc(m);
-		tally_gauge_dec(m);
-		tally_gauge_set(m, i);
-		tally_histogram_observe(m, (uint64_t)i << 30);
+		tally_counter_inc(counter_of(m));
+		tally_counter_add(counter_of(m), 7);
+		tally_gauge_inc(gauge_of(m));
+		tally_gauge_dec(gauge_of(m));
+		tally_setgauge_set(setgauge_of(m), i);
+		tally_histogram_observe(histogram_of(m), (uint64_t)i << 30);
 	}
 }
 
@@ -1533,13 +1537,13 @@ static void no_dir_child(void *arg)
 
 	(void)arg;
 	fresh_setenv("TALLY_DIR", "/nonexistent/tally");
-	CHECK_EQ(tally_metric_register(NULL, &d, &m), -ENOENT);
+	CHECK_EQ(register_any(NULL, &d, &m), -ENOENT);
 	CHECK(strstr(tally_errmsg(), "/nonexistent/tally") != NULL);
 	update_all(&m);
 	CHECK_EQ(tally_metric_fetch(&m, &v), -EINVAL);
 	CHECK_EQ(tally_metric_remove(&m), -EINVAL);
 	d = desc(TALLY_COUNTER, "c_total");
-	CHECK_EQ(tally_metric_register(NULL, &d, &m), -ENOENT);
+	CHECK_EQ(register_any(NULL, &d, &m), -ENOENT);
 	update_all(&m);
 }
 
@@ -1556,14 +1560,14 @@ TEST(failed_registration_handle_discards_updates)
 	CHECK_CHILD_OK(harness_child(no_dir_child, NULL));
 	z = tally_zone_create("discard", NULL);
 	CHECK(z != NULL);
-	CHECK_EQ(tally_metric_register(z, &bad, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &bad, &m), -EINVAL);
 	update_all(&m);
 	hist.hist_sub_bits = 9; /* refused: 1..7 */
-	CHECK_EQ(tally_metric_register(z, &hist, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &hist, &m), -EINVAL);
 	update_all(&m);
 	/* The zone's real series are untouched by the discarded updates. */
 	reg(z, desc(TALLY_COUNTER, "good_total"), NULL, 0, &good);
-	tally_counter_add(&good, 3);
+	tally_counter_add(counter_of(&good), 3);
 	CHECK_EQ(tally_metric_fetch(&good, &v), 0);
 	CHECK_EQ(v, 3);
 	s = tally_seg_open(tally_zone_path(z), NULL);

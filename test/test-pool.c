@@ -185,14 +185,14 @@ TEST(metrics_lock_owner_died_mid_register)
 {
 	struct tally_zone *z = tally_zone_create("metricsdied", NULL);
 	struct tally_metric_desc d = { .kind = TALLY_COUNTER, .name = "a_total" };
-	tally_metric a, a2, b;
+	tally_counter a, a2, b;
 	struct tally_seg *s;
 	int64_t seen[2] = { 0, 0 };
 	int status;
 	pid_t pid;
 
 	CHECK(z != NULL);
-	CHECK_EQ(tally_metric_register(z, &d, &a), 0);
+	CHECK_EQ(tally_counter_register(z, &d, &a), 0);
 	tally_counter_add(&a, 5);
 	pid = fork();
 	CHECK(pid >= 0);
@@ -210,16 +210,16 @@ TEST(metrics_lock_owner_died_mid_register)
 	}
 	CHECK_EQ(waitpid(pid, &status, 0), pid);
 	d.name = "b_total";
-	CHECK_EQ(tally_metric_register(z, &d, &b), 0);
+	CHECK_EQ(tally_counter_register(z, &d, &b), 0);
 	tally_counter_add(&b, 7);
 	d.name = "a_total";
-	CHECK_EQ(tally_metric_register(z, &d, &a2), -EEXIST);
+	CHECK_EQ(tally_counter_register(z, &d, &a2), -EEXIST);
 	s = tally_seg_open(tally_zone_path(z), NULL);
 	CHECK(s != NULL);
 	CHECK_EQ(tally_seg_foreach(s, 0, count_view, seen), 2);
 	CHECK_EQ(seen[0], 2);
 	CHECK_EQ(seen[1], 12);
 	tally_seg_close(s);
-	CHECK_EQ(tally_metric_remove(&a), 0);
-	CHECK_EQ(tally_metric_remove(&b), 0);
+	CHECK_EQ(tally_metric_remove(&a.metric), 0);
+	CHECK_EQ(tally_metric_remove(&b.metric), 0);
 }

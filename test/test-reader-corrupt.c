@@ -71,12 +71,12 @@ static void write_fixture(void *arg)
 	d.hist_sub_bits = 2;
 	d.hist_max_bits = 8;
 	reg(z, d, NULL, 0, &h);
-	tally_counter_add(&c, 42);
-	tally_gauge_add(&g, -5);
-	tally_gauge_set(&s, 7);
-	tally_counter_add(&r, 1);
+	tally_counter_add(counter_of(&c), 42);
+	tally_gauge_add(gauge_of(&g), -5);
+	tally_setgauge_set(setgauge_of(&s), 7);
+	tally_counter_add(counter_of(&r), 1);
 	for (uint64_t v = 0; v < 300; v += 3)
-		tally_histogram_observe(&h, v);
+		tally_histogram_observe(histogram_of(&h), v);
 	f->counter = c.series;
 	f->gauge = g.series;
 	f->set = s.series;

@@ -396,13 +396,13 @@ static void *values_thread(void *arg)
 	pthread_barrier_wait(t->bar);
 	t->c->cpu[t->i] = sched_getcpu();
 	for (long k = 0; k < V_ITERS; k++) {
-		tally_counter_add(&t->m[0], t->i + 1);
-		tally_counter_inc(&t->m[2]);
-		tally_counter_inc(&t->m[3]);
-		tally_counter_inc(&t->m[4]);
+		tally_counter_add(counter_of(&t->m[0]), t->i + 1);
+		tally_counter_inc(counter_of(&t->m[2]));
+		tally_counter_inc(counter_of(&t->m[3]));
+		tally_counter_inc(counter_of(&t->m[4]));
 	}
 	for (long k = 0; k < V_HIST_VALUES; k++)
-		tally_histogram_observe(&t->m[1], hist_value(t->i, k));
+		tally_histogram_observe(histogram_of(&t->m[1]), hist_value(t->i, k));
 	if (t->i == 0)
 		t->c->rseq = tally_rseq_active();
 	return NULL;
@@ -460,19 +460,19 @@ static void writer_values(struct ctl *c)
 	reg(z, d, lmany, 25, &many);
 	d = desc(TALLY_COUNTER, "zeroed_total");
 	reg(z, d, NULL, 0, &zeroed);
-	tally_counter_add(&zeroed, 100);
+	tally_counter_add(counter_of(&zeroed), 100);
 	CHECK_EQ(tally_block_zero(zeroed.block, 0, &removed), 0);
 	CHECK_EQ(removed, 100);
-	tally_counter_add(&zeroed, 7);
+	tally_counter_add(counter_of(&zeroed), 7);
 
-	tally_counter_add(&gone, 5);
+	tally_counter_add(counter_of(&gone), 5);
 	CHECK_EQ(tally_metric_remove(&gone), 0);
 	for (int i = 0; i < 20; i++)
-		tally_gauge_inc(&g);
+		tally_gauge_inc(gauge_of(&g));
 	for (int i = 0; i < 3; i++)
-		tally_gauge_dec(&g);
-	tally_gauge_set(&gs, -40);
-	tally_counter_add(&many, 25);
+		tally_gauge_dec(gauge_of(&g));
+	tally_setgauge_set(setgauge_of(&gs), -40);
+	tally_counter_add(counter_of(&many), 25);
 
 	c->nthreads = harness_ncpus() < MAX_THREADS ? harness_ncpus() :
 						      MAX_THREADS;
@@ -782,7 +782,7 @@ static void writer_quantiles(struct ctl *c)
 		reg(z, d, NULL, 0, &m);
 		q_state = qfam[f].seed * 0x9e3779b97f4a7c15ull;
 		for (int i = 0; i < Q_N; i++)
-			tally_histogram_observe(&m, q_value(qfam[f].decades));
+			tally_histogram_observe(histogram_of(&m), q_value(qfam[f].decades));
 	}
 	{
 		struct tally_metric_desc d = desc(TALLY_HISTOGRAM, "q_empty");
@@ -882,7 +882,7 @@ static void writer_last_bucket(struct ctl *c)
 	d.hist_max_bits = 10;
 	reg(z, d, NULL, 0, &m);
 	for (uint64_t v = 960; v < 1024; v++)
-		tally_histogram_observe(&m, v);
+		tally_histogram_observe(histogram_of(&m), v);
 }
 
 TEST(histogram_quantile_last_bucket)
@@ -964,11 +964,11 @@ static void writer_churn(struct ctl *c)
 		s->id = id;
 		/* One update each, so a reader sees 0 or v, nothing else. */
 		if (k == 0)
-			tally_counter_add(&s->m, v);
+			tally_counter_add(counter_of(&s->m), v);
 		else if (k == 1)
-			tally_gauge_set(&s->m, v);
+			tally_setgauge_set(setgauge_of(&s->m), v);
 		else
-			tally_histogram_observe(&s->m, (uint64_t)v % 4096);
+			tally_histogram_observe(histogram_of(&s->m), (uint64_t)v % 4096);
 		atomic_store_explicit(&c->registered, id + 1,
 				      memory_order_release);
 	}
@@ -1127,7 +1127,7 @@ static void reuse_action(void *arg)
 	CHECK_EQ(tally_metric_remove(r->m), 0);
 	reg(r->z, d, &l, 1, r->m);
 	CHECK_EQ(r->m->series, r->old_series);
-	tally_counter_add(r->m, 2);
+	tally_counter_add(counter_of(r->m), 2);
 }
 
 TEST(record_reused_during_copy)
@@ -1143,8 +1143,8 @@ TEST(record_reused_during_copy)
 
 	reg(z, d, &l, 1, &a);
 	reg(z, d, &lb, 1, &b);
-	tally_counter_add(&a, 1);
-	tally_counter_add(&b, 10);
+	tally_counter_add(counter_of(&a), 1);
+	tally_counter_add(counter_of(&b), 10);
 	s = tally_seg_open(tally_zone_path(z), NULL);
 	CHECK(s != NULL);
 	sn = read_seg(s, 0);
@@ -1208,7 +1208,7 @@ static void writer_grow(struct ctl *c)
 	reg(z, d, NULL, 0, &m);
 	atomic_store(&c->stage, 1);
 	for (long i = 0; !atomic_load(&c->stop); i++) {
-		tally_counter_add(&m, (int64_t)STEP);
+		tally_counter_add(counter_of(&m), (int64_t)STEP);
 		atomic_store_explicit(&c->progress, i + 1,
 				      memory_order_release);
 		if (i % 65536 == 0)
@@ -1270,6 +1270,136 @@ TEST(counter_never_torn)
 	CHECK(passes > 100);
 }
 
+/* ---- an in-flight gauge read while it moves ------------------------------ */
+
+/*
+ * A submitter on CPU 0 raises the gauge, a completer on CPU 1 lowers it,
+ * as fast as they can: the gauge counts requests in flight, at most 5
+ * queued.  The submitter raises the gauge before it publishes a request
+ * and the completer lowers it after it takes one, so the gauge's true
+ * value stays within 0 .. 5 + 2 at every moment.
+ */
+#define FLIGHT_MAX 5
+#define FLIGHT_TRUE_MAX (FLIGHT_MAX + 2)
+
+struct flight {
+	struct ctl *c;
+	tally_gauge g;
+	_Atomic long queued;
+	long moves;
+};
+
+static void *flight_submitter(void *arg)
+{
+	struct flight *f = arg;
+	long n = 0;
+
+	harness_pin(0);
+	while (!atomic_load_explicit(&f->c->stop, memory_order_relaxed)) {
+		if (atomic_load_explicit(&f->queued, memory_order_relaxed) <
+		    FLIGHT_MAX) {
+			tally_gauge_inc(&f->g);
+			atomic_fetch_add_explicit(&f->queued, 1,
+						  memory_order_release);
+			n++;
+		}
+	}
+	f->moves = n;
+	return NULL;
+}
+
+static void *flight_completer(void *arg)
+{
+	struct flight *f = arg;
+
+	harness_pin(1 % harness_ncpus());
+	while (!atomic_load_explicit(&f->c->stop, memory_order_relaxed)) {
+		if (atomic_load_explicit(&f->queued, memory_order_acquire) > 0) {
+			atomic_fetch_sub_explicit(&f->queued, 1,
+						  memory_order_relaxed);
+			tally_gauge_dec(&f->g);
+		}
+	}
+	return NULL;
+}
+
+static void writer_flight(struct ctl *c)
+{
+	static struct flight f;
+	struct tally_metric_desc d = desc(0, "requests_in_flight");
+	struct tally_zone *z;
+	pthread_t t[2];
+
+	writer_env(c, NULL);
+	z = make_zone("flight", 2, 16, 0);
+	snprintf(c->path, sizeof(c->path), "%s", tally_zone_path(z));
+	f.c = c;
+	CHECK_EQ(tally_gauge_register(z, &d, &f.g), 0);
+	CHECK_EQ(pthread_create(&t[0], NULL, flight_submitter, &f), 0);
+	CHECK_EQ(pthread_create(&t[1], NULL, flight_completer, &f), 0);
+	atomic_store(&c->stage, 1);
+	pthread_join(t[0], NULL);
+	pthread_join(t[1], NULL);
+	atomic_store(&c->progress, f.moves);
+	atomic_store(&c->stage, 2);
+}
+
+static int flight_cb(const struct tally_series_view *v, void *arg)
+{
+	*(int64_t *)arg = v->value;
+	return 0;
+}
+
+/*
+ * A gauge never reads below what it truly was during the read (its
+ * decrements are read before its increments, tally(3) GAUGES): read
+ * from another process while it moves, it never reads below 0.  How far
+ * above the truth the reads go is printed (a measurement, not asserted).
+ */
+TEST_TIMEOUT(gauge_reads_never_below_truth, 300)
+{
+	struct ctl *c = ctl_new("flight");
+	pid_t pid = spawn(writer_flight, c);
+	long reads = harness_scale(1000000), within = 0, over = 0;
+	int64_t lowest = INT64_MAX, highest = INT64_MIN;
+	struct tally_seg *s;
+	double t0;
+
+	wait_stage(c, pid, 1);
+	s = tally_seg_open(c->path, NULL);
+	CHECK(s != NULL);
+	t0 = harness_now();
+	for (long i = 0; i < reads; i++) {
+		int64_t v = INT64_MIN;
+
+		CHECK_EQ(tally_seg_foreach(s, 0, flight_cb, &v), 1);
+		if (v < lowest)
+			lowest = v;
+		if (v > highest)
+			highest = v;
+		if (v <= FLIGHT_TRUE_MAX + 100)
+			within++;
+		else
+			over++;
+		if (v < 0)
+			harness_fail(__FILE__, __LINE__, "read %lld of a gauge "
+				     "that never went below 0 (read %ld)",
+				     (long long)v, i);
+	}
+	t0 = harness_now() - t0;
+	atomic_store(&c->stop, 1);
+	wait_stage(c, pid, 2);
+	reap_ok(pid);
+	tally_seg_close(s);
+	printf("  %ld reads in %.1f s while the gauge moved %.1fM times a "
+	       "second: lowest %lld, highest %lld, %.3f%% within 100 of the "
+	       "truth (0..%d)\n", reads, t0,
+	       (double)atomic_load(&c->progress) * 2 / t0 / 1e6,
+	       (long long)lowest, (long long)highest,
+	       100.0 * (double)within / (double)reads, FLIGHT_TRUE_MAX);
+	CHECK(lowest >= 0);
+}
+
 /* ---- killed writers and clean-up --------------------------------------- */
 
 static void writer_victim(struct ctl *c)
@@ -1285,8 +1415,8 @@ static void writer_victim(struct ctl *c)
 	reg(z, d, NULL, 0, &m);
 	reg(z, dh, NULL, 0, &h);
 	for (long i = 0;; i++) {
-		tally_counter_inc(&m);
-		tally_histogram_observe(&h, (uint64_t)i % 1000);
+		tally_counter_inc(counter_of(&m));
+		tally_histogram_observe(histogram_of(&h), (uint64_t)i % 1000);
 		atomic_store_explicit(&c->progress, i + 1,
 				      memory_order_release);
 		if (i % 256 == 0) {
@@ -1295,7 +1425,7 @@ static void writer_victim(struct ctl *c)
 			struct tally_metric_desc dt = desc(TALLY_GAUGE, "tmp");
 
 			reg(z, dt, &l, 1, &tmp);
-			tally_gauge_inc(&tmp);
+			tally_gauge_inc(gauge_of(&tmp));
 			CHECK_EQ(tally_metric_remove(&tmp), 0);
 		}
 		if (i == 1000)
@@ -1313,7 +1443,7 @@ static void writer_idle(struct ctl *c)
 	z = make_zone("idle", 2, 16, 0);
 	snprintf(c->path, sizeof(c->path), "%s", tally_zone_path(z));
 	reg(z, d, NULL, 0, &m);
-	tally_counter_add(&m, 3);
+	tally_counter_add(counter_of(&m), 3);
 	atomic_store(&c->stage, 1);
 	wait_go(c, 1);
 }
@@ -1328,7 +1458,7 @@ static void writer_persistent(struct ctl *c)
 	z = make_zone("kept", 2, 16, TALLY_ZONE_PERSIST);
 	snprintf(c->path, sizeof(c->path), "%s", tally_zone_path(z));
 	reg(z, d, NULL, 0, &m);
-	tally_counter_add(&m, 4);
+	tally_counter_add(counter_of(&m), 4);
 	exit(0);
 }
 
@@ -1453,14 +1583,14 @@ static void writer_memory(struct ctl *c)
 	for (int i = 0; i < MEM_COUNTERS; i++) {
 		snprintf(v, sizeof(v), "%d", i);
 		reg(z, d, &l, 1, &m);
-		tally_counter_add(&m, i);
+		tally_counter_add(counter_of(&m), i);
 	}
 	dh.hist_max_bits = 20;
 	for (int i = 0; i < MEM_HISTS; i++) {
 		snprintf(v, sizeof(v), "%d", i);
 		reg(z, dh, &l, 1, &m);
 		for (int k = 0; k <= i; k++)
-			tally_histogram_observe(&m, (uint64_t)k * 1000);
+			tally_histogram_observe(histogram_of(&m), (uint64_t)k * 1000);
 	}
 	c->rseq = tally_rseq_active();
 }
@@ -1577,7 +1707,7 @@ static void writer_small(struct ctl *c)
 	z = make_zone("small", 2, 16, TALLY_ZONE_PERSIST);
 	snprintf(c->path, sizeof(c->path), "%s", tally_zone_path(z));
 	reg(z, d, NULL, 0, &m);
-	tally_counter_add(&m, 42);
+	tally_counter_add(counter_of(&m), 42);
 }
 
 static int count_cb(const struct tally_series_view *v, void *arg)
@@ -1713,7 +1843,7 @@ static void group_writer(void *arg)
 	if (!z)
 		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
 	reg(z, d, NULL, 0, &m);
-	tally_counter_add(&m, 42); /* what count_cb expects */
+	tally_counter_add(counter_of(&m), 42); /* what count_cb expects */
 	snprintf(g->path, sizeof(g->path), "%s", tally_zone_path(z));
 }
 
@@ -1891,7 +2021,7 @@ static void writer_exits(struct ctl *c)
 	z = make_zone("gone", 2, 16, 0);
 	snprintf(c->path, sizeof(c->path), "%s", tally_zone_path(z));
 	reg(z, d, NULL, 0, &m);
-	tally_counter_add(&m, 1);
+	tally_counter_add(counter_of(&m), 1);
 	_exit(0); /* no exit handlers: the file stays, its writer is gone */
 }
 

@@ -270,7 +270,7 @@ static void default_limits_child(void *arg)
 		snprintf(v, sizeof(v), "%d", i);
 		d.labels = &l;
 		d.nlabels = 1;
-		rc = tally_metric_register(NULL, &d, &m);
+		rc = register_any(NULL, &d, &m);
 	}
 	CHECK_EQ(rc, -ENOSPC);
 	CHECK_EQ(i, 101);
@@ -988,7 +988,7 @@ static void full_create_child(void *arg)
 	CHECK_EQ(errno, ENOSPC);
 	snprintf(f->r->msg, sizeof(f->r->msg), "%s", tally_errmsg());
 	/* The default zone, as the first registration makes it. */
-	CHECK_EQ(tally_metric_register(NULL, &d, &m), -ENOSPC);
+	CHECK_EQ(register_any(NULL, &d, &m), -ENOSPC);
 }
 
 /* No room for a zone's header: ENOSPC naming the directory, the space

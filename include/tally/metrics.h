@@ -8,13 +8,21 @@
  * zone's metrics lock (a few hundred nanoseconds); updating one is the
  * core's inline add, with no lookup, hash or lock.
  *
- * Kinds:
- *   TALLY_COUNTER    a monotonic count: add only non-negative amounts.
- *   TALLY_GAUGE      a signed value changed by adds (+1 on submit, -1 on
- *                    completion: an in-flight gauge), per-CPU by default.
- *   TALLY_GAUGE_SET  a value that is set (tally_gauge_set), one shared
- *                    slot.  Adds work too.
- *   TALLY_HISTOGRAM  per-CPU log-linear buckets (HDR style) and a sum.
+ * Kinds, each with its own handle type, so that a call meant for
+ * another kind does not compile:
+ *   TALLY_COUNTER    tally_counter: a monotonic count, add only
+ *                    non-negative amounts.
+ *   TALLY_GAUGE      tally_gauge: a signed value changed by adds (+1 on
+ *                    submit, -1 on completion: an in-flight gauge),
+ *                    per-CPU by default.  Increments and decrements go
+ *                    to two slots, which readers read decrements first:
+ *                    a reading is never below what the gauge truly was
+ *                    at some moment of the read (tally(3), GAUGES).
+ *   TALLY_GAUGE_SET  tally_setgauge: a value that is set
+ *                    (tally_setgauge_set), one shared slot.  Adds work
+ *                    too.
+ *   TALLY_HISTOGRAM  tally_histogram: per-CPU log-linear buckets (HDR
+ *                    style) and a sum.
  *                    A value falls in a bucket chosen by its highest set
  *                    bit and the next sub_bits bits, so a bucket is at
  *                    most 2^-sub_bits of its lower bound wide: 12.5% with
@@ -69,9 +77,11 @@ struct tally_metric_desc {
 };
 
 /*
- * A registered series.  It may be copied (into each worker's structures,
- * say); every copy is valid until tally_metric_remove() is called on any
- * of them, and no copy may be updated after that.
+ * A registered series, whatever its kind: what tally_metric_remove() and
+ * tally_metric_fetch() take.  Each kind's handle below holds one, as
+ * .metric.  A handle may be copied (into each worker's structures, say);
+ * every copy is valid until tally_metric_remove() is called on any of
+ * them, and no copy may be updated after that.
  */
 typedef struct tally_metric {
 	tally_block *block;
@@ -83,36 +93,51 @@ typedef struct tally_metric {
 	uint8_t max_bits;
 } tally_metric;
 
+/* One handle type per kind: the same bytes, distinct types. */
+typedef struct tally_counter   { tally_metric metric; } tally_counter;
+typedef struct tally_gauge     { tally_metric metric; } tally_gauge;
+typedef struct tally_setgauge  { tally_metric metric; } tally_setgauge;
+typedef struct tally_histogram { tally_metric metric; } tally_histogram;
+
 /*
- * tally_metric_register: create the series described by @d in @z (NULL:
- * the default zone) and fill @m.
+ * tally_counter_register, tally_gauge_register, tally_setgauge_register,
+ * tally_histogram_register: create the series described by @d in @z
+ * (NULL: the default zone) and fill the handle.  @d->kind may be left 0;
+ * any other kind than the function's is refused.
  *
  * Series of one name share one family: kind, help, unit, mode and
  * histogram layout must be the same for all of them.  Labels are stored
  * sorted by name, so their order does not matter.
  * Return: 0, or a negative errno (tally_errmsg() says more):
- *   -EINVAL   NULL @d or @m, unknown kind or mode, a name, label name,
- *             label value (not UTF-8), unit or help that breaks the rules
- *             above, a label name given twice, bad histogram bits, or a
- *             name already registered with another kind, help, unit,
- *             mode or layout;
+ *   -EINVAL   NULL @d or handle, a kind other than the function's, an
+ *             unknown mode, a name, label name, label value (not UTF-8),
+ *             unit or help that breaks the rules above, a label name
+ *             given twice, bad histogram bits, or a name already
+ *             registered with another kind, help, unit, mode or layout;
  *   -E2BIG    a string longer than its TALLY_*_MAX limit (never cut);
  *   -EEXIST   a series with this name and these labels already exists;
  *   -ENOSPC   the zone has no room for another series, family or block;
  *   and the errors of tally_zone_default() and tally_block_alloc().
- * Whatever the error, @m (when not NULL) is then a handle that every
+ * Whatever the error, the handle (when not NULL) is then one that every
  * update call accepts and whose updates go nowhere, so that a service
  * runs on without the series; tally_metric_remove() and
  * tally_metric_fetch() refuse it with -EINVAL, and the zone counts the
  * failure for its readers (tally_seg_info(): register_failed).
- * This API is MT-safe and safe after fork().  Not async-signal-safe.
+ * These are MT-safe and safe after fork().  Not async-signal-safe.
  */
-TALLY_API int tally_metric_register(struct tally_zone *z,
-			  const struct tally_metric_desc *d, tally_metric *m);
+TALLY_API int tally_counter_register(struct tally_zone *z,
+			const struct tally_metric_desc *d, tally_counter *c);
+TALLY_API int tally_gauge_register(struct tally_zone *z,
+			const struct tally_metric_desc *d, tally_gauge *g);
+TALLY_API int tally_setgauge_register(struct tally_zone *z,
+			const struct tally_metric_desc *d, tally_setgauge *g);
+TALLY_API int tally_histogram_register(struct tally_zone *z,
+			const struct tally_metric_desc *d, tally_histogram *h);
 
 /*
- * tally_metric_remove: remove the series: readers stop seeing it at once,
- * and its block is freed for reuse.  No thread may update it afterwards.
+ * tally_metric_remove: remove the series (pass &handle.metric): readers
+ * stop seeing it at once, and its block is freed for reuse.  No thread
+ * may update it afterwards.
  * Return: 0, or -EINVAL (NULL, or a series already removed).
  * This API is MT-safe.  Not async-signal-safe.
  */
@@ -141,41 +166,60 @@ static inline unsigned tally_histogram_bucket(uint64_t v, unsigned sub_bits,
 
 /* The update calls.  Each is MT-safe and async-signal-safe, and never
  * locks, allocates or sleeps (see tally_block_add() for the one system
- * call, at a CPU's first add to a chunk). */
-TALLY_API void (tally_counter_add)(const tally_metric *m, int64_t v);
-TALLY_API void (tally_gauge_add)(const tally_metric *m, int64_t v);
-TALLY_API void (tally_gauge_set)(const tally_metric *m, int64_t v);
-TALLY_API void (tally_histogram_observe)(const tally_metric *m, uint64_t v);
+ * call, at a CPU's first add to a chunk).  Each is an inline function of
+ * its handle type; the same names are exported as functions too. */
+TALLY_API void (tally_counter_add)(const tally_counter *c, int64_t v);
+TALLY_API void (tally_gauge_add)(const tally_gauge *g, int64_t v);
+TALLY_API void (tally_setgauge_set)(const tally_setgauge *g, int64_t v);
+TALLY_API void (tally_setgauge_add)(const tally_setgauge *g, int64_t v);
+TALLY_API void (tally_histogram_observe)(const tally_histogram *h,
+					 uint64_t v);
 
-static inline void tally__metric_add(const tally_metric *m, int64_t v)
+static inline void tally__counter_add(const tally_counter *c, int64_t v)
 {
-	tally__block_add(m->block, 0, v);
+	tally__block_add(c->metric.block, 0, v);
+}
+
+/* Slot 0 holds the increments, slot 1 the decrements (a sum that only
+ * falls), so that each slot is monotonic and a reader that reads slot 1
+ * before slot 0 never reads below the truth.  The sign picks the slot
+ * without a branch. */
+static inline void tally__gauge_add(const tally_gauge *g, int64_t v)
+{
+	tally__block_add(g->metric.block, (unsigned)((uint64_t)v >> 63), v);
 }
 
 /* A TALLY_GAUGE_SET's one copy is the block's shared slot. */
-static inline void tally__gauge_set(const tally_metric *m, int64_t v)
+static inline void tally__setgauge_set(const tally_setgauge *g, int64_t v)
 {
-	__atomic_store_n((int64_t *)((uintptr_t)m->block & ~(uintptr_t)3), v,
-			 __ATOMIC_RELAXED);
+	__atomic_store_n((int64_t *)((uintptr_t)g->metric.block &
+				     ~(uintptr_t)3), v, __ATOMIC_RELAXED);
+}
+
+static inline void tally__setgauge_add(const tally_setgauge *g, int64_t v)
+{
+	tally__block_add(g->metric.block, 0, v);
 }
 
 /* Slot 0 holds the sum, slot 1 + b bucket b. */
-static inline void tally__histogram_observe(const tally_metric *m,
+static inline void tally__histogram_observe(const tally_histogram *h,
 					    uint64_t v)
 {
-	unsigned b = tally_histogram_bucket(v, m->sub_bits, m->max_bits);
+	unsigned b = tally_histogram_bucket(v, h->metric.sub_bits,
+					    h->metric.max_bits);
 
-	tally__block_add(m->block, 1u + b, 1);
-	tally__block_add(m->block, 0, (int64_t)v);
+	tally__block_add(h->metric.block, 1u + b, 1);
+	tally__block_add(h->metric.block, 0, (int64_t)v);
 }
 
-#define tally_counter_add(m, v)       tally__metric_add((m), (v))
-#define tally_counter_inc(m)          tally__metric_add((m), 1)
-#define tally_gauge_add(m, v)         tally__metric_add((m), (v))
-#define tally_gauge_inc(m)            tally__metric_add((m), 1)
-#define tally_gauge_dec(m)            tally__metric_add((m), -1)
-#define tally_gauge_set(m, v)         tally__gauge_set((m), (v))
-#define tally_histogram_observe(m, v) tally__histogram_observe((m), (v))
+#define tally_counter_add(c, v)       tally__counter_add((c), (v))
+#define tally_counter_inc(c)          tally__counter_add((c), 1)
+#define tally_gauge_add(g, v)         tally__gauge_add((g), (v))
+#define tally_gauge_inc(g)            tally__gauge_add((g), 1)
+#define tally_gauge_dec(g)            tally__gauge_add((g), -1)
+#define tally_setgauge_set(g, v)      tally__setgauge_set((g), (v))
+#define tally_setgauge_add(g, v)      tally__setgauge_add((g), (v))
+#define tally_histogram_observe(h, v) tally__histogram_observe((h), (v))
 
 #ifdef __cplusplus
 }

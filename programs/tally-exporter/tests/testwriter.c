@@ -39,10 +39,9 @@ static void on_term(int sig)
 	stop = 1;
 }
 
-static void reg(const struct tally_metric_desc *d, tally_metric *m)
+/* @rc: what registering @d returned. */
+static void must(int rc, const struct tally_metric_desc *d)
 {
-	int rc = tally_metric_register(NULL, d, m);
-
 	if (rc < 0) {
 		fprintf(stderr, "testwriter: register %s: %s\n", d->name,
 			tally_errmsg());
@@ -66,70 +65,73 @@ static int fixture(double seconds)
 	};
 	static const struct tally_label q0[] = { { "queue", "0" } };
 	static const struct tally_label q1[] = { { "queue", "1" } };
-	tally_metric big, neg, set, esc_c, qc0, qc1, hist, noto, secs, empty;
+	tally_counter big, esc_c, qc0, qc1, noto, secs;
+	tally_gauge neg, empty;
+	tally_setgauge set;
+	tally_histogram hist;
 	struct tally_metric_desc d;
 
 	memset(&d, 0, sizeof(d));
 	d.kind = TALLY_COUNTER;
 	d.name = "fixture_big_total";
 	d.help = "A counter past 2^53: 9007199254740993 exactly.";
-	reg(&d, &big);
+	must(tally_counter_register(NULL, &d, &big), &d);
 	tally_counter_add(&big, 9007199254740993ll);
 
 	d.name = "fixture_escapes_total";
 	d.help = "Help with a backslash \\, a \"quote\" and a\nnewline.";
 	d.labels = esc;
 	d.nlabels = 2;
-	reg(&d, &esc_c);
+	must(tally_counter_register(NULL, &d, &esc_c), &d);
 	tally_counter_add(&esc_c, 7);
 
 	d.name = "fixture_requests_total";
 	d.help = "Requests per queue.";
 	d.labels = q0;
 	d.nlabels = 1;
-	reg(&d, &qc0);
+	must(tally_counter_register(NULL, &d, &qc0), &d);
 	tally_counter_add(&qc0, 100);
 	d.labels = q1;
-	reg(&d, &qc1);
+	must(tally_counter_register(NULL, &d, &qc1), &d);
 	tally_counter_add(&qc1, 200);
 
 	d.labels = NULL;
 	d.nlabels = 0;
 	d.name = "fixture_no_suffix";
 	d.help = "A counter whose name does not end in _total.";
-	reg(&d, &noto);
+	must(tally_counter_register(NULL, &d, &noto), &d);
 	tally_counter_add(&noto, 3);
 
 	d.name = "fixture_busy_seconds_total";
 	d.help = "A counter with a unit.";
 	d.unit = "seconds";
-	reg(&d, &secs);
+	must(tally_counter_register(NULL, &d, &secs), &d);
 	tally_counter_add(&secs, 12);
 	d.unit = NULL;
 
 	d.kind = TALLY_GAUGE;
 	d.name = "fixture_in_flight";
 	d.help = "A gauge below zero.";
-	reg(&d, &neg);
+	must(tally_gauge_register(NULL, &d, &neg), &d);
 	tally_gauge_add(&neg, -42);
 
 	d.kind = TALLY_GAUGE_SET;
 	d.name = "fixture_temperature";
 	d.help = "A set gauge at INT64_MAX.";
-	reg(&d, &set);
-	tally_gauge_set(&set, INT64_MAX);
+	must(tally_setgauge_register(NULL, &d, &set), &d);
+	tally_setgauge_set(&set, INT64_MAX);
 
 	d.kind = TALLY_GAUGE;
 	d.name = "fixture_empty_help";
 	d.help = NULL;
-	reg(&d, &empty);
+	must(tally_gauge_register(NULL, &d, &empty), &d);
 
 	d.kind = TALLY_HISTOGRAM;
 	d.name = "fixture_latency_ns";
 	d.help = "Observations 0, 1, 7, 8, 9, 1000 (x10), 5000 (x1000) and "
 		 "2^41.";
 	d.unit = "ns";
-	reg(&d, &hist);
+	must(tally_histogram_register(NULL, &d, &hist), &d);
 	tally_histogram_observe(&hist, 0);
 	tally_histogram_observe(&hist, 1);
 	tally_histogram_observe(&hist, 7);
@@ -149,7 +151,8 @@ static int fixture(double seconds)
 
 static int run(double seconds, long long final)
 {
-	tally_metric req, lat;
+	tally_counter req;
+	tally_histogram lat;
 	struct tally_metric_desc d;
 	long long done = 0;
 	struct timespec ts = { 0, 1000000 };
@@ -158,11 +161,11 @@ static int run(double seconds, long long final)
 	d.kind = TALLY_COUNTER;
 	d.name = "test_requests_total";
 	d.help = "Requests counted by the test writer.";
-	reg(&d, &req);
+	must(tally_counter_register(NULL, &d, &req), &d);
 	d.kind = TALLY_HISTOGRAM;
 	d.name = "test_latency_ns";
 	d.help = "1000 observations of 5000 and 10 of 100000.";
-	reg(&d, &lat);
+	must(tally_histogram_register(NULL, &d, &lat), &d);
 	printf("started %d\n", (int)getpid());
 	fflush(stdout);
 	/* About one second of counting, in steps, while a scraper watches. */
@@ -197,11 +200,11 @@ static int many(long n, double seconds)
 	d.labels = &l;
 	d.nlabels = 1;
 	for (long i = 0; i < n; i++) {
-		tally_metric m;
+		tally_counter m;
 
 		snprintf(v, sizeof(v), "%ld", i);
 		l.value = v;
-		reg(&d, &m);
+		must(tally_counter_register(NULL, &d, &m), &d);
 		tally_counter_add(&m, i);
 	}
 	printf("ready %d\n", (int)getpid());
@@ -212,22 +215,24 @@ static int many(long n, double seconds)
 
 static int worker(long n, double seconds)
 {
-	tally_metric req, lat, up;
+	tally_counter req;
+	tally_histogram lat;
+	tally_gauge up;
 	struct tally_metric_desc d;
 
 	memset(&d, 0, sizeof(d));
 	d.kind = TALLY_COUNTER;
 	d.name = "worker_requests_total";
 	d.help = "Requests served by this worker.";
-	reg(&d, &req);
+	must(tally_counter_register(NULL, &d, &req), &d);
 	d.kind = TALLY_HISTOGRAM;
 	d.name = "worker_latency_ns";
 	d.help = "N observations of 5000 and one of N.";
-	reg(&d, &lat);
+	must(tally_histogram_register(NULL, &d, &lat), &d);
 	d.kind = TALLY_GAUGE;
 	d.name = "worker_up";
 	d.help = "1 while the worker runs.";
-	reg(&d, &up);
+	must(tally_gauge_register(NULL, &d, &up), &d);
 	tally_counter_add(&req, n);
 	for (long i = 0; i < n; i++)
 		tally_histogram_observe(&lat, 5000);

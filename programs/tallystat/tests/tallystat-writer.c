@@ -49,21 +49,26 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void reg(struct tally_zone *z, unsigned kind, const char *name,
-		const char *unit, const struct tally_label *l, unsigned nl,
-		tally_metric *m)
+static struct tally_metric_desc desc(const char *name, const char *unit,
+				     const struct tally_label *l, unsigned nl)
 {
 	struct tally_metric_desc d = { 0 };
 
-	d.kind = kind;
 	d.name = name;
 	d.help = "A series of tallystat's test writer.";
 	d.unit = unit;
 	d.labels = l;
 	d.nlabels = nl;
-	if (tally_metric_register(z, &d, m) < 0)
-		die(name);
+	return d;
 }
+
+/* Registers with @fn, the register function of the handle's kind. */
+#define REG(fn, z, name, unit, l, nl, handle)                             \
+	do {                                                               \
+		struct tally_metric_desc d_ = desc(name, unit, l, nl);     \
+		if (fn(z, &d_, handle) < 0)                                \
+			die(name);                                         \
+	} while (0)
 
 int main(int argc, char **argv)
 {
@@ -79,7 +84,10 @@ int main(int argc, char **argv)
 	const char *zone = "tw", *comm = NULL;
 	double rate = 0, seconds = 30, reset_at = -1, exit_after = -1;
 	struct tally_zone *z;
-	tally_metric q0, q1, bytes, big, inflight, temp, lat, lng;
+	tally_counter q0, q1, bytes, big, lng;
+	tally_gauge inflight;
+	tally_setgauge temp;
+	tally_histogram lat;
 	struct tally_label l0 = { "queue", "0" }, l1 = { "queue", "1" };
 	struct tally_label ll[3] = {
 		{ "alpha", "aaaaaaaaaaaaaaaaaaaa" },
@@ -110,21 +118,23 @@ int main(int argc, char **argv)
 	z = tally_zone_create(zone, NULL);
 	if (!z)
 		die("tally_zone_create");
-	reg(z, TALLY_COUNTER, "tw_requests_total", NULL, &l0, 1, &q0);
-	reg(z, TALLY_COUNTER, "tw_requests_total", NULL, &l1, 1, &q1);
-	reg(z, TALLY_COUNTER, "tw_bytes_total", "bytes", NULL, 0, &bytes);
-	reg(z, TALLY_COUNTER, "tw_big_total", NULL, NULL, 0, &big);
-	reg(z, TALLY_GAUGE, "tw_in_flight", NULL, NULL, 0, &inflight);
-	reg(z, TALLY_GAUGE_SET, "tw_temperature", NULL, NULL, 0, &temp);
-	reg(z, TALLY_HISTOGRAM, "tw_latency_ns", "nanoseconds", NULL, 0, &lat);
-	reg(z, TALLY_COUNTER, "tw_long_total", NULL, ll, 3, &lng);
+	REG(tally_counter_register, z, "tw_requests_total", NULL, &l0, 1, &q0);
+	REG(tally_counter_register, z, "tw_requests_total", NULL, &l1, 1, &q1);
+	REG(tally_counter_register, z, "tw_bytes_total", "bytes", NULL, 0,
+	    &bytes);
+	REG(tally_counter_register, z, "tw_big_total", NULL, NULL, 0, &big);
+	REG(tally_gauge_register, z, "tw_in_flight", NULL, NULL, 0, &inflight);
+	REG(tally_setgauge_register, z, "tw_temperature", NULL, NULL, 0, &temp);
+	REG(tally_histogram_register, z, "tw_latency_ns", "nanoseconds", NULL,
+	    0, &lat);
+	REG(tally_counter_register, z, "tw_long_total", NULL, ll, 3, &lng);
 
 	tally_counter_add(&q0, 1000);
 	tally_counter_add(&q1, 2000);
 	tally_counter_add(&bytes, 123456789012ll);
 	tally_counter_add(&big, 9007199254740993ll);
 	tally_gauge_add(&inflight, 7);
-	tally_gauge_set(&temp, -42);
+	tally_setgauge_set(&temp, -42);
 	for (int i = 0; i < 100000; i++)
 		tally_histogram_observe(&lat, 1000);
 	tally_counter_add(&lng, 5);
@@ -140,7 +150,7 @@ int main(int argc, char **argv)
 		if (t >= seconds || (exit_after >= 0 && t >= exit_after))
 			break;
 		if (reset_at >= 0 && t >= reset_at) {
-			if (tally_block_zero(q1.block, 0, NULL) < 0)
+			if (tally_block_zero(q1.metric.block, 0, NULL) < 0)
 				die("tally_block_zero");
 			reset_at = -1;
 		}
