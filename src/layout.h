@@ -234,8 +234,10 @@ struct tally__family {
  *
  * labels: nlabels pairs "name\0value\0", labels_len bytes in all.
  * slot_off: file offset of the block's first slot in its chunk's page 2.
- * Value layout in the block: counter and gauges, slot 0; histograms,
- * slot 0 the sum of observed values, slots 1 .. nbuckets the buckets.
+ * Value layout in the block: counters and set gauges, slot 0; gauges,
+ * slot 0 the increments and slot 1 the decrements (read first, see
+ * walk.c); histograms, slot 0 the sum of observed values, slots
+ * 1 .. nbuckets the buckets.
  */
 struct tally__series {
 	_Atomic uint32_t seq;
