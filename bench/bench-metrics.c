@@ -5,6 +5,10 @@
  *                    and removed again (tc inserts per-CPU counters at
  *                    ~200k rules/s: the rate to reach);
  *   observe          a histogram observation next to a counter add;
+ *   family get       the lookup of a family's child that exists (two
+ *                    variable labels, method and code, over 8 children),
+ *                    alone and followed by an add, next to a counter add
+ *                    (target: <= 50 ns for the lookup);
  *   reader pass      tally_seg_foreach over N series (default 10^6), from
  *                    another process, as the exporter would;
  *   writer + reader  one writer adding to all N series, pinned to one
@@ -99,6 +103,34 @@ static double run_adds(const tally_counter *c, uint64_t n)
 	for (uint64_t i = 0; i < n; i++)
 		tally_counter_add(c, 1);
 	return (double)(bench_thread_cpu_ns() - t0) / (double)n;
+}
+
+/* The children the family rows look up, in turn. */
+static const char *const family_keys[8][2] = {
+	{ "GET", "200" }, { "GET", "404" }, { "POST", "200" },
+	{ "GET", "500" }, { "PUT", "201" }, { "GET", "304" },
+	{ "POST", "400" }, { "DELETE", "204" },
+};
+
+/* ns per lookup of an existing child of @f, @n lookups, each followed by
+ * an add when @add. */
+static double run_family(const tally_counter_family *f, uint64_t n, int add)
+{
+	uint64_t t0 = bench_thread_cpu_ns();
+	uintptr_t sink = 0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		const tally_counter *c;
+
+		tally_counter_family_get(f, family_keys[i & 7], 2, &c);
+		if (add)
+			tally_counter_add(c, 1);
+		sink ^= (uintptr_t)c;
+	}
+	t0 = bench_thread_cpu_ns() - t0;
+	if (sink == 1)
+		printf("\n"); /* keeps the lookups */
+	return (double)t0 / (double)n;
 }
 
 /* ns per observation of one histogram, @n observations. */
@@ -197,14 +229,18 @@ int bench_metrics(const struct bench_opts *o)
 	struct tally_zone_opts zo = { 0 };
 	struct tally_zone *z;
 	struct bench_doc *d = calloc(1, sizeof(*d));
-	struct mrow rows[6] = {
+	struct mrow rows[8] = {
 		{ .what = "register+remove pair", .unit = "ns" },
 		{ .what = "counter add", .unit = "ns" },
 		{ .what = "histogram observe", .unit = "ns" },
 		{ .what = "reader pass", .unit = "ms" },
 		{ .what = "writer add, no reader", .unit = "ns" },
 		{ .what = "writer add, reader scanning", .unit = "ns" },
+		{ .what = "family get, 2 labels", .unit = "ns" },
+		{ .what = "family get + counter add", .unit = "ns" },
 	};
+	static const char *const family_labels[] = { "method", "code" };
+	tally_counter_family fam;
 	tally_counter *m, c;
 	tally_histogram h;
 	int cpus[2], ncpu;
@@ -230,12 +266,28 @@ int bench_metrics(const struct bench_opts *o)
 	if (reg_counter(z, "bench_counter_total", 0, &c) ||
 	    reg_histogram(z, "bench_latency_ns", 0, &h))
 		bench_die("register: %s", tally_errmsg());
+	{
+		struct tally_metric_desc fd = { 0 };
+		const tally_counter *child;
+
+		fd.name = "bench_http_requests_total";
+		fd.help = "Requests by method and code.";
+		if (tally_counter_family_register(z, &fd, family_labels, 2,
+						  &fam))
+			bench_die("family: %s", tally_errmsg());
+		for (unsigned i = 0; i < 8; i++)
+			if (tally_counter_family_get(&fam, family_keys[i], 2,
+						     &child))
+				bench_die("family child: %s", tally_errmsg());
+	}
 	for (unsigned r = 0; r < o->repeat; r++) {
 		bench_progress("single-thread costs, run %u/%u", r + 1,
 			       o->repeat);
 		rows[0].v[rows[0].n++] = run_register(z, pairs);
 		rows[1].v[rows[1].n++] = run_adds(&c, updates);
 		rows[2].v[rows[2].n++] = run_observes(&h, updates);
+		rows[6].v[rows[6].n++] = run_family(&fam, updates, 0);
+		rows[7].v[rows[7].n++] = run_family(&fam, updates, 1);
 	}
 
 	/* N series, each written once, then read. */
@@ -249,7 +301,8 @@ int bench_metrics(const struct bench_opts *o)
 	}
 	for (unsigned r = 0; r < o->repeat; r++) {
 		bench_progress("reader pass %u/%u", r + 1, o->repeat);
-		rows[3].v[rows[3].n++] = run_pass(tally_zone_path(z), nseries + 2);
+		rows[3].v[rows[3].n++] = run_pass(tally_zone_path(z),
+						  nseries + 2 + 8);
 	}
 
 	/* The writer alone, then with a reader scanning on the other CPU. */
@@ -269,7 +322,7 @@ int bench_metrics(const struct bench_opts *o)
 	}
 	bench_progress_done();
 
-	for (unsigned i = 0; i < 6; i++)
+	for (unsigned i = 0; i < 8; i++)
 		if (rows[i].n)
 			mrow_finish(&rows[i]);
 
@@ -280,6 +333,8 @@ int bench_metrics(const struct bench_opts *o)
 
 		bench_target(d, "register+remove pairs per second, 1 thread",
 			     ">=", 200000, pairs_s, "/s");
+		bench_target(d, "family get of an existing child", "<=", 50,
+			     rows[6].st.median, "ns");
 		bench_target(d, "reader pass over the series", "<=", 100,
 			     nseries >= 1000000 ? rows[3].st.median : NAN, "ms");
 		bench_target(d, "writer throughput with a reader / without",
@@ -287,16 +342,18 @@ int bench_metrics(const struct bench_opts *o)
 		snprintf(d->summary, sizeof(d->summary),
 			 "metrics series=%" PRIu64 " register_remove_per_s=%.0f "
 			 "counter_add_ns=%.2f observe_ns=%.2f observe_vs_add=%.2fx "
+			 "family_get_ns=%.2f family_get_add_ns=%.2f "
 			 "reader_pass_ms=%.1f writer_with_reader=%.3fx",
 			 nseries, pairs_s, rows[1].st.median,
-			 rows[2].st.median, obs, rows[3].st.median, w);
+			 rows[2].st.median, obs, rows[6].st.median,
+			 rows[7].st.median, rows[3].st.median, w);
 
 		if (o->json) {
 			printf("{\n  \"bench\": \"metrics\",\n  \"series\": %"
 			       PRIu64 ",\n  \"rows\": [\n", nseries);
-			for (unsigned i = 0; i < 6; i++)
+			for (unsigned i = 0; i < 8; i++)
 				if (rows[i].n)
-					json_row(&rows[i], i == 5 || !rows[i + 1].n);
+					json_row(&rows[i], i == 7);
 			printf("  ],\n  \"targets\": [\n");
 			for (unsigned i = 0; i < d->ntargets; i++)
 				printf("    {\"what\": \"%s\", \"limit\": %g, "
@@ -320,6 +377,12 @@ int bench_metrics(const struct bench_opts *o)
 				snprintf(ratio, sizeof(ratio), "%.2fx counter add",
 					 obs);
 				print_row(&rows[2], ratio);
+				snprintf(ratio, sizeof(ratio), "%.2fx counter add",
+					 rows[6].st.median / rows[1].st.median);
+				print_row(&rows[6], ratio);
+				snprintf(ratio, sizeof(ratio), "%.2fx counter add",
+					 rows[7].st.median / rows[1].st.median);
+				print_row(&rows[7], ratio);
 			}
 			print_row(&rows[3], "");
 			if (rows[4].n) {
@@ -335,6 +398,7 @@ int bench_metrics(const struct bench_opts *o)
 	}
 	for (uint64_t i = 0; i < nseries; i++)
 		tally_metric_remove(&m[i].metric);
+	tally_family_remove(&fam.family);
 	free(m);
 	tally_zone_destroy(z);
 	free(d);

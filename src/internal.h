@@ -75,6 +75,21 @@ void tally__tcache_postfork_child(void);
 void tally__tcache_exit(void);
 void tally__fallback_postfork_child(void);
 
+/* Registering series (metrics.c), for the families of family.c. */
+struct tally_metric_desc;
+struct tally_metric;
+int tally__metric_register(struct tally_zone *z,
+			   const struct tally_metric_desc *d, unsigned kind,
+			   struct tally_metric *m);
+int tally__metric_define(struct tally_zone *z,
+			 const struct tally_metric_desc *d);
+/* A handle of @kind whose updates go nowhere; _failed also counts the
+ * failure in the zone, sets errno and returns @rc. */
+void tally__metric_discard(unsigned kind, struct tally_metric *m);
+int tally__metric_failed(struct tally_zone *z, unsigned kind,
+			 struct tally_metric *m, int rc);
+void tally__family_postfork_child(void);
+
 /* Errors: set errno and this thread's message; return -errno or NULL. */
 int tally__fail(int err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

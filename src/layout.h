@@ -247,7 +247,11 @@ struct tally__series {
 	uint32_t family;         /* family index */
 	uint32_t nslots;
 	uint64_t slot_off;
-	uint32_t reserved;       /* 0 */
+	uint32_t refs;           /* registrations holding the series; the
+				    writers' alone: changed under the
+				    metrics lock without the seq, so
+				    readers ignore it (and leave it out
+				    when they compare two copies) */
 	char labels[TALLY__LABELS_MAX];
 };
 

@@ -7,7 +7,8 @@
  * a zone enters the registry fully made, in one store) and renews
  * everything that identifies the process or a thread of it: identity
  * (process.c), an unfinished initialisation (config.c), zone use locks
- * (zone.c), thread caches (alloc.c) and fallback copies (add.c).
+ * (zone.c), thread caches (alloc.c) and fallback copies (add.c); and the
+ * locks of the process's families (family.c).
  *
  * Unlike jemalloc, the locks are not taken before fork(): that would make
  * fork() wait for a zone being created, and then resume exactly as the
@@ -35,6 +36,7 @@ static void child(void)
 	tally__zone_postfork_child();
 	tally__tcache_postfork_child();
 	tally__fallback_postfork_child();
+	tally__family_postfork_child();
 }
 
 static void at_exit(void)

@@ -9,6 +9,11 @@
  * a reader accepts a record only if two copies taken before and after
  * reading its values are equal with an even seq.
  *
+ * Registration is get-or-create: a series registered again with the same
+ * definition is the same series, and its record counts the registrations
+ * (refs, which readers ignore); each removal takes one away, and the last
+ * one retires the record.
+ *
  * Order of a removal: the record is retired (seq odd, state free, seq
  * even) before its block is freed, so that a reader never reports the
  * values of a reused block under the old name.
@@ -250,9 +255,10 @@ static void seq_end(_Atomic uint32_t *seq)
 			      memory_order_release);
 }
 
-/* Under the metrics lock: the family of @name, created if new. */
+/* Under the metrics lock: the family of @name, created if new and
+ * @create (else -ENOENT, without a message). */
 static int family_get(struct tally_zone *z, const char *name,
-		      const struct plan *p, uint32_t *out)
+		      const struct plan *p, uint32_t *out, int create)
 {
 	struct tally__hdr *h = z->hdr;
 	uint32_t *fb = family_buckets(z), mask = h->fam_hash_buckets - 1;
@@ -274,6 +280,8 @@ static int family_get(struct tally_zone *z, const char *name,
 		*out = fb[i] - 1;
 		return 0;
 	}
+	if (!create)
+		return -ENOENT;
 	idx = atomic_load_explicit(&h->fam_count, memory_order_relaxed);
 	if (idx >= h->fam_cap) {
 		atomic_fetch_add_explicit(&h->alloc_refused, 1,
@@ -462,23 +470,27 @@ static void metrics_lock(struct tally_zone *z)
 	}
 }
 
-/* Under the metrics lock: -EEXIST when the series is in the index,
- * else 0 and the index bucket it goes to. */
+/* Under the metrics lock: 1 and the series' record in *@found when the
+ * series is in the index, else 0; either way the index bucket it is (or
+ * goes) in.  No index yet (hash_cur 0): no series, and no bucket. */
 static int find_series(struct tally_zone *z, uint32_t fam,
-		       const struct plan *p, const char *name,
-		       uint32_t *bucket)
+		       const struct plan *p, uint32_t *bucket, uint32_t *found)
 {
-	uint32_t *link;
+	uint32_t link;
 
+	*bucket = 0;
+	if (!__atomic_load_n(&z->hdr->hash_cur, __ATOMIC_RELAXED))
+		return 0;
 	*bucket = series_hash(z, fam, p->labels, p->labels_len);
-	for (link = &series_buckets(z)[*bucket]; *link;
-	     link = &chains(z)[*link - 1]) {
-		struct tally__series *s = &series(z)[*link - 1];
+	for (link = series_buckets(z)[*bucket]; link;
+	     link = chains(z)[link - 1]) {
+		struct tally__series *s = &series(z)[link - 1];
 
 		if (s->family == fam && s->labels_len == p->labels_len &&
-		    !memcmp(s->labels, p->labels, p->labels_len))
-			return tally__fail(EEXIST, "series %s with these labels "
-					   "already exists", name);
+		    !memcmp(s->labels, p->labels, p->labels_len)) {
+			*found = link - 1;
+			return 1;
+		}
 	}
 	return 0;
 }
@@ -542,6 +554,7 @@ static void publish_series(struct tally_zone *z, uint32_t idx, uint32_t fam,
 	s->slot_off = (uint64_t)(((uintptr_t)b & ~(uintptr_t)3) -
 				 (uintptr_t)h);
 	memcpy(s->labels, p->labels, sizeof(s->labels));
+	s->refs = 1;
 	s->state = 1;
 	seq_end(&s->seq);
 	if (idx == atomic_load_explicit(&h->series_hwm, memory_order_relaxed))
@@ -559,14 +572,19 @@ static void publish_series(struct tally_zone *z, uint32_t idx, uint32_t fam,
  * zone (when there is one) counts the failure for its readers.  errno and
  * the message stay those of the failure.
  */
-static int failed(struct tally_zone *z, unsigned kind, tally_metric *m,
-		  int rc)
+void tally__metric_discard(unsigned kind, tally_metric *m)
 {
 	memset(m, 0, sizeof(*m));
 	m->block = tally__discard_block();
 	m->kind = (uint8_t)kind;
 	m->sub_bits = 1; /* a histogram's observations: slots 1 .. 4 */
 	m->max_bits = 2;
+}
+
+int tally__metric_failed(struct tally_zone *z, unsigned kind,
+			 tally_metric *m, int rc)
+{
+	tally__metric_discard(kind, m);
 	if (!z)
 		z = tally__zone_default_if_any();
 	if (z)
@@ -576,7 +594,61 @@ static int failed(struct tally_zone *z, unsigned kind, tally_metric *m,
 	return rc;
 }
 
-static int metric_register(struct tally_zone *z,
+/* What a handle of series @idx holds. */
+static void fill_handle(tally_metric *m, struct tally_zone *z, uint32_t idx,
+			const struct plan *p)
+{
+	struct tally__series *s = &series(z)[idx];
+
+	m->block = (tally_block *)((char *)z->hdr + s->slot_off +
+				   (p->mode & 3u));
+	m->zone = z;
+	m->series = idx;
+	m->seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
+	m->kind = (uint8_t)p->kind;
+	m->sub_bits = (uint8_t)p->sub_bits;
+	m->max_bits = (uint8_t)p->max_bits;
+}
+
+/*
+ * Under the metrics lock: when the series of @p exists, take one more
+ * reference to it, fill @m and return 1; else 0 and the index bucket the
+ * new series goes to.  The family's definition is checked first, so that
+ * a conflicting one is refused either way; a new family is made only
+ * when @create (else 0: no such series).
+ */
+static int find_and_ref(struct tally_zone *z, const char *name,
+			const struct plan *p, tally_metric *m,
+			uint32_t *fam, uint32_t *bucket, int create)
+{
+	struct tally__series *s;
+	uint32_t idx = 0;
+	int rc;
+
+	if ((rc = family_get(z, name, p, fam, create)) < 0)
+		return rc == -ENOENT ? 0 : rc;
+	if (!find_series(z, *fam, p, bucket, &idx))
+		return 0;
+	s = &series(z)[idx];
+	if (s->refs == UINT32_MAX)
+		return tally__fail(EOVERFLOW, "series %s is registered %u "
+				   "times already, the most it can be", name,
+				   UINT32_MAX);
+	/* Outside the seq: readers ignore refs (FORMAT.md). */
+	s->refs++;
+	fill_handle(m, z, idx, p);
+	return 1;
+}
+
+/*
+ * Get or create, under one lock: the block is allocated first (the pool
+ * lock is never taken under the metrics lock) and goes back when the
+ * series turns out to exist.  When the allocation fails, the series may
+ * still exist (a full zone still hands out the series it holds): it is
+ * looked up without making anything, and the allocation's error stands
+ * only if it is not there.
+ */
+int tally__metric_register(struct tally_zone *z,
 			   const struct tally_metric_desc *d, unsigned kind,
 			   tally_metric *m)
 {
@@ -584,76 +656,85 @@ static int metric_register(struct tally_zone *z,
 	struct plan p;
 	tally_block *b;
 	uint32_t fam = 0, idx = 0, bucket = 0;
-	int rc;
+	int rc, alloc_rc = 0;
 
 	if (!m)
 		return tally__fail(EINVAL, "register: NULL handle");
 	if (!d)
-		return failed(z, kind, m, tally__fail(EINVAL, "register: NULL "
-						      "description"));
+		return tally__metric_failed(z, kind, m, tally__fail(EINVAL,
+					    "register: NULL description"));
 	if (d->kind && d->kind != kind)
-		return failed(z, kind, m, tally__fail(EINVAL, "%s: the "
-				"description's kind is %u, this function "
-				"registers kind %u", d->name ? d->name : "?",
-				d->kind, kind));
+		return tally__metric_failed(z, kind, m, tally__fail(EINVAL,
+				"%s: the description's kind is %u, this "
+				"function registers kind %u",
+				d->name ? d->name : "?", d->kind, kind));
 	typed = *d;
 	typed.kind = kind;
 	d = &typed;
 	if ((rc = make_plan(d, &p)) < 0)
-		return failed(z, kind, m, rc);
+		return tally__metric_failed(z, kind, m, rc);
 	if (!z && !(z = tally_zone_default()))
-		return failed(NULL, kind, m, -errno);
-	b = tally_block_alloc(z, p.nslots, p.mode);
-	if (!b)
-		return failed(z, kind, m, -errno);
+		return tally__metric_failed(NULL, kind, m, -errno);
+	if (!(b = tally_block_alloc(z, p.nslots, p.mode)))
+		alloc_rc = -errno;
 
 	metrics_lock(z);
-	if ((rc = family_get(z, d->name, &p, &fam)) < 0 ||
-	    (rc = index_grow(z)) < 0 ||
-	    (rc = find_series(z, fam, &p, d->name, &bucket)) < 0 ||
-	    (rc = take_record(z, &idx)) < 0) {
+	if ((b && (rc = index_grow(z)) < 0) ||
+	    (rc = find_and_ref(z, d->name, &p, m, &fam, &bucket, b != NULL))
+		    != 0 ||
+	    (rc = b ? take_record(z, &idx) : alloc_rc) < 0) {
 		pthread_mutex_unlock(&z->hdr->metrics_lock);
-		tally_block_free(z, b);
-		return failed(z, kind, m, rc);
+		if (b)
+			tally_block_free(z, b);
+		return rc == 1 ? 0 : tally__metric_failed(z, kind, m, rc);
 	}
 	publish_series(z, idx, fam, &p, d->nlabels, b, bucket);
-	m->seq = atomic_load_explicit(&series(z)[idx].seq,
-				      memory_order_relaxed);
+	fill_handle(m, z, idx, &p);
 	pthread_mutex_unlock(&z->hdr->metrics_lock);
-
-	m->block = b;
-	m->zone = z;
-	m->series = idx;
-	m->kind = (uint8_t)p.kind;
-	m->sub_bits = (uint8_t)p.sub_bits;
-	m->max_bits = (uint8_t)p.max_bits;
 	return 0;
+}
+
+/* Check @d and make its family in @z, as registering a series of it
+ * would (family.c: a family is checked before any of its series). */
+int tally__metric_define(struct tally_zone *z,
+			 const struct tally_metric_desc *d)
+{
+	struct plan p;
+	uint32_t fam;
+	int rc;
+
+	if ((rc = make_plan(d, &p)) < 0)
+		return rc;
+	metrics_lock(z);
+	rc = family_get(z, d->name, &p, &fam, 1);
+	pthread_mutex_unlock(&z->hdr->metrics_lock);
+	return rc;
 }
 
 int tally_counter_register(struct tally_zone *z,
 			   const struct tally_metric_desc *d, tally_counter *c)
 {
-	return metric_register(z, d, TALLY_COUNTER, c ? &c->metric : NULL);
+	return tally__metric_register(z, d, TALLY_COUNTER, c ? &c->metric : NULL);
 }
 
 int tally_gauge_register(struct tally_zone *z,
 			 const struct tally_metric_desc *d, tally_gauge *g)
 {
-	return metric_register(z, d, TALLY_GAUGE, g ? &g->metric : NULL);
+	return tally__metric_register(z, d, TALLY_GAUGE, g ? &g->metric : NULL);
 }
 
 int tally_setgauge_register(struct tally_zone *z,
 			    const struct tally_metric_desc *d,
 			    tally_setgauge *g)
 {
-	return metric_register(z, d, TALLY_GAUGE_SET, g ? &g->metric : NULL);
+	return tally__metric_register(z, d, TALLY_GAUGE_SET, g ? &g->metric : NULL);
 }
 
 int tally_histogram_register(struct tally_zone *z,
 			     const struct tally_metric_desc *d,
 			     tally_histogram *h)
 {
-	return metric_register(z, d, TALLY_HISTOGRAM, h ? &h->metric : NULL);
+	return tally__metric_register(z, d, TALLY_HISTOGRAM, h ? &h->metric : NULL);
 }
 
 #define GIVE_BACK_MIN 1024u /* records: below this, keep them */
@@ -709,6 +790,13 @@ int tally_metric_remove(tally_metric *m)
 	    atomic_load_explicit(&s->seq, memory_order_relaxed) != m->seq) {
 		pthread_mutex_unlock(&h->metrics_lock);
 		return tally__fail(EINVAL, "series already removed");
+	}
+	/* Another registration still holds it: one reference fewer. */
+	if (s->refs > 1) {
+		s->refs--;
+		pthread_mutex_unlock(&h->metrics_lock);
+		m->block = NULL;
+		return 0;
 	}
 	bucket = series_hash(z, s->family, s->labels, s->labels_len);
 	for (link = &series_buckets(z)[bucket]; *link;

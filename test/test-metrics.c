@@ -8,11 +8,13 @@
  *     one gives -EINVAL, and a string longer than its limit gives -E2BIG
  *     and is never cut (the longest accepted strings are stored in full);
  *   - a failed registration leaves no family, series or block behind;
- *   - a series is unique by name and labels whatever the label order
- *     (-EEXIST); a name keeps its kind, help, unit, mode and layout
+ *   - a series is unique by name and labels whatever the label order:
+ *     registering it again gives the same series (get-or-create, one
+ *     more reference); a name keeps its kind, help, unit, mode and layout
  *     (-EINVAL otherwise);
- *   - removal, re-registration and double removal behave, and a stale copy
- *     of a handle cannot remove the series that reused its record;
+ *   - removal, re-registration and double removal behave, each
+ *     registration holds the series until its own removal, and a stale
+ *     copy of a handle cannot remove the series that reused its record;
  *   - counters, in-flight gauges, set gauges and histograms hold exactly
  *     what was written, in every mode, across threads;
  *   - tally_histogram_bucket() and tally_histogram_bucket_bounds() agree for
@@ -525,7 +527,8 @@ TEST(bad_arguments)
 	CHECK_EQ(tally_metric_fetch(&m, NULL), -EINVAL);
 }
 
-/* Failures after the block is allocated must give the block back. */
+/* Failures, and registrations that find their series, must leave no
+ * block behind. */
 TEST(failed_register_leaks_nothing)
 {
 	/* One chunk: 512 one-slot blocks in all. */
@@ -535,9 +538,12 @@ TEST(failed_register_leaks_nothing)
 
 	CHECK_EQ(register_any(z, &d, &m), 0);
 	for (int i = 0; i < 5000; i++) {
-		CHECK_EQ(register_any(z, &d, &m), -EEXIST);
+		tally_metric again;
+
+		CHECK_EQ(register_any(z, &d, &again), 0);
+		CHECK(again.block == m.block);
 		d.help = "another help";
-		CHECK_EQ(register_any(z, &d, &m), -EINVAL);
+		CHECK_EQ(register_any(z, &d, &again), -EINVAL);
 		d.help = NULL;
 	}
 	for (int i = 0; i < 8; i++) {
@@ -564,10 +570,13 @@ TEST(duplicate_series)
 	d.labels = ab;
 	d.nlabels = 3;
 	CHECK_EQ(register_any(z, &d, &m1), 0);
-	CHECK_EQ(register_any(z, &d, &m2), -EEXIST);
-	CHECK_EQ(errno, EEXIST);
+	/* Get-or-create: the same series, whatever the label order. */
+	CHECK_EQ(register_any(z, &d, &m2), 0);
+	CHECK(m2.block == m1.block);
+	CHECK_EQ(m2.series, m1.series);
 	d.labels = ba;
-	CHECK_EQ(register_any(z, &d, &m2), -EEXIST);
+	CHECK_EQ(register_any(z, &d, &m2), 0);
+	CHECK(m2.block == m1.block);
 	d.labels = other;
 	CHECK_EQ(register_any(z, &d, &m2), 0);
 	/* Fewer labels, or none, is another series. */
@@ -576,7 +585,8 @@ TEST(duplicate_series)
 	CHECK_EQ(register_any(z, &d, &m2), 0);
 	d.nlabels = 0;
 	CHECK_EQ(register_any(z, &d, &m2), 0);
-	CHECK_EQ(register_any(z, &d, &m2), -EEXIST);
+	CHECK_EQ(register_any(z, &d, &m1), 0);
+	CHECK(m2.block == m1.block);
 	/* The same labels under another name. */
 	d = desc(TALLY_COUNTER, "dup2");
 	d.labels = ba;
@@ -687,8 +697,12 @@ TEST(remove_and_reregister)
 	/* A stale copy of the old handle must not remove the new series. */
 	CHECK_EQ(tally_metric_remove(&copy), -EINVAL);
 	CHECK_EQ(fetch(&m2), 5);
-	/* Nor can a new registration of it succeed. */
-	CHECK_EQ(reg1(z, "conn", "id", "1", &m3), -EEXIST);
+	/* A new registration of it is the same series, and holds it: the
+	 * first removal leaves it, and the stale copy is still refused. */
+	CHECK_EQ(reg1(z, "conn", "id", "1", &m3), 0);
+	CHECK(m3.block == m2.block);
+	CHECK_EQ(tally_metric_remove(&m3), 0);
+	CHECK_EQ(tally_metric_remove(&copy), -EINVAL);
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, 1);
 	CHECK(find(&sn, "conn", "id=1") != NULL);
@@ -1284,9 +1298,11 @@ TEST(index_growth_keeps_duplicates)
 		tally_metric tmp;
 
 		snprintf(v, sizeof(v), "%ld", i);
-		if (reg1(z, i % 2 ? "odd" : "even", "i", v, &tmp) != -EEXIST)
+		if (reg1(z, i % 2 ? "odd" : "even", "i", v, &tmp) != 0 ||
+		    tmp.block != m[i].block)
 			harness_fail(__FILE__, __LINE__, "duplicate %ld not "
 				     "found", i);
+		CHECK_EQ(tally_metric_remove(&tmp), 0); /* one reference */
 	}
 	for (long i = 0; i < n; i += 3)
 		CHECK_EQ(tally_metric_remove(&m[i]), 0);
@@ -1296,12 +1312,11 @@ TEST(index_growth_keeps_duplicates)
 
 		snprintf(v, sizeof(v), "%ld", i);
 		rc = reg1(z, i % 2 ? "odd" : "even", "i", v, &tmp);
-		if (rc != (i % 3 == 0 ? 0 : -EEXIST))
+		if (rc != 0)
 			harness_fail(__FILE__, __LINE__, "series %ld: %d", i, rc);
-		if (rc == 0)
-			CHECK_EQ(fetch(&tmp), 0);
-		else
-			CHECK_EQ(fetch(&m[i]), i);
+		/* A removed series comes back fresh, the others as they
+		 * were. */
+		CHECK_EQ(fetch(&tmp), i % 3 == 0 ? 0 : i);
 	}
 	CHECK_EQ(hdr(z)->series_live, (uint32_t)n);
 	{
@@ -1313,13 +1328,14 @@ TEST(index_growth_keeps_duplicates)
 	free(m);
 }
 
-/* Threads racing to register the same series: exactly one wins. */
+/* Threads racing to register the same series: each gets it, all get one
+ * series, and it stays until the last of them removes it. */
 struct racer {
 	struct tally_zone *z;
 	pthread_barrier_t *bar;
-	int rounds;
+	int rounds, id, nt;
 	_Atomic int *wins;
-	tally_metric *winner;
+	tally_metric *got; /* [round * nt + id] */
 };
 
 static void *racer_main(void *arg)
@@ -1334,14 +1350,12 @@ static void *racer_main(void *arg)
 		snprintf(v, sizeof(v), "%d", k);
 		pthread_barrier_wait(r->bar);
 		rc = reg1(r->z, "race", "round", v, &m);
-		if (rc == 0) {
-			atomic_fetch_add(&r->wins[k], 1);
-			r->winner[k] = m;
-			tally_counter_inc(counter_of(&m));
-		} else if (rc != -EEXIST) {
+		if (rc != 0)
 			harness_fail(__FILE__, __LINE__, "round %d: %d (%s)", k,
 				     rc, tally_errmsg());
-		}
+		atomic_fetch_add(&r->wins[k], 1);
+		r->got[k * r->nt + r->id] = m;
+		tally_counter_inc(counter_of(&m));
 	}
 	return NULL;
 }
@@ -1354,29 +1368,35 @@ TEST(concurrent_register_same_series)
 	pthread_barrier_t bar;
 	struct racer r[4];
 	_Atomic int *wins = calloc((size_t)rounds, sizeof(*wins));
-	tally_metric *winner = calloc((size_t)rounds, sizeof(*winner));
+	tally_metric *got = calloc((size_t)(rounds * nt), sizeof(*got));
 	struct snap sn;
 
 	pthread_barrier_init(&bar, NULL, (unsigned)nt);
 	for (int i = 0; i < nt; i++) {
-		r[i] = (struct racer){ z, &bar, rounds, wins, winner };
+		r[i] = (struct racer){ z, &bar, rounds, i, nt, wins, got };
 		CHECK_EQ(pthread_create(&t[i], NULL, racer_main, &r[i]), 0);
 	}
 	for (int i = 0; i < nt; i++)
 		pthread_join(t[i], NULL);
 	for (int k = 0; k < rounds; k++) {
-		CHECK_EQ(atomic_load(&wins[k]), 1);
-		CHECK_EQ(fetch(&winner[k]), 1);
+		CHECK_EQ(atomic_load(&wins[k]), nt);
+		for (int i = 1; i < nt; i++)
+			CHECK(got[k * nt + i].block == got[k * nt].block);
+		CHECK_EQ(fetch(&got[k * nt]), nt);
 	}
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, rounds);
 	free(sn.s);
-	/* Removed by any thread: once. */
+	/* Every registration but the last removed: all still there. */
 	for (int k = 0; k < rounds; k++)
-		CHECK_EQ(tally_metric_remove(&winner[k]), 0);
+		for (int i = 1; i < nt; i++)
+			CHECK_EQ(tally_metric_remove(&got[k * nt + i]), 0);
+	CHECK_EQ(hdr(z)->series_live, (uint32_t)rounds);
+	for (int k = 0; k < rounds; k++)
+		CHECK_EQ(tally_metric_remove(&got[k * nt]), 0);
 	CHECK_EQ(hdr(z)->series_live, 0);
 	free(wins);
-	free(winner);
+	free(got);
 }
 
 /* Processes forked after the zone was created share its names: the
@@ -1409,10 +1429,9 @@ TEST(register_across_fork)
 				if (i % 2)
 					CHECK_EQ(tally_metric_remove(&mm), 0);
 				snprintf(v, sizeof(v), "common_%d", i);
-				if (reg1(z, "shared_name", "who", v, &mm) == 0)
-					tally_counter_add(counter_of(&mm), 1000 + p);
-				else if (errno != EEXIST)
+				if (reg1(z, "shared_name", "who", v, &mm) != 0)
 					_exit(11);
+				tally_counter_add(counter_of(&mm), 1000 + p);
 			}
 			_exit(0);
 		}
@@ -1430,7 +1449,8 @@ TEST(register_across_fork)
 		const struct seen *e = &sn.s[i];
 
 		if (!strncmp(e->labels, "who=common_", 11)) {
-			CHECK(e->value >= 1000 && e->value < 1000 + nproc);
+			/* One series, which every process got. */
+			CHECK_EQ(e->value, 1000 * nproc + nproc * (nproc - 1) / 2);
 			dup_wins++;
 		} else if (!strcmp(e->labels, "who=parent")) {
 			CHECK_EQ(e->value, 1);

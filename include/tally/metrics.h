@@ -6,7 +6,9 @@
  * that holds its values, so that a reader in another process needs
  * nothing but the file.  Registering and removing a series takes the
  * zone's metrics lock (a few hundred nanoseconds); updating one is the
- * core's inline add, with no lookup, hash or lock.
+ * core's inline add, with no lookup, hash or lock.  Registration is
+ * get-or-create, with a reference count; series whose label values are
+ * known only at run time are children of a family (tally/family.h).
  *
  * Kinds, each with its own handle type, so that a call meant for
  * another kind does not compile:
@@ -81,7 +83,9 @@ struct tally_metric_desc {
  * tally_metric_fetch() take.  Each kind's handle below holds one, as
  * .metric.  A handle may be copied (into each worker's structures, say);
  * every copy is valid until tally_metric_remove() is called on any of
- * them, and no copy may be updated after that.
+ * them, and no copy may be updated after that.  Each registration is
+ * removed once: removing two copies of one handle gives back two
+ * references, perhaps another registration's.
  */
 typedef struct tally_metric {
 	tally_block *block;
@@ -101,9 +105,15 @@ typedef struct tally_histogram { tally_metric metric; } tally_histogram;
 
 /*
  * tally_counter_register, tally_gauge_register, tally_setgauge_register,
- * tally_histogram_register: create the series described by @d in @z
- * (NULL: the default zone) and fill the handle.  @d->kind may be left 0;
- * any other kind than the function's is refused.
+ * tally_histogram_register: get or create the series described by @d in
+ * @z (NULL: the default zone) and fill the handle.  @d->kind may be left
+ * 0; any other kind than the function's is refused.
+ *
+ * A series that exists (registered by this process or another sharing
+ * the zone, and not removed) is the one the handle gets: its values go
+ * on, and it holds one more reference, so that it stays until every
+ * registration of it is removed.  A respawned worker, or a library
+ * initialised twice, finds its series this way.
  *
  * Series of one name share one family: kind, help, unit, mode and
  * histogram layout must be the same for all of them.  Labels are stored
@@ -115,8 +125,9 @@ typedef struct tally_histogram { tally_metric metric; } tally_histogram;
  *             given twice, bad histogram bits, or a name already
  *             registered with another kind, help, unit, mode or layout;
  *   -E2BIG    a string longer than its TALLY_*_MAX limit (never cut);
- *   -EEXIST   a series with this name and these labels already exists;
- *   -ENOSPC   the zone has no room for another series, family or block;
+ *   -ENOSPC   the zone has no room for another series, family or block
+ *             (a series that exists is found even in a full zone);
+ *   -EOVERFLOW the series is registered 2^32 - 1 times already;
  *   and the errors of tally_zone_default() and tally_block_alloc().
  * Whatever the error, the handle (when not NULL) is then one that every
  * update call accepts and whose updates go nowhere, so that a service
@@ -135,9 +146,11 @@ TALLY_API int tally_histogram_register(struct tally_zone *z,
 			const struct tally_metric_desc *d, tally_histogram *h);
 
 /*
- * tally_metric_remove: remove the series (pass &handle.metric): readers
- * stop seeing it at once, and its block is freed for reuse.  No thread
- * may update it afterwards.
+ * tally_metric_remove: give back the registration of the series (pass
+ * &handle.metric); the last registration's removal removes the series:
+ * readers stop seeing it at once, and its block is freed for reuse.  No
+ * thread may update it through this handle, or any copy of it,
+ * afterwards.
  * Return: 0, or -EINVAL (NULL, or a series already removed).
  * This API is MT-safe.  Not async-signal-safe.
  */

@@ -7,5 +7,6 @@
 #include "tally/zone.h"
 #include "tally/block.h"
 #include "tally/metrics.h"
+#include "tally/family.h"
 
 #endif /* TALLY_TALLY_H */

@@ -32,3 +32,29 @@ int control(void)
 	return tally_metric_fetch(&c.metric, &v) ||
 	       tally_metric_remove(&h.metric);
 }
+
+/* A family of each kind, its child with the calls of that kind. */
+int control_family(void)
+{
+	static const char *const names[] = { "code" };
+	const char *v[] = { "200" };
+	struct tally_metric_desc d;
+	tally_counter_family cf;
+	tally_histogram_family hf;
+	const tally_counter *c;
+	const tally_histogram *h;
+
+	memset(&d, 0, sizeof(d));
+	d.name = "y";
+	if (tally_counter_family_register(NULL, &d, names, 1, &cf) ||
+	    tally_counter_family_get(&cf, v, 1, &c))
+		return -1;
+	tally_counter_inc(c);
+	d.name = "z";
+	if (tally_histogram_family_register(NULL, &d, names, 1, &hf) ||
+	    tally_histogram_family_get(&hf, v, 1, &h))
+		return -1;
+	tally_histogram_observe(h, 3);
+	return tally_family_remove(&cf.family) ||
+	       tally_family_remove(&hf.family);
+}

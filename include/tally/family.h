@@ -1,0 +1,153 @@
+/*
+ * tally/family.h: series whose label values are known only at run time.
+ *
+ * A family is a metric description (tally/metrics.h) and the names of
+ * some of its labels; each set of values of those labels (a status code,
+ * a route) is one series of the family, its child.  The child is
+ * registered the first time its values are asked for, and found without
+ * a lock every time after that:
+ *
+ *	static const char *const names[] = { "method", "code" };
+ *	tally_counter_family requests;
+ *	const tally_counter *c;
+ *
+ *	tally_counter_family_register(NULL, &desc, names, 2, &requests);
+ *	...
+ *	tally_counter_family_get(&requests, (const char *[]){ "GET", "200" },
+ *				 2, &c);
+ *	tally_counter_inc(c);
+ *
+ * The family's description may hold labels of its own (desc.labels),
+ * the same for every child.  Children are series like any other:
+ * registering one is get-or-create (tally_counter_register), so that two
+ * families of one name in a process, or a family and a series
+ * registered by hand, share their series and each holds a reference.
+ *
+ * One family type per kind, so that a child of one kind cannot be used
+ * as another's.  Each holds a tally_family, for tally_family_remove().
+ */
+#ifndef TALLY_FAMILY_H
+#define TALLY_FAMILY_H
+
+#include "tally/metrics.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tally__ftable; /* this process's table of children (family.c) */
+
+typedef struct tally_family {
+	struct tally__ftable *table;
+} tally_family;
+
+typedef struct tally_counter_family {
+	tally_family family;
+} tally_counter_family;
+typedef struct tally_gauge_family {
+	tally_family family;
+} tally_gauge_family;
+typedef struct tally_setgauge_family {
+	tally_family family;
+} tally_setgauge_family;
+typedef struct tally_histogram_family {
+	tally_family family;
+} tally_histogram_family;
+
+/*
+ * tally_counter_family_register, tally_gauge_family_register,
+ * tally_setgauge_family_register, tally_histogram_family_register: make a
+ * family of the series described by @d in @z (NULL: the default zone),
+ * whose children add the labels @label_names[0 .. @n - 1] to @d's own.
+ * @d is copied; its metric family is made (or checked) in the zone at
+ * once, so that a definition that conflicts with the zone's is refused
+ * here rather than at the first child.
+ * Return: 0, or a negative errno (tally_errmsg() says more):
+ *   -EINVAL   NULL @d or family, @n of 0 or NULL names, a label name that
+ *             breaks the rules of tally_label, given twice (here or in
+ *             @d->labels), and every -EINVAL of tally_counter_register()
+ *             about @d (another kind, help, unit, mode or layout under
+ *             this name, for one);
+ *   -E2BIG    more labels than TALLY_LABELS_MAX can hold, or a string of
+ *             @d longer than its limit;
+ *   -ENOMEM   no memory for the table;
+ *   and the errors of tally_zone_default().
+ * Whatever the error, the family (when not NULL) is one whose
+ * tally_*_family_get() gives handles that discard their updates, and
+ * tally_family_remove() accepts it.
+ * MT-safe; not async-signal-safe.
+ */
+TALLY_API int tally_counter_family_register(struct tally_zone *z,
+			const struct tally_metric_desc *d,
+			const char *const *label_names, unsigned n,
+			tally_counter_family *f);
+TALLY_API int tally_gauge_family_register(struct tally_zone *z,
+			const struct tally_metric_desc *d,
+			const char *const *label_names, unsigned n,
+			tally_gauge_family *f);
+TALLY_API int tally_setgauge_family_register(struct tally_zone *z,
+			const struct tally_metric_desc *d,
+			const char *const *label_names, unsigned n,
+			tally_setgauge_family *f);
+TALLY_API int tally_histogram_family_register(struct tally_zone *z,
+			const struct tally_metric_desc *d,
+			const char *const *label_names, unsigned n,
+			tally_histogram_family *f);
+
+/*
+ * tally_counter_family_get, tally_gauge_family_get,
+ * tally_setgauge_family_get, tally_histogram_family_get: the child of
+ * @f whose label values are @values[0 .. @n - 1] (in the order of the
+ * family's label names), registered first if this process has not
+ * asked for it yet; *@c points at its handle, which stays valid until
+ * tally_family_remove().  A child this process knows is found without a
+ * lock, allocation or system call (tens of nanoseconds: a hash of the
+ * values and a comparison); a new one takes the family's lock and
+ * registers the series (tally_counter_register()).
+ * Return: 0, or a negative errno (tally_errmsg() says more):
+ *   -EINVAL   NULL @values or @c, a NULL value, @n other than the
+ *             family's number of label names, a value that is not
+ *             UTF-8, or a family whose registration failed;
+ *   -E2BIG    values too long for TALLY_LABELS_MAX;
+ *   -ENOMEM   no memory for the child;
+ *   and the errors of tally_counter_register().
+ * Whatever the error, *@c (when @c is not NULL) points at a handle whose
+ * updates go nowhere, so that a service runs on; a registration that
+ * failed is counted in the zone (tally_seg_info(): register_failed) and
+ * tried again at the next call with those values.
+ * MT-safe, and safe after fork(): a child process finds the children its
+ * parent had (the same series, since the zone is shared).  Not
+ * async-signal-safe (a new child takes a lock).
+ */
+TALLY_API int tally_counter_family_get(const tally_counter_family *f,
+			const char *const *values, unsigned n,
+			const tally_counter **c);
+TALLY_API int tally_gauge_family_get(const tally_gauge_family *f,
+			const char *const *values, unsigned n,
+			const tally_gauge **g);
+TALLY_API int tally_setgauge_family_get(const tally_setgauge_family *f,
+			const char *const *values, unsigned n,
+			const tally_setgauge **g);
+TALLY_API int tally_histogram_family_get(const tally_histogram_family *f,
+			const char *const *values, unsigned n,
+			const tally_histogram **h);
+
+/*
+ * tally_family_remove: remove the family (pass &family.family): each of
+ * its children is removed as by tally_metric_remove(), which retires the
+ * series unless another registration still holds it, and the table is
+ * freed.  No thread may call tally_*_family_get() on the family, or use
+ * a handle it gave, once this is called.  Removing a family in a forked
+ * child removes the series its parent uses too: remove a family in one
+ * process only.
+ * Return: 0, or -EINVAL (NULL, a family already removed, or one whose
+ * registration failed).
+ * MT-safe with respect to other families; not async-signal-safe.
+ */
+TALLY_API int tally_family_remove(tally_family *f);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TALLY_FAMILY_H */
