@@ -518,7 +518,7 @@ static void usage(FILE *f)
 		"  -h, --help        this text\n"
 		"\n"
 		"Metrics go to the default zone, $TALLY_DIR/" PROG
-		".<pid>.tally (TALLY_DIR\n"
+		".<pid>.<id>.tally (TALLY_DIR\n"
 		"defaults to /dev/shm/tally-<uid>); the file is removed at exit "
 		"unless\n"
 		"TALLY_KEEP=1.  Read it with tallystat (or tally-exporter).\n",

@@ -21,6 +21,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -448,6 +449,25 @@ static uint64_t digest(const char *path, int *n)
 	return d;
 }
 
+/* The segment the scenario's child @pid made for zone @zone: its name
+ * is <zone>.<pid>.<id>.tally, with an id the writer drew. */
+static void segment_of(const char *dir, const char *zone, pid_t pid,
+		       char *out, size_t n)
+{
+	char pattern[PATH_MAX];
+	glob_t g;
+
+	snprintf(pattern, sizeof(pattern), "%s/%s.%d.*.tally", dir, zone,
+		 (int)pid);
+	if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc != 1) {
+		fprintf(stderr, "gen-corpus: no single segment %s\n",
+			pattern);
+		exit(1);
+	}
+	snprintf(out, n, "%s", g.gl_pathv[0]);
+	globfree(&g);
+}
+
 int main(int argc, char **argv)
 {
 	char tmpl[] = "/dev/shm/tally-gen-corpus.XXXXXX";
@@ -492,8 +512,7 @@ int main(int argc, char **argv)
 			const char *zn = strcmp(sc->name, "modes-fallback") ?
 						 sc->name : "modes";
 
-			snprintf(src, sizeof(src), "%s/%s.%d.tally", dir, zn,
-				 (int)pid);
+			segment_of(dir, zn, pid, src, sizeof(src));
 		}
 		snprintf(dst, sizeof(dst), "%s/seed-%s", argv[1], sc->name);
 		compact(src, dst);

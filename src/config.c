@@ -13,6 +13,7 @@
  *   TALLY_ZONE_SLOTS  default zone capacity in slots
  *   TALLY_ZONE_SERIES default zone capacity in named series
  *   TALLY_KEEP=1      keep segment files when their processes exit (0 or 1)
+ *   TALLY_RETAIN      how long dead writers' segments stay (default 1h)
  *   TALLY_GROUP       share segment files read-only with this group
  *                     (files 0640, a default directory 0750)
  */
@@ -113,6 +114,44 @@ static void env_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(tally__env.error, sizeof(tally__env.error), fmt, ap);
 	va_end(ap);
+}
+
+/*
+ * $TALLY_RETAIN: how long the segment of a dead writer stays, from the
+ * moment a clean-up first found it dead (directory.c).  A whole number of
+ * seconds, or with a unit (s, m, h, d); 0 removes dead segments at once;
+ * "forever" (or "off") keeps them.  Unset or empty: the default, long
+ * enough to read a crashed writer's last values.  Returns seconds, -1 for
+ * forever, or TALLY__RETAIN_BAD with the reason in @err.  Readers parse
+ * it on each call (tally_dir_expire), writers once.
+ */
+long long tally__parse_retain(const char *s, char *err, size_t n)
+{
+	static const struct { char unit; long long mult; } units[] = {
+		{ 's', 1 }, { 'm', 60 }, { 'h', 3600 }, { 'd', 86400 },
+	};
+	long long v = 0, mult = 1;
+	const char *p = s;
+
+	if (!s || !*s)
+		return TALLY__RETAIN_DEFAULT;
+	if (strcmp(s, "forever") == 0 || strcmp(s, "off") == 0)
+		return -1;
+	for (; *p >= '0' && *p <= '9' && v <= TALLY__RETAIN_MAX; p++)
+		v = v * 10 + (*p - '0');
+	for (size_t i = 0; *p && i < sizeof(units) / sizeof(units[0]); i++)
+		if (p[0] == units[i].unit && !p[1]) {
+			mult = units[i].mult;
+			p++;
+		}
+	if (p == s || *p || v > TALLY__RETAIN_MAX / mult) {
+		snprintf(err, n, "TALLY_RETAIN=%.40s: expected a duration "
+			 "such as 3600, 90m, 1h or 7d (at most 3650d), 0 to "
+			 "remove dead writers' segments at once, or "
+			 "\"forever\"", s);
+		return TALLY__RETAIN_BAD;
+	}
+	return v * mult;
 }
 
 /*
@@ -255,10 +294,11 @@ static void read_cpus(struct tally__env *e)
 			e->cpu_node[c] = 0;
 }
 
-/* $TALLY_ZONE_SLOTS, $TALLY_ZONE_SERIES, $TALLY_KEEP, $TALLY_GROUP and
- * $TALLY_DIR. */
+/* $TALLY_ZONE_SLOTS, $TALLY_ZONE_SERIES, $TALLY_KEEP, $TALLY_RETAIN,
+ * $TALLY_GROUP and $TALLY_DIR. */
 static void read_files(struct tally__env *e)
 {
+	char msg[200];
 	const char *s;
 	long long v;
 
@@ -281,6 +321,12 @@ static void read_files(struct tally__env *e)
 			e->default_series = (size_t)v;
 	}
 	e->keep = parse_flag("TALLY_KEEP");
+	e->retain_s = tally__parse_retain(getenv("TALLY_RETAIN"), msg,
+					  sizeof(msg));
+	if (e->retain_s == TALLY__RETAIN_BAD) {
+		env_error("%s", msg);
+		e->retain_s = TALLY__RETAIN_DEFAULT;
+	}
 	e->gid = -1;
 	if ((s = getenv("TALLY_GROUP")) && *s)
 		e->gid = parse_group(s);

@@ -1,12 +1,27 @@
 /*
  * directory.c: walking a directory of segments, and cleaning it up
- * (segments of processes that are gone, temporaries of dead creators).
+ * (segments of processes that are gone, temporaries of dead creators),
+ * at once or after a retention.
+ *
+ * Dead is a state a segment never leaves: nobody holds its creator lock
+ * or a use lock (internal.h), and nobody can take them again (only the
+ * creator and the children it forks do, while it lives).  When it died
+ * is not recorded anywhere: a SIGKILLed writer writes nothing, and on
+ * tmpfs stores through a mapping do not touch the file's times.  So the
+ * retention counts from the first clean-up that finds a segment dead: it
+ * stamps the file's mtime with that moment and takes away its owner's
+ * write permission, which marks the stamp (a live writer's file is 0600
+ * or 0640).  A dead segment is removed once its stamp is older than the
+ * retention, so a crashed writer's values stay readable at least that
+ * long after the crash.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -18,6 +33,8 @@
 struct cleanup {
 	tally_clean_fn fn;
 	void *arg;
+	long long retain_s;  /* 0: at once; -1: never */
+	time_t now;
 };
 
 #define TMP_ORPHAN_AGE 10 /* seconds: older unlocked temporaries are dead */
@@ -84,31 +101,75 @@ static DIR *open_dir(const char **dir)
 	return d;
 }
 
+/* "1h", "90m", "45s": the retention, for a message. */
+static void fmt_duration(char *out, size_t n, long long s)
+{
+	if (s % 86400 == 0)
+		snprintf(out, n, "%lldd", s / 86400);
+	else if (s % 3600 == 0)
+		snprintf(out, n, "%lldh", s / 3600);
+	else if (s % 60 == 0)
+		snprintf(out, n, "%lldm", s / 60);
+	else
+		snprintf(out, n, "%llds", s);
+}
+
+/*
+ * A dead segment under a retention: removed (returns 1) when the stamp
+ * of the first clean-up that found it dead is older than the retention;
+ * stamped now if it has no stamp yet.
+ */
+static int expired(struct tally_seg *s, const struct stat *st,
+		   const struct cleanup *c, char *why, size_t n)
+{
+	struct timespec ts[2] = { { 0, UTIME_OMIT }, { 0, UTIME_NOW } };
+	char d[32];
+
+	if (c->retain_s == 0) {
+		snprintf(why, n, "its processes are gone");
+		return 1;
+	}
+	if (st->st_mode & S_IWUSR) {
+		/* First found dead: stamp, then mark the stamp (in this
+		 * order, a clean-up interrupted between the two only
+		 * stamps again later). */
+		if (futimens(s->fd, ts) == 0)
+			fchmod(s->fd, st->st_mode & 07777 & ~(mode_t)S_IWUSR);
+		return 0;
+	}
+	if (c->retain_s < 0 || c->now - st->st_mtime < c->retain_s)
+		return 0;
+	fmt_duration(d, sizeof(d), c->retain_s);
+	snprintf(why, n, "its processes are gone, and it was found dead more "
+		 "than %s ago (TALLY_RETAIN)", d);
+	return 1;
+}
+
 /*
  * Clean-up of one entry: 1 when @path (named @name) was removed.  The
  * decision is made on an open descriptor; the name is unlinked only if
- * it still names that file (a creator that reused the pid may have put a
- * new one there since).
+ * it still names that file.
  */
 static int clean_entry(const char *path, const char *name,
 		       const struct cleanup *c)
 {
 	struct tally_seg *s;
 	struct stat checked, now;
-	const char *why = NULL;
+	char why[160] = "";
 
 	if (has_suffix(name, strlen(name), ".tally.tmp")) {
 		if (orphaned_tmp(path, &checked))
-			why = "a temporary file whose creator died";
+			snprintf(why, sizeof(why), "a temporary file whose "
+				 "creator died");
 	} else if (has_suffix(name, strlen(name), ".tally")) {
 		s = tally_seg_open(path, NULL);
 		if (s && !(s->hdr.flags & TALLY__HDR_PERSIST) &&
-		    !tally__seg_alive(&s->hdr) && !tally__use_locked(s->fd) &&
-		    fstat(s->fd, &checked) == 0)
-			why = "its processes are gone";
+		    !tally__seg_used(s) && fstat(s->fd, &checked) == 0 &&
+		    !expired(s, &checked, c, why, sizeof(why)))
+			why[0] = 0;
 		tally_seg_close(s);
 	}
-	if (!why || lstat(path, &now) < 0 || now.st_dev != checked.st_dev ||
+	if (!why[0] || lstat(path, &now) < 0 || now.st_dev != checked.st_dev ||
 	    now.st_ino != checked.st_ino || unlink(path) < 0)
 		return 0;
 	if (c->fn)
@@ -116,20 +177,44 @@ static int clean_entry(const char *path, const char *name,
 	return 1;
 }
 
+/*
+ * Does file @name carry @pid: <zone>.<pid>.<16 hex digits>.tally, or
+ * <zone>.<pid>.tally as files made before the names had an id?  The pid
+ * is the creator's in its own PID namespace: several processes' files
+ * may carry the same.
+ */
+static int name_has_pid(const char *name, int pid)
+{
+	size_t n = strlen(name), k;
+	char want[32];
+
+	k = (size_t)snprintf(want, sizeof(want), ".%d.tally", pid);
+	if (has_suffix(name, n, want))
+		return 1;
+	if (!has_suffix(name, n, ".tally") || n < 6 + 17)
+		return 0;
+	n -= 6;
+	for (size_t i = n - 16; i < n; i++)
+		if (!((name[i] >= '0' && name[i] <= '9') ||
+		      (name[i] >= 'a' && name[i] <= 'f')))
+			return 0;
+	n -= 17;
+	if (name[n] != '.')
+		return 0;
+	k -= 6; /* ".<pid>" */
+	return n > k && memcmp(name + n - k, want, k) == 0;
+}
+
 static int dir_walk(const char *dir, int pid, const struct tally_open_opts *opts,
 		    tally_seg_fn fn, void *arg, const struct cleanup *cleanup)
 {
-	char path[PATH_MAX], want[32];
+	char path[PATH_MAX];
 	struct dirent *e;
 	int count = 0, rc = 0;
 	DIR *d = open_dir(&dir);
 
 	if (!d)
 		return -errno;
-	if (pid > 0)
-		snprintf(want, sizeof(want), ".%d.tally", pid);
-	else
-		snprintf(want, sizeof(want), ".tally");
 	while ((e = readdir(d))) {
 		struct tally_seg *s;
 
@@ -140,7 +225,8 @@ static int dir_walk(const char *dir, int pid, const struct tally_open_opts *opts
 			count += clean_entry(path, e->d_name, cleanup);
 			continue;
 		}
-		if (!has_suffix(e->d_name, strlen(e->d_name), want))
+		if (pid > 0 ? !name_has_pid(e->d_name, pid) :
+			      !has_suffix(e->d_name, strlen(e->d_name), ".tally"))
 			continue;
 		s = tally_seg_open(path, opts);
 		rc = fn(path, s, s ? NULL : tally_errmsg(), arg);
@@ -179,7 +265,45 @@ int tally_dir_cleanup(const char *dir)
 
 int tally_dir_cleanup_report(const char *dir, tally_clean_fn fn, void *arg)
 {
-	struct cleanup c = { fn, arg };
+	struct cleanup c = { fn, arg, 0, 0 };
 
 	return dir_walk(dir, 0, NULL, NULL, NULL, &c);
+}
+
+int tally_dir_expire(const char *dir, long long retain_s, tally_clean_fn fn,
+		     void *arg)
+{
+	struct cleanup c = { fn, arg, retain_s, time(NULL) };
+
+	char err[200];
+
+	if (retain_s == TALLY_RETAIN_ENV) {
+		c.retain_s = tally__parse_retain(getenv("TALLY_RETAIN"), err,
+						 sizeof(err));
+		if (c.retain_s == TALLY__RETAIN_BAD)
+			return tally__fail(EINVAL, "%s", err);
+	} else if (retain_s < TALLY_RETAIN_FOREVER) {
+		return tally__fail(EINVAL, "tally_dir_expire: retention %lld: "
+				   "expected seconds, TALLY_RETAIN_FOREVER or "
+				   "TALLY_RETAIN_ENV", retain_s);
+	}
+	return dir_walk(dir, 0, NULL, NULL, NULL, &c);
+}
+
+/*
+ * A writer creating its first zone file applies the retention to its
+ * directory: a directory written by services that crash now and then
+ * does not fill the memory with their segments, with no clean-up job to
+ * set up.  Once per process (a walk opens every segment), and it never
+ * holds up the creation: errors are ignored.
+ */
+void tally__dir_expire_once(void)
+{
+	static atomic_int done;
+	int err = errno;
+
+	if (tally__env.retain_s < 0 || atomic_exchange(&done, 1))
+		return;
+	tally_dir_expire(tally__env.dir, tally__env.retain_s, NULL, NULL);
+	errno = err;
 }

@@ -41,12 +41,22 @@ struct tally__env {
 	size_t default_capacity; /* slots ($TALLY_ZONE_SLOTS) */
 	size_t default_series;   /* named series ($TALLY_ZONE_SERIES) */
 	int keep;                /* $TALLY_KEEP=1 */
+	long long retain_s;      /* $TALLY_RETAIN in seconds, -1: forever */
 	long gid;                /* $TALLY_GROUP, or -1 */
 	char dir[PATH_MAX];      /* $TALLY_DIR or the default */
 	int dir_is_default;
 	char error[256];         /* a bad variable, reported on zone creation */
 };
 extern struct tally__env tally__env;
+
+/* $TALLY_RETAIN: its default and its largest value, in seconds. */
+#define TALLY__RETAIN_DEFAULT 3600
+#define TALLY__RETAIN_MAX     (3650ll * 86400)
+#define TALLY__RETAIN_BAD     (-2)
+long long tally__parse_retain(const char *s, char *err, size_t n);
+/* Apply $TALLY_RETAIN to this process's directory, the first time a zone
+ * file is created in it (directory.c); never fails. */
+void tally__dir_expire_once(void);
 
 void tally__init(void);
 
@@ -59,9 +69,22 @@ void tally__self_get(struct tally__self *out);
 /* 1 when process @pid, started at @start, still runs; 0 when it is gone
  * (its pid is free or belongs to a process started at another time). */
 int tally__proc_alive(int pid, uint64_t start);
-/* Does a process hold a use lock on the zone file open as @fd (process.c)?
- * 1 when it cannot tell. */
+/*
+ * The locks on a zone file (docs/FORMAT.md, "Where segments live"): the
+ * use lock, a read lock every process using the zone holds on byte 0;
+ * the creation lock, a write lock on byte 1 of a temporary file; the
+ * creator lock, a read lock only the creating process holds on byte 2
+ * while it runs.  All are open-file-description locks, so they belong to
+ * a file, not to a pid: a writer in another PID namespace is judged the
+ * same way.
+ */
+#define TALLY__USE_LOCK_BYTE      0
+#define TALLY__CREATION_LOCK_BYTE 1
+#define TALLY__CREATOR_LOCK_BYTE  2
+/* Does a process hold the use lock / the creator lock of the zone file
+ * open as @fd (process.c)?  1 when it cannot tell. */
 int tally__use_locked(int fd);
+int tally__creator_locked(int fd);
 
 /* Installs the fork and exit hooks (lifecycle.c); idempotent. */
 void tally__lifecycle_install(void);

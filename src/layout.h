@@ -69,7 +69,10 @@
 
 #define TALLY__MAGIC       "TALLYSEG"
 #define TALLY__FMT_MAJOR   2
-#define TALLY__FMT_MINOR   0
+#define TALLY__FMT_MINOR   1
+/* From 2.1 on, the creator holds the creator lock (internal.h) while it
+ * runs; readers judge older files by pid and start time. */
+#define TALLY__FMT_MINOR_CREATOR_LOCK 1
 #define TALLY__BYTE_ORDER  0x0102030405060708ull
 #define TALLY__PAGE        4096u
 #define TALLY__NAUX        2u

@@ -5,10 +5,13 @@
  *   - this process's identity (pid and start time), renewed in every
  *     child (lifecycle.c calls tally__self_get after fork; a child made
  *     without the hooks is caught by the getpid() key all the same);
- *   - whether another process is alive (tally__proc_alive), the one
- *     liveness test of the pool and the reader;
- *   - whether any process still uses a zone file (tally__use_locked),
- *     asked by writers before they remove a file and by readers.
+ *   - whether another process is alive (tally__proc_alive), the liveness
+ *     test of the pool's chunk owners (who all share the zone creator's
+ *     PID namespace) and, for files of format 2.0 only, of the reader;
+ *   - whether a zone file's creator still runs (tally__creator_locked)
+ *     and whether any process still uses it (tally__use_locked): both are
+ *     locks on the file, never pid numbers, which another PID namespace
+ *     sharing the directory would see differently.
  * It calls nothing else in libtally: every file may ask it.
  */
 #define _GNU_SOURCE
@@ -85,21 +88,28 @@ int tally__proc_alive(int pid, uint64_t start)
 	return start == 0 || now == 0 || now == start;
 }
 
-/*
- * Does a process hold a use lock on the file open as @fd (through a
- * description other than @fd's)?  Asks whether a write lock on byte 0
- * would conflict; 1 when it cannot tell.
- */
-int tally__use_locked(int fd)
+/* Does a process hold a lock on byte @byte of the file open as @fd
+ * (through a description other than @fd's)?  1 when it cannot tell. */
+static int byte_locked(int fd, off_t byte)
 {
 	struct flock fl;
 
 	memset(&fl, 0, sizeof(fl));
 	fl.l_type = F_WRLCK;
 	fl.l_whence = SEEK_SET;
+	fl.l_start = byte;
 	fl.l_len = 1;
 	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
 		return 1;
 	return fl.l_type != F_UNLCK;
 }
 
+int tally__use_locked(int fd)
+{
+	return byte_locked(fd, TALLY__USE_LOCK_BYTE);
+}
+
+int tally__creator_locked(int fd)
+{
+	return byte_locked(fd, TALLY__CREATOR_LOCK_BYTE);
+}

@@ -357,9 +357,24 @@ static void read_pool_live(struct tally_seg *s, struct tally_seg_info *info)
 		info->chunks_inuse = info->capacity_chunks;
 }
 
-int tally__seg_alive(const struct tally__hdr *h)
+/*
+ * A segment is alive while its creator holds the creator lock.  The lock
+ * belongs to the file, so a writer in another PID namespace (whose pid
+ * means another process here, or none) is judged right.  Files of format
+ * 2.0 predate the lock: for them only the pid and its start time can
+ * tell, as they always did.
+ */
+int tally__seg_alive(const struct tally_seg *s)
 {
-	return tally__proc_alive(h->creator_pid, h->creator_start);
+	if (s->hdr.minor < TALLY__FMT_MINOR_CREATOR_LOCK)
+		return tally__proc_alive(s->hdr.creator_pid,
+					 s->hdr.creator_start);
+	return tally__creator_locked(s->fd);
+}
+
+int tally__seg_used(const struct tally_seg *s)
+{
+	return tally__use_locked(s->fd) || tally__seg_alive(s);
 }
 
 int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info)
@@ -385,7 +400,7 @@ int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info)
 	info->minor = s->hdr.minor;
 	info->nslabs = s->hdr.nslabs;
 	info->nnodes = s->hdr.nnodes;
-	info->alive = tally__seg_alive(&s->hdr);
+	info->alive = tally__seg_alive(s);
 	info->in_use = tally__use_locked(s->fd);
 	info->file_bytes = (uint64_t)st.st_size;
 	info->resident_bytes = (uint64_t)st.st_blocks * 512u;

@@ -71,7 +71,10 @@ int tally__seg_read_at(struct tally_seg *s, void *buf, size_t n,
 /* The live header fields, re-read. */
 int tally__seg_read_live(struct tally_seg *s, uint64_t *gen, uint32_t *hwm,
 			 uint32_t *nfam);
-/* Is the segment's creator still running? */
-int tally__seg_alive(const struct tally__hdr *h);
+/* Is the segment's creator still running (it holds the creator lock)? */
+int tally__seg_alive(const struct tally_seg *s);
+/* Does anybody use the segment: its creator, or a child that inherited
+ * the zone?  A segment nobody uses is dead, and stays so. */
+int tally__seg_used(const struct tally_seg *s);
 
 #endif /* TALLY_SEGMENT_H */

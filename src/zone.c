@@ -5,14 +5,26 @@
  * mapped, given its header, and only then renamed to its final name, so
  * that a reader never sees a half-written header.
  *
+ * Names: <zone>.<pid>.<id>.tally, where <id> is 64 random bits.  The pid
+ * is there for humans only: processes in other PID namespaces sharing the
+ * directory have the same pids (each container's service is pid 1).  The
+ * temporary file is created with O_EXCL and published without replacing
+ * anything (RENAME_NOREPLACE, or link()), so a name that exists, for any
+ * reason, makes the creator draw another id: it never takes the place of
+ * someone else's file.
+ *
  * Who removes the file: every process using the zone (its creator and the
  * children that inherited it) holds a read lock on byte 0 through an open
  * file description of its own (an OFD lock on a descriptor reopened from
- * /proc/self/fd, closed on exec).  A process that exits normally drops its
- * lock and removes the file if no other description holds one.  A child
- * that execs or dies drops its lock with its descriptor, so neither
- * fork+exec nor _exit() leaves a stale user behind.  After a crash of the
- * last user the file stays for post-mortem reading.
+ * /proc/self/fd, closed on exec); the creator's description also holds a
+ * read lock on byte 2, the creator lock, which readers take as "alive".
+ * Both are taken before the file gets its final name, so no reader ever
+ * sees a published file nobody holds.  A process that exits normally
+ * drops its locks and removes the file if no other description holds
+ * one.  A child that execs or dies drops its lock with its descriptor, so
+ * neither fork+exec nor _exit() leaves a stale user behind.  After a
+ * crash of the last user the file stays for post-mortem reading, until
+ * the retention ($TALLY_RETAIN, directory.c) runs out.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -128,29 +141,66 @@ static void proc_name(char out[16])
 	snprintf(out, 16, "%.15s", buf[0] ? buf : "process");
 }
 
-/* Take this process's use lock on a zone file (see the top comment). */
-static void take_use_lock(struct tally_zone *z)
+/* A lock of @type on byte @byte of the file open as @fd. */
+static int lock_byte(int fd, short type, off_t byte)
 {
 	struct flock fl;
+
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = type;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = byte;
+	fl.l_len = 1;
+	return fcntl(fd, F_OFD_SETLK, &fl);
+}
+
+/*
+ * A description of its own on the zone's file, for this process's locks:
+ * reopened through /proc/self/fd, or by @path when /proc is not mounted
+ * (then checked to be the same file).
+ */
+static int reopen(const struct tally_zone *z, const char *path)
+{
+	struct stat a, b;
 	char p[64];
 	int fd;
 
-	z->lockfd = -1;
-	if (!z->path[0])
-		return;
 	snprintf(p, sizeof(p), "/proc/self/fd/%d", z->fd);
 	fd = open(p, O_RDONLY | O_CLOEXEC);
-	memset(&fl, 0, sizeof(fl));
-	fl.l_type = F_RDLCK;
-	fl.l_whence = SEEK_SET;
-	fl.l_len = 1;
-	if (fd < 0 || fcntl(fd, F_OFD_SETLK, &fl) < 0) {
-		if (fd >= 0)
-			close(fd);
-		z->keep_file = 1; /* cannot tell who uses it: keep it */
-		return;
+	if (fd >= 0 || !path[0])
+		return fd;
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 && (fstat(fd, &a) < 0 || fstat(z->fd, &b) < 0 ||
+			a.st_dev != b.st_dev || a.st_ino != b.st_ino)) {
+		close(fd);
+		errno = ESTALE;
+		fd = -1;
+	}
+	return fd;
+}
+
+/*
+ * Take this process's use lock on a zone file (see the top comment) and,
+ * for its @creator, the creator lock; the file is known as @path.
+ * Returns 0, or -1 with errno (then z->lockfd is -1).
+ */
+static int take_locks(struct tally_zone *z, int creator, const char *path)
+{
+	int fd, err;
+
+	z->lockfd = -1;
+	fd = reopen(z, path);
+	if (fd < 0)
+		return -1;
+	if (lock_byte(fd, F_RDLCK, TALLY__USE_LOCK_BYTE) < 0 ||
+	    (creator && lock_byte(fd, F_RDLCK, TALLY__CREATOR_LOCK_BYTE) < 0)) {
+		err = errno;
+		close(fd);
+		errno = err;
+		return -1;
 	}
 	z->lockfd = fd;
+	return 0;
 }
 
 static void detach(struct tally_zone *z)
@@ -200,7 +250,8 @@ void tally__zone_postfork_child(void)
 		 * order, a parent exiting in between would see no user). */
 		int inherited = z->lockfd;
 
-		take_use_lock(z);
+		if (z->path[0] && take_locks(z, 0, z->path) < 0)
+			z->keep_file = 1; /* cannot tell who uses it: keep it */
 		if (inherited >= 0)
 			close(inherited);
 	}
@@ -239,49 +290,63 @@ int tally__robust_lock(pthread_mutex_t *m)
  */
 static int creation_lock(int fd, short type)
 {
-	struct flock fl;
-
-	memset(&fl, 0, sizeof(fl));
-	fl.l_type = type;
-	fl.l_whence = SEEK_SET;
-	fl.l_start = 1;
-	fl.l_len = 1;
-	return fcntl(fd, F_OFD_SETLK, &fl);
+	return lock_byte(fd, type, TALLY__CREATION_LOCK_BYTE);
 }
 
-/* Publish a fully written temporary file under its final name. */
+/*
+ * Publish a fully written temporary file under its final name, never
+ * replacing a file that has that name: -EEXIST then.  Where renameat2
+ * cannot refuse to replace (an old kernel, a file system without
+ * RENAME_NOREPLACE), link() refuses just the same.
+ */
 static int publish(const char *tmp, const char *path)
 {
-	struct stat st;
-
 	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
 		return 0;
-	if (errno != EEXIST)
+	if (errno != EINVAL && errno != ENOSYS)
 		return -errno;
-	/* The name exists.  Ours (this pid, same start time) is a real
-	 * conflict; a leftover of a dead process with a recycled pid is
-	 * replaced. */
-	if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
-		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		struct tally__hdr h;
-		int mine = 0;
-
-		if (fd >= 0) {
-			if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h))
-			{
-				struct tally__self me;
-
-				tally__self_get(&me);
-				mine = h.creator_pid == me.pid &&
-				       h.creator_start == me.start;
-			}
-			close(fd);
-		}
-		if (mine)
-			return -EEXIST;
-	}
-	return rename(tmp, path) == 0 ? 0 : -errno;
+	if (link(tmp, path) < 0)
+		return -errno;
+	unlink(tmp);
+	return 0;
 }
+
+/*
+ * The id that makes a zone's file name unique: 64 random bits.  Without
+ * getrandom() (an old kernel, a seccomp filter), the clocks and this
+ * process's addresses will do: uniqueness comes from O_EXCL and
+ * RENAME_NOREPLACE, the id only makes retries rare.
+ */
+static uint64_t zone_id(void)
+{
+	static _Atomic uint64_t seq;
+	struct timespec a, b;
+	uint64_t id, x;
+
+	if (getrandom(&id, sizeof(id), GRND_NONBLOCK) == (ssize_t)sizeof(id))
+		return id;
+	clock_gettime(CLOCK_REALTIME, &a);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	x = (uint64_t)a.tv_sec * 1000000000u + (uint64_t)a.tv_nsec;
+	x ^= ((uint64_t)b.tv_nsec << 32) ^ (uint64_t)getpid() ^
+	     (uint64_t)(uintptr_t)&a ^
+	     atomic_fetch_add(&seq, 1) * 0x9e3779b97f4a7c15ull;
+	/* splitmix64's finaliser */
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* The final name of zone @name, with a new id. */
+static void zone_path(char *out, size_t n, const char *name)
+{
+	snprintf(out, n, "%.3900s/%s.%d.%016llx.tally", tally__env.dir, name,
+		 (int)getpid(), (unsigned long long)zone_id());
+}
+
+/* Tries before giving up on finding a free name: with random ids, a
+ * second try already means something else is wrong. */
+#define NAME_TRIES 8
 
 /* Step 1 of creation: check the name and options, fill in defaults. */
 static int zone_options(const char *name, const struct tally_zone_opts *opts,
@@ -310,7 +375,8 @@ static int zone_options(const char *name, const struct tally_zone_opts *opts,
 }
 
 /*
- * Step 2: the file, under a temporary name (with its creation lock, and
+ * Step 2: the file, under a temporary name of its own (picked here, with
+ * its final name in @path; with its creation lock, and
  * given to $TALLY_GROUP), or a memfd; sized (sparse), with the pages that
  * creation writes reserved for real (the header and the CPU-to-node
  * table) and the family index that every registration reads, so that a
@@ -318,19 +384,24 @@ static int zone_options(const char *name, const struct tally_zone_opts *opts,
  * Returns the descriptor, or -1 (the temporary file is gone).
  */
 static int create_file(const char *name, const struct tally_zone_opts *o,
-		       const struct tally__geometry *g, const char *tmp)
+		       const struct tally__geometry *g, char *path, char *tmp)
 {
 	char what[96];
-	int fd;
+	int fd = -1;
 
 	if (o->flags & TALLY_ZONE_ANON) {
 		snprintf(what, sizeof(what), "tally-%s", name);
 		fd = memfd_create(what, MFD_CLOEXEC);
 	} else {
-		unlink(tmp); /* a leftover of a crash between create and
-				rename in a process with the same pid */
-		fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
-				       O_CLOEXEC, 0600);
+		/* A name that exists belongs to someone: draw another. */
+		for (int i = 0; i < NAME_TRIES; i++) {
+			zone_path(path, PATH_MAX, name);
+			snprintf(tmp, PATH_MAX + 16, "%s.tmp", path);
+			fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
+					       O_CLOEXEC, 0600);
+			if (fd >= 0 || errno != EEXIST)
+				break;
+		}
 	}
 	if (fd < 0) {
 		tally__fail(errno, "cannot create the zone file %s: %s",
@@ -452,8 +523,41 @@ static int write_header(struct tally__hdr *h, const struct tally__geometry *g,
 	return 0;
 }
 
-/* Step 5: enter the zone in this process's registry (and take its use
- * lock), or fail with EMFILE. */
+/*
+ * Step 5: take this process's locks (the creator lock makes the zone
+ * alive for readers), then give the file its final name; a name taken
+ * meanwhile (by anyone: another PID namespace has our pid too) makes
+ * us draw another.  On failure the temporary file stays for the caller
+ * to remove.
+ */
+static int publish_zone(struct tally_zone *z, const char *name,
+			const char *tmp)
+{
+	int rc = -EEXIST;
+
+	if (take_locks(z, 1, tmp) < 0)
+		return tally__fail(errno, "cannot lock the zone file %s: %s; "
+				   "readers tell a live writer by its lock, so "
+				   "TALLY_DIR must be on a file system with "
+				   "open file description locks (tmpfs, ext4, "
+				   "xfs)", tmp, strerror(errno));
+	for (int i = 0; i < NAME_TRIES && rc == -EEXIST; i++) {
+		if (i)
+			zone_path(z->path, sizeof(z->path), name);
+		rc = publish(tmp, z->path);
+	}
+	if (rc < 0) {
+		close(z->lockfd);
+		z->lockfd = -1;
+		return tally__fail(-rc, "cannot publish zone \"%s\" as %s: %s",
+				   name, z->path, strerror(-rc));
+	}
+	creation_lock(z->fd, F_UNLCK);
+	return 0;
+}
+
+/* Step 6: enter the zone in this process's registry, or fail with
+ * EMFILE. */
 static int register_zone(struct tally_zone *z)
 {
 	int slot;
@@ -467,7 +571,6 @@ static int register_zone(struct tally_zone *z)
 				   MAX_ZONES);
 	}
 	z->id = next_id++;
-	take_use_lock(z);
 	atomic_store_explicit(&reg[slot], z, memory_order_release);
 	pthread_mutex_unlock(&reg_lock);
 	return 0;
@@ -475,10 +578,11 @@ static int register_zone(struct tally_zone *z)
 
 /* Before any file exists: the size fits, the directory is sound, and
  * this process has room for another zone. */
-static int can_create(const struct tally_zone_opts *o,
+static int can_create(const char *name, const struct tally_zone_opts *o,
 		      const struct tally__geometry *g)
 {
-	int slot;
+	struct tally__self me;
+	int slot, dup = 0;
 
 	if (g->file_size > (1ull << 46))
 		return tally__fail(EINVAL, "zone capacity %zu with %u slabs "
@@ -486,10 +590,26 @@ static int can_create(const struct tally_zone_opts *o,
 				   o->capacity, tally__env.nslabs);
 	if (!(o->flags & TALLY_ZONE_ANON) && check_dir() < 0)
 		return -errno;
+	/* File names no longer tell two zones of one name apart: the
+	 * registry does.  Zones inherited from a parent do not count (the
+	 * child is another process, as its pid said in the old names). */
+	tally__self_get(&me);
 	pthread_mutex_lock(&reg_lock);
+	for (int i = 0; i < MAX_ZONES; i++) {
+		const struct tally_zone *z = reg[i];
+
+		if (z && z->path[0] && !(o->flags & TALLY_ZONE_ANON) &&
+		    z->hdr->creator_pid == me.pid &&
+		    z->hdr->creator_start == me.start &&
+		    strcmp(z->hdr->zone_name, name) == 0)
+			dup = 1;
+	}
 	for (slot = 0; slot < MAX_ZONES && reg[slot]; slot++)
 		;
 	pthread_mutex_unlock(&reg_lock);
+	if (dup)
+		return tally__fail(EEXIST, "zone \"%s\" already exists in this "
+				   "process", name);
 	if (slot == MAX_ZONES)
 		return tally__fail(EMFILE, "this process has %d zones already",
 				   MAX_ZONES);
@@ -509,26 +629,22 @@ static struct tally_zone *create_locked(const char *name,
 	char tmp[PATH_MAX + 16] = "";
 	uint64_t nchunks;
 	void *map;
-	int fd, rc, err;
+	int fd, err;
 
 	tally__init();
 	if (zone_options(name, opts, &o) < 0)
 		return NULL;
 	nchunks = (o.capacity + TALLY_CHUNK_SLOTS - 1) / TALLY_CHUNK_SLOTS;
 	tally__geometry(nchunks, (uint32_t)o.max_series, tally__env.nslabs, &g);
-	if (can_create(&o, &g) < 0)
+	if (can_create(name, &o, &g) < 0)
 		return NULL;
 	z = calloc(1, sizeof(*z));
 	if (!z) {
 		tally__fail(ENOMEM, "out of memory");
 		return NULL;
 	}
-	if (!(o.flags & TALLY_ZONE_ANON)) {
-		snprintf(z->path, sizeof(z->path), "%.3900s/%s.%d.tally",
-			 tally__env.dir, name, (int)getpid());
-		snprintf(tmp, sizeof(tmp), "%s.tmp", z->path);
-	}
-	fd = create_file(name, &o, &g, tmp);
+	z->lockfd = -1;
+	fd = create_file(name, &o, &g, z->path, tmp);
 	if (fd < 0)
 		goto fail;
 	if (map_zone(z, fd, &g, nchunks, o.flags) < 0)
@@ -537,15 +653,8 @@ static struct tally_zone *create_locked(const char *name,
 	if (write_header(z->hdr, &g, name, &o, nchunks) < 0)
 		goto fail_map;
 	if (tmp[0]) {
-		rc = publish(tmp, z->path);
-		if (rc < 0) {
-			tally__fail(-rc, rc == -EEXIST ?
-				    "zone \"%s\" already exists in this "
-				    "process" : "cannot publish zone \"%s\"",
-				    name);
+		if (publish_zone(z, name, tmp) < 0)
 			goto fail_map;
-		}
-		creation_lock(fd, F_UNLCK);
 		tmp[0] = 0; /* published: nothing temporary to remove */
 	}
 	if (register_zone(z) < 0) {
@@ -553,10 +662,14 @@ static struct tally_zone *create_locked(const char *name,
 			unlink(z->path);
 		goto fail_map;
 	}
+	if (z->path[0])
+		tally__dir_expire_once();
 	return z;
 
 fail_map:
 	err = errno;
+	if (z->lockfd >= 0)
+		close(z->lockfd);
 	munmap(map, g.file_size);
 	errno = err;
 fail_fd:

@@ -690,7 +690,7 @@ TEST(values_from_another_process)
 	CHECK(!strcmp(info.zone_name, "values"));
 	CHECK(!strncmp(info.proc_name, "test-reader", 11));
 	CHECK_EQ(info.major, 2);
-	CHECK_EQ(info.minor, 0);
+	CHECK_EQ(info.minor, 1);
 	CHECK_EQ(info.nslabs, c->nslabs);
 	CHECK(info.nnodes >= 1 && info.nnodes <= info.nslabs);
 	CHECK(info.start_ticks > 0);
@@ -2009,7 +2009,7 @@ TEST(directory_walk)
 	CHECK_EQ(tally_dir_foreach(c->dir, NULL, walk_cb, &a), 4);
 }
 
-/* ---- liveness is the pid and its start time ---------------------------- */
+/* ---- liveness of format 2.0 files is the pid and its start time ------- */
 
 static void writer_exits(struct ctl *c)
 {
@@ -2026,9 +2026,10 @@ static void writer_exits(struct ctl *c)
 }
 
 /* A copy of the dead writer's segment claiming to be @pid, started at
- * @start, with @flags. */
-static void fake_creator(const char *src, const char *dst, int pid,
-			 uint64_t start, uint32_t flags)
+ * @start, with @flags, in format 2.0 (before the creator lock) unless
+ * @minor says otherwise. */
+static void fake_creator_minor(const char *src, const char *dst, int pid,
+			       uint64_t start, uint32_t flags, uint16_t minor)
 {
 	int fd;
 	int32_t p = pid;
@@ -2040,7 +2041,14 @@ static void fake_creator(const char *src, const char *dst, int pid,
 	CHECK_EQ(pwrite(fd, &start, 8,
 			offsetof(struct tally__hdr, creator_start)), 8);
 	CHECK_EQ(pwrite(fd, &flags, 4, offsetof(struct tally__hdr, flags)), 4);
+	CHECK_EQ(pwrite(fd, &minor, 2, offsetof(struct tally__hdr, minor)), 2);
 	close(fd);
+}
+
+static void fake_creator(const char *src, const char *dst, int pid,
+			 uint64_t start, uint32_t flags)
+{
+	fake_creator_minor(src, dst, pid, start, flags, 0);
 }
 
 static int alive_of(const char *path)
@@ -2058,6 +2066,7 @@ TEST(cleanup_checks_start_time)
 {
 	struct ctl *c = ctl_new("reuse-pid");
 	char mine[PATH_MAX + 32], recycled[PATH_MAX + 32], kept[PATH_MAX + 32];
+	char locked[PATH_MAX + 32];
 	uint64_t start = tally__proc_start(getpid());
 
 	CHECK(start > 0);
@@ -2076,10 +2085,17 @@ TEST(cleanup_checks_start_time)
 	snprintf(kept, sizeof(kept), "%s/kept.1.tally", c->dir);
 	fake_creator(c->path, kept, getpid(), start + 1, TALLY__HDR_PERSIST);
 	CHECK_EQ(alive_of(kept), 0);
+	/* From format 2.1 on, the pid does not count: nobody holds the
+	 * creator lock of a copy, it is dead even with this pid. */
+	snprintf(locked, sizeof(locked), "%s/lockless.%d.tally", c->dir,
+		 getpid());
+	fake_creator_minor(c->path, locked, getpid(), start, 0, 1);
+	CHECK_EQ(alive_of(locked), 0);
 
-	CHECK_EQ(tally_dir_cleanup(c->dir), 2);
+	CHECK_EQ(tally_dir_cleanup(c->dir), 3);
 	CHECK(access(c->path, F_OK) < 0);
 	CHECK(access(recycled, F_OK) < 0);
+	CHECK(access(locked, F_OK) < 0);
 	CHECK_EQ(access(mine, F_OK), 0);
 	CHECK_EQ(access(kept, F_OK), 0);
 }

@@ -418,19 +418,25 @@ TEST(too_many_zones_is_emfile)
 
 /* ---- files ---- */
 
-/* The file is <dir>/<name>.<pid>.tally, 0600 even with umask 0. */
+/* The file is <dir>/<name>.<pid>.<16 hex digits>.tally, 0600 even with
+ * umask 0. */
 TEST(zone_file_is_0600)
 {
 	char expect[PATH_MAX];
 	struct tally_zone *z;
 	struct stat st;
+	size_t n;
 
 	umask(0);
 	z = tally_zone_create("modes", NULL);
 	CHECK(z != NULL);
-	snprintf(expect, sizeof(expect), "%s/modes.%d.tally", harness_dir(),
-		 (int)getpid());
-	CHECK(strcmp(tally_zone_path(z), expect) == 0);
+	n = (size_t)snprintf(expect, sizeof(expect), "%s/modes.%d.",
+			     harness_dir(), (int)getpid());
+	CHECK(strncmp(tally_zone_path(z), expect, n) == 0);
+	CHECK_EQ(strlen(tally_zone_path(z)), n + 16 + 6);
+	CHECK_EQ(strspn(tally_zone_path(z) + n, "0123456789abcdef"), 16);
+	CHECK(strcmp(tally_zone_path(z) + n + 16, ".tally") == 0);
+	snprintf(expect, sizeof(expect), "%s", tally_zone_path(z));
 	CHECK_EQ(lstat(expect, &st), 0);
 	CHECK(S_ISREG(st.st_mode));
 	CHECK_EQ(st.st_mode & 07777, 0600);

@@ -70,9 +70,10 @@ total() { # FIELD FILE: a number from the service's "totals" line
 }
 wait_started() { # PID OUTPUT: wait for its first line (printed once its
 	# segment exists), print the segment's path
-	local f=$dir/queue-service.$1.tally
+	local f
 	for _ in $(seq 50); do
-		grep -q ' segment ' "$2" && [ -f "$f" ] && { echo "$f"; return 0; }
+		f=$(ls "$dir"/queue-service."$1".*.tally 2>/dev/null | head -1)
+		grep -q ' segment ' "$2" && [ -n "$f" ] && { echo "$f"; return 0; }
 		kill -0 "$1" 2>/dev/null || break
 		sleep 0.1
 	done
@@ -149,7 +150,7 @@ check "connection series left (opened - closed)" \
 	$(($(total connections_opened "$dir/run2.out") - $(total connections_closed "$dir/run2.out"))) \
 	"$(conns "$dir/dump3.txt" | wc -l)"
 [ "$ok" = 1 ] || fail "the reader's values differ from the service's totals"
-rm -f "$dir"/queue-service."$p2".tally
+rm -f "$dir"/queue-service."$p2".*.tally
 
 heading "5. tally-bench counter --quick"
 if [ -x "$bench" ]; then

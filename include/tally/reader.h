@@ -41,16 +41,19 @@ struct tally_open_opts {
 /* What the header of a segment says, from tally_seg_info(). */
 struct tally_seg_info {
 	const char *path;
-	int pid;                 /* the creator */
+	int pid;                 /* the creator, in its own PID namespace */
 	uint64_t start_ticks;    /* its start time, clock ticks since boot */
 	uint64_t created_ns;     /* CLOCK_REALTIME at creation */
 	char proc_name[16];      /* NUL-terminated */
 	char zone_name[64];      /* NUL-terminated */
 	unsigned major, minor;   /* format version */
 	unsigned nslabs, nnodes;
-	int alive;               /* 1: the creator still runs */
+	int alive;               /* 1: the creator still runs (it holds
+				    the file's creator lock) */
 	int in_use;              /* 1: a process (the creator, or a child
-				    that inherited the zone) still uses it */
+				    that inherited the zone) still uses it
+				    (holds a use lock); neither alive nor
+				    in use: dead, for good */
 	uint64_t file_bytes;     /* the file's (virtual) size */
 	uint64_t resident_bytes; /* the memory it really holds */
 	uint32_t series_used;    /* series records in use or reusable */
@@ -176,17 +179,19 @@ TALLY_API int tally_dir_foreach(const char *dir, const struct tally_open_opts *o
 
 /*
  * tally_seg_foreach_pid: open the segments of process @pid in @dir; calls
- * @fn as tally_dir_foreach does, for the files named *.<pid>.tally.
+ * @fn as tally_dir_foreach does, for the files whose name carries @pid
+ * (<zone>.<pid>.<id>.tally, or <zone>.<pid>.tally as older versions
+ * named them).  The pid is the creator's in its own PID namespace:
+ * processes of several namespaces sharing @dir may all match.
  */
 TALLY_API int tally_seg_foreach_pid(const char *dir, int pid,
 			  const struct tally_open_opts *opts, tally_seg_fn fn,
 			  void *arg);
 
 /*
- * tally_dir_cleanup: remove the segments of @dir whose creator is gone
- * (its pid is free or belongs to a process with another start time), that
- * no other process still uses (children that inherited the zone hold a
- * lock on it) and that are not persistent, and the temporary files
+ * tally_dir_cleanup: remove the segments of @dir that are dead (nobody
+ * holds their locks: their creator is gone, and no child that inherited
+ * the zone still uses it) and not persistent, and the temporary files
  * (*.tally.tmp) of zone creations whose creator died (nobody holds their
  * creation lock, and they are more than 10 seconds old).  Segments of
  * live processes, other users' files and anything that is not a valid
@@ -200,6 +205,26 @@ TALLY_API int tally_seg_foreach_pid(const char *dir, int pid,
 typedef void (*tally_clean_fn)(const char *path, const char *why, void *arg);
 TALLY_API int tally_dir_cleanup(const char *dir);
 TALLY_API int tally_dir_cleanup_report(const char *dir, tally_clean_fn fn, void *arg);
+
+/*
+ * tally_dir_expire: tally_dir_cleanup_report() with a retention: a dead
+ * segment is removed @retain_s seconds after a clean-up first found it
+ * dead, so that its last values can still be read after a crash.  That
+ * first clean-up stamps the file: it sets its mtime to that moment and
+ * takes away its owner's write permission (the mark of the stamp).
+ * @retain_s is 0 (remove dead segments at once, as tally_dir_cleanup
+ * does), TALLY_RETAIN_FOREVER (only stamp them), or TALLY_RETAIN_ENV
+ * ($TALLY_RETAIN, by default one hour).  Writers apply $TALLY_RETAIN
+ * themselves when they create their first zone file.
+ * Return: the number of files removed, or -errno: EINVAL for a bad
+ * @retain_s or $TALLY_RETAIN (tally_errmsg() says which), or as
+ * tally_dir_cleanup.
+ * This API is MT-safe.
+ */
+#define TALLY_RETAIN_FOREVER (-1LL)
+#define TALLY_RETAIN_ENV     (-2LL)
+TALLY_API int tally_dir_expire(const char *dir, long long retain_s,
+			       tally_clean_fn fn, void *arg);
 
 #ifdef __cplusplus
 }

@@ -57,7 +57,8 @@ struct tally_zone_opts {
  * tally_zone_create: create a zone named @name.
  *
  * @name is 1 to 63 characters of [A-Za-z0-9_.-] and does not start with a
- * dot.  The file is $TALLY_DIR/<name>.<pid>.tally, created 0600; the
+ * dot.  The file is $TALLY_DIR/<name>.<pid>.<id>.tally (<id>: 16 random
+ * hex digits; a file that exists is never replaced), created 0600; the
  * directory must be owned by the caller and not writable by others (the
  * default directory is created 0700 when missing).
  *

@@ -462,7 +462,9 @@ static void plan_make(struct plan *p, const struct tp_snapshot *snap,
 				p->multi_pids[p->nmulti++] = a->pid;
 		} else {
 			/* The same pid and zone twice: a stale segment of
-			 * an earlier process with the same pid. */
+			 * an earlier process with the same pid, or two
+			 * processes of PID namespaces sharing the
+			 * directory (each container's pid 1). */
 			p->dedupe_all = 1;
 		}
 	}
@@ -793,6 +795,18 @@ static void write_self(struct tp_buf *b, const struct tp_snapshot *snap,
 		tp_buf_putc(b, '\n');
 	}
 
+	self_gauge(b, f, "tally_exporter_dead_segments",
+		   "Segments whose processes are all gone, kept for "
+		   "post-mortem reading until TALLY_RETAIN has passed.", NULL);
+	put(b, "tally_exporter_dead_segments ");
+	put_u64(b, self->dead_segments);
+	tp_buf_putc(b, '\n');
+	self_gauge(b, f, "tally_exporter_dead_segment_bytes",
+		   "Memory the dead segments hold.", "bytes");
+	put(b, "tally_exporter_dead_segment_bytes ");
+	put_u64(b, self->dead_bytes);
+	tp_buf_putc(b, '\n');
+
 	self_gauge(b, f, "tally_exporter_series",
 		   "Series exported in this scrape.", NULL);
 	put(b, "tally_exporter_series ");
@@ -860,6 +874,7 @@ static const char *const self_names[] = {
 	"tally_exporter_scrape_segments_skipped",
 	"tally_exporter_segments_skipped",
 	"tally_exporter_segments_skipped_total", "tally_exporter_series",
+	"tally_exporter_dead_segments", "tally_exporter_dead_segment_bytes",
 	"tally_exporter_series_conflicts", "tally_exporter_retired_series",
 	"tally_exporter_retired_segments",
 	"tally_exporter_retired_segments_total",

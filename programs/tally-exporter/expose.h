@@ -89,6 +89,9 @@ struct ex_self {
 				      processes */
 	uint64_t retired_segments; /* --aggregate: segments that vanished,
 				      since start */
+	uint64_t dead_segments;    /* read in this scrape, whose processes
+				      are all gone */
+	uint64_t dead_bytes;       /* the memory those hold */
 	const char *version, *mhd_version;
 };
 

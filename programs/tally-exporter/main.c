@@ -151,6 +151,13 @@ enum {
 	O_SELF, O_ALLOW_GROUP,
 };
 
+/* The server logs what it removes the same way (server.c). */
+static void expired(const char *path, const char *why, void *arg)
+{
+	(void)arg;
+	fprintf(stderr, PROG ": removed %s: %s\n", path, why);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -324,6 +331,12 @@ int main(int argc, char **argv)
 	}
 	for (unsigned i = 0; i < ndirs; i++)
 		check_dir(dirs[i]);
+	/* A bad TALLY_RETAIN is found now, and the dead segments past it
+	 * go (then once a minute, on scrapes). */
+	for (unsigned i = 0; i < (ndirs ? ndirs : 1); i++)
+		if (tally_dir_expire(ndirs ? dirs[i] : defdir, TALLY_RETAIN_ENV,
+				     expired, NULL) == -EINVAL)
+			fatal("%s", tally_errmsg());
 	if (webfile) {
 		if (wc_load(webfile, &wc, err, sizeof(err)) < 0)
 			fatal("bad web config: %s", err);

@@ -55,6 +55,7 @@ struct server {
 	char last_dir_error[512];
 	struct tp_buf out;
 	struct ex_retain retain;   /* --aggregate: exited processes' counts */
+	uint64_t next_expire_ns;   /* when to apply TALLY_RETAIN again */
 	/* The watchdog. */
 	pthread_mutex_t conn_lock;
 	pthread_cond_t stop_cond;
@@ -260,6 +261,42 @@ static void dir_error(struct server *s, const char *msg)
 		logf_("cannot read %s", msg);
 }
 
+/*
+ * The exporter applies $TALLY_RETAIN to its directories as writers do,
+ * but at most once a minute: a walk opens every segment, which a scrape
+ * every few seconds need not pay each time.
+ */
+#define EXPIRE_PERIOD_NS (60ull * 1000000000u)
+
+static void expired(const char *path, const char *why, void *arg)
+{
+	(void)arg;
+	logf_("removed %s: %s", path, why);
+}
+
+static void expire(struct server *s, uint64_t now)
+{
+	if (now < s->next_expire_ns)
+		return;
+	s->next_expire_ns = now + EXPIRE_PERIOD_NS;
+	for (unsigned i = 0; i < (s->o.ndirs ? s->o.ndirs : 1); i++)
+		tally_dir_expire(s->o.ndirs ? s->o.dirs[i] : NULL,
+				 TALLY_RETAIN_ENV, expired, NULL);
+}
+
+/* What the dead segments of a raw snapshot hold. */
+static void count_dead(const struct tp_snapshot *snap, struct ex_self *self)
+{
+	for (size_t i = 0; i < snap->nsegs; i++) {
+		const struct tp_segment *g = &snap->segs[i];
+
+		if (g->stale || g->info.alive || g->info.in_use)
+			continue;
+		self->dead_segments++;
+		self->dead_bytes += g->info.resident_bytes;
+	}
+}
+
 static enum MHD_Result scrape(struct server *s, struct MHD_Connection *c)
 {
 	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
@@ -286,8 +323,10 @@ static enum MHD_Result scrape(struct server *s, struct MHD_Connection *c)
 
 	pthread_mutex_lock(&s->scrape_lock);
 	t0 = ex_now_ns();
+	expire(s, t0);
 	complete = tp_snapshot_collect(&snap, &co, errbuf, sizeof(errbuf)) == 0;
 	dir_error(s, errbuf);
+	count_dead(&snap, &self);
 	if (s->o.expose.aggregate) {
 		/* The raw snapshot becomes the retain's "last": not freed
 		 * here. */

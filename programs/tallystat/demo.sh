@@ -43,11 +43,11 @@ tallystat() {
 "$svc" --threads 2 --seconds 15 --rate 50000 >"$dir/svc.out" 2>&1 &
 pid=$!
 for _ in $(seq 50); do
-	[ -f "$dir/queue-service.$pid.tally" ] && break
+	ls "$dir"/queue-service."$pid".*.tally >/dev/null 2>&1 && break
 	kill -0 "$pid" 2>/dev/null || { cat "$dir/svc.out" >&2; exit 1; }
 	sleep 0.1
 done
-[ -f "$dir/queue-service.$pid.tally" ] || { echo "tallystat demo: no segment" >&2; exit 1; }
+ls "$dir"/queue-service."$pid".*.tally >/dev/null 2>&1 || { echo "tallystat demo: no segment" >&2; exit 1; }
 sleep 1.5
 
 echo "queue-service (pid $pid) runs: 2 workers, 50000 requests/s"

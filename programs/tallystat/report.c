@@ -160,11 +160,14 @@ void ts_report_interval(struct ts_report *r, const struct tp_snapshot *d,
 	}
 }
 
+/* The same segment: its path is unique (pids are not: several PID
+ * namespaces may share a directory, each with its pid 1). */
 static int same_process(const struct tally_seg_info *a,
 			const struct tally_seg_info *b)
 {
 	return a->pid == b->pid && a->start_ticks == b->start_ticks &&
-	       strcmp(a->zone_name, b->zone_name) == 0;
+	       strcmp(a->zone_name, b->zone_name) == 0 &&
+	       (!a->path || !b->path || strcmp(a->path, b->path) == 0);
 }
 
 static void add_event(struct ts_report *r, int started,

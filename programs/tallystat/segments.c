@@ -1,7 +1,8 @@
 /*
  * programs/tallystat/segments.c: --list (the segments themselves: who
- * made them, whether it still runs, how many series, how much memory)
- * and --clean (remove the segments of processes that are gone).
+ * made them, whether it still runs, how many series, how much memory,
+ * and how much the dead ones hold) and --clean (remove the segments of
+ * processes that are gone, once $TALLY_RETAIN has passed).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -108,6 +109,39 @@ static const char *state(const struct seg_entry *e)
 	if (e->info.alive)
 		return "alive";
 	return e->info.in_use ? "dead, in use" : "dead";
+}
+
+/* Dead: nobody holds its locks any more; the memory stays until a
+ * clean-up removes the file. */
+static int is_dead(const struct seg_entry *e)
+{
+	return !e->error && !e->info.alive && !e->info.in_use;
+}
+
+/* The dead segments of @l (those still there, when @existing), and the
+ * memory they hold. */
+static size_t dead_of(const struct seg_list *l, int existing, uint64_t *bytes)
+{
+	size_t n = 0;
+
+	*bytes = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		if (!is_dead(&l->e[i]) ||
+		    (existing && access(l->e[i].path, F_OK) < 0))
+			continue;
+		n++;
+		*bytes += l->e[i].info.resident_bytes;
+	}
+	return n;
+}
+
+static void print_dead(size_t n, uint64_t bytes, const char *how)
+{
+	char b[64];
+
+	printf("%zu dead segment%s %s %s of memory (%" PRIu64 " bytes)\n", n,
+	       n == 1 ? "" : "s", how, tp_fmt_human(b, sizeof(b),
+	       (double)bytes, TP_UNIT_BYTES, 0), bytes);
 }
 
 static int collect(const struct ts_options *o, struct seg_list *l)
@@ -233,6 +267,12 @@ int ts_list(const struct ts_options *o, const struct ts_host *h)
 	}
 	ts_table_print(&t, o->color);
 	ts_table_free(&t);
+	{
+		uint64_t bytes;
+		size_t n = dead_of(&l, 0, &bytes);
+
+		print_dead(n, bytes, n == 1 ? "holds" : "hold");
+	}
 	list_free(&l);
 	fflush(stdout);
 	return rc < 0 ? 1 : 0;
@@ -260,17 +300,22 @@ static void cleaned(const char *path, const char *why, void *arg)
 	printf("removed %s: %s\n", path, why);
 }
 
-/* tally_dir_cleanup_report() names each file it removes, and why. */
+/*
+ * tally_dir_expire() applies $TALLY_RETAIN as writers do, and names each
+ * file it removes, and why; the dead segments it keeps are counted.
+ */
 int ts_clean(const struct ts_options *o)
 {
 	struct seg_list l;
 	struct clean_acc a = { &l };
 	unsigned n = o->ndirs;
 	int removed = 0, rc, status = collect(o, &l) < 0 ? 1 : 0;
+	uint64_t bytes;
+	size_t kept;
 
 	for (unsigned i = 0; i < (n ? n : 1); i++) {
-		rc = tally_dir_cleanup_report(n ? o->dirs[i] : NULL, cleaned,
-					      &a);
+		rc = tally_dir_expire(n ? o->dirs[i] : NULL, TALLY_RETAIN_ENV,
+				      cleaned, &a);
 		if (rc < 0) {
 			fprintf(stderr, PROG ": --clean: %s\n",
 				tally_errmsg()[0] ? tally_errmsg() :
@@ -281,6 +326,13 @@ int ts_clean(const struct ts_options *o)
 		removed += rc;
 	}
 	printf("%d file%s removed\n", removed, removed == 1 ? "" : "s");
+	kept = dead_of(&l, 1, &bytes);
+	if (kept) {
+		print_dead(kept, bytes, "kept, holding");
+		printf("(for post-mortem reading: removed once found dead "
+		       "longer ago than TALLY_RETAIN, by default 1h; "
+		       "TALLY_RETAIN=0 removes them now)\n");
+	}
 	list_free(&l);
 	return status;
 }

@@ -25,7 +25,7 @@ gone() { # pid: stop the worker; once it exited, its segment must go
 	# Normally removed at exit (TALLY_KEEP is unset); a reader's clean-up
 	# removes what a dead worker left (the crash case).
 	"$WRITER" cleanup >/dev/null || fail "tally_dir_cleanup failed"
-	! ls "$dir"/*."$1".tally >/dev/null 2>&1 || fail "worker $1: its segment stayed"
+	! ls "$dir"/*."$1".*.tally >/dev/null 2>&1 || fail "worker $1: its segment stayed"
 }
 
 start_writer worker 1000 60; a=$writer_pid

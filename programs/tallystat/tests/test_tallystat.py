@@ -686,15 +686,35 @@ class TallystatTest(unittest.TestCase):
         self.assertEqual(segs[a]["series"], 8)
         self.assertGreater(segs[a]["file_bytes"], 0)
         self.assertGreater(segs[a]["resident_bytes"], 0)
+        # The memory the dead segment holds, to the byte.
+        dead = os.stat(bpath).st_blocks * 512
+        self.assertRegex(t.stdout, r"\n1 dead segment holds \S+ of memory "
+                         r"\(%d bytes\)\n" % dead)
+        # The default retention keeps it for post-mortem reading (and
+        # stamps it: found dead now, the owner's write permission gone).
         c = self.tallystat("--clean")
+        self.assertEqual(c.returncode, 0, c.stderr)
+        self.assertIn("0 files removed", c.stdout)
+        self.assertIn("1 dead segment kept, holding", c.stdout)
+        self.assertIn("(%d bytes)" % dead, c.stdout)
+        self.assertTrue(os.path.exists(bpath))
+        self.assertEqual(os.stat(bpath).st_mode & 0o777, 0o400)
+        r = self.tallystat("--clean", env=dict(self.env, TALLY_RETAIN="1x"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("TALLY_RETAIN=1x", r.stderr)
+        c = self.tallystat("--clean", env=dict(self.env, TALLY_RETAIN="0"))
         self.assertEqual(c.returncode, 0, c.stderr)
         self.assertIn("removed %s (pid %d, tw-dead, zone wb, 8 series): "
                       "its processes are gone" % (bpath, b), c.stdout)
         self.assertIn("1 file removed", c.stdout)
+        self.assertNotIn("kept", c.stdout)
         self.assertFalse(os.path.exists(bpath))
         self.assertTrue(os.path.exists(apath))
-        c = self.tallystat("--clean")
+        c = self.tallystat("--clean", env=dict(self.env, TALLY_RETAIN="0"))
         self.assertIn("0 files removed", c.stdout)
+        t = self.tallystat("--list")
+        self.assertIn("\n0 dead segments hold 0B of memory (0 bytes)\n",
+                      t.stdout)
 
 
 if __name__ == "__main__":

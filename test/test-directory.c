@@ -1,0 +1,297 @@
+/*
+ * test-directory.c: the retention of dead writers' segments.
+ *
+ * It proves that:
+ *   - segments of writers killed with SIGKILL stay for post-mortem
+ *     reading under the default retention, even when a new writer comes
+ *     to the directory; the new writer stamps them (mtime, owner write
+ *     permission taken away) and removes those found dead longer ago than
+ *     $TALLY_RETAIN; with TALLY_RETAIN=0 it removes them all at once;
+ *   - the memory readers report for dead segments is the sum of their
+ *     st_blocks * 512;
+ *   - a bad TALLY_RETAIN makes zone creation fail, naming the variable;
+ *   - tally_dir_expire() keeps, stamps and removes as documented.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "tally/reader.h"
+#include "tally/tally.h"
+#include "util.h"
+
+#define VICTIMS 3
+#define SERIES  2000             /* per victim: some memory to reclaim */
+
+struct shared {
+	char dir[PATH_MAX];
+	char path[VICTIMS][PATH_MAX];
+	const char *retain;      /* TALLY_RETAIN of the next writer */
+	char msg[256];
+	int err;
+};
+
+static struct shared *shared_new(const char *name)
+{
+	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	CHECK(sh != MAP_FAILED);
+	snprintf(sh->dir, sizeof(sh->dir), "%s/%s.%d", harness_dir(), name,
+		 (int)getpid());
+	CHECK_EQ(mkdir(sh->dir, 0700), 0);
+	return sh;
+}
+
+/* A writer of SERIES counters (counter i holds i + 1), killed with
+ * SIGKILL by the test once it said it is ready. */
+static void victim(struct shared *sh, int i, int ready)
+{
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "jobs_total");
+	struct tally_zone *z;
+	char zone[16], v[16];
+
+	fresh_setenv("TALLY_DIR", sh->dir);
+	snprintf(zone, sizeof(zone), "victim%d", i);
+	z = tally_zone_create(zone, NULL);
+	CHECK(z != NULL);
+	for (int k = 0; k < SERIES; k++) {
+		struct tally_label l = { "job", v };
+		tally_metric m;
+
+		snprintf(v, sizeof(v), "%d", k);
+		reg(z, d, &l, 1, &m);
+		tally_counter_add(&m, k + 1);
+	}
+	snprintf(sh->path[i], sizeof(sh->path[i]), "%s", tally_zone_path(z));
+	(void)!write(ready, "R", 1);
+	for (;;)
+		pause();
+}
+
+static void kill_victims(struct shared *sh)
+{
+	for (int i = 0; i < VICTIMS; i++) {
+		int p[2], st;
+		char c;
+		pid_t pid;
+
+		CHECK_EQ(pipe(p), 0);
+		pid = fork();
+		CHECK(pid >= 0);
+		if (pid == 0) {
+			close(p[0]);
+			victim(sh, i, p[1]);
+		}
+		close(p[1]);
+		CHECK_EQ(read(p[0], &c, 1), 1);
+		close(p[0]);
+		CHECK_EQ(kill(pid, SIGKILL), 0);
+		CHECK_EQ(waitpid(pid, &st, 0), pid);
+		CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	}
+}
+
+/* A new writer comes to the directory (with $TALLY_RETAIN sh->retain)
+ * and goes, removing its own file. */
+static void newcomer(void *arg)
+{
+	struct shared *sh = arg;
+	struct tally_zone *z;
+
+	fresh_setenv("TALLY_DIR", sh->dir);
+	fresh_setenv("TALLY_RETAIN", sh->retain);
+	z = tally_zone_create("newcomer", NULL);
+	if (!z) {
+		sh->err = errno;
+		snprintf(sh->msg, sizeof(sh->msg), "%s", tally_errmsg());
+		return;
+	}
+	sh->err = 0;
+	/* Its own file is alive, never expired. */
+	CHECK_EQ(access(tally_zone_path(z), F_OK), 0);
+	CHECK_EQ(tally_zone_destroy(z), 0);
+}
+
+static void newcomer_with(struct shared *sh, const char *retain)
+{
+	sh->retain = retain;
+	CHECK_CHILD_OK(harness_child(newcomer, sh));
+	if (sh->err)
+		harness_fail(__FILE__, __LINE__, "TALLY_RETAIN=%s: %s",
+			     retain ? retain : "(unset)", sh->msg);
+}
+
+/* The post-mortem read: the sum of counter values of a victim. */
+static int sum_fn(const struct tally_series_view *v, void *arg)
+{
+	*(int64_t *)arg += v->value;
+	return 0;
+}
+
+static int64_t sum_of(const char *path)
+{
+	struct tally_seg *s = tally_seg_open(path, NULL);
+	int64_t sum = 0;
+
+	if (!s)
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+	CHECK_EQ(tally_seg_foreach(s, 0, sum_fn, &sum), SERIES);
+	tally_seg_close(s);
+	return sum;
+}
+
+/* What readers report: the memory of the dead segments of @dir. */
+struct dead_acc {
+	uint64_t bytes;
+	int n;
+};
+
+static int dead_fn(const char *path, struct tally_seg *s, const char *error,
+		   void *arg)
+{
+	struct dead_acc *a = arg;
+	struct tally_seg_info info;
+
+	(void)path;
+	CHECK(s != NULL && error == NULL);
+	CHECK_EQ(tally_seg_info(s, &info), 0);
+	if (!info.alive && !info.in_use) {
+		a->bytes += info.resident_bytes;
+		a->n++;
+	}
+	return 0;
+}
+
+static int exists(const char *path)
+{
+	return access(path, F_OK) == 0;
+}
+
+TEST(dead_segments_are_kept_then_expired)
+{
+	struct shared *sh = shared_new("retain");
+	const int64_t sum = (int64_t)SERIES * (SERIES + 1) / 2;
+	struct timespec old[2] = { { 0, UTIME_OMIT }, { 0, 0 } };
+	struct dead_acc a = { 0, 0 };
+	uint64_t blocks = 0;
+	struct stat st;
+
+	kill_victims(sh);
+	for (int i = 0; i < VICTIMS; i++) {
+		CHECK_EQ(stat(sh->path[i], &st), 0);
+		blocks += (uint64_t)st.st_blocks * 512;
+	}
+	/* Readers report the memory the dead hold, to the byte. */
+	CHECK_EQ(tally_dir_foreach(sh->dir, NULL, dead_fn, &a), VICTIMS);
+	CHECK_EQ(a.n, VICTIMS);
+	CHECK_EQ(a.bytes, blocks);
+	CHECK(blocks > (uint64_t)VICTIMS * SERIES * 8);
+	printf("  %d killed writers of %d series hold %llu bytes\n", VICTIMS,
+	       SERIES, (unsigned long long)blocks);
+
+	/* The default retention: a new writer keeps them, stamped, and
+	 * they are still readable. */
+	newcomer_with(sh, NULL);
+	for (int i = 0; i < VICTIMS; i++) {
+		CHECK(exists(sh->path[i]));
+		CHECK_EQ(stat(sh->path[i], &st), 0);
+		CHECK_EQ(st.st_mode & 0777, 0400);
+		CHECK(time(NULL) - st.st_mtime <= 5);
+		CHECK_EQ(sum_of(sh->path[i]), sum);
+	}
+	/* Found dead two hours ago: past the default hour, removed; the
+	 * others stay. */
+	old[1].tv_sec = time(NULL) - 7200;
+	CHECK_EQ(utimensat(AT_FDCWD, sh->path[0], old, 0), 0);
+	newcomer_with(sh, NULL);
+	CHECK(!exists(sh->path[0]));
+	CHECK(exists(sh->path[1]));
+	CHECK(exists(sh->path[2]));
+	/* A retention of 10 minutes, found dead 20 minutes ago. */
+	old[1].tv_sec = time(NULL) - 1200;
+	CHECK_EQ(utimensat(AT_FDCWD, sh->path[1], old, 0), 0);
+	newcomer_with(sh, "10m");
+	CHECK(!exists(sh->path[1]));
+	CHECK(exists(sh->path[2]));
+	/* TALLY_RETAIN=0: at once. */
+	newcomer_with(sh, "0");
+	CHECK(!exists(sh->path[2]));
+	memset(&a, 0, sizeof(a));
+	CHECK_EQ(tally_dir_foreach(sh->dir, NULL, dead_fn, &a), 0);
+}
+
+TEST(killed_writers_removed_at_once_with_retain_0)
+{
+	struct shared *sh = shared_new("retain0");
+
+	kill_victims(sh);
+	newcomer_with(sh, "0");
+	for (int i = 0; i < VICTIMS; i++)
+		CHECK(!exists(sh->path[i]));
+}
+
+TEST(bad_retain_is_einval)
+{
+	static const char *const bad[] = { "x", "-1", "1w", "10 m", "1h2",
+					   "3651d", "99999999999999999999" };
+	struct shared *sh = shared_new("badretain");
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		sh->retain = bad[i];
+		sh->err = 0;
+		CHECK_CHILD_OK(harness_child(newcomer, sh));
+		CHECK_EQ(sh->err, EINVAL);
+		CHECK(strstr(sh->msg, "TALLY_RETAIN=") != NULL);
+	}
+	/* Good ones. */
+	newcomer_with(sh, "forever");
+	newcomer_with(sh, "off");
+	newcomer_with(sh, "3650d");
+	newcomer_with(sh, "");
+	newcomer_with(sh, "45s");
+}
+
+/* tally_dir_expire() itself: forever only stamps; a retention removes
+ * what was found dead long enough ago; the callback says why. */
+static void expired_fn(const char *path, const char *why, void *arg)
+{
+	(void)path;
+	CHECK(strstr(why, "TALLY_RETAIN") != NULL);
+	++*(int *)arg;
+}
+
+TEST(dir_expire)
+{
+	struct shared *sh = shared_new("expire");
+	struct timespec old[2] = { { 0, UTIME_OMIT }, { 0, 0 } };
+	struct stat st;
+	int n = 0;
+
+	kill_victims(sh);
+	CHECK_EQ(tally_dir_expire(sh->dir, TALLY_RETAIN_FOREVER, NULL, NULL),
+		 0);
+	for (int i = 0; i < VICTIMS; i++) {
+		CHECK_EQ(stat(sh->path[i], &st), 0);
+		CHECK_EQ(st.st_mode & 0777, 0400);
+	}
+	CHECK_EQ(tally_dir_expire(sh->dir, 60, expired_fn, &n), 0);
+	old[1].tv_sec = time(NULL) - 61;
+	CHECK_EQ(utimensat(AT_FDCWD, sh->path[1], old, 0), 0);
+	CHECK_EQ(tally_dir_expire(sh->dir, TALLY_RETAIN_FOREVER, NULL, NULL),
+		 0);
+	CHECK_EQ(tally_dir_expire(sh->dir, 60, expired_fn, &n), 1);
+	CHECK_EQ(n, 1);
+	CHECK(!exists(sh->path[1]));
+	CHECK_EQ(tally_dir_expire(sh->dir, -3, NULL, NULL), -EINVAL);
+	CHECK(strstr(tally_errmsg(), "retention") != NULL);
+	CHECK_EQ(tally_dir_expire(sh->dir, 0, NULL, NULL), 2);
+}
