@@ -69,7 +69,7 @@ static void victim(struct shared *sh, int i, int ready)
 
 		snprintf(v, sizeof(v), "%d", k);
 		reg(z, d, &l, 1, &m);
-		tally_counter_add(&m, k + 1);
+		tally_counter_add(counter_of(&m), k + 1);
 	}
 	snprintf(sh->path[i], sizeof(sh->path[i]), "%s", tally_zone_path(z));
 	(void)!write(ready, "R", 1);

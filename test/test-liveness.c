@@ -50,7 +50,7 @@ static int find_fn(const struct tally_series_view *v, void *arg)
 	return 0;
 }
 
-static int64_t counter_of(const char *path, const char *name)
+static int64_t value_in_file(const char *path, const char *name)
 {
 	struct tally_seg *s = tally_seg_open(path, NULL);
 	struct find f = { name, -1 };
@@ -94,7 +94,7 @@ static void ns_writer(struct ns_shared *sh, int i, int64_t value, int ready,
 {
 	struct tally_metric_desc d = desc(TALLY_COUNTER, "requests_total");
 	struct tally_zone *z;
-	tally_metric m;
+	tally_counter m;
 	char c;
 
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
@@ -106,7 +106,7 @@ static void ns_writer(struct ns_shared *sh, int i, int64_t value, int ready,
 	}
 	setenv("TALLY_DIR", sh->dir, 1);
 	z = tally_zone_create("svc", NULL);
-	if (!z || tally_metric_register(z, &d, &m) != 0) {
+	if (!z || tally_counter_register(z, &d, &m) != 0) {
 		snprintf(sh->msg[i], sizeof(sh->msg[i]), "%s", tally_errmsg());
 		(void)!write(ready, "F", 1);
 		_exit(1);
@@ -212,8 +212,8 @@ TEST(pid_namespaces_share_a_directory)
 	CHECK_EQ(b.alive, 1);
 	CHECK_EQ(a.in_use, 1);
 	CHECK_EQ(b.in_use, 1);
-	CHECK_EQ(counter_of(sh->path[0], "requests_total"), 1000);
-	CHECK_EQ(counter_of(sh->path[1], "requests_total"), 2000);
+	CHECK_EQ(value_in_file(sh->path[0], "requests_total"), 1000);
+	CHECK_EQ(value_in_file(sh->path[1], "requests_total"), 2000);
 	/* Nothing to clean while both live. */
 	CHECK_EQ(tally_dir_cleanup(sh->dir), 0);
 
@@ -228,11 +228,11 @@ TEST(pid_namespaces_share_a_directory)
 	CHECK_EQ(b.alive, 1);
 	CHECK_EQ(b.in_use, 1);
 	/* Post-mortem: still readable. */
-	CHECK_EQ(counter_of(sh->path[0], "requests_total"), 1000);
+	CHECK_EQ(value_in_file(sh->path[0], "requests_total"), 1000);
 	CHECK_EQ(tally_dir_cleanup(sh->dir), 1);
 	CHECK(access(sh->path[0], F_OK) < 0);
 	CHECK_EQ(access(sh->path[1], F_OK), 0);
-	CHECK_EQ(counter_of(sh->path[1], "requests_total"), 2000);
+	CHECK_EQ(value_in_file(sh->path[1], "requests_total"), 2000);
 
 	close(cmd[1]);
 	CHECK_EQ(waitpid(waiter[1], &st, 0), waiter[1]);
