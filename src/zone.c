@@ -780,7 +780,7 @@ static int shared_compatible(const struct tally__hdr *h, uint64_t size,
  */
 static int open_shared(const char *path, struct stat *st)
 {
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rw;
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rw = -1;
 
 	if (fd < 0) {
 		if (errno != ENOENT)
@@ -796,9 +796,14 @@ static int open_shared(const char *path, struct stat *st)
 			    path);
 		return -1;
 	}
-	if (!(st->st_mode & S_IWUSR))
-		fchmod(fd, (st->st_mode & 07777) | S_IWUSR);
-	rw = reopen_fd(fd, path, O_RDWR);
+	/* A clean-up may stamp it again in between: then once more. */
+	for (int i = 0; i < 3; i++) {
+		if (!(st->st_mode & S_IWUSR))
+			fchmod(fd, (st->st_mode & 07777) | S_IWUSR);
+		rw = reopen_fd(fd, path, O_RDWR);
+		if (rw >= 0 || errno != EACCES || fstat(fd, st) < 0)
+			break;
+	}
 	if (rw < 0)
 		tally__fail(errno, "cannot open shared zone %s for writing: %s",
 			    path, strerror(errno));

@@ -690,7 +690,8 @@ TEST(values_from_another_process)
 	CHECK(!strcmp(info.zone_name, "values"));
 	CHECK(!strncmp(info.proc_name, "test-reader", 11));
 	CHECK_EQ(info.major, 2);
-	CHECK_EQ(info.minor, 1);
+	CHECK_EQ(info.minor, 2);
+	CHECK_EQ(info.shared, 0);
 	CHECK_EQ(info.nslabs, c->nslabs);
 	CHECK(info.nnodes >= 1 && info.nnodes <= info.nslabs);
 	CHECK(info.start_ticks > 0);

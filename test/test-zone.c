@@ -334,7 +334,7 @@ TEST(bad_zone_names_are_einval)
 		"a", "x.", "a.b-c_D9", "-x", "_",
 		"a123456789b123456789c123456789d123456789e123456789f123456789abc",
 	};
-	struct tally_zone_opts flags = { .flags = 0x4 };
+	struct tally_zone_opts flags = { .flags = 0x80 };
 	struct tally_zone_opts anon = { .flags = TALLY_ZONE_ANON };
 	struct tally_zone_opts huge = { .capacity = ((size_t)1 << 32) + 1 };
 
