@@ -295,7 +295,7 @@ static void read_cpus(struct tally__env *e)
 }
 
 /* $TALLY_ZONE_SLOTS, $TALLY_ZONE_SERIES, $TALLY_KEEP, $TALLY_RETAIN,
- * $TALLY_GROUP and $TALLY_DIR. */
+ * $TALLY_ZONE, $TALLY_GROUP and $TALLY_DIR. */
 static void read_files(struct tally__env *e)
 {
 	char msg[200];
@@ -326,6 +326,14 @@ static void read_files(struct tally__env *e)
 	if (e->retain_s == TALLY__RETAIN_BAD) {
 		env_error("%s", msg);
 		e->retain_s = TALLY__RETAIN_DEFAULT;
+	}
+	if ((s = getenv("TALLY_ZONE")) && *s) {
+		if (!tally__valid_zone_name(s))
+			env_error("TALLY_ZONE=%.60s: expected a zone name, 1 to "
+				  "63 characters of [A-Za-z0-9_.-] not starting "
+				  "with a dot", s);
+		else
+			snprintf(e->zone, sizeof(e->zone), "%s", s);
 	}
 	e->gid = -1;
 	if ((s = getenv("TALLY_GROUP")) && *s)

@@ -69,6 +69,27 @@ static int orphaned_tmp(const char *path, struct stat *checked)
 	return orphan;
 }
 
+/*
+ * A shared zone is attached by name (zone.c): hold its attach lock (a
+ * read lock, through the segment's descriptor until it is closed) while
+ * deciding whether to remove it, so that no process is between finding
+ * the file and holding its use lock.  0 when a process is attaching it
+ * right now: leave it be.
+ */
+static int attach_locked(struct tally_seg *s)
+{
+	struct flock fl;
+
+	if (!(s->hdr.flags & TALLY__HDR_SHARED))
+		return 1;
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_RDLCK;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = TALLY__ATTACH_LOCK_BYTE;
+	fl.l_len = 1;
+	return fcntl(s->fd, F_OFD_SETLK, &fl) == 0;
+}
+
 static int has_suffix(const char *s, size_t n, const char *suffix)
 {
 	size_t k = strlen(suffix);
@@ -153,9 +174,10 @@ static int expired(struct tally_seg *s, const struct stat *st,
 static int clean_entry(const char *path, const char *name,
 		       const struct cleanup *c)
 {
-	struct tally_seg *s;
+	struct tally_seg *s = NULL;
 	struct stat checked, now;
 	char why[160] = "";
+	int removed = 0;
 
 	if (has_suffix(name, strlen(name), ".tally.tmp")) {
 		if (orphaned_tmp(path, &checked))
@@ -164,17 +186,19 @@ static int clean_entry(const char *path, const char *name,
 	} else if (has_suffix(name, strlen(name), ".tally")) {
 		s = tally_seg_open(path, NULL);
 		if (s && !(s->hdr.flags & TALLY__HDR_PERSIST) &&
-		    !tally__seg_used(s) && fstat(s->fd, &checked) == 0 &&
+		    attach_locked(s) && !tally__seg_used(s) &&
+		    fstat(s->fd, &checked) == 0 &&
 		    !expired(s, &checked, c, why, sizeof(why)))
 			why[0] = 0;
-		tally_seg_close(s);
 	}
-	if (!why[0] || lstat(path, &now) < 0 || now.st_dev != checked.st_dev ||
-	    now.st_ino != checked.st_ino || unlink(path) < 0)
-		return 0;
-	if (c->fn)
+	/* Unlinked before the segment is closed, so under its attach lock. */
+	if (why[0] && lstat(path, &now) == 0 && now.st_dev == checked.st_dev &&
+	    now.st_ino == checked.st_ino && unlink(path) == 0)
+		removed = 1;
+	tally_seg_close(s);
+	if (removed && c->fn)
 		c->fn(path, why, c->arg);
-	return 1;
+	return removed;
 }
 
 /*

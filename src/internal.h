@@ -43,6 +43,8 @@ struct tally__env {
 	int keep;                /* $TALLY_KEEP=1 */
 	long long retain_s;      /* $TALLY_RETAIN in seconds, -1: forever */
 	long gid;                /* $TALLY_GROUP, or -1 */
+	char zone[64];           /* $TALLY_ZONE: the default zone is this
+				    shared zone; "" for a zone of its own */
 	char dir[PATH_MAX];      /* $TALLY_DIR or the default */
 	int dir_is_default;
 	char error[256];         /* a bad variable, reported on zone creation */
@@ -81,6 +83,14 @@ int tally__proc_alive(int pid, uint64_t start);
 #define TALLY__USE_LOCK_BYTE      0
 #define TALLY__CREATION_LOCK_BYTE 1
 #define TALLY__CREATOR_LOCK_BYTE  2
+/* The attach lock of a shared zone's file: a write lock on byte 3 held by
+ * a process while it checks that the name still leads to the file and
+ * takes its use lock, and a read lock held by clean-up while it checks
+ * that nobody uses the file and removes it: neither sees the other half
+ * done (zone.c, directory.c). */
+#define TALLY__ATTACH_LOCK_BYTE   3
+/* Zone names: 1 to 63 of [A-Za-z0-9_.-], not starting with a dot. */
+int tally__valid_zone_name(const char *name);
 /* Does a process hold the use lock / the creator lock of the zone file
  * open as @fd (process.c)?  1 when it cannot tell. */
 int tally__use_locked(int fd);

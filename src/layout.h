@@ -69,9 +69,10 @@
 
 #define TALLY__MAGIC       "TALLYSEG"
 #define TALLY__FMT_MAJOR   2
-#define TALLY__FMT_MINOR   1
+#define TALLY__FMT_MINOR   2
 /* From 2.1 on, the creator holds the creator lock (internal.h) while it
- * runs; readers judge older files by pid and start time. */
+ * runs; readers judge older files by pid and start time.  2.2 adds shared
+ * zones (TALLY__HDR_SHARED), whose every user holds the creator lock. */
 #define TALLY__FMT_MINOR_CREATOR_LOCK 1
 #define TALLY__BYTE_ORDER  0x0102030405060708ull
 #define TALLY__PAGE        4096u
@@ -91,6 +92,7 @@
 /* Header flags. */
 #define TALLY__HDR_ANON    0x1u
 #define TALLY__HDR_PERSIST 0x2u
+#define TALLY__HDR_SHARED  0x4u /* attached by name by any process */
 
 /*
  * The header, in the first page of the file.  The first 512 bytes are

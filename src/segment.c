@@ -402,6 +402,7 @@ int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info)
 	info->nnodes = s->hdr.nnodes;
 	info->alive = tally__seg_alive(s);
 	info->in_use = tally__use_locked(s->fd);
+	info->shared = !!(s->hdr.flags & TALLY__HDR_SHARED);
 	info->file_bytes = (uint64_t)st.st_size;
 	info->resident_bytes = (uint64_t)st.st_blocks * 512u;
 	info->series_used = hwm;

@@ -25,6 +25,16 @@
  * neither fork+exec nor _exit() leaves a stale user behind.  After a
  * crash of the last user the file stays for post-mortem reading, until
  * the retention ($TALLY_RETAIN, directory.c) runs out.
+ *
+ * Shared zones (TALLY_ZONE_SHARED) are named <zone>.tally and attached by
+ * any process that asks for them by name: it opens the file, checks its
+ * layout is the one it would make, and takes the same locks as a child
+ * would, the creator lock included (every user of a shared zone keeps it
+ * alive for readers).  The attach lock (internal.h) keeps clean-up from
+ * removing the file between the moment an attaching process finds it and
+ * the moment it holds its use lock.  The last user leaves the file in
+ * place, dead, for the retention: workers that come back carry on with
+ * its values.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -43,6 +53,9 @@
 #include "internal.h"
 
 #define MAX_ZONES 64
+/* Attempts at attaching or creating a shared zone while others create or
+ * remove it at the same moment. */
+#define SHARED_TRIES 16
 
 /* Lock order: create_lock, then reg_lock. */
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -51,7 +64,7 @@ static struct tally_zone *_Atomic reg[MAX_ZONES];
 static uint64_t next_id = 1;
 static struct tally_zone *default_zone;
 
-static int valid_name(const char *name)
+int tally__valid_zone_name(const char *name)
 {
 	size_t n = 0;
 
@@ -154,23 +167,39 @@ static int lock_byte(int fd, short type, off_t byte)
 	return fcntl(fd, F_OFD_SETLK, &fl);
 }
 
+/* The same, waiting for a conflicting lock to go. */
+static int lock_byte_wait(int fd, short type, off_t byte)
+{
+	struct flock fl;
+
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = type;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = byte;
+	fl.l_len = 1;
+	while (fcntl(fd, F_OFD_SETLKW, &fl) < 0)
+		if (errno != EINTR)
+			return -1;
+	return 0;
+}
+
 /*
- * A description of its own on the zone's file, for this process's locks:
- * reopened through /proc/self/fd, or by @path when /proc is not mounted
- * (then checked to be the same file).
+ * A description of its own (opened with @flags) on the file open as
+ * @old: reopened through /proc/self/fd, or by @path when /proc is not
+ * mounted (then checked to be the same file).
  */
-static int reopen(const struct tally_zone *z, const char *path)
+static int reopen_fd(int old, const char *path, int flags)
 {
 	struct stat a, b;
 	char p[64];
 	int fd;
 
-	snprintf(p, sizeof(p), "/proc/self/fd/%d", z->fd);
-	fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0 || !path[0])
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", old);
+	fd = open(p, flags | O_CLOEXEC);
+	if (fd >= 0 || !path[0] || errno == EACCES)
 		return fd;
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0 && (fstat(fd, &a) < 0 || fstat(z->fd, &b) < 0 ||
+	fd = open(path, flags | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 && (fstat(fd, &a) < 0 || fstat(old, &b) < 0 ||
 			a.st_dev != b.st_dev || a.st_ino != b.st_ino)) {
 		close(fd);
 		errno = ESTALE;
@@ -189,7 +218,7 @@ static int take_locks(struct tally_zone *z, int creator, const char *path)
 	int fd, err;
 
 	z->lockfd = -1;
-	fd = reopen(z, path);
+	fd = reopen_fd(z->fd, path, O_RDONLY);
 	if (fd < 0)
 		return -1;
 	if (lock_byte(fd, F_RDLCK, TALLY__USE_LOCK_BYTE) < 0 ||
@@ -211,7 +240,9 @@ static void detach(struct tally_zone *z)
 	} else if (z->path[0]) {
 		z->keep_file = 1;
 	}
-	if (z->path[0] && !z->keep_file && !(z->flags & TALLY_ZONE_PERSIST) &&
+	/* A shared zone stays for the retention (see the top). */
+	if (z->path[0] && !z->keep_file &&
+	    !(z->flags & (TALLY_ZONE_PERSIST | TALLY_ZONE_SHARED)) &&
 	    !tally__env.keep && !tally__use_locked(z->fd))
 		unlink(z->path);
 }
@@ -250,7 +281,8 @@ void tally__zone_postfork_child(void)
 		 * order, a parent exiting in between would see no user). */
 		int inherited = z->lockfd;
 
-		if (z->path[0] && take_locks(z, 0, z->path) < 0)
+		if (z->path[0] &&
+		    take_locks(z, !!(z->flags & TALLY_ZONE_SHARED), z->path) < 0)
 			z->keep_file = 1; /* cannot tell who uses it: keep it */
 		if (inherited >= 0)
 			close(inherited);
@@ -344,6 +376,12 @@ static void zone_path(char *out, size_t n, const char *name)
 		 (int)getpid(), (unsigned long long)zone_id());
 }
 
+/* The name of shared zone @name: the same for every process. */
+static void shared_path(char *out, size_t n, const char *name)
+{
+	snprintf(out, n, "%.3900s/%s.tally", tally__env.dir, name);
+}
+
 /* Tries before giving up on finding a free name: with random ids, a
  * second try already means something else is wrong. */
 #define NAME_TRIES 8
@@ -355,12 +393,16 @@ static int zone_options(const char *name, const struct tally_zone_opts *opts,
 	*o = opts ? *opts : (struct tally_zone_opts){ 0, 0, 0 };
 	if (tally__env.error[0])
 		return tally__fail(EINVAL, "%s", tally__env.error);
-	if (!valid_name(name))
+	if (!tally__valid_zone_name(name))
 		return tally__fail(EINVAL, "zone name \"%.80s\": expected 1 to "
 				   "63 characters of [A-Za-z0-9_.-], not "
 				   "starting with a dot", name ? name : "(null)");
-	if (o->flags & ~(TALLY_ZONE_ANON | TALLY_ZONE_PERSIST))
+	if (o->flags & ~(TALLY_ZONE_ANON | TALLY_ZONE_PERSIST |
+			 TALLY_ZONE_SHARED))
 		return tally__fail(EINVAL, "unknown zone flags 0x%x", o->flags);
+	if ((o->flags & TALLY_ZONE_ANON) && (o->flags & TALLY_ZONE_SHARED))
+		return tally__fail(EINVAL, "zone \"%s\": an anonymous zone has "
+				   "no name to be shared by", name);
 	if (o->capacity == 0)
 		o->capacity = tally__env.default_capacity;
 	if (o->capacity > ((size_t)1 << 32))
@@ -397,6 +439,8 @@ static int create_file(const char *name, const struct tally_zone_opts *o,
 		for (int i = 0; i < NAME_TRIES; i++) {
 			zone_path(path, PATH_MAX, name);
 			snprintf(tmp, PATH_MAX + 16, "%s.tmp", path);
+			if (o->flags & TALLY_ZONE_SHARED)
+				shared_path(path, PATH_MAX, name);
 			fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
 					       O_CLOEXEC, 0600);
 			if (fd >= 0 || errno != EEXIST)
@@ -482,7 +526,8 @@ static int write_header(struct tally__hdr *h, const struct tally__geometry *g,
 	h->chunk_pages = (uint32_t)g->chunk_pages;
 	h->chunk_slots = TALLY_CHUNK_SLOTS;
 	h->flags = ((o->flags & TALLY_ZONE_ANON) ? TALLY__HDR_ANON : 0) |
-		   ((o->flags & TALLY_ZONE_PERSIST) ? TALLY__HDR_PERSIST : 0);
+		   ((o->flags & TALLY_ZONE_PERSIST) ? TALLY__HDR_PERSIST : 0) |
+		   ((o->flags & TALLY_ZONE_SHARED) ? TALLY__HDR_SHARED : 0);
 	h->nchunks = nchunks;
 	h->node_off = g->node_off;
 	h->node_size = g->node_size;
@@ -533,7 +578,7 @@ static int write_header(struct tally__hdr *h, const struct tally__geometry *g,
 static int publish_zone(struct tally_zone *z, const char *name,
 			const char *tmp)
 {
-	int rc = -EEXIST;
+	int shared = !!(z->flags & TALLY_ZONE_SHARED), rc = -EEXIST;
 
 	if (take_locks(z, 1, tmp) < 0)
 		return tally__fail(errno, "cannot lock the zone file %s: %s; "
@@ -541,7 +586,8 @@ static int publish_zone(struct tally_zone *z, const char *name,
 				   "TALLY_DIR must be on a file system with "
 				   "open file description locks (tmpfs, ext4, "
 				   "xfs)", tmp, strerror(errno));
-	for (int i = 0; i < NAME_TRIES && rc == -EEXIST; i++) {
+	/* A shared zone has one name: taken, it is somebody's to attach. */
+	for (int i = 0; i < (shared ? 1 : NAME_TRIES) && rc == -EEXIST; i++) {
 		if (i)
 			zone_path(z->path, sizeof(z->path), name);
 		rc = publish(tmp, z->path);
@@ -582,6 +628,7 @@ static int can_create(const char *name, const struct tally_zone_opts *o,
 		      const struct tally__geometry *g)
 {
 	struct tally__self me;
+	char path[PATH_MAX];
 	int slot, dup = 0;
 
 	if (g->file_size > (1ull << 46))
@@ -594,14 +641,19 @@ static int can_create(const char *name, const struct tally_zone_opts *o,
 	 * registry does.  Zones inherited from a parent do not count (the
 	 * child is another process, as its pid said in the old names). */
 	tally__self_get(&me);
+	shared_path(path, sizeof(path), name);
 	pthread_mutex_lock(&reg_lock);
 	for (int i = 0; i < MAX_ZONES; i++) {
 		const struct tally_zone *z = reg[i];
 
-		if (z && z->path[0] && !(o->flags & TALLY_ZONE_ANON) &&
-		    z->hdr->creator_pid == me.pid &&
-		    z->hdr->creator_start == me.start &&
-		    strcmp(z->hdr->zone_name, name) == 0)
+		if (!z || !z->path[0] || (o->flags & TALLY_ZONE_ANON))
+			continue;
+		if (o->flags & TALLY_ZONE_SHARED)
+			dup |= strcmp(z->path, path) == 0;
+		else if (!(z->flags & TALLY_ZONE_SHARED) &&
+			 z->hdr->creator_pid == me.pid &&
+			 z->hdr->creator_start == me.start &&
+			 strcmp(z->hdr->zone_name, name) == 0)
 			dup = 1;
 	}
 	for (slot = 0; slot < MAX_ZONES && reg[slot]; slot++)
@@ -617,40 +669,32 @@ static int can_create(const char *name, const struct tally_zone_opts *o,
 }
 
 /*
- * Zones are created under create_lock, one at a time in a process: two
- * threads creating the same name never race for its temporary file.
+ * Steps 2 to 6: a new zone file, or NULL with errno.  A shared zone whose
+ * name another process published first gives EEXIST: attach that one.
  */
-static struct tally_zone *create_locked(const char *name,
-					const struct tally_zone_opts *opts)
+static struct tally_zone *create_new(const char *name,
+				     const struct tally_zone_opts *o,
+				     const struct tally__geometry *g,
+				     uint64_t nchunks)
 {
-	struct tally_zone_opts o;
-	struct tally__geometry g;
 	struct tally_zone *z;
 	char tmp[PATH_MAX + 16] = "";
-	uint64_t nchunks;
 	void *map;
 	int fd, err;
 
-	tally__init();
-	if (zone_options(name, opts, &o) < 0)
-		return NULL;
-	nchunks = (o.capacity + TALLY_CHUNK_SLOTS - 1) / TALLY_CHUNK_SLOTS;
-	tally__geometry(nchunks, (uint32_t)o.max_series, tally__env.nslabs, &g);
-	if (can_create(name, &o, &g) < 0)
-		return NULL;
 	z = calloc(1, sizeof(*z));
 	if (!z) {
 		tally__fail(ENOMEM, "out of memory");
 		return NULL;
 	}
 	z->lockfd = -1;
-	fd = create_file(name, &o, &g, z->path, tmp);
+	fd = create_file(name, o, g, z->path, tmp);
 	if (fd < 0)
 		goto fail;
-	if (map_zone(z, fd, &g, nchunks, o.flags) < 0)
+	if (map_zone(z, fd, g, nchunks, o->flags) < 0)
 		goto fail_fd;
 	map = z->hdr;
-	if (write_header(z->hdr, &g, name, &o, nchunks) < 0)
+	if (write_header(z->hdr, g, name, o, nchunks) < 0)
 		goto fail_map;
 	if (tmp[0]) {
 		if (publish_zone(z, name, tmp) < 0)
@@ -658,19 +702,18 @@ static struct tally_zone *create_locked(const char *name,
 		tmp[0] = 0; /* published: nothing temporary to remove */
 	}
 	if (register_zone(z) < 0) {
-		if (z->path[0])
+		/* Others may have attached a shared zone already. */
+		if (z->path[0] && !(o->flags & TALLY_ZONE_SHARED))
 			unlink(z->path);
 		goto fail_map;
 	}
-	if (z->path[0])
-		tally__dir_expire_once();
 	return z;
 
 fail_map:
 	err = errno;
 	if (z->lockfd >= 0)
 		close(z->lockfd);
-	munmap(map, g.file_size);
+	munmap(map, g->file_size);
 	errno = err;
 fail_fd:
 	err = errno;
@@ -681,6 +724,214 @@ fail_fd:
 fail:
 	free(z);
 	return NULL;
+}
+
+/*
+ * Does the header @h, of a file of @size bytes, describe a shared zone
+ * laid out as this process would lay it out?  Fills @g.  0, or -EEXIST
+ * with a message naming what differs.
+ */
+static int shared_compatible(const struct tally__hdr *h, uint64_t size,
+			     const char *path, struct tally__geometry *g)
+{
+	if (memcmp(h->magic, TALLY__MAGIC, 8) || h->major != TALLY__FMT_MAJOR ||
+	    h->byte_order != TALLY__BYTE_ORDER)
+		return tally__fail(EEXIST, "%s exists and is not a tally "
+				   "segment of format %u.x: remove it or "
+				   "choose another zone name", path,
+				   TALLY__FMT_MAJOR);
+	if (!(h->flags & TALLY__HDR_SHARED) || (h->flags & TALLY__HDR_ANON))
+		return tally__fail(EEXIST, "%s exists and is not a shared zone",
+				   path);
+	if (h->nslabs != tally__env.nslabs)
+		return tally__fail(EEXIST, "shared zone %s was made for %u CPUs "
+				   "and this process counts %u (TALLY_NSLABS): "
+				   "every process of a shared zone must see "
+				   "the same CPU count", path, h->nslabs,
+				   tally__env.nslabs);
+	if (h->nchunks < 1 || h->nchunks > (1ull << 23) ||
+	    h->desc_cap > (1u << 24))
+		return tally__fail(EEXIST, "%s: a damaged header (capacity)",
+				   path);
+	tally__geometry(h->nchunks, h->desc_cap, h->nslabs, g);
+	if (h->header_size != sizeof(*h) || h->file_size != g->file_size ||
+	    size != g->file_size || h->chunks_off != g->chunks_off ||
+	    h->meta_off != g->meta_off || h->desc_off != g->desc_off ||
+	    h->fam_off != g->fam_off || h->hash_off != g->hash_off ||
+	    h->node_off != g->node_off || h->chunk_pages != g->chunk_pages ||
+	    h->hash_buckets != g->hash_buckets ||
+	    h->fam_hash_buckets != g->fam_hash_buckets ||
+	    h->meta_rec_size != sizeof(struct tally__chunk) ||
+	    h->desc_rec_size != sizeof(struct tally__series) ||
+	    h->fam_rec_size != sizeof(struct tally__family))
+		return tally__fail(EEXIST, "shared zone %s has a layout this "
+				   "version of libtally does not make (format "
+				   "%u.%u): let its processes finish, or "
+				   "choose another zone name", path, h->major,
+				   h->minor);
+	return 0;
+}
+
+/*
+ * Open shared zone file @path for writing, through a description of our
+ * own.  Clean-up takes the owner's write permission away from a dead
+ * file (directory.c): give it back, the zone is about to live again.
+ * Sets *@st.  -1 with errno ENOENT when there is no such file.
+ */
+static int open_shared(const char *path, struct stat *st)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rw;
+
+	if (fd < 0) {
+		if (errno != ENOENT)
+			tally__fail(errno, "cannot open shared zone %s: %s",
+				    path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode) ||
+	    st->st_uid != geteuid()) {
+		close(fd);
+		tally__fail(EPERM, "%s is not a regular file of this user: "
+			    "a shared zone is only attached by its owner",
+			    path);
+		return -1;
+	}
+	if (!(st->st_mode & S_IWUSR))
+		fchmod(fd, (st->st_mode & 07777) | S_IWUSR);
+	rw = reopen_fd(fd, path, O_RDWR);
+	if (rw < 0)
+		tally__fail(errno, "cannot open shared zone %s for writing: %s",
+			    path, strerror(errno));
+	close(fd);
+	return rw;
+}
+
+/*
+ * Attach the shared zone whose file is @path, under its attach lock,
+ * once sure that the name still leads to the file (clean-up may have
+ * removed it meanwhile).  NULL with errno ENOENT when there is no such
+ * file: create it.
+ */
+static struct tally_zone *attach_shared(const char *path)
+{
+	struct tally__geometry g;
+	struct tally__hdr h;
+	struct stat st, now;
+	struct tally_zone *z;
+	int fd = open_shared(path, &st);
+
+	if (fd < 0)
+		return NULL;
+	if (lock_byte_wait(fd, F_WRLCK, TALLY__ATTACH_LOCK_BYTE) < 0) {
+		tally__fail(errno, "cannot lock shared zone %s: %s", path,
+			    strerror(errno));
+		goto fail;
+	}
+	if (stat(path, &now) < 0 || now.st_dev != st.st_dev ||
+	    now.st_ino != st.st_ino) {
+		errno = ENOENT; /* removed meanwhile: as if never there */
+		goto fail;
+	}
+	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
+		tally__fail(EEXIST, "%s: cannot read its header (a creator "
+			    "that died?)", path);
+		goto fail;
+	}
+	if (shared_compatible(&h, (uint64_t)now.st_size, path, &g) < 0)
+		goto fail;
+	z = calloc(1, sizeof(*z));
+	if (!z) {
+		tally__fail(ENOMEM, "out of memory");
+		goto fail;
+	}
+	snprintf(z->path, sizeof(z->path), "%s", path);
+	if (map_zone(z, fd, &g, h.nchunks, TALLY_ZONE_SHARED |
+		     ((h.flags & TALLY__HDR_PERSIST) ? TALLY_ZONE_PERSIST : 0)) < 0) {
+		free(z);
+		goto fail;
+	}
+	if (take_locks(z, 1, path) < 0) {
+		tally__fail(errno, "cannot lock shared zone %s: %s", path,
+			    strerror(errno));
+		munmap(z->hdr, z->map_size);
+		free(z);
+		goto fail;
+	}
+	/* Marked dead by a clean-up between open_shared and the lock? */
+	if (fstat(fd, &now) == 0 && !(now.st_mode & S_IWUSR))
+		fchmod(fd, (now.st_mode & 07777) | S_IWUSR);
+	lock_byte(fd, F_UNLCK, TALLY__ATTACH_LOCK_BYTE);
+	return z;
+
+fail:
+	{
+		int err = errno;
+
+		close(fd);
+		errno = err;
+	}
+	return NULL;
+}
+
+/* A shared zone: attach it, or create it when there is none. */
+static struct tally_zone *shared_locked(const char *name,
+					const struct tally_zone_opts *o,
+					const struct tally__geometry *g,
+					uint64_t nchunks)
+{
+	char path[PATH_MAX];
+	struct tally_zone *z;
+
+	shared_path(path, sizeof(path), name);
+	for (int i = 0; i < SHARED_TRIES; i++) {
+		z = attach_shared(path);
+		if (z) {
+			if (register_zone(z) == 0)
+				return z;
+			close(z->lockfd);
+			munmap(z->hdr, z->map_size);
+			close(z->fd);
+			free(z);
+			return NULL;
+		}
+		if (errno != ENOENT)
+			return NULL;
+		z = create_new(name, o, g, nchunks);
+		if (z || errno != EEXIST)
+			return z;
+	}
+	tally__fail(EAGAIN, "shared zone %s: created and removed by others "
+		    "%d times while this process tried to attach it", path,
+		    SHARED_TRIES);
+	return NULL;
+}
+
+/*
+ * Zones are created under create_lock, one at a time in a process: two
+ * threads creating the same name never race for its temporary file.
+ */
+static struct tally_zone *create_locked(const char *name,
+					const struct tally_zone_opts *opts)
+{
+	struct tally_zone_opts o;
+	struct tally__geometry g;
+	struct tally_zone *z;
+	uint64_t nchunks;
+
+	tally__init();
+	if (zone_options(name, opts, &o) < 0)
+		return NULL;
+	nchunks = (o.capacity + TALLY_CHUNK_SLOTS - 1) / TALLY_CHUNK_SLOTS;
+	tally__geometry(nchunks, (uint32_t)o.max_series, tally__env.nslabs, &g);
+	if (can_create(name, &o, &g) < 0)
+		return NULL;
+	if (o.flags & TALLY_ZONE_SHARED)
+		z = shared_locked(name, &o, &g, nchunks);
+	else
+		z = create_new(name, &o, &g, nchunks);
+	if (z && z->path[0])
+		tally__dir_expire_once();
+	return z;
 }
 
 struct tally_zone *tally_zone_create(const char *name,
@@ -740,11 +991,20 @@ struct tally_zone *tally_zone_default(void)
 	z = __atomic_load_n(&default_zone, __ATOMIC_ACQUIRE);
 	if (z)
 		return z;
+	tally__init(); /* $TALLY_ZONE */
 	/* Two threads may race to create it: serialise on a separate lock,
 	 * as tally_zone_create() itself takes reg_lock. */
 	pthread_mutex_lock(&create_lock);
 	z = default_zone;
-	if (!z) {
+	if (!z && tally__env.zone[0]) {
+		const struct tally_zone_opts shared = { 0, 0, TALLY_ZONE_SHARED };
+
+		z = create_locked(tally__env.zone, &shared);
+		if (z) {
+			z->is_default = 1;
+			__atomic_store_n(&default_zone, z, __ATOMIC_RELEASE);
+		}
+	} else if (!z) {
 		proc_name(name);
 		for (p = name; *p; p++)
 			if (!((*p >= 'a' && *p <= 'z') ||

@@ -70,6 +70,10 @@ struct tally_seg_info {
 				    adds were spilled, not lost) */
 	uint64_t register_failed; /* registrations that failed: their
 				     handles discard updates */
+	int shared;              /* 1: a shared zone (TALLY_ZONE_SHARED),
+				    which any process may attach: pid and
+				    proc_name are its creator's, alive and
+				    in_use say whether any process uses it */
 };
 
 /*

@@ -29,6 +29,8 @@ struct tally_zone;
 /* Flags for struct tally_zone_opts. */
 #define TALLY_ZONE_ANON    0x1u /* no file in $TALLY_DIR: invisible to readers */
 #define TALLY_ZONE_PERSIST 0x2u /* keep the file when the last user exits */
+#define TALLY_ZONE_SHARED  0x4u /* one zone of this name for every process:
+				   attach it, or create it (see below) */
 
 /*
  * Options for tally_zone_create().  A zero-filled structure (or NULL) asks
@@ -41,7 +43,7 @@ struct tally_zone;
  * max_series: the number of named series (tally/metrics.h) the zone
  *           can hold; 0 means 1,048,576.  Each costs 128 bytes of
  *           address space, and memory only once used.
- * flags:    TALLY_ZONE_ANON, TALLY_ZONE_PERSIST.
+ * flags:    TALLY_ZONE_ANON, TALLY_ZONE_PERSIST, TALLY_ZONE_SHARED.
  */
 struct tally_zone_opts {
 	size_t capacity;
@@ -62,13 +64,30 @@ struct tally_zone_opts {
  * directory must be owned by the caller and not writable by others (the
  * default directory is created 0700 when missing).
  *
+ * With TALLY_ZONE_SHARED, the zone is one file for every process of the
+ * user that asks for it by name, related or not: $TALLY_DIR/<name>.tally.
+ * The call attaches it when it exists (then capacity and max_series are
+ * the existing zone's, and @opts only serve to create it), and creates it
+ * otherwise; two processes starting together get the same zone.  Series
+ * registered in it are get-or-create (tally/metrics.h), so every process
+ * adds into the same series.  The file stays when its last user exits
+ * (normally or killed), dead for readers, until the retention removes it
+ * ($TALLY_RETAIN, one hour by default, see tally_dir_expire()); a
+ * process that attaches it before then carries on with its values, so
+ * that a counter of a pre-fork server never goes backwards when its
+ * workers are recycled.  $TALLY_ZONE=<name> makes the default zone of
+ * every process that shared zone.
+ *
  * Return: the zone, or NULL with errno set:
- *   EINVAL   bad name, capacity or flags;
+ *   EINVAL   bad name, capacity or flags (ANON with SHARED);
  *   ENOENT   $TALLY_DIR does not exist (only the default directory is
  *            created);
  *   ENOTDIR  $TALLY_DIR is not a directory (or is a symbolic link);
  *   EPERM    $TALLY_DIR is owned by another user or writable by others;
- *   EEXIST   a zone of that name already exists for this process;
+ *   EEXIST   a zone of that name already exists for this process, or
+ *            the shared zone's file was made with another layout
+ *            (another format, CPU count or flags): tally_errmsg() says
+ *            which;
  *   ENOSPC, ENOMEM, EMFILE ...  from the system calls that create the file.
  * tally_errmsg() then says what was wrong in one sentence.
  *
@@ -92,7 +111,9 @@ TALLY_API int tally_zone_destroy(struct tally_zone *z);
  * tally_zone_default: the process's default zone, created on first call.
  *
  * Its name is the process name (from /proc/self/comm, with characters
- * outside [A-Za-z0-9_.-] replaced by '_').  After fork() the child keeps
+ * outside [A-Za-z0-9_.-] replaced by '_'); with $TALLY_ZONE=<name>, it
+ * is the shared zone <name> (TALLY_ZONE_SHARED), which unrelated
+ * processes, pre-fork workers among them, share without any code.  After fork() the child keeps
  * using its parent's default zone.
  * Return: the zone, or NULL with errno set as for tally_zone_create().
  * This API is MT-safe.

@@ -1,0 +1,528 @@
+/*
+ * test-shared.c: shared zones, attached by name by unrelated processes.
+ *
+ * The processes here are exec'd copies of this program (never forks that
+ * inherit a zone), started with $TALLY_TEST_WORKER naming what they do;
+ * they attach the zone through $TALLY_ZONE, as a pre-fork server's
+ * workers would, without a line of code.  It proves that:
+ *   - processes starting together get one zone, one file, and one series
+ *     per name, and their adds sum exactly;
+ *   - workers killed with SIGKILL at random moments (most of them inside
+ *     a registration or a removal) and restarted leave the zone
+ *     consistent: exact totals of the workers that finished, a total
+ *     that never goes backwards, no duplicate series, and registrations
+ *     and removals afterwards that give every record back;
+ *   - the zone outlives its users, dead, and the next process carries on
+ *     with its values; the retention removes it only when nobody uses it;
+ *   - clean-up never removes the file of a zone a process is attaching;
+ *   - a file of another layout, or no shared zone at all, is refused.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <dirent.h>
+#include <limits.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "tally/reader.h"
+#include "tally/tally.h"
+#include "util.h"
+
+#define CHURN_SERIES 16
+
+/* ---- the workers (exec'd copies of this program) -------------------- */
+
+static long env_long(const char *name, long def)
+{
+	const char *s = getenv(name);
+
+	return s ? strtol(s, NULL, 10) : def;
+}
+
+static void register_counter(const char *name, const struct tally_label *l,
+			     unsigned nl, tally_counter *c)
+{
+	struct tally_metric_desc d = desc(TALLY_COUNTER, name);
+
+	d.help = "Test adds.";
+	d.labels = l;
+	d.nlabels = nl;
+	if (tally_counter_register(NULL, &d, c) != 0) {
+		fprintf(stderr, "worker: %s\n", tally_errmsg());
+		_exit(3);
+	}
+}
+
+/* count: add 1 to hits_total $TALLY_TEST_ADDS times, then exit. */
+static void worker_count(void)
+{
+	tally_counter c;
+	long n = env_long("TALLY_TEST_ADDS", 1000);
+
+	register_counter("hits_total", NULL, 0, &c);
+	for (long i = 0; i < n; i++)
+		tally_counter_inc(&c);
+	exit(0);
+}
+
+/* churn: register and remove series of CHURN_SERIES names, forever,
+ * until killed. */
+static void worker_churn(void)
+{
+	unsigned seed = (unsigned)getpid();
+	tally_counter c[4];
+	char v[4][8];
+
+	for (;;) {
+		for (int k = 0; k < 4; k++) {
+			struct tally_label l = { "i", v[k] };
+
+			snprintf(v[k], sizeof(v[k]), "%u",
+				 rand_r(&seed) % CHURN_SERIES);
+			register_counter("churn_total", &l, 1, &c[k]);
+			tally_counter_inc(&c[k]);
+		}
+		for (int k = 0; k < 4; k++)
+			tally_metric_remove(&c[k].metric);
+	}
+}
+
+/* attach: attach, add 1, then check (twice, a millisecond apart) that
+ * the zone's name still leads to the file this process maps; exit 0, or
+ * 1 when clean-up removed it under this process's feet. */
+static void worker_attach(void)
+{
+	struct tally_zone *z = tally_zone_default();
+	struct stat named, mine;
+	tally_counter c;
+
+	if (!z) {
+		fprintf(stderr, "worker: %s\n", tally_errmsg());
+		_exit(3);
+	}
+	register_counter("attach_total", NULL, 0, &c);
+	tally_counter_inc(&c);
+	for (int i = 0; i < 2; i++) {
+		if (stat(tally_zone_path(z), &named) < 0 ||
+		    fstat(z->fd, &mine) < 0 || named.st_ino != mine.st_ino ||
+		    named.st_dev != mine.st_dev)
+			_exit(1);
+		usleep(1000);
+	}
+	exit(0);
+}
+
+__attribute__((constructor)) static void worker_main(void)
+{
+	const char *w = getenv("TALLY_TEST_WORKER");
+
+	if (!w)
+		return;
+	if (!strcmp(w, "count"))
+		worker_count();
+	if (!strcmp(w, "churn"))
+		worker_churn();
+	if (!strcmp(w, "attach"))
+		worker_attach();
+	_exit(2);
+}
+
+/* ---- helpers of the tests ------------------------------------------ */
+
+/* A directory of the test's own: clean-up and file counts see only its
+ * files. */
+static void own_subdir(char *out, size_t n, const char *name)
+{
+	snprintf(out, n, "%s/%s.%d", harness_dir(), name, (int)getpid());
+	CHECK_EQ(mkdir(out, 0700), 0);
+}
+
+/* Start worker @what in a new program attaching zone @zone of @dir. */
+static pid_t spawn(const char *what, const char *dir, const char *zone,
+		   long adds)
+{
+	pid_t pid = fork();
+
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		char n[32];
+
+		snprintf(n, sizeof(n), "%ld", adds);
+		setenv("TALLY_TEST_WORKER", what, 1);
+		setenv("TALLY_DIR", dir, 1);
+		setenv("TALLY_ZONE", zone, 1);
+		setenv("TALLY_TEST_ADDS", n, 1);
+		execl("/proc/self/exe", "test-shared-worker", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static void wait_ok(pid_t pid)
+{
+	int st;
+
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK_CHILD_OK(st);
+}
+
+/* What a pass over a segment finds of the series named @name. */
+struct scan {
+	const char *name;
+	int found;              /* series of that name */
+	int64_t value;          /* their sum */
+	char seen[64][32];      /* their label values, for duplicates */
+	int dup;
+};
+
+static int scan_fn(const struct tally_series_view *v, void *arg)
+{
+	struct scan *s = arg;
+	const char *lv = v->nlabels ? v->label_values[0] : "";
+
+	if (strcmp(v->name, s->name))
+		return 0;
+	for (int i = 0; i < s->found && i < 64; i++)
+		s->dup |= strcmp(s->seen[i], lv) == 0;
+	if (s->found < 64)
+		snprintf(s->seen[s->found], sizeof(s->seen[0]), "%s", lv);
+	s->found++;
+	s->value += v->value;
+	return 0;
+}
+
+static struct scan scan_file(const char *path, const char *name)
+{
+	struct scan s;
+	struct tally_seg *seg = tally_seg_open(path, NULL);
+
+	memset(&s, 0, sizeof(s));
+	s.name = name;
+	if (!seg)
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+	CHECK(tally_seg_foreach(seg, 0, scan_fn, &s) >= 0);
+	tally_seg_close(seg);
+	return s;
+}
+
+/* The number of *.tally files in @dir, and of *.tmp. */
+static int count_files(const char *dir, const char *suffix)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	size_t k = strlen(suffix);
+	int n = 0;
+
+	CHECK(d != NULL);
+	while ((e = readdir(d))) {
+		size_t l = strlen(e->d_name);
+
+		n += l > k && strcmp(e->d_name + l - k, suffix) == 0;
+	}
+	closedir(d);
+	return n;
+}
+
+static struct tally_seg_info info_of(const char *path)
+{
+	struct tally_seg *s = tally_seg_open(path, NULL);
+	struct tally_seg_info info;
+
+	if (!s)
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+	CHECK_EQ(tally_seg_info(s, &info), 0);
+	tally_seg_close(s);
+	return info;
+}
+
+/* ---- the tests ------------------------------------------------------- */
+
+/*
+ * Four counting workers start together and are restarted for three
+ * generations, while two churning workers are SIGKILLed every few
+ * milliseconds and restarted.
+ */
+TEST_TIMEOUT(unrelated_processes_share_one_zone_exactly, 300)
+{
+	enum { SLOTS = 4, GENS = 3, CHURNERS = 2 };
+	long adds = harness_scale(200000);
+	pid_t count[SLOTS], churn[CHURNERS];
+	int gen[SLOTS], live = SLOTS, kills = 0;
+	unsigned seed = 1;
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+	int64_t last = 0;
+
+	own_subdir(dir, sizeof(dir), "together");
+	snprintf(path, sizeof(path), "%s/one.tally", dir);
+	for (int i = 0; i < CHURNERS; i++)
+		churn[i] = spawn("churn", dir, "one", 0);
+	for (int i = 0; i < SLOTS; i++) {
+		count[i] = spawn("count", dir, "one", adds);
+		gen[i] = 1;
+	}
+	while (live > 0 || kills < 100) {
+		usleep(500 + rand_r(&seed) % 4500);
+		int k = (int)(rand_r(&seed) % CHURNERS);
+
+		kill(churn[k], SIGKILL);
+		CHECK_EQ(waitpid(churn[k], NULL, 0), churn[k]);
+		kills++;
+		churn[k] = spawn("churn", dir, "one", 0);
+		for (int i = 0; i < SLOTS; i++) {
+			int st;
+
+			if (!count[i] || waitpid(count[i], &st, WNOHANG) == 0)
+				continue;
+			CHECK_CHILD_OK(st);
+			count[i] = 0;
+			if (gen[i] < GENS) {
+				count[i] = spawn("count", dir, "one", adds);
+				gen[i]++;
+			} else {
+				live--;
+			}
+		}
+		/* Never backwards, whoever exits or dies. */
+		if (access(path, F_OK) == 0) {
+			struct scan s = scan_file(path, "hits_total");
+
+			CHECK(s.value >= last);
+			last = s.value;
+		}
+	}
+	for (int i = 0; i < CHURNERS; i++) {
+		kill(churn[i], SIGKILL);
+		CHECK_EQ(waitpid(churn[i], NULL, 0), churn[i]);
+	}
+	printf("  %d churning workers killed, %ld adds in %d processes\n",
+	       kills, adds * SLOTS * GENS, SLOTS * GENS);
+
+	/* One file, one series per name, the exact total. */
+	CHECK_EQ(count_files(dir, ".tally"), 1);
+	CHECK_EQ(count_files(dir, ".tmp"), 0);
+	struct scan hits = scan_file(path, "hits_total");
+	struct scan churned = scan_file(path, "churn_total");
+
+	CHECK_EQ(hits.found, 1);
+	CHECK_EQ(hits.value, adds * SLOTS * GENS);
+	CHECK(!churned.dup);
+	CHECK(churned.found <= CHURN_SERIES);
+	CHECK(info_of(path).shared);
+	CHECK(kills >= 100);
+
+	/* This process attaches too: every churned series is found again
+	 * (get-or-create) and counts, and fresh series come and go without
+	 * leaving a record behind. */
+	fresh_setenv("TALLY_DIR", dir);
+	fresh_setenv("TALLY_ZONE", "one");
+	for (int i = 0; i < CHURN_SERIES; i++) {
+		struct tally_metric_desc d = desc(TALLY_COUNTER, "churn_total");
+		char v[8];
+		struct tally_label l = { "i", v };
+		tally_counter c;
+		int64_t before, after;
+
+		snprintf(v, sizeof(v), "%d", i);
+		d.help = "Test adds.";
+		d.labels = &l;
+		d.nlabels = 1;
+		CHECK_EQ(tally_counter_register(NULL, &d, &c), 0);
+		CHECK_EQ(tally_metric_fetch(&c.metric, &before), 0);
+		tally_counter_add(&c, 1000);
+		CHECK_EQ(tally_metric_fetch(&c.metric, &after), 0);
+		CHECK_EQ(after - before, 1000);
+	}
+	CHECK(!scan_file(path, "churn_total").dup);
+	CHECK_EQ(scan_file(path, "churn_total").found, CHURN_SERIES);
+	uint32_t used[2];
+
+	for (int round = 0; round < 2; round++) {
+		tally_counter c[100];
+
+		for (int i = 0; i < 100; i++) {
+			char v[8];
+			struct tally_label l = { "i", v };
+
+			snprintf(v, sizeof(v), "%d", i);
+			reg(NULL, desc(TALLY_COUNTER, "fresh_total"), &l, 1,
+			    &c[i].metric);
+		}
+		for (int i = 0; i < 100; i++)
+			CHECK_EQ(tally_metric_remove(&c[i].metric), 0);
+		used[round] = info_of(path).series_used;
+	}
+	CHECK_EQ(used[1], used[0]);
+	CHECK_EQ(scan_file(path, "fresh_total").found, 0);
+}
+
+/* The zone stays after its last user, dead; the next one carries on. */
+TEST(shared_zone_outlives_its_users)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+	struct tally_seg_info info;
+	pid_t holder;
+
+	own_subdir(dir, sizeof(dir), "outlives");
+	snprintf(path, sizeof(path), "%s/app.tally", dir);
+	wait_ok(spawn("count", dir, "app", 5));
+	info = info_of(path);
+	CHECK(info.shared);
+	CHECK(!info.alive);
+	CHECK(!info.in_use);
+	CHECK_EQ(scan_file(path, "hits_total").value, 5);
+	wait_ok(spawn("count", dir, "app", 7));
+	CHECK_EQ(scan_file(path, "hits_total").value, 12);
+
+	/* The retention never removes it while a process uses it ... */
+	holder = spawn("churn", dir, "app", 0);
+	for (int i = 0; i < 200 && !info_of(path).alive; i++)
+		usleep(10000);
+	CHECK(info_of(path).alive);
+	CHECK_EQ(tally_dir_expire(dir, 0, NULL, NULL), 0);
+	CHECK_EQ(access(path, F_OK), 0);
+	kill(holder, SIGKILL);
+	CHECK_EQ(waitpid(holder, NULL, 0), holder);
+	CHECK(!info_of(path).alive);
+	CHECK_EQ(scan_file(path, "hits_total").value, 12);
+
+	/* ... nor before its time, and a process that comes back within it
+	 * makes it live again (clean-up's mark is taken away). */
+	CHECK_EQ(tally_dir_expire(dir, 3600, NULL, NULL), 0);
+	CHECK_EQ(access(path, F_OK), 0);
+	wait_ok(spawn("count", dir, "app", 1));
+	CHECK_EQ(scan_file(path, "hits_total").value, 13);
+	{
+		struct stat st;
+
+		CHECK_EQ(stat(path, &st), 0);
+		CHECK(st.st_mode & S_IWUSR);
+	}
+
+	/* Once nobody uses it, the retention removes it; the next process
+	 * starts a new zone. */
+	CHECK_EQ(tally_dir_expire(dir, 0, NULL, NULL), 1);
+	CHECK(access(path, F_OK) < 0);
+	wait_ok(spawn("count", dir, "app", 3));
+	CHECK_EQ(scan_file(path, "hits_total").value, 3);
+}
+
+/*
+ * Clean-up with no retention, in a loop, against processes that attach,
+ * add and exit: it removes the zone between users, never under one
+ * (each worker checks that the name still leads to its file).
+ */
+TEST_TIMEOUT(cleanup_never_removes_a_zone_being_attached, 300)
+{
+	long n = harness_scale(1000);
+	char dir[PATH_MAX];
+	pid_t w[4] = { 0 };
+	long started = 0, removed = 0;
+
+	own_subdir(dir, sizeof(dir), "attach");
+	while (started < n || w[0] || w[1] || w[2] || w[3]) {
+		for (int i = 0; i < 4; i++) {
+			int st;
+
+			if (w[i] && waitpid(w[i], &st, WNOHANG) == w[i]) {
+				CHECK_CHILD_OK(st);
+				w[i] = 0;
+			}
+			if (!w[i] && started < n) {
+				w[i] = spawn("attach", dir, "busy", 0);
+				started++;
+			}
+		}
+		int r = tally_dir_expire(dir, 0, NULL, NULL);
+
+		CHECK(r >= 0);
+		removed += r;
+	}
+	printf("  %ld processes attached, the zone removed %ld times "
+	       "between them\n", n, removed);
+	CHECK(removed > 0);
+}
+
+/* What cannot be attached is refused, with the reason. */
+static void make_shared(void *arg)
+{
+	(void)arg;
+	fresh_setenv("TALLY_NSLABS", "2");
+	CHECK(tally_zone_create("mixed", &(struct tally_zone_opts){
+					 0, 0, TALLY_ZONE_SHARED }) != NULL);
+	exit(0);
+}
+
+static void attach_other_cpus(void *arg)
+{
+	(void)arg;
+	fresh_setenv("TALLY_NSLABS", "3");
+	CHECK(tally_zone_create("mixed", &(struct tally_zone_opts){
+					 0, 0, TALLY_ZONE_SHARED }) == NULL);
+	CHECK_EQ(errno, EEXIST);
+	CHECK(strstr(tally_errmsg(), "CPU") != NULL);
+	exit(0);
+}
+
+static void bad_zone_env(void *arg)
+{
+	(void)arg;
+	fresh_setenv("TALLY_ZONE", "no/slash");
+	CHECK(tally_zone_default() == NULL);
+	CHECK_EQ(errno, EINVAL);
+	CHECK(strstr(tally_errmsg(), "TALLY_ZONE") != NULL);
+	exit(0);
+}
+
+TEST(what_cannot_be_attached_is_refused)
+{
+	const struct tally_zone_opts shared = { 0, 0, TALLY_ZONE_SHARED };
+	char dir[PATH_MAX], p[PATH_MAX + 32];
+	struct tally_zone *z;
+	int fd;
+
+	own_subdir(dir, sizeof(dir), "refused");
+	setenv("TALLY_DIR", dir, 1);
+	CHECK_CHILD_OK(harness_child(make_shared, NULL));
+	CHECK_CHILD_OK(harness_child(attach_other_cpus, NULL));
+	CHECK_CHILD_OK(harness_child(bad_zone_env, NULL));
+
+	/* Garbage, and a zone of one process, under a shared zone's name. */
+	snprintf(p, sizeof(p), "%s/junk.tally", dir);
+	fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	CHECK(fd >= 0);
+	CHECK_EQ(write(fd, "not a zone", 10), 10);
+	close(fd);
+	fresh_setenv("TALLY_DIR", dir);
+	CHECK(tally_zone_create("junk", &shared) == NULL);
+	CHECK_EQ(errno, EEXIST);
+	z = tally_zone_create("plain", NULL);
+	CHECK(z != NULL);
+	snprintf(p, sizeof(p), "%s/plain.tally", dir);
+	CHECK_EQ(link(tally_zone_path(z), p), 0);
+	CHECK(tally_zone_create("plain", &shared) == NULL);
+	CHECK_EQ(errno, EEXIST);
+	CHECK(strstr(tally_errmsg(), "not a shared zone") != NULL);
+
+	/* No name to share; and once per process. */
+	CHECK(tally_zone_create("anon", &(struct tally_zone_opts){
+					0, 0, TALLY_ZONE_SHARED | TALLY_ZONE_ANON }) == NULL);
+	CHECK_EQ(errno, EINVAL);
+	CHECK(tally_zone_create("twice", &shared) != NULL);
+	CHECK(tally_zone_create("twice", &shared) == NULL);
+	CHECK_EQ(errno, EEXIST);
+
+	/* A file of another user is never attached (root only). */
+	if (geteuid() == 0) {
+		wait_ok(spawn("count", dir, "foreign", 1));
+		snprintf(p, sizeof(p), "%s/foreign.tally", dir);
+		CHECK_EQ(chown(p, 65534, 65534), 0);
+		CHECK(tally_zone_create("foreign", &shared) == NULL);
+		CHECK_EQ(errno, EPERM);
+	}
+}
