@@ -23,7 +23,7 @@ def float_to_go_string(d: float) -> str:
     # matter for le and quantile.
     if d > 0 and dot > 6:
         mantissa = f"{s[0]}.{s[1:dot]}{s[dot + 1:]}".rstrip("0.")
-        return f"{mantissa}e+0{dot - 1}"
+        return f"{mantissa}e+{dot - 1:02d}"
     return s
 
 
