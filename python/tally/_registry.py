@@ -9,6 +9,7 @@ of that name, which every process that asks for it attaches.
 """
 from __future__ import annotations
 
+import os
 import threading
 from typing import Dict, Iterable, Optional
 
@@ -40,8 +41,13 @@ class CollectorRegistry:
         if z is None:
             with self._lock:
                 if self._zone is None:
-                    self._zone = _native.Zone(self._zone_name,
-                                              shared=self._shared)
+                    if self._shared and self._zone_name and \
+                            self._zone_name == os.environ.get("TALLY_ZONE"):
+                        # $TALLY_ZONE made it the default zone already.
+                        self._zone = _native.Zone()
+                    else:
+                        self._zone = _native.Zone(self._zone_name,
+                                                  shared=self._shared)
                 z = self._zone
         return z
 
