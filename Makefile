@@ -14,7 +14,7 @@ CMAKE_GEN  := -G Ninja
 FUZZ_SECS  ?= 600
 
 DEB_PKGS := cmake ninja-build gcc g++ make pkg-config clang libclang-rt-14-dev \
-	valgrind libmicrohttpd-dev libcrypt-dev prometheus python3-venv zlib1g-dev \
+	valgrind libmicrohttpd-dev libcrypt-dev prometheus python3-venv python3-dev zlib1g-dev \
 	openssl curl
 
 .PHONY: all deps build demo test test-normal test-asan test-tsan bench fuzz \

@@ -46,6 +46,25 @@ if tools/check-install.sh build >build-install.log 2>&1; then
 else
 	cat build-install.log; total_fail=$((total_fail + 1)); failed=1
 fi
+echo "=== python"
+if [ -x python/tests/run.sh ]; then
+	# The package in a fresh venv (pip install .) and its pytest suite;
+	# each pytest test counts in the summary.
+	if python/tests/run.sh >build-python.log 2>&1; then py_ok=1; else py_ok=0; fi
+	py_sum=$(tail -1 build-python.log)
+	echo "  $py_sum"
+	p=$(echo "$py_sum" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || true)
+	f=0
+	for n in $(echo "$py_sum" | grep -oE '[0-9]+ (failed|errors?)' |
+		grep -oE '^[0-9]+'); do f=$((f + n)); done
+	total_pass=$((total_pass + ${p:-0}))
+	if [ "$py_ok" = 1 ]; then
+		total_fail=$((total_fail + f))
+	else
+		tail -60 build-python.log
+		total_fail=$((total_fail + f + 1)); failed=1
+	fi
+fi
 if [ -x tools/fuzz.sh ]; then
 	echo "=== fuzz (short)"
 	if tools/fuzz.sh 30 >build-fuzz.log 2>&1; then

@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""tally's Python package against prometheus_client, in one venv and run.
+
+Update costs (timeit, median of --repeat runs, ns per call):
+  inc                 Counter.inc()
+  child inc           c = Counter(...).labels("a") once; c.inc()
+  labels + inc        Counter(...).labels("a").inc() each time
+  observe             Histogram.observe(0.3)
+for tally, prometheus_client in one process, and prometheus_client's
+multiprocess mode (PROMETHEUS_MULTIPROC_DIR, measured in a child process,
+since prometheus_client picks its mode at import).
+
+Scrape costs (median ms): prometheus_client's MultiProcessCollector with
+the files of 10, 100 and 1,000 dead workers (each wrote --series series),
+against tally.generate_latest() of a shared zone (TALLY_ZONE) holding
+10,000 series after 10, 100 and 1,000 worker processes came and went.
+
+    python bench.py            # about half a minute
+    python bench.py --json     # one JSON object
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import timeit
+
+TARGETS = {"inc": 60, "child inc": 60, "labels + inc": 250, "observe": 80}
+WORKERS = (10, 100, 1000)
+
+
+def micro(mod, number, repeat):
+    """ns per call of each operation with module @mod's metrics."""
+    c = mod.Counter("bench_requests", "Requests.", registry=None)
+    lc = mod.Counter("bench_by_method", "Requests.", ["method"],
+                     registry=None)
+    h = mod.Histogram("bench_seconds", "Latency.", registry=None)
+    child = lc.labels("a")
+    stmts = {
+        "inc": ("c.inc()", {"c": c}),
+        "child inc": ("child.inc()", {"child": child}),
+        "labels + inc": ("lc.labels('a').inc()", {"lc": lc}),
+        "observe": ("h.observe(0.3)", {"h": h}),
+    }
+    out = {}
+    for name, (stmt, g) in stmts.items():
+        runs = timeit.repeat(stmt, globals=g, number=number, repeat=repeat)
+        out[name] = statistics.median(runs) / number * 1e9
+    return out
+
+
+def child_micro(number, repeat):
+    """prometheus_client multiprocess mode, in a process of its own."""
+    d = tempfile.mkdtemp(prefix="bench-prom-mp-")
+    env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=d)
+    try:
+        out = subprocess.run(
+            [sys.executable, __file__, "--child-micro", str(number),
+             str(repeat)], env=env, capture_output=True, text=True,
+            check=True, timeout=300).stdout
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return json.loads(out)
+
+
+def prom_scrape(series, repeat):
+    """MultiProcessCollector scrape times with the files of N dead
+    workers, each of which wrote @series counter series."""
+    d = tempfile.mkdtemp(prefix="bench-prom-files-")
+    env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=d)
+    try:
+        out = subprocess.run(
+            [sys.executable, __file__, "--child-prom-scrape", str(series),
+             str(repeat)], env=env, capture_output=True, text=True,
+            check=True, timeout=600).stdout
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return json.loads(out)
+
+
+def _prom_scrape_child(series, repeat):
+    from prometheus_client import CollectorRegistry, Counter, generate_latest
+    from prometheus_client.multiprocess import MultiProcessCollector
+    d = os.environ["PROMETHEUS_MULTIPROC_DIR"]
+    c = Counter("bench_requests", "Requests.", ["route"], registry=None)
+    for i in range(series):
+        c.labels(f"/r{i}").inc()
+    src = os.path.join(d, f"counter_{os.getpid()}.db")
+    have = 1
+    out = {}
+    for n in WORKERS:
+        while have < n:  # the files dead workers leave, one per pid
+            shutil.copyfile(src, os.path.join(d, f"counter_{10**7 + have}.db"))
+            have += 1
+        reg = CollectorRegistry()
+        MultiProcessCollector(reg, path=d)
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            generate_latest(reg)
+            times.append(time.perf_counter() - t)
+        out[str(n)] = statistics.median(times) * 1e3
+    print(json.dumps(out))
+
+
+def tally_scrape(series, per_worker, repeat):
+    d = tempfile.mkdtemp(prefix="bench-tally-")
+    os.chmod(d, 0o700)
+    env = dict(os.environ, TALLY_DIR=d, TALLY_ZONE="bench")
+    try:
+        out = subprocess.run(
+            [sys.executable, __file__, "--child-tally-scrape", str(series),
+             str(per_worker), str(repeat)], env=env, capture_output=True,
+            text=True, check=True, timeout=600).stdout
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return json.loads(out)
+
+
+def _tally_scrape_child(series, per_worker, repeat):
+    import tally
+    c = tally.Counter("bench_requests", "Requests.", ["route"])
+    for i in range(series):
+        c.labels(f"/r{i}").inc()
+
+    def scrape():
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            body = tally.generate_latest()
+            times.append(time.perf_counter() - t)
+        assert body.count(b"\nbench_requests_total{") == series
+        return statistics.median(times) * 1e3
+
+    out = {"0": scrape()}
+    done = 0
+    for n in WORKERS:
+        # Workers come and go: each adds to some series and exits
+        # (fork: the zone is the shared one, TALLY_ZONE).
+        while done < n:
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    base = (done * per_worker) % series
+                    for i in range(per_worker):
+                        c.labels(f"/r{(base + i) % series}").inc()
+                finally:
+                    os._exit(0)
+            os.waitpid(pid, 0)
+            done += 1
+        out[str(n)] = scrape()
+    res = tally.read()
+    out["segments"] = res.segments
+    out["total"] = sum(s.value for f in res.families for s in f.samples)
+    print(json.dumps(out))
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1].startswith("--child"):
+        what, args = sys.argv[1], [int(a) for a in sys.argv[2:]]
+        if what == "--child-micro":
+            import prometheus_client
+            print(json.dumps(micro(prometheus_client, *args)))
+        elif what == "--child-prom-scrape":
+            _prom_scrape_child(*args)
+        elif what == "--child-tally-scrape":
+            _tally_scrape_child(*args)
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--number", type=int, default=200_000,
+                    help="calls per timing run (default 200,000)")
+    ap.add_argument("--repeat", type=int, default=5,
+                    help="timing runs; the median is shown (default 5)")
+    ap.add_argument("--series", type=int, default=100,
+                    help="series each prometheus_client worker wrote")
+    ap.add_argument("--tally-series", type=int, default=10_000)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+
+    d = tempfile.mkdtemp(prefix="bench-tally-micro-")
+    os.chmod(d, 0o700)
+    os.environ["TALLY_DIR"] = d
+    try:
+        import prometheus_client
+        import tally
+        rows = {
+            "tally": micro(tally, a.number, a.repeat),
+            "prometheus_client": micro(prometheus_client, a.number,
+                                       a.repeat),
+            "prometheus_client multiprocess": child_micro(a.number,
+                                                          a.repeat),
+        }
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    prom = prom_scrape(a.series, a.repeat)
+    tal = tally_scrape(a.tally_series, a.series, a.repeat)
+    tal_same = tally_scrape(a.series, a.series, a.repeat)
+    result = {"update_ns": rows, "targets_ns": TARGETS,
+              "scrape_ms": {"prometheus_client multiprocess": prom,
+                            "tally": tal, "tally same series": tal_same},
+              "python": sys.version.split()[0]}
+    if a.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    ops = list(TARGETS)
+    print(f"{'ns per call (median)':32s}" +
+          "".join(f"{o:>14s}" for o in ops))
+    for name, r in rows.items():
+        print(f"{name:32s}" + "".join(f"{r[o]:14.1f}" for o in ops))
+    print(f"{'tally target':32s}" + "".join(f"{TARGETS[o]:14d}" for o in ops))
+    ok = all(rows["tally"][o] <= TARGETS[o] for o in ops)
+    print(f"{'tally within targets':32s}{'yes' if ok else 'NO':>14s}")
+    print()
+    print(f"{'scrape ms (median)':46s}" +
+          "".join(f"{str(n) + ' workers':>14s}" for n in WORKERS))
+    print(f"{f'prometheus_client mp, {a.series} series/file':46s}" +
+          "".join(f"{prom[str(n)]:14.2f}" for n in WORKERS))
+    for t, n_series in ((tal_same, a.series), (tal, a.tally_series)):
+        label = f"tally, {n_series} series (0 workers: {t['0']:.2f})"
+        print(f"{label:46s}" + "".join(f"{t[str(n)]:14.2f}" for n in WORKERS))
+    print(f"SUMMARY tally inc {rows['tally']['inc']:.1f} ns child "
+          f"{rows['tally']['child inc']:.1f} ns labels+inc "
+          f"{rows['tally']['labels + inc']:.1f} ns observe "
+          f"{rows['tally']['observe']:.1f} ns; scrape 1000 workers: "
+          f"prometheus_client {prom['1000']:.1f} ms, tally "
+          f"{tal['1000']:.1f} ms ({tal['segments']} segment)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,372 @@
+/*
+ * family.c: tally._native.Family, the series one Python metric keeps in
+ * a zone, registered once per metric object.
+ *
+ * A Python metric is held in up to four parts, each a tally family when
+ * the metric has labels (its children are then found by their values
+ * without a lock: tally_*_family_get) or one series registered directly:
+ *
+ *   counter    main   COUNTER   <name>           the integer part
+ *              frac   COUNTER   <name>:frac_u    the fractions, in 1e-6
+ *   gauge      main   GAUGE_SET <name>           an IEEE-754 double's bits
+ *              setns  GAUGE_SET <name>:set_ns    time of the last change
+ *   histogram  bucket COUNTER   <name>:bucket    one per bound (label le),
+ *                                                not cumulative
+ *              main   GAUGE     <name>_sum       the sum's integer part
+ *              frac   GAUGE     <name>_sum:frac_u  its fractions, in 1e-6
+ *
+ * Fraction parts are registered when a fraction is first added, so that
+ * integer-only metrics hold one series (which tally's own readers show as
+ * it is).  Names are built by the Python layer (_metrics.py) except for
+ * the suffixes above.
+ */
+#include "native.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *dup_utf8(PyObject *o, const char *what)
+{
+	const char *s;
+	char *d;
+
+	if (!PyUnicode_Check(o)) {
+		PyErr_Format(PyExc_TypeError, "%s must be a str", what);
+		return NULL;
+	}
+	s = PyUnicode_AsUTF8(o);
+	if (!s)
+		return NULL;
+	d = strdup(s);
+	if (!d)
+		PyErr_NoMemory();
+	return d;
+}
+
+static char *concat(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	char *d = malloc(la + lb + 1);
+
+	if (!d) {
+		PyErr_NoMemory();
+		return NULL;
+	}
+	memcpy(d, a, la);
+	memcpy(d + la, b, lb + 1);
+	return d;
+}
+
+/* Register @p: its family (with @names, @n of them), or, when @n is 0,
+ * its one series.  Returns 0 or -errno (the part then discards). */
+static int part_register(TpyFamily *f, struct tpy_part *p,
+			 const char *const *names, unsigned n)
+{
+	struct tally_metric_desc d = { .kind = p->kind, .name = p->name,
+		.help = f->help, .unit = f->unit };
+	int rc;
+
+	p->family = n > 0;
+	if (p->family) {
+		switch (p->kind) {
+		case TALLY_COUNTER:
+			rc = tally_counter_family_register(f->zone, &d, names, n,
+							   &p->fam.c);
+			break;
+		case TALLY_GAUGE:
+			rc = tally_gauge_family_register(f->zone, &d, names, n,
+							 &p->fam.g);
+			break;
+		default:
+			rc = tally_setgauge_family_register(f->zone, &d, names,
+							    n, &p->fam.s);
+			break;
+		}
+	} else {
+		switch (p->kind) {
+		case TALLY_COUNTER:
+			rc = tally_counter_register(f->zone, &d, &p->one.c);
+			break;
+		case TALLY_GAUGE:
+			rc = tally_gauge_register(f->zone, &d, &p->one.g);
+			break;
+		default:
+			rc = tally_setgauge_register(f->zone, &d, &p->one.s);
+			break;
+		}
+	}
+	__atomic_store_n(&p->ready, 1, __ATOMIC_RELEASE);
+	return rc;
+}
+
+int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
+		 const tally_metric **h)
+{
+	const tally_counter *c;
+	const tally_gauge *g;
+	const tally_setgauge *s;
+	int rc;
+
+	if (!p->family) {
+		*h = &p->one.any;
+		return 0;
+	}
+	switch (p->kind) {
+	case TALLY_COUNTER:
+		rc = tally_counter_family_get(&p->fam.c, values, n, &c);
+		*h = &c->metric;
+		break;
+	case TALLY_GAUGE:
+		rc = tally_gauge_family_get(&p->fam.g, values, n, &g);
+		*h = &g->metric;
+		break;
+	default:
+		rc = tally_setgauge_family_get(&p->fam.s, values, n, &s);
+		*h = &s->metric;
+		break;
+	}
+	return rc;
+}
+
+int tpy_family_frac_ready(TpyFamily *f)
+{
+	int rc = 0;
+
+	if (__atomic_load_n(&f->frac.ready, __ATOMIC_ACQUIRE))
+		return 0;
+	pthread_mutex_lock(&f->lock);
+	if (!f->frac.ready)
+		rc = part_register(f, &f->frac, NULL, 0);
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "zone", "kind", "name", "help", "unit",
+		"labelnames", "buckets", "bucket_labels", "timestamps", NULL };
+	PyObject *zone, *name, *help, *unit, *labelnames;
+	PyObject *buckets = Py_None, *bucket_labels = Py_None;
+	int kind, timestamps = 0, rc = 0;
+	char *base = NULL;
+	const char **names = NULL;
+	Py_ssize_t n;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OiUUUO!|OOp:Family",
+					 kwlist, &zone, &kind, &name, &help,
+					 &unit, &PyTuple_Type, &labelnames,
+					 &buckets, &bucket_labels, &timestamps))
+		return -1;
+	if (self->kind) {
+		PyErr_SetString(PyExc_RuntimeError, "Family is set up already");
+		return -1;
+	}
+	if (kind < TPY_COUNTER || kind > TPY_HISTOGRAM) {
+		PyErr_SetString(PyExc_ValueError, "unknown kind");
+		return -1;
+	}
+	if (zone != Py_None && !PyObject_TypeCheck(zone, &TpyZone_Type)) {
+		PyErr_SetString(PyExc_TypeError, "zone must be a Zone or None");
+		return -1;
+	}
+	self->zone = zone == Py_None ? NULL : ((TpyZone *)zone)->zone;
+	Py_INCREF(zone);
+	self->zone_obj = zone;
+	self->timestamps = kind == TPY_GAUGE && timestamps;
+	if (!(base = dup_utf8(name, "name")) ||
+	    !(self->help = dup_utf8(help, "help")) ||
+	    !(self->unit = dup_utf8(unit, "unit")))
+		goto fail;
+	n = PyTuple_GET_SIZE(labelnames);
+	if (n > (Py_ssize_t)TALLY_LABELS_MAX) {
+		PyErr_SetString(PyExc_ValueError, "too many labels");
+		goto fail;
+	}
+	/* One more for the histogram buckets' "le". */
+	self->label_names = calloc((size_t)n + 2, sizeof(char *));
+	names = calloc((size_t)n + 2, sizeof(char *));
+	if (!self->label_names || !names) {
+		PyErr_NoMemory();
+		goto fail;
+	}
+	self->nlabels = (unsigned)n;
+	for (Py_ssize_t i = 0; i < n; i++) {
+		self->label_names[i] = dup_utf8(PyTuple_GET_ITEM(labelnames, i),
+						"a label name");
+		if (!self->label_names[i])
+			goto fail;
+		names[i] = self->label_names[i];
+	}
+	if (kind == TPY_HISTOGRAM) {
+		Py_ssize_t nb;
+
+		if (!PyTuple_Check(buckets) || !PyTuple_Check(bucket_labels) ||
+		    PyTuple_GET_SIZE(buckets) != PyTuple_GET_SIZE(bucket_labels) ||
+		    PyTuple_GET_SIZE(buckets) < 1) {
+			PyErr_SetString(PyExc_ValueError, "a histogram needs "
+					"buckets and their labels, as tuples of "
+					"the same length");
+			goto fail;
+		}
+		nb = PyTuple_GET_SIZE(buckets);
+		self->bounds = calloc((size_t)nb, sizeof(double));
+		self->bound_labels = calloc((size_t)nb, sizeof(char *));
+		if (!self->bounds || !self->bound_labels) {
+			PyErr_NoMemory();
+			goto fail;
+		}
+		self->nbounds = (unsigned)nb;
+		for (Py_ssize_t i = 0; i < nb; i++) {
+			self->bounds[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(buckets,
+									    i));
+			if (self->bounds[i] == -1.0 && PyErr_Occurred())
+				goto fail;
+			if (i > 0 && !(self->bounds[i] > self->bounds[i - 1])) {
+				PyErr_SetString(PyExc_ValueError,
+						"Buckets not in sorted order");
+				goto fail;
+			}
+			self->bound_labels[i] = dup_utf8(
+				PyTuple_GET_ITEM(bucket_labels, i), "a bucket label");
+			if (!self->bound_labels[i])
+				goto fail;
+		}
+		if (!isinf(self->bounds[nb - 1])) {
+			PyErr_SetString(PyExc_ValueError,
+					"the last bucket must be +Inf");
+			goto fail;
+		}
+	}
+	self->kind = kind;
+	switch (kind) {
+	case TPY_COUNTER:
+		self->main.kind = self->frac.kind = TALLY_COUNTER;
+		self->main.name = strdup(base);
+		self->frac.name = concat(base, TPY_SFX_FRAC);
+		break;
+	case TPY_GAUGE:
+		self->main.kind = self->setns.kind = TALLY_GAUGE_SET;
+		self->main.name = strdup(base);
+		self->setns.name = concat(base, TPY_SFX_SETNS);
+		break;
+	default:
+		self->bucket.kind = TALLY_COUNTER;
+		self->main.kind = self->frac.kind = TALLY_GAUGE;
+		self->bucket.name = concat(base, TPY_SFX_BUCKET);
+		self->main.name = concat(base, TPY_SFX_SUM);
+		self->frac.name = concat(base, TPY_SFX_SUM TPY_SFX_FRAC);
+		break;
+	}
+	if (!self->main.name ||
+	    (self->kind != TPY_GAUGE && !self->frac.name) ||
+	    (self->kind == TPY_GAUGE && !self->setns.name) ||
+	    (self->kind == TPY_HISTOGRAM && !self->bucket.name)) {
+		PyErr_NoMemory();
+		goto fail;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	rc = part_register(self, &self->main, names, self->nlabels);
+	/* A fraction part without labels waits for its first fraction; a
+	 * family costs no series, so families are made at once. */
+	if (rc == 0 && self->kind != TPY_GAUGE && self->nlabels)
+		rc = part_register(self, &self->frac, names, self->nlabels);
+	if (rc == 0 && self->timestamps)
+		rc = part_register(self, &self->setns, names, self->nlabels);
+	if (rc == 0 && self->kind == TPY_HISTOGRAM) {
+		names[self->nlabels] = "le";
+		rc = part_register(self, &self->bucket, names,
+				   self->nlabels + 1);
+	}
+	Py_END_ALLOW_THREADS
+	if (rc < 0) {
+		tpy_raise(rc, "cannot register the metric");
+		goto fail;
+	}
+	free(base);
+	free(names);
+	return 0;
+fail:
+	self->kind = 0;
+	free(base);
+	free(names);
+	return -1;
+}
+
+static PyObject *family_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	TpyFamily *self = (TpyFamily *)type->tp_alloc(type, 0);
+
+	(void)args;
+	(void)kw;
+	if (self)
+		pthread_mutex_init(&self->lock, NULL);
+	return (PyObject *)self;
+}
+
+/* The registrations stay: a series lives as long as the process holds
+ * it (other metric objects of the same name share it), and a handle a
+ * child still holds must stay valid; only the description is freed. */
+static void family_dealloc(TpyFamily *self)
+{
+	for (unsigned i = 0; self->label_names && self->label_names[i]; i++)
+		free(self->label_names[i]);
+	free(self->label_names);
+	for (unsigned i = 0; i < self->nbounds && self->bound_labels; i++)
+		free(self->bound_labels[i]);
+	free(self->bound_labels);
+	free(self->bounds);
+	free(self->help);
+	free(self->unit);
+	free(self->main.name);
+	free(self->frac.name);
+	free(self->bucket.name);
+	free(self->setns.name);
+	pthread_mutex_destroy(&self->lock);
+	Py_XDECREF(self->zone_obj);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *family_bounds(TpyFamily *self, void *closure)
+{
+	PyObject *t;
+
+	(void)closure;
+	t = PyTuple_New(self->nbounds);
+	for (unsigned i = 0; t && i < self->nbounds; i++) {
+		PyObject *v = PyFloat_FromDouble(self->bounds[i]);
+
+		if (!v) {
+			Py_CLEAR(t);
+			break;
+		}
+		PyTuple_SET_ITEM(t, i, v);
+	}
+	return t;
+}
+
+static PyObject *family_nlabels(TpyFamily *self, void *closure)
+{
+	(void)closure;
+	return PyLong_FromUnsignedLong(self->nlabels);
+}
+
+static PyGetSetDef family_getset[] = {
+	{ "bounds", (getter)family_bounds, NULL, "Histogram bounds.", NULL },
+	{ "nlabels", (getter)family_nlabels, NULL,
+	  "Label values a child takes.", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+PyTypeObject TpyFamily_Type = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "tally._native.Family",
+	.tp_basicsize = sizeof(TpyFamily),
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "The series of one Python metric in a zone (internal).",
+	.tp_new = family_new,
+	.tp_init = (initproc)family_init,
+	.tp_dealloc = (destructor)family_dealloc,
+	.tp_getset = family_getset,
+};

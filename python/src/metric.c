@@ -1,0 +1,694 @@
+/*
+ * metric.c: the base types of tally.Counter, tally.Gauge and
+ * tally.Histogram: their update methods, which do the adds in C (exact
+ * with or without a GIL), and the lookup of a child by its label values.
+ *
+ * A metric object is either a parent (it has label names: .children maps
+ * label values to children and updates are refused) or bound to its
+ * series (.bound: a metric without labels, or a child).  labels() finds
+ * a known child with one dict lookup here; anything else (keywords,
+ * values that are not str, a new child) goes to the Python method
+ * _labels_slow(), which checks the values as prometheus_client does,
+ * binds the child with _bind() and caches it.
+ *
+ * How values are held (python/README.md): counters and histogram sums as
+ * an exact int64 integer part plus a companion series of millionths;
+ * gauges as a double's bits in a set-gauge's one atomic slot, changed by
+ * a compare-and-swap loop.
+ */
+#include "native.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* --- Values ------------------------------------------------------------ */
+
+/* An amount as an integer part and millionths of the same sign. */
+struct amount {
+	int64_t whole, frac_u;
+	double d;
+	int negative;
+};
+
+static int to_amount(PyObject *o, struct amount *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (PyLong_Check(o)) {
+		int overflow;
+		long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+
+		if (overflow) {
+			PyErr_SetString(PyExc_OverflowError, "the amount does "
+					"not fit in a 64-bit integer");
+			return -1;
+		}
+		if (v == -1 && PyErr_Occurred())
+			return -1;
+		a->whole = v;
+		a->d = (double)v;
+		a->negative = v < 0;
+		return 0;
+	}
+	a->d = PyFloat_AsDouble(o);
+	if (a->d == -1.0 && PyErr_Occurred())
+		return -1;
+	if (!isfinite(a->d)) {
+		PyErr_Format(PyExc_ValueError, "%R cannot be counted: tally "
+			     "holds finite amounts only", o);
+		return -1;
+	}
+	/* 2^63: the first double beyond int64. */
+	if (fabs(a->d) >= 9223372036854775808.0) {
+		PyErr_SetString(PyExc_OverflowError, "the amount does not fit "
+				"in a 64-bit integer part");
+		return -1;
+	}
+	{
+		double w = trunc(a->d);
+		long long u = llround((a->d - w) * (double)TPY_FRAC_SCALE);
+
+		a->whole = (int64_t)w;
+		if (u >= TPY_FRAC_SCALE) {
+			a->whole++;
+			u = 0;
+		} else if (u <= -TPY_FRAC_SCALE) {
+			a->whole--;
+			u = 0;
+		}
+		a->frac_u = u;
+	}
+	a->negative = a->d < 0;
+	return 0;
+}
+
+static inline double bits_to_double(int64_t b)
+{
+	double d;
+
+	memcpy(&d, &b, sizeof(d));
+	return d;
+}
+
+static inline int64_t double_to_bits(double d)
+{
+	int64_t b;
+
+	memcpy(&b, &d, sizeof(b));
+	return b;
+}
+
+/* A set-gauge's slot, as tally__setgauge_set() finds it. */
+static inline int64_t *setgauge_slot(const tally_metric *m)
+{
+	return (int64_t *)((uintptr_t)m->block & ~(uintptr_t)3);
+}
+
+/* --- Arguments ----------------------------------------------------------- */
+
+/* One optional argument @name (positional or keyword), and an ignored
+ * "exemplar" keyword, as prometheus_client's inc() and observe() take. */
+static int one_arg(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+		   const char *name, PyObject **out)
+{
+	*out = nargs > 0 ? args[0] : NULL;
+	if (nargs > 1) {
+		PyErr_Format(PyExc_TypeError, "takes at most 1 positional "
+			     "argument (%zd given)", nargs);
+		return -1;
+	}
+	if (kwnames) {
+		Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+
+		for (Py_ssize_t i = 0; i < nk; i++) {
+			PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+
+			if (PyUnicode_CompareWithASCIIString(k, name) == 0 &&
+			    !*out) {
+				*out = args[nargs + i];
+			} else if (PyUnicode_CompareWithASCIIString(k,
+						"exemplar") != 0) {
+				PyErr_Format(PyExc_TypeError, "unexpected "
+					     "keyword argument %R", k);
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+static PyObject *not_observable(TpyMetric *self)
+{
+	if (!self->fam)
+		PyErr_SetString(PyExc_ValueError, "metric is not set up (was "
+				"its __init__ called?)");
+	else
+		PyErr_Format(PyExc_ValueError, "%s metric is missing label "
+			     "values", self->type_name);
+	return NULL;
+}
+
+/* The fraction part of this series, registered at its first use. */
+static const tally_metric *frac_handle(TpyMetric *self)
+{
+	const tally_metric *h = __atomic_load_n(&self->h_frac,
+						__ATOMIC_ACQUIRE);
+	int rc;
+
+	if (h)
+		return h;
+	if (self->fam->frac.family) {
+		rc = tpy_part_get(&self->fam->frac,
+				  (const char *const *)self->values,
+				  self->nvalues, &h);
+	} else {
+		rc = tpy_family_frac_ready(self->fam);
+		h = &self->fam->frac.one.any;
+	}
+	if (rc < 0) {
+		tpy_raise(rc, "cannot register the series of fractions");
+		return NULL;
+	}
+	/* Racing threads find the same handle (tally_*_family_get() gives
+	 * one per child; the unlabelled part is registered once). */
+	__atomic_store_n(&self->h_frac, h, __ATOMIC_RELEASE);
+	return h;
+}
+
+/* Add @a to an integer part and a fraction part (counters: COUNTER
+ * series; histogram sums: GAUGE series). */
+static int add_amount(TpyMetric *self, const struct amount *a, int gauge)
+{
+	if (a->whole) {
+		if (gauge)
+			tally_gauge_add((const tally_gauge *)self->h_main,
+					a->whole);
+		else
+			tally_counter_add((const tally_counter *)self->h_main,
+					  a->whole);
+	}
+	if (a->frac_u) {
+		const tally_metric *f = frac_handle(self);
+
+		if (!f)
+			return -1;
+		if (gauge)
+			tally_gauge_add((const tally_gauge *)f, a->frac_u);
+		else
+			tally_counter_add((const tally_counter *)f, a->frac_u);
+	}
+	return 0;
+}
+
+/* --- Counter ------------------------------------------------------------- */
+
+static PyObject *counter_inc(TpyMetric *self, PyObject *const *args,
+			     Py_ssize_t nargs, PyObject *kwnames)
+{
+	PyObject *o;
+	struct amount a;
+
+	if (!self->bound)
+		return not_observable(self);
+	if (nargs == 0 && !kwnames) {
+		tally_counter_inc((const tally_counter *)self->h_main);
+		Py_RETURN_NONE;
+	}
+	if (one_arg(args, nargs, kwnames, "amount", &o) < 0)
+		return NULL;
+	if (!o) {
+		tally_counter_inc((const tally_counter *)self->h_main);
+		Py_RETURN_NONE;
+	}
+	if (to_amount(o, &a) < 0)
+		return NULL;
+	if (a.negative) {
+		PyErr_SetString(PyExc_ValueError, "Counters can only be "
+				"incremented by non-negative amounts.");
+		return NULL;
+	}
+	if (add_amount(self, &a, 0) < 0)
+		return NULL;
+	Py_RETURN_NONE;
+}
+
+/* --- Gauge --------------------------------------------------------------- */
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void gauge_touched(TpyMetric *self)
+{
+	if (self->h_setns)
+		tally_setgauge_set((const tally_setgauge *)self->h_setns,
+				   now_ns());
+}
+
+static void gauge_add(TpyMetric *self, double v)
+{
+	int64_t *slot = setgauge_slot(self->h_main);
+	int64_t old = __atomic_load_n(slot, __ATOMIC_RELAXED);
+
+	while (!__atomic_compare_exchange_n(slot, &old,
+					    double_to_bits(bits_to_double(old) + v),
+					    1, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED))
+		;
+	gauge_touched(self);
+}
+
+static PyObject *gauge_change(TpyMetric *self, PyObject *const *args,
+			      Py_ssize_t nargs, PyObject *kwnames, double sign)
+{
+	PyObject *o;
+	double v = 1.0;
+
+	if (!self->bound)
+		return not_observable(self);
+	if (nargs || kwnames) {
+		if (one_arg(args, nargs, kwnames, "amount", &o) < 0)
+			return NULL;
+		if (o) {
+			v = PyFloat_AsDouble(o);
+			if (v == -1.0 && PyErr_Occurred())
+				return NULL;
+		}
+	}
+	gauge_add(self, sign * v);
+	Py_RETURN_NONE;
+}
+
+static PyObject *gauge_inc(TpyMetric *self, PyObject *const *args,
+			   Py_ssize_t nargs, PyObject *kwnames)
+{
+	return gauge_change(self, args, nargs, kwnames, 1.0);
+}
+
+static PyObject *gauge_dec(TpyMetric *self, PyObject *const *args,
+			   Py_ssize_t nargs, PyObject *kwnames)
+{
+	return gauge_change(self, args, nargs, kwnames, -1.0);
+}
+
+static PyObject *gauge_set(TpyMetric *self, PyObject *value)
+{
+	double v;
+
+	if (!self->bound)
+		return not_observable(self);
+	v = PyFloat_AsDouble(value);
+	if (v == -1.0 && PyErr_Occurred())
+		return NULL;
+	tally_setgauge_set((const tally_setgauge *)self->h_main,
+			   double_to_bits(v));
+	gauge_touched(self);
+	Py_RETURN_NONE;
+}
+
+/* This process's value of the gauge (its own series). */
+static PyObject *gauge_get(TpyMetric *self, PyObject *unused)
+{
+	(void)unused;
+	if (!self->bound)
+		return not_observable(self);
+	return PyFloat_FromDouble(bits_to_double(
+		__atomic_load_n(setgauge_slot(self->h_main), __ATOMIC_RELAXED)));
+}
+
+/* --- Histogram ----------------------------------------------------------- */
+
+static PyObject *histogram_observe(TpyMetric *self, PyObject *const *args,
+				   Py_ssize_t nargs, PyObject *kwnames)
+{
+	PyObject *o;
+	struct amount a;
+	const double *b;
+	unsigned lo, hi;
+
+	if (!self->bound)
+		return not_observable(self);
+	if (one_arg(args, nargs, kwnames, "amount", &o) < 0)
+		return NULL;
+	if (!o) {
+		PyErr_SetString(PyExc_TypeError, "observe() missing 1 "
+				"required argument: 'amount'");
+		return NULL;
+	}
+	if (to_amount(o, &a) < 0)
+		return NULL;
+	/* The first bound >= the value; the last is +Inf. */
+	b = self->fam->bounds;
+	lo = 0;
+	hi = self->fam->nbounds - 1;
+	while (lo < hi) {
+		unsigned mid = (lo + hi) / 2;
+
+		if (a.d <= b[mid])
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	tally_counter_inc((const tally_counter *)self->h_buckets[lo]);
+	if (add_amount(self, &a, 1) < 0)
+		return NULL;
+	Py_RETURN_NONE;
+}
+
+/* --- Binding and children --------------------------------------------- */
+
+static void free_values(TpyMetric *self)
+{
+	for (unsigned i = 0; i < self->nvalues; i++)
+		free(self->values[i]);
+	free(self->values);
+	self->values = NULL;
+	self->nvalues = 0;
+}
+
+/* _init_parent(family, nuser): a metric with label names, whose children
+ * take @nuser values (the family may add a pid of its own). */
+static PyObject *metric_init_parent(TpyMetric *self, PyObject *args)
+{
+	TpyFamily *fam;
+	unsigned nuser;
+
+	if (!PyArg_ParseTuple(args, "O!I", &TpyFamily_Type, &fam, &nuser))
+		return NULL;
+	Py_INCREF(fam);
+	Py_XSETREF(self->fam, fam);
+	if (!self->children) {
+		self->children = PyDict_New();
+		if (!self->children)
+			return NULL;
+	}
+	self->nuser = nuser;
+	self->bound = 0;
+	Py_RETURN_NONE;
+}
+
+/* _bind(family, values): make this object the series of @family with
+ * label values @values (a tuple of str, one per label of the family);
+ * again after fork(), to move to the child's own series. */
+static PyObject *metric_bind(TpyMetric *self, PyObject *args)
+{
+	TpyFamily *fam;
+	PyObject *values;
+	Py_ssize_t n;
+	char **v = NULL;
+	const char **bv = NULL;
+	const tally_metric *main = NULL, *setns = NULL, **buckets = NULL;
+	int rc = 0;
+
+	if (!PyArg_ParseTuple(args, "O!O!", &TpyFamily_Type, &fam,
+			      &PyTuple_Type, &values))
+		return NULL;
+	if (!fam->kind) {
+		PyErr_SetString(PyExc_ValueError, "the family is not set up");
+		return NULL;
+	}
+	n = PyTuple_GET_SIZE(values);
+	if ((unsigned)n != fam->nlabels) {
+		PyErr_Format(PyExc_ValueError, "%u label values expected, %zd "
+			     "given", fam->nlabels, n);
+		return NULL;
+	}
+	v = calloc((size_t)n + 1, sizeof(char *));
+	bv = calloc((size_t)n + 2, sizeof(char *));
+	if (!v || !bv)
+		goto nomem;
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *o = PyTuple_GET_ITEM(values, i);
+		const char *s;
+
+		if (!PyUnicode_Check(o)) {
+			PyErr_SetString(PyExc_TypeError,
+					"label values must be str");
+			goto fail;
+		}
+		s = PyUnicode_AsUTF8(o);
+		if (!s)
+			goto fail;
+		if (!(v[i] = strdup(s)))
+			goto nomem;
+		bv[i] = v[i];
+	}
+	if (fam->kind == TPY_HISTOGRAM) {
+		buckets = calloc(fam->nbounds, sizeof(*buckets));
+		if (!buckets)
+			goto nomem;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	rc = tpy_part_get(&fam->main, bv, (unsigned)n, &main);
+	if (rc == 0 && fam->timestamps)
+		rc = tpy_part_get(&fam->setns, bv, (unsigned)n, &setns);
+	for (unsigned i = 0; rc == 0 && buckets && i < fam->nbounds; i++) {
+		bv[n] = fam->bound_labels[i];
+		rc = tpy_part_get(&fam->bucket, bv, (unsigned)n + 1,
+				  &buckets[i]);
+	}
+	Py_END_ALLOW_THREADS
+	if (rc < 0) {
+		tpy_raise(rc, "cannot register the series");
+		goto fail;
+	}
+	Py_INCREF(fam);
+	Py_XSETREF(self->fam, fam);
+	free_values(self);
+	self->values = v;
+	self->nvalues = (unsigned)n;
+	self->h_main = main;
+	self->h_setns = setns;
+	__atomic_store_n(&self->h_frac, NULL, __ATOMIC_RELEASE);
+	if (!fam->frac.family && fam->frac.ready)
+		self->h_frac = &fam->frac.one.any;
+	free(self->h_buckets);
+	self->h_buckets = buckets;
+	free(bv);
+	__atomic_store_n(&self->bound, 1, __ATOMIC_RELEASE);
+	Py_RETURN_NONE;
+nomem:
+	PyErr_NoMemory();
+fail:
+	for (Py_ssize_t i = 0; v && i < n; i++)
+		free(v[i]);
+	free(v);
+	free(bv);
+	free(buckets);
+	return NULL;
+}
+
+/* labels(*values, **kw): the cached child, or _labels_slow(). */
+static PyObject *metric_labels(TpyMetric *self, PyObject *const *args,
+			       Py_ssize_t nargs, PyObject *kwnames)
+{
+	static PyObject *slow_name;
+	PyObject *key, *child;
+	PyObject *margs[16];
+
+	if (self->children && !kwnames && nargs == (Py_ssize_t)self->nuser &&
+	    nargs > 0) {
+		Py_ssize_t i;
+
+		for (i = 0; i < nargs; i++)
+			if (!PyUnicode_CheckExact(args[i]))
+				break;
+		if (i == nargs) {
+			if (nargs == 1) {
+				key = args[0];
+				Py_INCREF(key);
+			} else {
+				key = PyTuple_New(nargs);
+				if (!key)
+					return NULL;
+				for (i = 0; i < nargs; i++) {
+					Py_INCREF(args[i]);
+					PyTuple_SET_ITEM(key, i, args[i]);
+				}
+			}
+#if PY_VERSION_HEX >= 0x030D0000
+			if (PyDict_GetItemRef(self->children, key, &child) < 0) {
+				Py_DECREF(key);
+				return NULL;
+			}
+			Py_DECREF(key);
+			if (child)
+				return child;
+#else
+			child = PyDict_GetItemWithError(self->children, key);
+			Py_DECREF(key);
+			if (child) {
+				Py_INCREF(child);
+				return child;
+			}
+			if (PyErr_Occurred())
+				return NULL;
+#endif
+		}
+	}
+	if (!slow_name) {
+		slow_name = PyUnicode_InternFromString("_labels_slow");
+		if (!slow_name)
+			return NULL;
+	}
+	{
+		Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames)
+						    : 0);
+
+		if (total + 1 > (Py_ssize_t)(sizeof(margs) / sizeof(*margs)))
+			goto generic;
+		margs[0] = (PyObject *)self;
+		for (Py_ssize_t i = 0; i < total; i++)
+			margs[i + 1] = args[i];
+		return PyObject_VectorcallMethod(slow_name, margs,
+						 (size_t)(nargs + 1), kwnames);
+	}
+generic: {
+		/* Many values: build the call the slow way. */
+		PyObject *meth = PyObject_GetAttr((PyObject *)self, slow_name);
+		PyObject *r;
+
+		if (!meth)
+			return NULL;
+		r = PyObject_Vectorcall(meth, args, (size_t)nargs, kwnames);
+		Py_DECREF(meth);
+		return r;
+	}
+}
+
+static PyObject *metric_children(TpyMetric *self, void *closure)
+{
+	(void)closure;
+	if (!self->children)
+		Py_RETURN_NONE;
+	Py_INCREF(self->children);
+	return self->children;
+}
+
+static PyObject *metric_family(TpyMetric *self, void *closure)
+{
+	(void)closure;
+	if (!self->fam)
+		Py_RETURN_NONE;
+	Py_INCREF(self->fam);
+	return (PyObject *)self->fam;
+}
+
+static PyObject *metric_bound(TpyMetric *self, void *closure)
+{
+	(void)closure;
+	return PyBool_FromLong(self->bound);
+}
+
+static int metric_traverse(TpyMetric *self, visitproc visit, void *arg)
+{
+	Py_VISIT(self->children);
+	Py_VISIT(self->fam);
+	return 0;
+}
+
+static int metric_clear(TpyMetric *self)
+{
+	Py_CLEAR(self->children);
+	self->bound = 0;
+	return 0;
+}
+
+static void metric_dealloc(TpyMetric *self)
+{
+	PyObject_GC_UnTrack(self);
+	metric_clear(self);
+	free_values(self);
+	free(self->h_buckets);
+	Py_CLEAR(self->fam);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *metric_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	TpyMetric *self = (TpyMetric *)type->tp_alloc(type, 0);
+
+	(void)args;
+	(void)kw;
+	if (!self)
+		return NULL;
+	if (PyType_IsSubtype(type, &TpyCounter_Type))
+		self->type_name = "counter";
+	else if (PyType_IsSubtype(type, &TpyGauge_Type))
+		self->type_name = "gauge";
+	else
+		self->type_name = "histogram";
+	return (PyObject *)self;
+}
+
+#define COMMON_METHODS                                                       \
+	{ "labels", (PyCFunction)(void (*)(void))metric_labels,              \
+	  METH_FASTCALL | METH_KEYWORDS,                                     \
+	  "labels(*values, **labelkwargs): the child with these label "     \
+	  "values." },                                                       \
+	{ "_bind", (PyCFunction)metric_bind, METH_VARARGS, NULL },          \
+	{ "_init_parent", (PyCFunction)metric_init_parent, METH_VARARGS,     \
+	  NULL }
+
+static PyMethodDef counter_methods[] = {
+	{ "inc", (PyCFunction)(void (*)(void))counter_inc,
+	  METH_FASTCALL | METH_KEYWORDS,
+	  "inc(amount=1, exemplar=None): add a non-negative amount." },
+	COMMON_METHODS,
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyMethodDef gauge_methods[] = {
+	{ "inc", (PyCFunction)(void (*)(void))gauge_inc,
+	  METH_FASTCALL | METH_KEYWORDS, "inc(amount=1): add to the gauge." },
+	{ "dec", (PyCFunction)(void (*)(void))gauge_dec,
+	  METH_FASTCALL | METH_KEYWORDS,
+	  "dec(amount=1): subtract from the gauge." },
+	{ "set", (PyCFunction)gauge_set, METH_O, "set(value): set the gauge." },
+	{ "_get", (PyCFunction)gauge_get, METH_NOARGS,
+	  "This process's series' value." },
+	COMMON_METHODS,
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyMethodDef histogram_methods[] = {
+	{ "observe", (PyCFunction)(void (*)(void))histogram_observe,
+	  METH_FASTCALL | METH_KEYWORDS,
+	  "observe(amount, exemplar=None): count a value." },
+	COMMON_METHODS,
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef metric_getset[] = {
+	{ "_children", (getter)metric_children, NULL, NULL, NULL },
+	{ "_family", (getter)metric_family, NULL, NULL, NULL },
+	{ "_bound", (getter)metric_bound, NULL, NULL, NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+#define METRIC_TYPE(var, pyname, methods)                                    \
+	PyTypeObject var = {                                                 \
+		PyVarObject_HEAD_INIT(NULL, 0)                               \
+		.tp_name = pyname,                                           \
+		.tp_basicsize = sizeof(TpyMetric),                           \
+		.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE |       \
+			    Py_TPFLAGS_HAVE_GC,                              \
+		.tp_doc = "The C part of a metric (internal).",              \
+		.tp_new = metric_new,                                        \
+		.tp_dealloc = (destructor)metric_dealloc,                    \
+		.tp_traverse = (traverseproc)metric_traverse,                \
+		.tp_clear = (inquiry)metric_clear,                           \
+		.tp_methods = methods,                                       \
+		.tp_getset = metric_getset,                                  \
+	}
+
+METRIC_TYPE(TpyCounter_Type, "tally._native.CounterBase", counter_methods);
+METRIC_TYPE(TpyGauge_Type, "tally._native.GaugeBase", gauge_methods);
+METRIC_TYPE(TpyHistogram_Type, "tally._native.HistogramBase",
+	    histogram_methods);

@@ -1,0 +1,97 @@
+/*
+ * module.c: the tally._native module: its types, read(), TallyError and
+ * the constants the Python layer shares with the C one.
+ */
+#include "native.h"
+
+static PyMethodDef module_methods[] = {
+	{ "read", (PyCFunction)(void (*)(void))tpy_read,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "read(dir=None, zone=None) -> (series, skipped, segments)" },
+	{ NULL, NULL, 0, NULL },
+};
+
+static int add_type(PyObject *m, PyTypeObject *t, const char *name)
+{
+	if (PyType_Ready(t) < 0)
+		return -1;
+	Py_INCREF(t);
+	if (PyModule_AddObject(m, name, (PyObject *)t) < 0) {
+		Py_DECREF(t);
+		return -1;
+	}
+	return 0;
+}
+
+static int module_exec(PyObject *m)
+{
+	if (add_type(m, &TpyZone_Type, "Zone") < 0 ||
+	    add_type(m, &TpyFamily_Type, "Family") < 0 ||
+	    add_type(m, &TpyCounter_Type, "CounterBase") < 0 ||
+	    add_type(m, &TpyGauge_Type, "GaugeBase") < 0 ||
+	    add_type(m, &TpyHistogram_Type, "HistogramBase") < 0)
+		return -1;
+	if (!TpyError) {
+		TpyError = PyErr_NewExceptionWithDoc("tally.TallyError",
+			"A libtally call failed: errno and tally's message.",
+			PyExc_OSError, NULL);
+		if (!TpyError)
+			return -1;
+	}
+	Py_INCREF(TpyError);
+	if (PyModule_AddObject(m, "TallyError", TpyError) < 0) {
+		Py_DECREF(TpyError);
+		return -1;
+	}
+	if (PyModule_AddIntConstant(m, "FRAC_SCALE", TPY_FRAC_SCALE) < 0 ||
+	    PyModule_AddStringConstant(m, "SFX_FRAC", TPY_SFX_FRAC) < 0 ||
+	    PyModule_AddStringConstant(m, "SFX_BUCKET", TPY_SFX_BUCKET) < 0 ||
+	    PyModule_AddStringConstant(m, "SFX_SUM", TPY_SFX_SUM) < 0 ||
+	    PyModule_AddStringConstant(m, "SFX_SETNS", TPY_SFX_SETNS) < 0 ||
+	    PyModule_AddIntConstant(m, "KIND_COUNTER", TPY_COUNTER) < 0 ||
+	    PyModule_AddIntConstant(m, "KIND_GAUGE", TPY_GAUGE) < 0 ||
+	    PyModule_AddIntConstant(m, "KIND_HISTOGRAM", TPY_HISTOGRAM) < 0 ||
+	    PyModule_AddIntConstant(m, "TALLY_COUNTER", TALLY_COUNTER) < 0 ||
+	    PyModule_AddIntConstant(m, "TALLY_GAUGE", TALLY_GAUGE) < 0 ||
+	    PyModule_AddIntConstant(m, "TALLY_GAUGE_SET", TALLY_GAUGE_SET) < 0 ||
+	    PyModule_AddIntConstant(m, "TALLY_HISTOGRAM", TALLY_HISTOGRAM) < 0 ||
+	    PyModule_AddIntConstant(m, "LABELS_MAX", TALLY_LABELS_MAX) < 0 ||
+	    PyModule_AddIntConstant(m, "NAME_MAX", TALLY_NAME_MAX) < 0)
+		return -1;
+#ifdef TALLY_ZONE_SHARED
+	if (PyModule_AddIntConstant(m, "HAVE_SHARED_ZONES", 1) < 0)
+		return -1;
+#else
+	if (PyModule_AddIntConstant(m, "HAVE_SHARED_ZONES", 0) < 0)
+		return -1;
+#endif
+	return 0;
+}
+
+static PyModuleDef_Slot module_slots[] = {
+	{ Py_mod_exec, (void *)module_exec },
+#ifdef Py_mod_multiple_interpreters
+	{ Py_mod_multiple_interpreters,
+	  Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED },
+#endif
+#ifdef Py_mod_gil
+	/* Updates are libtally's adds and atomics; the children dict is a
+	 * dict (locked by itself on free-threaded builds). */
+	{ Py_mod_gil, Py_MOD_GIL_NOT_USED },
+#endif
+	{ 0, NULL },
+};
+
+static struct PyModuleDef module_def = {
+	PyModuleDef_HEAD_INIT,
+	.m_name = "tally._native",
+	.m_doc = "libtally for Python: the C half of the tally package.",
+	.m_size = 0,
+	.m_methods = module_methods,
+	.m_slots = module_slots,
+};
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+	return PyModuleDef_Init(&module_def);
+}

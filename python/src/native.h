@@ -1,0 +1,133 @@
+/*
+ * native.h: what the files of tally._native share.
+ *
+ * The extension is a thin layer over libtally's public headers: zones
+ * (zone.c), families of series registered for one Python metric
+ * (family.c), the metric objects whose update methods do the adds
+ * (metric.c) and the reader (read.c).  Every update is one of libtally's
+ * adds or an atomic operation on a set-gauge's slot, so that a total is
+ * exact whether or not a GIL serialises the callers.
+ */
+#ifndef TALLY_PY_NATIVE_H
+#define TALLY_PY_NATIVE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+
+#include <tally/family.h>
+#include <tally/metrics.h>
+#include <tally/reader.h>
+#include <tally/zone.h>
+
+/* Fractions of counters and of histogram sums are kept in a companion
+ * series, in millionths (python/README.md, "How values are held"). */
+#define TPY_FRAC_SCALE 1000000LL
+
+/* Suffixes of the companion series (the reader in _exposition.py knows
+ * them too). */
+#define TPY_SFX_FRAC   ":frac_u"
+#define TPY_SFX_BUCKET ":bucket"
+#define TPY_SFX_SUM    "_sum"
+#define TPY_SFX_SETNS  ":set_ns"
+
+/* Python metric kinds. */
+enum { TPY_COUNTER = 1, TPY_GAUGE = 2, TPY_HISTOGRAM = 3 };
+
+/* --- zone.c ---------------------------------------------------------- */
+
+typedef struct {
+	PyObject_HEAD
+	struct tally_zone *zone; /* never destroyed: zones live as long as
+				    the process */
+	PyObject *name;          /* the name asked for, or None */
+} TpyZone;
+
+extern PyTypeObject TpyZone_Type;
+
+/* Raise an OSError (tally.TallyError) for -errno @rc with tally_errmsg(). */
+PyObject *tpy_raise(int rc, const char *what);
+extern PyObject *TpyError;
+
+/* --- family.c -------------------------------------------------------- */
+
+/*
+ * One kind of series of a Python metric: a tally family when the metric
+ * has labels (the children are found by their values without a lock), or
+ * one series registered directly when it has none.
+ */
+struct tpy_part {
+	unsigned kind;  /* TALLY_COUNTER ... */
+	int family;     /* 1: .fam is a family; 0: .one is the series */
+	int ready;      /* registered */
+	union {
+		tally_counter_family c;
+		tally_gauge_family g;
+		tally_setgauge_family s;
+		tally_family any;
+	} fam;
+	union {
+		tally_counter c;
+		tally_gauge g;
+		tally_setgauge s;
+		tally_metric any;
+	} one;
+	char *name;
+};
+
+typedef struct {
+	PyObject_HEAD
+	int kind;                /* TPY_COUNTER ... */
+	unsigned nlabels;        /* label names of the series, pid included */
+	char **label_names;
+	char *help, *unit;
+	struct tally_zone *zone; /* NULL: the default zone */
+	PyObject *zone_obj;
+	int timestamps;          /* gauges: keep the time of the last set */
+	/* Parts: main value, its fraction; histograms: buckets and sum (main
+	 * is the sum, .frac the sum's fraction). */
+	struct tpy_part main, frac, bucket, setns;
+	unsigned nbounds;        /* histograms: upper bounds, +Inf last */
+	double *bounds;
+	char **bound_labels;
+	pthread_mutex_t lock;    /* lazy registration of fraction parts */
+} TpyFamily;
+
+extern PyTypeObject TpyFamily_Type;
+
+/* The handle of @p's series for label values @values (nlabels of them;
+ * ignored when @p is not a family); registers it on first use.  Returns
+ * 0 or a negative errno, with *@h a handle that discards on error. */
+int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
+		 const tally_metric **h);
+/* Registers the fraction part of @f if needed: 0 or -errno. */
+int tpy_family_frac_ready(TpyFamily *f);
+
+/* --- metric.c -------------------------------------------------------- */
+
+typedef struct {
+	PyObject_HEAD
+	PyObject *dict;         /* the subclass's attributes */
+	PyObject *weakrefs;
+	TpyFamily *fam;         /* NULL until _init_family() */
+	PyObject *children;     /* dict: label values -> child (parents) */
+	unsigned nuser;         /* label values the user gives */
+	int bound;              /* 1: updates go to .h_* */
+	const tally_metric *h_main;  /* counter int part, gauge slot,
+					histogram sum int part */
+	const tally_metric *h_frac;  /* fraction (lazy; atomic pointer) */
+	const tally_metric *h_setns; /* gauges that keep the time of a set */
+	const tally_metric **h_buckets;
+	char **values;          /* the child's label values (lazy parts) */
+	unsigned nvalues;
+	const char *type_name;  /* "counter", "gauge", "histogram" */
+} TpyMetric;
+
+extern PyTypeObject TpyCounter_Type, TpyGauge_Type, TpyHistogram_Type;
+
+/* --- read.c ---------------------------------------------------------- */
+
+PyObject *tpy_read(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *tpy_zone_info(PyObject *self, PyObject *arg);
+
+#endif /* TALLY_PY_NATIVE_H */

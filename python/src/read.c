@@ -1,0 +1,159 @@
+/*
+ * read.c: tally._native.read(), the series of every readable segment of
+ * a directory (one zone's, or all), through libtally's reader API.
+ *
+ * The reader never trusts a file: a segment it cannot open (corrupt,
+ * another user's, a symbolic link, vanished) is skipped and reported,
+ * and the walk goes on.  Sums across segments and the Prometheus view
+ * are made in Python (_exposition.py).
+ */
+#include "native.h"
+
+#include <errno.h>
+#include <string.h>
+
+struct walk {
+	PyObject *series;  /* list of tuples (see tpy_read) */
+	PyObject *skipped; /* list of (path, why) */
+	const char *zone;  /* only segments of this zone, or NULL */
+	int segments;
+	int failed;        /* a Python error is set */
+};
+
+static PyObject *str_or_empty(const char *s)
+{
+	return PyUnicode_FromString(s ? s : "");
+}
+
+static int one_series(const struct tally_series_view *v, void *arg)
+{
+	struct walk *w = arg;
+	PyObject *labels, *hist = Py_None, *t;
+
+	labels = PyTuple_New(v->nlabels);
+	if (!labels)
+		goto fail;
+	for (unsigned i = 0; i < v->nlabels; i++) {
+		PyObject *pair = Py_BuildValue("(ss)", v->label_names[i],
+					       v->label_values[i]);
+
+		if (!pair) {
+			Py_DECREF(labels);
+			goto fail;
+		}
+		PyTuple_SET_ITEM(labels, i, pair);
+	}
+	if (v->kind == TALLY_HISTOGRAM) {
+		PyObject *b = PyTuple_New(v->nbuckets);
+
+		for (unsigned i = 0; b && i < v->nbuckets; i++) {
+			PyObject *x = PyLong_FromLongLong(v->buckets[i]);
+
+			if (!x)
+				Py_CLEAR(b);
+			else
+				PyTuple_SET_ITEM(b, i, x);
+		}
+		if (!b) {
+			Py_DECREF(labels);
+			goto fail;
+		}
+		hist = Py_BuildValue("(LIIN)", (long long)v->sum, v->sub_bits,
+				     v->max_bits, b);
+		if (!hist) {
+			Py_DECREF(labels);
+			goto fail;
+		}
+	} else {
+		Py_INCREF(hist);
+	}
+	t = Py_BuildValue("(NINNNLN)", str_or_empty(v->name), v->kind,
+			  str_or_empty(v->help), str_or_empty(v->unit), labels,
+			  (long long)v->value, hist);
+	if (!t || PyList_Append(w->series, t) < 0) {
+		Py_XDECREF(t);
+		goto fail;
+	}
+	Py_DECREF(t);
+	return 0;
+fail:
+	w->failed = 1;
+	return 1;
+}
+
+static int one_segment(const char *path, struct tally_seg *s,
+		       const char *error, void *arg)
+{
+	struct walk *w = arg;
+	struct tally_seg_info info;
+	PyObject *t;
+	int rc;
+
+	if (!s) {
+		t = Py_BuildValue("(ss)", path, error ? error : "unreadable");
+		goto skip;
+	}
+	rc = tally_seg_info(s, &info);
+	if (rc < 0) {
+		t = Py_BuildValue("(ss)", path, tally_errmsg());
+		goto skip;
+	}
+	if (w->zone && strcmp(info.zone_name, w->zone) != 0)
+		return 0;
+	rc = tally_seg_foreach(s, 0, one_series, w);
+	if (w->failed)
+		return 1;
+	if (rc < 0) {
+		t = Py_BuildValue("(ss)", path, tally_errmsg());
+		goto skip;
+	}
+	w->segments++;
+	return 0;
+skip:
+	if (!t || PyList_Append(w->skipped, t) < 0) {
+		Py_XDECREF(t);
+		w->failed = 1;
+		return 1;
+	}
+	Py_DECREF(t);
+	return 0;
+}
+
+/*
+ * read(dir=None, zone=None) -> (series, skipped, segments): every series
+ * of the segments of @dir ($TALLY_DIR by default) whose zone is @zone
+ * (every zone when None), as tuples
+ *   (name, kind, help, unit, ((label, value), ...), value, hist)
+ * where hist is None or (sum, sub_bits, max_bits, buckets) for tally's
+ * own histograms; skipped lists (path, why) for the files refused.
+ * The GIL is held: the walk builds Python objects as it goes.
+ */
+PyObject *tpy_read(PyObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "dir", "zone", NULL };
+	const char *dir = NULL, *zone = NULL;
+	struct walk w = { 0 };
+	int rc;
+
+	(void)self;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|zz:read", kwlist, &dir,
+					 &zone))
+		return NULL;
+	w.zone = zone;
+	w.series = PyList_New(0);
+	w.skipped = PyList_New(0);
+	if (!w.series || !w.skipped)
+		goto fail;
+	rc = tally_dir_foreach(dir, NULL, one_segment, &w);
+	if (w.failed)
+		goto fail;
+	if (rc < 0) {
+		tpy_raise(rc, "cannot read the tally directory");
+		goto fail;
+	}
+	return Py_BuildValue("(NNi)", w.series, w.skipped, w.segments);
+fail:
+	Py_XDECREF(w.series);
+	Py_XDECREF(w.skipped);
+	return NULL;
+}

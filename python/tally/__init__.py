@@ -1,0 +1,36 @@
+"""tally: prometheus_client's Counter, Gauge and Histogram over tally's
+per-CPU series in shared memory.
+
+Every process of a zone (pre-fork workers, restarted workers, unrelated
+programs that name the same shared zone) adds into the same series, in C,
+without a lock; a dead worker's counts stay; a scrape reads one value per
+series however many processes came and went.
+
+    from tally import Counter, Histogram, generate_latest, CONTENT_TYPE_LATEST
+
+    REQUESTS = Counter("requests", "Requests served.", ["method"])
+    LATENCY = Histogram("request_seconds", "Time to serve a request.")
+
+See python/README.md and docs/python-migration.md.
+"""
+from __future__ import annotations
+
+from ._collector import TallyCollector
+from ._exposition import (CONTENT_TYPE_LATEST, CONTENT_TYPE_OPENMETRICS,
+                          MetricFamily, ReadResult, Sample, generate_latest,
+                          read)
+from ._format import float_to_go_string
+from ._metrics import (DEFAULT_BUCKETS, MULTIPROCESS_MODES, Counter, Gauge,
+                       Histogram)
+from ._native import TallyError, Zone
+from ._registry import REGISTRY, CollectorRegistry, zone
+
+__version__ = "0.2.0"
+
+__all__ = [
+    "CONTENT_TYPE_LATEST", "CONTENT_TYPE_OPENMETRICS", "DEFAULT_BUCKETS",
+    "MULTIPROCESS_MODES", "REGISTRY", "CollectorRegistry", "Counter",
+    "Gauge", "Histogram", "MetricFamily", "ReadResult", "Sample",
+    "TallyCollector", "TallyError", "Zone", "float_to_go_string",
+    "generate_latest", "read", "zone",
+]

@@ -1,0 +1,54 @@
+"""TallyCollector: a zone's metrics in a prometheus_client registry.
+
+    from prometheus_client import CollectorRegistry, start_http_server
+    from tally import TallyCollector
+
+    registry = CollectorRegistry()
+    registry.register(TallyCollector())   # was: MultiProcessCollector(registry)
+    start_http_server(8000, registry=registry)
+
+prometheus_client is imported when collect() first runs, never by
+importing tally.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator, List, Optional, Tuple
+
+from ._exposition import read
+from ._registry import CollectorRegistry
+
+
+class TallyCollector:
+    """Collects the metrics of a tally zone for prometheus_client.
+
+    registry: the tally registry whose zone is read (the default zone by
+    default); zone: a zone name instead; all_zones=True: every segment
+    of the directory; dir: the directory ($TALLY_DIR by default).
+    Segments that cannot be read are skipped; .skipped lists the last
+    collection's (path, why).
+    """
+
+    def __init__(self, registry: Optional[CollectorRegistry] = None,
+                 zone: Optional[str] = None, dir: Optional[str] = None,
+                 all_zones: bool = False) -> None:
+        self._registry = registry
+        self._zone = zone
+        self._dir = dir
+        self._all = all_zones
+        self.skipped: List[Tuple[str, str]] = []
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import Metric
+
+        res = read(self._registry, dir=self._dir, zone=self._zone,
+                   all_zones=self._all)
+        self.skipped = res.skipped
+        for f in res.families:
+            m = Metric(f.name, f.documentation, f.type, f.unit)
+            for s in f.samples:
+                m.add_sample(s.name, s.labels, s.value)
+            yield m
+
+    def describe(self) -> List[Any]:
+        # Nothing to check at registration: the names are the zone's.
+        return []

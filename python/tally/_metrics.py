@@ -1,0 +1,338 @@
+"""Counter, Gauge and Histogram with prometheus_client's API, over tally.
+
+Each class derives from a C base (tally._native) whose update methods
+(inc, dec, set, observe) and labels() lookup run in C: an update is one
+of libtally's adds into shared memory, so totals are exact across
+threads and processes, with or without a GIL.  What is Python here is
+construction, checking label values the first time they are seen, and
+the helpers (time(), count_exceptions(), track_inprogress()).
+"""
+from __future__ import annotations
+
+import threading
+import time as _time
+from typing import Any, Dict, Iterable, Optional, Sequence, Tuple, Type, Union
+
+from . import _native, _process
+from ._format import INF, float_to_go_string
+from ._names import build_full_name, validate_labelnames, validate_unit
+from ._registry import REGISTRY, CollectorRegistry
+from ._timing import ExceptionCounter, InprogressTracker, Timer
+
+DEFAULT_BUCKETS: Tuple[float, ...] = (
+    .005, .01, .025, .05, .075, .1, .25, .5, .75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    INF)
+
+# prometheus_client's multiprocess modes of a gauge.
+MULTIPROCESS_MODES = frozenset((
+    "all", "liveall", "min", "livemin", "max", "livemax", "sum", "livesum",
+    "mostrecent", "livemostrecent"))
+
+_REGISTRY_DEFAULT: Any = object()
+
+
+class _MetricMixin:
+    """What Counter, Gauge and Histogram share (the Python half)."""
+
+    _type: str = ""
+    _kind: int = 0
+    _reserved_labelnames: Sequence[str] = ()
+
+    _name: str
+    _documentation: str
+    _labelnames: Tuple[str, ...]
+    _labelvalues: Tuple[str, ...]
+    _unit: str
+    _registry: Optional[CollectorRegistry]
+
+    def _setup(self, name: str, documentation: str,
+               labelnames: Iterable[str], namespace: str, subsystem: str,
+               unit: str, registry: Any) -> None:
+        self._name = build_full_name(self._type, name, namespace,
+                                     subsystem, validate_unit(unit))
+        self._labelnames = validate_labelnames(labelnames,
+                                               self._reserved_labelnames)
+        self._labelvalues = ()
+        if not isinstance(documentation, str):
+            raise TypeError("documentation must be a str")
+        self._documentation = documentation
+        self._unit = unit
+        if registry is _REGISTRY_DEFAULT:
+            registry = REGISTRY
+        if registry is not None and not isinstance(registry,
+                                                   CollectorRegistry):
+            raise TypeError(
+                "registry must be a tally.CollectorRegistry (or None); "
+                "to serve tally's metrics from a prometheus_client "
+                "registry, register tally.TallyCollector() in it")
+        self._registry = registry
+        self._lock = threading.Lock()
+        zone = (registry or REGISTRY).zone
+        self._family_obj = self._make_family(zone)
+        if self._labelnames:
+            self._init_parent(self._family_obj, len(self._labelnames))
+        else:
+            self._bind_values(())
+        if registry is not None:
+            registry.register(self)
+
+    # Overridden per kind.
+    def _make_family(self, zone: _native.Zone) -> _native.Family:
+        raise NotImplementedError
+
+    def _extra_values(self) -> Tuple[str, ...]:
+        return ()
+
+    def _copy_to_child(self, child: Any) -> None:
+        pass
+
+    def _bind_values(self, values: Tuple[str, ...]) -> None:
+        self._bind(self._family_obj, values + self._extra_values())
+
+    def _labels_slow(self, *labelvalues: Any, **labelkwargs: Any) -> Any:
+        """labels() for what the C lookup did not find: checks as
+        prometheus_client does, then makes and caches the child."""
+        if not self._labelnames:
+            raise ValueError(
+                "No label names were set when constructing %s" % self)
+        if self._labelvalues:
+            raise ValueError(
+                "%s already has labels set (%s); can not chain calls to "
+                ".labels()" % (self, dict(zip(self._labelnames,
+                                              self._labelvalues))))
+        if labelvalues and labelkwargs:
+            raise ValueError("Can't pass both *args and **kwargs")
+        if labelkwargs:
+            if sorted(labelkwargs) != sorted(self._labelnames):
+                raise ValueError("Incorrect label names")
+            values = tuple(str(labelkwargs[n]) for n in self._labelnames)
+        else:
+            if len(labelvalues) != len(self._labelnames):
+                raise ValueError("Incorrect label count")
+            values = tuple(str(v) for v in labelvalues)
+        key: Any = values[0] if len(values) == 1 else values
+        children: Dict[Any, Any] = self._children
+        child = children.get(key)
+        if child is not None:
+            return child
+        with self._lock:
+            child = children.get(key)
+            if child is None:
+                child = type(self).__new__(type(self))
+                child._name = self._name
+                child._documentation = self._documentation
+                child._labelnames = self._labelnames
+                child._labelvalues = values
+                child._unit = self._unit
+                child._registry = self._registry
+                child._lock = self._lock
+                child._family_obj = self._family_obj
+                self._copy_to_child(child)
+                child._bind_values(values)
+                children[key] = child
+        return child
+
+    def remove(self, *labelvalues: Any) -> None:
+        """Forget a child in this process (its series stays in the zone
+        until the process exits: other processes may still add to it)."""
+        if not self._labelnames:
+            raise ValueError(
+                "No label names were set when constructing %s" % self)
+        if len(labelvalues) != len(self._labelnames):
+            raise ValueError("Incorrect label count (expected %d, got %s)"
+                             % (len(self._labelnames), labelvalues))
+        values = tuple(str(v) for v in labelvalues)
+        key: Any = values[0] if len(values) == 1 else values
+        with self._lock:
+            self._children.pop(key, None)
+
+    def clear(self) -> None:
+        """Forget every child in this process (see remove())."""
+        with self._lock:
+            self._children.clear()
+
+    def describe(self) -> list:
+        return []
+
+    def __repr__(self) -> str:
+        return f"{type(self).__module__}.{type(self).__name__}({self._name})"
+
+    def __str__(self) -> str:
+        return f"{self._type}:{self._name}"
+
+
+class Counter(_MetricMixin, _native.CounterBase):
+    """A count that only goes up: prometheus_client's Counter.
+
+    Held as an exact 64-bit integer part plus, once a non-integer amount
+    is added, a series of millionths: integer increments are exact over
+    the whole int64 range, fractions to 1e-6 each.
+
+        c = Counter("requests", "Requests served.", ["method"])
+        c.labels("GET").inc()
+    """
+
+    _type = "counter"
+    _kind = _native.KIND_COUNTER
+
+    def __init__(self, name: str, documentation: str,
+                 labelnames: Iterable[str] = (), namespace: str = "",
+                 subsystem: str = "", unit: str = "",
+                 registry: Optional[CollectorRegistry] = _REGISTRY_DEFAULT,
+                 _labelvalues: Optional[Sequence[str]] = None) -> None:
+        self._setup(name, documentation, labelnames, namespace, subsystem,
+                    unit, registry)
+
+    def _make_family(self, zone: _native.Zone) -> _native.Family:
+        return _native.Family(zone, _native.KIND_COUNTER,
+                              self._name + "_total", self._documentation,
+                              self._unit, self._labelnames)
+
+    def count_exceptions(self, exception: Union[Type[BaseException],
+                                                tuple] = Exception
+                         ) -> ExceptionCounter:
+        """Count the exceptions of type @exception that leave a block or
+        a function (a context manager and a decorator)."""
+        if not self._bound:
+            raise ValueError("counter metric is missing label values")
+        return ExceptionCounter(self, exception)
+
+    def reset(self) -> None:
+        raise NotImplementedError(
+            "tally counters are shared by every process of the zone and "
+            "cannot be reset from one of them")
+
+
+class Gauge(_MetricMixin, _native.GaugeBase):
+    """A value that goes up and down: prometheus_client's Gauge.
+
+    multiprocess_mode=None (the default): one series for every process
+    of the zone (inc() and dec() from all of them add up; set() from any
+    of them is the value).  With one of prometheus_client's modes
+    ("all", "liveall", "sum", "livesum", "max", "livemax", "min",
+    "livemin", "mostrecent", "livemostrecent") each process has its own
+    series (label pid) and readers combine them as the mode says;
+    "mostrecent" is one series, where the last set() wins.  A gauge's
+    value is a double, exactly as set.
+    """
+
+    _type = "gauge"
+    _kind = _native.KIND_GAUGE
+
+    def __init__(self, name: str, documentation: str,
+                 labelnames: Iterable[str] = (), namespace: str = "",
+                 subsystem: str = "", unit: str = "",
+                 registry: Optional[CollectorRegistry] = _REGISTRY_DEFAULT,
+                 _labelvalues: Optional[Sequence[str]] = None,
+                 multiprocess_mode: Optional[str] = None) -> None:
+        if multiprocess_mode is not None and \
+                multiprocess_mode not in MULTIPROCESS_MODES:
+            raise ValueError("Invalid multiprocess mode: " +
+                             str(multiprocess_mode))
+        self._multiprocess_mode = multiprocess_mode
+        self._per_process = multiprocess_mode not in (None, "mostrecent")
+        if self._per_process:
+            self._reserved_labelnames = ("pid",)
+        self._setup(name, documentation, labelnames, namespace, subsystem,
+                    unit, registry)
+
+    def _tally_name(self) -> str:
+        if self._per_process:
+            return f"{self._name}:gauge_{self._multiprocess_mode}"
+        return self._name + ":gauge"
+
+    def _make_family(self, zone: _native.Zone) -> _native.Family:
+        names = self._labelnames + (("pid",) if self._per_process else ())
+        return _native.Family(
+            zone, _native.KIND_GAUGE, self._tally_name(),
+            self._documentation, self._unit, names,
+            timestamps=self._multiprocess_mode == "livemostrecent")
+
+    def _extra_values(self) -> Tuple[str, ...]:
+        return (_process.pid_label(),) if self._per_process else ()
+
+    def _bind_values(self, values: Tuple[str, ...]) -> None:
+        super()._bind_values(values)
+        if self._per_process:
+            _process.track(self)
+
+    def _rebind_process(self) -> None:
+        # After fork: this process's own series.
+        self._bind_values(self._labelvalues)
+
+    def _copy_to_child(self, child: Any) -> None:
+        child._multiprocess_mode = self._multiprocess_mode
+        child._per_process = self._per_process
+
+    def set_to_current_time(self) -> None:
+        """Set the gauge to the current Unix time, in seconds."""
+        self.set(_time.time())
+
+    def track_inprogress(self) -> InprogressTracker:
+        """inc() on entering a block or function, dec() on leaving it."""
+        if not self._bound:
+            raise ValueError("gauge metric is missing label values")
+        return InprogressTracker(self)
+
+    def time(self) -> Timer:
+        """Set the gauge to the duration of a block or function, in
+        seconds."""
+        if not self._bound:
+            raise ValueError("gauge metric is missing label values")
+        return Timer(self, "set")
+
+    def set_function(self, f: Any) -> None:
+        raise NotImplementedError(
+            "set_function() needs the value at scrape time in the process "
+            "that scrapes; tally readers read shared memory: set() the "
+            "value instead")
+
+
+class Histogram(_MetricMixin, _native.HistogramBase):
+    """Observations counted in buckets: prometheus_client's Histogram.
+
+    The buckets are the ones given (DEFAULT_BUCKETS otherwise), each a
+    counter of its own in the zone: observe() finds the bucket (a binary
+    search in C) and adds one to it, and adds the value to the sum (an
+    exact integer part plus millionths).  The exposition shows the
+    buckets cumulative, with +Inf equal to _count.
+    """
+
+    _type = "histogram"
+    _kind = _native.KIND_HISTOGRAM
+    _reserved_labelnames = ("le",)
+
+    def __init__(self, name: str, documentation: str,
+                 labelnames: Iterable[str] = (), namespace: str = "",
+                 subsystem: str = "", unit: str = "",
+                 registry: Optional[CollectorRegistry] = _REGISTRY_DEFAULT,
+                 _labelvalues: Optional[Sequence[str]] = None,
+                 buckets: Sequence[Union[float, str]] = DEFAULT_BUCKETS
+                 ) -> None:
+        bounds = [float(b) for b in buckets]
+        if bounds != sorted(bounds):
+            raise ValueError("Buckets not in sorted order")
+        if bounds and bounds[-1] != INF:
+            bounds.append(INF)
+        if len(bounds) < 2:
+            raise ValueError("Must have at least two buckets")
+        if len(set(bounds)) != len(bounds):
+            raise ValueError("Buckets not in sorted order")
+        self._upper_bounds = bounds
+        self._setup(name, documentation, labelnames, namespace, subsystem,
+                    unit, registry)
+
+    def _make_family(self, zone: _native.Zone) -> _native.Family:
+        return _native.Family(
+            zone, _native.KIND_HISTOGRAM, self._name, self._documentation,
+            self._unit, self._labelnames, tuple(self._upper_bounds),
+            tuple(float_to_go_string(b) for b in self._upper_bounds))
+
+    def _copy_to_child(self, child: Any) -> None:
+        child._upper_bounds = self._upper_bounds
+
+    def time(self) -> Timer:
+        """Observe the duration of a block or function, in seconds."""
+        if not self._bound:
+            raise ValueError("histogram metric is missing label values")
+        return Timer(self, "observe")

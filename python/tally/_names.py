@@ -1,0 +1,70 @@
+"""Metric and label names: the rules and the errors of prometheus_client.
+
+tally's own limits are checked here too, so that a name that tally would
+refuse fails with a ValueError that says why, at construction.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable, Sequence, Tuple
+
+from . import _native
+
+METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+METRIC_LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+RESERVED_METRIC_LABEL_NAME_RE = re.compile(r"^__.*$")
+
+# The longest suffix a Python metric adds to its name in the segment (a
+# livemostrecent gauge's time of last set); tally's names hold NAME_MAX
+# bytes.
+_LONGEST_SUFFIX = len(":gauge_livemostrecent" + _native.SFX_SETNS)
+
+
+def build_full_name(metric_type: str, name: str, namespace: str,
+                    subsystem: str, unit: str) -> str:
+    """namespace_subsystem_name_unit, as prometheus_client builds it (a
+    counter's "_total" is taken off: the exposition adds it back)."""
+    if not name:
+        raise ValueError("Metric name should not be empty")
+    full_name = ""
+    if namespace:
+        full_name += namespace + "_"
+    if subsystem:
+        full_name += subsystem + "_"
+    full_name += name
+    if metric_type == "counter" and full_name.endswith("_total"):
+        full_name = full_name[:-6]
+    if unit and not full_name.endswith("_" + unit):
+        full_name += "_" + unit
+    if not METRIC_NAME_RE.match(full_name):
+        raise ValueError("Invalid metric name: " + full_name)
+    if len(full_name.encode()) + _LONGEST_SUFFIX > _native.NAME_MAX:
+        raise ValueError(
+            f"Metric name too long for tally: {full_name!r} "
+            f"(at most {_native.NAME_MAX - _LONGEST_SUFFIX} bytes)")
+    return full_name
+
+
+def validate_labelname(name: str) -> None:
+    if not isinstance(name, str) or not METRIC_LABEL_NAME_RE.match(name):
+        raise ValueError("Invalid label metric name: " + str(name))
+    if RESERVED_METRIC_LABEL_NAME_RE.match(name):
+        raise ValueError("Reserved label metric name: " + name)
+
+
+def validate_labelnames(labelnames: Iterable[str],
+                        reserved: Sequence[str] = ()) -> Tuple[str, ...]:
+    names = tuple(labelnames)
+    for name in names:
+        validate_labelname(name)
+        if name in reserved:
+            raise ValueError("Reserved label metric name: " + name)
+    if len(set(names)) != len(names):
+        raise ValueError("Duplicate label names in " + repr(names))
+    return names
+
+
+def validate_unit(unit: str) -> str:
+    if unit and not re.match(r"^[a-zA-Z0-9_]+$", unit):
+        raise ValueError("Invalid unit: " + unit)
+    return unit

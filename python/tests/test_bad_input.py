@@ -1,0 +1,106 @@
+"""Bad environments and bad files: clear Python exceptions, or a segment
+skipped and reported by the reader; never a crash."""
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+
+import pytest
+
+import tally
+from conftest import child_env, run_py
+
+PROBE = """
+import tally
+try:
+    tally.Counter("x", "doc").inc()
+except tally.TallyError as e:
+    print("TallyError", e.errno, "|", e)
+except Exception as e:
+    print("other", type(e).__name__, e)
+else:
+    print("no error")
+"""
+
+
+def test_missing_tally_dir(tmp_path):
+    out = run_py(PROBE, child_env(str(tmp_path / "does-not-exist")))
+    assert out.startswith(f"TallyError {errno.ENOENT} |"), out
+    assert "does-not-exist" in out or "TALLY_DIR" in out
+
+
+def test_tally_dir_is_a_file(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("")
+    out = run_py(PROBE, child_env(str(f)))
+    assert out.startswith(f"TallyError {errno.ENOTDIR} |"), out
+
+
+def test_tally_dir_writable_by_others(tmp_path):
+    d = tmp_path / "open"
+    d.mkdir()
+    os.chmod(d, 0o777)
+    out = run_py(PROBE, child_env(str(d)))
+    assert out.startswith(f"TallyError {errno.EPERM} |"), out
+
+
+def test_reading_a_missing_dir_raises(tmp_path):
+    with pytest.raises(tally.TallyError):
+        tally.read(dir=str(tmp_path / "nope"), all_zones=True)
+
+
+def _good_segment(tally_dir, name):
+    run_py(f"""
+import tally
+tally.Counter({name!r}, "doc").inc(41)
+""", child_env(tally_dir, TALLY_KEEP=1))
+
+
+def test_bad_files_are_skipped_and_reported(uniq, tally_dir):
+    _good_segment(tally_dir, uniq)
+    [good] = os.listdir(tally_dir)
+    bad = {
+        "junk.1.0000000000000001.tally": b"not a segment at all" * 10,
+        "empty.2.0000000000000002.tally": b"",
+    }
+    for name, data in bad.items():
+        with open(os.path.join(tally_dir, name), "wb") as f:
+            f.write(data)
+        os.chmod(os.path.join(tally_dir, name), 0o600)
+    # A real segment cut short, and one with its header scribbled on.
+    with open(os.path.join(tally_dir, good), "rb") as f:
+        head = f.read(8192)
+    for name, data in (("cut.3.0000000000000003.tally", head[:4096]),
+                       ("scribbled.4.0000000000000004.tally",
+                        head[:64] + b"\xff" * 512 + head[576:])):
+        with open(os.path.join(tally_dir, name), "wb") as f:
+            f.write(data)
+    os.symlink(os.path.join(tally_dir, good),
+               os.path.join(tally_dir, "link.5.0000000000000005.tally"))
+    res = tally.read(dir=tally_dir, all_zones=True)
+    assert res.segments == 1
+    assert [s.value for f in res.families for s in f.samples
+            if s.name == uniq + "_total"] == [41.0]
+    skipped = {os.path.basename(p): why for p, why in res.skipped}
+    assert set(skipped) == set(bad) | {"cut.3.0000000000000003.tally",
+                                       "scribbled.4.0000000000000004.tally",
+                                       "link.5.0000000000000005.tally"}
+    assert all(why for why in skipped.values())
+    # generate_latest and TallyCollector skip them the same way.
+    text = tally.generate_latest(dir=tally_dir, all_zones=True).decode()
+    assert f"{uniq}_total 41.0" in text
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown")
+def test_another_users_segment_is_skipped(uniq, tally_dir):
+    _good_segment(tally_dir, uniq)
+    [good] = os.listdir(tally_dir)
+    other = os.path.join(tally_dir, "other.9.0000000000000009.tally")
+    subprocess.run(["cp", "--sparse=always", os.path.join(tally_dir, good),
+                    other], check=True)
+    os.chown(other, 65534, 65534)
+    res = tally.read(dir=tally_dir, all_zones=True)
+    assert res.segments == 1
+    [(path, why)] = res.skipped
+    assert path == other and why
