@@ -152,19 +152,25 @@ static pid_t spawn(void (*fn)(struct ctl *), struct ctl *c)
 	return pid;
 }
 
-/* Waits until the writer reached @stage; fails if it died first. */
+/* Waits until the writer reached @stage; fails if it died first.  The
+ * writer is never reaped here (WNOWAIT): reap_ok() does that, even when
+ * the writer reached the stage and exited in between our two looks. */
 static void wait_stage(struct ctl *c, pid_t pid, int stage)
 {
 	double t0 = harness_now();
-	int status;
+	siginfo_t si;
 
 	while (atomic_load(&c->stage) < stage) {
-		if (waitpid(pid, &status, WNOHANG) == pid) {
+		si.si_pid = 0;
+		if (waitid(P_PID, (id_t)pid, &si,
+			   WEXITED | WNOHANG | WNOWAIT) == 0 &&
+		    si.si_pid == pid) {
 			if (atomic_load(&c->stage) >= stage)
 				return;
 			harness_fail(__FILE__, __LINE__, "writer %d ended "
-				     "(status 0x%x) before stage %d", (int)pid,
-				     status, stage);
+				     "(code %d, status %d) before stage %d",
+				     (int)pid, si.si_code, si.si_status,
+				     stage);
 		}
 		if (harness_now() - t0 > 60)
 			harness_fail(__FILE__, __LINE__, "writer stuck before "

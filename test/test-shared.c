@@ -277,7 +277,7 @@ TEST_TIMEOUT(unrelated_processes_share_one_zone_exactly, 300)
 		for (int i = 0; i < SLOTS; i++) {
 			int st;
 
-			if (!count[i] || waitpid(count[i], &st, WNOHANG) == 0)
+			if (!count[i] || waitpid(count[i], &st, WNOHANG) != count[i])
 				continue;
 			CHECK_CHILD_OK(st);
 			count[i] = 0;
