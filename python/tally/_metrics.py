@@ -55,6 +55,8 @@ class _MetricMixin:
         self._labelvalues = ()
         if not isinstance(documentation, str):
             raise TypeError("documentation must be a str")
+        if "\0" in documentation:
+            raise ValueError("documentation holds a NUL character")
         self._documentation = documentation
         self._unit = unit
         if registry is _REGISTRY_DEFAULT:
@@ -67,6 +69,9 @@ class _MetricMixin:
                 "registry, register tally.TallyCollector() in it")
         self._registry = registry
         self._lock = threading.Lock()
+        if registry is not None:
+            # Refused before anything is written to the zone.
+            registry.check_free(self)
         zone = (registry or REGISTRY).zone
         self._family_obj = self._make_family(zone)
         if self._labelnames:
@@ -110,6 +115,10 @@ class _MetricMixin:
             if len(labelvalues) != len(self._labelnames):
                 raise ValueError("Incorrect label count")
             values = tuple(str(v) for v in labelvalues)
+        for v in values:
+            if "\0" in v:
+                raise ValueError(f"label value {v!r} holds a NUL "
+                                 "character")
         key: Any = values[0] if len(values) == 1 else values
         children: Dict[Any, Any] = self._children
         child = children.get(key)

@@ -57,14 +57,23 @@ class CollectorRegistry:
         name = self.zone.zone_name
         return name if name is not None else (self._zone_name or "")
 
+    def check_free(self, metric: object) -> None:
+        """Raise ValueError when a metric of this registry already has
+        one of @metric's names (register() checks again)."""
+        with self._lock:
+            self._check_free(_names_of(metric))
+
+    def _check_free(self, names: Iterable[str]) -> None:
+        dup = set(self._names).intersection(names)
+        if dup:
+            raise ValueError(
+                "Duplicated timeseries in CollectorRegistry: "
+                f"{sorted(dup)}")
+
     def register(self, metric: object) -> None:
         names = _names_of(metric)
         with self._lock:
-            dup = set(self._names).intersection(names)
-            if dup:
-                raise ValueError(
-                    "Duplicated timeseries in CollectorRegistry: "
-                    f"{sorted(dup)}")
+            self._check_free(names)
             for n in names:
                 self._names[n] = metric
 

@@ -104,3 +104,35 @@ def test_another_users_segment_is_skipped(uniq, tally_dir):
     assert res.segments == 1
     [(path, why)] = res.skipped
     assert path == other and why
+
+
+def test_a_refused_metric_writes_nothing(uniq, tally_dir):
+    # A name taken in the registry by another kind is refused before any
+    # series reaches the zone: the exposition keeps one family.
+    out = run_py(f"""
+import tally
+tally.Counter({uniq!r}, "h").inc(3)
+for make in (lambda: tally.Gauge({uniq!r} + "_total", "h"),
+             lambda: tally.Histogram({uniq!r}, "h"),
+             lambda: tally.Counter({uniq!r}, "h")):
+    try:
+        make()
+    except ValueError as e:
+        print("refused", "Duplicated" in str(e))
+print(tally.generate_latest().decode())
+""", child_env(tally_dir))
+    assert out.count("refused True") == 3, out
+    assert out.count("# TYPE ") == 1, out
+    assert f"{uniq}_total 3.0" in out
+
+
+def test_nul_characters_are_refused(uniq):
+    c = tally.Counter(uniq, "h", ["a"])
+    with pytest.raises(ValueError, match="NUL"):
+        c.labels("x\x00evil")
+    with pytest.raises(ValueError, match="NUL"):
+        c.labels(a="x\x00evil")
+    with pytest.raises(ValueError, match="NUL"):
+        tally.Counter(uniq + "_h", "h\x00x")
+    c.labels("x").inc()
+    assert "x\x00evil" not in c._children
