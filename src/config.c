@@ -56,7 +56,7 @@ static __thread struct {
 extern const ptrdiff_t __rseq_offset __attribute__((weak));
 extern const unsigned int __rseq_size __attribute__((weak));
 
-static __thread char errbuf[256];
+static __thread char errbuf[512];
 
 int tally__fail(int err, const char *fmt, ...)
 {
