@@ -113,8 +113,8 @@ TALLY_API int tally_zone_destroy(struct tally_zone *z);
  * Its name is the process name (from /proc/self/comm, with characters
  * outside [A-Za-z0-9_.-] replaced by '_'); with $TALLY_ZONE=<name>, it
  * is the shared zone <name> (TALLY_ZONE_SHARED), which unrelated
- * processes, pre-fork workers among them, share without any code.  After fork() the child keeps
- * using its parent's default zone.
+ * processes, pre-fork workers among them, share without any code.  After
+ * fork() the child keeps using its parent's default zone.
  * Return: the zone, or NULL with errno set as for tally_zone_create().
  * This API is MT-safe.
  */
