@@ -154,8 +154,9 @@ static void proc_name(char out[16])
 	snprintf(out, 16, "%.15s", buf[0] ? buf : "process");
 }
 
-/* A lock of @type on byte @byte of the file open as @fd. */
-static int lock_byte(int fd, short type, off_t byte)
+/* A lock of @type on byte @byte of the file open as @fd; with @wait,
+ * waiting for a conflicting lock to go. */
+static int lock_byte(int fd, short type, off_t byte, int wait)
 {
 	struct flock fl;
 
@@ -164,19 +165,8 @@ static int lock_byte(int fd, short type, off_t byte)
 	fl.l_whence = SEEK_SET;
 	fl.l_start = byte;
 	fl.l_len = 1;
-	return fcntl(fd, F_OFD_SETLK, &fl);
-}
-
-/* The same, waiting for a conflicting lock to go. */
-static int lock_byte_wait(int fd, short type, off_t byte)
-{
-	struct flock fl;
-
-	memset(&fl, 0, sizeof(fl));
-	fl.l_type = type;
-	fl.l_whence = SEEK_SET;
-	fl.l_start = byte;
-	fl.l_len = 1;
+	if (!wait)
+		return fcntl(fd, F_OFD_SETLK, &fl);
 	while (fcntl(fd, F_OFD_SETLKW, &fl) < 0)
 		if (errno != EINTR)
 			return -1;
@@ -221,8 +211,8 @@ static int take_locks(struct tally_zone *z, int creator, const char *path)
 	fd = reopen_fd(z->fd, path, O_RDONLY);
 	if (fd < 0)
 		return -1;
-	if (lock_byte(fd, F_RDLCK, TALLY__USE_LOCK_BYTE) < 0 ||
-	    (creator && lock_byte(fd, F_RDLCK, TALLY__CREATOR_LOCK_BYTE) < 0)) {
+	if (lock_byte(fd, F_RDLCK, TALLY__USE_LOCK_BYTE, 0) < 0 ||
+	    (creator && lock_byte(fd, F_RDLCK, TALLY__CREATOR_LOCK_BYTE, 0) < 0)) {
 		err = errno;
 		close(fd);
 		errno = err;
@@ -322,7 +312,7 @@ int tally__robust_lock(pthread_mutex_t *m)
  */
 static int creation_lock(int fd, short type)
 {
-	return lock_byte(fd, type, TALLY__CREATION_LOCK_BYTE);
+	return lock_byte(fd, type, TALLY__CREATION_LOCK_BYTE, 0);
 }
 
 /*
@@ -827,7 +817,7 @@ static struct tally_zone *attach_shared(const char *path)
 
 	if (fd < 0)
 		return NULL;
-	if (lock_byte_wait(fd, F_WRLCK, TALLY__ATTACH_LOCK_BYTE) < 0) {
+	if (lock_byte(fd, F_WRLCK, TALLY__ATTACH_LOCK_BYTE, 1) < 0) {
 		tally__fail(errno, "cannot lock shared zone %s: %s", path,
 			    strerror(errno));
 		goto fail;
@@ -865,7 +855,7 @@ static struct tally_zone *attach_shared(const char *path)
 	/* Marked dead by a clean-up between open_shared and the lock? */
 	if (fstat(fd, &now) == 0 && !(now.st_mode & S_IWUSR))
 		fchmod(fd, (now.st_mode & 07777) | S_IWUSR);
-	lock_byte(fd, F_UNLCK, TALLY__ATTACH_LOCK_BYTE);
+	lock_byte(fd, F_UNLCK, TALLY__ATTACH_LOCK_BYTE, 0);
 	return z;
 
 fail:

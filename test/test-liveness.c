@@ -28,13 +28,6 @@
 #include "tally/tally.h"
 #include "util.h"
 
-/* A directory of the test's own (clean-up counts must see only its files). */
-static void own_subdir(char *out, size_t n, const char *name)
-{
-	snprintf(out, n, "%s/%s.%d", harness_dir(), name, (int)getpid());
-	CHECK_EQ(mkdir(out, 0700), 0);
-}
-
 /* The value of counter @name in the segment at @path (-1: not found). */
 struct find {
 	const char *name;
@@ -60,18 +53,6 @@ static int64_t value_in_file(const char *path, const char *name)
 	CHECK(tally_seg_foreach(s, 0, find_fn, &f) >= 0);
 	tally_seg_close(s);
 	return f.value;
-}
-
-static struct tally_seg_info info_of(const char *path)
-{
-	struct tally_seg *s = tally_seg_open(path, NULL);
-	struct tally_seg_info info;
-
-	if (!s)
-		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
-	CHECK_EQ(tally_seg_info(s, &info), 0);
-	tally_seg_close(s);
-	return info;
 }
 
 /* ---- two containers, one directory --------------------------------- */

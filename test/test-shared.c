@@ -135,14 +135,6 @@ __attribute__((constructor)) static void worker_main(void)
 
 /* ---- helpers of the tests ------------------------------------------ */
 
-/* A directory of the test's own: clean-up and file counts see only its
- * files. */
-static void own_subdir(char *out, size_t n, const char *name)
-{
-	snprintf(out, n, "%s/%s.%d", harness_dir(), name, (int)getpid());
-	CHECK_EQ(mkdir(out, 0700), 0);
-}
-
 /* Start worker @what in a new program attaching zone @zone of @dir. */
 static pid_t spawn(const char *what, const char *dir, const char *zone,
 		   long adds)
@@ -255,18 +247,6 @@ static int orphans(const char *dir)
 	}
 	closedir(d);
 	return n;
-}
-
-static struct tally_seg_info info_of(const char *path)
-{
-	struct tally_seg *s = tally_seg_open(path, NULL);
-	struct tally_seg_info info;
-
-	if (!s)
-		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
-	CHECK_EQ(tally_seg_info(s, &info), 0);
-	tally_seg_close(s);
-	return info;
 }
 
 /* ---- the tests ------------------------------------------------------- */

@@ -5,12 +5,16 @@
 #ifndef TALLY_TEST_UTIL_H
 #define TALLY_TEST_UTIL_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "internal.h"
 #include "tally/metrics.h"
+#include "tally/reader.h"
 
 /* Whether libtally has read its environment in this process yet. */
 static inline int tally_initialised(void)
@@ -99,6 +103,27 @@ static inline void reg(struct tally_zone *z, struct tally_metric_desc d,
 	if (register_any(z, &d, m) != 0)
 		harness_fail(__FILE__, __LINE__, "register %s: %s", d.name,
 			     tally_errmsg());
+}
+
+/* A directory of the test's own under $TALLY_DIR, so that clean-up and
+ * file counts see only its files. */
+static inline void own_subdir(char *out, size_t n, const char *name)
+{
+	snprintf(out, n, "%s/%s.%d", harness_dir(), name, (int)getpid());
+	CHECK_EQ(mkdir(out, 0700), 0);
+}
+
+/* What tally_seg_info() says of the segment at @path, or fail. */
+static inline struct tally_seg_info info_of(const char *path)
+{
+	struct tally_seg *s = tally_seg_open(path, NULL);
+	struct tally_seg_info info;
+
+	if (!s)
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+	CHECK_EQ(tally_seg_info(s, &info), 0);
+	tally_seg_close(s);
+	return info;
 }
 
 #endif

@@ -663,6 +663,17 @@ static void self_gauge(struct tp_buf *b, enum ex_format f, const char *name,
 	put_header(b, name, "gauge", help, unit, f);
 }
 
+/* One of the exporter's own gauges that has a single unlabelled value. */
+static void self_value(struct tp_buf *b, enum ex_format f, const char *name,
+		       const char *help, const char *unit, uint64_t v)
+{
+	self_gauge(b, f, name, help, unit);
+	put(b, name);
+	tp_buf_putc(b, ' ');
+	put_u64(b, v);
+	tp_buf_putc(b, '\n');
+}
+
 static void put_seg_labels(struct tp_buf *b, const struct tp_segment *g)
 {
 	char pid[16];
@@ -768,11 +779,8 @@ static void write_self(struct tp_buf *b, const struct tp_snapshot *snap,
 	tp_buf_label_value(b, self->mhd_version ? self->mhd_version : "");
 	put(b, "\"} 1\n");
 
-	self_gauge(b, f, "tally_exporter_segments_read",
-		   "Segments read in this scrape.", NULL);
-	put(b, "tally_exporter_segments_read ");
-	put_u64(b, nread);
-	tp_buf_putc(b, '\n');
+	self_value(b, f, "tally_exporter_segments_read",
+		   "Segments read in this scrape.", NULL, nread);
 
 	self_gauge(b, f, "tally_exporter_scrape_segments_skipped",
 		   "Segments skipped in this scrape, by reason.", NULL);
@@ -795,39 +803,25 @@ static void write_self(struct tp_buf *b, const struct tp_snapshot *snap,
 		tp_buf_putc(b, '\n');
 	}
 
-	self_gauge(b, f, "tally_exporter_dead_segments",
+	self_value(b, f, "tally_exporter_dead_segments",
 		   "Segments whose processes are all gone, kept for "
-		   "post-mortem reading until TALLY_RETAIN has passed.", NULL);
-	put(b, "tally_exporter_dead_segments ");
-	put_u64(b, self->dead_segments);
-	tp_buf_putc(b, '\n');
-	self_gauge(b, f, "tally_exporter_dead_segment_bytes",
-		   "Memory the dead segments hold.", "bytes");
-	put(b, "tally_exporter_dead_segment_bytes ");
-	put_u64(b, self->dead_bytes);
-	tp_buf_putc(b, '\n');
+		   "post-mortem reading until TALLY_RETAIN has passed.", NULL,
+		   self->dead_segments);
+	self_value(b, f, "tally_exporter_dead_segment_bytes",
+		   "Memory the dead segments hold.", "bytes", self->dead_bytes);
 
-	self_gauge(b, f, "tally_exporter_series",
-		   "Series exported in this scrape.", NULL);
-	put(b, "tally_exporter_series ");
-	put_u64(b, res->series);
-	tp_buf_putc(b, '\n');
+	self_value(b, f, "tally_exporter_series",
+		   "Series exported in this scrape.", NULL, res->series);
 
-	self_gauge(b, f, "tally_exporter_series_conflicts",
+	self_value(b, f, "tally_exporter_series_conflicts",
 		   "Series left out in this scrape: a kind or bucket layout "
 		   "that differs from its family's, names that clash, or a "
-		   "label set written already.",
-		   NULL);
-	put(b, "tally_exporter_series_conflicts ");
-	put_u64(b, res->conflicts);
-	tp_buf_putc(b, '\n');
+		   "label set written already.", NULL, res->conflicts);
 
-	self_gauge(b, f, "tally_exporter_retired_series",
+	self_value(b, f, "tally_exporter_retired_series",
 		   "--aggregate: series whose counts are kept for processes "
-		   "that exited.", NULL);
-	put(b, "tally_exporter_retired_series ");
-	put_u64(b, self->retired_series);
-	tp_buf_putc(b, '\n');
+		   "that exited.", NULL,
+		   self->retired_series);
 
 	put_header(b, f == EX_TEXT ? "tally_exporter_retired_segments_total" :
 		   "tally_exporter_retired_segments", "counter",

@@ -55,33 +55,30 @@ def micro(mod, number, repeat):
     return out
 
 
-def child_micro(number, repeat):
-    """prometheus_client multiprocess mode, in a process of its own."""
+def _in_child(flag, args, timeout):
+    """Run this script with @flag in a process of its own, with an empty
+    PROMETHEUS_MULTIPROC_DIR; returns the JSON it prints."""
     d = tempfile.mkdtemp(prefix="bench-prom-mp-")
     env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=d)
     try:
         out = subprocess.run(
-            [sys.executable, __file__, "--child-micro", str(number),
-             str(repeat)], env=env, capture_output=True, text=True,
-            check=True, timeout=300).stdout
+            [sys.executable, __file__, flag] + [str(a) for a in args],
+            env=env, capture_output=True, text=True, check=True,
+            timeout=timeout).stdout
     finally:
         shutil.rmtree(d, ignore_errors=True)
     return json.loads(out)
+
+
+def child_micro(number, repeat):
+    """prometheus_client multiprocess mode, in a process of its own."""
+    return _in_child("--child-micro", (number, repeat), 300)
 
 
 def prom_scrape(series, repeat):
     """MultiProcessCollector scrape times with the files of N dead
     workers, each of which wrote @series counter series."""
-    d = tempfile.mkdtemp(prefix="bench-prom-files-")
-    env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=d)
-    try:
-        out = subprocess.run(
-            [sys.executable, __file__, "--child-prom-scrape", str(series),
-             str(repeat)], env=env, capture_output=True, text=True,
-            check=True, timeout=600).stdout
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-    return json.loads(out)
+    return _in_child("--child-prom-scrape", (series, repeat), 600)
 
 
 def _prom_scrape_child(series, repeat):

@@ -58,13 +58,6 @@ static int module_exec(PyObject *m)
 	    PyModule_AddIntConstant(m, "LABELS_MAX", TALLY_LABELS_MAX) < 0 ||
 	    PyModule_AddIntConstant(m, "NAME_MAX", TALLY_NAME_MAX) < 0)
 		return -1;
-#ifdef TALLY_ZONE_SHARED
-	if (PyModule_AddIntConstant(m, "HAVE_SHARED_ZONES", 1) < 0)
-		return -1;
-#else
-	if (PyModule_AddIntConstant(m, "HAVE_SHARED_ZONES", 0) < 0)
-		return -1;
-#endif
 	return 0;
 }
 

@@ -78,16 +78,8 @@ static int zone_init(TpyZone *self, PyObject *args, PyObject *kw)
 		n = PyUnicode_AsUTF8(name);
 		if (!n)
 			return -1;
-		if (shared) {
-#ifdef TALLY_ZONE_SHARED
+		if (shared)
 			o.flags |= TALLY_ZONE_SHARED;
-#else
-			PyErr_SetString(PyExc_NotImplementedError,
-					"this libtally has no shared zones "
-					"(TALLY_ZONE_SHARED)");
-			return -1;
-#endif
-		}
 		Py_BEGIN_ALLOW_THREADS
 		z = tally_zone_create(n, &o);
 		Py_END_ALLOW_THREADS

@@ -15,7 +15,6 @@ TALLY_GAUGE_SET: int
 TALLY_HISTOGRAM: int
 LABELS_MAX: int
 NAME_MAX: int
-HAVE_SHARED_ZONES: int
 
 class TallyError(OSError): ...
 

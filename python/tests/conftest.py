@@ -69,6 +69,3 @@ def only(families, prefix):
     return [f for f in families if f.name.startswith(prefix)]
 
 
-needs_shared = pytest.mark.skipif(
-    not tally._native.HAVE_SHARED_ZONES,
-    reason="libtally without shared zones (TALLY_ZONE_SHARED, TALLY_ZONE)")

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 import tally
-from conftest import child_env, needs_shared, run_py, value_of
+from conftest import child_env, run_py, value_of
 
 THREADS, R = 4, 50_000
 
@@ -142,7 +142,6 @@ def test_unrelated_processes_summed_by_reader(uniq, tally_dir):
                     {"le": "1.0"}) == 40_000
 
 
-@needs_shared
 def test_unrelated_processes_share_a_zone(uniq, tally_dir):
     """TALLY_ZONE: every process adds into the same series of one file,
     and the counts of exited processes stay."""
@@ -159,7 +158,6 @@ def test_unrelated_processes_share_a_zone(uniq, tally_dir):
     assert value_of(res.families, uniq + "_total", {"k": "a"}) == 40_005
 
 
-@needs_shared
 def test_zone_function_picks_a_shared_zone(uniq, tally_dir):
     code = f"""
 import tally

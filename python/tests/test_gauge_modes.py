@@ -27,9 +27,7 @@ if stay:
 
 
 def _env(tally_dir):
-    if tally._native.HAVE_SHARED_ZONES:
-        return child_env(tally_dir, TALLY_ZONE="modes"), "modes"
-    return child_env(tally_dir, TALLY_KEEP=1), None
+    return child_env(tally_dir, TALLY_ZONE="modes"), "modes"
 
 
 def test_modes_combine_live_and_dead(uniq, tally_dir):
@@ -47,7 +45,7 @@ def test_modes_combine_live_and_dead(uniq, tally_dir):
     c, b, a = procs
     try:
         a.wait(30)
-        res = tally.read(dir=tally_dir, zone=zone, all_zones=zone is None)
+        res = tally.read(dir=tally_dir, zone=zone)
         got = {}
         for f in res.families:
             for s in f.samples:

@@ -57,12 +57,7 @@ def _workers(master):
 class Server:
     def __init__(self, tally_dir):
         self.port = _free_port()
-        if tally._native.HAVE_SHARED_ZONES:
-            env = child_env(tally_dir, TALLY_ZONE="gunicorn-test")
-        else:
-            # Without shared zones each worker has its own segment, kept
-            # after it exits; readers sum them.
-            env = child_env(tally_dir, TALLY_KEEP=1)
+        env = child_env(tally_dir, TALLY_ZONE="gunicorn-test")
         self.proc = subprocess.Popen(
             [GUNICORN, "--workers", "4", "--worker-class", "sync",
              "--max-requests", "50", "--bind", f"127.0.0.1:{self.port}",
@@ -206,8 +201,7 @@ def test_gunicorn_exact_count_and_monotonic(tally_dir):
     assert scrapes == sorted(scrapes), "the counter went backwards"
     assert final == N_REQUESTS
     # After the server is gone, a reader elsewhere sees the same.
-    zone = "gunicorn-test" if tally._native.HAVE_SHARED_ZONES else None
-    res = tally.read(dir=tally_dir, zone=zone, all_zones=zone is None)
+    res = tally.read(dir=tally_dir, zone="gunicorn-test")
     got = [s.value for f in res.families for s in f.samples
            if s.name == "app_requests_total"]
     assert got == [N_REQUESTS]
