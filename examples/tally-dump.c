@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +133,7 @@ static const char *kind_name(unsigned kind)
 	case TALLY_COUNTER:   return "counter";
 	case TALLY_GAUGE:     return "gauge";
 	case TALLY_GAUGE_SET: return "gauge";
+	case TALLY_FGAUGE:    return "gauge";
 	case TALLY_HISTOGRAM: return "histogram";
 	default:              return "unknown";
 	}
@@ -189,7 +191,8 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 		buf_json_str(&t, v->name, (size_t)-1);
 		buf_printf(&t, ", \"kind\": \"%s\"%s, \"mode\": \"%s\", "
 			   "\"unit\": ", kind_name(v->kind),
-			   v->kind == TALLY_GAUGE_SET ? ", \"set\": true" : "",
+			   v->kind == TALLY_GAUGE_SET ||
+			   v->kind == TALLY_FGAUGE ? ", \"set\": true" : "",
 			   mode_name(v->mode));
 		buf_json_str(&t, v->unit ? v->unit : "", (size_t)-1);
 		buf_printf(&t, ", \"help\": ");
@@ -214,6 +217,12 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 				else
 					buf_printf(&t, ", \"%s\": null", n);
 			}
+		} else if (v->kind == TALLY_FGAUGE) {
+			/* JSON has no NaN or infinity. */
+			if (isfinite(v->fvalue))
+				buf_printf(&t, ", \"value\": %.17g", v->fvalue);
+			else
+				buf_printf(&t, ", \"value\": null");
 		} else {
 			buf_printf(&t, ", \"value\": %" PRId64, v->value);
 		}
@@ -234,6 +243,8 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 				buf_printf(&t, " %s=%.0f", qnames[i], q[i]);
 			if (v->unit && v->unit[0])
 				buf_printf(&t, " (%s)", v->unit);
+		} else if (v->kind == TALLY_FGAUGE) {
+			buf_printf(&t, " %.17g", v->fvalue);
 		} else {
 			buf_printf(&t, " %" PRId64, v->value);
 		}

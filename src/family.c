@@ -40,6 +40,7 @@ union handle {
 	tally_gauge g;
 	tally_setgauge s;
 	tally_histogram h;
+	tally_fgauge f;
 };
 
 struct child {
@@ -74,12 +75,12 @@ static _Atomic(struct tally__ftable *) families;
 static pthread_mutex_t families_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* What a failed lookup points at: one discard handle per kind. */
-static union handle discards[TALLY_HISTOGRAM + 1];
+static union handle discards[TALLY_FGAUGE + 1];
 static pthread_once_t discards_once = PTHREAD_ONCE_INIT;
 
 static void make_discards(void)
 {
-	for (unsigned k = TALLY_COUNTER; k <= TALLY_HISTOGRAM; k++)
+	for (unsigned k = TALLY_COUNTER; k <= TALLY_FGAUGE; k++)
 		tally__metric_discard(k, &discards[k].m);
 }
 
@@ -274,6 +275,15 @@ int tally_histogram_family_register(struct tally_zone *z,
 				    tally_histogram_family *f)
 {
 	return family_register(z, d, label_names, n, TALLY_HISTOGRAM,
+			       f ? &f->family : NULL);
+}
+
+int tally_fgauge_family_register(struct tally_zone *z,
+				 const struct tally_metric_desc *d,
+				 const char *const *label_names, unsigned n,
+				 tally_fgauge_family *f)
+{
+	return family_register(z, d, label_names, n, TALLY_FGAUGE,
 			       f ? &f->family : NULL);
 }
 
@@ -534,6 +544,19 @@ int tally_histogram_family_get(const tally_histogram_family *f,
 
 	if (h)
 		*h = &u->h;
+	return rc;
+}
+
+int tally_fgauge_family_get(const tally_fgauge_family *f,
+			    const char *const *values, unsigned n,
+			    const tally_fgauge **g)
+{
+	const union handle *u;
+	int rc = family_get(f ? &f->family : NULL, TALLY_FGAUGE, values, n,
+			    g ? &u : NULL);
+
+	if (g)
+		*g = &u->f;
 	return rc;
 }
 

@@ -69,10 +69,11 @@
 
 #define TALLY__MAGIC       "TALLYSEG"
 #define TALLY__FMT_MAJOR   2
-#define TALLY__FMT_MINOR   2
+#define TALLY__FMT_MINOR   3
 /* From 2.1 on, the creator holds the creator lock (internal.h) while it
  * runs; readers judge older files by pid and start time.  2.2 adds shared
- * zones (TALLY__HDR_SHARED), whose every user holds the creator lock. */
+ * zones (TALLY__HDR_SHARED), whose every user holds the creator lock.
+ * 2.3 adds a family's value type (TALLY__VT_*). */
 #define TALLY__FMT_MINOR_CREATOR_LOCK 1
 #define TALLY__BYTE_ORDER  0x0102030405060708ull
 #define TALLY__PAGE        4096u
@@ -203,11 +204,38 @@ struct tally__chunk {
 #define TALLY__KIND_GAUGE_SET 3u
 #define TALLY__KIND_HISTOGRAM 4u
 
+/* What a family's slots hold: int64 (every kind), or the bits of an IEEE
+ * 754 double (TALLY__KIND_GAUGE_SET only: a TALLY_FGAUGE). */
+#define TALLY__VT_INT64   0u
+#define TALLY__VT_FLOAT64 1u
+
+/* A TALLY__VT_FLOAT64 slot's value, and that value as an int64 for who
+ * asks for one: rounded toward zero, held within the int64 range, NaN
+ * as 0. */
+static inline double tally__f64_of(int64_t bits)
+{
+	double d;
+
+	__builtin_memcpy(&d, &bits, sizeof(d));
+	return d;
+}
+
+static inline int64_t tally__f64_to_i64(double d)
+{
+	if (d != d)
+		return 0;
+	if (d >= 9223372036854775807.0)
+		return INT64_MAX;
+	if (d <= -9223372036854775808.0)
+		return INT64_MIN;
+	return (int64_t)d;
+}
+
 #define TALLY__NAME_MAX   128u /* bytes with the NUL */
 #define TALLY__UNIT_MAX   32u
 #define TALLY__HELP_MAX   840u
 #define TALLY__LABELS_MAX 100u
-#define TALLY__FAM_CAP    1024u
+#define TALLY__FAM_CAP    4096u
 
 /*
  * A metric family: the name, help, unit and kind shared by its series.
@@ -222,7 +250,8 @@ struct tally__family {
 	uint8_t mode;            /* block mode of its series */
 	uint8_t sub_bits;        /* histograms */
 	uint8_t max_bits;        /* histograms */
-	uint8_t pad[3];
+	uint8_t vtype;           /* TALLY__VT_* (0 before format 2.3) */
+	uint8_t pad[2];
 	uint32_t reserved;       /* 0 */
 	uint16_t name_len, unit_len, help_len, pad2;
 	char name[TALLY__NAME_MAX];  /* NUL-terminated */

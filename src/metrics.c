@@ -39,7 +39,8 @@ _Static_assert(TALLY_NAME_MAX + 1 == TALLY__NAME_MAX &&
 _Static_assert(sizeof(tally_counter) == sizeof(tally_metric) &&
 		       sizeof(tally_gauge) == sizeof(tally_metric) &&
 		       sizeof(tally_setgauge) == sizeof(tally_metric) &&
-		       sizeof(tally_histogram) == sizeof(tally_metric),
+		       sizeof(tally_histogram) == sizeof(tally_metric) &&
+		       sizeof(tally_fgauge) == sizeof(tally_metric),
 	       "a kind's handle is a tally_metric and nothing more");
 
 void (tally_counter_add)(const tally_counter *c, int64_t v)
@@ -65,6 +66,16 @@ void (tally_setgauge_add)(const tally_setgauge *g, int64_t v)
 void (tally_histogram_observe)(const tally_histogram *h, uint64_t v)
 {
 	tally__histogram_observe(h, v);
+}
+
+void (tally_fgauge_set)(const tally_fgauge *g, double v)
+{
+	tally__fgauge_set(g, v);
+}
+
+void (tally_fgauge_add)(const tally_fgauge *g, double v)
+{
+	tally__fgauge_add(g, v);
 }
 
 static struct tally__family *families(struct tally_zone *z)
@@ -178,7 +189,7 @@ static int pack_labels(const struct tally_metric_desc *d,
 }
 
 struct plan {
-	unsigned kind, mode, sub_bits, max_bits, nslots;
+	unsigned kind, vtype, mode, sub_bits, max_bits, nslots;
 	const char *help, *unit;
 	char labels[TALLY__LABELS_MAX];
 	size_t labels_len;
@@ -189,7 +200,7 @@ static int make_plan(const struct tally_metric_desc *d, struct plan *p)
 	int rc;
 
 	memset(p, 0, sizeof(*p));
-	if (d->kind < TALLY_COUNTER || d->kind > TALLY_HISTOGRAM)
+	if (d->kind < TALLY_COUNTER || d->kind > TALLY_FGAUGE)
 		return tally__fail(EINVAL, "unknown metric kind %u", d->kind);
 	if (!d->name)
 		return tally__fail(EINVAL, "NULL metric name");
@@ -211,8 +222,12 @@ static int make_plan(const struct tally_metric_desc *d, struct plan *p)
 				   "[a-zA-Z0-9_]*", p->unit);
 	if (d->mode > TALLY_ADAPTIVE)
 		return tally__fail(EINVAL, "unknown block mode %u", d->mode);
-	p->kind = d->kind;
-	p->mode = d->kind == TALLY_GAUGE_SET ? TALLY_SHARED : d->mode;
+	/* A TALLY_FGAUGE is stored as a set gauge whose family says its slot
+	 * holds a double: a reader older than format 2.3 shows the bits as
+	 * an integer instead of refusing the segment. */
+	p->kind = d->kind == TALLY_FGAUGE ? TALLY_GAUGE_SET : d->kind;
+	p->vtype = d->kind == TALLY_FGAUGE ? TALLY__VT_FLOAT64 : TALLY__VT_INT64;
+	p->mode = p->kind == TALLY_GAUGE_SET ? TALLY_SHARED : d->mode;
 	p->nslots = d->kind == TALLY_GAUGE ? 2 : 1; /* increments, decrements */
 	if (d->kind == TALLY_HISTOGRAM) {
 		unsigned sb = d->hist_sub_bits ? d->hist_sub_bits :
@@ -270,7 +285,8 @@ static int family_get(struct tally_zone *z, const char *name,
 		f = &families(z)[fb[i] - 1];
 		if (strcmp(f->name, name))
 			continue;
-		if (f->kind != p->kind || f->mode != p->mode ||
+		if (f->kind != p->kind || f->vtype != p->vtype ||
+		    f->mode != p->mode ||
 		    f->sub_bits != p->sub_bits || f->max_bits != p->max_bits ||
 		    strcmp(f->help, p->help) || strcmp(f->unit, p->unit))
 			return tally__fail(EINVAL, "metric %s is already "
@@ -302,6 +318,7 @@ static int family_get(struct tally_zone *z, const char *name,
 	}
 	seq_begin(&f->seq);
 	f->kind = (uint8_t)p->kind;
+	f->vtype = (uint8_t)p->vtype;
 	f->mode = (uint8_t)p->mode;
 	f->sub_bits = (uint8_t)p->sub_bits;
 	f->max_bits = (uint8_t)p->max_bits;
@@ -605,7 +622,8 @@ static void fill_handle(tally_metric *m, struct tally_zone *z, uint32_t idx,
 	m->zone = z;
 	m->series = idx;
 	m->seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
-	m->kind = (uint8_t)p->kind;
+	m->kind = (uint8_t)(p->vtype == TALLY__VT_FLOAT64 ? TALLY_FGAUGE :
+			    p->kind);
 	m->sub_bits = (uint8_t)p->sub_bits;
 	m->max_bits = (uint8_t)p->max_bits;
 }
@@ -737,6 +755,12 @@ int tally_histogram_register(struct tally_zone *z,
 	return tally__metric_register(z, d, TALLY_HISTOGRAM, h ? &h->metric : NULL);
 }
 
+int tally_fgauge_register(struct tally_zone *z,
+			  const struct tally_metric_desc *d, tally_fgauge *g)
+{
+	return tally__metric_register(z, d, TALLY_FGAUGE, g ? &g->metric : NULL);
+}
+
 #define GIVE_BACK_MIN 1024u /* records: below this, keep them */
 
 /*
@@ -838,6 +862,14 @@ int tally_metric_fetch(const tally_metric *m, int64_t *value)
 		*value = (int64_t)((uint64_t)v + (uint64_t)sum);
 		return 0;
 	}
+	if (m->kind == TALLY_FGAUGE) {
+		double d;
+
+		if ((rc = tally_fgauge_fetch((const tally_fgauge *)m, &d)) < 0)
+			return rc;
+		*value = tally__f64_to_i64(d);
+		return 0;
+	}
 	if (m->kind != TALLY_HISTOGRAM)
 		return tally_block_fetch(m->block, 0, value);
 	n = (m->max_bits - m->sub_bits + 1u) << m->sub_bits;
@@ -848,5 +880,21 @@ int tally_metric_fetch(const tally_metric *m, int64_t *value)
 		sum += v;
 	}
 	*value = sum;
+	return 0;
+}
+
+int tally_fgauge_fetch(const tally_fgauge *g, double *value)
+{
+	int64_t bits;
+	int rc;
+
+	if (!g || !g->metric.block || !value)
+		return tally__fail(EINVAL, "tally_fgauge_fetch: NULL argument");
+	if (g->metric.kind != TALLY_FGAUGE)
+		return tally__fail(EINVAL, "tally_fgauge_fetch: not a "
+				   "TALLY_FGAUGE (kind %u)", g->metric.kind);
+	if ((rc = tally_block_fetch(g->metric.block, 0, &bits)) < 0)
+		return rc;
+	*value = tally__f64_of(bits);
 	return 0;
 }

@@ -46,6 +46,11 @@ static int check_family(struct tally_seg *s, uint32_t i,
 	if (f->state != 1 || f->kind < TALLY__KIND_COUNTER ||
 	    f->kind > TALLY__KIND_HISTOGRAM || f->mode > TALLY_ADAPTIVE)
 		return tally__seg_corrupt(s, "family %u: bad state, kind or mode", i);
+	if (f->vtype > TALLY__VT_FLOAT64 ||
+	    (f->vtype == TALLY__VT_FLOAT64 &&
+	     (f->kind != TALLY__KIND_GAUGE_SET || f->mode != TALLY_SHARED)))
+		return tally__seg_corrupt(s, "family %u: value type %u on a "
+					  "kind %u", i, f->vtype, f->kind);
 	if (!nul_within(f->name, sizeof(f->name), f->name_len) ||
 	    !tally__valid_metric_name(f->name))
 		return tally__seg_corrupt(s, "family %u: bad metric name", i);
@@ -400,6 +405,11 @@ static int emit(struct tally_seg *s, uint32_t id, uint32_t i,
 	v.label_names = s->lnames[i];
 	v.label_values = s->lvalues[i];
 	v.value = res->value;
+	if (f->vtype == TALLY__VT_FLOAT64) {
+		v.kind = TALLY_FGAUGE;
+		v.fvalue = tally__f64_of(res->value);
+		v.value = tally__f64_to_i64(v.fvalue);
+	}
 	if (flags & TALLY_READ_PERCPU) {
 		v.percpu = s->percpu_arena + res->percpu_at;
 		v.npercpu = s->hdr.nslabs;

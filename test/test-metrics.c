@@ -31,6 +31,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -85,6 +86,7 @@ struct seen {
 	char unit[TALLY_UNIT_MAX + 1];
 	char labels[512]; /* "a=x,b=y" */
 	int64_t value, sum, percpu_sum;
+	double fvalue;
 	unsigned npercpu, nbuckets, sub_bits, max_bits;
 	int64_t buckets[TALLY_BLOCK_MAX_SLOTS];
 };
@@ -117,6 +119,7 @@ static int snap_cb(const struct tally_series_view *v, void *arg)
 				       "%s%s=%s", i ? "," : "",
 				       v->label_names[i], v->label_values[i]);
 	e->value = v->value;
+	e->fvalue = v->fvalue;
 	e->sum = v->sum;
 	e->npercpu = v->npercpu;
 	for (unsigned c = 0; c < v->npercpu; c++)
@@ -477,7 +480,7 @@ TEST(bad_arguments)
 	d.kind = TALLY_GAUGE;
 	CHECK_EQ(tally_histogram_register(z, &d, (tally_histogram *)&m),
 		 -EINVAL);
-	d.kind = 5;
+	d.kind = TALLY_FGAUGE + 1;
 	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
 	d.kind = TALLY_COUNTER;
 	d.mode = 4;
@@ -919,6 +922,103 @@ TEST(gauge_set_values)
 	CHECK_EQ(fetch(&m), 100);
 }
 
+TEST(fgauge_values)
+{
+	struct tally_zone *z = zone(0, 0);
+	struct tally_metric_desc d = desc(TALLY_FGAUGE, "load_ratio");
+	static const double vals[] = { 0.1, -2.5, 0.0, 1e300, -1e-300,
+				       12345678901234567890.0, -0.0 };
+	static const int64_t as_int[] = { 0, -2, 0, INT64_MAX, 0, INT64_MAX,
+					  0 };
+	tally_metric m, same;
+	struct snap sn;
+	double v;
+
+	CHECK_EQ(register_any(z, &d, &m), 0);
+	CHECK_EQ(tally_fgauge_fetch(fgauge_of(&m), &v), 0);
+	CHECK(v == 0.0);
+	for (size_t i = 0; i < ARRAY_SIZE(vals); i++) {
+		tally_fgauge_set(fgauge_of(&m), vals[i]);
+		CHECK_EQ(tally_fgauge_fetch(fgauge_of(&m), &v), 0);
+		CHECK(memcmp(&v, &vals[i], sizeof(v)) == 0); /* exactly */
+		CHECK_EQ(fetch(&m), as_int[i]);
+		sn = read_zone(z);
+		CHECK_EQ(sn.n, 1);
+		CHECK_EQ(sn.s[0].kind, TALLY_FGAUGE);
+		CHECK_EQ(sn.s[0].mode, TALLY_SHARED);
+		CHECK(memcmp(&sn.s[0].fvalue, &vals[i], sizeof(v)) == 0);
+		CHECK_EQ(sn.s[0].value, as_int[i]);
+		free(sn.s);
+	}
+	/* NaN and the infinities are held too; NaN reads as 0 in int64. */
+	tally_fgauge_set(fgauge_of(&m), NAN);
+	CHECK_EQ(fetch(&m), 0);
+	sn = read_zone(z);
+	CHECK(isnan(sn.s[0].fvalue));
+	free(sn.s);
+	tally_fgauge_set(fgauge_of(&m), -INFINITY);
+	CHECK_EQ(fetch(&m), INT64_MIN);
+	/* Adds; the out-of-line symbols do the same. */
+	tally_fgauge_set(fgauge_of(&m), 0.5);
+	tally_fgauge_add(fgauge_of(&m), 0.25);
+	(tally_fgauge_add)(fgauge_of(&m), -1.0);
+	CHECK_EQ(tally_fgauge_fetch(fgauge_of(&m), &v), 0);
+	CHECK(v == -0.25);
+	(tally_fgauge_set)(fgauge_of(&m), 7.75);
+	CHECK_EQ(tally_fgauge_fetch(fgauge_of(&m), &v), 0);
+	CHECK(v == 7.75);
+	/* The same name again is the same series; as an integer set gauge
+	 * it is another definition, refused either way round. */
+	CHECK_EQ(register_any(z, &d, &same), 0);
+	CHECK_EQ(tally_fgauge_fetch(fgauge_of(&same), &v), 0);
+	CHECK(v == 7.75);
+	d.kind = TALLY_GAUGE_SET;
+	CHECK_EQ(register_any(z, &d, &same), -EINVAL);
+	CHECK(strstr(tally_errmsg(), "another kind") != NULL);
+	d = desc(TALLY_GAUGE_SET, "int_first");
+	CHECK_EQ(register_any(z, &d, &same), 0);
+	d.kind = TALLY_FGAUGE;
+	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
+	/* tally_fgauge_fetch refuses another kind's handle. */
+	CHECK_EQ(tally_fgauge_fetch((const tally_fgauge *)&same, &v), -EINVAL);
+}
+
+/* Threads adding to one floating-point gauge lose nothing: every add is
+ * a whole compare-and-swap. */
+struct fadd_arg {
+	const tally_fgauge *g;
+	int n;
+};
+
+static void *fadd_thread(void *p)
+{
+	struct fadd_arg *a = p;
+
+	for (int i = 0; i < a->n; i++)
+		tally_fgauge_add(a->g, 1.0);
+	return NULL;
+}
+
+TEST(fgauge_concurrent_adds_are_exact)
+{
+	struct tally_zone *z = zone(0, 0);
+	struct tally_metric_desc d = desc(TALLY_FGAUGE, "fadds");
+	struct fadd_arg a;
+	pthread_t t[4];
+	tally_metric m;
+	double v;
+
+	CHECK_EQ(register_any(z, &d, &m), 0);
+	a.g = fgauge_of(&m);
+	a.n = (int)harness_scale(200000);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(pthread_create(&t[i], NULL, fadd_thread, &a), 0);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	CHECK_EQ(tally_fgauge_fetch(a.g, &v), 0);
+	CHECK(v == 4.0 * a.n);
+}
+
 TEST(histogram_values)
 {
 	struct tally_zone *z = zone(0, 0);
@@ -1203,7 +1303,9 @@ TEST(enospc_recovers_for_another_size)
 
 TEST(enospc_families)
 {
-	struct tally_zone *z = zone(4 * TALLY_CHUNK_SLOTS, 2048);
+	/* A series of every family: room for all of them. */
+	struct tally_zone *z = zone(16 * TALLY_CHUNK_SLOTS,
+				    TALLY__FAM_CAP + 1024);
 	tally_metric m, last;
 	char name[32];
 

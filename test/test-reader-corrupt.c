@@ -859,6 +859,9 @@ FC(too_many_buckets, f->sub_bits = 7; f->max_bits = 12)
 FC(other_layout, f->max_bits = 9) /* valid, but not the series' slots */
 FC(bits_on_counter, f->sub_bits = 3; f->max_bits = 40)
 FC(max_on_counter, f->max_bits = 1)
+FC(vtype2, f->vtype = 2)
+FC(float_counter, f->vtype = TALLY__VT_FLOAT64) /* a counter's family */
+FC(float_histogram, f->vtype = TALLY__VT_FLOAT64)
 
 TEST(family_records)
 {
@@ -893,6 +896,9 @@ TEST(family_records)
 		{ "help length 65535", fc_help_len_max, 0 },
 		{ "histogram bits on a counter", fc_bits_on_counter, 0 },
 		{ "max bits on a counter", fc_max_on_counter, 0 },
+		{ "value type 2", fc_vtype2, 0 },
+		{ "a floating-point counter", fc_float_counter, 0 },
+		{ "a floating-point histogram", fc_float_histogram, 1 },
 		{ "sub bits 0", fc_sub0, 1 },
 		{ "sub bits 8", fc_sub8, 1 },
 		{ "max bits = sub bits", fc_max_eq_sub, 1 },

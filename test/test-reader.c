@@ -696,7 +696,7 @@ TEST(values_from_another_process)
 	CHECK(!strcmp(info.zone_name, "values"));
 	CHECK(!strncmp(info.proc_name, "test-reader", 11));
 	CHECK_EQ(info.major, 2);
-	CHECK_EQ(info.minor, 2);
+	CHECK_EQ(info.minor, TALLY__FMT_MINOR);
 	CHECK_EQ(info.shared, 0);
 	CHECK_EQ(info.nslabs, c->nslabs);
 	CHECK(info.nnodes >= 1 && info.nnodes <= info.nslabs);

@@ -66,6 +66,8 @@ static inline int register_any(struct tally_zone *z,
 		return tally_setgauge_register(z, d, (tally_setgauge *)m);
 	case TALLY_HISTOGRAM:
 		return tally_histogram_register(z, d, (tally_histogram *)m);
+	case TALLY_FGAUGE:
+		return tally_fgauge_register(z, d, (tally_fgauge *)m);
 	default:
 		return tally_counter_register(z, d, (tally_counter *)m);
 	}
@@ -91,6 +93,11 @@ static inline const tally_setgauge *setgauge_of(const tally_metric *m)
 static inline const tally_histogram *histogram_of(const tally_metric *m)
 {
 	return (const tally_histogram *)m;
+}
+
+static inline const tally_fgauge *fgauge_of(const tally_metric *m)
+{
+	return (const tally_fgauge *)m;
 }
 
 /* Registers @d with labels @l in @z, or fails the test. */

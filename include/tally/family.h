@@ -53,10 +53,14 @@ typedef struct tally_setgauge_family {
 typedef struct tally_histogram_family {
 	tally_family family;
 } tally_histogram_family;
+typedef struct tally_fgauge_family {
+	tally_family family;
+} tally_fgauge_family;
 
 /*
  * tally_counter_family_register, tally_gauge_family_register,
- * tally_setgauge_family_register, tally_histogram_family_register: make a
+ * tally_setgauge_family_register, tally_histogram_family_register,
+ * tally_fgauge_family_register: make a
  * family of the series described by @d in @z (NULL: the default zone),
  * whose children add the labels @label_names[0 .. @n - 1] to @d's own.
  * @d is copied; its metric family is made (or checked) in the zone at
@@ -93,10 +97,15 @@ TALLY_API int tally_histogram_family_register(struct tally_zone *z,
 			const struct tally_metric_desc *d,
 			const char *const *label_names, unsigned n,
 			tally_histogram_family *f);
+TALLY_API int tally_fgauge_family_register(struct tally_zone *z,
+			const struct tally_metric_desc *d,
+			const char *const *label_names, unsigned n,
+			tally_fgauge_family *f);
 
 /*
  * tally_counter_family_get, tally_gauge_family_get,
- * tally_setgauge_family_get, tally_histogram_family_get: the child of
+ * tally_setgauge_family_get, tally_histogram_family_get,
+ * tally_fgauge_family_get: the child of
  * @f whose label values are @values[0 .. @n - 1] (in the order of the
  * family's label names), registered first if this process has not
  * asked for it yet; *@c points at its handle, which stays valid until
@@ -131,6 +140,9 @@ TALLY_API int tally_setgauge_family_get(const tally_setgauge_family *f,
 TALLY_API int tally_histogram_family_get(const tally_histogram_family *f,
 			const char *const *values, unsigned n,
 			const tally_histogram **h);
+TALLY_API int tally_fgauge_family_get(const tally_fgauge_family *f,
+			const char *const *values, unsigned n,
+			const tally_fgauge **g);
 
 /*
  * tally_family_remove: remove the family (pass &family.family): each of

@@ -23,6 +23,9 @@
  *   TALLY_GAUGE_SET  tally_setgauge: a value that is set
  *                    (tally_setgauge_set), one shared slot.  Adds work
  *                    too.
+ *   TALLY_FGAUGE     tally_fgauge: a floating-point value (an IEEE 754
+ *                    double) that is set or added to, one shared slot:
+ *                    a ratio, a temperature, a time in seconds.
  *   TALLY_HISTOGRAM  tally_histogram: per-CPU log-linear buckets (HDR
  *                    style) and a sum.
  *                    A value falls in a bucket chosen by its highest set
@@ -48,6 +51,7 @@ extern "C" {
 #define TALLY_GAUGE     2u
 #define TALLY_GAUGE_SET 3u
 #define TALLY_HISTOGRAM 4u
+#define TALLY_FGAUGE    5u
 
 /* Limits (bytes, without the terminating NUL). */
 #define TALLY_NAME_MAX   127u /* metric name */
@@ -65,7 +69,7 @@ struct tally_label {
 
 /* What to register.  Zero-filled fields take their defaults. */
 struct tally_metric_desc {
-	unsigned kind;          /* TALLY_COUNTER ... TALLY_HISTOGRAM */
+	unsigned kind;          /* TALLY_COUNTER ... TALLY_FGAUGE */
 	const char *name;       /* [a-zA-Z_:][a-zA-Z0-9_:]* */
 	const char *help;       /* UTF-8, may be NULL */
 	const char *unit;       /* [a-zA-Z0-9_]*, may be NULL */
@@ -102,11 +106,12 @@ typedef struct tally_counter   { tally_metric metric; } tally_counter;
 typedef struct tally_gauge     { tally_metric metric; } tally_gauge;
 typedef struct tally_setgauge  { tally_metric metric; } tally_setgauge;
 typedef struct tally_histogram { tally_metric metric; } tally_histogram;
+typedef struct tally_fgauge    { tally_metric metric; } tally_fgauge;
 
 /*
  * tally_counter_register, tally_gauge_register, tally_setgauge_register,
- * tally_histogram_register: get or create the series described by @d in
- * @z (NULL: the default zone) and fill the handle.  @d->kind may be left
+ * tally_histogram_register, tally_fgauge_register: get or create the
+ * series described by @d in @z (NULL: the default zone) and fill the handle.  @d->kind may be left
  * 0; any other kind than the function's is refused.
  *
  * A series that exists (registered by this process or another sharing
@@ -144,6 +149,8 @@ TALLY_API int tally_setgauge_register(struct tally_zone *z,
 			const struct tally_metric_desc *d, tally_setgauge *g);
 TALLY_API int tally_histogram_register(struct tally_zone *z,
 			const struct tally_metric_desc *d, tally_histogram *h);
+TALLY_API int tally_fgauge_register(struct tally_zone *z,
+			const struct tally_metric_desc *d, tally_fgauge *g);
 
 /*
  * tally_metric_remove: give back the registration of the series (pass
@@ -161,6 +168,13 @@ TALLY_API int tally_metric_remove(tally_metric *m);
  * gauge's value, a histogram's count).  Return: 0 or -EINVAL.  MT-safe.
  */
 TALLY_API int tally_metric_fetch(const tally_metric *m, int64_t *value);
+
+/*
+ * tally_fgauge_fetch: a TALLY_FGAUGE's value (tally_metric_fetch() gives
+ * it rounded toward zero and held within the int64 range, NaN as 0).
+ * Return: 0 or -EINVAL.  MT-safe.
+ */
+TALLY_API int tally_fgauge_fetch(const tally_fgauge *g, double *value);
 
 /* Which bucket a histogram puts @v in. */
 static inline unsigned tally_histogram_bucket(uint64_t v, unsigned sub_bits,
@@ -187,6 +201,8 @@ TALLY_API void (tally_setgauge_set)(const tally_setgauge *g, int64_t v);
 TALLY_API void (tally_setgauge_add)(const tally_setgauge *g, int64_t v);
 TALLY_API void (tally_histogram_observe)(const tally_histogram *h,
 					 uint64_t v);
+TALLY_API void (tally_fgauge_set)(const tally_fgauge *g, double v);
+TALLY_API void (tally_fgauge_add)(const tally_fgauge *g, double v);
 
 static inline void tally__counter_add(const tally_counter *c, int64_t v)
 {
@@ -225,6 +241,37 @@ static inline void tally__histogram_observe(const tally_histogram *h,
 	tally__block_add(h->metric.block, 0, (int64_t)v);
 }
 
+/* A TALLY_FGAUGE's shared slot holds the bits of a double.  Setting it
+ * is one store; adding is a compare-and-swap loop, since no CPU adds
+ * floating-point numbers to memory atomically. */
+static inline int64_t *tally__fgauge_word(const tally_fgauge *g)
+{
+	return (int64_t *)((uintptr_t)g->metric.block & ~(uintptr_t)3);
+}
+
+static inline void tally__fgauge_set(const tally_fgauge *g, double v)
+{
+	int64_t bits;
+
+	__builtin_memcpy(&bits, &v, sizeof(bits));
+	__atomic_store_n(tally__fgauge_word(g), bits, __ATOMIC_RELAXED);
+}
+
+static inline void tally__fgauge_add(const tally_fgauge *g, double v)
+{
+	int64_t *w = tally__fgauge_word(g);
+	int64_t old = __atomic_load_n(w, __ATOMIC_RELAXED), bits;
+	double d;
+
+	do {
+		__builtin_memcpy(&d, &old, sizeof(d));
+		d += v;
+		__builtin_memcpy(&bits, &d, sizeof(bits));
+	} while (!__atomic_compare_exchange_n(w, &old, bits, 1,
+					      __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+}
+
 #define tally_counter_add(c, v)       tally__counter_add((c), (v))
 #define tally_counter_inc(c)          tally__counter_add((c), 1)
 #define tally_gauge_add(g, v)         tally__gauge_add((g), (v))
@@ -233,6 +280,8 @@ static inline void tally__histogram_observe(const tally_histogram *h,
 #define tally_setgauge_set(g, v)      tally__setgauge_set((g), (v))
 #define tally_setgauge_add(g, v)      tally__setgauge_add((g), (v))
 #define tally_histogram_observe(h, v) tally__histogram_observe((h), (v))
+#define tally_fgauge_set(g, v)        tally__fgauge_set((g), (v))
+#define tally_fgauge_add(g, v)        tally__fgauge_add((g), (v))
 
 #ifdef __cplusplus
 }

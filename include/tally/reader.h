@@ -84,13 +84,16 @@ struct tally_seg_info {
  */
 struct tally_series_view {
 	uint32_t id;             /* record index: stable while it lives */
-	unsigned kind;           /* TALLY_COUNTER ... (tally/metrics.h) */
+	unsigned kind;           /* TALLY_COUNTER ... TALLY_FGAUGE
+				    (tally/metrics.h) */
 	unsigned mode;           /* TALLY_PERCPU ... (tally/block.h) */
 	const char *name, *help, *unit;
 	unsigned nlabels;
 	const char *const *label_names;
 	const char *const *label_values;
-	int64_t value;           /* counters, gauges; histograms: count */
+	int64_t value;           /* counters, gauges; histograms: count;
+				    TALLY_FGAUGE: fvalue rounded toward
+				    zero (NaN: 0) */
 	/* With TALLY_READ_PERCPU: the per-CPU values, nslabs entries: the
 	 * rseq adds made on CPU c plus the fallback copy c (fallback copies
 	 * belong to threads, not CPUs); zeroing is not subtracted.  For
@@ -101,6 +104,8 @@ struct tally_series_view {
 	int64_t sum;
 	unsigned sub_bits, max_bits, nbuckets;
 	const int64_t *buckets;
+	/* TALLY_FGAUGE: the value (0 for other kinds). */
+	double fvalue;
 };
 
 /* Flags of tally_seg_foreach(). */

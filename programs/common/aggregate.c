@@ -127,6 +127,7 @@ static void add_one(struct agg *g, const struct tp_series *s, int extra)
 	at = g->slot[i] - 1;
 	d = &out->series[at];
 	d->value = add64(d->value, s->value);
+	d->fvalue += s->fvalue;
 	d->sum = add64(d->sum, s->sum);
 	add_i64(a, &d->buckets, &d->nbuckets, s->buckets, s->nbuckets);
 	add_i64(a, &d->percpu, &d->npercpu, s->percpu, s->npercpu);

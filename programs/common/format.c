@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "strbuf.h"
@@ -54,6 +55,21 @@ char *tp_fmt_i64(char out[TP_I64_LEN], int64_t v)
 	while (n)
 		out[i++] = tmp[--n];
 	out[i] = '\0';
+	return out;
+}
+
+char *tp_fmt_f64(char out[TP_F64_LEN], double v)
+{
+	if (isnan(v))
+		return strcpy(out, "NaN");
+	if (isinf(v))
+		return strcpy(out, v > 0 ? "+Inf" : "-Inf");
+	/* The shortest form that reads back as the same double. */
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(out, TP_F64_LEN, "%.*g", prec, v);
+		if (strtod(out, NULL) == v)
+			break;
+	}
 	return out;
 }
 

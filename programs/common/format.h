@@ -27,6 +27,14 @@ void tp_series_key_buf(struct tp_buf *b, const char *name, unsigned nlabels,
 /* tp_fmt_i64: @v in decimal, exactly (no detour through double). */
 char *tp_fmt_i64(char out[TP_I64_LEN], int64_t v);
 
+/* Room for any double as tp_fmt_f64 writes it. */
+#define TP_F64_LEN 32
+
+/* tp_fmt_f64: @v in the fewest digits that read back as @v ("0.1", not
+ * "0.10000000000000001"), and NaN, +Inf, -Inf as Prometheus writes
+ * them. */
+char *tp_fmt_f64(char out[TP_F64_LEN], double v);
+
 /* What a series counts, from its unit or its name's suffix. */
 enum tp_unit {
 	TP_UNIT_NONE,

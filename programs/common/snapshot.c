@@ -18,7 +18,8 @@ const char *tp_kind_name(unsigned kind)
 	switch (kind) {
 	case TALLY_COUNTER:   return "counter";
 	case TALLY_GAUGE:
-	case TALLY_GAUGE_SET: return "gauge";
+	case TALLY_GAUGE_SET:
+	case TALLY_FGAUGE:    return "gauge";
 	case TALLY_HISTOGRAM: return "histogram";
 	default:              return "unknown";
 	}
@@ -123,6 +124,7 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 							v->label_values[i]);
 	}
 	s->value = v->value;
+	s->fvalue = v->fvalue;
 	if (v->kind == TALLY_HISTOGRAM) {
 		s->sum = v->sum;
 		s->sub_bits = v->sub_bits;

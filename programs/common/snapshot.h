@@ -57,6 +57,8 @@ struct tp_series {
 	/* Its values (counters and gauges: value; histograms: value is the
 	 * count, plus sum and buckets). */
 	int64_t value, sum;
+	double fvalue;          /* TALLY_FGAUGE: the value (value holds it
+				   rounded toward zero) */
 	unsigned sub_bits, max_bits, nbuckets;
 	int64_t *buckets;
 	unsigned npercpu;       /* 0 unless read with TALLY_READ_PERCPU */

@@ -239,7 +239,8 @@ static int ends_with(const char *s, const char *suffix)
 
 static unsigned kind_class(unsigned kind)
 {
-	return kind == TALLY_GAUGE_SET ? TALLY_GAUGE : kind;
+	return kind == TALLY_GAUGE_SET || kind == TALLY_FGAUGE ? TALLY_GAUGE :
+								kind;
 }
 
 struct fam {
@@ -527,7 +528,7 @@ static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
 {
 	const struct tp_series *s0 = &snap->series[order[fm->first]];
 	unsigned kind = kind_class(s0->kind);
-	char base[TALLY_NAME_MAX + 16], val[TP_I64_LEN], le[48];
+	char base[TALLY_NAME_MAX + 16], val[TP_F64_LEN], le[48];
 	const char *type, *sample_sfx = "";
 	const struct ex_le_rule *rule = NULL;
 	unsigned char sel[512];
@@ -601,7 +602,9 @@ static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
 		res->series++;
 		if (kind != TALLY_HISTOGRAM) {
 			put_sample(b, base, sample_sfx, tp_buf_str(lb), lb->len,
-				   NULL, tp_fmt_i64(val, s->value));
+				   NULL, s->kind == TALLY_FGAUGE ?
+				   tp_fmt_f64(val, s->fvalue) :
+				   tp_fmt_i64(val, s->value));
 			res->samples++;
 			continue;
 		}

@@ -64,8 +64,7 @@ void ts_average_add(struct ts_average *av, const struct tp_snapshot *d,
 	av->intervals++;
 	for (size_t i = 0; i < d->nseries; i++) {
 		const struct tp_series *s = &d->series[i];
-		int gauge = s->kind == TALLY_GAUGE ||
-			    s->kind == TALLY_GAUGE_SET;
+		int gauge = ts_is_gauge(s->kind);
 		char *id = ident(s);
 		size_t at = tp_strmap_get(&av->map, id);
 		struct acc *a;
@@ -86,7 +85,7 @@ void ts_average_add(struct ts_average *av, const struct tp_snapshot *d,
 			a->id = id;
 			tp_strmap_put(&av->map, a->id, av->n++);
 			if (gauge) {
-				a->gsum = (double)s->value;
+				a->gsum = ts_gauge_value(s);
 				a->gcpu = tp_xcalloc(s->npercpu + 1,
 						     sizeof(double));
 				for (unsigned c = 0; c < s->npercpu; c++)
@@ -100,8 +99,9 @@ void ts_average_add(struct ts_average *av, const struct tp_snapshot *d,
 		a->s.flags |= s->flags & ~TS_UNKNOWN;
 		a->nsamples++;
 		if (gauge) {
-			a->gsum += (double)s->value;
+			a->gsum += ts_gauge_value(s);
 			a->s.value = s->value;
+			a->s.fvalue = s->fvalue;
 			for (unsigned c = 0; c < s->npercpu &&
 					     c < a->s.npercpu; c++)
 				a->gcpu[c] += (double)s->percpu[c];
@@ -152,7 +152,7 @@ void ts_report_average(struct ts_report *r, const struct ts_average *av,
 		 * (a lower bound), flagged as reset. */
 		if (row->reset && av->seconds > 0)
 			row->rate = (double)row->value / av->seconds;
-		if (a->s.kind != TALLY_GAUGE && a->s.kind != TALLY_GAUGE_SET)
+		if (!ts_is_gauge(a->s.kind))
 			continue;
 		row->mean_gauge = a->gsum / (double)a->nsamples;
 		for (unsigned c = 0; c < row->ncpu; c++)

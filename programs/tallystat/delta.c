@@ -103,9 +103,9 @@ void ts_delta(const struct tp_snapshot *prev, const struct tp_snapshot *cur,
 			}
 			continue;
 		}
-		if (c->kind == TALLY_GAUGE || c->kind == TALLY_GAUGE_SET) {
+		if (ts_is_gauge(c->kind)) {
 			/* Gauges keep their current values. */
-			if (c->value != p->value)
+			if (c->value != p->value || c->fvalue != p->fvalue)
 				o->flags |= TS_CHANGED;
 			continue;
 		}

@@ -46,6 +46,18 @@ static void num(struct tp_buf *b, const char *key, double v)
 		tp_buf_printf(b, ", \"%s\": %.3f", key, v);
 }
 
+/* A floating-point gauge's value, exactly (JSON has no NaN or Inf:
+ * null). */
+static void f64(struct tp_buf *b, const char *key, double v)
+{
+	char t[TP_F64_LEN];
+
+	if (!isfinite(v))
+		tp_buf_printf(b, ", \"%s\": null", key);
+	else
+		tp_buf_printf(b, ", \"%s\": %s", key, tp_fmt_f64(t, v));
+}
+
 static void i64(struct tp_buf *b, const char *key, int64_t v)
 {
 	char t[TP_I64_LEN];
@@ -91,7 +103,7 @@ static void row(struct tp_buf *b, const struct ts_row *x,
 		const struct ts_report *r)
 {
 	const struct tp_series *s = x->s;
-	int gauge = s->kind == TALLY_GAUGE || s->kind == TALLY_GAUGE_SET;
+	int gauge = ts_is_gauge(s->kind);
 
 	if (s->pid) {
 		tp_buf_printf(b, "{\"pid\": %d", s->pid);
@@ -122,6 +134,8 @@ static void row(struct tp_buf *b, const struct ts_row *x,
 	tp_buf_json_str(b, s->unit ? s->unit : "");
 	if (gauge && r->kind == TS_AVERAGE)
 		num(b, "value", x->mean_gauge);
+	else if (s->kind == TALLY_FGAUGE)
+		f64(b, "value", s->fvalue);
 	else
 		i64(b, s->kind == TALLY_HISTOGRAM ? "count" : "value",
 		    x->value);

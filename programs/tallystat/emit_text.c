@@ -76,6 +76,16 @@ static char *fmt_int(int64_t v, enum tp_unit u, const struct ts_options *o)
 	return tp_xstrdup(tp_fmt_i64(b, v));
 }
 
+/* A floating-point gauge: as it is, in the fewest digits. */
+static char *fmt_f64(double v, enum tp_unit u, const struct ts_options *o)
+{
+	char b[64];
+
+	if (o->human && isfinite(v))
+		return tp_xstrdup(tp_fmt_human(b, sizeof(b), v, u, 0));
+	return tp_xstrdup(tp_fmt_f64(b, v));
+}
+
 static char *fmt_real(double v, enum tp_unit u, const struct ts_options *o,
 		      int decimals)
 {
@@ -164,8 +174,7 @@ static void cpu_cells(struct ts_table *t, struct ts_cell *row, unsigned c,
 		      const struct ts_options *o, int gauge_avg)
 {
 	for (unsigned i = 0; i < x->ncpu && c < t->ncols; i++, c++) {
-		int gauge = x->s->kind == TALLY_GAUGE ||
-			    x->s->kind == TALLY_GAUGE_SET;
+		int gauge = ts_is_gauge(x->s->kind);
 
 		if (gauge && !gauge_avg && !isnan(x->cpu[i]))
 			ts_table_set(t, row, c, fmt_int((int64_t)x->cpu[i], u, o),
@@ -210,8 +219,7 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 	for (size_t i = 0; i < r->nrows; i++) {
 		const struct ts_row *x = &r->rows[i];
 		enum tp_unit u = tp_unit_of(x->s->name, x->s->unit);
-		int gauge = x->s->kind == TALLY_GAUGE ||
-			    x->s->kind == TALLY_GAUGE_SET;
+		int gauge = ts_is_gauge(x->s->kind);
 		struct ts_cell *row;
 		unsigned c;
 
@@ -243,6 +251,9 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 		if (gauge && avg)
 			ts_table_set(&sc, row, c++, fmt_real(x->mean_gauge, u, o, 2),
 			    NULL);
+		else if (x->s->kind == TALLY_FGAUGE)
+			ts_table_set(&sc, row, c++, fmt_f64(x->s->fvalue, u, o),
+				     NULL);
 		else
 			ts_table_set(&sc, row, c++, fmt_int(x->value, u, o), NULL);
 		if (x->reset && isnan(x->rate))

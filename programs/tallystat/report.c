@@ -14,11 +14,6 @@
 
 static const double quantiles[4] = { 0.5, 0.99, 0.999, 1.0 };
 
-static int is_gauge(unsigned kind)
-{
-	return kind == TALLY_GAUGE || kind == TALLY_GAUGE_SET;
-}
-
 void ts_row_histogram(struct ts_row *row, const struct tp_series *s)
 {
 	struct tally_series_view v;
@@ -78,7 +73,7 @@ static void fill_cpus(const struct ts_report *r, struct ts_row *row,
 
 		if (c >= s->npercpu || (s->flags & TS_UNKNOWN))
 			row->cpu[i] = NAN;
-		else if (is_gauge(s->kind))
+		else if (ts_is_gauge(s->kind))
 			row->cpu[i] = (double)s->percpu[c];
 		else
 			row->cpu[i] = seconds > 0 ?
@@ -120,7 +115,7 @@ void ts_report_since_start(struct ts_report *r, const struct tp_snapshot *cur,
 		row->s = s;
 		row->value = row->total = s->value;
 		row->rate = NAN;
-		if (!is_gauge(s->kind) && age > 0)
+		if (!ts_is_gauge(s->kind) && age > 0)
 			row->rate = (double)s->value / age;
 		if (s->kind == TALLY_HISTOGRAM)
 			ts_row_histogram(row, s);
@@ -151,7 +146,7 @@ void ts_report_interval(struct ts_report *r, const struct tp_snapshot *d,
 		row->rate = NAN;
 		/* A reset has no rate: the value counted since the reset
 		 * is a lower bound of the increase. */
-		if (!is_gauge(s->kind) && !(s->flags & TS_UNKNOWN) &&
+		if (!ts_is_gauge(s->kind) && !(s->flags & TS_UNKNOWN) &&
 		    !row->reset && seconds > 0)
 			row->rate = (double)s->value / seconds;
 		if (s->kind == TALLY_HISTOGRAM)

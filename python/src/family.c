@@ -8,7 +8,7 @@
  *
  *   counter    main   COUNTER   <name>           the integer part
  *              frac   COUNTER   <name>:frac_u    the fractions, in 1e-6
- *   gauge      main   GAUGE_SET <name>           an IEEE-754 double's bits
+ *   gauge      main   FGAUGE    <name>           a double
  *              setns  GAUGE_SET <name>:set_ns    time of the last change
  *   histogram  bucket COUNTER   <name>:bucket    one per bound (label le),
  *                                                not cumulative
@@ -79,6 +79,10 @@ static int part_register(TpyFamily *f, struct tpy_part *p,
 			rc = tally_gauge_family_register(f->zone, &d, names, n,
 							 &p->fam.g);
 			break;
+		case TALLY_FGAUGE:
+			rc = tally_fgauge_family_register(f->zone, &d, names, n,
+							  &p->fam.f);
+			break;
 		default:
 			rc = tally_setgauge_family_register(f->zone, &d, names,
 							    n, &p->fam.s);
@@ -91,6 +95,9 @@ static int part_register(TpyFamily *f, struct tpy_part *p,
 			break;
 		case TALLY_GAUGE:
 			rc = tally_gauge_register(f->zone, &d, &p->one.g);
+			break;
+		case TALLY_FGAUGE:
+			rc = tally_fgauge_register(f->zone, &d, &p->one.f);
 			break;
 		default:
 			rc = tally_setgauge_register(f->zone, &d, &p->one.s);
@@ -107,6 +114,7 @@ int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
 	const tally_counter *c;
 	const tally_gauge *g;
 	const tally_setgauge *s;
+	const tally_fgauge *fg;
 	int rc;
 
 	if (!p->family) {
@@ -121,6 +129,10 @@ int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
 	case TALLY_GAUGE:
 		rc = tally_gauge_family_get(&p->fam.g, values, n, &g);
 		*h = &g->metric;
+		break;
+	case TALLY_FGAUGE:
+		rc = tally_fgauge_family_get(&p->fam.f, values, n, &fg);
+		*h = &fg->metric;
 		break;
 	default:
 		rc = tally_setgauge_family_get(&p->fam.s, values, n, &s);
@@ -247,7 +259,8 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 		self->frac.name = concat(base, TPY_SFX_FRAC);
 		break;
 	case TPY_GAUGE:
-		self->main.kind = self->setns.kind = TALLY_GAUGE_SET;
+		self->main.kind = TALLY_FGAUGE;
+		self->setns.kind = TALLY_GAUGE_SET;
 		self->main.name = strdup(base);
 		self->setns.name = concat(base, TPY_SFX_SETNS);
 		break;

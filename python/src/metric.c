@@ -92,20 +92,6 @@ static inline double bits_to_double(int64_t b)
 	return d;
 }
 
-static inline int64_t double_to_bits(double d)
-{
-	int64_t b;
-
-	memcpy(&b, &d, sizeof(b));
-	return b;
-}
-
-/* A set-gauge's slot, as tally__setgauge_set() finds it. */
-static inline int64_t *setgauge_slot(const tally_metric *m)
-{
-	return (int64_t *)((uintptr_t)m->block & ~(uintptr_t)3);
-}
-
 /* --- Arguments ----------------------------------------------------------- */
 
 /* One optional argument @name (positional or keyword), and an ignored
@@ -253,14 +239,7 @@ static void gauge_touched(TpyMetric *self)
 
 static void gauge_add(TpyMetric *self, double v)
 {
-	int64_t *slot = setgauge_slot(self->h_main);
-	int64_t old = __atomic_load_n(slot, __ATOMIC_RELAXED);
-
-	while (!__atomic_compare_exchange_n(slot, &old,
-					    double_to_bits(bits_to_double(old) + v),
-					    1, __ATOMIC_RELAXED,
-					    __ATOMIC_RELAXED))
-		;
+	tally_fgauge_add((const tally_fgauge *)self->h_main, v);
 	gauge_touched(self);
 }
 
@@ -306,8 +285,7 @@ static PyObject *gauge_set(TpyMetric *self, PyObject *value)
 	v = PyFloat_AsDouble(value);
 	if (v == -1.0 && PyErr_Occurred())
 		return NULL;
-	tally_setgauge_set((const tally_setgauge *)self->h_main,
-			   double_to_bits(v));
+	tally_fgauge_set((const tally_fgauge *)self->h_main, v);
 	gauge_touched(self);
 	Py_RETURN_NONE;
 }
@@ -318,8 +296,9 @@ static PyObject *gauge_get(TpyMetric *self, PyObject *unused)
 	(void)unused;
 	if (!self->bound)
 		return not_observable(self);
-	return PyFloat_FromDouble(bits_to_double(
-		__atomic_load_n(setgauge_slot(self->h_main), __ATOMIC_RELAXED)));
+	return PyFloat_FromDouble(bits_to_double(__atomic_load_n(
+		tally__fgauge_word((const tally_fgauge *)self->h_main),
+		__ATOMIC_RELAXED)));
 }
 
 /* --- Histogram ----------------------------------------------------------- */

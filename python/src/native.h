@@ -64,12 +64,14 @@ struct tpy_part {
 		tally_counter_family c;
 		tally_gauge_family g;
 		tally_setgauge_family s;
+		tally_fgauge_family f;
 		tally_family any;
 	} fam;
 	union {
 		tally_counter c;
 		tally_gauge g;
 		tally_setgauge s;
+		tally_fgauge f;
 		tally_metric any;
 	} one;
 	char *name;

@@ -67,9 +67,14 @@ static int one_series(const struct tally_series_view *v, void *arg)
 	} else {
 		Py_INCREF(hist);
 	}
-	t = Py_BuildValue("(NINNNLN)", str_or_empty(v->name), v->kind,
-			  str_or_empty(v->help), str_or_empty(v->unit), labels,
-			  (long long)v->value, hist);
+	/* A floating-point gauge's value is a float, any other an int. */
+	t = v->kind == TALLY_FGAUGE ?
+		Py_BuildValue("(NINNNdN)", str_or_empty(v->name), v->kind,
+			      str_or_empty(v->help), str_or_empty(v->unit),
+			      labels, v->fvalue, hist) :
+		Py_BuildValue("(NINNNLN)", str_or_empty(v->name), v->kind,
+			      str_or_empty(v->help), str_or_empty(v->unit),
+			      labels, (long long)v->value, hist);
 	if (!t || PyList_Append(w->series, t) < 0) {
 		Py_XDECREF(t);
 		goto fail;

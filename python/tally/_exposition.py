@@ -38,8 +38,6 @@ _FRAC = _native.SFX_FRAC
 _BUCKET = _native.SFX_BUCKET
 _SETNS = _native.SFX_SETNS
 _GAUGE_RE = re.compile(r"^(.*):gauge(?:_([a-z]+))?$")
-_f64 = struct.Struct("=d")
-_i64 = struct.Struct("=q")
 
 Labels = Tuple[Tuple[str, str], ...]
 
@@ -76,10 +74,6 @@ class ReadResult(NamedTuple):
     segments: int
 
 
-def _as_double(v: int) -> float:
-    return _f64.unpack(_i64.pack(v))[0]
-
-
 def _without(labels: Labels, name: str) -> Tuple[Labels, Optional[str]]:
     rest = []
     found = None
@@ -111,8 +105,8 @@ def read(registry: Optional[CollectorRegistry] = None,
         key = (name, labels)
         if kind == _native.TALLY_HISTOGRAM:
             continue  # tally's own histograms: not shown (yet)
-        if kind == _native.TALLY_GAUGE_SET and _GAUGE_RE.match(name):
-            floats[key] = floats.get(key, 0.0) + _as_double(value)
+        if kind == _native.TALLY_FGAUGE:
+            floats[key] = floats.get(key, 0.0) + value
         elif name.endswith(_SETNS):
             ints[key] = max(ints.get(key, 0), value)
         else:
@@ -180,7 +174,7 @@ def read(registry: Optional[CollectorRegistry] = None,
             hsum.setdefault(b, {})[labels] = int(v) + frac / _SCALE
             family("h:" + b, b, "histogram", help_, unit)
             continue
-        m = _GAUGE_RE.match(name) if kind == _native.TALLY_GAUGE_SET \
+        m = _GAUGE_RE.match(name) if kind == _native.TALLY_FGAUGE \
             else None
         if m:
             metric, mode = m.group(1), m.group(2)

@@ -18,6 +18,9 @@ assert fams["fixture_escapes"].documentation == 'Help with a backslash \\, a "qu
 assert sample("fixture_escapes", "fixture_escapes_total", path='a"b\\c\nd', utf8="café €") == 7
 assert fams["fixture_busy_seconds"].unit == "seconds"
 assert sample("fixture_in_flight", "fixture_in_flight") == -42
+assert fams["fixture_ratio"].type == "gauge"
+assert sample("fixture_ratio", "fixture_ratio") == 0.1
+assert sample("fixture_coldest", "fixture_coldest") == float("-inf")
 h = fams["fixture_latency_ns"]
 assert h.type == "histogram" and h.unit == "ns"
 assert sample("fixture_latency_ns", "fixture_latency_ns_bucket", le="8191.0") == 1015

@@ -68,6 +68,7 @@ static int fixture(double seconds)
 	tally_counter big, esc_c, qc0, qc1, noto, secs;
 	tally_gauge neg, empty;
 	tally_setgauge set;
+	tally_fgauge ratio, cold;
 	tally_histogram hist;
 	struct tally_metric_desc d;
 
@@ -120,6 +121,16 @@ static int fixture(double seconds)
 	d.help = "A set gauge at INT64_MAX.";
 	must(tally_setgauge_register(NULL, &d, &set), &d);
 	tally_setgauge_set(&set, INT64_MAX);
+
+	d.kind = TALLY_FGAUGE;
+	d.name = "fixture_ratio";
+	d.help = "A floating-point gauge at 0.1.";
+	must(tally_fgauge_register(NULL, &d, &ratio), &d);
+	tally_fgauge_set(&ratio, 0.1);
+	d.name = "fixture_coldest";
+	d.help = "A floating-point gauge at -Inf.";
+	must(tally_fgauge_register(NULL, &d, &cold), &d);
+	tally_fgauge_set(&cold, -1.0 / 0.0);
 
 	d.kind = TALLY_GAUGE;
 	d.name = "fixture_empty_help";

@@ -14,6 +14,7 @@
  *   tw_big_total                  counter  9007199254740993 (2^53 + 1)
  *   tw_in_flight                  gauge    7
  *   tw_temperature                set gauge -42
+ *   tw_load                       floating-point gauge 0.625
  *   tw_latency_ns                 histogram 100000 x 1000 at start, then
  *                                 R/2 per second: 98% 5000, 2% 200000
  *   tw_long_total{...}            counter  5, with an 82-byte label set
@@ -87,6 +88,7 @@ int main(int argc, char **argv)
 	tally_counter q0, q1, bytes, big, lng;
 	tally_gauge inflight;
 	tally_setgauge temp;
+	tally_fgauge load;
 	tally_histogram lat;
 	struct tally_label l0 = { "queue", "0" }, l1 = { "queue", "1" };
 	struct tally_label ll[3] = {
@@ -125,6 +127,7 @@ int main(int argc, char **argv)
 	REG(tally_counter_register, z, "tw_big_total", NULL, NULL, 0, &big);
 	REG(tally_gauge_register, z, "tw_in_flight", NULL, NULL, 0, &inflight);
 	REG(tally_setgauge_register, z, "tw_temperature", NULL, NULL, 0, &temp);
+	REG(tally_fgauge_register, z, "tw_load", NULL, NULL, 0, &load);
 	REG(tally_histogram_register, z, "tw_latency_ns", "nanoseconds", NULL,
 	    0, &lat);
 	REG(tally_counter_register, z, "tw_long_total", NULL, ll, 3, &lng);
@@ -135,6 +138,7 @@ int main(int argc, char **argv)
 	tally_counter_add(&big, 9007199254740993ll);
 	tally_gauge_add(&inflight, 7);
 	tally_setgauge_set(&temp, -42);
+	tally_fgauge_set(&load, 0.625);
 	for (int i = 0; i < 100000; i++)
 		tally_histogram_observe(&lat, 1000);
 	tally_counter_add(&lng, 5);

@@ -303,7 +303,10 @@ class TallystatTest(unittest.TestCase):
         self.assertAlmostEqual(h["mean"], 1000.0)
         lng = [s for s in r["series"] if s["name"] == "tw_long_total"][0]
         self.assertEqual(lng["labels"]["gamma"], "c" * 20)
-        self.assertEqual(len(self.rows(r)), 8)
+        load = self.one(r, "tw_load", pid)
+        self.assertEqual((load["kind"], load["value"]), ("gauge", 0.625))
+        self.assertIs(type(load["value"]), float)
+        self.assertEqual(len(self.rows(r)), 9)
 
         # The same as text: banner, header, exact values, alignment,
         # the long label set cut with an ellipsis.
@@ -326,6 +329,8 @@ class TallystatTest(unittest.TestCase):
         self.assertEqual(big.split()[6], "9007199254740993")
         temp = [l for l in table if "tw_temperature" in l][0]
         self.assertEqual(temp.split()[6], "-42")
+        load = [l for l in table if "tw_load" in l][0]
+        self.assertEqual(load.split()[5:7], ["gauge", "0.625"])
         lng = [l for l in table if "tw_long_total" in l][0]
         self.assertIn("\u2026", lng)
         self.assertNotIn("c" * 20, lng)
@@ -433,6 +438,7 @@ class TallystatTest(unittest.TestCase):
         self.assertEqual(row["process"], "tw-worker")
         self.assertEqual(row["zone"], "*")
         self.assertEqual(self.one(st[0], "tw_in_flight")["value"], 14)
+        self.assertEqual(self.one(st[0], "tw_load")["value"], 1.25)
         self.assertEqual(self.one(st[0], "tw_latency_ns")["count"] -
                          200000, self.one(st[0], "tw_latency_ns")["count"] -
                          200000)
@@ -440,7 +446,7 @@ class TallystatTest(unittest.TestCase):
                                 200000)
         self.assertRate(self.one(st[1], 'tw_requests_total{queue="1"}')[
             "rate"], 2000, "summed")
-        self.assertEqual(len(st[1]["series"]), 8)
+        self.assertEqual(len(st[1]["series"]), 9)
         t = self.tallystat("-a", "tw_big_total")
         row = [l for l in t.stdout.splitlines() if "tw_big_total" in l][0]
         self.assertEqual(row.split()[1], "-")
@@ -676,14 +682,14 @@ class TallystatTest(unittest.TestCase):
         self.assertEqual(t.returncode, 0, t.stderr)
         self.assertRegex(t.stdout, r"PID +Command +Zone +State +Series +File "
                          r"+Memory +Path")
-        self.assertRegex(t.stdout, r"%d +tw-alive +wa +alive +8 +\S+ +\S+ +%s"
+        self.assertRegex(t.stdout, r"%d +tw-alive +wa +alive +9 +\S+ +\S+ +%s"
                          % (a, re.escape(apath)))
-        self.assertRegex(t.stdout, r"%d +tw-dead +wb +dead +8 " % b)
+        self.assertRegex(t.stdout, r"%d +tw-dead +wb +dead +9 " % b)
         st = self.json_of(self.tallystat("--list", "-o", "JSON"))
         segs = {s["pid"]: s for s in st[0]["segments"]}
         self.assertEqual(segs[a]["state"], "alive")
         self.assertEqual(segs[b]["state"], "dead")
-        self.assertEqual(segs[a]["series"], 8)
+        self.assertEqual(segs[a]["series"], 9)
         self.assertGreater(segs[a]["file_bytes"], 0)
         self.assertGreater(segs[a]["resident_bytes"], 0)
         # The memory the dead segment holds, to the byte.
@@ -704,7 +710,7 @@ class TallystatTest(unittest.TestCase):
         self.assertIn("TALLY_RETAIN=1x", r.stderr)
         c = self.tallystat("--clean", env=dict(self.env, TALLY_RETAIN="0"))
         self.assertEqual(c.returncode, 0, c.stderr)
-        self.assertIn("removed %s (pid %d, tw-dead, zone wb, 8 series): "
+        self.assertIn("removed %s (pid %d, tw-dead, zone wb, 9 series): "
                       "its processes are gone" % (bpath, b), c.stdout)
         self.assertIn("1 file removed", c.stdout)
         self.assertNotIn("kept", c.stdout)
