@@ -293,6 +293,12 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 				   self->nlabels + 1);
 	}
 	Py_END_ALLOW_THREADS
+	if (rc == -EINVAL) {
+		/* Another help text or unit in the zone. */
+		PyErr_Format(PyExc_ValueError, "cannot register the metric: "
+			     "%s", tally_errmsg());
+		goto fail;
+	}
 	if (rc < 0) {
 		tpy_raise(rc, "cannot register the metric");
 		goto fail;
@@ -383,3 +389,49 @@ PyTypeObject TpyFamily_Type = {
 	.tp_dealloc = (destructor)family_dealloc,
 	.tp_getset = family_getset,
 };
+
+/*
+ * claim(zone, name, definition): the metric @name's definition in @zone,
+ * made when no process made it yet, else checked: a metric family named
+ * @name with @definition as its help and no series (readers show nothing
+ * of it).  Two processes that define @name otherwise (another type, other
+ * label names, buckets or multiprocess_mode) would write series that
+ * cannot be shown together; the second is refused with ValueError.
+ */
+PyObject *tpy_claim(PyObject *unused, PyObject *args)
+{
+	static const char *const names[] = { "claim" };
+	struct tally_metric_desc d = { .kind = TALLY_COUNTER };
+	tally_counter_family f;
+	struct tally_zone *z;
+	PyObject *zone;
+	int rc;
+
+	(void)unused;
+	if (!PyArg_ParseTuple(args, "Oss:claim", &zone, &d.name, &d.help))
+		return NULL;
+	if (zone != Py_None && !PyObject_TypeCheck(zone, &TpyZone_Type)) {
+		PyErr_SetString(PyExc_TypeError, "zone must be a Zone or None");
+		return NULL;
+	}
+	z = zone == Py_None ? NULL : ((TpyZone *)zone)->zone;
+	Py_BEGIN_ALLOW_THREADS
+	rc = tally_counter_family_register(z, &d, names, 1, &f);
+	if (rc == 0)
+		tally_family_remove(&f.family);
+	Py_END_ALLOW_THREADS
+	if (rc == -EINVAL && (z || (z = tally_zone_default()))) {
+		PyErr_Format(PyExc_ValueError, "metric %s is defined otherwise "
+			     "in zone file %s (by another process, or by an "
+			     "earlier version of the program: another type, "
+			     "label names, buckets or multiprocess_mode); this "
+			     "one is \"%s\".  A changed definition needs a "
+			     "zone of its own: another TALLY_ZONE name, or "
+			     "the file removed once no process uses it",
+			     d.name, tally_zone_path(z), d.help);
+		return NULL;
+	}
+	if (rc < 0)
+		return tpy_raise(rc, "cannot register the metric");
+	Py_RETURN_NONE;
+}

@@ -8,6 +8,9 @@ static PyMethodDef module_methods[] = {
 	{ "read", (PyCFunction)(void (*)(void))tpy_read,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "read(dir=None, zone=None) -> (series, skipped, segments)" },
+	{ "claim", tpy_claim, METH_VARARGS,
+	  "claim(zone, name, definition): define @name in @zone, or check "
+	  "that every process defines it the same" },
 	{ NULL, NULL, 0, NULL },
 };
 

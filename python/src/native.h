@@ -104,6 +104,8 @@ int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
 		 const tally_metric **h);
 /* Registers the fraction part of @f if needed: 0 or -errno. */
 int tpy_family_frac_ready(TpyFamily *f);
+/* tally._native.claim(zone, name, definition) (family.c). */
+PyObject *tpy_claim(PyObject *unused, PyObject *args);
 
 /* --- metric.c -------------------------------------------------------- */
 

@@ -9,6 +9,7 @@ the helpers (time(), count_exceptions(), track_inprogress()).
 """
 from __future__ import annotations
 
+import hashlib
 import threading
 import time as _time
 from typing import Any, Dict, Iterable, Optional, Sequence, Tuple, Type, Union
@@ -73,6 +74,8 @@ class _MetricMixin:
             # Refused before anything is written to the zone.
             registry.check_free(self)
         zone = (registry or REGISTRY).zone
+        # Every process of the zone must define the metric alike.
+        _native.claim(zone, self._name, self._definition())
         self._family_obj = self._make_family(zone)
         if self._labelnames:
             self._init_parent(self._family_obj, len(self._labelnames))
@@ -84,6 +87,12 @@ class _MetricMixin:
     # Overridden per kind.
     def _make_family(self, zone: _native.Zone) -> _native.Family:
         raise NotImplementedError
+
+    def _definition(self) -> str:
+        """What two processes sharing the zone must agree on (besides
+        the documentation and unit, which the series' families check)."""
+        return "tally-python %s labels=%s" % (self._type,
+                                             ",".join(self._labelnames))
 
     def _extra_values(self) -> Tuple[str, ...]:
         return ()
@@ -257,6 +266,10 @@ class Gauge(_MetricMixin, _native.GaugeBase):
             self._documentation, self._unit, names,
             timestamps=self._multiprocess_mode == "livemostrecent")
 
+    def _definition(self) -> str:
+        return "%s mode=%s" % (super()._definition(),
+                               self._multiprocess_mode or "shared")
+
     def _extra_values(self) -> Tuple[str, ...]:
         return (_process.pid_label(),) if self._per_process else ()
 
@@ -336,6 +349,12 @@ class Histogram(_MetricMixin, _native.HistogramBase):
             zone, _native.KIND_HISTOGRAM, self._name, self._documentation,
             self._unit, self._labelnames, tuple(self._upper_bounds),
             tuple(float_to_go_string(b) for b in self._upper_bounds))
+
+    def _definition(self) -> str:
+        bounds = ",".join(float_to_go_string(b) for b in self._upper_bounds)
+        if len(bounds) > 600:  # the definition must fit in a help text
+            bounds = "sha256:" + hashlib.sha256(bounds.encode()).hexdigest()
+        return "%s buckets=%s" % (super()._definition(), bounds)
 
     def _copy_to_child(self, child: Any) -> None:
         child._upper_bounds = self._upper_bounds

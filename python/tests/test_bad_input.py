@@ -136,3 +136,53 @@ def test_nul_characters_are_refused(uniq):
         tally.Counter(uniq + "_h", "h\x00x")
     c.labels("x").inc()
     assert "x\x00evil" not in c._children
+
+
+# Processes sharing a zone must define a metric alike: the second
+# definition is refused, wherever it comes from.
+_DEFINE = """
+import sys, tally
+try:
+    {make}
+except ValueError as e:
+    print("refused", e)
+else:
+    print("defined")
+"""
+
+
+@pytest.mark.parametrize("first,second", [
+    ('tally.Counter(N, "d", ["a"]).labels("x").inc()',
+     'tally.Gauge(N, "d", ["a"]).labels("x").set(1)'),
+    ('tally.Counter(N, "d", ["a"]).labels("x").inc()',
+     'tally.Counter(N, "d", ["b"]).labels("x").inc()'),
+    ('tally.Histogram(N, "d", buckets=[1, 2]).observe(1)',
+     'tally.Histogram(N, "d", buckets=[1, 3]).observe(1)'),
+    ('tally.Gauge(N, "d", multiprocess_mode="livesum").set(1)',
+     'tally.Gauge(N, "d", multiprocess_mode="max").set(1)'),
+    ('tally.Gauge(N, "d").set(1)',
+     'tally.Histogram(N, "d").observe(1)'),
+])
+def test_processes_must_define_a_metric_alike(uniq, tally_dir, first,
+                                              second):
+    env = child_env(tally_dir, TALLY_ZONE=uniq)
+    out = run_py(_DEFINE.format(make=f"N = {uniq!r}; {first}"), env)
+    assert out.strip() == "defined", out
+    # The same definition again, from another process: the same metric.
+    out = run_py(_DEFINE.format(make=f"N = {uniq!r}; {first}"), env)
+    assert out.strip() == "defined", out
+    out = run_py(_DEFINE.format(make=f"N = {uniq!r}; {second}"), env)
+    assert out.startswith("refused metric " + uniq), out
+    assert f"{uniq}.tally" in out and "TALLY_ZONE" in out, out
+    # Nothing of the refused definition reached the zone.
+    res = tally.read(dir=tally_dir, zone=uniq)
+    assert len([f for f in res.families if f.name == uniq]) == 1
+
+
+def test_another_help_text_is_a_value_error(uniq, tally_dir):
+    env = child_env(tally_dir, TALLY_ZONE=uniq)
+    run_py(_DEFINE.format(make=f"tally.Counter({uniq!r}, 'one')"), env)
+    out = run_py(_DEFINE.format(make=f"tally.Counter({uniq!r}, 'two')"),
+                 env)
+    assert out.startswith("refused cannot register the metric"), out
+    assert "help" in out, out
