@@ -111,6 +111,7 @@ struct bench_plot {
 	enum bench_field split; /* BENCH_F_NONE: one line per config */
 	const char *profile;   /* only rows of this profile; NULL: any */
 	int pinned;            /* only pinned (1) / unpinned (0); -1: any */
+	unsigned threads;      /* only rows with this many threads; 0: any */
 	int logx, logy;        /* log scale (base 2 on x, 10 on y) */
 	const char *ours;      /* NULL: "tally" */
 };

@@ -206,6 +206,8 @@ static int draw(const struct bench_doc *d, const struct bench_opts *o,
 			continue;
 		if (p->pinned >= 0 && r->pinned != p->pinned)
 			continue;
+		if (p->threads && r->threads != p->threads)
+			continue;
 		if (!isfinite(x) || !y_of(r, p->y, &med, &lo, &hi))
 			continue;
 		if (p->logx && x <= 0)
@@ -305,8 +307,10 @@ static int draw(const struct bench_doc *d, const struct bench_opts *o,
 	gp_str(gp, p->xlabel ? p->xlabel : "");
 	fputs("\nset ylabel ", gp);
 	gp_str(gp, p->ylabel ? p->ylabel : "");
+	/* Room above and below, so that no line lies on an axis. */
 	fputs("\nset grid\nset key outside right top box opaque spacing 1.2\n"
-	      "set border 3\nset tics nomirror\nset bars 2\n", gp);
+	      "set border 3\nset tics nomirror\nset bars 2\n"
+	      "set offsets 0, 0, graph 0.05, graph 0.05\n", gp);
 	if (p->logx)
 		fputs("set logscale x 2\n", gp);
 	if (p->logy)
@@ -396,6 +400,7 @@ int bench_save(const struct bench_doc *d, const struct bench_opts *o)
 	FILE *f;
 	int rc = 0;
 
+	fflush(stdout); /* the report first, then where its files went */
 	snprintf(name, sizeof(name), "%s.json", d->bench);
 	f = bench_out_open(o, name);
 	if (!f)
