@@ -24,6 +24,11 @@ static const char usage_text[] =
 "                         [--mem-counters K] [--slabs S] [options]\n"
 "       tally-bench metrics [--series N] [options]\n"
 "       tally-bench exporter [--series N] [--exporter PATH] [options]\n"
+"       tally-bench oversub [--adds N] [--threads T] [options]\n"
+"       tally-bench pernode [--adds N] [options]\n"
+"       tally-bench falseshare [--adds N] [options]\n"
+"       tally-bench inflight [--adds N] [options]\n"
+"       tally-bench wakeup [--adds N] [options]\n"
 "       tally-bench all [options]\n"
 "\n"
 "Reproduce the experiments behind libtally, each next to its baselines\n"
@@ -44,12 +49,30 @@ static const char usage_text[] =
 "           the exporter's peak RSS; the writers' adds scraped every\n"
 "           100 ms vs unscraped; an --aggregate scrape before and after\n"
 "           K workers exited (their segments gone; counts kept exactly).\n"
+"  oversub  1..T threads (default 64) on this machine's CPUs add to one\n"
+"           counter: tally percpu vs per-thread counters vs one shared\n"
+"           atomic: throughput, and memory per counter as threads grow.\n"
+"  pernode  OVS flow stats: update and read cost of tally percpu, pernode\n"
+"           and shared with 1, 2 and 4 forced NUMA nodes (re-executed\n"
+"           children, TALLY_NODES), and memory per flow of many flows\n"
+"           each updated by one CPU.\n"
+"  falseshare  per-thread counters packed in one cache line vs padded vs\n"
+"           tally percpu; the slowdown factor of packing.\n"
+"  inflight an in-flight gauge (+1 on submit, -1 on complete) around a\n"
+"           request of fixed work: none vs one shared atomic vs tally\n"
+"           percpu; requests/s and the share of CPU spent on accounting.\n"
+"  wakeup   3 writer threads update stats (under a mutex, or tally) and\n"
+"           signal an eventfd that 1 reader waits for in epoll: events/s,\n"
+"           context switches, rescheduling interrupts (RES), PREEMPT_RT.\n"
 "  all      counter and alloc, one after the other.\n"
 "\n"
 "options:\n"
-"  --adds N          counter: adds per worker (default 10^7; --quick 10^6)\n"
+"  --adds N          counter: adds per worker (default 10^7; --quick 10^6);\n"
+"                    oversub, pernode, falseshare, inflight, wakeup: the\n"
+"                    operations per run (see tally-bench(1) for defaults)\n"
 "  --threads T       counter: workers (default: one per CPU);\n"
-"                    alloc: the larger thread count (default 2)\n"
+"                    alloc: the larger thread count (default 2);\n"
+"                    oversub: the largest thread count (default 64)\n"
 "  --blocks M        alloc: blocks allocated and freed per thread\n"
 "                    (default 10^6; --quick 10^5)\n"
 "  --batch B         alloc: rules allocated before they are freed (1000)\n"
@@ -63,7 +86,8 @@ static const char usage_text[] =
 "  --repeat R        runs per configuration, 1 to 100 (default 5; --quick 3)\n"
 "  --quick           a few-second version (fewer adds, blocks and runs)\n"
 "  --json            print the results as one JSON document\n"
-"  --no-child        skip the re-executed runs (fallback, forced slabs)\n"
+"  --no-child        skip the re-executed runs (fallback, forced slabs,\n"
+"                    forced nodes)\n"
 "  --quiet           no progress on stderr\n"
 "  -h, --help        print this help\n"
 "\n"
@@ -138,6 +162,20 @@ enum {
 extern const char *bench_exporter_path;
 int bench_exporter(const struct bench_opts *o);
 
+/* The scenarios of bench-<name>.c, which pick their own defaults for
+ * --adds (left 0 when not given). */
+static const struct {
+	const char *name;
+	int (*run)(const struct bench_opts *o);
+	const char *child;     /* the --child kind it accepts, or NULL */
+} scenarios[] = {
+	{ "oversub", bench_oversub, NULL },
+	{ "pernode", bench_pernode, "nodes" },
+	{ "falseshare", bench_falseshare, NULL },
+	{ "inflight", bench_inflight, NULL },
+	{ "wakeup", bench_wakeup, NULL },
+};
+
 static const struct option longopts[] = {
 	{ "adds", required_argument, NULL, O_ADDS },
 	{ "series", required_argument, NULL, O_SERIES },
@@ -162,6 +200,7 @@ int main(int argc, char **argv)
 	struct bench_opts o = { 0 };
 	const char *sub;
 	int is_counter, is_alloc, is_metrics, is_exporter, rc = 0, c;
+	int scen = -1;
 	int set_series = 0;
 	int set_adds = 0, set_blocks = 0, set_repeat = 0, set_mem = 0;
 	int set_threads = 0, set_slabs = 0, set_batch = 0;
@@ -182,10 +221,14 @@ int main(int argc, char **argv)
 	is_alloc = strcmp(sub, "alloc") == 0;
 	is_metrics = strcmp(sub, "metrics") == 0;
 	is_exporter = strcmp(sub, "exporter") == 0;
+	for (unsigned i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
+		if (strcmp(sub, scenarios[i].name) == 0)
+			scen = (int)i;
 	if (!is_counter && !is_alloc && !is_metrics && !is_exporter &&
-	    strcmp(sub, "all") != 0)
+	    scen < 0 && strcmp(sub, "all") != 0)
 		usage_error("unknown subcommand '%s' (expected counter, alloc, "
-			    "metrics, exporter or all)", sub);
+			    "metrics, exporter, oversub, pernode, falseshare, "
+			    "inflight, wakeup or all)", sub);
 
 	opterr = 0;
 	optind = 2;
@@ -276,6 +319,24 @@ int main(int argc, char **argv)
 			    "--repeat, --quick, --json and --quiet" :
 			    "%s: takes --series, --repeat, --quick, --json and "
 			    "--quiet", sub);
+	if (scen >= 0) {
+		if (set_blocks || set_batch || set_mem || set_slabs ||
+		    set_series)
+			usage_error("%s: takes --adds, --repeat, --quick, "
+				    "--json, --quiet and --no-child (and "
+				    "oversub --threads)", sub);
+		if (set_threads && strcmp(sub, "oversub") != 0)
+			usage_error("%s: give --threads to counter, alloc or "
+				    "oversub", sub);
+		if (o.child && (!scenarios[scen].child ||
+				strcmp(o.child, scenarios[scen].child) != 0))
+			usage_error("bad --child '%s'", o.child);
+		if (!set_repeat)
+			o.repeat = o.quick ? 3 : 5;
+		if (!set_threads)
+			o.threads = 0;
+		return scenarios[scen].run(&o);
+	}
 	if (!is_counter && !is_alloc && set_threads)
 		usage_error("%s: give --threads to counter or alloc", sub);
 	if (o.child && strcmp(o.child, is_counter ? "fallback" : "slabs") != 0)
