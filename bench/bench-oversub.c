@@ -228,11 +228,11 @@ static void measure_memory(struct bench_doc *d, unsigned threads, uint64_t K,
 				      .flags = TALLY_ZONE_ANON });
 	if (!z)
 		bench_die("tally_zone_create: %s", tally_errmsg());
+	if (tally_zone_usage(z, &u0) < 0)
+		bench_die("tally_zone_usage: %s", tally_errmsg());
 	for (uint64_t i = 0; i < K; i++)
 		if (!(b[i] = tally_block_alloc(z, 1, TALLY_PERCPU)))
 			bench_die("tally_block_alloc: %s", tally_errmsg());
-	if (tally_zone_usage(z, &u0) < 0)
-		bench_die("tally_zone_usage: %s", tally_errmsg());
 	for (unsigned i = 0; i < threads; i++)
 		workers[i] = (struct worker){ .many = b, .nmany = (size_t)K };
 	run_workers(threads);
