@@ -212,7 +212,7 @@ int bench_falseshare(const struct bench_opts *o)
 		where = p0 < 0 || p1 < 0 ? "the CPUs' packages are unknown "
 			"(no sysfs topology)" : p0 == p1 ?
 			"the CPUs here are in one package: the line moves "
-			"between cores, not sockets (the seed's case)" :
+			"between cores; the seed's moved between sockets" :
 			"the CPUs here are in different packages, as in the "
 			"seed";
 	}
