@@ -286,19 +286,23 @@ int bench_falseshare(const struct bench_opts *o)
 		printf("ns/op: CPU time per add per thread (min, median, max); "
 		       "Mops/s: total adds per wall-clock second (median);\n"
 		       "x padded, x percpu: ns/op / the padded counters' and "
-		       "tally's at the same thread count\n\n");
-		printf("%-13s %3s %9s %9s %9s %9s %8s %8s  %s\n", "config",
+		       "tally's at the same thread count;\noverl: the workers' "
+		       "CPU time / (workers x wall time): well below 100%% "
+		       "they seldom ran at once and\nthe line was seldom "
+		       "shared (a busy machine)\n\n");
+		printf("%-13s %3s %9s %9s %9s %9s %8s %8s %5s  %s\n", "config",
 		       "thr", "ns/op min", "median", "max", "Mops/s",
-		       "x padded", "x percpu", "check");
+		       "x padded", "x percpu", "overl", "check");
 		for (unsigned i = 0; i < d.nrows; i++) {
 			const struct bench_row *r = &d.rows[i];
 
 			if (i > 0 && d.rows[i - 1].threads != r->threads)
 				printf("\n");
-			printf("%-13s %3u %9.3f %9.3f %9.3f %9.1f %8.2f %8.2f  "
-			       "%s%s%s\n", r->config, r->threads, r->ns_st.min,
-			       r->ns_st.median, r->ns_st.max,
+			printf("%-13s %3u %9.3f %9.3f %9.3f %9.1f %8.2f %8.2f "
+			       "%4.0f%%  %s%s%s\n", r->config, r->threads,
+			       r->ns_st.min, r->ns_st.median, r->ns_st.max,
 			       r->rate_st.median, r->ratio[0], r->ratio[1],
+			       100 * r->overlap_st.median,
 			       r->observed == r->expected && !r->failed ? "ok" :
 			       "LOST", r->note[0] ? "  " : "", r->note);
 		}
