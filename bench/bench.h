@@ -260,6 +260,11 @@ int bench_counter(const struct bench_opts *o);
 int bench_alloc(const struct bench_opts *o);
 int bench_metrics(const struct bench_opts *o);
 int bench_loop(int argc, char **argv);
+int bench_oversub(const struct bench_opts *o);
+int bench_pernode(const struct bench_opts *o);
+int bench_falseshare(const struct bench_opts *o);
+int bench_inflight(const struct bench_opts *o);
+int bench_wakeup(const struct bench_opts *o);
 
 /* The arguments a child needs to repeat the parent's settings. */
 void bench_child_args(const struct bench_opts *o, const char *sub,

@@ -26,6 +26,8 @@ static const char usage_text[] =
 "                         [--mem-counters K] [--slabs S] [options]\n"
 "       tally-bench metrics [--series N] [options]\n"
 "       tally-bench exporter [--series N] [--exporter PATH] [options]\n"
+"       tally-bench oversub [--adds N] [--threads T] [options]\n"
+"       tally-bench pernode|falseshare|inflight|wakeup [--adds N] [options]\n"
 "       tally-bench all [--sweep LIST] [--plot DIR] [options]\n"
 "\n"
 "Reproduce the experiments behind libtally, each next to its baselines\n"
@@ -48,13 +50,31 @@ static const char usage_text[] =
 "           the exporter's peak RSS; the writers' adds scraped every\n"
 "           100 ms vs unscraped; an --aggregate scrape before and after\n"
 "           K workers exited (their segments gone; counts kept exactly).\n"
+"  oversub  1..T threads (default 64) on this machine's CPUs add to one\n"
+"           counter: tally percpu vs per-thread counters vs one shared\n"
+"           atomic: throughput, and memory per counter as threads grow.\n"
+"  pernode  OVS flow stats: update and read cost of tally percpu, pernode\n"
+"           and shared with 1, 2 and 4 forced NUMA nodes (re-executed\n"
+"           children, TALLY_NODES), and memory per flow of many flows\n"
+"           each updated by one CPU.\n"
+"  falseshare  per-thread counters packed in one cache line vs padded vs\n"
+"           tally percpu; the slowdown factor of packing.\n"
+"  inflight an in-flight gauge (+1 on submit, -1 on complete) around a\n"
+"           request of fixed work: none vs one shared atomic vs tally\n"
+"           percpu; requests/s and the share of CPU spent on accounting.\n"
+"  wakeup   3 writer threads update stats (under a mutex, or tally) and\n"
+"           signal an eventfd that 1 reader waits for in epoll: events/s,\n"
+"           context switches, rescheduling interrupts (RES), PREEMPT_RT.\n"
 "  all      every scenario above, one after the other (each in a process\n"
 "           of its own: one that fails does not stop the others).\n"
 "\n"
 "options:\n"
-"  --adds N          counter: adds per worker (default 10^7; --quick 10^6)\n"
+"  --adds N          counter: adds per worker (default 10^7; --quick 10^6);\n"
+"                    oversub, pernode, falseshare, inflight, wakeup: the\n"
+"                    operations per run (see tally-bench(1) for defaults)\n"
 "  --threads T       counter: workers (default: one per CPU);\n"
-"                    alloc: the larger thread count (default 2)\n"
+"                    alloc: the larger thread count (default 2);\n"
+"                    oversub: the largest thread count (default 64)\n"
 "  --sweep LIST      counter: more worker counts, pinned round-robin\n"
 "                    (e.g. 1,2,4,8: above the CPUs, oversubscribed)\n"
 "  --blocks M        alloc: blocks allocated and freed per thread\n"
@@ -75,7 +95,8 @@ static const char usage_text[] =
 "  --plot DIR        write DIR/<scenario>.json and PNG charts (with the\n"
 "                    .dat and .gp files gnuplot draws them from); needs\n"
 "                    gnuplot (apt-get install gnuplot-nox)\n"
-"  --no-child        skip the re-executed runs (fallback, forced slabs)\n"
+"  --no-child        skip the re-executed runs (fallback, forced slabs,\n"
+"                    forced nodes)\n"
 "  --quiet           no progress on stderr (shown only on a terminal:\n"
 "                    scenario, run i/n, ETA)\n"
 "  -h, --help        print this help\n"
@@ -153,10 +174,34 @@ enum {
 extern const char *bench_exporter_path;
 int bench_exporter(const struct bench_opts *o);
 
-/* The defaults that differ between scenarios. */
+/*
+ * The options a scenario takes beyond the common ones (--repeat, --quick,
+ * --json, --plot, --no-child, --quiet), one bit each, in the order of
+ * opt_names[].
+ */
+enum {
+	T_ADDS = 1 << 0, T_THREADS = 1 << 1, T_SWEEP = 1 << 2,
+	T_BLOCKS = 1 << 3, T_BATCH = 1 << 4, T_MEM = 1 << 5, T_SLABS = 1 << 6,
+	T_SERIES = 1 << 7, T_EXPORTER = 1 << 8,
+};
+static const char *const opt_names[] = {
+	"--adds", "--threads", "--sweep", "--blocks", "--batch",
+	"--mem-counters", "--slabs", "--series", "--exporter",
+};
+#define NOPTS (sizeof(opt_names) / sizeof(opt_names[0]))
+
+/*
+ * The defaults that differ between scenarios.  A scenario run straight
+ * from the table picks its own defaults for what is left 0 (adds,
+ * threads, series).
+ */
 static int run_counter(const struct bench_opts *o)
 {
-	return bench_counter(o);
+	struct bench_opts c = *o;
+
+	if (!c.adds)
+		c.adds = c.quick ? 1000000 : 10000000;
+	return bench_counter(&c);
 }
 
 static int run_alloc(const struct bench_opts *o)
@@ -191,20 +236,33 @@ static int run_exporter(const struct bench_opts *o)
 /*
  * The scenarios.  `tally-bench NAME` runs one; `tally-bench all` (and
  * `make bench`) runs every one registered here, in this order: a new
- * scenario joins both by a line here (and its file in CMakeLists.txt).
- * A scenario that fills a bench_doc gets --json, --plot DIR (its JSON
- * and the charts it declares with bench_plot_add()) through
+ * scenario joins both by a line here (and its file in CMakeLists.txt,
+ * its section in tally-bench(1) and its fields in check-json.py).  A
+ * scenario that fills a bench_doc gets --json, --plot DIR (its JSON and
+ * the charts it declares with bench_plot_add()) through
  * bench_print_json() and bench_save().
  */
 static const struct scenario {
 	const char *name;
 	int (*run)(const struct bench_opts *o);
+	unsigned takes;        /* T_* options beyond the common ones */
+	const char *child;     /* the hidden --child kind it accepts */
 } scenarios[] = {
-	{ "counter", run_counter },
-	{ "alloc", run_alloc },
-	{ "metrics", run_metrics },
-	{ "exporter", run_exporter },
+	{ "counter", run_counter, T_ADDS | T_THREADS | T_SWEEP, "fallback" },
+	{ "alloc", run_alloc,
+	  T_THREADS | T_BLOCKS | T_BATCH | T_MEM | T_SLABS, "slabs" },
+	{ "metrics", run_metrics, T_SERIES, NULL },
+	{ "exporter", run_exporter, T_SERIES | T_EXPORTER, NULL },
+	{ "oversub", bench_oversub, T_ADDS | T_THREADS, NULL },
+	{ "pernode", bench_pernode, T_ADDS, "nodes" },
+	{ "falseshare", bench_falseshare, T_ADDS, NULL },
+	{ "inflight", bench_inflight, T_ADDS, NULL },
+	{ "wakeup", bench_wakeup, T_ADDS, NULL },
 };
+/* all: every option but --threads, each passed to the scenarios that
+ * take it. */
+#define ALL_TAKES (T_ADDS | T_SWEEP | T_BLOCKS | T_BATCH | T_MEM | T_SLABS | \
+		   T_SERIES | T_EXPORTER)
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
 
 static const struct option longopts[] = {
@@ -317,15 +375,36 @@ static int run_isolated(const struct scenario *sc, const struct bench_opts *o)
 	return 1;
 }
 
+/* A usage error for an option @sub does not take, naming what it takes. */
+static void not_taken(const char *sub, unsigned takes, unsigned given)
+{
+	char msg[512];
+	size_t len;
+	unsigned bad = 0;
+
+	for (unsigned i = 0; i < NOPTS; i++)
+		if ((given & ~takes) & (1u << i)) {
+			bad = i;
+			break;
+		}
+	len = (size_t)snprintf(msg, sizeof(msg), "%s: %s is not an option of "
+			       "%s, which takes ", sub, opt_names[bad], sub);
+	for (unsigned i = 0, n = 0; i < NOPTS; i++)
+		if (takes & (1u << i))
+			len += (size_t)snprintf(msg + len, sizeof(msg) - len,
+						"%s%s", n++ ? ", " : "",
+						opt_names[i]);
+	snprintf(msg + len, sizeof(msg) - len, " and the common options");
+	usage_error("%s", msg);
+}
+
 int main(int argc, char **argv)
 {
 	struct bench_opts o = { 0 };
 	const struct scenario *sc = NULL;
 	const char *sub;
-	int is_counter, is_alloc, is_metrics, is_exporter, is_all, rc = 0, c;
-	int set_series = 0;
-	int set_adds = 0, set_blocks = 0, set_repeat = 0, set_mem = 0;
-	int set_threads = 0, set_slabs = 0, set_batch = 0;
+	int is_all, rc = 0, c;
+	unsigned given = 0;
 
 	if (argc < 2) {
 		fputs(usage_text, stderr);
@@ -355,10 +434,6 @@ int main(int argc, char **argv)
 			"%s)\nTry 'tally-bench --help'.\n", sub, names);
 		return 2;
 	}
-	is_counter = strcmp(sub, "counter") == 0;
-	is_alloc = strcmp(sub, "alloc") == 0;
-	is_metrics = strcmp(sub, "metrics") == 0;
-	is_exporter = strcmp(sub, "exporter") == 0;
 
 	opterr = 0;
 	optind = 2;
@@ -366,18 +441,16 @@ int main(int argc, char **argv)
 		switch (c) {
 		case O_ADDS:
 			o.adds = parse_count("--adds", optarg, 1, 10000000000ull);
-			set_adds = 1;
+			given |= T_ADDS;
 			break;
 		case O_THREADS:
 			o.threads = (unsigned)parse_count("--threads", optarg, 1,
 							  BENCH_MAX_THREADS);
-			set_threads = 1;
+			given |= T_THREADS;
 			break;
 		case O_SWEEP:
-			if (!is_counter && !is_all)
-				usage_error("%s: --sweep is an option of counter "
-					    "(and all)", sub);
 			parse_sweep(optarg, &o);
+			given |= T_SWEEP;
 			break;
 		case O_PLOT:
 			if (!*optarg)
@@ -387,36 +460,33 @@ int main(int argc, char **argv)
 		case O_BLOCKS:
 			o.blocks = parse_count("--blocks", optarg, 100,
 					       1000000000ull);
-			set_blocks = 1;
+			given |= T_BLOCKS;
 			break;
 		case O_BATCH:
 			o.batch = parse_count("--batch", optarg, 1, 1000000);
-			set_batch = 1;
+			given |= T_BATCH;
 			break;
 		case O_MEM:
 			o.mem_counters = parse_count("--mem-counters", optarg, 2,
 						     1u << 24);
 			o.mem_counters += o.mem_counters & 1;
-			set_mem = 1;
+			given |= T_MEM;
 			break;
 		case O_SLABS:
 			o.slabs = (unsigned)parse_count("--slabs", optarg, 0, 4096);
-			set_slabs = 1;
+			given |= T_SLABS;
 			break;
 		case O_REPEAT:
 			o.repeat = (unsigned)parse_count("--repeat", optarg, 1,
 							 BENCH_MAX_REPEAT);
-			set_repeat = 1;
 			break;
 		case O_SERIES:
 			o.series = parse_count("--series", optarg, 1, 16000000);
-			set_series = 1;
+			given |= T_SERIES;
 			break;
 		case O_EXPORTER:
-			if (!is_exporter && !is_all)
-				usage_error("%s: --exporter is an option of "
-					    "exporter", sub);
 			bench_exporter_path = optarg;
+			given |= T_EXPORTER;
 			break;
 		case O_QUICK:
 			o.quick = 1;
@@ -445,24 +515,9 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		usage_error("unexpected argument '%s'", argv[optind]);
-	if (is_counter && (set_blocks || set_batch || set_mem || set_slabs))
-		usage_error("%s: --blocks, --batch, --mem-counters and --slabs "
-			    "are options of alloc", sub);
-	if (is_alloc && set_adds)
-		usage_error("%s: --adds is an option of counter", sub);
-	if ((is_counter || is_alloc) && set_series)
-		usage_error("%s: --series is an option of metrics and exporter",
-			    sub);
-	if ((is_metrics || is_exporter) && (set_adds || set_blocks ||
-					   set_batch || set_mem || set_slabs ||
-					   set_threads))
-		usage_error(is_exporter ? "%s: takes --series, --exporter, "
-			    "--repeat, --quick, --json, --plot and --quiet" :
-			    "%s: takes --series, --repeat, --quick, --json, --plot "
-			    "and --quiet", sub);
-	if (is_all && set_threads)
-		usage_error("%s: give --threads to counter or alloc", sub);
-	if (o.child && strcmp(o.child, is_counter ? "fallback" : "slabs") != 0)
+	if (given & ~(sc ? sc->takes : ALL_TAKES))
+		not_taken(sub, sc ? sc->takes : ALL_TAKES, given);
+	if (o.child && (!sc || !sc->child || strcmp(o.child, sc->child) != 0))
 		usage_error("bad --child '%s'", o.child);
 	if (o.plot_dir && !o.child && !bench_have_gnuplot()) {
 		/* Before the runs, not after minutes of them. */
@@ -471,17 +526,16 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	if (!set_repeat)
+	/* The common defaults; the others are the scenarios' own. */
+	if (!o.repeat)
 		o.repeat = o.quick ? 3 : 5;
-	if (!set_adds)
-		o.adds = o.quick ? 1000000 : 10000000;
-	if (!set_blocks)
+	if (!(given & T_BLOCKS))
 		o.blocks = o.quick ? 100000 : 1000000;
-	if (!set_batch)
+	if (!(given & T_BATCH))
 		o.batch = 1000;
-	if (!set_mem)
+	if (!(given & T_MEM))
 		o.mem_counters = o.quick ? 16384 : 65536;
-	if (!set_slabs)
+	if (!(given & T_SLABS))
 		o.slabs = 256;
 
 	if (sc)
