@@ -276,12 +276,7 @@ static void run_once(const struct conf *cf, unsigned threads, int pinned,
 	r->ns[r->n] = sum_ns / threads;
 	r->rate[r->n] = (double)threads * (double)n / (double)(t1 - t0) * 1e3;
 	r->overlap[r->n] = sum_cpu / ((double)threads * (double)(t1 - t0));
-	/* Keep the worst run's check: a single loss is a failure. */
-	r->checked = 1;
-	r->expected = (int64_t)threads * (int64_t)n;
-	if (r->n == 0 || llabs(r->expected - observed) >
-				 llabs(r->expected - r->observed))
-		r->observed = observed;
+	bench_row_check(r, (int64_t)threads * (int64_t)n, observed);
 	r->n++;
 }
 

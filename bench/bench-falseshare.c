@@ -181,11 +181,7 @@ static void run_once(const struct conf *cf, unsigned threads, uint64_t n,
 	r->ns[r->n] = sum_ns / threads;
 	r->rate[r->n] = (double)threads * (double)n / (double)(t1 - t0) * 1e3;
 	r->overlap[r->n] = sum_cpu / ((double)threads * (double)(t1 - t0));
-	r->checked = 1;
-	r->expected = (int64_t)threads * (int64_t)n;
-	if (r->n == 0 || llabs(r->expected - observed) >
-				 llabs(r->expected - r->observed))
-		r->observed = observed;
+	bench_row_check(r, (int64_t)threads * (int64_t)n, observed);
 	r->n++;
 }
 
@@ -231,12 +227,12 @@ int bench_falseshare(const struct bench_opts *o)
 					     1, 0);
 		for (unsigned k = 0; k < o->repeat; k++)
 			for (unsigned c = 0; c < NCONFS; c++) {
-				bench_progress("[%u/%u] %s, %u thread%s, run "
-					       "%u/%u", ++step,
-					       ngr * (unsigned)NCONFS * o->repeat,
-					       confs[c].name, groups[gi],
-					       groups[gi] > 1 ? "s" : "", k + 1,
-					       o->repeat);
+				bench_progress_step(++step,
+						    ngr * (unsigned)NCONFS *
+						    o->repeat, k + 1, o->repeat,
+						    "%s, %u thread%s",
+						    confs[c].name, groups[gi],
+						    groups[gi] > 1 ? "s" : "");
 				run_once(&confs[c], groups[gi], n, r[c]);
 			}
 		for (unsigned c = 0; c < NCONFS; c++)
@@ -275,6 +271,15 @@ int bench_falseshare(const struct bench_opts *o)
 			 pk ? pk->ratio[0] : NAN, pk ? pk->ratio[1] : NAN,
 			 bench_failed(&d) ? "FAILED" : "ok");
 	}
+	bench_plot_add(&d, &(struct bench_plot){
+		.file = "falseshare-ns",
+		.title = "falseshare: an add to a counter of one's own (lower "
+			 "is better)",
+		.xlabel = "workers, pinned one per CPU",
+		.ylabel = "ns of CPU time per add, per worker",
+		.x = BENCH_F_THREADS, .y = BENCH_F_NS, .profile = "",
+		.pinned = -1 });
+
 	if (o->json) {
 		bench_print_json(&d, o, stdout);
 	} else {
@@ -317,5 +322,7 @@ int bench_falseshare(const struct bench_opts *o)
 		fprintf(stderr, "tally-bench falseshare: a correctness check "
 			"failed (see the check and note columns)\n");
 	tally_zone_destroy(zone);
+	if (bench_save(&d, o) < 0)
+		return 1;
 	return bench_failed(&d);
 }

@@ -207,13 +207,9 @@ static void run_once(const struct conf *cf, unsigned threads, unsigned wk,
 	r->ns[r->n] = sum_ns / threads;
 	r->rate[r->n] = (double)threads * (double)n / (double)(t1 - t0) * 1e3;
 	r->overlap[r->n] = sum_cpu / ((double)threads * (double)(t1 - t0));
-	if (cf->kind != K_NONE) {
-		/* Every request completed: the gauge is back at 0. */
-		r->checked = 1;
-		r->expected = 0;
-		if (r->n == 0 || llabs(observed) > llabs(r->observed))
-			r->observed = observed;
-	}
+	/* Every request completed: the gauge is back at 0. */
+	if (cf->kind != K_NONE)
+		bench_row_check(r, 0, observed);
 	r->n++;
 }
 
@@ -237,7 +233,7 @@ int bench_inflight(const struct bench_opts *o)
 	unsigned T = ncpu, groups[2] = { T, 1 }, ngr = T > 1 ? 2 : 1;
 	unsigned step = 0, nsteps;
 	uint64_t N = o->adds ? o->adds : (o->quick ? 100000 : 2000000);
-	char prof[NWORKS][16];
+	char prof[NWORKS][16], file[NWORKS][32], title[NWORKS][128];
 
 	memset(&d, 0, sizeof(d));
 	d.bench = "inflight";
@@ -268,13 +264,12 @@ int bench_inflight(const struct bench_opts *o)
 						     groups[gi], 1, 0);
 			for (unsigned k = 0; k < o->repeat; k++)
 				for (unsigned c = 0; c < NCONFS; c++) {
-					bench_progress("[%u/%u] %s, %s, %u "
-						       "thread%s, run %u/%u",
-						       ++step, nsteps,
-						       confs[c].name, prof[wi],
-						       groups[gi],
-						       groups[gi] > 1 ? "s" : "",
-						       k + 1, o->repeat);
+					bench_progress_step(
+						++step, nsteps, k + 1, o->repeat,
+						"%s, %s, %u thread%s",
+						confs[c].name, prof[wi],
+						groups[gi],
+						groups[gi] > 1 ? "s" : "");
 					run_once(&confs[c], groups[gi],
 						 works[wi], n, r[c]);
 				}
@@ -328,6 +323,21 @@ int bench_inflight(const struct bench_opts *o)
 			 pc ? pc->ratio[2] : NAN,
 			 bench_failed(&d) ? "FAILED" : "ok");
 	}
+	/* One chart per amount of work: the accounting's share differs. */
+	for (unsigned k = 0; k < NWORKS; k++) {
+		snprintf(file[k], sizeof(file[k]), "inflight-rate-work%u",
+			 works[k]);
+		snprintf(title[k], sizeof(title[k]), "inflight: requests of %u "
+			 "rounds of work per second (higher is better)",
+			 works[k]);
+		bench_plot_add(&d, &(struct bench_plot){
+			.file = file[k], .title = title[k],
+			.xlabel = "workers, pinned one per CPU",
+			.ylabel = "million requests per second, all workers",
+			.x = BENCH_F_THREADS, .y = BENCH_F_RATE,
+			.profile = prof[k], .pinned = -1 });
+	}
+
 	if (o->json) {
 		bench_print_json(&d, o, stdout);
 	} else {
@@ -375,5 +385,7 @@ int bench_inflight(const struct bench_opts *o)
 		fprintf(stderr, "tally-bench inflight: the gauge did not read "
 			"0 (see the check column)\n");
 	tally_zone_destroy(zone);
+	if (bench_save(&d, o) < 0)
+		return 1;
 	return bench_failed(&d);
 }

@@ -195,11 +195,7 @@ static void run_once(const struct conf *cf, unsigned threads, uint64_t n,
 	r->ns[r->n] = sum_ns / threads;
 	r->rate[r->n] = (double)threads * (double)n / (double)(t1 - t0) * 1e3;
 	r->overlap[r->n] = sum_cpu / ((double)threads * (double)(t1 - t0));
-	r->checked = 1;
-	r->expected = (int64_t)threads * (int64_t)n;
-	if (r->n == 0 || llabs(r->expected - observed) >
-				 llabs(r->expected - r->observed))
-		r->observed = observed;
+	bench_row_check(r, (int64_t)threads * (int64_t)n, observed);
 	r->n++;
 }
 
@@ -311,7 +307,8 @@ int bench_oversub(const struct bench_opts *o)
 	if (tally_zone_usage(zone, &u) < 0)
 		bench_die("tally_zone_usage: %s", tally_errmsg());
 
-	nsteps = nt * (unsigned)NCONFS * o->repeat;
+	/* The timed runs, then one memory measurement per thread count. */
+	nsteps = nt * (unsigned)NCONFS * o->repeat + nt;
 	for (unsigned ti = 0; ti < nt; ti++) {
 		unsigned T = tcount[ti];
 		uint64_t n = total / T ? total / T : 1;
@@ -321,17 +318,19 @@ int bench_oversub(const struct bench_opts *o)
 			r[c] = bench_row_add(&d, confs[c].name, "", T, 0, 0);
 		for (unsigned k = 0; k < o->repeat; k++)
 			for (unsigned c = 0; c < NCONFS; c++) {
-				bench_progress("[%u/%u] %s, %u thread%s, run "
-					       "%u/%u", ++step, nsteps,
-					       confs[c].name, T, T > 1 ? "s" : "",
-					       k + 1, o->repeat);
+				bench_progress_step(++step, nsteps, k + 1,
+						    o->repeat, "%s, %u thread%s",
+						    confs[c].name, T,
+						    T > 1 ? "s" : "");
 				run_once(&confs[c], T, n, r[c]);
 			}
 		for (unsigned c = 0; c < NCONFS; c++)
 			bench_row_finish(r[c]);
 	}
 	for (unsigned ti = 0; ti < nt; ti++) {
-		bench_progress("memory, %u threads", tcount[ti]);
+		bench_progress_step(++step, nsteps, 1, 1, "memory, %u "
+				    "thread%s", tcount[ti],
+				    tcount[ti] > 1 ? "s" : "");
 		measure_memory(&d, tcount[ti], K, u.nslabs);
 	}
 	bench_progress_done();
@@ -383,6 +382,24 @@ int bench_oversub(const struct bench_opts *o)
 			 pc ? pc->ratio[0] : NAN, mem ? mem->bytes : NAN,
 			 8.0 * Tmax, bench_failed(&d) ? "FAILED" : "ok");
 	}
+
+	bench_plot_add(&d, &(struct bench_plot){
+		.file = "oversub-throughput",
+		.title = "oversub: adds per second to one counter as threads "
+			 "outnumber CPUs (higher is better)",
+		.xlabel = "threads, unpinned (log)",
+		.ylabel = "million adds per second, all threads (log)",
+		.x = BENCH_F_THREADS, .y = BENCH_F_RATE, .profile = "",
+		.pinned = -1, .logx = 1, .logy = 1 });
+	bench_plot_add(&d, &(struct bench_plot){
+		.file = "oversub-memory",
+		.title = "oversub: memory per counter written by every thread "
+			 "(lower is better)",
+		.xlabel = "threads, unpinned (log)",
+		.ylabel = "bytes per counter (log; tally measured, the "
+			  "others computed)",
+		.x = BENCH_F_THREADS, .y = BENCH_F_BYTES, .profile = "memory",
+		.pinned = -1, .logx = 1, .logy = 1 });
 
 	if (o->json) {
 		bench_print_json(&d, o, stdout);
@@ -449,5 +466,7 @@ int bench_oversub(const struct bench_opts *o)
 		fprintf(stderr, "tally-bench oversub: a correctness check "
 			"failed (see the check and note columns)\n");
 	tally_zone_destroy(zone);
+	if (bench_save(&d, o) < 0)
+		return 1;
 	return bench_failed(&d);
 }

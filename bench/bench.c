@@ -74,6 +74,15 @@ void bench_row_finish(struct bench_row *r)
 		r->failed = 1;
 }
 
+void bench_row_check(struct bench_row *r, int64_t expected, int64_t observed)
+{
+	r->checked = 1;
+	r->expected = expected;
+	if (r->n == 0 || llabs(expected - observed) >
+				 llabs(expected - r->observed))
+		r->observed = observed;
+}
+
 /* CPUs ------------------------------------------------------------------ */
 
 static int cpu_ids[BENCH_MAX_THREADS];
@@ -765,6 +774,9 @@ void bench_child_args(const struct bench_opts *o, const char *sub,
 			ARG("--sweep");
 			ARG(list);
 		}
+	} else if (strcmp(sub, "pernode") == 0) {
+		ARG("--adds");
+		NUM("%llu", (unsigned long long)o->adds);
 	} else {
 		ARG("--blocks");
 		NUM("%llu", (unsigned long long)o->blocks);
@@ -777,6 +789,8 @@ void bench_child_args(const struct bench_opts *o, const char *sub,
 		ARG("--slabs");
 		NUM("%u", o->slabs);
 	}
+	if (o->quick)
+		ARG("--quick");
 	if (o->quiet)
 		ARG("--quiet");
 	argv[n] = NULL;

@@ -101,6 +101,8 @@ enum bench_field {
 	BENCH_F_RATE,          /* rate[]: median, min, max */
 	BENCH_F_NS,            /* ns[]: median, min, max */
 	BENCH_F_BYTES,         /* bytes (one value) */
+	BENCH_F_RATIO0,        /* ratio[0], where a scenario keeps an x of
+				  its own (pernode: the forced node count) */
 };
 
 struct bench_plot {
@@ -140,6 +142,12 @@ uint64_t bench_thread_cpu_ns(void);
 /* Statistics of v[0..n-1] (n >= 1). */
 void bench_stats(const double *v, unsigned n, struct bench_stats *st);
 void bench_row_finish(struct bench_row *r);
+/*
+ * The exact-total check of run r->n (call it before r->n++): the row
+ * keeps the worst run's observed total, the farthest from expected, so
+ * that a single loss shows.
+ */
+void bench_row_check(struct bench_row *r, int64_t expected, int64_t observed);
 
 /* CPUs this process may run on (its affinity mask), and pinning. */
 unsigned bench_cpus(int *cpus, unsigned max);

@@ -92,6 +92,8 @@ static double field_of(const struct bench_row *r, enum bench_field f)
 		return r->slabs;
 	case BENCH_F_PINNED:
 		return r->pinned;
+	case BENCH_F_RATIO0:
+		return r->ratio[0];
 	default:
 		return NAN;
 	}
