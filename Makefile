@@ -3,7 +3,8 @@
 #   make demo    build, then run the example service and what a reader sees,
 #                and the counter benchmark's quick mode
 #   make test    every test: normal, ASan+UBSan and TSan builds (+ fuzzing)
-#   make bench   the full benchmarks
+#   make bench   the full benchmarks: every scenario of `tally-bench all`,
+#                charts and JSON in $(BENCH_DIR) (default build/bench-results)
 #   make fuzz    fuzz the segment reader for longer
 #
 # Both install what they need (Debian packages) when it is missing.
@@ -12,10 +13,11 @@ BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_GEN  := -G Ninja
 FUZZ_SECS  ?= 600
+BENCH_DIR  ?= $(BUILD)/bench-results
 
 DEB_PKGS := cmake ninja-build gcc g++ make pkg-config clang libclang-rt-14-dev \
 	valgrind libmicrohttpd-dev libcrypt-dev prometheus python3-venv python3-dev zlib1g-dev \
-	openssl curl
+	openssl curl gnuplot-nox
 
 .PHONY: all deps build demo test test-normal test-asan test-tsan bench fuzz \
 	install clean
@@ -49,9 +51,15 @@ demo: build
 test: deps
 	@tools/run-tests.sh
 
+# The report goes to the terminal and to $(BENCH_DIR)/report.txt; the
+# progress line (on a terminal) goes to stderr.
 bench: build
-	$(BUILD)/bench/tally-bench counter
-	$(BUILD)/bench/tally-bench alloc
+	@mkdir -p $(BENCH_DIR)
+	@{ $(BUILD)/bench/tally-bench all --sweep 1,2,4,8 --plot $(BENCH_DIR); \
+		echo $$? >$(BENCH_DIR)/.status; } | tee $(BENCH_DIR)/report.txt; \
+	rc=$$(cat $(BENCH_DIR)/.status); rm -f $(BENCH_DIR)/.status; \
+	echo; echo "bench results (charts, .dat/.gp, JSON, report) in $(BENCH_DIR)/:"; \
+	ls $(BENCH_DIR) | sed 's/^/  /'; exit $$rc
 
 fuzz: deps
 	@tools/fuzz.sh $(FUZZ_SECS)

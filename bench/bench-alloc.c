@@ -299,12 +299,12 @@ static void *writer_main(void *arg)
 
 /*
  * Allocate K counters (K/2 rules of 2 slots) in a fresh zone, write each
- * from every CPU once, and divide the growth of the zone's resident
+ * once from each of the first nwriters CPUs, and divide the growth of the zone's resident
  * memory by K.  Then check the totals, free everything, allocate again
  * and check that the reused blocks read zero.
  */
 static void measure_memory(struct bench_doc *d, const struct conf *cf,
-			   uint64_t K, unsigned slabs)
+			   uint64_t K, unsigned slabs, unsigned nwriters)
 {
 	int cpus[BENCH_MAX_THREADS];
 	unsigned ncpu = bench_cpus(cpus, BENCH_MAX_THREADS), wrote = 0;
@@ -312,7 +312,11 @@ static void measure_memory(struct bench_doc *d, const struct conf *cf,
 	struct tally_zone_usage u0, u1, u2;
 	struct tally_zone *z;
 	tally_block **b = calloc(nb, sizeof(*b));
-	struct bench_row *r = bench_row_add(d, cf->name, "memory", ncpu, 1, slabs);
+	struct bench_row *r;
+
+	if (nwriters < ncpu)
+		ncpu = nwriters;
+	r = bench_row_add(d, cf->name, "memory", ncpu, 1, slabs);
 	int64_t sum = 0, reused = 0;
 	int clobbered = 0;
 
@@ -439,11 +443,10 @@ static void measure(struct bench_doc *d, const struct bench_opts *o,
 						 "1/16 of the blocks");
 			}
 			for (unsigned k = 0; k < o->repeat; k++) {
-				step++;
-				bench_progress("[%u/%u] %s, %u thread%s, run %u/%u",
-					       step, total, profiles[p],
-					       tcounts[ti], tcounts[ti] > 1 ? "s" : "",
-					       k + 1, o->repeat);
+				bench_progress_step(++step, total, k + 1, o->repeat,
+						    "%s, %u thread%s", profiles[p],
+						    tcounts[ti],
+						    tcounts[ti] > 1 ? "s" : "");
 				for (unsigned c = 0; c < ncfs; c++)
 					run_once(cfs[c], &mpa[c], actions,
 						 tcounts[ti],
@@ -458,20 +461,33 @@ static void measure(struct bench_doc *d, const struct bench_opts *o,
 		if (cfs[c]->kind == K_MUTEX)
 			mpa_destroy(&mpa[c]);
 	bench_progress("memory of %llu counters", (unsigned long long)o->mem_counters);
-	for (unsigned c = 0; c < ncfs; c++)
-		if (cfs[c]->kind == K_TALLY)
-			measure_memory(d, cfs[c], o->mem_counters, slabs[c]);
+	/* Written by 1, 2, 4... CPUs, and by every CPU. */
+	for (unsigned w = 1, ncpu = bench_cpus((int[BENCH_MAX_THREADS]){ 0 },
+					       BENCH_MAX_THREADS);
+	     w <= ncpu; w = w * 2 > ncpu && w < ncpu ? ncpu : w * 2)
+		for (unsigned c = 0; c < ncfs; c++)
+			if (cfs[c]->kind == K_TALLY)
+				measure_memory(d, cfs[c], o->mem_counters,
+					       slabs[c], w);
 	bench_progress_done();
 }
 
+/* The baseline's memory does not depend on the CPUs that wrote: one row
+ * per writer count of measure_memory(), for the charts. */
 static void baseline_memory(struct bench_doc *d, unsigned slabs)
 {
-	struct bench_row *r = bench_row_add(d, "mutex pcpu_alloc", "memory",
-					    0, 1, slabs);
+	unsigned ncpu = bench_cpus((int[BENCH_MAX_THREADS]){ 0 },
+				   BENCH_MAX_THREADS);
 
-	r->bytes = 8.0 * slabs;
-	r->cpus_wrote = NAN;
-	snprintf(r->note, sizeof(r->note), "nslabs x 8, computed");
+	for (unsigned w = 1; w <= ncpu;
+	     w = w * 2 > ncpu && w < ncpu ? ncpu : w * 2) {
+		struct bench_row *r = bench_row_add(d, "mutex pcpu_alloc",
+						    "memory", w, 1, slabs);
+
+		r->bytes = 8.0 * slabs;
+		r->cpus_wrote = NAN;
+		snprintf(r->note, sizeof(r->note), "nslabs x 8, computed");
+	}
 }
 
 static void print_rows(const struct bench_doc *d)
@@ -633,11 +649,13 @@ int bench_alloc(const struct bench_opts *o)
 		for (unsigned i = 0; i < d.nrows; i++) {
 			struct bench_row *r = &d.rows[i];
 
+			/* The rows written by the most CPUs. */
 			if (strcmp(r->profile, "memory") == 0 &&
 			    strcmp(r->config, "tally percpu") == 0) {
-				if (r->slabs == S)
-					mem = r;
-				else
+				if (r->slabs == S) {
+					if (!mem || r->threads > mem->threads)
+						mem = r;
+				} else if (!mem256 || r->threads > mem256->threads)
 					mem256 = r;
 			}
 		}
@@ -711,6 +729,46 @@ int bench_alloc(const struct bench_opts *o)
 			 bench_failed(&d) || child_rc == 1 ? "FAILED" : "ok");
 	}
 
+	bench_plot_add(&d, &(struct bench_plot){
+		.file = "alloc-rate-threads",
+		.title = "alloc: rules of 1 action allocated and freed per "
+			 "second (higher is better)",
+		.xlabel = "threads, pinned one per CPU",
+		.ylabel = "million rules per second, all threads (log)",
+		.x = BENCH_F_THREADS, .y = BENCH_F_RATE,
+		.split = BENCH_F_SLABS, .profile = "1 action", .pinned = -1,
+		.logy = 1 });
+	bench_plot_add(&d, &(struct bench_plot){
+		.file = "alloc-rate-slabs",
+		.title = "alloc: rules of 1 action per second against the "
+			 "per-CPU copies (slabs) (higher is better)",
+		.xlabel = "slabs: per-CPU copies, i.e. possible CPUs (log)",
+		.ylabel = "million rules per second, all threads (log)",
+		.x = BENCH_F_SLABS, .y = BENCH_F_RATE,
+		.split = BENCH_F_THREADS, .profile = "1 action", .pinned = -1,
+		.logx = 1, .logy = 1 });
+	bench_plot_add(&d, &(struct bench_plot){
+		.file = "alloc-memory-slabs",
+		.title = "alloc: real memory per counter against the per-CPU "
+			 "copies (lower is better)",
+		.xlabel = "slabs: per-CPU copies, i.e. possible CPUs (log)",
+		.ylabel = "bytes per counter, written by every CPU (log)",
+		.x = BENCH_F_SLABS, .y = BENCH_F_BYTES,
+		.profile = "memory", .pinned = -1,
+		.threads = bench_cpus((int[BENCH_MAX_THREADS]){ 0 },
+				      BENCH_MAX_THREADS),
+		.logx = 1, .logy = 1 });
+	bench_plot_add(&d, &(struct bench_plot){
+		.file = "alloc-memory-threads",
+		.title = "alloc: real memory per counter against the CPUs that "
+			 "wrote it (lower is better)",
+		.xlabel = "CPUs that wrote each counter (one pinned writer "
+			  "each)",
+		.ylabel = "bytes per counter (log)",
+		.x = BENCH_F_THREADS, .y = BENCH_F_BYTES,
+		.split = BENCH_F_SLABS, .profile = "memory", .pinned = -1,
+		.logy = 1 });
+
 	if (o->json) {
 		bench_print_json(&d, o, stdout);
 	} else {
@@ -738,5 +796,7 @@ int bench_alloc(const struct bench_opts *o)
 		fprintf(stderr, "tally-bench alloc: a correctness check failed "
 			"(see the check column)\n");
 	tally_zone_destroy(zone);
+	if (bench_save(&d, o) < 0)
+		return 1;
 	return bench_failed(&d) || child_rc == 1;
 }

@@ -504,14 +504,24 @@ static void print_row(const struct xrow *r)
 	       r->st.min, r->st.median, r->st.max, r->unit, r->ratio);
 }
 
-static void json_row(const struct xrow *r, int last)
+static void json_row(FILE *f, const struct xrow *r, int last)
 {
-	printf("    {\"what\": \"%s\", \"unit\": \"%s\", \"runs\": %u, "
-	       "\"min\": %.4f, \"median\": %.4f, \"max\": %.4f, \"values\": [",
-	       r->what, r->unit, r->n, r->st.min, r->st.median, r->st.max);
-	for (unsigned i = 0; i < r->n; i++)
-		printf("%s%.4f", i ? ", " : "", r->v[i]);
-	printf("]}%s\n", last ? "" : ",");
+	fputs("    {\"what\": ", f);
+	bench_json_str(f, r->what);
+	fputs(", \"unit\": ", f);
+	bench_json_str(f, r->unit);
+	fprintf(f, ", \"runs\": %u, \"min\": ", r->n);
+	bench_json_num(f, r->st.min);
+	fputs(", \"median\": ", f);
+	bench_json_num(f, r->st.median);
+	fputs(", \"max\": ", f);
+	bench_json_num(f, r->st.max);
+	fputs(", \"values\": [", f);
+	for (unsigned i = 0; i < r->n; i++) {
+		fputs(i ? ", " : "", f);
+		bench_json_num(f, r->v[i]);
+	}
+	fprintf(f, "]}%s\n", last ? "" : ",");
 }
 
 /* One window of adds by every writer, scraped every 100 ms or not;
@@ -759,8 +769,16 @@ int bench_exporter(const struct bench_opts *o)
 			 "%.2fx saw 8 (K=%u)", ex, kexit);
 		bench_target(d, "scrape, gzip off (100,000 series, 8 processes)",
 			     "<=", 100, full ? rows[R_OFF].st.median : NAN, "ms");
+		if (!full)
+			bench_target_note(d, "the target is for 10^5 series; "
+					  "this run had %" PRIu64 " (--series)",
+					  nseries);
 		bench_target(d, "scrape, gzip on (100,000 series, 8 processes)",
 			     "<=", 100, full ? rows[R_GZ].st.median : NAN, "ms");
+		if (!full)
+			bench_target_note(d, "the target is for 10^5 series; "
+					  "this run had %" PRIu64 " (--series)",
+					  nseries);
 		bench_target(d, "writer adds per CPU-s, scraped / unscraped",
 			     ">=", 0.95, wr, "x");
 		bench_target(d, "scrape after K exited processes / after 8", "<=",
@@ -775,30 +793,42 @@ int bench_exporter(const struct bench_opts *o)
 			 rows[R_BOFF].st.median, rows[R_BGZ].st.median,
 			 rows[R_RSS].st.median, wr, ww, kexit, ex);
 	}
-	if (o->json) {
-		printf("{\n  \"bench\": \"exporter\",\n  \"series\": %" PRIu64
-		       ",\n  \"processes\": %u,\n  \"exited\": %u,\n"
-		       "  \"window_ms\": %u,\n  \"rows\": [\n", nseries,
-		       NWRITERS, kexit, ms);
-		for (unsigned i = 0; i < R_N; i++)
-			json_row(&rows[i], i + 1 == R_N);
-		printf("  ],\n  \"targets\": [\n");
-		for (unsigned i = 0; i < d->ntargets; i++)
-		{
-			char v[32];
+	for (int out = 0; out < 2; out++) {
+		/* stdout with --json, DIR/exporter.json with --plot DIR */
+		FILE *f = out == 0 ? (o->json ? stdout : NULL) :
+				     bench_out_open(o, "exporter.json");
 
-			if (isnan(d->targets[i].value))
-				snprintf(v, sizeof(v), "null");
-			else
-				snprintf(v, sizeof(v), "%.4f",
-					 d->targets[i].value);
-			printf("    {\"what\": \"%s\", \"limit\": %g, "
-			       "\"value\": %s, \"met\": %s}%s\n",
-			       d->targets[i].what, d->targets[i].limit, v,
-			       d->targets[i].met ? "true" : "false",
-			       i + 1 < d->ntargets ? "," : "");
+		if (!f)
+			continue;
+		fprintf(f, "{\n  \"bench\": \"exporter\",\n  \"series\": %"
+			PRIu64 ",\n  \"processes\": %u,\n  \"exited\": %u,\n"
+			"  \"window_ms\": %u,\n  \"rows\": [\n", nseries,
+			NWRITERS, kexit, ms);
+		for (unsigned i = 0; i < R_N; i++)
+			json_row(f, &rows[i], i + 1 == R_N);
+		fputs("  ],\n  \"targets\": [\n", f);
+		for (unsigned i = 0; i < d->ntargets; i++) {
+			const struct bench_target *t = &d->targets[i];
+
+			fputs("    {\"what\": ", f);
+			bench_json_str(f, t->what);
+			fputs(", \"limit\": ", f);
+			bench_json_num(f, t->limit);
+			fputs(", \"value\": ", f);
+			bench_json_num(f, t->value);
+			fprintf(f, ", \"met\": %s, \"note\": ",
+				t->met ? "true" : "false");
+			bench_json_str(f, t->note);
+			fprintf(f, "}%s\n", i + 1 < d->ntargets ? "," : "");
 		}
-		printf("  ]\n}\n");
+		fputs("  ],\n  \"summary\": ", f);
+		bench_json_str(f, d->summary);
+		fputs("\n}\n", f);
+		if (out == 1)
+			fclose(f);
+	}
+	if (o->json) {
+		/* printed above */
 	} else {
 		printf("tally-bench exporter: %" PRIu64 " series from %u "
 		       "processes, %u runs each; %s\n", nseries, NWRITERS,

@@ -212,14 +212,59 @@ static void print_row(const struct mrow *r, const char *ratio)
 	       r->st.min, r->st.median, r->st.max, r->unit, ratio);
 }
 
-static void json_row(const struct mrow *r, int last)
+static void json_row(FILE *f, const struct mrow *r, int last)
 {
-	printf("    {\"what\": \"%s\", \"unit\": \"%s\", \"runs\": %u, "
-	       "\"min\": %.4f, \"median\": %.4f, \"max\": %.4f, \"values\": [",
-	       r->what, r->unit, r->n, r->st.min, r->st.median, r->st.max);
-	for (unsigned i = 0; i < r->n; i++)
-		printf("%s%.4f", i ? ", " : "", r->v[i]);
-	printf("]}%s\n", last ? "" : ",");
+	fputs("    {\"what\": ", f);
+	bench_json_str(f, r->what);
+	fputs(", \"unit\": ", f);
+	bench_json_str(f, r->unit);
+	fprintf(f, ", \"runs\": %u, \"min\": ", r->n);
+	bench_json_num(f, r->st.min);
+	fputs(", \"median\": ", f);
+	bench_json_num(f, r->st.median);
+	fputs(", \"max\": ", f);
+	bench_json_num(f, r->st.max);
+	fputs(", \"values\": [", f);
+	for (unsigned i = 0; i < r->n; i++) {
+		fputs(i ? ", " : "", f);
+		bench_json_num(f, r->v[i]);
+	}
+	fprintf(f, "]}%s\n", last ? "" : ",");
+}
+
+/* The JSON document: rows measured, and every target, null (with a note
+ * saying why) when it was not measured. */
+static void json_doc(FILE *f, const struct mrow *rows, unsigned nrows,
+		     const struct bench_doc *d, uint64_t nseries)
+{
+	unsigned last = 0;
+
+	for (unsigned i = 0; i < nrows; i++)
+		if (rows[i].n)
+			last = i;
+	fprintf(f, "{\n  \"bench\": \"metrics\",\n  \"series\": %" PRIu64
+		",\n  \"rows\": [\n", nseries);
+	for (unsigned i = 0; i < nrows; i++)
+		if (rows[i].n)
+			json_row(f, &rows[i], i == last);
+	fputs("  ],\n  \"targets\": [\n", f);
+	for (unsigned i = 0; i < d->ntargets; i++) {
+		const struct bench_target *t = &d->targets[i];
+
+		fputs("    {\"what\": ", f);
+		bench_json_str(f, t->what);
+		fputs(", \"limit\": ", f);
+		bench_json_num(f, t->limit);
+		fputs(", \"value\": ", f);
+		bench_json_num(f, t->value);
+		fprintf(f, ", \"met\": %s, \"note\": ",
+			t->met ? "true" : "false");
+		bench_json_str(f, t->note);
+		fprintf(f, "}%s\n", i + 1 < d->ntargets ? "," : "");
+	}
+	fputs("  ],\n  \"summary\": ", f);
+	bench_json_str(f, d->summary);
+	fputs("\n}\n", f);
 }
 
 int bench_metrics(const struct bench_opts *o)
@@ -337,8 +382,14 @@ int bench_metrics(const struct bench_opts *o)
 			     rows[6].st.median, "ns");
 		bench_target(d, "reader pass over the series", "<=", 100,
 			     nseries >= 1000000 ? rows[3].st.median : NAN, "ms");
+		if (nseries < 1000000)
+			bench_target_note(d, "the target is for 10^6 series; this "
+					  "run had %" PRIu64 " (--series)", nseries);
 		bench_target(d, "writer throughput with a reader / without",
 			     ">=", 0.95, w, "x");
+		if (!rows[4].n)
+			bench_target_note(d, "needs two CPUs (the reader runs on "
+					  "the other one)");
 		snprintf(d->summary, sizeof(d->summary),
 			 "metrics series=%" PRIu64 " register_remove_per_s=%.0f "
 			 "counter_add_ns=%.2f observe_ns=%.2f observe_vs_add=%.2fx "
@@ -348,21 +399,18 @@ int bench_metrics(const struct bench_opts *o)
 			 rows[2].st.median, obs, rows[6].st.median,
 			 rows[7].st.median, rows[3].st.median, w);
 
+		if (o->json)
+			json_doc(stdout, rows, 8, d, nseries);
+		{
+			FILE *f = bench_out_open(o, "metrics.json");
+
+			if (f) {
+				json_doc(f, rows, 8, d, nseries);
+				fclose(f);
+			}
+		}
 		if (o->json) {
-			printf("{\n  \"bench\": \"metrics\",\n  \"series\": %"
-			       PRIu64 ",\n  \"rows\": [\n", nseries);
-			for (unsigned i = 0; i < 8; i++)
-				if (rows[i].n)
-					json_row(&rows[i], i == 7);
-			printf("  ],\n  \"targets\": [\n");
-			for (unsigned i = 0; i < d->ntargets; i++)
-				printf("    {\"what\": \"%s\", \"limit\": %g, "
-				       "\"value\": %.4f, \"met\": %s}%s\n",
-				       d->targets[i].what, d->targets[i].limit,
-				       d->targets[i].value,
-				       d->targets[i].met ? "true" : "false",
-				       i + 1 < d->ntargets ? "," : "");
-			printf("  ]\n}\n");
+			/* printed above */
 		} else {
 			printf("tally-bench metrics: %" PRIu64 " series, %u runs "
 			       "each (per-thread CPU time; reader pass: wall)\n",

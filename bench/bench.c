@@ -74,6 +74,15 @@ void bench_row_finish(struct bench_row *r)
 		r->failed = 1;
 }
 
+void bench_row_check(struct bench_row *r, int64_t expected, int64_t observed)
+{
+	r->checked = 1;
+	r->expected = expected;
+	if (r->n == 0 || llabs(expected - observed) >
+				 llabs(expected - r->observed))
+		r->observed = observed;
+}
+
 /* CPUs ------------------------------------------------------------------ */
 
 static int cpu_ids[BENCH_MAX_THREADS];
@@ -198,13 +207,28 @@ void bench_target(struct bench_doc *d, const char *what, const char *cmp,
 	snprintf(t->unit, sizeof(t->unit), "%s", unit);
 	t->limit = limit;
 	t->value = value;
-	t->known = !isnan(value);
+	t->known = isfinite(value);
 	t->met = t->known && (cmp[0] == '<' ? value <= limit : value >= limit);
+	if (!t->known)
+		snprintf(t->note, sizeof(t->note), "not measured in this run");
+}
+
+void bench_target_note(struct bench_doc *d, const char *fmt, ...)
+{
+	struct bench_target *t;
+	va_list ap;
+
+	if (d->ntargets == 0)
+		return;
+	t = &d->targets[d->ntargets - 1];
+	va_start(ap, fmt);
+	vsnprintf(t->note, sizeof(t->note), fmt, ap);
+	va_end(ap);
 }
 
 static void fmt_value(char *buf, size_t n, double v, const char *unit)
 {
-	if (isnan(v))
+	if (!isfinite(v))
 		snprintf(buf, n, "n/a");
 	else if (strcmp(unit, "x") == 0)
 		snprintf(buf, n, "%.2fx", v);
@@ -223,8 +247,10 @@ void bench_print_targets(const struct bench_doc *d, FILE *f)
 
 		fmt_value(lim, sizeof(lim), t->limit, t->unit);
 		fmt_value(val, sizeof(val), t->value, t->unit);
-		fprintf(f, "  %-58s %s %-9s %11s  %s\n", t->what, t->cmp, lim,
-			val, !t->known ? "UNKNOWN" : t->met ? "MET" : "MISSED");
+		fprintf(f, "  %-58s %s %-9s %11s  %s%s%s\n", t->what, t->cmp,
+			lim, val, !t->known ? "UNKNOWN" : t->met ? "MET" : "MISSED",
+			!t->known && t->note[0] ? ": " : "",
+			!t->known ? t->note : "");
 		met += (unsigned)t->met;
 	}
 	fprintf(f, "  %u of %u targets met\n", met, d->ntargets);
@@ -240,7 +266,7 @@ int bench_failed(const struct bench_doc *d)
 
 /* JSON ------------------------------------------------------------------ */
 
-static void json_str(FILE *f, const char *s)
+void bench_json_str(FILE *f, const char *s)
 {
 	fputc('"', f);
 	for (; *s; s++) {
@@ -256,32 +282,40 @@ static void json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-static void json_num(FILE *f, double v)
+const char *bench_json_fmt(char *buf, double v)
 {
-	if (isnan(v) || isinf(v))
-		fputs("null", f);
+	if (isfinite(v))
+		snprintf(buf, 32, "%.9g", v);
 	else
-		fprintf(f, "%.6g", v);
+		snprintf(buf, 32, "null");
+	return buf;
+}
+
+void bench_json_num(FILE *f, double v)
+{
+	char buf[32];
+
+	fputs(bench_json_fmt(buf, v), f);
 }
 
 static void json_stats(FILE *f, const char *key, const struct bench_stats *st,
 		       const double *samples, unsigned n)
 {
 	fprintf(f, "\"%s\":{\"min\":", key);
-	json_num(f, st->min);
+	bench_json_num(f, st->min);
 	fputs(",\"median\":", f);
-	json_num(f, st->median);
+	bench_json_num(f, st->median);
 	fputs(",\"max\":", f);
-	json_num(f, st->max);
+	bench_json_num(f, st->max);
 	fputs(",\"mean\":", f);
-	json_num(f, st->mean);
+	bench_json_num(f, st->mean);
 	fputs(",\"stddev\":", f);
-	json_num(f, st->sd);
+	bench_json_num(f, st->sd);
 	fputs(",\"samples\":[", f);
 	for (unsigned i = 0; i < n; i++) {
 		if (i)
 			fputc(',', f);
-		json_num(f, samples[i]);
+		bench_json_num(f, samples[i]);
 	}
 	fputs("]}", f);
 }
@@ -312,9 +346,9 @@ void bench_print_json(const struct bench_doc *d, const struct bench_opts *o,
 
 		check_text(r, chk, sizeof(chk));
 		fputs(" {\"config\":", f);
-		json_str(f, r->config);
+		bench_json_str(f, r->config);
 		fputs(",\"profile\":", f);
-		json_str(f, r->profile);
+		bench_json_str(f, r->profile);
 		fprintf(f, ",\"threads\":%u,\"pinned\":%s,\"slabs\":%u,"
 			"\"runs\":%u,", r->threads, r->pinned ? "true" : "false",
 			r->slabs, r->n);
@@ -323,13 +357,13 @@ void bench_print_json(const struct bench_doc *d, const struct bench_opts *o,
 			fputc(',', f);
 			json_stats(f, d->rate_name, &r->rate_st, r->rate, r->n);
 			fputs(",\"ns_per_op_median\":", f);
-			json_num(f, r->ns_st.median);
+			bench_json_num(f, r->ns_st.median);
 			fprintf(f, ",\"%s_median\":", d->rate_name);
-			json_num(f, r->rate_st.median);
+			bench_json_num(f, r->rate_st.median);
 			fputc(',', f);
 			if (r->overlap_st.median > 0) {
 				fputs("\"cpu_overlap_median\":", f);
-				json_num(f, r->overlap_st.median);
+				bench_json_num(f, r->overlap_st.median);
 				fputc(',', f);
 			}
 		}
@@ -337,14 +371,14 @@ void bench_print_json(const struct bench_doc *d, const struct bench_opts *o,
 			if (!d->ratio_names[k])
 				continue;
 			fprintf(f, "\"%s\":", d->ratio_names[k]);
-			json_num(f, r->ratio[k]);
+			bench_json_num(f, r->ratio[k]);
 			fputc(',', f);
 		}
-		if (!isnan(r->bytes)) {
+		if (isfinite(r->bytes)) {
 			fputs("\"bytes_per_counter\":", f);
-			json_num(f, r->bytes);
+			bench_json_num(f, r->bytes);
 			fputs(",\"cpus_wrote\":", f);
-			json_num(f, r->cpus_wrote);
+			bench_json_num(f, r->cpus_wrote);
 			fputc(',', f);
 		}
 		if (r->checked)
@@ -353,9 +387,9 @@ void bench_print_json(const struct bench_doc *d, const struct bench_opts *o,
 				(long long)r->observed,
 				(long long)(r->expected - r->observed));
 		fputs("\"check\":", f);
-		json_str(f, chk);
+		bench_json_str(f, chk);
 		fputs(",\"note\":", f);
-		json_str(f, r->note);
+		bench_json_str(f, r->note);
 		fprintf(f, "}%s\n", i + 1 < d->nrows ? "," : "");
 	}
 	fputs("],\"targets\":[\n", f);
@@ -363,21 +397,23 @@ void bench_print_json(const struct bench_doc *d, const struct bench_opts *o,
 		const struct bench_target *t = &d->targets[i];
 
 		fputs(" {\"target\":", f);
-		json_str(f, t->what);
+		bench_json_str(f, t->what);
 		fputs(",\"cmp\":", f);
-		json_str(f, t->cmp);
+		bench_json_str(f, t->cmp);
 		fputs(",\"limit\":", f);
-		json_num(f, t->limit);
+		bench_json_num(f, t->limit);
 		fputs(",\"measured\":", f);
-		json_num(f, t->value);
+		bench_json_num(f, t->value);
 		fputs(",\"unit\":", f);
-		json_str(f, t->unit);
+		bench_json_str(f, t->unit);
+		fputs(",\"note\":", f);
+		bench_json_str(f, t->note);
 		fprintf(f, ",\"status\":\"%s\"}%s\n",
 			!t->known ? "UNKNOWN" : t->met ? "MET" : "MISSED",
 			i + 1 < d->ntargets ? "," : "");
 	}
 	fputs("],\"summary\":", f);
-	json_str(f, d->summary);
+	bench_json_str(f, d->summary);
 	fprintf(f, ",\"ok\":%s}\n", bench_failed(d) ? "false" : "true");
 }
 
@@ -452,40 +488,65 @@ void bench_ministat(char *out, size_t outsz, const char *title,
 
 /* Progress -------------------------------------------------------------- */
 
-static int prog_quiet, prog_tty;
+/*
+ * Only on a terminal: a file or a pipe (a CI log, `make bench | tee`)
+ * gets the results and nothing else, and stderr stays for errors.
+ */
+static int prog_on;
 static char prog_tag[32];
 static int prog_open;
+static uint64_t prog_t0;
 
 void bench_progress_init(const struct bench_opts *o, const char *tag)
 {
-	prog_quiet = o->quiet;
-	prog_tty = isatty(2);
+	prog_on = !o->quiet && isatty(2);
 	snprintf(prog_tag, sizeof(prog_tag), "%s", tag);
+	prog_t0 = bench_now_ns();
+}
+
+static void progress_line(const char *fmt, va_list ap)
+{
+	fputs("\r\033[K", stderr);
+	fprintf(stderr, "tally-bench %s: ", prog_tag);
+	vfprintf(stderr, fmt, ap);
+	prog_open = 1;
+	fflush(stderr);
 }
 
 void bench_progress(const char *fmt, ...)
 {
 	va_list ap;
 
-	static uint64_t last;
-	uint64_t now = bench_now_ns();
-
-	if (prog_quiet)
+	if (!prog_on)
 		return;
-	/* Into a file or a pipe: at most one line every two seconds. */
-	if (!prog_tty && last && now - last < 2000000000u)
-		return;
-	last = now;
-	if (prog_tty)
-		fputs("\r\033[K", stderr);
-	fprintf(stderr, "tally-bench %s: ", prog_tag);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	progress_line(fmt, ap);
 	va_end(ap);
-	if (!prog_tty)
-		fputc('\n', stderr);
-	prog_open = prog_tty;
-	fflush(stderr);
+}
+
+void bench_progress_step(unsigned done, unsigned total, unsigned rep,
+			 unsigned nrep, const char *fmt, ...)
+{
+	char head[64], eta[48] = "";
+	char line[256];
+	va_list ap;
+
+	if (!prog_on)
+		return;
+	if (done > 1 && total >= done) {
+		/* The steps so far took this long each, on average. */
+		double per = (double)(bench_now_ns() - prog_t0) / (done - 1);
+		unsigned left = (unsigned)(per * (total - done + 1) / 1e9 + 0.5);
+
+		snprintf(eta, sizeof(eta), ", ETA %u:%02u", left / 60,
+			 left % 60);
+	}
+	snprintf(head, sizeof(head), "[%u/%u] run %u/%u, ", done, total, rep,
+		 nrep);
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	bench_progress("%s%s%s", head, line, eta);
 }
 
 void bench_progress_done(void)
@@ -699,6 +760,23 @@ void bench_child_args(const struct bench_opts *o, const char *sub,
 			ARG("--threads");
 			NUM("%u", o->threads);
 		}
+		if (o->nsweep) {
+			/* Up to 16 counts of up to 3 digits. */
+			static char list[BENCH_MAX_SWEEP * 5];
+			size_t len = 0;
+
+			list[0] = 0;
+			for (unsigned i = 0; i < o->nsweep; i++)
+				len += (size_t)snprintf(list + len,
+							sizeof(list) - len,
+							"%s%u", i ? "," : "",
+							o->sweep[i]);
+			ARG("--sweep");
+			ARG(list);
+		}
+	} else if (strcmp(sub, "pernode") == 0) {
+		ARG("--adds");
+		NUM("%llu", (unsigned long long)o->adds);
 	} else {
 		ARG("--blocks");
 		NUM("%llu", (unsigned long long)o->blocks);
@@ -711,6 +789,8 @@ void bench_child_args(const struct bench_opts *o, const char *sub,
 		ARG("--slabs");
 		NUM("%u", o->slabs);
 	}
+	if (o->quick)
+		ARG("--quick");
 	if (o->quiet)
 		ARG("--quiet");
 	argv[n] = NULL;

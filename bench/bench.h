@@ -16,6 +16,8 @@
 #define BENCH_MAX_THREADS 256
 #define BENCH_MAX_ROWS    96
 #define BENCH_MAX_TARGETS 16
+#define BENCH_MAX_PLOTS   8
+#define BENCH_MAX_SWEEP   16
 
 /* Options of every subcommand; each one uses the fields it needs. */
 struct bench_opts {
@@ -27,9 +29,13 @@ struct bench_opts {
 	unsigned threads;      /* counter: workers, 0 = one per CPU;
 				  alloc: the largest thread count (1..T) */
 	unsigned slabs;        /* alloc: forced slab count (0 = skip) */
-	uint64_t series;       /* metrics: series of the reader tests */
+	uint64_t series;       /* metrics, exporter: series (0: default) */
+	unsigned sweep[BENCH_MAX_SWEEP]; /* counter: more thread counts,
+				  measured pinned (--sweep 1,2,4,8) */
+	unsigned nsweep;
 	int json, quick, quiet, no_child;
 	const char *child;     /* hidden: "fallback" or "slabs" */
+	const char *plot_dir;  /* --plot DIR: charts and JSON go there */
 };
 
 /* Min, max, median, mean and standard deviation of a sample. */
@@ -75,6 +81,41 @@ struct bench_target {
 	char unit[8];          /* "x", "ns", "B" */
 	int known;             /* 0: not measured in this run */
 	int met;
+	char note[96];         /* why it was not measured, or "" */
+};
+
+/*
+ * A chart of --plot DIR (plot.c): one line per configuration (rows with
+ * the same config, and the same value of the split field if any), y
+ * against x, with error bars from the min to the max of the runs where
+ * a row has more than one.  Configurations whose name starts with
+ * `ours` (default "tally") are drawn solid, the others (the baselines)
+ * dashed with open points.  DIR/<file>.png, .dat and .gp are written;
+ * `cd DIR && gnuplot <file>.gp` draws the PNG again.
+ */
+enum bench_field {
+	BENCH_F_NONE,
+	BENCH_F_THREADS,       /* row.threads */
+	BENCH_F_SLABS,         /* row.slabs */
+	BENCH_F_PINNED,        /* row.pinned (split only) */
+	BENCH_F_RATE,          /* rate[]: median, min, max */
+	BENCH_F_NS,            /* ns[]: median, min, max */
+	BENCH_F_BYTES,         /* bytes (one value) */
+	BENCH_F_RATIO0,        /* ratio[0], where a scenario keeps an x of
+				  its own (pernode: the forced node count) */
+};
+
+struct bench_plot {
+	const char *file;      /* file name without extension */
+	const char *title;
+	const char *xlabel, *ylabel;
+	enum bench_field x, y;
+	enum bench_field split; /* BENCH_F_NONE: one line per config */
+	const char *profile;   /* only rows of this profile; NULL: any */
+	int pinned;            /* only pinned (1) / unpinned (0); -1: any */
+	unsigned threads;      /* only rows with this many threads; 0: any */
+	int logx, logy;        /* log scale (base 2 on x, 10 on y) */
+	const char *ours;      /* NULL: "tally" */
 };
 
 /* The results of one subcommand. */
@@ -88,7 +129,9 @@ struct bench_doc {
 	unsigned ntargets;
 	char params[1024];     /* "key":value pairs, JSON, without braces */
 	char summary[1024];    /* the SUMMARY line, without "SUMMARY " */
-	char headline[4096];   /* ministat-style text, may be empty */
+	char headline[8192];   /* ministat-style text, may be empty */
+	struct bench_plot plots[BENCH_MAX_PLOTS]; /* charts of --plot */
+	unsigned nplots;
 };
 
 /* Time: wall (CLOCK_MONOTONIC) and this thread's CPU time, which does not
@@ -99,6 +142,12 @@ uint64_t bench_thread_cpu_ns(void);
 /* Statistics of v[0..n-1] (n >= 1). */
 void bench_stats(const double *v, unsigned n, struct bench_stats *st);
 void bench_row_finish(struct bench_row *r);
+/*
+ * The exact-total check of run r->n (call it before r->n++): the row
+ * keeps the worst run's observed total, the farthest from expected, so
+ * that a single loss shows.
+ */
+void bench_row_check(struct bench_row *r, int64_t expected, int64_t observed);
 
 /* CPUs this process may run on (its affinity mask), and pinning. */
 unsigned bench_cpus(int *cpus, unsigned max);
@@ -142,10 +191,39 @@ struct bench_row *bench_row_find(struct bench_doc *d, const char *config,
 				 int pinned, unsigned slabs);
 void bench_target(struct bench_doc *d, const char *what, const char *cmp,
 		  double limit, double value, const char *unit);
+/* Why the last target added was not measured (its value is then null). */
+void bench_target_note(struct bench_doc *d, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 void bench_print_targets(const struct bench_doc *d, FILE *f);
 void bench_print_json(const struct bench_doc *d, const struct bench_opts *o,
 		      FILE *f);
 int bench_failed(const struct bench_doc *d);
+
+/*
+ * JSON numbers: every double printed into JSON goes through these, which
+ * print a finite value with %.9g and anything else (a figure not
+ * measured: NaN, infinity) as null, so that every document parses.
+ * bench_json_fmt() writes into buf (32 bytes) and returns it.
+ */
+void bench_json_num(FILE *f, double v);
+const char *bench_json_fmt(char *buf, double v);
+void bench_json_str(FILE *f, const char *s);
+
+/* Declare a chart of --plot (copied into d->plots). */
+void bench_plot_add(struct bench_doc *d, const struct bench_plot *p);
+
+/*
+ * With --plot DIR (and not in a child): DIR/<d->bench>.json and every
+ * chart d declares; a no-op otherwise.  Returns 0, or -1 when gnuplot
+ * failed (reported on stderr).
+ */
+int bench_save(const struct bench_doc *d, const struct bench_opts *o);
+
+/* DIR/name opened for writing with --plot DIR (created if needed), NULL
+ * without --plot or in a child; dies when it cannot be created. */
+FILE *bench_out_open(const struct bench_opts *o, const char *name);
+/* 1 when gnuplot is on $PATH. */
+int bench_have_gnuplot(void);
 
 /*
  * ministat-style comparison of samples a (x) with b (+ or *): N, min,
@@ -156,9 +234,17 @@ void bench_ministat(char *out, size_t outsz, const char *title,
 		    const struct bench_row *x, const struct bench_row *const *others,
 		    unsigned nothers);
 
-/* Progress on stderr (silenced by --quiet). */
+/*
+ * Progress: one line on stderr, rewritten in place, only when stderr is a
+ * terminal and not --quiet.  bench_progress_step() shows step `done` of
+ * `total` (1-based), run `rep` of `nrep` and an ETA from the time the
+ * steps so far took since bench_progress_init().
+ */
 void bench_progress_init(const struct bench_opts *o, const char *tag);
 void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void bench_progress_step(unsigned done, unsigned total, unsigned rep,
+			 unsigned nrep, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
 void bench_progress_done(void);
 
 /* Errors: print "tally-bench: file:line: message" and exit 1. */
@@ -182,6 +268,11 @@ int bench_counter(const struct bench_opts *o);
 int bench_alloc(const struct bench_opts *o);
 int bench_metrics(const struct bench_opts *o);
 int bench_loop(int argc, char **argv);
+int bench_oversub(const struct bench_opts *o);
+int bench_pernode(const struct bench_opts *o);
+int bench_falseshare(const struct bench_opts *o);
+int bench_inflight(const struct bench_opts *o);
+int bench_wakeup(const struct bench_opts *o);
 
 /* The arguments a child needs to repeat the parent's settings. */
 void bench_child_args(const struct bench_opts *o, const char *sub,
