@@ -84,10 +84,13 @@ struct tc_ent {
 	struct tc_kept kept[TALLY__NMODES][TALLY__NCLASS];
 };
 
+/* A thread's cache, on cache lines of its own (tc_new()): the words its
+ * allocations and frees write share no line with another thread's. */
 struct tcache {
-	struct tc_ent e[TC_WAYS];
-	struct tc_ent *last;     /* the entry found last, looked at first */
+	_Alignas(64) struct tc_ent *last; /* the entry found last, looked at
+					     first */
 	unsigned victim;
+	_Alignas(64) struct tc_ent e[TC_WAYS];
 };
 
 static __thread struct tcache *tls_tc __attribute__((tls_model("initial-exec")));
@@ -196,9 +199,9 @@ static struct tc_ent *tc_get(struct tally_zone *z)
 	if (e)
 		return e;
 	if (!tc) {
-		tc = calloc(1, sizeof(*tc));
-		if (!tc)
+		if (posix_memalign((void **)&tc, 64, sizeof(*tc)))
 			return NULL;
+		memset(tc, 0, sizeof(*tc));
 		pthread_once(&tc_key_once, tc_key_init);
 		pthread_setspecific(tc_key, tc);
 		tls_tc = tc;
