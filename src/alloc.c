@@ -268,11 +268,12 @@ static tally_block *take(struct tally_zone *z, struct tc_class *k,
 	for (; k->word < k->words; k->word++) {
 		uint64_t bits = atomic_load_explicit(&c->local[k->word],
 						     RELAXED);
-		unsigned b = k->word * 64u + (unsigned)__builtin_ctzll(bits);
+		unsigned b;
 		tally_block *h;
 
 		if (!bits)
 			continue;
+		b = k->word * 64u + (unsigned)__builtin_ctzll(bits);
 		k->lw = &c->local[k->word];
 		k->lw0 = tally__chunk_base(z, k->cur - 1) +
 			 tally__page_off(TALLY__PG_COPY0) +
