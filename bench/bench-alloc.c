@@ -18,12 +18,15 @@
  *   tally percpu      tally_block_alloc(TALLY_PERCPU) / tally_block_free;
  *   tally shared      the same with TALLY_SHARED (tc's no_percpu flag).
  *
- * Then a tight alloc-then-free loop on one thread ("pair"), and the real
- * memory per counter: resident bytes of the zone's file per slot after
- * every CPU wrote every slot once.  The tally rows run again in a child
- * with TALLY_NSLABS=256, to show that allocation does not cost more when
- * the machine has 256 possible CPUs; the baseline runs with 256 units in
- * this process.
+ * Then a tight alloc-then-free loop ("pair") on 1 and T threads, and the
+ * real memory per counter: resident bytes of the zone's file per slot
+ * after every CPU wrote every slot once.  Everything runs again with
+ * TALLY_NSLABS=256 (the baseline with 256 units), to show that allocation
+ * does not cost more when the machine has 256 possible CPUs.  The two
+ * slab counts run the same way, each in a child process of its own
+ * started the same way, so that neither gets a warmer or colder process
+ * than the other (a parent that had run other rows first made the real
+ * slab count look faster than it is).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -425,14 +428,14 @@ static void measure(struct bench_doc *d, const struct bench_opts *o,
 	size_t cap = (size_t)o->threads * o->batch * 2 + 64;
 
 	for (unsigned p = 0; p < 3; p++)
-		total += (p == 2 ? 1 : nt) * o->repeat;
+		total += nt * o->repeat;
 	for (unsigned c = 0; c < ncfs; c++)
 		if (cfs[c]->kind == K_MUTEX)
 			mpa_init(&mpa[c], slabs[c], cap);
 	for (unsigned p = 0; p < 3; p++) {
 		unsigned actions = p == 2 ? 0 : p + 1;
 
-		for (unsigned ti = 0; ti < (p == 2 ? 1 : nt); ti++) {
+		for (unsigned ti = 0; ti < nt; ti++) {
 			struct bench_row *r[8];
 
 			for (unsigned c = 0; c < ncfs; c++) {
@@ -580,20 +583,38 @@ int bench_alloc(const struct bench_opts *o)
 	S = u.nslabs;
 
 	if (o->child) {
-		const struct conf *cfs[2] = { &confs[1], &confs[2] };
-		unsigned sl[2] = { S, S };
+		const struct conf *cfs[3] = { &confs[0], &confs[1], &confs[2] };
+		unsigned sl[3] = { S, S, S };
 
 		if (S != o->slabs)
 			bench_die("the child has %u slabs, not %u (TALLY_NSLABS "
 				  "ignored?)", S, o->slabs);
-		measure(&d, o, cfs, sl, 2);
+		measure(&d, o, cfs, sl, 3);
 		snprintf(meta, sizeof(meta), "nslabs=%u", S);
 		bench_emit_rows(&d, meta, stdout);
 		tally_zone_destroy(zone);
 		return bench_failed(&d);
 	}
 
-	{
+	if (o->slabs && o->slabs != S && !o->no_child) {
+		/* Both slab counts in children started alike: the real one,
+		 * then the forced one. */
+		unsigned counts[2] = { S, o->slabs };
+
+		for (unsigned i = 0; i < 2; i++) {
+			char *argv[32], buf[16][32], env[64];
+			struct bench_opts co = *o;
+			int rc;
+
+			co.slabs = counts[i];
+			bench_child_args(&co, "alloc", "slabs", argv, buf, 32);
+			snprintf(env, sizeof(env), "TALLY_NSLABS=%u", counts[i]);
+			rc = bench_run_child(env, argv, &d, meta, sizeof(meta));
+			if (rc < 0)
+				bench_die("the %s child failed", env);
+			child_rc |= rc;
+		}
+	} else {
 		const struct conf *cfs[4] = { &confs[0], &confs[1], &confs[2],
 					      &confs[0] };
 		unsigned sl[4] = { S, S, S, o->slabs };
@@ -601,20 +622,8 @@ int bench_alloc(const struct bench_opts *o)
 		measure(&d, o, cfs, sl, o->slabs && o->slabs != S ? 4 : 3);
 	}
 	baseline_memory(&d, S);
-	if (o->slabs && o->slabs != S) {
+	if (o->slabs && o->slabs != S)
 		baseline_memory(&d, o->slabs);
-		if (!o->no_child) {
-			char *argv[32], buf[16][32], env[64];
-			struct bench_opts co = *o;
-
-			co.slabs = o->slabs;
-			bench_child_args(&co, "alloc", "slabs", argv, buf, 32);
-			snprintf(env, sizeof(env), "TALLY_NSLABS=%u", o->slabs);
-			child_rc = bench_run_child(env, argv, &d, meta, sizeof(meta));
-			if (child_rc < 0)
-				bench_die("the %s child failed", env);
-		}
-	}
 
 	/* Ratios. */
 	for (unsigned i = 0; i < d.nrows; i++) {

@@ -23,6 +23,7 @@ struct tally_zone {
 	struct tally__chunk *meta;
 	char *chunks;            /* chunk 0 */
 	size_t chunk_bytes;
+	size_t chunks_size;      /* nchunks * chunk_bytes */
 	uint64_t div_magic;      /* floor(2^64 / chunk_bytes) */
 	uint32_t nchunks;
 	uint64_t nospace_until;  /* CLOCK_MONOTONIC ns: until then, copies are

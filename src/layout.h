@@ -353,11 +353,11 @@ static inline int64_t *tally__slot_in_page(int64_t *copy0, unsigned pg)
  */
 static inline int tally__slot_at(uint64_t in)
 {
-	uint64_t first = (uint64_t)TALLY__PG_COPY0 * TALLY__PAGE;
+	uint64_t off = in - (uint64_t)TALLY__PG_COPY0 * TALLY__PAGE;
 
-	if (in < first || in - first >= TALLY__RESV_OFF || in % 8)
+	if (off >= TALLY__RESV_OFF || off % 8) /* below page 2 too: wrapped */
 		return -1;
-	return (int)((in - first) / 8);
+	return (int)(off / 8);
 }
 
 /* The geometry of a segment of @nchunks chunks, @desc_cap series records

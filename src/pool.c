@@ -505,8 +505,37 @@ void tally__chunk_owner_check(struct tally_zone *z, uint32_t i, unsigned w)
 }
 
 
+/*
+ * Zero the freed blocks @bits (of @bsize slots) in page @pg of a chunk,
+ * one run of consecutive blocks at a time (a batch of frees is mostly
+ * runs).  A plain memset: the blocks are free, so nobody else reads or
+ * writes them (a free by another thread happened before, through its
+ * atomic or of the remote bitmap that this collection read), and it
+ * stores their bytes only, never the live blocks around them that other
+ * CPUs add to meanwhile.
+ */
+static void zero_page(char *chunk, unsigned pg, const uint64_t *bits,
+		      unsigned bsize)
+{
+	int64_t *page = (int64_t *)(chunk + tally__page_off(pg));
+
+	for (unsigned w = 0; w < 8; w++) {
+		uint64_t m = bits[w];
+
+		while (m) {
+			unsigned first = (unsigned)__builtin_ctzll(m);
+			uint64_t after = ~m >> first; /* 0 bits: the run */
+			unsigned n = after ? (unsigned)__builtin_ctzll(after) :
+					     64 - first;
+			int64_t *s = page + (size_t)(w * 64 + first) * bsize;
+
+			memset(s, 0, (size_t)n * bsize * sizeof(*s));
+			m = first + n >= 64 ? 0 : m & (~0ull << (first + n));
+		}
+	}
+}
+
 struct zero_arg {
-	struct tally_zone *z;
 	char *base;
 	uint64_t file_base;
 	const uint64_t *bits;
@@ -517,22 +546,48 @@ static void zero_run(uint64_t off, uint64_t len, void *arg)
 {
 	struct zero_arg *a = arg;
 	uint64_t first = (off - a->file_base) / TALLY__PAGE;
-	uint64_t n = len / TALLY__PAGE;
 
-	for (uint64_t pg = first; pg < first + n; pg++) {
-		int64_t *page = (int64_t *)(a->base + pg * TALLY__PAGE);
+	for (uint64_t pg = first; pg < first + len / TALLY__PAGE; pg++)
+		zero_page(a->base, (unsigned)pg, a->bits, a->bsize);
+}
 
-		for (unsigned w = 0; w < 8; w++) {
-			uint64_t bits = a->bits[w];
+/*
+ * Zero the blocks @bits in every page of per-CPU or adaptive chunk @i that
+ * exists, known without asking the file system: page 0 (and page 1 of an
+ * adaptive chunk) was reserved when the chunk was handed out, and a copy
+ * exists exactly when its bit of the reservation line is set (a copy is
+ * reserved before its bit is set, and written only after; the line is
+ * cleared only when the whole chunk is punched).  A bit set while this
+ * runs stands for a page that was a hole a moment ago: the freed blocks
+ * read zero there already.  So a collection makes no system call, and
+ * threads collecting chunks of one zone do not queue on its file (as
+ * lseek(SEEK_DATA) does, on the inode's lock and the shared file
+ * position).
+ */
+static void zero_reserved(struct tally_zone *z, uint32_t i, unsigned mode,
+			  const uint64_t *bits, unsigned bsize)
+{
+	char *base = tally__chunk_base(z, i);
+	const _Atomic uint32_t *resv =
+		(const _Atomic uint32_t *)(base + TALLY__RESV_OFF);
+	unsigned nslabs = z->hdr->nslabs;
 
-			while (bits) {
-				unsigned b = w * 64 + (unsigned)__builtin_ctzll(bits);
-				int64_t *s = page + (size_t)b * a->bsize;
+	zero_page(base, TALLY__PG_BASELINE, bits, bsize);
+	if (mode == TALLY_ADAPTIVE)
+		zero_page(base, TALLY__PG_ASHARED, bits, bsize);
+	for (unsigned w = 0; w < 16; w++) {
+		uint32_t set = atomic_load_explicit(&resv[w],
+						    memory_order_acquire);
 
-				bits &= bits - 1;
-				for (unsigned k = 0; k < a->bsize; k++)
-					__atomic_store_n(&s[k], 0, RELAXED);
-			}
+		while (set) {
+			unsigned bit = w * 32 + (unsigned)__builtin_ctz(set);
+
+			set &= set - 1;
+			for (unsigned c = bit % 256u; c < nslabs; c += 256u)
+				zero_page(base, bit < TALLY__RESV_FALLBACK ?
+						tally__page_rseq(c) :
+						tally__page_fallback(nslabs, c),
+					  bits, bsize);
 		}
 	}
 }
@@ -542,11 +597,14 @@ static void zero_run(uint64_t off, uint64_t len, void *arg)
  * owner itself or by others), zero them in the pages that exist, and make
  * them allocatable.  One pass over the chunk's existing pages serves the
  * whole batch, so its cost is shared by up to 512 frees and does not grow
- * with the number of possible CPUs, only with those that wrote.
+ * with the number of possible CPUs, only with those that wrote.  Shared
+ * and per-node chunks, whose page 0 exists only once a block was zeroed,
+ * ask the file system which pages exist.
  */
 int tally__chunk_collect(struct tally_zone *z, uint32_t i)
 {
 	struct tally__chunk *c = meta(z, i);
+	unsigned mode = __atomic_load_n(&c->mode, RELAXED);
 	uint64_t bits[8];
 	int any = 0;
 
@@ -560,16 +618,20 @@ int tally__chunk_collect(struct tally_zone *z, uint32_t i)
 	}
 	if (!any)
 		return 0;
-	struct zero_arg a = {
-		.z = z,
-		.base = tally__chunk_base(z, i),
-		.file_base = chunk_file_off(z, i),
-		.bits = bits,
-		.bsize = c->bsize,
-	};
-	if (tally__resident_runs(z->fd, a.file_base, z->chunk_bytes, zero_run,
-				 &a) < 0)
-		return -1; /* could not zero them: they stay out of use */
+	if (mode == TALLY_PERCPU || mode == TALLY_ADAPTIVE) {
+		zero_reserved(z, i, mode, bits, c->bsize);
+	} else {
+		struct zero_arg a = {
+			.base = tally__chunk_base(z, i),
+			.file_base = chunk_file_off(z, i),
+			.bits = bits,
+			.bsize = c->bsize,
+		};
+
+		if (tally__resident_runs(z->fd, a.file_base, z->chunk_bytes,
+					 zero_run, &a) < 0)
+			return -1; /* could not zero them: they stay out of use */
+	}
 	for (int w = 0; w < 8; w++) {
 		if (!bits[w])
 			continue;

@@ -487,6 +487,7 @@ static int map_zone(struct tally_zone *z, int fd, const struct tally__geometry *
 	z->map_size = g->file_size;
 	z->nchunks = (uint32_t)nchunks;
 	z->chunk_bytes = g->chunk_bytes;
+	z->chunks_size = g->chunks_size;
 	z->div_magic = (uint64_t)(((unsigned __int128)1 << 64) / g->chunk_bytes);
 	z->flags = flags;
 	z->meta = (struct tally__chunk *)((char *)map + g->meta_off);
