@@ -21,6 +21,11 @@
 
 #include "internal.h"
 
+#ifdef TALLY__MAX_CPUS
+_Static_assert(TALLY__MAX_CPUS == TALLY__MAX_SLABS,
+	       "the inline add names the copies of every possible slab");
+#endif
+
 void (tally_block_add)(tally_block *b, unsigned slot, int64_t v)
 {
 	tally__block_add(b, slot, v);

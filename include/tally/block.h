@@ -154,7 +154,9 @@ TALLY_API int tally_rseq_active(void);
  */
 TALLY_API void (tally_block_add)(tally_block *b, unsigned slot, int64_t v);
 
-/* Out-of-line part of the update path: every mode but rseq per-CPU. */
+/* Out-of-line part of the update path: pernode blocks, adaptive slots
+ * before promotion, the fallback without rseq, and a CPU's first add to a
+ * chunk (per-CPU adds and shared blocks' atomic adds are inline). */
 TALLY_API void tally__block_add_slow(tally_block *b, unsigned slot, int64_t v);
 
 #include "tally/arch/add.h"

@@ -28,6 +28,27 @@
 #define TALLY_ARCH_X86_64_H
 
 /*
+ * What the sequence may write, for the compiler: the copies of one slot
+ * of every CPU from CPU 0's (at most TALLY__MAX_CPUS pages from it), as
+ * int64_t.  Naming them instead of clobbering "memory" lets the compiler
+ * keep the handle, the settings and the caller's own values in registers
+ * across an add (a loop of tally_counter_inc() then loads nothing but
+ * the CPU id and the reservation word).  Compilers before GCC 11 and
+ * Clang 11 have no outputs on asm goto: they get the clobber.
+ */
+#define TALLY__MAX_CPUS 4096u /* TALLY__MAX_SLABS (src/layout.h) */
+typedef int64_t tally__copies[TALLY__MAX_CPUS * (TALLY__STRIDE / 8u)];
+typedef uint32_t tally__resv_line[16];
+#if (defined(__clang__) && __clang_major__ >= 11) || \
+	(!defined(__clang__) && __GNUC__ >= 11)
+#define TALLY__ASM_COPIES(copy0) [copies] "+m"(*(tally__copies *)(copy0))
+#define TALLY__ASM_MEMORY
+#else
+#define TALLY__ASM_COPIES(copy0)
+#define TALLY__ASM_MEMORY "memory",
+#endif
+
+/*
  * tally__rseq_add: add @v to this CPU's copy of the slot whose CPU 0 copy
  * is @copy0.  Returns 0; TALLY__ADD_FALLBACK when the caller must take the
  * fallback (rseq unusable in this process, or a CPU id beyond the slab
@@ -71,12 +92,13 @@ tally__rseq_add(int64_t *copy0, int64_t v)
 			"4:\n\t"
 			"jmp %l[abort]\n\t"
 			".popsection\n\t"
-			: /* asm goto has no outputs */
+			: TALLY__ASM_COPIES(copy0)
 			: [off] "r"(tally__cfg.rseq_off),
 			  [limit] "r"(tally__cfg.rseq_limit),
 			  [p] "r"(copy0), [v] "er"(v), [resv] "r"(resv),
+			  [line] "m"(*(const tally__resv_line *)resv),
 			  [shift] "i"(TALLY__STRIDE_SHIFT)
-			: "memory", "cc", "rax", "rdx"
+			: TALLY__ASM_MEMORY "cc", "rax", "rdx"
 			: abort, fallback, reserve);
 		return 0;
 	abort:
@@ -88,15 +110,29 @@ reserve:
 	return TALLY__ADD_RESERVE;
 }
 
+/*
+ * The add of every mode but pernode, inline.  A per-CPU block's handle is
+ * CPU 0's copy (tag 0).  An adaptive slot (tag 3) whose shared word, one
+ * page before CPU 0's copy, says it was promoted adds the same way.  A
+ * shared block (tag 1) is one atomic add on its one copy, nothing else.
+ * Everything else (pernode, an adaptive slot not promoted, no rseq, a
+ * copy not reserved yet) goes to the slow path.
+ */
 static inline __attribute__((always_inline)) void
 tally__block_add(struct tally_block *b, unsigned slot, int64_t v)
 {
-	uintptr_t h = (uintptr_t)b;
+	uintptr_t h = (uintptr_t)b, tag = h & TALLY__MODE_MASK;
+	int64_t *p = (int64_t *)(h - tag) + slot;
 
-	/* Per-CPU blocks carry tag 0: the handle is CPU 0's copy. */
-	if (__builtin_expect((h & TALLY__MODE_MASK) == 0, 1) &&
-	    __builtin_expect(tally__rseq_add((int64_t *)h + slot, v) == 0, 1))
+	if (__builtin_expect(tag == TALLY_PERCPU, 1) ||
+	    (tag == TALLY_ADAPTIVE &&
+	     (__atomic_load_n(p - TALLY__STRIDE / 8u, __ATOMIC_RELAXED) & 1))) {
+		if (__builtin_expect(tally__rseq_add(p, v) == 0, 1))
+			return;
+	} else if (tag == TALLY_SHARED) {
+		__atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 		return;
+	}
 	tally__block_add_slow(b, slot, v);
 }
 
