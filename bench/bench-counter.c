@@ -136,55 +136,38 @@ __attribute__((noinline)) static void loop_tally(tally_block *b, uint64_t n)
 		tally_block_add(b, 0, 1);
 }
 
-struct worker {
-	pthread_t th;
-	pthread_barrier_t *bar;
+/* What the workers of one run share, and whether each one's adds used
+ * rseq. */
+struct run {
 	const struct conf *cf;
 	tally_block *b;
-	uint64_t n, t0, t1, c0, c1;
-	int cpu;               /* -1: not pinned */
-	int pin_failed;
-	int rseq;              /* this thread's adds used rseq */
-	int clobbered;         /* the adds changed %fs:8 */
+	uint64_t n;
+	int rseq[BENCH_MAX_THREADS];
 };
 
-static void *worker_main(void *arg)
+static uint64_t worker(void *ctx, unsigned i)
 {
-	struct worker *w = arg;
+	struct run *run = ctx;
 
-	if (w->cpu >= 0 && bench_pin(w->cpu) != 0)
-		w->pin_failed = 1;
-	pthread_barrier_wait(w->bar);
-	w->t0 = bench_now_ns();
-	w->c0 = bench_thread_cpu_ns();
-	switch (w->cf->kind) {
+	switch (run->cf->kind) {
 	case K_TLS:
-		loop_tls(w->n);
+		loop_tls(run->n);
 		break;
 	case K_ATOMIC:
-		loop_atomic(w->n);
+		loop_atomic(run->n);
 		break;
 	case K_RACY:
-		loop_racy(w->n);
+		loop_racy(run->n);
 		break;
 	case K_CPUARRAY:
-		loop_cpuarray(w->n);
+		loop_cpuarray(run->n);
 		break;
-	case K_TALLY: {
-		uintptr_t tcb = bench_tcb_word();
-
-		loop_tally(w->b, w->n);
-		if (bench_tcb_word() != tcb) {
-			bench_tcb_restore(tcb);
-			w->clobbered = 1;
-		}
+	case K_TALLY:
+		loop_tally(run->b, run->n);
 		break;
 	}
-	}
-	w->c1 = bench_thread_cpu_ns();
-	w->t1 = bench_now_ns();
-	w->rseq = tally_rseq_active();
-	return NULL;
+	run->rseq[i] = tally_rseq_active();
+	return run->n;
 }
 
 static struct tally_zone *zone;
@@ -193,15 +176,12 @@ static struct tally_zone *zone;
 static void run_once(const struct conf *cf, unsigned threads, int pinned,
 		     uint64_t n, struct bench_row *r)
 {
-	struct worker w[BENCH_MAX_THREADS];
 	int cpus[BENCH_MAX_THREADS];
 	unsigned ncpu = bench_cpus(cpus, BENCH_MAX_THREADS);
-	pthread_barrier_t bar;
-	tally_block *b = NULL;
-	uint64_t t0 = UINT64_MAX, t1 = 0;
-	double sum_ns = 0, sum_cpu = 0;
+	struct run run = { .cf = cf, .n = n };
+	struct bench_team t;
 	int64_t observed = 0;
-	int rseq_all = 1, rseq_any = 0, pin_failed = 0, clobbered = 0;
+	int rseq_all = 1, rseq_any = 0;
 
 	g.atomic = 0;
 	g.racy = 0;
@@ -210,31 +190,15 @@ static void run_once(const struct conf *cf, unsigned threads, int pinned,
 	if (cf->kind == K_TALLY) {
 		/* A fresh block per run, so that an adaptive block starts
 		 * unpromoted every time. */
-		b = tally_block_alloc(zone, 1, cf->mode);
-		if (!b)
+		run.b = tally_block_alloc(zone, 1, cf->mode);
+		if (!run.b)
 			bench_die("tally_block_alloc: %s", tally_errmsg());
 	}
-	pthread_barrier_init(&bar, NULL, threads);
+	bench_team_run(&t, threads, pinned ? cpus : NULL, ncpu, worker, &run);
 	for (unsigned i = 0; i < threads; i++) {
-		w[i] = (struct worker){ .bar = &bar, .cf = cf, .b = b, .n = n,
-					.cpu = pinned ? cpus[i % ncpu] : -1 };
-		if (pthread_create(&w[i].th, NULL, worker_main, &w[i]))
-			bench_die("pthread_create: %s", strerror(errno));
+		rseq_all &= run.rseq[i];
+		rseq_any |= run.rseq[i];
 	}
-	for (unsigned i = 0; i < threads; i++) {
-		pthread_join(w[i].th, NULL);
-		if (w[i].t0 < t0)
-			t0 = w[i].t0;
-		if (w[i].t1 > t1)
-			t1 = w[i].t1;
-		sum_ns += (double)(w[i].c1 - w[i].c0) / (double)n;
-		sum_cpu += (double)(w[i].c1 - w[i].c0);
-		rseq_all &= w[i].rseq;
-		rseq_any |= w[i].rseq;
-		pin_failed |= w[i].pin_failed;
-		clobbered |= w[i].clobbered;
-	}
-	pthread_barrier_destroy(&bar);
 
 	switch (cf->kind) {
 	case K_TLS:
@@ -252,30 +216,21 @@ static void run_once(const struct conf *cf, unsigned threads, int pinned,
 			observed += (int64_t)cpuarray[c].v;
 		break;
 	case K_TALLY:
-		if (tally_block_fetch(b, 0, &observed) < 0)
+		if (tally_block_fetch(run.b, 0, &observed) < 0)
 			bench_die("tally_block_fetch: %s", tally_errmsg());
-		if (cf->mode == TALLY_ADAPTIVE && tally_block_promoted(b, 0) == 1)
+		if (cf->mode == TALLY_ADAPTIVE &&
+		    tally_block_promoted(run.b, 0) == 1)
 			snprintf(r->note, sizeof(r->note), "promoted");
 		if (cf->mode == TALLY_PERCPU && !cf->child && !rseq_all)
 			snprintf(r->note, sizeof(r->note), "rseq %s!",
 				 rseq_any ? "partly inactive" : "inactive");
 		if (cf->child && rseq_any)
 			snprintf(r->note, sizeof(r->note), "rseq active!");
-		if (tally_block_free(zone, b) < 0)
+		if (tally_block_free(zone, run.b) < 0)
 			bench_die("tally_block_free: %s", tally_errmsg());
 		break;
 	}
-	if (pin_failed)
-		snprintf(r->note, sizeof(r->note), "pinning failed");
-	if (clobbered) {
-		snprintf(r->note, sizeof(r->note),
-			 "LIBRARY BUG: add wrote %%fs:8 (glibc DTV)");
-		r->failed = 1;
-	}
-
-	r->ns[r->n] = sum_ns / threads;
-	r->rate[r->n] = (double)threads * (double)n / (double)(t1 - t0) * 1e3;
-	r->overlap[r->n] = sum_cpu / ((double)threads * (double)(t1 - t0));
+	bench_team_record(&t, r);
 	bench_row_check(r, (int64_t)threads * (int64_t)n, observed);
 	r->n++;
 }

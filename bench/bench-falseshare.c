@@ -63,44 +63,29 @@ __attribute__((noinline)) static void loop_tally(tally_block *b, uint64_t n)
 		tally_block_add(b, 0, 1);
 }
 
-struct worker {
-	pthread_t th;
-	pthread_barrier_t *bar;
+/* What the workers of one run share. */
+struct run {
 	enum kind kind;
-	unsigned idx;
 	tally_block *b;
-	uint64_t n, t0, t1, c0, c1;
-	int cpu, pin_failed, clobbered;
+	uint64_t n;
 };
 
-static void *worker_main(void *arg)
+static uint64_t worker(void *ctx, unsigned i)
 {
-	struct worker *w = arg;
-	uintptr_t tcb = bench_tcb_word();
+	const struct run *run = ctx;
 
-	if (bench_pin(w->cpu) != 0)
-		w->pin_failed = 1;
-	pthread_barrier_wait(w->bar);
-	w->t0 = bench_now_ns();
-	w->c0 = bench_thread_cpu_ns();
-	switch (w->kind) {
+	switch (run->kind) {
 	case K_PACKED:
-		loop_word(&g.packed[w->idx % 8], w->n);
+		loop_word(&g.packed[i % 8], run->n);
 		break;
 	case K_PADDED:
-		loop_word(&g.padded[w->idx].v, w->n);
+		loop_word(&g.padded[i].v, run->n);
 		break;
 	case K_TALLY:
-		loop_tally(w->b, w->n);
+		loop_tally(run->b, run->n);
 		break;
 	}
-	w->c1 = bench_thread_cpu_ns();
-	w->t1 = bench_now_ns();
-	if (bench_tcb_word() != tcb) {
-		bench_tcb_restore(tcb);
-		w->clobbered = 1;
-	}
-	return NULL;
+	return run->n;
 }
 
 static struct tally_zone *zone;
@@ -125,41 +110,17 @@ static int package_of(int cpu)
 static void run_once(const struct conf *cf, unsigned threads, uint64_t n,
 		     struct bench_row *r)
 {
-	struct worker w[BENCH_MAX_THREADS];
 	int cpus[BENCH_MAX_THREADS];
 	unsigned ncpu = bench_cpus(cpus, BENCH_MAX_THREADS);
-	pthread_barrier_t bar;
-	tally_block *b = NULL;
-	uint64_t t0 = UINT64_MAX, t1 = 0;
-	double sum_ns = 0, sum_cpu = 0;
+	struct run run = { cf->kind, NULL, n };
+	struct bench_team t;
 	int64_t observed = 0;
 
 	memset(&g, 0, sizeof(g));
 	if (cf->kind == K_TALLY &&
-	    !(b = tally_block_alloc(zone, 1, TALLY_PERCPU)))
+	    !(run.b = tally_block_alloc(zone, 1, TALLY_PERCPU)))
 		bench_die("tally_block_alloc: %s", tally_errmsg());
-	pthread_barrier_init(&bar, NULL, threads);
-	for (unsigned i = 0; i < threads; i++) {
-		w[i] = (struct worker){ .bar = &bar, .kind = cf->kind, .idx = i,
-					.b = b, .n = n, .cpu = cpus[i % ncpu] };
-		if (pthread_create(&w[i].th, NULL, worker_main, &w[i]))
-			bench_die("pthread_create: %s", strerror(errno));
-	}
-	for (unsigned i = 0; i < threads; i++) {
-		pthread_join(w[i].th, NULL);
-		t0 = w[i].t0 < t0 ? w[i].t0 : t0;
-		t1 = w[i].t1 > t1 ? w[i].t1 : t1;
-		sum_ns += (double)(w[i].c1 - w[i].c0) / (double)n;
-		sum_cpu += (double)(w[i].c1 - w[i].c0);
-		if (w[i].pin_failed)
-			snprintf(r->note, sizeof(r->note), "pinning failed");
-		if (w[i].clobbered) {
-			snprintf(r->note, sizeof(r->note),
-				 "LIBRARY BUG: add wrote %%fs:8 (glibc DTV)");
-			r->failed = 1;
-		}
-	}
-	pthread_barrier_destroy(&bar);
+	bench_team_run(&t, threads, cpus, ncpu, worker, &run);
 	switch (cf->kind) {
 	case K_PACKED:
 		for (unsigned i = 0; i < 8; i++)
@@ -170,17 +131,13 @@ static void run_once(const struct conf *cf, unsigned threads, uint64_t n,
 			observed += (int64_t)g.padded[i].v;
 		break;
 	case K_TALLY:
-		if (tally_block_fetch(b, 0, &observed) < 0)
+		if (tally_block_fetch(run.b, 0, &observed) < 0)
 			bench_die("tally_block_fetch: %s", tally_errmsg());
-		if (tally_block_free(zone, b) < 0)
+		if (tally_block_free(zone, run.b) < 0)
 			bench_die("tally_block_free: %s", tally_errmsg());
 		break;
 	}
-	if (t1 <= t0)
-		t1 = t0 + 1;
-	r->ns[r->n] = sum_ns / threads;
-	r->rate[r->n] = (double)threads * (double)n / (double)(t1 - t0) * 1e3;
-	r->overlap[r->n] = sum_cpu / ((double)threads * (double)(t1 - t0));
+	bench_team_record(&t, r);
 	bench_row_check(r, (int64_t)threads * (int64_t)n, observed);
 	r->n++;
 }

@@ -112,46 +112,32 @@ __attribute__((noinline)) static uint64_t loop_tally(tally_block *b,
 	return x;
 }
 
-struct worker {
-	pthread_t th;
-	pthread_barrier_t *bar;
+/* What the workers of one run share. */
+struct run {
 	enum kind kind;
 	tally_block *b;
 	unsigned w;
-	uint64_t n, t0, t1, c0, c1;
-	int cpu, pin_failed, clobbered;
+	uint64_t n;
 };
 
-static void *worker_main(void *arg)
+static uint64_t worker(void *ctx, unsigned i)
 {
-	struct worker *w = arg;
-	uintptr_t tcb = bench_tcb_word();
-	uint64_t x = 88172645463325252ull + (uint64_t)w->cpu;
+	const struct run *run = ctx;
+	uint64_t x = 88172645463325252ull + i;
 
-	if (bench_pin(w->cpu) != 0)
-		w->pin_failed = 1;
-	pthread_barrier_wait(w->bar);
-	w->t0 = bench_now_ns();
-	w->c0 = bench_thread_cpu_ns();
-	switch (w->kind) {
+	switch (run->kind) {
 	case K_NONE:
-		x = loop_none(x, w->n, w->w);
+		x = loop_none(x, run->n, run->w);
 		break;
 	case K_ATOMIC:
-		x = loop_atomic(x, w->n, w->w);
+		x = loop_atomic(x, run->n, run->w);
 		break;
 	case K_TALLY:
-		x = loop_tally(w->b, x, w->n, w->w);
+		x = loop_tally(run->b, x, run->n, run->w);
 		break;
 	}
-	w->c1 = bench_thread_cpu_ns();
-	w->t1 = bench_now_ns();
 	__atomic_fetch_xor(&g.sink, x, __ATOMIC_RELAXED);
-	if (bench_tcb_word() != tcb) {
-		bench_tcb_restore(tcb);
-		w->clobbered = 1;
-	}
-	return NULL;
+	return run->n;
 }
 
 static struct tally_zone *zone;
@@ -159,54 +145,26 @@ static struct tally_zone *zone;
 static void run_once(const struct conf *cf, unsigned threads, unsigned wk,
 		     uint64_t n, struct bench_row *r)
 {
-	struct worker w[BENCH_MAX_THREADS];
 	int cpus[BENCH_MAX_THREADS];
 	unsigned ncpu = bench_cpus(cpus, BENCH_MAX_THREADS);
-	pthread_barrier_t bar;
-	tally_block *b = NULL;
-	uint64_t t0 = UINT64_MAX, t1 = 0;
-	double sum_ns = 0, sum_cpu = 0;
+	struct run run = { cf->kind, NULL, wk, n };
+	struct bench_team t;
 	int64_t observed = 0;
 
 	g.inflight = 0;
 	if (cf->kind == K_TALLY &&
-	    !(b = tally_block_alloc(zone, 1, TALLY_PERCPU)))
+	    !(run.b = tally_block_alloc(zone, 1, TALLY_PERCPU)))
 		bench_die("tally_block_alloc: %s", tally_errmsg());
-	pthread_barrier_init(&bar, NULL, threads);
-	for (unsigned i = 0; i < threads; i++) {
-		w[i] = (struct worker){ .bar = &bar, .kind = cf->kind, .b = b,
-					.w = wk, .n = n, .cpu = cpus[i % ncpu] };
-		if (pthread_create(&w[i].th, NULL, worker_main, &w[i]))
-			bench_die("pthread_create: %s", strerror(errno));
-	}
-	for (unsigned i = 0; i < threads; i++) {
-		pthread_join(w[i].th, NULL);
-		t0 = w[i].t0 < t0 ? w[i].t0 : t0;
-		t1 = w[i].t1 > t1 ? w[i].t1 : t1;
-		sum_ns += (double)(w[i].c1 - w[i].c0) / (double)n;
-		sum_cpu += (double)(w[i].c1 - w[i].c0);
-		if (w[i].pin_failed)
-			snprintf(r->note, sizeof(r->note), "pinning failed");
-		if (w[i].clobbered) {
-			snprintf(r->note, sizeof(r->note),
-				 "LIBRARY BUG: add wrote %%fs:8 (glibc DTV)");
-			r->failed = 1;
-		}
-	}
-	pthread_barrier_destroy(&bar);
+	bench_team_run(&t, threads, cpus, ncpu, worker, &run);
 	if (cf->kind == K_ATOMIC)
 		observed = g.inflight;
 	if (cf->kind == K_TALLY) {
-		if (tally_block_fetch(b, 0, &observed) < 0)
+		if (tally_block_fetch(run.b, 0, &observed) < 0)
 			bench_die("tally_block_fetch: %s", tally_errmsg());
-		if (tally_block_free(zone, b) < 0)
+		if (tally_block_free(zone, run.b) < 0)
 			bench_die("tally_block_free: %s", tally_errmsg());
 	}
-	if (t1 <= t0)
-		t1 = t0 + 1;
-	r->ns[r->n] = sum_ns / threads;
-	r->rate[r->n] = (double)threads * (double)n / (double)(t1 - t0) * 1e3;
-	r->overlap[r->n] = sum_cpu / ((double)threads * (double)(t1 - t0));
+	bench_team_record(&t, r);
 	/* Every request completed: the gauge is back at 0. */
 	if (cf->kind != K_NONE)
 		bench_row_check(r, 0, observed);

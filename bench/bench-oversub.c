@@ -78,104 +78,71 @@ __attribute__((noinline)) static void loop_tally(tally_block *b, uint64_t n)
 		tally_block_add(b, 0, 1);
 }
 
-struct worker {
-	pthread_t th;
-	pthread_barrier_t *bar;
+/* What the workers of one run share. */
+struct run {
 	enum kind kind;
 	tally_block *b;
-	tally_block **many;    /* memory test: write each of these once */
-	size_t nmany;
-	uint64_t n, t0, t1, c0, c1;
-	int cpu0, cpu1;        /* the CPU at the start and at the end */
-	int clobbered;
+	uint64_t n;
 };
 
-static void *worker_main(void *arg)
+static uint64_t worker(void *ctx, unsigned i)
 {
-	struct worker *w = arg;
-	uintptr_t tcb = bench_tcb_word();
+	const struct run *run = ctx;
 
-	pthread_barrier_wait(w->bar);
-	w->cpu0 = sched_getcpu();
-	w->t0 = bench_now_ns();
-	w->c0 = bench_thread_cpu_ns();
-	if (w->many) {
-		for (size_t i = 0; i < w->nmany; i++)
-			tally_block_add(w->many[i], 0, 1);
-	} else {
-		switch (w->kind) {
-		case K_TALLY:
-			loop_tally(w->b, w->n);
-			break;
-		case K_THREAD:
-			loop_thread(w->n);
-			break;
-		case K_ATOMIC:
-			loop_atomic(w->n);
-			break;
-		}
+	(void)i;
+	switch (run->kind) {
+	case K_TALLY:
+		loop_tally(run->b, run->n);
+		break;
+	case K_THREAD:
+		loop_thread(run->n);
+		break;
+	case K_ATOMIC:
+		loop_atomic(run->n);
+		break;
 	}
-	w->c1 = bench_thread_cpu_ns();
-	w->t1 = bench_now_ns();
-	w->cpu1 = sched_getcpu();
-	if (bench_tcb_word() != tcb) {
-		bench_tcb_restore(tcb);
-		w->clobbered = 1;
-	}
-	return NULL;
+	return run->n;
+}
+
+/* The memory test: every thread writes each counter once, and says on
+ * which CPUs it started and ended. */
+struct many {
+	tally_block **b;
+	size_t n;
+	int cpu0[BENCH_MAX_THREADS], cpu1[BENCH_MAX_THREADS];
+};
+
+static uint64_t write_each_once(void *ctx, unsigned i)
+{
+	struct many *m = ctx;
+
+	m->cpu0[i] = sched_getcpu();
+	for (size_t k = 0; k < m->n; k++)
+		tally_block_add(m->b[k], 0, 1);
+	m->cpu1[i] = sched_getcpu();
+	return m->n;
 }
 
 static struct tally_zone *zone;
-static struct worker workers[BENCH_MAX_THREADS];
-
-/* Start @threads workers as set up in workers[], wait for them. */
-static void run_workers(unsigned threads)
-{
-	pthread_barrier_t bar;
-
-	pthread_barrier_init(&bar, NULL, threads);
-	for (unsigned i = 0; i < threads; i++) {
-		workers[i].bar = &bar;
-		if (pthread_create(&workers[i].th, NULL, worker_main,
-				   &workers[i]))
-			bench_die("pthread_create: %s", strerror(errno));
-	}
-	for (unsigned i = 0; i < threads; i++)
-		pthread_join(workers[i].th, NULL);
-	pthread_barrier_destroy(&bar);
-}
 
 static void run_once(const struct conf *cf, unsigned threads, uint64_t n,
 		     struct bench_row *r)
 {
-	tally_block *b = NULL;
-	uint64_t t0 = UINT64_MAX, t1 = 0;
-	double sum_ns = 0, sum_cpu = 0;
+	struct run run = { cf->kind, NULL, n };
+	struct bench_team t;
 	int64_t observed = 0;
-	int clobbered = 0;
 
 	g.atomic = 0;
 	g.folded = 0;
 	if (cf->kind == K_TALLY &&
-	    !(b = tally_block_alloc(zone, 1, TALLY_PERCPU)))
+	    !(run.b = tally_block_alloc(zone, 1, TALLY_PERCPU)))
 		bench_die("tally_block_alloc: %s", tally_errmsg());
-	for (unsigned i = 0; i < threads; i++)
-		workers[i] = (struct worker){ .kind = cf->kind, .b = b, .n = n };
-	run_workers(threads);
-	for (unsigned i = 0; i < threads; i++) {
-		struct worker *w = &workers[i];
-
-		t0 = w->t0 < t0 ? w->t0 : t0;
-		t1 = w->t1 > t1 ? w->t1 : t1;
-		sum_ns += (double)(w->c1 - w->c0) / (double)n;
-		sum_cpu += (double)(w->c1 - w->c0);
-		clobbered |= w->clobbered;
-	}
+	bench_team_run(&t, threads, NULL, 0, worker, &run);
 	switch (cf->kind) {
 	case K_TALLY:
-		if (tally_block_fetch(b, 0, &observed) < 0)
+		if (tally_block_fetch(run.b, 0, &observed) < 0)
 			bench_die("tally_block_fetch: %s", tally_errmsg());
-		if (tally_block_free(zone, b) < 0)
+		if (tally_block_free(zone, run.b) < 0)
 			bench_die("tally_block_free: %s", tally_errmsg());
 		break;
 	case K_THREAD:
@@ -185,16 +152,7 @@ static void run_once(const struct conf *cf, unsigned threads, uint64_t n,
 		observed = (int64_t)g.atomic;
 		break;
 	}
-	if (clobbered) {
-		snprintf(r->note, sizeof(r->note),
-			 "LIBRARY BUG: add wrote %%fs:8 (glibc DTV)");
-		r->failed = 1;
-	}
-	if (t1 <= t0)
-		t1 = t0 + 1;
-	r->ns[r->n] = sum_ns / threads;
-	r->rate[r->n] = (double)threads * (double)n / (double)(t1 - t0) * 1e3;
-	r->overlap[r->n] = sum_cpu / ((double)threads * (double)(t1 - t0));
+	bench_team_record(&t, r);
 	bench_row_check(r, (int64_t)threads * (int64_t)n, observed);
 	r->n++;
 }
@@ -213,6 +171,8 @@ static void measure_memory(struct bench_doc *d, unsigned threads, uint64_t K,
 	struct tally_zone *z;
 	tally_block **b = calloc(K, sizeof(*b));
 	unsigned char seen[BENCH_MAX_THREADS] = { 0 };
+	static struct many many;
+	struct bench_team t;
 	int64_t sum = 0;
 	unsigned ncpus = 0;
 
@@ -229,23 +189,23 @@ static void measure_memory(struct bench_doc *d, unsigned threads, uint64_t K,
 	for (uint64_t i = 0; i < K; i++)
 		if (!(b[i] = tally_block_alloc(z, 1, TALLY_PERCPU)))
 			bench_die("tally_block_alloc: %s", tally_errmsg());
-	for (unsigned i = 0; i < threads; i++)
-		workers[i] = (struct worker){ .many = b, .nmany = (size_t)K };
-	run_workers(threads);
+	many.b = b;
+	many.n = (size_t)K;
+	bench_team_run(&t, threads, NULL, 0, write_each_once, &many);
 	if (tally_zone_usage(z, &u1) < 0)
 		bench_die("tally_zone_usage: %s", tally_errmsg());
 	for (unsigned i = 0; i < threads; i++) {
-		int cs[2] = { workers[i].cpu0, workers[i].cpu1 };
+		int cs[2] = { many.cpu0[i], many.cpu1[i] };
 
 		for (int k = 0; k < 2; k++)
 			if (cs[k] >= 0 && cs[k] < BENCH_MAX_THREADS &&
 			    !seen[cs[k]]++)
 				ncpus++;
-		if (workers[i].clobbered) {
-			r->failed = 1;
-			snprintf(r->note, sizeof(r->note),
-				 "LIBRARY BUG: add wrote %%fs:8 (glibc DTV)");
-		}
+	}
+	if (t.clobbered) {
+		r->failed = 1;
+		snprintf(r->note, sizeof(r->note),
+			 "LIBRARY BUG: add wrote %%fs:8 (glibc DTV)");
 	}
 	for (uint64_t i = 0; i < K; i++) {
 		int64_t v;

@@ -62,86 +62,44 @@ static inline int64_t flow_len(size_t i)
 	return 64 + (int64_t)(i % 1437);
 }
 
-struct worker {
-	pthread_t th;
-	pthread_barrier_t *bar;
+/* What the workers of one run share: one block (update), or flows. */
+struct run {
 	tally_block *b;
-	tally_block **flows;   /* flows: the blocks; NULL for update */
+	tally_block **flows;   /* NULL for update */
 	size_t nflows;
-	unsigned idx, nworkers;
-	uint64_t n, ops, t0, t1, c0, c1;
-	int cpu, pin_failed, clobbered;
+	unsigned nworkers;
+	uint64_t n;
 };
 
-static void *worker_main(void *arg)
+static uint64_t worker(void *ctx, unsigned idx)
 {
-	struct worker *w = arg;
-	uintptr_t tcb = bench_tcb_word();
+	const struct run *run = ctx;
+	uint64_t ops = 0;
 
-	if (bench_pin(w->cpu) != 0)
-		w->pin_failed = 1;
-	pthread_barrier_wait(w->bar);
-	w->t0 = bench_now_ns();
-	w->c0 = bench_thread_cpu_ns();
-	if (w->flows) {
-		for (unsigned p = 0; p < PACKETS_PER_FLOW; p++)
-			for (size_t i = w->idx; i < w->nflows; i += w->nworkers) {
-				tally_block_add(w->flows[i], 0, 1);
-				tally_block_add(w->flows[i], 1, flow_len(i));
-				w->ops++;
-			}
-	} else {
-		loop_tally(w->b, w->n);
-		w->ops = w->n;
+	if (!run->flows) {
+		loop_tally(run->b, run->n);
+		return run->n;
 	}
-	w->c1 = bench_thread_cpu_ns();
-	w->t1 = bench_now_ns();
-	if (bench_tcb_word() != tcb) {
-		bench_tcb_restore(tcb);
-		w->clobbered = 1;
-	}
-	return NULL;
+	for (unsigned p = 0; p < PACKETS_PER_FLOW; p++)
+		for (size_t i = idx; i < run->nflows; i += run->nworkers) {
+			tally_block_add(run->flows[i], 0, 1);
+			tally_block_add(run->flows[i], 1, flow_len(i));
+			ops++;
+		}
+	return ops;
 }
 
 /* Run one worker per CPU on @b (update) or on @flows; fill run r->n. */
 static void run_workers(struct bench_row *r, tally_block *b,
 			tally_block **flows, size_t nflows, uint64_t n)
 {
-	struct worker w[BENCH_MAX_THREADS];
 	int cpus[BENCH_MAX_THREADS];
 	unsigned T = bench_cpus(cpus, BENCH_MAX_THREADS);
-	pthread_barrier_t bar;
-	uint64_t t0 = UINT64_MAX, t1 = 0, ops = 0;
-	double sum_ns = 0;
+	struct run run = { b, flows, nflows, T, n };
+	struct bench_team t;
 
-	pthread_barrier_init(&bar, NULL, T);
-	for (unsigned i = 0; i < T; i++) {
-		w[i] = (struct worker){ .bar = &bar, .b = b, .flows = flows,
-					.nflows = nflows, .idx = i,
-					.nworkers = T, .n = n, .cpu = cpus[i] };
-		if (pthread_create(&w[i].th, NULL, worker_main, &w[i]))
-			bench_die("pthread_create: %s", strerror(errno));
-	}
-	for (unsigned i = 0; i < T; i++) {
-		pthread_join(w[i].th, NULL);
-		t0 = w[i].t0 < t0 ? w[i].t0 : t0;
-		t1 = w[i].t1 > t1 ? w[i].t1 : t1;
-		ops += w[i].ops;
-		if (w[i].ops)
-			sum_ns += (double)(w[i].c1 - w[i].c0) / (double)w[i].ops;
-		if (w[i].pin_failed)
-			snprintf(r->note, sizeof(r->note), "pinning failed");
-		if (w[i].clobbered) {
-			snprintf(r->note, sizeof(r->note),
-				 "LIBRARY BUG: add wrote %%fs:8 (glibc DTV)");
-			r->failed = 1;
-		}
-	}
-	pthread_barrier_destroy(&bar);
-	if (t1 <= t0)
-		t1 = t0 + 1;
-	r->ns[r->n] = sum_ns / T;
-	r->rate[r->n] = (double)ops / (double)(t1 - t0) * 1e3;
+	bench_team_run(&t, T, cpus, T, worker, &run);
+	bench_team_record(&t, r);
 }
 
 /* update and read rows of one mode, one run each. */

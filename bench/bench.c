@@ -797,3 +797,94 @@ void bench_child_args(const struct bench_opts *o, const char *sub,
 #undef ARG
 #undef NUM
 }
+
+/* --- Teams of worker threads ----------------------------------------- */
+
+struct team_member {
+	pthread_t th;
+	pthread_barrier_t *bar;
+	struct bench_team *t;
+	bench_body_fn body;
+	void *ctx;
+	unsigned i;
+	int cpu;          /* -1: not pinned */
+	uint64_t t0, t1;
+	int pin_failed, clobbered;
+};
+
+static void *team_main(void *arg)
+{
+	struct team_member *m = arg;
+	uintptr_t tcb = bench_tcb_word();
+	uint64_t c0, c1;
+
+	if (m->cpu >= 0 && bench_pin(m->cpu) != 0)
+		m->pin_failed = 1;
+	pthread_barrier_wait(m->bar);
+	m->t0 = bench_now_ns();
+	c0 = bench_thread_cpu_ns();
+	m->t->ops[m->i] = m->body(m->ctx, m->i);
+	c1 = bench_thread_cpu_ns();
+	m->t1 = bench_now_ns();
+	m->t->cpu_ns[m->i] = c1 - c0;
+	if (bench_tcb_word() != tcb) {
+		bench_tcb_restore(tcb);
+		m->clobbered = 1;
+	}
+	return NULL;
+}
+
+void bench_team_run(struct bench_team *t, unsigned n, const int *cpus,
+		    unsigned ncpu, bench_body_fn body, void *ctx)
+{
+	struct team_member m[BENCH_MAX_THREADS];
+	pthread_barrier_t bar;
+
+	if (n == 0 || n > BENCH_MAX_THREADS)
+		bench_die("a team of %u threads (1 to %u)", n,
+			  BENCH_MAX_THREADS);
+	memset(t, 0, sizeof(*t));
+	t->n = n;
+	t->t0 = UINT64_MAX;
+	pthread_barrier_init(&bar, NULL, n);
+	for (unsigned i = 0; i < n; i++) {
+		m[i] = (struct team_member){ .bar = &bar, .t = t, .body = body,
+			.ctx = ctx, .i = i,
+			.cpu = cpus && ncpu ? cpus[i % ncpu] : -1 };
+		if (pthread_create(&m[i].th, NULL, team_main, &m[i]))
+			bench_die("pthread_create: %s", strerror(errno));
+	}
+	for (unsigned i = 0; i < n; i++) {
+		pthread_join(m[i].th, NULL);
+		t->t0 = m[i].t0 < t->t0 ? m[i].t0 : t->t0;
+		t->t1 = m[i].t1 > t->t1 ? m[i].t1 : t->t1;
+		t->pin_failed |= m[i].pin_failed;
+		t->clobbered |= m[i].clobbered;
+	}
+	pthread_barrier_destroy(&bar);
+	if (t->t1 <= t->t0)
+		t->t1 = t->t0 + 1;
+}
+
+void bench_team_record(const struct bench_team *t, struct bench_row *r)
+{
+	double wall = (double)(t->t1 - t->t0), sum_ns = 0, sum_cpu = 0;
+	uint64_t ops = 0;
+
+	for (unsigned i = 0; i < t->n; i++) {
+		if (t->ops[i])
+			sum_ns += (double)t->cpu_ns[i] / (double)t->ops[i];
+		sum_cpu += (double)t->cpu_ns[i];
+		ops += t->ops[i];
+	}
+	r->ns[r->n] = sum_ns / t->n;
+	r->rate[r->n] = (double)ops / wall * 1e3;
+	r->overlap[r->n] = sum_cpu / ((double)t->n * wall);
+	if (t->pin_failed)
+		snprintf(r->note, sizeof(r->note), "pinning failed");
+	if (t->clobbered) {
+		snprintf(r->note, sizeof(r->note),
+			 "LIBRARY BUG: add wrote %%fs:8 (glibc DTV)");
+		r->failed = 1;
+	}
+}

@@ -149,6 +149,32 @@ void bench_row_finish(struct bench_row *r);
  */
 void bench_row_check(struct bench_row *r, int64_t expected, int64_t observed);
 
+/*
+ * A timed team of worker threads, as every multi-threaded experiment
+ * runs one: thread i is pinned to cpus[i % ncpu] (cpus NULL: not
+ * pinned), waits at a barrier for the others, then runs body(ctx, i)
+ * between its timestamps (wall and thread CPU time); body returns the
+ * operations it did.  A body that changes %fs:8 is caught and the word
+ * repaired (bench_tcb_word()).
+ */
+typedef uint64_t (*bench_body_fn)(void *ctx, unsigned i);
+
+struct bench_team {
+	unsigned n;
+	uint64_t t0, t1;                     /* earliest start, latest end */
+	uint64_t cpu_ns[BENCH_MAX_THREADS];  /* each thread's CPU time */
+	uint64_t ops[BENCH_MAX_THREADS];     /* and its operations */
+	int pin_failed, clobbered;
+};
+
+void bench_team_run(struct bench_team *t, unsigned n, const int *cpus,
+		    unsigned ncpu, bench_body_fn body, void *ctx);
+/* Run r->n of @r: ns (CPU time per operation, the threads' mean), rate
+ * (Mops/s of wall time), overlap, and the notes of a failed pin or a
+ * clobbered %fs:8 (which fails the row).  The caller checks the total
+ * and counts the run (r->n++). */
+void bench_team_record(const struct bench_team *t, struct bench_row *r);
+
 /* CPUs this process may run on (its affinity mask), and pinning. */
 unsigned bench_cpus(int *cpus, unsigned max);
 int bench_pin(int cpu);
