@@ -61,10 +61,18 @@ static int on_series(const struct tally_series_view *v, void *arg)
 	uint64_t sum = 0;
 	double q;
 
-	if (v->kind < TALLY_COUNTER || v->kind > TALLY_HISTOGRAM)
+	if (v->kind < TALLY_COUNTER || v->kind > TALLY_FGAUGE)
 		broken("unknown kind");
 	if (v->mode > TALLY_ADAPTIVE)
 		broken("unknown mode");
+	/* A floating-point gauge is one shared slot, and its int64 value
+	 * is its double rounded toward zero (NaN: 0). */
+	if (v->kind == TALLY_FGAUGE &&
+	    (v->mode != TALLY_SHARED ||
+	     v->value != tally__f64_to_i64(v->fvalue)))
+		broken("a floating-point gauge's mode or value");
+	if (v->kind != TALLY_FGAUGE && v->fvalue != 0)
+		broken("fvalue on another kind");
 	if (!tally__valid_metric_name(v->name) ||
 	    strlen(v->name) > TALLY_NAME_MAX)
 		broken("bad metric name");

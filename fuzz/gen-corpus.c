@@ -68,6 +68,8 @@ static int register_any(struct tally_zone *z,
 		return tally_setgauge_register(z, d, (tally_setgauge *)m);
 	case TALLY_HISTOGRAM:
 		return tally_histogram_register(z, d, (tally_histogram *)m);
+	case TALLY_FGAUGE:
+		return tally_fgauge_register(z, d, (tally_fgauge *)m);
 	default:
 		return tally_counter_register(z, d, (tally_counter *)m);
 	}
@@ -174,7 +176,7 @@ static void sc_modes(void)
 				       "m_adaptive" };
 	struct tally_zone *z = zone("modes", 8, 16);
 	pthread_t t[4];
-	tally_metric gs;
+	tally_metric gs, fg;
 
 	for (unsigned m = 0; m < 4; m++)
 		mode_metrics[m] = reg(z, TALLY_COUNTER, names[m], m, NULL, NULL,
@@ -182,6 +184,9 @@ static void sc_modes(void)
 	gs = reg(z, TALLY_GAUGE_SET, "temperature", 0, "Set.", "celsius", NULL,
 		 0, 0, 0);
 	tally_setgauge_set(setgauge_of(&gs), -40);
+	fg = reg(z, TALLY_FGAUGE, "load_ratio", 0, "A double.", NULL, NULL,
+		 0, 0, 0);
+	tally_fgauge_set((const tally_fgauge *)&fg, 0.75);
 	for (long i = 0; i < 4; i++)
 		pthread_create(&t[i], NULL, mode_thread, (void *)i);
 	for (int i = 0; i < 4; i++)
