@@ -51,18 +51,20 @@ struct conf {
 	enum kind kind;
 	unsigned mode;
 	int child;             /* measured in the TALLY_NO_RSEQ=1 child */
+	int promote;           /* adaptive: promoted before the run */
 };
 
 static const struct conf confs[] = {
-	{ "thread-local add", K_TLS, 0, 0 },
-	{ "shared atomic", K_ATOMIC, 0, 0 },
-	{ "racy +=", K_RACY, 0, 0 },
-	{ "sched_getcpu atomics", K_CPUARRAY, 0, 0 },
-	{ "tally percpu", K_TALLY, TALLY_PERCPU, 0 },
-	{ "tally percpu fallback", K_TALLY, TALLY_PERCPU, 1 },
-	{ "tally shared", K_TALLY, TALLY_SHARED, 0 },
-	{ "tally adaptive", K_TALLY, TALLY_ADAPTIVE, 0 },
-	{ "tally pernode", K_TALLY, TALLY_PERNODE, 0 },
+	{ "thread-local add", K_TLS, 0, 0, 0 },
+	{ "shared atomic", K_ATOMIC, 0, 0, 0 },
+	{ "racy +=", K_RACY, 0, 0, 0 },
+	{ "sched_getcpu atomics", K_CPUARRAY, 0, 0, 0 },
+	{ "tally percpu", K_TALLY, TALLY_PERCPU, 0, 0 },
+	{ "tally percpu fallback", K_TALLY, TALLY_PERCPU, 1, 0 },
+	{ "tally shared", K_TALLY, TALLY_SHARED, 0, 0 },
+	{ "tally adaptive", K_TALLY, TALLY_ADAPTIVE, 0, 0 },
+	{ "tally adaptive promoted", K_TALLY, TALLY_ADAPTIVE, 0, 1 },
+	{ "tally pernode", K_TALLY, TALLY_PERNODE, 0, 0 },
 };
 #define NCONFS (sizeof(confs) / sizeof(confs[0]))
 
@@ -193,6 +195,8 @@ static void run_once(const struct conf *cf, unsigned threads, int pinned,
 		run.b = tally_block_alloc(zone, 1, cf->mode);
 		if (!run.b)
 			bench_die("tally_block_alloc: %s", tally_errmsg());
+		if (cf->promote && tally_block_promote(run.b, 0) < 0)
+			bench_die("tally_block_promote: %s", tally_errmsg());
 	}
 	bench_team_run(&t, threads, pinned ? cpus : NULL, ncpu, worker, &run);
 	for (unsigned i = 0; i < threads; i++) {
@@ -284,7 +288,7 @@ static void measure(struct bench_doc *d, const struct bench_opts *o,
 static void print_rows(const struct bench_doc *d, const struct group *gr,
 		       unsigned ngr)
 {
-	printf("%-22s %3s %-3s %9s %9s %9s %9s %7s %8s %5s  %s\n", "config",
+	printf("%-23s %3s %-3s %9s %9s %9s %9s %7s %8s %5s  %s\n", "config",
 	       "thr", "pin", "ns/op min", "median", "max", "Mops/s", "x TLS",
 	       "x atomic", "overl", "check");
 	for (unsigned gi = 0; gi < ngr; gi++) {
@@ -305,7 +309,7 @@ static void print_rows(const struct bench_doc *d, const struct group *gr,
 					 (long long)(r->expected - r->observed),
 					 100.0 * (double)(r->expected - r->observed) /
 						 (double)r->expected);
-			printf("%-22s %3u %-3s %9.3f %9.3f %9.3f %9.1f %7.2f "
+			printf("%-23s %3u %-3s %9.3f %9.3f %9.3f %9.1f %7.2f "
 			       "%8.2f %4.0f%%  %s%s%s\n", r->config, r->threads,
 			       r->pinned ? "yes" : "no", r->ns_st.min,
 			       r->ns_st.median, r->ns_st.max,
@@ -445,6 +449,8 @@ int bench_counter(const struct bench_opts *o)
 		struct bench_row *fbT = bench_row_find(&d, "tally percpu fallback", "", T, 1, 0);
 		struct bench_row *atT = bench_row_find(&d, "shared atomic", "", T, 1, 0);
 		struct bench_row *raT = bench_row_find(&d, "racy +=", "", T, 1, 0);
+		struct bench_row *ad1 = bench_row_find(&d, "tally adaptive promoted", "", 1, 1, 0);
+		struct bench_row *shT = bench_row_find(&d, "tally shared", "", T, 1, 0);
 		char what[96];
 
 		bench_target(&d, "percpu add vs thread-local add, 1 thread", "<=",
@@ -454,6 +460,15 @@ int bench_counter(const struct bench_opts *o)
 		bench_target(&d, what, ">=", 30, pcT ? pcT->ratio[1] : NAN, "x");
 		bench_target(&d, "fallback add, 1 thread", "<=", 10,
 			     fb1 ? fb1->ns_st.median : NAN, "ns");
+		bench_target(&d, "fallback add vs percpu add, 1 thread", "<=",
+			     2, fb1 && pc1 ? fb1->ns_st.median /
+					     pc1->ns_st.median : NAN, "x");
+		bench_target(&d, "promoted adaptive add vs percpu add, 1 thread",
+			     "<=", 1.3, ad1 && pc1 ? ad1->ns_st.median /
+						   pc1->ns_st.median : NAN, "x");
+		snprintf(what, sizeof(what), "shared mode throughput vs shared "
+			 "atomic, %u threads", T);
+		bench_target(&d, what, ">=", 1, shT ? shT->ratio[1] : NAN, "x");
 
 		/* tally percpu against each baseline, as ministat(1) does in
 		 * the counter(9) mail: the difference of the mean ns per add

@@ -34,7 +34,7 @@
 
 #include "internal.h"
 
-struct tally__cfg tally__cfg = { 0, 0, 1 };
+struct tally__cfg tally__cfg = { 0, 0, 1, 1 };
 struct tally__env tally__env;
 
 /*

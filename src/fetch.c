@@ -160,6 +160,35 @@ int tally_block_mode(const tally_block *b)
 	return rc < 0 ? rc : (int)loc.mode;
 }
 
+/* The word of an adaptive slot in its chunk's page 1 (reserved with the
+ * chunk), or NULL when @loc is not adaptive. */
+static int64_t *adaptive_word(const struct tally__loc *loc, unsigned slot)
+{
+	if (loc->mode != TALLY_ADAPTIVE)
+		return NULL;
+	return (int64_t *)(tally__chunk_base(loc->z, loc->chunk) +
+			   tally__page_off(TALLY__PG_ASHARED)) +
+	       loc->slot0 + slot;
+}
+
+int tally_block_promote(tally_block *b, unsigned slot)
+{
+	struct tally__loc loc;
+	int rc = locate_slot(b, slot, &loc);
+	int64_t *w;
+
+	if (rc < 0)
+		return rc;
+	w = adaptive_word(&loc, slot);
+	if (!w)
+		return tally__fail(EINVAL, "the block is not adaptive: only "
+				   "an adaptive slot can be promoted");
+	/* What the first failed compare-and-swap of an add does: the value
+	 * stays in the word, later adds go to the per-CPU copies. */
+	__atomic_fetch_or(w, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
 int tally_block_promoted(const tally_block *b, unsigned slot)
 {
 	struct tally__loc loc;
@@ -176,8 +205,6 @@ int tally_block_promoted(const tally_block *b, unsigned slot)
 	d = lseek(loc.z->fd, off, SEEK_DATA);
 	if (d != off) /* the shared page does not exist: never added to */
 		return 0;
-	return (int)(__atomic_load_n((int64_t *)(tally__chunk_base(loc.z, loc.chunk) +
-						 tally__page_off(TALLY__PG_ASHARED)) +
-					     loc.slot0 + slot,
+	return (int)(__atomic_load_n(adaptive_word(&loc, slot),
 				     __ATOMIC_RELAXED) & 1);
 }

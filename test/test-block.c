@@ -600,6 +600,53 @@ TEST(adaptive_promotes_under_contention)
 	CHECK_EQ(tally_block_promoted(b, 2), -EINVAL);
 }
 
+/* Promotes slot 0 of @arg's block after a short while. */
+static void *promote_later(void *arg)
+{
+	usleep(2000);
+	CHECK_EQ(tally_block_promote(arg, 0), 0);
+	return NULL;
+}
+
+/* A slot promoted by hand keeps its value, and adds after it go to the
+ * per-CPU copies; promoting while threads add loses nothing. */
+TEST(adaptive_promote_keeps_the_value)
+{
+	long iters = harness_scale(200000);
+	tally_block *b = tally_block_alloc(NULL, 2, TALLY_ADAPTIVE);
+	tally_block *p = tally_block_alloc(NULL, 1, TALLY_PERCPU);
+	pthread_t t;
+
+	CHECK(b != NULL && p != NULL);
+	for (int k = 0; k < 1000; k++)
+		tally_block_add(b, 0, 1);
+	CHECK_EQ(tally_block_promote(b, 0), 0);
+	CHECK_EQ(tally_block_promoted(b, 0), 1);
+	CHECK_EQ(tally_block_promoted(b, 1), 0);
+	CHECK_EQ(fetch(b, 0), 1000);
+	CHECK_EQ(copies_sum(b, 0), 0);
+	run_workers(b, 4, iters, 0, 0);
+	CHECK_EQ(fetch(b, 0), 1000 + 4 * iters);
+	CHECK_EQ(fetch(b, 1), 0);
+	CHECK_EQ(copies_sum(b, 0), 4 * iters);
+	CHECK_EQ(tally_block_promote(b, 0), 0); /* again: nothing changes */
+	CHECK_EQ(fetch(b, 0), 1000 + 4 * iters);
+	CHECK_EQ(tally_block_promote(b, 2), -EINVAL);
+	CHECK_EQ(tally_block_promote(p, 0), -EINVAL);
+	CHECK_EQ(tally_block_promote(NULL, 0), -EINVAL);
+	CHECK_EQ(tally_block_free(NULL, b), 0);
+
+	b = tally_block_alloc(NULL, 1, TALLY_ADAPTIVE);
+	CHECK(b != NULL);
+	CHECK_EQ(pthread_create(&t, NULL, promote_later, b), 0);
+	run_workers(b, 4, iters, 0, 0);
+	CHECK_EQ(pthread_join(t, NULL), 0);
+	CHECK_EQ(tally_block_promoted(b, 0), 1);
+	CHECK_EQ(fetch(b, 0), 4 * iters);
+	CHECK_EQ(tally_block_free(NULL, b), 0);
+	CHECK_EQ(tally_block_free(NULL, p), 0);
+}
+
 /* One thread, migrating between CPUs, never contends with itself. */
 TEST(adaptive_single_thread_never_promotes)
 {

@@ -131,9 +131,15 @@ TALLY_API int tally_block_zero(tally_block *b, unsigned slot, int64_t *removed);
  * tally_block_promoted: 1 when slot @slot of an adaptive block has switched
  * to per-CPU copies, 0 when it has not (or the block is not adaptive),
  * -EINVAL for a bad block or slot.  MT-safe.
+ * tally_block_promote: switch slot @slot of an adaptive block to per-CPU
+ * copies now, as its first contended add would (for a slot known to be
+ * hot); its value is kept.  Return 0 (also when it already was), or
+ * -EINVAL for a bad block or slot or a block that is not adaptive.
+ * MT-safe, lossless against concurrent adds.
  */
 TALLY_API int tally_block_mode(const tally_block *b);
 TALLY_API int tally_block_promoted(const tally_block *b, unsigned slot);
+TALLY_API int tally_block_promote(tally_block *b, unsigned slot);
 
 /*
  * tally_rseq_active: 1 when this thread's adds use restartable sequences,

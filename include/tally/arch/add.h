@@ -44,6 +44,8 @@ struct tally__cfg {
 	long rseq_off;        /* glibc's __rseq_offset, or that of a stand-in */
 	unsigned rseq_limit;  /* CPU ids below this take the rseq path */
 	unsigned nslabs;      /* per-CPU copies of every slot */
+	int64_t promoted;     /* always 1: the promotion word of the blocks
+				 that have none (see tally__block_add) */
 } __attribute__((aligned(64)));
 extern TALLY_API struct tally__cfg tally__cfg;
 

@@ -113,20 +113,34 @@ reserve:
 /*
  * The add of every mode but pernode, inline.  A per-CPU block's handle is
  * CPU 0's copy (tag 0).  An adaptive slot (tag 3) whose shared word, one
- * page before CPU 0's copy, says it was promoted adds the same way.  A
- * shared block (tag 1) is one atomic add on its one copy, nothing else.
- * Everything else (pernode, an adaptive slot not promoted, no rseq, a
- * copy not reserved yet) goes to the slow path.
+ * page before CPU 0's copy, says it was promoted (bit 0) adds the same
+ * way.  One test covers both without a branch on the mode: the tags 0
+ * and 3 are those whose two bits are equal, and the word tested is the
+ * adaptive slot's shared word, or for the other modes a word that is
+ * always 1 (both loop-invariant, so a loop of adds keeps one load and one
+ * branch more than the sequence itself).  A shared block (tag 1) is one
+ * atomic add on its one copy, nothing else.  Everything else (pernode, an
+ * adaptive slot not promoted, no rseq, a copy not reserved yet) goes to
+ * the slow path.
  */
 static inline __attribute__((always_inline)) void
 tally__block_add(struct tally_block *b, unsigned slot, int64_t v)
 {
 	uintptr_t h = (uintptr_t)b, tag = h & TALLY__MODE_MASK;
 	int64_t *p = (int64_t *)(h - tag) + slot;
+	uintptr_t adaptive = -(uintptr_t)(tag == TALLY_ADAPTIVE);
+	uintptr_t percpu_like = ~(tag ^ (tag >> 1)) & 1u;
+	const int64_t *word;
 
-	if (__builtin_expect(tag == TALLY_PERCPU, 1) ||
-	    (tag == TALLY_ADAPTIVE &&
-	     (__atomic_load_n(p - TALLY__STRIDE / 8u, __ATOMIC_RELAXED) & 1))) {
+	/* A select, not a branch: the compiler is not told what the mask
+	 * is, so that it does not make a branch of it again. */
+	__asm__("" : "+r"(adaptive));
+	word = (const int64_t *)
+		(((uintptr_t)(p - TALLY__STRIDE / 8u) & adaptive) |
+		 ((uintptr_t)&tally__cfg.promoted & ~adaptive));
+
+	if (__builtin_expect(percpu_like &
+			     (uintptr_t)__atomic_load_n(word, __ATOMIC_RELAXED), 1)) {
 		if (__builtin_expect(tally__rseq_add(p, v) == 0, 1))
 			return;
 	} else if (tag == TALLY_SHARED) {
