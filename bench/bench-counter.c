@@ -44,7 +44,7 @@
 #include "bench.h"
 #include "tally/tally.h"
 
-enum kind { K_TLS, K_ATOMIC, K_RACY, K_CPUARRAY, K_TALLY };
+enum kind { K_TLS, K_ATOMIC, K_RACY, K_CPUARRAY, K_TALLY, K_COUNTER };
 
 struct conf {
 	const char *name;
@@ -61,6 +61,7 @@ static const struct conf confs[] = {
 	{ "sched_getcpu atomics", K_CPUARRAY, 0, 0, 0 },
 	{ "tally percpu", K_TALLY, TALLY_PERCPU, 0, 0 },
 	{ "tally percpu fallback", K_TALLY, TALLY_PERCPU, 1, 0 },
+	{ "tally counter inc", K_COUNTER, TALLY_PERCPU, 0, 0 },
 	{ "tally shared", K_TALLY, TALLY_SHARED, 0, 0 },
 	{ "tally adaptive", K_TALLY, TALLY_ADAPTIVE, 0, 0 },
 	{ "tally adaptive promoted", K_TALLY, TALLY_ADAPTIVE, 0, 1 },
@@ -130,12 +131,21 @@ __attribute__((noinline)) static void loop_cpuarray(uint64_t n)
 	}
 }
 
-/* tally_block_add() ends in asm volatile with a memory clobber: it cannot
- * be hoisted or merged. */
+/* tally_block_add() is asm volatile that writes the copies: it cannot be
+ * hoisted or merged. */
 __attribute__((noinline)) static void loop_tally(tally_block *b, uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++)
 		tally_block_add(b, 0, 1);
+}
+
+/* The same through a named counter's handle, which the loop reads from
+ * memory: it must cost what the raw add costs. */
+__attribute__((noinline)) static void loop_counter(const tally_counter *c,
+						   uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		tally_counter_inc(c);
 }
 
 /* What the workers of one run share, and whether each one's adds used
@@ -143,6 +153,7 @@ __attribute__((noinline)) static void loop_tally(tally_block *b, uint64_t n)
 struct run {
 	const struct conf *cf;
 	tally_block *b;
+	tally_counter c;
 	uint64_t n;
 	int rseq[BENCH_MAX_THREADS];
 };
@@ -166,6 +177,9 @@ static uint64_t worker(void *ctx, unsigned i)
 		break;
 	case K_TALLY:
 		loop_tally(run->b, run->n);
+		break;
+	case K_COUNTER:
+		loop_counter(&run->c, run->n);
 		break;
 	}
 	run->rseq[i] = tally_rseq_active();
@@ -198,6 +212,12 @@ static void run_once(const struct conf *cf, unsigned threads, int pinned,
 		if (cf->promote && tally_block_promote(run.b, 0) < 0)
 			bench_die("tally_block_promote: %s", tally_errmsg());
 	}
+	if (cf->kind == K_COUNTER &&
+	    tally_counter_register(zone, &(struct tally_metric_desc){
+			.name = "bench_counter_inc_total",
+			.help = "tally-bench counter: tally_counter_inc()" },
+		    &run.c) < 0)
+		bench_die("tally_counter_register: %s", tally_errmsg());
 	bench_team_run(&t, threads, pinned ? cpus : NULL, ncpu, worker, &run);
 	for (unsigned i = 0; i < threads; i++) {
 		rseq_all &= run.rseq[i];
@@ -232,6 +252,11 @@ static void run_once(const struct conf *cf, unsigned threads, int pinned,
 			snprintf(r->note, sizeof(r->note), "rseq active!");
 		if (tally_block_free(zone, run.b) < 0)
 			bench_die("tally_block_free: %s", tally_errmsg());
+		break;
+	case K_COUNTER:
+		if (tally_metric_fetch(&run.c.metric, &observed) < 0 ||
+		    tally_metric_remove(&run.c.metric) < 0)
+			bench_die("tally_metric_fetch/remove: %s", tally_errmsg());
 		break;
 	}
 	bench_team_record(&t, r);
@@ -450,6 +475,7 @@ int bench_counter(const struct bench_opts *o)
 		struct bench_row *atT = bench_row_find(&d, "shared atomic", "", T, 1, 0);
 		struct bench_row *raT = bench_row_find(&d, "racy +=", "", T, 1, 0);
 		struct bench_row *ad1 = bench_row_find(&d, "tally adaptive promoted", "", 1, 1, 0);
+		struct bench_row *ci1 = bench_row_find(&d, "tally counter inc", "", 1, 1, 0);
 		struct bench_row *shT = bench_row_find(&d, "tally shared", "", T, 1, 0);
 		char what[96];
 
@@ -463,6 +489,9 @@ int bench_counter(const struct bench_opts *o)
 		bench_target(&d, "fallback add vs percpu add, 1 thread", "<=",
 			     2, fb1 && pc1 ? fb1->ns_st.median /
 					     pc1->ns_st.median : NAN, "x");
+		bench_target(&d, "tally_counter_inc vs percpu block add, 1 thread",
+			     "<=", 1.1, ci1 && pc1 ? ci1->ns_st.median /
+						   pc1->ns_st.median : NAN, "x");
 		bench_target(&d, "promoted adaptive add vs percpu add, 1 thread",
 			     "<=", 1.3, ad1 && pc1 ? ad1->ns_st.median /
 						   pc1->ns_st.median : NAN, "x");

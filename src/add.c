@@ -178,6 +178,53 @@ static void add_slow(tally_block *b, unsigned slot, int64_t v)
 }
 }
 
+#if defined(__x86_64__) && defined(__linux__) && !defined(TALLY_NO_RSEQ_INLINE)
+/*
+ * What the inline update path jumps to for its slow path (tally__slow_add
+ * in tally/arch/x86_64.h), with the stack pointer 128 bytes below the
+ * caller's (its red zone), the return address in %rax and the arguments
+ * of tally__block_add_slow() in place.  It keeps %rbx and the general
+ * registers a call clobbers (so that the inline path clobbers only %rax
+ * and the vector registers), aligns the stack for the call and jumps
+ * back.  The unwind table says where the return address, the caller's
+ * stack pointer and the kept registers are at every instruction.
+ */
+#define PUSH(r, at) "pushq %" #r "\n\t.cfi_adjust_cfa_offset 8\n\t" \
+			 ".cfi_offset %" #r ", " #at "\n\t"
+#define POP(r)      "popq %" #r "\n\t.cfi_adjust_cfa_offset -8\n\t" \
+			 ".cfi_restore %" #r "\n\t"
+__asm__(".text\n\t"
+	".globl tally__block_add_slow_stub\n\t"
+	".type tally__block_add_slow_stub, @function\n\t"
+	".p2align 4\n"
+	"tally__block_add_slow_stub:\n\t"
+	".cfi_startproc\n\t"
+	".cfi_def_cfa %rsp, 128\n\t"  /* CFA: the caller's stack pointer */
+	".cfi_register %rip, %rax\n\t"
+	PUSH(rax, -136)                /* the return address */
+	".cfi_offset %rip, -136\n\t"
+	PUSH(rbx, -144) PUSH(rcx, -152) PUSH(rdx, -160) PUSH(rsi, -168)
+	PUSH(rdi, -176) PUSH(r8, -184) PUSH(r9, -192) PUSH(r10, -200)
+	PUSH(r11, -208)
+	"movq %rsp, %rbx\n\t"
+	".cfi_def_cfa_register %rbx\n\t"
+	"andq $-16, %rsp\n\t"
+	"call tally__block_add_slow@PLT\n\t"
+	"movq %rbx, %rsp\n\t"
+	".cfi_def_cfa_register %rsp\n\t"
+	POP(r11) POP(r10) POP(r9) POP(r8) POP(rdi) POP(rsi) POP(rdx)
+	POP(rcx) POP(rbx)
+	"popq %rax\n\t"
+	".cfi_adjust_cfa_offset -8\n\t"
+	".cfi_register %rip, %rax\n\t"
+	"jmp *%rax\n\t"
+	".cfi_endproc\n\t"
+	".size tally__block_add_slow_stub, .-tally__block_add_slow_stub\n\t"
+	".previous");
+#undef PUSH
+#undef POP
+#endif
+
 /* Async-signal-safe: the system call that reserves a page must not leave
  * errno changed under the code a signal handler interrupted. */
 void tally__block_add_slow(tally_block *b, unsigned slot, int64_t v)

@@ -5,7 +5,7 @@
 # header calls; every function a public header declares is there.
 set -euo pipefail
 lib=$1 inc=$2
-inline_uses="tally__block_add_slow tally__cfg"
+inline_uses="tally__block_add_slow tally__block_add_slow_stub tally__cfg"
 
 exported=$(nm -D --defined-only "$lib" | awk '{print $3}' | sort -u)
 # Every function a public header declares (not the static inline ones).

@@ -164,6 +164,9 @@ TALLY_API void (tally_block_add)(tally_block *b, unsigned slot, int64_t v);
  * before promotion, the fallback without rseq, and a CPU's first add to a
  * chunk (per-CPU adds and shared blocks' atomic adds are inline). */
 TALLY_API void tally__block_add_slow(tally_block *b, unsigned slot, int64_t v);
+/* Its entry for the inline path on x86-64 (tally/arch/x86_64.h), which
+ * jumps to it with the return address in %rax: not callable from C. */
+TALLY_API void tally__block_add_slow_stub(void);
 
 #include "tally/arch/add.h"
 

@@ -39,6 +39,10 @@
 #define TALLY__MAX_CPUS 4096u /* TALLY__MAX_SLABS (src/layout.h) */
 typedef int64_t tally__copies[TALLY__MAX_CPUS * (TALLY__STRIDE / 8u)];
 typedef uint32_t tally__resv_line[16];
+/* Every page of a chunk: the two before CPU 0's copies, then the rseq and
+ * fallback copies of every possible slab. */
+typedef int64_t tally__chunk_words[(2u + 2u * TALLY__MAX_CPUS) *
+				   (TALLY__STRIDE / 8u)];
 #if (defined(__clang__) && __clang_major__ >= 11) || \
 	(!defined(__clang__) && __GNUC__ >= 11)
 #define TALLY__ASM_COPIES(copy0) [copies] "+m"(*(tally__copies *)(copy0))
@@ -111,43 +115,99 @@ reserve:
 }
 
 /*
+ * tally__slow_add: the slow path, called so that the compiler does not see
+ * a call.  A call in a loop of adds would make it assume that any memory
+ * may have changed, and load the block's handle again on every add (from
+ * a tally_counter, say) along with everything computed from it; this
+ * statement tells it what the slow path writes: the pages of the block's
+ * chunk, and the registers a call clobbers.  The stack pointer first
+ * moves below the caller's red zone (where a leaf function keeps values
+ * the compiler does not expect a call to overwrite); the return address
+ * goes in %rax and tally__block_add_slow_stub (src/add.c) keeps the
+ * general registers a call would clobber, aligns the stack, calls
+ * tally__block_add_slow() and jumps back.  Its unwind table
+ * gives the caller's stack pointer as it was before the move, so that
+ * debuggers, profilers and thread cancellation unwind through it.  In
+ * libtally itself, where the slow path's effects on the zone's state must
+ * stay visible to the compiler, it is a plain call.
+ */
+static inline __attribute__((always_inline)) void
+tally__slow_add(struct tally_block *b, int64_t *p, unsigned slot, int64_t v)
+{
+#ifdef TALLY__IN_LIBRARY
+	(void)p;
+	tally__block_add_slow(b, slot, v);
+#else
+	uint64_t s = slot;
+	int64_t *page0 = (int64_t *)(((uintptr_t)p &
+				      ~(uintptr_t)(TALLY__STRIDE - 1)) -
+				     2u * TALLY__STRIDE);
+
+	__asm__ __volatile__(
+		"leaq -128(%%rsp), %%rsp\n\t"
+		"leaq 1f(%%rip), %%rax\n\t"
+		"jmp tally__block_add_slow_stub@PLT\n\t"
+		"1:\n\t"
+		"leaq 128(%%rsp), %%rsp"
+		: [chunk] "+m"(*(tally__chunk_words *)page0)
+		: "D"(b), "S"(s), "d"(v)
+		: "rax", "cc",
+		  "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6",
+		  "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13",
+		  "xmm14", "xmm15"
+#ifdef __AVX512F__
+		, "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21",
+		  "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27",
+		  "xmm28", "xmm29", "xmm30", "xmm31",
+		  "k1", "k2", "k3", "k4", "k5", "k6", "k7"
+#endif
+		);
+#endif
+}
+
+/*
  * The add of every mode but pernode, inline.  A per-CPU block's handle is
  * CPU 0's copy (tag 0).  An adaptive slot (tag 3) whose shared word, one
  * page before CPU 0's copy, says it was promoted (bit 0) adds the same
  * way.  One test covers both without a branch on the mode: the tags 0
  * and 3 are those whose two bits are equal, and the word tested is the
  * adaptive slot's shared word, or for the other modes a word that is
- * always 1 (both loop-invariant, so a loop of adds keeps one load and one
- * branch more than the sequence itself).  A shared block (tag 1) is one
- * atomic add on its one copy, nothing else.  Everything else (pernode, an
- * adaptive slot not promoted, no rseq, a copy not reserved yet) goes to
- * the slow path.
+ * always 1 (both loop-invariant: a loop of adds keeps one load and one
+ * branch more than the sequence itself, whatever the mode).  A shared
+ * block (tag 1) is one atomic add on its one copy, nothing else.
+ * Everything else (pernode, an adaptive slot not promoted, no rseq, a
+ * copy not reserved yet) goes to the slow path, called the way
+ * tally__slow_add says.
  */
 static inline __attribute__((always_inline)) void
 tally__block_add(struct tally_block *b, unsigned slot, int64_t v)
 {
 	uintptr_t h = (uintptr_t)b, tag = h & TALLY__MODE_MASK;
 	int64_t *p = (int64_t *)(h - tag) + slot;
-	uintptr_t adaptive = -(uintptr_t)(tag == TALLY_ADAPTIVE);
 	uintptr_t percpu_like = ~(tag ^ (tag >> 1)) & 1u;
-	const int64_t *word;
+	const int64_t *word = p - TALLY__STRIDE / 8u;
 
-	/* A select, not a branch: the compiler is not told what the mask
-	 * is, so that it does not make a branch of it again. */
-	__asm__("" : "+r"(adaptive));
-	word = (const int64_t *)
-		(((uintptr_t)(p - TALLY__STRIDE / 8u) & adaptive) |
-		 ((uintptr_t)&tally__cfg.promoted & ~adaptive));
-
+	/* A conditional move, which the compiler would make a branch of
+	 * (and not hoist out of a loop) if it were written in C. */
+	__asm__("cmpq %[adaptive], %[tag]\n\t"
+		"cmovneq %[one], %[word]"
+		: [word] "+r"(word)
+		: [tag] "r"(tag), [adaptive] "i"(TALLY_ADAPTIVE),
+		  [one] "r"(&tally__cfg.promoted)
+		: "cc");
 	if (__builtin_expect(percpu_like &
 			     (uintptr_t)__atomic_load_n(word, __ATOMIC_RELAXED), 1)) {
 		if (__builtin_expect(tally__rseq_add(p, v) == 0, 1))
 			return;
 	} else if (tag == TALLY_SHARED) {
-		__atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+		/* Not __atomic_fetch_add(): GCC lets no memory access move
+		 * across it, so a loop of adds to a tally_counter would
+		 * load the counter's handle again on every add. */
+		__asm__ __volatile__("lock addq %[v], %[p]"
+				     : [p] "+m"(*p) : [v] "er"(v) : "cc");
 		return;
 	}
-	tally__block_add_slow(b, slot, v);
+	tally__slow_add(b, p, slot, v);
 }
 
 #endif /* TALLY_ARCH_X86_64_H */
