@@ -13,7 +13,11 @@
  *                    another process, as the exporter would;
  *   writer + reader  one writer adding to all N series, pinned to one
  *                    CPU, alone and while a reader process pinned to the
- *                    other CPU scans the segment in a loop.
+ *                    other CPU scans the segment in a loop; and, as the
+ *                    control, while a process that touches no tally
+ *                    memory spins on the other CPU (what any busy
+ *                    neighbour costs, on a machine whose CPUs share a
+ *                    core or caches).
  *
  * Times are per-thread CPU time (the machine is shared), medians of
  * --repeat runs, with the baselines of each row measured in the same run.
@@ -195,6 +199,24 @@ static pid_t start_reader(const char *path, int cpu)
 	return pid;
 }
 
+/* A busy neighbour: pinned to @cpu, an integer loop on its own stack
+ * until killed. */
+static pid_t start_spinner(int cpu)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		bench_die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		volatile uint64_t x = 1;
+
+		bench_pin(cpu);
+		for (;;)
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+	}
+	return pid;
+}
+
 /* ns (CPU) per add of a writer that walks all @n series @rounds times. */
 static double run_writer(const tally_counter *m, uint64_t n, unsigned rounds)
 {
@@ -274,7 +296,7 @@ int bench_metrics(const struct bench_opts *o)
 	struct tally_zone_opts zo = { 0 };
 	struct tally_zone *z;
 	struct bench_doc *d = calloc(1, sizeof(*d));
-	struct mrow rows[8] = {
+	struct mrow rows[9] = {
 		{ .what = "register+remove pair", .unit = "ns" },
 		{ .what = "counter add", .unit = "ns" },
 		{ .what = "histogram observe", .unit = "ns" },
@@ -283,6 +305,7 @@ int bench_metrics(const struct bench_opts *o)
 		{ .what = "writer add, reader scanning", .unit = "ns" },
 		{ .what = "family get, 2 labels", .unit = "ns" },
 		{ .what = "family get + counter add", .unit = "ns" },
+		{ .what = "writer add, busy neighbour", .unit = "ns" },
 	};
 	static const char *const family_labels[] = { "method", "code" };
 	tally_counter_family fam;
@@ -364,10 +387,15 @@ int bench_metrics(const struct bench_opts *o)
 		rows[5].v[rows[5].n++] = run_writer(m, nseries, rounds);
 		kill(reader, SIGKILL);
 		waitpid(reader, &status, 0);
+		reader = start_spinner(cpus[1]);
+		usleep(20000);
+		rows[8].v[rows[8].n++] = run_writer(m, nseries, rounds);
+		kill(reader, SIGKILL);
+		waitpid(reader, &status, 0);
 	}
 	bench_progress_done();
 
-	for (unsigned i = 0; i < 8; i++)
+	for (unsigned i = 0; i < 9; i++)
 		if (rows[i].n)
 			mrow_finish(&rows[i]);
 
@@ -375,6 +403,8 @@ int bench_metrics(const struct bench_opts *o)
 		double pairs_s = 1e9 / rows[0].st.median;
 		double obs = rows[2].st.median / rows[1].st.median;
 		double w = rows[4].n ? rows[4].st.median / rows[5].st.median : NAN;
+		double wn = rows[4].n ? rows[4].st.median / rows[8].st.median : NAN;
+		double wr = rows[4].n ? rows[8].st.median / rows[5].st.median : NAN;
 
 		bench_target(d, "register+remove pairs per second, 1 thread",
 			     ">=", 200000, pairs_s, "/s");
@@ -390,22 +420,31 @@ int bench_metrics(const struct bench_opts *o)
 		if (!rows[4].n)
 			bench_target_note(d, "needs two CPUs (the reader runs on "
 					  "the other one)");
+		else if (wn < 0.95)
+			bench_target_note(d, "a busy neighbour that touches no "
+					  "tally memory costs as much: %.3fx "
+					  "(the CPUs share a core or caches)", wn);
+		bench_target(d, "writer throughput with a reader / with a busy "
+			     "neighbour", ">=", 0.95, wr, "x");
+		if (!rows[4].n)
+			bench_target_note(d, "needs two CPUs");
 		snprintf(d->summary, sizeof(d->summary),
 			 "metrics series=%" PRIu64 " register_remove_per_s=%.0f "
 			 "counter_add_ns=%.2f observe_ns=%.2f observe_vs_add=%.2fx "
 			 "family_get_ns=%.2f family_get_add_ns=%.2f "
-			 "reader_pass_ms=%.1f writer_with_reader=%.3fx",
+			 "reader_pass_ms=%.1f writer_with_reader=%.3fx "
+			 "writer_with_neighbour=%.3fx",
 			 nseries, pairs_s, rows[1].st.median,
 			 rows[2].st.median, obs, rows[6].st.median,
-			 rows[7].st.median, rows[3].st.median, w);
+			 rows[7].st.median, rows[3].st.median, w, wn);
 
 		if (o->json)
-			json_doc(stdout, rows, 8, d, nseries);
+			json_doc(stdout, rows, 9, d, nseries);
 		{
 			FILE *f = bench_out_open(o, "metrics.json");
 
 			if (f) {
-				json_doc(f, rows, 8, d, nseries);
+				json_doc(f, rows, 9, d, nseries);
 				fclose(f);
 			}
 		}
@@ -439,6 +478,8 @@ int bench_metrics(const struct bench_opts *o)
 				print_row(&rows[4], "");
 				snprintf(ratio, sizeof(ratio), "%.3fx alone", w);
 				print_row(&rows[5], ratio);
+				snprintf(ratio, sizeof(ratio), "%.3fx alone", wn);
+				print_row(&rows[8], ratio);
 			}
 			bench_print_targets(d, stdout);
 			printf("SUMMARY %s\n", d->summary);
