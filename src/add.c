@@ -178,7 +178,7 @@ static void add_slow(tally_block *b, unsigned slot, int64_t v)
 }
 }
 
-#if defined(__x86_64__) && defined(__linux__) && !defined(TALLY_NO_RSEQ_INLINE)
+#if defined(__x86_64__) && defined(__linux__)
 /*
  * What the inline update path jumps to for its slow path (tally__slow_add
  * in tally/arch/x86_64.h), with the stack pointer 128 bytes below the

@@ -120,7 +120,7 @@ reserve:
  * may have changed, and load the block's handle again on every add (from
  * a tally_counter, say) along with everything computed from it; this
  * statement tells it what the slow path writes: the pages of the block's
- * chunk, and the registers a call clobbers.  The stack pointer first
+ * chunk, %rax, the flags and the vector registers.  The stack pointer first
  * moves below the caller's red zone (where a leaf function keeps values
  * the compiler does not expect a call to overwrite); the return address
  * goes in %rax and tally__block_add_slow_stub (src/add.c) keeps the
