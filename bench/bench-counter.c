@@ -85,36 +85,6 @@ static struct {
 	_Alignas(64) uint64_t v;
 } cpuarray[CPUARRAY];
 
-/*
- * The thread-local baseline: each worker adds to its own _Thread_local
- * variable through a volatile pointer.  The volatile forces one load, add
- * and store per iteration, so the compiler can neither keep the count in
- * a register, fold the loop into one "x += n", nor delete it.  The
- * pointer is laundered through an empty asm so that the add is addressed
- * like tally's (a plain register), not %fs-relative: on the AMD Zen 4 this
- * was written on, a load-add-store chain addressed via %fs is not
- * memory-renamed and costs ~2.6 ns per add against ~0.4 ns through a
- * pointer, which would make the "floor" slower than tally's own add.
- */
-static _Thread_local uint64_t tls_count;
-
-__attribute__((noinline)) static void loop_tls(uint64_t n)
-{
-	volatile uint64_t *p = &tls_count;
-
-	__asm__ __volatile__("" : "+r"(p));
-	*p = 0;
-	for (uint64_t i = 0; i < n; i++)
-		*p += 1;
-	__atomic_fetch_add(&g.tls_total, *p, __ATOMIC_RELAXED);
-}
-
-__attribute__((noinline)) static void loop_atomic(uint64_t n)
-{
-	for (uint64_t i = 0; i < n; i++)
-		__atomic_fetch_add(&g.atomic, 1, __ATOMIC_RELAXED);
-}
-
 __attribute__((noinline)) static void loop_racy(uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++)
@@ -129,14 +99,6 @@ __attribute__((noinline)) static void loop_cpuarray(uint64_t n)
 
 		__atomic_fetch_add(&cpuarray[k].v, 1, __ATOMIC_RELAXED);
 	}
-}
-
-/* tally_block_add() is asm volatile that writes the copies: it cannot be
- * hoisted or merged. */
-__attribute__((noinline)) static void loop_tally(tally_block *b, uint64_t n)
-{
-	for (uint64_t i = 0; i < n; i++)
-		tally_block_add(b, 0, 1);
 }
 
 /* The same through a named counter's handle, which the loop reads from
@@ -164,10 +126,10 @@ static uint64_t worker(void *ctx, unsigned i)
 
 	switch (run->cf->kind) {
 	case K_TLS:
-		loop_tls(run->n);
+		bench_add_tls(run->n, &g.tls_total);
 		break;
 	case K_ATOMIC:
-		loop_atomic(run->n);
+		bench_add_atomic(run->n, &g.atomic);
 		break;
 	case K_RACY:
 		loop_racy(run->n);
@@ -176,7 +138,7 @@ static uint64_t worker(void *ctx, unsigned i)
 		loop_cpuarray(run->n);
 		break;
 	case K_TALLY:
-		loop_tally(run->b, run->n);
+		bench_add_block(run->b, run->n);
 		break;
 	case K_COUNTER:
 		loop_counter(&run->c, run->n);

@@ -506,22 +506,7 @@ static void print_row(const struct xrow *r)
 
 static void json_row(FILE *f, const struct xrow *r, int last)
 {
-	fputs("    {\"what\": ", f);
-	bench_json_str(f, r->what);
-	fputs(", \"unit\": ", f);
-	bench_json_str(f, r->unit);
-	fprintf(f, ", \"runs\": %u, \"min\": ", r->n);
-	bench_json_num(f, r->st.min);
-	fputs(", \"median\": ", f);
-	bench_json_num(f, r->st.median);
-	fputs(", \"max\": ", f);
-	bench_json_num(f, r->st.max);
-	fputs(", \"values\": [", f);
-	for (unsigned i = 0; i < r->n; i++) {
-		fputs(i ? ", " : "", f);
-		bench_json_num(f, r->v[i]);
-	}
-	fprintf(f, "]}%s\n", last ? "" : ",");
+	bench_json_sample(f, r->what, r->unit, r->v, r->n, &r->st, last);
 }
 
 /* One window of adds by every writer, scraped every 100 ms or not;

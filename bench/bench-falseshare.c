@@ -57,12 +57,6 @@ __attribute__((noinline)) static void loop_word(volatile uint64_t *p,
 		*p += 1;
 }
 
-__attribute__((noinline)) static void loop_tally(tally_block *b, uint64_t n)
-{
-	for (uint64_t i = 0; i < n; i++)
-		tally_block_add(b, 0, 1);
-}
-
 /* What the workers of one run share. */
 struct run {
 	enum kind kind;
@@ -82,7 +76,7 @@ static uint64_t worker(void *ctx, unsigned i)
 		loop_word(&g.padded[i].v, run->n);
 		break;
 	case K_TALLY:
-		loop_tally(run->b, run->n);
+		bench_add_block(run->b, run->n);
 		break;
 	}
 	return run->n;

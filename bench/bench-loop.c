@@ -35,7 +35,7 @@ __attribute__((noinline)) void bench_loop_empty(uint64_t n)
 
 __attribute__((noinline)) void bench_loop_tls(uint64_t n)
 {
-	volatile uint64_t *p = &tls_count; /* as in bench-counter.c */
+	volatile uint64_t *p = &tls_count; /* as bench_add_tls (loops.c) */
 
 	__asm__ __volatile__("" : "+r"(p));
 	for (uint64_t i = 0; i < n; i++)

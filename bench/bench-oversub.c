@@ -50,34 +50,6 @@ static struct {
 	_Alignas(64) uint64_t folded;
 } g;
 
-static _Thread_local uint64_t mine;
-
-/* The per-thread counter: a load, add and store through a volatile
- * pointer (see loop_tls in bench-counter.c for why not %fs-relative),
- * folded into the global total when the thread is done. */
-__attribute__((noinline)) static void loop_thread(uint64_t n)
-{
-	volatile uint64_t *p = &mine;
-
-	__asm__ __volatile__("" : "+r"(p));
-	*p = 0;
-	for (uint64_t i = 0; i < n; i++)
-		*p += 1;
-	__atomic_fetch_add(&g.folded, *p, __ATOMIC_RELAXED);
-}
-
-__attribute__((noinline)) static void loop_atomic(uint64_t n)
-{
-	for (uint64_t i = 0; i < n; i++)
-		__atomic_fetch_add(&g.atomic, 1, __ATOMIC_RELAXED);
-}
-
-__attribute__((noinline)) static void loop_tally(tally_block *b, uint64_t n)
-{
-	for (uint64_t i = 0; i < n; i++)
-		tally_block_add(b, 0, 1);
-}
-
 /* What the workers of one run share. */
 struct run {
 	enum kind kind;
@@ -92,13 +64,13 @@ static uint64_t worker(void *ctx, unsigned i)
 	(void)i;
 	switch (run->kind) {
 	case K_TALLY:
-		loop_tally(run->b, run->n);
+		bench_add_block(run->b, run->n);
 		break;
 	case K_THREAD:
-		loop_thread(run->n);
+		bench_add_tls(run->n, &g.folded);
 		break;
 	case K_ATOMIC:
-		loop_atomic(run->n);
+		bench_add_atomic(run->n, &g.atomic);
 		break;
 	}
 	return run->n;

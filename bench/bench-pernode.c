@@ -51,12 +51,6 @@ static const struct conf {
 
 static struct tally_zone *zone;
 
-__attribute__((noinline)) static void loop_tally(tally_block *b, uint64_t n)
-{
-	for (uint64_t i = 0; i < n; i++)
-		tally_block_add(b, 0, 1);
-}
-
 static inline int64_t flow_len(size_t i)
 {
 	return 64 + (int64_t)(i % 1437);
@@ -77,7 +71,7 @@ static uint64_t worker(void *ctx, unsigned idx)
 	uint64_t ops = 0;
 
 	if (!run->flows) {
-		loop_tally(run->b, run->n);
+		bench_add_block(run->b, run->n);
 		return run->n;
 	}
 	for (unsigned p = 0; p < PACKETS_PER_FLOW; p++)

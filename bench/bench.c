@@ -282,6 +282,28 @@ void bench_json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
+void bench_json_sample(FILE *f, const char *what, const char *unit,
+		       const double *v, unsigned n,
+		       const struct bench_stats *st, int last)
+{
+	fputs("    {\"what\": ", f);
+	bench_json_str(f, what);
+	fputs(", \"unit\": ", f);
+	bench_json_str(f, unit);
+	fprintf(f, ", \"runs\": %u, \"min\": ", n);
+	bench_json_num(f, st->min);
+	fputs(", \"median\": ", f);
+	bench_json_num(f, st->median);
+	fputs(", \"max\": ", f);
+	bench_json_num(f, st->max);
+	fputs(", \"values\": [", f);
+	for (unsigned i = 0; i < n; i++) {
+		fputs(i ? ", " : "", f);
+		bench_json_num(f, v[i]);
+	}
+	fprintf(f, "]}%s\n", last ? "" : ",");
+}
+
 const char *bench_json_fmt(char *buf, double v)
 {
 	if (isfinite(v))

@@ -234,6 +234,21 @@ int bench_failed(const struct bench_doc *d);
 void bench_json_num(FILE *f, double v);
 const char *bench_json_fmt(char *buf, double v);
 void bench_json_str(FILE *f, const char *s);
+/* One measured figure as a JSON object of a "rows" array: what, unit, the
+ * min, median and max of @st and the @n values; a comma unless @last. */
+void bench_json_sample(FILE *f, const char *what, const char *unit,
+		       const double *v, unsigned n,
+		       const struct bench_stats *st, int last);
+
+/*
+ * The loops several scenarios time (loops.c): @n thread-local adds folded
+ * into *@total at the end; @n atomic adds to *@word; @n adds of 1 to slot
+ * 0 of @b.
+ */
+struct tally_block;
+void bench_add_tls(uint64_t n, uint64_t *total);
+void bench_add_atomic(uint64_t n, uint64_t *word);
+void bench_add_block(struct tally_block *b, uint64_t n);
 
 /* Declare a chart of --plot (copied into d->plots). */
 void bench_plot_add(struct bench_doc *d, const struct bench_plot *p);
