@@ -2,12 +2,36 @@
  * add.c: the out-of-line part of the update path, and tally_block_add()
  * as a real symbol (for FFI, dlsym and -O0 builds).
  *
- * The fallback of a per-CPU add is a relaxed atomic add on a *fallback*
- * copy, never on an rseq copy: an rseq add is an unlocked read-modify-
- * write that is only safe because nobody else writes that CPU's copy, and
- * a locked add from another CPU would race with it and lose counts.  Each
- * thread is given one of the nslabs fallback copies, round robin, so that
- * up to nslabs threads without rseq never share a copy.
+ * The fallback of a per-CPU add (no rseq: valgrind, old kernels, CPUs
+ * beyond the slabs, other architectures, TALLY_NO_RSEQ=1) goes to a
+ * *fallback* copy, never to an rseq copy (an rseq add is an unlocked
+ * read-modify-write that is only safe because nobody else writes that
+ * CPU's copy).  A fallback copy is owned by one thread at a time, in every
+ * process that uses the zone, so that its owner adds without a lock:
+ *
+ *   - in this process, copy f belongs to the thread whose id fb_owner[f]
+ *     holds; a thread claims a free copy, or one whose thread is gone
+ *     (tgkill says ESRCH), with a compare-and-swap;
+ *   - across processes, the process holds a write lock (F_OFD_SETLK) on
+ *     byte TALLY__FB_LOCK_BYTE + f of the zone's file, through a
+ *     description of its own (fbfd), taken at its first add through copy
+ *     f in that zone and kept until tally_zone_destroy() or the end of
+ *     the process (not at exit(), where other threads may still add: the
+ *     kernel lets go of the locks with the last thread); a forked child
+ *     opens a description of its own and cannot take its parent's copies;
+ *   - in each chunk, the owner writes its token (64 random bits of this
+ *     claim, renewed in a forked child) in the copy's page at
+ *     TALLY__OWNER_OFF; the inline path adds without a lock only when it
+ *     finds its own token there, and tally_zone_destroy() clears the
+ *     tokens of the copies the process held before it lets go of them.
+ *
+ * On x86-64 the owner's add is one addq to memory, which a signal handler
+ * of the same thread cannot split; elsewhere it stays a relaxed atomic
+ * add.  A thread that finds no copy of its own (more threads than copies,
+ * or the copy held by another process) adds atomically to the slot's
+ * baseline word instead (subtracted, as a spilled add): slower, still
+ * lossless, attributed to no CPU; it looks for a free copy again every
+ * FB_RETRY adds.
  *
  * A copy (rseq or fallback) is written only once its page is reserved in
  * the file (the chunk's reservation line says so, src/layout.h); the first
@@ -17,7 +41,14 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -31,27 +62,219 @@ void (tally_block_add)(tally_block *b, unsigned slot, int64_t v)
 	tally__block_add(b, slot, v);
 }
 
-static __thread unsigned fb_copy __attribute__((tls_model("initial-exec")));
-static _Atomic unsigned fb_next;
+/* A thread that found no fallback copy free makes this many adds to the
+ * baseline before it looks again. */
+#define FB_RETRY 4096u
 
-static unsigned fallback_copy(void)
+/* fb_owner[f]: the thread of this process that owns fallback copy f. */
+static _Atomic int32_t fb_owner[TALLY__MAX_SLABS];
+static _Atomic uint64_t fb_seed;
+
+/* A token no other claim has, in any process: random, never 0. */
+static uint64_t new_token(void)
 {
-	unsigned c = fb_copy;
+	uint64_t t = atomic_load_explicit(&fb_seed, memory_order_relaxed);
 
-	if (__builtin_expect(c == 0, 0)) {
-		c = atomic_fetch_add_explicit(&fb_next, 1,
-					      memory_order_relaxed) %
-			    tally__cfg.nslabs + 1;
-		fb_copy = c;
+	if (!t) {
+		uint64_t r = 0;
+
+		if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
+			r = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL) ^
+			    (uint64_t)(uintptr_t)&r;
+		t = r | 1;
+		atomic_store_explicit(&fb_seed, t, memory_order_relaxed);
 	}
-	return c - 1;
+	/* A counter in the seed's random space: splitmix64 of a sequence. */
+	t = atomic_fetch_add_explicit(&fb_seed, 0x9e3779b97f4a7c15ull,
+				      memory_order_relaxed);
+	t ^= t >> 30;
+	t *= 0xbf58476d1ce4e5b9ull;
+	t ^= t >> 27;
+	t *= 0x94d049bb133111ebull;
+	t ^= t >> 31;
+	return t ? t : 1;
 }
 
-/* In a child after fork(): the thread takes a fallback copy of its own
- * instead of sharing its parent thread's. */
+static int thread_gone(int32_t tid)
+{
+	return syscall(SYS_tgkill, getpid(), tid, 0) < 0 && errno == ESRCH;
+}
+
+/*
+ * The fallback copy of this thread: claimed at its first fallback add,
+ * kept while it lives.  Returns the index, or -1 when every copy belongs
+ * to a living thread.  Async-signal-safe: a handler that interrupts a
+ * claim of the same thread finds the copy already marked with its thread
+ * id and takes the same one.
+ */
+static int fallback_copy(void)
+{
+	struct tally__thread *t = &tally__thread;
+	unsigned n = tally__cfg.nslabs, start;
+	int32_t tid;
+
+	if (__builtin_expect(t->fb_index != 0, 1))
+		return (int)t->fb_index - 1;
+	/* Every copy was owned by a living thread a moment ago: look again
+	 * (a system call a copy) only every FB_RETRY adds. */
+	if (t->fb_later) {
+		t->fb_later--;
+		return -1;
+	}
+	tid = (int32_t)syscall(SYS_gettid);
+	start = (unsigned)getpid() % n;
+	for (unsigned i = 0; i < n; i++) {
+		unsigned f = (start + i) % n;
+		int32_t cur = atomic_load_explicit(&fb_owner[f],
+						   memory_order_relaxed);
+
+		if (cur != tid && cur != 0 && !thread_gone(cur))
+			continue;
+		if (cur != tid &&
+		    !atomic_compare_exchange_strong(&fb_owner[f], &cur, tid))
+			continue;
+		if (!t->fb_token)
+			t->fb_token = new_token();
+		t->fb_bit = TALLY__RESV_FALLBACK + f % 256u;
+		t->fb_delta = (n + f) * TALLY__PAGE;
+		t->fb_index = f + 1;
+		return (int)f;
+	}
+	t->fb_later = FB_RETRY;
+	return -1;
+}
+
+/*
+ * In a child after fork(): the only thread is the one that forked; it
+ * takes a copy of its own (its parent's copies stay locked by the parent)
+ * under a new token, and no other thread of the parent exists here.
+ */
 void tally__fallback_postfork_child(void)
 {
-	fb_copy = 0;
+	struct tally__thread *t = &tally__thread;
+
+	for (unsigned f = 0; f < TALLY__MAX_SLABS; f++)
+		atomic_store_explicit(&fb_owner[f], 0, memory_order_relaxed);
+	atomic_store_explicit(&fb_seed, 0, memory_order_relaxed);
+	t->fb_index = 0;
+	t->fb_delta = 0;
+	t->fb_token = 0;
+	t->fb_later = 0;
+}
+
+/*
+ * Does this process hold fallback copy @f of @z?  The first time, it asks
+ * for the copy's lock through a description of its own; a copy another
+ * process holds is not asked for again.
+ */
+static int zone_holds(struct tally_zone *z, unsigned f)
+{
+	uint64_t bit = 1ull << (f % 64);
+	struct flock fl;
+	int fd;
+
+	if (atomic_load_explicit(&z->fb_held[f / 64], memory_order_acquire) & bit)
+		return 1;
+	if (atomic_load_explicit(&z->fb_refused[f / 64], memory_order_relaxed) &
+	    bit)
+		return 0;
+	/* Writers of 2.3 and earlier add atomically to any fallback copy
+	 * (docs/FORMAT.md): in their zones, nobody owns one. */
+	if (z->hdr->minor < TALLY__FMT_MINOR_OWNED_FALLBACK) {
+		atomic_fetch_or(&z->fb_refused[f / 64], bit);
+		return 0;
+	}
+	fd = atomic_load_explicit(&z->fbfd, memory_order_acquire);
+	if (fd < 0) {
+		char path[64];
+		int expected = -1;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", z->fd);
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			return 0;
+		if (!atomic_compare_exchange_strong(&z->fbfd, &expected, fd)) {
+			close(fd);
+			fd = expected;
+		}
+	}
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = (off_t)(TALLY__FB_LOCK_BYTE + f);
+	fl.l_len = 1;
+	if (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
+		if (errno == EAGAIN || errno == EACCES)
+			atomic_fetch_or(&z->fb_refused[f / 64], bit);
+		return 0;
+	}
+	atomic_fetch_or_explicit(&z->fb_held[f / 64], bit, memory_order_release);
+	return 1;
+}
+
+/* The owner line of fallback copy @f's page, for the slot at @p. */
+static _Atomic uint64_t *owner_line(int64_t *p, unsigned f)
+{
+	int64_t *q = tally__slot_in_page(p, tally__page_fallback(
+						    tally__cfg.nslabs, f));
+
+	return (_Atomic uint64_t *)(((uintptr_t)q & ~(uintptr_t)(TALLY__PAGE - 1)) +
+				    TALLY__OWNER_OFF);
+}
+
+/*
+ * tally_zone_destroy(), before the process lets go of its copies' locks:
+ * clear its tokens from every chunk, so that none of its threads adds
+ * without a lock to a copy that another process may own next.  Pages
+ * whose reservation bit is clear do not exist and are left alone.
+ */
+void tally__fallback_detach(struct tally_zone *z)
+{
+	uint64_t bumped;
+	int fd;
+
+	/* From here on, this process's adds to the zone without rseq take
+	 * the locked path (zone_holds() says no). */
+	for (unsigned i = 0; i < TALLY__MAX_SLABS / 64; i++)
+		atomic_store(&z->fb_refused[i], ~0ull);
+	bumped = atomic_load(&z->hdr->chunks_bumped);
+	if (bumped > z->nchunks)
+		bumped = z->nchunks;
+	for (unsigned f = 0; f < tally__env.nslabs; f++) {
+		unsigned bit = TALLY__RESV_FALLBACK + f % 256u;
+
+		if (!(atomic_fetch_and(&z->fb_held[f / 64], ~(1ull << (f % 64))) &
+		      (1ull << (f % 64))))
+			continue;
+		for (uint64_t c = 0; c < bumped; c++) {
+			int64_t *p = (int64_t *)(tally__chunk_base(z, (uint32_t)c) +
+						 tally__page_off(TALLY__PG_COPY0));
+			const _Atomic uint32_t *resv = (const _Atomic uint32_t *)
+				(tally__chunk_base(z, (uint32_t)c) + TALLY__RESV_OFF);
+
+			if (atomic_load(&resv[bit / 32]) >> (bit % 32) & 1)
+				atomic_store_explicit(owner_line(p, f), 0,
+						      memory_order_relaxed);
+		}
+	}
+	fd = atomic_exchange(&z->fbfd, -1);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* In a child after fork(): the inherited description holds the parent's
+ * locks; the child forgets it (closing its copy changes nothing for the
+ * parent) and asks for copies of its own. */
+void tally__fallback_zone_postfork(struct tally_zone *z)
+{
+	int fd = atomic_exchange(&z->fbfd, -1);
+
+	if (fd >= 0)
+		close(fd);
+	for (unsigned i = 0; i < (tally__env.nslabs + 63) / 64; i++) {
+		atomic_store(&z->fb_held[i], 0);
+		atomic_store(&z->fb_refused[i], 0);
+	}
 }
 
 /*
@@ -85,17 +308,46 @@ static int reserve(const int64_t *p, unsigned bit)
 	return z ? tally__reserve_copies(z, p, bit) : -EINVAL;
 }
 
+/* The owner's add: one instruction a signal cannot split (x86-64). */
+static void owner_add(int64_t *q, int64_t v)
+{
+#if defined(__x86_64__)
+	__asm__ __volatile__("addq %[v], %[q]" : [q] "+m"(*q) : [v] "er"(v));
+#else
+	__atomic_fetch_add(q, v, __ATOMIC_RELAXED);
+#endif
+}
+
 static void fallback_add(int64_t *p, int64_t v)
 {
-	unsigned f = fallback_copy(), bit = TALLY__RESV_FALLBACK + f % 256u;
+	int f = fallback_copy();
+	unsigned bit;
+	struct tally_zone *z;
+	_Atomic uint64_t *line;
 
+	if (f < 0) {
+		spill(p, v); /* no copy of its own: the locked add */
+		return;
+	}
+	bit = TALLY__RESV_FALLBACK + (unsigned)f % 256u;
 	if (!reserved(p, bit) && reserve(p, bit) < 0) {
 		spill(p, v);
 		return;
 	}
-	__atomic_fetch_add(tally__slot_in_page(p, tally__page_fallback(
-						      tally__cfg.nslabs, f)),
-			   v, __ATOMIC_RELAXED);
+	line = owner_line(p, (unsigned)f);
+	if (atomic_load_explicit(line, memory_order_relaxed) !=
+	    tally__thread.fb_token) {
+		z = tally__zone_of(p);
+		if (!z || !zone_holds(z, (unsigned)f)) {
+			spill(p, v);
+			return;
+		}
+		atomic_store_explicit(line, tally__thread.fb_token,
+				      memory_order_relaxed);
+	}
+	owner_add(tally__slot_in_page(p, tally__page_fallback(
+						 tally__cfg.nslabs, (unsigned)f)),
+		  v);
 }
 
 /*
@@ -126,7 +378,7 @@ static unsigned current_node(void)
 	int cpu = sched_getcpu(); /* rseq or vDSO: no system call */
 
 	if (cpu < 0 || (unsigned)cpu >= tally__env.nslabs)
-		cpu = (int)fallback_copy();
+		cpu = 0;
 	return tally__env.cpu_node[cpu];
 }
 

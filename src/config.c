@@ -39,18 +39,14 @@ struct tally__env tally__env;
 
 /*
  * Where the update path's restartable sequence finds "its" rseq area when
- * rseq is not used: a thread-local stand-in whose CPU id (-1) is above
- * any limit, so the sequence always goes to the fallback, and whose
- * rseq_cs field absorbs the sequence's store.  Never glibc's area, and
- * never another TCB field: rseq_off must always point at 32 writable
- * bytes of the calling thread.
+ * rseq is not used: the thread's stand-in (struct tally__thread), whose CPU
+ * id (-1) is above any limit, so the sequence always goes to the fallback,
+ * and whose rseq_cs field absorbs the sequence's store.  Never glibc's
+ * area, and never another TCB field: rseq_off must always point at the
+ * calling thread's stand-in or glibc's area.
  */
-static __thread struct {
-	uint32_t cpu_id_start, cpu_id;
-	uint64_t rseq_cs;
-	uint32_t flags, pad[3];
-} __attribute__((aligned(32))) no_rseq
-	__attribute__((tls_model("initial-exec"))) = { 0, UINT32_MAX, 0, 0, { 0 } };
+__thread struct tally__thread tally__thread
+	__attribute__((tls_model("initial-exec"))) = { .cpu_id = UINT32_MAX };
 
 /* glibc >= 2.35 exports these; weak so that an older glibc still links. */
 extern const ptrdiff_t __rseq_offset __attribute__((weak));
@@ -362,7 +358,7 @@ static void set_update_path(const struct tally__env *e)
 	tally__cfg.nslabs = e->nslabs;
 #if defined(__x86_64__)
 	tally__cfg.rseq_off = rseq_ok ? (long)__rseq_offset :
-			      (long)((char *)&no_rseq -
+			      (long)((char *)&tally__thread -
 				     (char *)__builtin_thread_pointer());
 #endif
 	__atomic_store_n(&tally__cfg.rseq_limit, rseq_ok ? e->nslabs : 0,

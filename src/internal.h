@@ -31,6 +31,13 @@ struct tally_zone {
 				    (space.c) */
 	unsigned flags;          /* TALLY_ZONE_* */
 	int is_default;
+	/* Fallback copies (add.c): a description of this process's own
+	 * that holds the write locks of the copies it owns (-1 until the
+	 * first claim), and which copies it holds (bit f) or found held by
+	 * another process (refused).  Changed with atomics. */
+	_Atomic int fbfd;
+	_Atomic uint64_t fb_held[TALLY__MAX_SLABS / 64];
+	_Atomic uint64_t fb_refused[TALLY__MAX_SLABS / 64];
 	char path[PATH_MAX];     /* "" for an anonymous zone */
 };
 
@@ -108,6 +115,43 @@ void tally__zone_exit_end(void);
 void tally__tcache_postfork_child(void);
 void tally__tcache_exit(void);
 void tally__fallback_postfork_child(void);
+
+/*
+ * Each thread's rseq stand-in and fallback state (config.c, add.c): where
+ * tally__cfg.rseq_off leads when the process does not use rseq.  The
+ * first 16 bytes play the rseq area: a CPU id above any limit, and a
+ * rseq_cs field that absorbs the sequence's store; the fallback words
+ * follow at the TALLY__FB_*_OFF offsets (tally/arch/add.h).
+ */
+struct tally__thread {
+	uint32_t cpu_id_start, cpu_id;
+	uint64_t rseq_cs;
+	uint64_t fb_token;       /* this thread's claim of fb_index; 0: none */
+	uint32_t fb_delta;       /* bytes from CPU 0's copy to the fallback
+				    copy owned, 0 when none */
+	uint32_t fb_bit;         /* its reservation bit */
+	uint32_t fb_index;       /* fallback copy + 1; 0: not claimed yet */
+	uint32_t fb_later;       /* fallback adds to make before the next
+				    try at a claim, after one failed */
+} __attribute__((aligned(32)));
+extern __thread struct tally__thread tally__thread
+	__attribute__((tls_model("initial-exec")));
+_Static_assert(__builtin_offsetof(struct tally__thread, fb_token) ==
+		       TALLY__FB_TOKEN_OFF &&
+	       __builtin_offsetof(struct tally__thread, fb_delta) ==
+		       TALLY__FB_DELTA_OFF &&
+	       __builtin_offsetof(struct tally__thread, fb_bit) ==
+		       TALLY__FB_BIT_OFF, "the inline fallback's offsets");
+_Static_assert(TALLY__OWNER_OFF == TALLY__RESV_OFF,
+	       "a fallback copy's owner line ends its page");
+
+/* Byte TALLY__FB_LOCK_BYTE + f of a zone file: the write lock of the
+ * process that owns fallback copy f (docs/FORMAT.md).  The process lets
+ * go of its copies of a zone in tally_zone_destroy() (fallback_detach),
+ * and a forked child forgets its parent's (fallback_zone_postfork). */
+#define TALLY__FB_LOCK_BYTE (1ull << 20)
+void tally__fallback_detach(struct tally_zone *z);
+void tally__fallback_zone_postfork(struct tally_zone *z);
 
 /* Registering series (metrics.c), for the families of family.c. */
 struct tally_metric_desc;

@@ -22,7 +22,9 @@
  *                          reservation line (below)
  *   page 1                 adaptive blocks: the shared word (below)
  *   page 2 + c             rseq copy of CPU c        (c < nslabs)
- *   page 2 + nslabs + f    fallback copy f           (f < nslabs)
+ *   page 2 + nslabs + f    fallback copy f           (f < nslabs); at
+ *                          TALLY__OWNER_OFF, the token of the thread
+ *                          that owns it (src/add.c)
  *
  * A TALLY_SHARED block uses only page 2 (its one atomic copy) and a
  * TALLY_PERNODE block pages 2 .. 2 + nnodes - 1.  Slot s of a chunk is the
@@ -69,12 +71,15 @@
 
 #define TALLY__MAGIC       "TALLYSEG"
 #define TALLY__FMT_MAJOR   2
-#define TALLY__FMT_MINOR   3
+#define TALLY__FMT_MINOR   4
 /* From 2.1 on, the creator holds the creator lock (internal.h) while it
  * runs; readers judge older files by pid and start time.  2.2 adds shared
  * zones (TALLY__HDR_SHARED), whose every user holds the creator lock.
- * 2.3 adds a family's value type (TALLY__VT_*). */
+ * 2.3 adds a family's value type (TALLY__VT_*).
+ * 2.4: fallback copies are owned by one thread (the owner line of their
+ * pages, the fallback locks), whose adds take no lock (src/add.c). */
 #define TALLY__FMT_MINOR_CREATOR_LOCK 1
+#define TALLY__FMT_MINOR_OWNED_FALLBACK 4
 #define TALLY__BYTE_ORDER  0x0102030405060708ull
 #define TALLY__PAGE        4096u
 #define TALLY__NAUX        2u

@@ -271,6 +271,7 @@ void tally__zone_postfork_child(void)
 		 * order, a parent exiting in between would see no user). */
 		int inherited = z->lockfd;
 
+		tally__fallback_zone_postfork(z);
 		if (z->path[0] &&
 		    take_locks(z, !!(z->flags & TALLY_ZONE_SHARED), z->path) < 0)
 			z->keep_file = 1; /* cannot tell who uses it: keep it */
@@ -678,6 +679,7 @@ static struct tally_zone *create_new(const char *name,
 		tally__fail(ENOMEM, "out of memory");
 		return NULL;
 	}
+	z->fbfd = -1;
 	z->lockfd = -1;
 	fd = create_file(name, o, g, z->path, tmp);
 	if (fd < 0)
@@ -731,6 +733,13 @@ static int shared_compatible(const struct tally__hdr *h, uint64_t size,
 				   "segment of format %u.x: remove it or "
 				   "choose another zone name", path,
 				   TALLY__FMT_MAJOR);
+	if (h->minor > TALLY__FMT_MINOR)
+		return tally__fail(EEXIST, "shared zone %s was made by a newer "
+				   "libtally (format %u.%u, this one writes "
+				   "%u.%u), whose writers may follow rules "
+				   "this one does not know: attach it with "
+				   "that version", path, h->major, h->minor,
+				   TALLY__FMT_MAJOR, TALLY__FMT_MINOR);
 	if (!(h->flags & TALLY__HDR_SHARED) || (h->flags & TALLY__HDR_ANON))
 		return tally__fail(EEXIST, "%s exists and is not a shared zone",
 				   path);
@@ -840,6 +849,7 @@ static struct tally_zone *attach_shared(const char *path)
 		tally__fail(ENOMEM, "out of memory");
 		goto fail;
 	}
+	z->fbfd = -1;
 	snprintf(z->path, sizeof(z->path), "%s", path);
 	if (map_zone(z, fd, &g, h.nchunks, TALLY_ZONE_SHARED |
 		     ((h.flags & TALLY__HDR_PERSIST) ? TALLY_ZONE_PERSIST : 0)) < 0) {
@@ -966,6 +976,9 @@ int tally_zone_destroy(struct tally_zone *z)
 	pthread_mutex_unlock(&reg_lock);
 	if (!found)
 		return tally__fail(EINVAL, "not a zone of this process");
+	/* Not at exit, where other threads may still add: there the
+	 * fallback locks go when the last thread does. */
+	tally__fallback_detach(z);
 	detach(z);
 	munmap(z->hdr, z->map_size);
 	close(z->fd);

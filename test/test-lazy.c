@@ -10,7 +10,7 @@
  * page a chunk, writing creates the writer's pages only, fetching (sums
  * and raw copies) creates nothing at all, and freeing gives the pages
  * back.  The same holds with TALLY_NO_RSEQ=1, where each writer thread
- * has one fallback copy.  And in every mode, a chunk's worth of counters
+ * owns one fallback copy.  And in every mode, a chunk's worth of counters
  * written and zeroed by one thread costs exactly the pages its mode
  * reserves: reading a hole of the zone's shared-memory file through the
  * mapping would allocate a page, so the update path must not read pages
@@ -99,14 +99,17 @@ static void lazy(int writers)
 	if (r1 > bound)
 		fail_bytes(__LINE__, "after allocation", r1, bound);
 
-	/* Writing creates one page a chunk for each writer. */
+	/* Writing creates one page a chunk for each writer.  The writers
+	 * live at the same time: without rseq, a thread that starts after
+	 * another ended takes over its fallback copy. */
 	for (int i = 0; i < writers; i++) {
 		w[i].b = b;
 		w[i].n = n;
 		w[i].cpu = i;
 		CHECK_EQ(pthread_create(&t[i], NULL, writer, &w[i]), 0);
-		CHECK_EQ(pthread_join(t[i], NULL), 0);
 	}
+	for (int i = 0; i < writers; i++)
+		CHECK_EQ(pthread_join(t[i], NULL), 0);
 	r2 = resident(z);
 	if (r2 - r1 < chunks * PAGE * (uint64_t)writers)
 		fail_bytes(__LINE__, "written pages", r2 - r1,

@@ -513,21 +513,15 @@ static void check_values(struct ctl *c, const struct snap *sn, int percpu)
 	CHECK_EQ(e->nlabels, 2);
 	if (percpu) {
 		CHECK_EQ(e->npercpu, c->nslabs);
-		CHECK_EQ(percpu_sum(e), want);
-		for (int i = 0; i < n; i++) {
-			int64_t w = (int64_t)(i + 1) * V_ITERS;
-
-			if (c->rseq) {
-				CHECK_EQ(e->percpu[c->cpu[i]], w);
-			} else {
-				/* Fallback copies: one per thread. */
-				int found = 0;
-
-				for (unsigned k = 0; k < e->npercpu; k++)
-					found += e->percpu[k] == w;
-				CHECK(found >= 1);
-			}
-		}
+		/* Without rseq, a thread that found every fallback copy owned
+		 * by a living thread (the main thread holds one) adds to the
+		 * baseline: counted, attributed to no copy. */
+		if (c->rseq)
+			CHECK_EQ(percpu_sum(e), want);
+		else
+			CHECK(percpu_sum(e) <= want);
+		for (int i = 0; i < n && c->rseq; i++)
+			CHECK_EQ(e->percpu[c->cpu[i]], (int64_t)(i + 1) * V_ITERS);
 	} else {
 		CHECK(e->percpu == NULL);
 		CHECK_EQ(e->npercpu, 0);
@@ -554,7 +548,10 @@ static void check_values(struct ctl *c, const struct snap *sn, int percpu)
 	for (unsigned b = 0; b < e->nbuckets; b++)
 		CHECK_EQ(e->buckets[b], hb[b]);
 	if (percpu) {
-		CHECK_EQ(percpu_sum(e), hcount);
+		if (c->rseq)
+			CHECK_EQ(percpu_sum(e), hcount);
+		else
+			CHECK(percpu_sum(e) <= hcount);
 		if (c->rseq)
 			for (int i = 0; i < n; i++)
 				CHECK_EQ(e->percpu[c->cpu[i]], V_HIST_VALUES);

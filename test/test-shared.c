@@ -527,6 +527,25 @@ TEST(what_cannot_be_attached_is_refused)
 	CHECK(tally_zone_create("twice", &shared) == NULL);
 	CHECK_EQ(errno, EEXIST);
 
+	/* A shared zone of a newer format minor: its writers may follow
+	 * rules this library does not know (2.4's owned fallback copies,
+	 * say), so it is not attached for writing. */
+	wait_ok(spawn("count", dir, "newer", 1));
+	snprintf(p, sizeof(p), "%s/newer.tally", dir);
+	fd = open(p, O_RDWR);
+	CHECK(fd >= 0);
+	{
+		uint16_t minor;
+
+		CHECK_EQ(pread(fd, &minor, 2, 10), 2);
+		minor++;
+		CHECK_EQ(pwrite(fd, &minor, 2, 10), 2);
+	}
+	close(fd);
+	CHECK(tally_zone_create("newer", &shared) == NULL);
+	CHECK_EQ(errno, EEXIST);
+	CHECK(strstr(tally_errmsg(), "newer libtally") != NULL);
+
 	/* A file of another user is never attached (root only). */
 	if (geteuid() == 0) {
 		wait_ok(spawn("count", dir, "foreign", 1));

@@ -86,6 +86,7 @@ struct adder {
 	int cpu;
 	int rounds;
 	_Atomic int *go;
+	_Atomic int *started; /* counts the adders waiting for *go */
 };
 
 static void *adder(void *arg)
@@ -93,6 +94,11 @@ static void *adder(void *arg)
 	struct adder *a = arg;
 
 	harness_pin(a->cpu);
+	/* An add of 0 takes this thread's copy now (without rseq, its
+	 * fallback copy: all the adders own one at the same time). */
+	tally_block_add(a->b[0], 0, 0);
+	if (a->started)
+		atomic_fetch_add(a->started, 1);
 	while (a->go && !atomic_load(a->go))
 		usleep(100);
 	for (int r = 0; r < a->rounds; r++)
@@ -130,7 +136,7 @@ static void capacity_child(void *arg)
 				     "%s", i, j->n, tally_errmsg());
 	}
 	for (int k = 0; k < 2; k++) {
-		a[k] = (struct adder){ b, j->n, k, 1, NULL };
+		a[k] = (struct adder){ b, j->n, k, 1, NULL, NULL };
 		CHECK_EQ(pthread_create(&t[k], NULL, adder, &a[k]), 0);
 	}
 	for (int k = 0; k < 2; k++)
@@ -216,7 +222,7 @@ static void theft_child(void *arg)
 		CHECK(b[i] != NULL);
 	}
 	/* CPU 0 writes every counter first: only its copies exist. */
-	a[0] = (struct adder){ b, j->n, 0, 1, NULL };
+	a[0] = (struct adder){ b, j->n, 0, 1, NULL, NULL };
 	CHECK_EQ(pthread_create(&t[0], NULL, adder, &a[0]), 0);
 	CHECK_EQ(pthread_join(t[0], NULL), 0);
 
@@ -234,9 +240,12 @@ static void theft_child(void *arg)
 	 * without rseq) add to every counter: most of their copies were
 	 * never written, and there is no room for them. */
 	for (int k = 0; k < ncpu; k++) {
-		a[k] = (struct adder){ b, j->n, k, rounds, &flags[1] };
+		a[k] = (struct adder){ b, j->n, k, rounds, &flags[1],
+				       &flags[2] };
 		CHECK_EQ(pthread_create(&t[k], NULL, adder, &a[k]), 0);
 	}
+	while (atomic_load(&flags[2]) < ncpu)
+		usleep(100);
 	atomic_store(&flags[1], 1);
 	for (int k = 0; k < ncpu; k++)
 		CHECK_EQ(pthread_join(t[k], NULL), 0);

@@ -100,7 +100,8 @@ TALLY_API int tally_block_fetch(const tally_block *b, unsigned slot, int64_t *va
  * @out receives @n values (n >= the zone's slab count, see
  * tally_zone_usage()): out[c] is what was added on CPU c with rseq, plus
  * what the fallback added to copy c (fallback copies belong to threads,
- * given round robin, not to CPUs), since the block was allocated
+ * one thread each, not to CPUs; the adds of a thread that found no copy
+ * of its own are in no out[c]), since the block was allocated
  * (tally_block_zero() records a baseline and does not reset them).  For TALLY_PERNODE, out[n] is node n's copy; for TALLY_SHARED,
  * out[0] holds the only copy; for TALLY_ADAPTIVE, the adds made before
  * promotion are not attributed to a CPU and appear in no out[c].
@@ -143,7 +144,7 @@ TALLY_API int tally_block_promote(tally_block *b, unsigned slot);
 
 /*
  * tally_rseq_active: 1 when this thread's adds use restartable sequences,
- * 0 when they take the atomic fallback (no rseq registered by glibc, rseq
+ * 0 when they take the fallback (no rseq registered by glibc, rseq
  * disabled with GLIBC_TUNABLES=glibc.pthread.rseq=0, valgrind, a CPU
  * beyond the slab count, another architecture, or $TALLY_NO_RSEQ=1).
  * MT-safe, async-signal-safe.

@@ -96,7 +96,8 @@ struct tally_series_view {
 				    zero (NaN: 0) */
 	/* With TALLY_READ_PERCPU: the per-CPU values, nslabs entries: the
 	 * rseq adds made on CPU c plus the fallback copy c (fallback copies
-	 * belong to threads, not CPUs); zeroing is not subtracted.  For
+	 * belong to threads, not CPUs; the fallback adds of a thread that
+	 * owned none are in no entry); zeroing is not subtracted.  For
 	 * histograms, the count per CPU. */
 	const int64_t *percpu;
 	unsigned npercpu;

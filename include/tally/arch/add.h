@@ -30,6 +30,19 @@ extern "C" {
  */
 #define TALLY__RESV_BACK    (2u * TALLY__STRIDE - 4032u)
 
+/*
+ * The thread's rseq stand-in (src/config.c), where tally__cfg.rseq_off
+ * leads when this process does not use rseq, holds after the rseq fields
+ * the fallback copy the thread owns (src/add.c): its token, the distance
+ * from CPU 0's copy to it (0: the thread owns none) and its reservation
+ * bit.  A fallback copy's page keeps the token of the thread that may add
+ * to it without a lock at TALLY__OWNER_OFF, where rseq copies have nothing.
+ */
+#define TALLY__FB_TOKEN_OFF 16
+#define TALLY__FB_DELTA_OFF 24
+#define TALLY__FB_BIT_OFF   28
+#define TALLY__OWNER_OFF    4032u
+
 /* tally__rseq_add's answers besides 0 (done). */
 #define TALLY__ADD_FALLBACK (-1) /* no rseq here: take the fallback */
 #define TALLY__ADD_RESERVE  (-2) /* this CPU's copy is not reserved yet */

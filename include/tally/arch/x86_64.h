@@ -18,6 +18,9 @@
  * thread can run on this CPU in between, so the unlocked add never races
  * with another rseq add; fallback adds use other copies (see src/add.c).
  * A CPU id of -1 or -2 (rseq not registered) compares above any limit.
+ * A process that does not use rseq at all (rseq_limit is 0) does not
+ * enter the sequence: its threads add to the fallback copy each owns
+ * (tally__owner_add, below).
  *
  * The reservation test (a load from the chunk's reservation line, which
  * stays in cache, and a bit test) sends the first add of a CPU to a chunk
@@ -166,6 +169,49 @@ tally__slow_add(struct tally_block *b, int64_t *p, unsigned slot, int64_t v)
 }
 
 /*
+ * The fallback without rseq (valgrind, old kernels, TALLY_NO_RSEQ=1): when
+ * the thread owns a fallback copy (src/add.c) and finds its token in the
+ * copy's page, nobody else writes that copy, in any process: one unlocked
+ * addq, which a signal handler of the same thread cannot split.  The
+ * thread's words are read from its rseq stand-in, where rseq_off leads
+ * when the process does not use rseq (only then: glibc's area holds
+ * other fields there).  Returns 0 when the slow path must decide (no copy
+ * yet, its page not reserved, or the token not there: the first add to a
+ * chunk, or a copy another process holds).
+ */
+static inline __attribute__((always_inline)) int
+tally__owner_add(int64_t *copy0, int64_t v)
+{
+	const uint32_t *resv = (const uint32_t *)
+		(((uintptr_t)copy0 & ~(uintptr_t)(TALLY__STRIDE - 1)) -
+		 TALLY__RESV_BACK);
+	uint64_t token;
+	uint32_t delta, bit;
+	int64_t *q;
+
+	__asm__ __volatile__("movq %%fs:%c[t](%[off]), %[token]\n\t"
+			     "movl %%fs:%c[d](%[off]), %[delta]\n\t"
+			     "movl %%fs:%c[b](%[off]), %[bit]"
+			     : [token] "=&r"(token), [delta] "=&r"(delta),
+			       [bit] "=&r"(bit)
+			     : [off] "r"(tally__cfg.rseq_off),
+			       [t] "i"(TALLY__FB_TOKEN_OFF),
+			       [d] "i"(TALLY__FB_DELTA_OFF),
+			       [b] "i"(TALLY__FB_BIT_OFF));
+	if (!delta ||
+	    !((__atomic_load_n(&resv[bit / 32u], __ATOMIC_RELAXED) >>
+	       (bit % 32u)) & 1u))
+		return 0;
+	q = (int64_t *)((char *)copy0 + delta);
+	if (__atomic_load_n((const uint64_t *)
+			    (((uintptr_t)q & ~(uintptr_t)(TALLY__STRIDE - 1)) +
+			     TALLY__OWNER_OFF), __ATOMIC_RELAXED) != token)
+		return 0;
+	__asm__ __volatile__("addq %[v], %[q]" : [q] "+m"(*q) : [v] "er"(v));
+	return 1;
+}
+
+/*
  * The add of every mode but pernode, inline.  A per-CPU block's handle is
  * CPU 0's copy (tag 0).  An adaptive slot (tag 3) whose shared word, one
  * page before CPU 0's copy, says it was promoted (bit 0) adds the same
@@ -175,9 +221,11 @@ tally__slow_add(struct tally_block *b, int64_t *p, unsigned slot, int64_t v)
  * always 1 (both loop-invariant: a loop of adds keeps one load and one
  * branch more than the sequence itself, whatever the mode).  A shared
  * block (tag 1) is one atomic add on its one copy, nothing else.
- * Everything else (pernode, an adaptive slot not promoted, no rseq, a
- * copy not reserved yet) goes to the slow path, called the way
- * tally__slow_add says.
+ * In a process without rseq (rseq_limit, which the sequence loads
+ * anyway, is 0), a thread adds to the fallback copy it owns, if it owns
+ * one (tally__owner_add), without the sequence's store.  Everything else
+ * (pernode, an adaptive slot not promoted, a copy not reserved or not
+ * owned yet) goes to the slow path, called the way tally__slow_add says.
  */
 static inline __attribute__((always_inline)) void
 tally__block_add(struct tally_block *b, unsigned slot, int64_t v)
@@ -197,8 +245,12 @@ tally__block_add(struct tally_block *b, unsigned slot, int64_t v)
 		: "cc");
 	if (__builtin_expect(percpu_like &
 			     (uintptr_t)__atomic_load_n(word, __ATOMIC_RELAXED), 1)) {
-		if (__builtin_expect(tally__rseq_add(p, v) == 0, 1))
+		if (__builtin_expect(tally__cfg.rseq_limit != 0, 1)) {
+			if (__builtin_expect(tally__rseq_add(p, v) == 0, 1))
+				return;
+		} else if (tally__owner_add(p, v)) {
 			return;
+		}
 	} else if (tag == TALLY_SHARED) {
 		/* Not __atomic_fetch_add(): GCC lets no memory access move
 		 * across it, so a loop of adds to a tally_counter would
