@@ -109,16 +109,15 @@ static int thread_gone(int32_t tid)
  */
 static int fallback_copy(void)
 {
-	struct tally__thread *t = &tally__thread;
 	unsigned n = tally__cfg.nslabs, start;
 	int32_t tid;
 
-	if (__builtin_expect(t->fb_index != 0, 1))
-		return (int)t->fb_index - 1;
+	if (__builtin_expect(tally__thread.fb_index != 0, 1))
+		return (int)tally__thread.fb_index - 1;
 	/* Every copy was owned by a living thread a moment ago: look again
 	 * (a system call a copy) only every FB_RETRY adds. */
-	if (t->fb_later) {
-		t->fb_later--;
+	if (tally__thread.fb_later) {
+		tally__thread.fb_later--;
 		return -1;
 	}
 	tid = (int32_t)syscall(SYS_gettid);
@@ -133,14 +132,14 @@ static int fallback_copy(void)
 		if (cur != tid &&
 		    !atomic_compare_exchange_strong(&fb_owner[f], &cur, tid))
 			continue;
-		if (!t->fb_token)
-			t->fb_token = new_token();
-		t->fb_bit = TALLY__RESV_FALLBACK + f % 256u;
-		t->fb_delta = (n + f) * TALLY__PAGE;
-		t->fb_index = f + 1;
+		if (!tally__thread.fb_token)
+			tally__thread.fb_token = new_token();
+		tally__thread.fb_bit = TALLY__RESV_FALLBACK + f % 256u;
+		tally__thread.fb_delta = (n + f) * TALLY__PAGE;
+		tally__thread.fb_index = f + 1;
 		return (int)f;
 	}
-	t->fb_later = FB_RETRY;
+	tally__thread.fb_later = FB_RETRY;
 	return -1;
 }
 
@@ -151,15 +150,14 @@ static int fallback_copy(void)
  */
 void tally__fallback_postfork_child(void)
 {
-	struct tally__thread *t = &tally__thread;
 
 	for (unsigned f = 0; f < TALLY__MAX_SLABS; f++)
 		atomic_store_explicit(&fb_owner[f], 0, memory_order_relaxed);
 	atomic_store_explicit(&fb_seed, 0, memory_order_relaxed);
-	t->fb_index = 0;
-	t->fb_delta = 0;
-	t->fb_token = 0;
-	t->fb_later = 0;
+	tally__thread.fb_index = 0;
+	tally__thread.fb_delta = 0;
+	tally__thread.fb_token = 0;
+	tally__thread.fb_later = 0;
 }
 
 /*
