@@ -16,7 +16,15 @@
  *                     list, and on every allocation a memset of the area
  *                     in every possible CPU's unit;
  *   tally percpu      tally_block_alloc(TALLY_PERCPU) / tally_block_free;
- *   tally shared      the same with TALLY_SHARED (tc's no_percpu flag).
+ *   tally shared      the same with TALLY_SHARED (tc's no_percpu flag);
+ *   tally percpu, processes
+ *                     the control: tally percpu in T processes, each
+ *                     with a zone of its own, so that they share nothing
+ *                     but the machine.  Its T-to-1 ratio is what this
+ *                     machine gives two independent loops; tally
+ *                     percpu's threads share a zone and should get the
+ *                     same (a smaller ratio would be something the
+ *                     threads share in the allocator).
  *
  * Then a tight alloc-then-free loop ("pair") on 1 and T threads, and the
  * real memory per counter: resident bytes of the zone's file per slot
@@ -33,10 +41,12 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -122,7 +132,7 @@ __attribute__((noinline)) static void mpa_free(struct mpa *m, long off)
 
 /* Configurations -------------------------------------------------------- */
 
-enum kind { K_MUTEX, K_TALLY };
+enum kind { K_MUTEX, K_TALLY, K_PROCS };
 
 struct conf {
 	const char *name;
@@ -134,6 +144,7 @@ static const struct conf confs[] = {
 	{ "mutex pcpu_alloc", K_MUTEX, 0 },
 	{ "tally percpu", K_TALLY, TALLY_PERCPU },
 	{ "tally shared", K_TALLY, TALLY_SHARED },
+	{ "tally percpu, processes", K_PROCS, TALLY_PERCPU },
 };
 #define NCONFS (sizeof(confs) / sizeof(confs[0]))
 
@@ -228,6 +239,83 @@ static void *worker_main(void *arg)
 }
 
 static struct tally_zone *zone;
+static size_t zone_slots; /* its capacity, for the zones of K_PROCS */
+
+/* What each process of a K_PROCS run shares with the parent. */
+struct proc_slot {
+	_Atomic unsigned ready;  /* processes waiting for go (slot 0 only) */
+	_Atomic unsigned go;     /* slot 0 only */
+	uint64_t t0, t1, done;
+	char err[160];
+};
+
+/* In a child of run_procs(): the loop of a worker, on a zone of its own
+ * (the one it inherited stays untouched), between the same barriers. */
+static void proc_main(struct worker *w, struct proc_slot *all,
+		      struct proc_slot *me, unsigned nprocs)
+{
+	char name[64];
+	int rc;
+
+	snprintf(name, sizeof(name), "tally-bench-alloc-proc-%d", (int)getpid());
+	w->z = tally_zone_create(name, &(struct tally_zone_opts){
+					       .capacity = zone_slots });
+	if (!w->z) {
+		snprintf(me->err, sizeof(me->err), "%s", tally_errmsg());
+		atomic_fetch_add(&all->ready, 1);
+		_exit(1);
+	}
+	bench_pin(w->cpu);
+	atomic_fetch_add(&all->ready, 1);
+	while (atomic_load(&all->ready) < nprocs || !atomic_load(&all->go))
+		sched_yield();
+	me->t0 = bench_now_ns();
+	rc = run_tally(w);
+	me->t1 = bench_now_ns();
+	me->done = w->done;
+	if (rc < 0)
+		snprintf(me->err, sizeof(me->err), "%s", tally_errmsg());
+	tally_zone_destroy(w->z);
+	_exit(rc < 0);
+}
+
+/*
+ * A K_PROCS run: @threads processes, one per CPU, each the worker @w[i]
+ * in a zone of its own; fills w[i].t0, t1 and done as threads would.
+ */
+static void run_procs(struct worker *w, unsigned threads)
+{
+	size_t len = sizeof(struct proc_slot) * threads;
+	struct proc_slot *ps = mmap(NULL, len, PROT_READ | PROT_WRITE,
+				    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	pid_t pid[BENCH_MAX_THREADS];
+
+	if (ps == MAP_FAILED)
+		bench_die("mmap: %s", strerror(errno));
+	fflush(NULL);
+	for (unsigned i = 0; i < threads; i++) {
+		pid[i] = fork();
+		if (pid[i] < 0)
+			bench_die("fork: %s", strerror(errno));
+		if (pid[i] == 0)
+			proc_main(&w[i], ps, &ps[i], threads);
+	}
+	while (atomic_load(&ps->ready) < threads)
+		sched_yield();
+	atomic_store(&ps->go, 1);
+	for (unsigned i = 0; i < threads; i++) {
+		int status;
+
+		if (waitpid(pid[i], &status, 0) != pid[i] || !WIFEXITED(status) ||
+		    WEXITSTATUS(status) != 0)
+			snprintf(w[i].err, sizeof(w[i].err), "process %u: %s", i,
+				 ps[i].err[0] ? ps[i].err : "died");
+		w[i].t0 = ps[i].t0;
+		w[i].t1 = ps[i].t1;
+		w[i].done = ps[i].done;
+	}
+	munmap(ps, len);
+}
 
 static void run_once(const struct conf *cf, struct mpa *mpa, unsigned actions,
 		     unsigned threads, uint64_t blocks, uint64_t batch,
@@ -251,11 +339,15 @@ static void run_once(const struct conf *cf, struct mpa *mpa, unsigned actions,
 			if (!w[i].buf)
 				bench_die("out of memory");
 		}
-		if (pthread_create(&w[i].th, NULL, worker_main, &w[i]))
+		if (cf->kind != K_PROCS &&
+		    pthread_create(&w[i].th, NULL, worker_main, &w[i]))
 			bench_die("pthread_create: %s", strerror(errno));
 	}
+	if (cf->kind == K_PROCS)
+		run_procs(w, threads);
 	for (unsigned i = 0; i < threads; i++) {
-		pthread_join(w[i].th, NULL);
+		if (cf->kind != K_PROCS)
+			pthread_join(w[i].th, NULL);
 		if (w[i].err[0])
 			bench_die("%s, %s: allocation failed: %s", cf->name,
 				  r->profile, w[i].err);
@@ -415,8 +507,9 @@ static uint64_t blocks_for(const struct conf *cf, unsigned nslabs,
 
 /*
  * Measure every profile at 1..T threads for the configurations given,
- * interleaving them run by run so that a slow phase of a noisy machine
- * hits all of them alike.
+ * interleaving them run by run (1 thread, T threads, each configuration;
+ * then again) so that a slow phase of a noisy machine hits all of them
+ * alike, and the ratios between them least.
  */
 static void measure(struct bench_doc *d, const struct bench_opts *o,
 		    const struct conf *const *cfs, const unsigned *slabs,
@@ -424,41 +517,42 @@ static void measure(struct bench_doc *d, const struct bench_opts *o,
 {
 	struct mpa mpa[8];
 	unsigned tcounts[2] = { 1, o->threads }, nt = o->threads > 1 ? 2 : 1;
-	unsigned total = 0, step = 0;
+	unsigned total = 3 * nt * o->repeat, step = 0;
 	size_t cap = (size_t)o->threads * o->batch * 2 + 64;
 
-	for (unsigned p = 0; p < 3; p++)
-		total += nt * o->repeat;
 	for (unsigned c = 0; c < ncfs; c++)
 		if (cfs[c]->kind == K_MUTEX)
 			mpa_init(&mpa[c], slabs[c], cap);
 	for (unsigned p = 0; p < 3; p++) {
 		unsigned actions = p == 2 ? 0 : p + 1;
+		struct bench_row *r[2][8];
 
-		for (unsigned ti = 0; ti < nt; ti++) {
-			struct bench_row *r[8];
-
+		for (unsigned ti = 0; ti < nt; ti++)
 			for (unsigned c = 0; c < ncfs; c++) {
-				r[c] = bench_row_add(d, cfs[c]->name, profiles[p],
-						     tcounts[ti], 1, slabs[c]);
+				r[ti][c] = bench_row_add(d, cfs[c]->name,
+							 profiles[p],
+							 tcounts[ti], 1,
+							 slabs[c]);
 				if (blocks_for(cfs[c], slabs[c], o->blocks) != o->blocks)
-					snprintf(r[c]->note, sizeof(r[c]->note),
+					snprintf(r[ti][c]->note,
+						 sizeof(r[ti][c]->note),
 						 "1/16 of the blocks");
 			}
-			for (unsigned k = 0; k < o->repeat; k++) {
-				bench_progress_step(++step, total, k + 1, o->repeat,
-						    "%s, %u thread%s", profiles[p],
-						    tcounts[ti],
+		for (unsigned k = 0; k < o->repeat; k++)
+			for (unsigned ti = 0; ti < nt; ti++) {
+				bench_progress_step(++step, total, k + 1,
+						    o->repeat, "%s, %u thread%s",
+						    profiles[p], tcounts[ti],
 						    tcounts[ti] > 1 ? "s" : "");
 				for (unsigned c = 0; c < ncfs; c++)
 					run_once(cfs[c], &mpa[c], actions,
 						 tcounts[ti],
 						 blocks_for(cfs[c], slabs[c], o->blocks),
-						 o->batch, r[c]);
+						 o->batch, r[ti][c]);
 			}
+		for (unsigned ti = 0; ti < nt; ti++)
 			for (unsigned c = 0; c < ncfs; c++)
-				bench_row_finish(r[c]);
-		}
+				bench_row_finish(r[ti][c]);
 	}
 	for (unsigned c = 0; c < ncfs; c++)
 		if (cfs[c]->kind == K_MUTEX)
@@ -574,8 +668,9 @@ int bench_alloc(const struct bench_opts *o)
 	chunks = (size_t)T * o->batch * 2 / 256 + 8 * (size_t)T + 64;
 	snprintf(name, sizeof(name), "tally-bench-alloc%s",
 		 o->child ? "-child" : "");
+	zone_slots = chunks * TALLY_CHUNK_SLOTS;
 	zone = tally_zone_create(name, &(struct tally_zone_opts){
-					       .capacity = chunks * TALLY_CHUNK_SLOTS });
+					       .capacity = zone_slots });
 	if (!zone)
 		bench_die("tally_zone_create: %s", tally_errmsg());
 	if (tally_zone_usage(zone, &u) < 0)
@@ -583,13 +678,14 @@ int bench_alloc(const struct bench_opts *o)
 	S = u.nslabs;
 
 	if (o->child) {
-		const struct conf *cfs[3] = { &confs[0], &confs[1], &confs[2] };
-		unsigned sl[3] = { S, S, S };
+		const struct conf *cfs[4] = { &confs[0], &confs[1], &confs[2],
+					      &confs[3] };
+		unsigned sl[4] = { S, S, S, S };
 
 		if (S != o->slabs)
 			bench_die("the child has %u slabs, not %u (TALLY_NSLABS "
 				  "ignored?)", S, o->slabs);
-		measure(&d, o, cfs, sl, 3);
+		measure(&d, o, cfs, sl, 4);
 		snprintf(meta, sizeof(meta), "nslabs=%u", S);
 		bench_emit_rows(&d, meta, stdout);
 		tally_zone_destroy(zone);
@@ -615,11 +711,11 @@ int bench_alloc(const struct bench_opts *o)
 			child_rc |= rc;
 		}
 	} else {
-		const struct conf *cfs[4] = { &confs[0], &confs[1], &confs[2],
-					      &confs[0] };
-		unsigned sl[4] = { S, S, S, o->slabs };
+		const struct conf *cfs[5] = { &confs[0], &confs[1], &confs[2],
+					      &confs[3], &confs[0] };
+		unsigned sl[5] = { S, S, S, S, o->slabs };
 
-		measure(&d, o, cfs, sl, o->slabs && o->slabs != S ? 4 : 3);
+		measure(&d, o, cfs, sl, o->slabs && o->slabs != S ? 5 : 4);
 	}
 	baseline_memory(&d, S);
 	if (o->slabs && o->slabs != S)
@@ -649,6 +745,7 @@ int bench_alloc(const struct bench_opts *o)
 		struct bench_row *a1T = bench_row_find(&d, "tally percpu", "1 action", T, 1, S);
 		struct bench_row *a2T = bench_row_find(&d, "tally percpu", "2 actions", T, 1, S);
 		struct bench_row *m1T = bench_row_find(&d, "mutex pcpu_alloc", "1 action", T, 1, S);
+		struct bench_row *p2T = bench_row_find(&d, "tally percpu, processes", "2 actions", T, 1, S);
 		struct bench_row *pair256 = bench_row_find(&d, "tally percpu", "pair", 1, 1, o->slabs);
 		struct bench_row *a1_256 = bench_row_find(&d, "tally percpu", "1 action", 1, 1, o->slabs);
 		struct bench_row *mem = NULL, *mem256 = NULL;
@@ -673,6 +770,11 @@ int bench_alloc(const struct bench_opts *o)
 		snprintf(what, sizeof(what),
 			 "tally percpu 1 action: %u threads vs 1 thread", T);
 		bench_target(&d, what, ">=", 1.6, a1T ? a1T->ratio[1] : NAN, "x");
+		snprintf(what, sizeof(what),
+			 "2 actions: %u threads vs %u processes (zone each)", T, T);
+		bench_target(&d, what, ">=", 0.9,
+			     a2T && p2T ? a2T->rate_st.median / p2T->rate_st.median : NAN,
+			     "x");
 		snprintf(what, sizeof(what),
 			 "tally percpu vs mutex baseline, 1 action, %u threads", T);
 		bench_target(&d, what, ">=", 5, a1T ? a1T->ratio[0] : NAN, "x");

@@ -144,14 +144,14 @@ static void lazy(int writers)
 	CHECK_EQ(r3, r2);
 
 	/* Freeing everything gives the written pages back, but for those
-	 * of the chunks the thread still owns (its current one and KEEP, 8,
+	 * of the chunks the thread still owns (its current one and KEEP, 16,
 	 * kept ones, in alloc.c) and of the few free chunks the zone keeps
 	 * warm (WARM_MAX, 4, in pool.c)... */
 	for (long i = 0; i < n; i++)
 		CHECK_EQ(tally_block_free(z, b[i]), 0);
 	r4 = resident(z);
 	bound = r0 + chunks * 256 + 2 * PAGE +
-		(1 + 8 + 4) * (uint64_t)(writers + 1) * PAGE;
+		(1 + 16 + 4) * (uint64_t)(writers + 1) * PAGE;
 	if (r4 > bound)
 		fail_bytes(__LINE__, "after freeing", r4, bound);
 	/* ...and blocks handed out again are zero, with no page but the one

@@ -36,7 +36,7 @@ TEST(chunks_of_dead_owners_are_taken_back)
 		CHECK(pid >= 0);
 		if (pid == 0) {
 			/* Fill all 8 chunks (the thread keeps them all: its
-			 * current one and up to 8 full ones), free every
+			 * current one and up to 16 full ones), free every
 			 * block as their owner, and die owning the chunks. */
 			static tally_block *b[8 * TALLY_CHUNK_SLOTS];
 

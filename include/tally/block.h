@@ -75,7 +75,7 @@ TALLY_API tally_block *tally_block_alloc(struct tally_zone *z, unsigned nslots,
  *
  * Any thread (or a process that inherited the zone) may free a block.
  * When every block of a chunk is free its pages go back to the system,
- * except for the chunks a thread still owns (its current one and up to 8
+ * except for the chunks a thread still owns (its current one and up to 16
  * full ones per size class, given back when it exits) and up to 4 free
  * chunks a zone keeps for reuse.
  * Return: 0, or -EINVAL when @b is NULL, not a block of @z, or already
