@@ -43,7 +43,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
@@ -150,7 +149,6 @@ static int fallback_copy(void)
  */
 void tally__fallback_postfork_child(void)
 {
-
 	for (unsigned f = 0; f < TALLY__MAX_SLABS; f++)
 		atomic_store_explicit(&fb_owner[f], 0, memory_order_relaxed);
 	atomic_store_explicit(&fb_seed, 0, memory_order_relaxed);
@@ -184,11 +182,9 @@ static int zone_holds(struct tally_zone *z, unsigned f)
 	}
 	fd = atomic_load_explicit(&z->fbfd, memory_order_acquire);
 	if (fd < 0) {
-		char path[64];
 		int expected = -1;
 
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", z->fd);
-		fd = open(path, O_RDWR | O_CLOEXEC);
+		fd = tally__reopen_fd(z->fd, z->path, O_RDWR);
 		if (fd < 0)
 			return 0;
 		if (!atomic_compare_exchange_strong(&z->fbfd, &expected, fd)) {

@@ -12,7 +12,8 @@
 #include "tally/block.h"
 #include "tally/zone.h"
 
-/* A zone as this process sees it.  Read-only after creation. */
+/* A zone as this process sees it.  Read-only after creation but for the
+ * fallback fields (atomics). */
 struct tally_zone {
 	uint64_t id;             /* unique in this process, never reused */
 	struct tally__hdr *hdr;  /* the mapping starts with the header */
@@ -150,6 +151,9 @@ _Static_assert(TALLY__OWNER_OFF == TALLY__RESV_OFF,
  * go of its copies of a zone in tally_zone_destroy() (fallback_detach),
  * and a forked child forgets its parent's (fallback_zone_postfork). */
 #define TALLY__FB_LOCK_BYTE (1ull << 20)
+/* A description of its own (opened with @flags) on the zone file open as
+ * @old, known as @path ("" for an anonymous zone): zone.c. */
+int tally__reopen_fd(int old, const char *path, int flags);
 void tally__fallback_detach(struct tally_zone *z);
 void tally__fallback_zone_postfork(struct tally_zone *z);
 

@@ -178,7 +178,7 @@ static int lock_byte(int fd, short type, off_t byte, int wait)
  * @old: reopened through /proc/self/fd, or by @path when /proc is not
  * mounted (then checked to be the same file).
  */
-static int reopen_fd(int old, const char *path, int flags)
+int tally__reopen_fd(int old, const char *path, int flags)
 {
 	struct stat a, b;
 	char p[64];
@@ -208,7 +208,7 @@ static int take_locks(struct tally_zone *z, int creator, const char *path)
 	int fd, err;
 
 	z->lockfd = -1;
-	fd = reopen_fd(z->fd, path, O_RDONLY);
+	fd = tally__reopen_fd(z->fd, path, O_RDONLY);
 	if (fd < 0)
 		return -1;
 	if (lock_byte(fd, F_RDLCK, TALLY__USE_LOCK_BYTE, 0) < 0 ||
@@ -800,7 +800,7 @@ static int open_shared(const char *path, struct stat *st)
 	for (int i = 0; i < 3; i++) {
 		if (!(st->st_mode & S_IWUSR))
 			fchmod(fd, (st->st_mode & 07777) | S_IWUSR);
-		rw = reopen_fd(fd, path, O_RDWR);
+		rw = tally__reopen_fd(fd, path, O_RDWR);
 		if (rw >= 0 || errno != EACCES || fstat(fd, st) < 0)
 			break;
 	}
