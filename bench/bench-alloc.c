@@ -903,11 +903,8 @@ int bench_alloc(const struct bench_opts *o)
 		bench_print_targets(&d, stdout);
 		printf("SUMMARY %s\n", d.summary);
 	}
-	if (bench_failed(&d))
-		fprintf(stderr, "tally-bench alloc: a correctness check failed "
-			"(see the check column)\n");
 	tally_zone_destroy(zone);
-	if (bench_save(&d, o) < 0)
-		return 1;
-	return bench_failed(&d) || child_rc == 1;
+	return bench_finish(&d, o, "a correctness check failed"
+			    " (see the check column)",
+			    child_rc == 1);
 }

@@ -583,11 +583,8 @@ int bench_counter(const struct bench_opts *o)
 		}
 		printf("SUMMARY %s\n", d.summary);
 	}
-	if (bench_failed(&d))
-		fprintf(stderr, "tally-bench counter: a correctness check "
-			"failed (see the check and note columns)\n");
 	tally_zone_destroy(zone);
-	if (bench_save(&d, o) < 0)
-		return 1;
-	return bench_failed(&d) || child_rc == 1;
+	return bench_finish(&d, o, "a correctness check failed"
+			    " (see the check and note columns)",
+			    child_rc == 1);
 }

@@ -791,24 +791,7 @@ int bench_exporter(const struct bench_opts *o)
 			NWRITERS, kexit, ms);
 		for (unsigned i = 0; i < R_N; i++)
 			json_row(f, &rows[i], i + 1 == R_N);
-		fputs("  ],\n  \"targets\": [\n", f);
-		for (unsigned i = 0; i < d->ntargets; i++) {
-			const struct bench_target *t = &d->targets[i];
-
-			fputs("    {\"what\": ", f);
-			bench_json_str(f, t->what);
-			fputs(", \"limit\": ", f);
-			bench_json_num(f, t->limit);
-			fputs(", \"value\": ", f);
-			bench_json_num(f, t->value);
-			fprintf(f, ", \"met\": %s, \"note\": ",
-				t->met ? "true" : "false");
-			bench_json_str(f, t->note);
-			fprintf(f, "}%s\n", i + 1 < d->ntargets ? "," : "");
-		}
-		fputs("  ],\n  \"summary\": ", f);
-		bench_json_str(f, d->summary);
-		fputs("\n}\n", f);
+		bench_json_targets_end(f, d);
 		if (out == 1)
 			fclose(f);
 	}

@@ -339,11 +339,7 @@ int bench_inflight(const struct bench_opts *o)
 		       "atomic's share is a floor.\n", T, T > 1 ? "s" : "");
 		printf("SUMMARY %s\n", d.summary);
 	}
-	if (bench_failed(&d))
-		fprintf(stderr, "tally-bench inflight: the gauge did not read "
-			"0 (see the check column)\n");
 	tally_zone_destroy(zone);
-	if (bench_save(&d, o) < 0)
-		return 1;
-	return bench_failed(&d);
+	return bench_finish(&d, o, "the gauge did not read 0"
+			    " (see the check column)", 0);
 }

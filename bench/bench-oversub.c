@@ -394,11 +394,7 @@ int bench_oversub(const struct bench_opts *o)
 			       ncpu > 1 ? "s" : "", ncpu, ncpu, ncpu);
 		printf("SUMMARY %s\n", d.summary);
 	}
-	if (bench_failed(&d))
-		fprintf(stderr, "tally-bench oversub: a correctness check "
-			"failed (see the check and note columns)\n");
 	tally_zone_destroy(zone);
-	if (bench_save(&d, o) < 0)
-		return 1;
-	return bench_failed(&d);
+	return bench_finish(&d, o, "a correctness check failed"
+			    " (see the check and note columns)", 0);
 }

@@ -495,10 +495,7 @@ int bench_pernode(const struct bench_opts *o)
 		       ncpu < 4 ? ncpu : 4);
 		printf("SUMMARY %s\n", d.summary);
 	}
-	if (bench_failed(&d) || child_rc == 1)
-		fprintf(stderr, "tally-bench pernode: a correctness check "
-			"failed (see the check and note columns)\n");
-	if (bench_save(&d, o) < 0)
-		return 1;
-	return bench_failed(&d) || child_rc == 1;
+	return bench_finish(&d, o, "a correctness check failed"
+			    " (see the check and note columns)",
+			    child_rc == 1);
 }

@@ -471,16 +471,12 @@ int bench_wakeup(const struct bench_opts *o)
 		       "4 threads share these CPUs");
 		printf("SUMMARY %s\n", d.summary);
 	}
-	if (bench_failed(&d))
-		fprintf(stderr, "tally-bench wakeup: a correctness check failed "
-			"(see the check and note columns)\n");
 	tally_zone_destroy(zone);
 	/*
 	 * No chart: the rows are two configurations at one thread count,
 	 * which the table shows better than two points would.  --plot still
 	 * keeps DIR/wakeup.json with the others.
 	 */
-	if (bench_save(&d, o) < 0)
-		return 1;
-	return bench_failed(&d);
+	return bench_finish(&d, o, "a correctness check failed"
+			    " (see the check and note columns)", 0);
 }

@@ -304,6 +304,40 @@ void bench_json_sample(FILE *f, const char *what, const char *unit,
 	fprintf(f, "]}%s\n", last ? "" : ",");
 }
 
+int bench_finish(const struct bench_doc *d, const struct bench_opts *o,
+		 const char *why, int child_failed)
+{
+	int failed = bench_failed(d) || child_failed;
+
+	if (failed)
+		fprintf(stderr, "tally-bench %s: %s\n", d->bench, why);
+	if (bench_save(d, o) < 0)
+		return 1;
+	return failed;
+}
+
+void bench_json_targets_end(FILE *f, const struct bench_doc *d)
+{
+	fputs("  ],\n  \"targets\": [\n", f);
+	for (unsigned i = 0; i < d->ntargets; i++) {
+		const struct bench_target *t = &d->targets[i];
+
+		fputs("    {\"what\": ", f);
+		bench_json_str(f, t->what);
+		fputs(", \"limit\": ", f);
+		bench_json_num(f, t->limit);
+		fputs(", \"value\": ", f);
+		bench_json_num(f, t->value);
+		fprintf(f, ", \"met\": %s, \"note\": ",
+			t->met ? "true" : "false");
+		bench_json_str(f, t->note);
+		fprintf(f, "}%s\n", i + 1 < d->ntargets ? "," : "");
+	}
+	fputs("  ],\n  \"summary\": ", f);
+	bench_json_str(f, d->summary);
+	fputs("\n}\n", f);
+}
+
 const char *bench_json_fmt(char *buf, double v)
 {
 	if (isfinite(v))

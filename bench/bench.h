@@ -240,6 +240,11 @@ void bench_json_sample(FILE *f, const char *what, const char *unit,
 		       const double *v, unsigned n,
 		       const struct bench_stats *st, int last);
 
+/* The end of a document whose rows came before ("rows": [ ... left
+ * open): closes them, then "targets" (what, limit, value, met, note) and
+ * "summary" from @d, and the document. */
+void bench_json_targets_end(FILE *f, const struct bench_doc *d);
+
 /*
  * The loops several scenarios time (loops.c): @n thread-local adds folded
  * into *@total at the end; @n atomic adds to *@word; @n adds of 1 to slot
@@ -259,6 +264,12 @@ void bench_plot_add(struct bench_doc *d, const struct bench_plot *p);
  * failed (reported on stderr).
  */
 int bench_save(const struct bench_doc *d, const struct bench_opts *o);
+/* The end of a scenario: "tally-bench <bench>: @why" on stderr when a
+ * check failed (in @d, or in a child: @child_failed), the document saved
+ * (bench_save), and the exit status: 0, or 1 for a failed check or a
+ * document that could not be saved. */
+int bench_finish(const struct bench_doc *d, const struct bench_opts *o,
+		 const char *why, int child_failed);
 
 /* DIR/name opened for writing with --plot DIR (created if needed), NULL
  * without --plot or in a child; dies when it cannot be created. */
