@@ -30,8 +30,8 @@
  * add.  A thread that finds no copy of its own (more threads than copies,
  * or the copy held by another process) adds atomically to the slot's
  * baseline word instead (subtracted, as a spilled add): slower, still
- * lossless, attributed to no CPU; it looks for a free copy again every
- * FB_RETRY adds.
+ * lossless, attributed to no CPU; it looks for a free copy again after
+ * FB_RETRY adds, then ever more rarely (fallback_copy()).
  *
  * A copy (rseq or fallback) is written only once its page is reserved in
  * the file (the chunk's reservation line says so, src/layout.h); the first
@@ -61,9 +61,11 @@ void (tally_block_add)(tally_block *b, unsigned slot, int64_t v)
 	tally__block_add(b, slot, v);
 }
 
-/* A thread that found no fallback copy free makes this many adds to the
- * baseline before it looks again. */
-#define FB_RETRY 4096u
+/* A thread that found every fallback copy owned by a living thread
+ * makes FB_RETRY adds to the baseline before it looks again, then twice
+ * as many each time, up to FB_RETRY_MAX. */
+#define FB_RETRY     4096u
+#define FB_RETRY_MAX (1u << 20)
 
 /* fb_owner[f]: the thread of this process that owns fallback copy f. */
 static _Atomic int32_t fb_owner[TALLY__MAX_SLABS];
@@ -96,49 +98,75 @@ static uint64_t new_token(void)
 
 static int thread_gone(int32_t tid)
 {
-	return syscall(SYS_tgkill, getpid(), tid, 0) < 0 && errno == ESRCH;
+	return syscall(SYS_tgkill, tally__thread.fb_pid, tid, 0) < 0 &&
+	       errno == ESRCH;
+}
+
+/* Make fallback copy @f, of the @n, this thread's, if its owner is still
+ * @cur (0: none; or a thread that is gone). */
+static int take_copy(unsigned f, unsigned n, int32_t cur)
+{
+	if (cur != tally__thread.fb_tid &&
+	    !atomic_compare_exchange_strong(&fb_owner[f], &cur,
+					    tally__thread.fb_tid))
+		return 0;
+	if (!tally__thread.fb_token)
+		tally__thread.fb_token = new_token();
+	tally__thread.fb_bit = TALLY__RESV_FALLBACK + f % 256u;
+	tally__thread.fb_delta = (n + f) * TALLY__PAGE;
+	tally__thread.fb_index = f + 1;
+	return 1;
 }
 
 /*
  * The fallback copy of this thread: claimed at its first fallback add,
  * kept while it lives.  Returns the index, or -1 when every copy belongs
- * to a living thread.  Async-signal-safe: a handler that interrupts a
- * claim of the same thread finds the copy already marked with its thread
- * id and takes the same one.
+ * to a living thread.  A copy nobody owns is taken without a system call;
+ * one whose thread is gone (tgkill says ESRCH) takes one a copy.  The
+ * thread's first look asks about every owner; a later one, made after
+ * FB_RETRY adds or more, about one.  Async-signal-safe: a handler that
+ * interrupts a claim of the same thread finds the copy already marked
+ * with its thread id and takes the same one.
  */
 static int fallback_copy(void)
 {
-	unsigned n = tally__cfg.nslabs, start;
-	int32_t tid;
+	unsigned n = tally__cfg.nslabs, start, asks;
 
 	if (__builtin_expect(tally__thread.fb_index != 0, 1))
 		return (int)tally__thread.fb_index - 1;
-	/* Every copy was owned by a living thread a moment ago: look again
-	 * (a system call a copy) only every FB_RETRY adds. */
 	if (tally__thread.fb_later) {
 		tally__thread.fb_later--;
 		return -1;
 	}
-	tid = (int32_t)syscall(SYS_gettid);
-	start = (unsigned)getpid() % n;
+	if (!tally__thread.fb_tid) {
+		tally__thread.fb_pid = (int32_t)getpid();
+		tally__thread.fb_tid = (int32_t)syscall(SYS_gettid);
+	}
+	start = (unsigned)tally__thread.fb_pid % n;
 	for (unsigned i = 0; i < n; i++) {
 		unsigned f = (start + i) % n;
 		int32_t cur = atomic_load_explicit(&fb_owner[f],
 						   memory_order_relaxed);
 
-		if (cur != tid && cur != 0 && !thread_gone(cur))
-			continue;
-		if (cur != tid &&
-		    !atomic_compare_exchange_strong(&fb_owner[f], &cur, tid))
-			continue;
-		if (!tally__thread.fb_token)
-			tally__thread.fb_token = new_token();
-		tally__thread.fb_bit = TALLY__RESV_FALLBACK + f % 256u;
-		tally__thread.fb_delta = (n + f) * TALLY__PAGE;
-		tally__thread.fb_index = f + 1;
-		return (int)f;
+		if ((cur == 0 || cur == tally__thread.fb_tid) &&
+		    take_copy(f, n, cur))
+			return (int)f;
 	}
-	tally__thread.fb_later = FB_RETRY;
+	asks = tally__thread.fb_wait ? 1 : n;
+	for (unsigned i = 0; i < asks; i++) {
+		unsigned f = (start + tally__thread.fb_probe++) % n;
+		int32_t cur = atomic_load_explicit(&fb_owner[f],
+						   memory_order_relaxed);
+
+		if (cur && cur != tally__thread.fb_tid && thread_gone(cur) &&
+		    take_copy(f, n, cur))
+			return (int)f;
+	}
+	if (!tally__thread.fb_wait)
+		tally__thread.fb_wait = FB_RETRY;
+	else if (tally__thread.fb_wait < FB_RETRY_MAX)
+		tally__thread.fb_wait *= 2;
+	tally__thread.fb_later = tally__thread.fb_wait;
 	return -1;
 }
 
@@ -156,6 +184,9 @@ void tally__fallback_postfork_child(void)
 	tally__thread.fb_delta = 0;
 	tally__thread.fb_token = 0;
 	tally__thread.fb_later = 0;
+	tally__thread.fb_wait = 0;
+	tally__thread.fb_tid = 0; /* a thread of its own: a new id */
+	tally__thread.fb_pid = 0;
 }
 
 /*

@@ -134,6 +134,11 @@ struct tally__thread {
 	uint32_t fb_index;       /* fallback copy + 1; 0: not claimed yet */
 	uint32_t fb_later;       /* fallback adds to make before the next
 				    try at a claim, after one failed */
+	uint32_t fb_wait;        /* what fb_later started from last time:
+				    0 before the first failed try */
+	uint32_t fb_probe;       /* the next copy whose owner a retry asks
+				    the kernel about */
+	int32_t fb_tid, fb_pid;  /* gettid() and getpid(), 0 until asked */
 } __attribute__((aligned(32)));
 extern __thread struct tally__thread tally__thread
 	__attribute__((tls_model("initial-exec")));

@@ -638,6 +638,38 @@ TEST(fallback_owns_no_copy_in_older_zones)
 	CHECK_EQ(fallback_copies_after_adds("thisminor", 0, adds), adds);
 }
 
+/* Without rseq, a thread that starts after others ended takes over a
+ * copy of theirs: more threads, one after the other, than there are
+ * copies, each find one of its own (its adds are in a copy, not in the
+ * baseline). */
+static int64_t copies_sum(tally_block *b, unsigned slot);
+
+static void *add_thousand(void *arg)
+{
+	for (int i = 0; i < 1000; i++)
+		tally_block_add(arg, 0, 1);
+	return NULL;
+}
+
+TEST(fallback_copy_of_a_dead_thread_is_taken_over)
+{
+	unsigned threads = 3 * nslabs() + 2;
+
+	if (tally_rseq_active())
+		harness_skip("rseq is active: run with TALLY_NO_RSEQ=1");
+	for (unsigned k = 0; k < threads; k++) {
+		tally_block *b = tally_block_alloc(NULL, 1, TALLY_PERCPU);
+		pthread_t t;
+
+		CHECK(b != NULL);
+		CHECK_EQ(pthread_create(&t, NULL, add_thousand, b), 0);
+		CHECK_EQ(pthread_join(t, NULL), 0);
+		CHECK_EQ(fetch(b, 0), 1000);
+		CHECK_EQ(copies_sum(b, 0), 1000);
+		CHECK_EQ(tally_block_free(NULL, b), 0);
+	}
+}
+
 /* ---- zeroing ---- */
 
 struct zeroer {

@@ -155,7 +155,10 @@ TALLY_API int tally_rseq_active(void);
  * tally_block_add: add @v (signed) to slot @slot of @b.
  *
  * Never locks, allocates or sleeps; makes no system call but the one that
- * reserves a CPU's page at its first add to a chunk.  @slot is not
+ * reserves a CPU's page at its first add to a chunk, and without rseq
+ * those that claim a fallback copy (at a thread's first add, a process's
+ * first add to a zone, and, for a thread that found every copy owned,
+ * one after 4096 adds, then ever more rarely).  @slot is not
  * checked here: it must be below the block's size.
  * This API is MT-safe, async-signal-safe, and safe after fork().
  */
