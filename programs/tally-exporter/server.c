@@ -60,11 +60,17 @@
 #define AUTH_QUEUE_PER_ADDR 2
 
 /* What a request's login came to. */
-enum auth_state { AUTH_UNSEEN, AUTH_PENDING, AUTH_OK, AUTH_BAD, AUTH_STOP };
+enum auth_state {
+	AUTH_UNSEEN, AUTH_PENDING, AUTH_OK, AUTH_BAD, AUTH_STOP,
+	AUTH_NUL,               /* not to be answered but with 400 */
+};
 
 /* One request (libmicrohttpd's per-request pointer), and its place in
  * the login queue while it waits there. */
 struct request {
+	int started;               /* the handler has seen it */
+	const char *raw_uri;       /* the path as sent, and its length up */
+	size_t raw_len;            /* to the first NUL (uri_logged()) */
 	enum auth_state auth;
 	char *user, *pass;
 	unsigned char addr[17];    /* family, then the address bytes */
@@ -578,6 +584,71 @@ static int auth_enqueue(struct server *s, struct MHD_Connection *c,
 	return 0;
 }
 
+/*
+ * The user and password of an "Authorization: Basic" header, decoded
+ * here rather than by libmicrohttpd, which returns C strings: a password
+ * sent as "right<NUL>junk" would be checked as "right".  0 with two
+ * malloc'ed strings, or -EINVAL when the header is absent, malformed, or
+ * holds a NUL byte anywhere.
+ */
+static int basic_credentials(struct MHD_Connection *c, char **user,
+			     char **pass)
+{
+	static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmn"
+				  "opqrstuvwxyz0123456789+/";
+	const char *v = NULL, *colon;
+	size_t n = 0, i, o = 0;
+	unsigned acc = 0, bits = 0;
+	char *dec;
+
+	*user = *pass = NULL;
+	if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, "Authorization",
+					  13, &v, &n) != MHD_YES || !v ||
+	    n < 6 || strncasecmp(v, "Basic ", 6) != 0)
+		return -EINVAL;
+	for (i = 6; i < n && v[i] == ' '; i++)
+		;
+	while (n > i && v[n - 1] == ' ')
+		n--;
+	dec = malloc(n - i + 1);
+	if (!dec)
+		return -EINVAL;
+	for (; i < n && v[i] != '='; i++) {
+		const char *p = v[i] ? strchr(b64, v[i]) : NULL;
+
+		if (!p)
+			goto bad;
+		acc = (acc << 6) | (unsigned)(p - b64);
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			dec[o++] = (char)((acc >> bits) & 0xff);
+		}
+	}
+	for (; i < n; i++)
+		if (v[i] != '=')
+			goto bad;
+	dec[o] = '\0';
+	colon = memchr(dec, ':', o);
+	if (!colon || memchr(dec, '\0', o))
+		goto bad;
+	*user = strndup(dec, (size_t)(colon - dec));
+	*pass = strdup(colon + 1);
+	explicit_bzero(dec, o);
+	free(dec);
+	if (!*user || !*pass) {
+		free(*user);
+		free(*pass);
+		*user = *pass = NULL;
+		return -EINVAL;
+	}
+	return 0;
+bad:
+	explicit_bzero(dec, o);
+	free(dec);
+	return -EINVAL;
+}
+
 static enum MHD_Result unauthorized(struct MHD_Connection *c)
 {
 	static const char body[] = "Unauthorized\n";
@@ -618,30 +689,15 @@ static enum MHD_Result busy(struct MHD_Connection *c, unsigned status,
 static enum auth_state login(struct server *s, struct MHD_Connection *c,
 			     struct request *r, enum MHD_Result *resp)
 {
-	char *pass = NULL, *user;
 	int rc;
 
 	*resp = MHD_YES;
 	if (r->auth != AUTH_UNSEEN)
 		return r->auth;
-	user = MHD_basic_auth_get_username_password(c, &pass);
-	if (!user || !pass) {
-		rc = 0;
-	} else if (wc_cached(s->o.web, user, pass)) {
-		rc = 1;
-	} else {
-		r->user = strdup(user);
-		r->pass = strdup(pass);
-		rc = r->user && r->pass ? 2 : 0;
-	}
-	if (pass) {
-		explicit_bzero(pass, strlen(pass));
-		MHD_free(pass);
-	}
-	if (user)
-		MHD_free(user);
-	if (rc < 2)
-		return r->auth = rc ? AUTH_OK : AUTH_BAD;
+	if (basic_credentials(c, &r->user, &r->pass) < 0)
+		return r->auth = AUTH_BAD;
+	if (wc_cached(s->o.web, r->user, r->pass))
+		return r->auth = AUTH_OK;
 	rc = auth_enqueue(s, c, r);
 	if (rc == -EBUSY)
 		*resp = busy(c, MHD_HTTP_TOO_MANY_REQUESTS, "Too many password "
@@ -669,6 +725,27 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *str)
 	return MHD_http_unescape(str);
 }
 
+/*
+ * A NUL byte sent as such in the request line ends the path early too
+ * ("GET /metrics<NUL>.txt HTTP/1.1").  libmicrohttpd calls this before it
+ * touches the path, with the path NUL-terminated where the space before
+ * the HTTP version was; the handler then checks that the version starts
+ * right after the NUL found here, so a path holding a NUL byte is refused
+ * (400).  The request's context starts here.
+ */
+static void *uri_logged(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	struct request *r = calloc(1, sizeof(*r));
+
+	(void)cls;
+	(void)c;
+	if (r) {
+		r->raw_uri = uri;
+		r->raw_len = strlen(uri);
+	}
+	return r;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
 			      const char *url, const char *method,
 			      const char *version, const char *upload,
@@ -679,9 +756,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
 	int is_index = strcmp(url, "/") == 0;
 	struct request *r = *req;
 
-	(void)version;
 	(void)upload;
-	if (!r) {
+	if (!r)
+		return MHD_NO;  /* out of memory in uri_logged() */
+	if (!r->started) {
 		struct conn *k = conn_of(c);
 
 		/* The request line and headers are in: no deadline while we
@@ -691,12 +769,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
 			k->deadline_ns = 0;
 			pthread_mutex_unlock(&s->conn_lock);
 		}
-		r = calloc(1, sizeof(*r));
-		if (!r)
-			return MHD_NO;
-		*req = r;
+		r->started = 1;
+		if (r->raw_uri != url ||
+		    version != r->raw_uri + r->raw_len + 1)
+			r->auth = AUTH_NUL;
 		return MHD_YES;
 	}
+	if (r->auth == AUTH_NUL)
+		return reply(c, MHD_HTTP_BAD_REQUEST, "text/plain; charset=utf-8",
+			     "Bad request: the path holds a NUL byte\n");
 	if (*upload_size) {
 		/* A body is read and dropped; libmicrohttpd's memory limit
 		 * bounds what one read can hold. */
@@ -887,6 +968,7 @@ struct server *server_start(const struct server_opts *o, char *err,
 			MHD_OPTION_NOTIFY_CONNECTION, notify_conn, s,
 			MHD_OPTION_NOTIFY_COMPLETED, completed, s,
 			MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
+			MHD_OPTION_URI_LOG_CALLBACK, uri_logged, s,
 			MHD_OPTION_END);
 	}
 	if (!s->d) {
