@@ -509,28 +509,45 @@ static void client_addr(struct MHD_Connection *c, unsigned char out[17])
 }
 
 /*
- * The login thread: one bcrypt at a time, in the order the logins came.
+ * The login thread: one bcrypt at a time, in the order the logins came
+ * but for the turns of addresses.
  * After MHD_resume_connection() the request may be answered and freed at
  * once by a network thread, so nothing here touches it afterwards.
  */
 static void *auth_worker(void *arg)
 {
 	struct server *s = arg;
+	unsigned char last[17] = { 0 };
 
 	pthread_mutex_lock(&s->auth_lock);
 	for (;;) {
-		struct request *r;
+		struct request *r, *prev;
 		int ok;
 
 		while (!s->auth_stopping && !s->auth_head)
 			pthread_cond_wait(&s->auth_cond, &s->auth_lock);
 		if (s->auth_stopping)
 			break;
-		r = s->auth_head;
-		s->auth_head = r->next;
-		if (!s->auth_head)
-			s->auth_tail = NULL;
+		/* Addresses take turns: the first login from another address
+		 * than the last one checked goes first, so a client that
+		 * keeps its share of the queue full delays another by one
+		 * bcrypt at most. */
+		prev = NULL;
+		for (r = s->auth_head; r; prev = r, r = r->next)
+			if (memcmp(r->addr, last, sizeof(last)))
+				break;
+		if (!r) {
+			prev = NULL;
+			r = s->auth_head;
+		}
+		if (prev)
+			prev->next = r->next;
+		else
+			s->auth_head = r->next;
+		if (s->auth_tail == r)
+			s->auth_tail = prev;
 		r->next = NULL;
+		memcpy(last, r->addr, sizeof(last));
 		s->auth_running = r;
 		pthread_mutex_unlock(&s->auth_lock);
 		ok = wc_verify(s->o.web, r->user, r->pass);
