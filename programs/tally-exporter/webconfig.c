@@ -454,6 +454,7 @@ int wc_load(const char *path, struct webconfig *wc, char *err, size_t errlen)
 			wc_free(wc);
 			return rc;
 		}
+		wc->key_world_readable = (fst.st_mode & S_IROTH) != 0;
 	}
 	return 0;
 }

@@ -56,6 +56,7 @@ struct webconfig {
 	unsigned nusers;
 	unsigned cost_min, cost_max;  /* over the users */
 	int world_readable;           /* users' hashes readable by others */
+	int key_world_readable;       /* the TLS key readable by others */
 	/* A hash of a random password with cost cost_max, generated at
 	 * load: unknown users are checked against it so that they cost
 	 * what a known user costs. */
@@ -85,7 +86,7 @@ int wc_parse(const char *text, const char *path, struct webconfig *wc,
  * directory, FIFO or device is refused without blocking), parse it, and
  * read the certificate and key files the same way.  Sets
  * wc->world_readable when the file holding users' hashes is readable by
- * others (the caller warns).  Return 0 or a negative errno with a
+ * others, wc->key_world_readable when the TLS key is (the caller warns).  Return 0 or a negative errno with a
  * one-line message in @err.  Not MT-safe on one @wc.
  */
 int wc_load(const char *path, struct webconfig *wc, char *err, size_t errlen);

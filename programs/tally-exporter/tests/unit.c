@@ -276,14 +276,32 @@ static void test_webconfig_files(void)
 	CHECK(wc_load(cfg, &wc, err, sizeof(err)) == 0);
 	CHECK(wc.world_readable == 0);
 	wc_free(&wc);
+	/* So is a world-readable TLS key. */
+	snprintf(cfg, sizeof(cfg), "%s/tls.yml", tmpl);
+	f = fopen(cfg, "w");
+	if (f) {
+		fprintf(f, "tls_server_config:\n  cert_file: %s/users.yml\n"
+			"  key_file: %s/users.yml\n", tmpl, tmpl);
+		fclose(f);
+	}
+	snprintf(path, sizeof(path), "%s/users.yml", tmpl);
+	chmod(path, 0644);
+	CHECK(wc_load(cfg, &wc, err, sizeof(err)) == 0);
+	CHECK(wc.key_world_readable == 1 && wc.world_readable == 0);
+	wc_free(&wc);
+	chmod(path, 0600);
+	CHECK(wc_load(cfg, &wc, err, sizeof(err)) == 0);
+	CHECK(wc.key_world_readable == 0);
+	wc_free(&wc);
+	snprintf(path, sizeof(path), "%s/fifo", tmpl);
 	alarm(0);
 	unlink(cfg);
-	snprintf(cfg, sizeof(cfg), "%s/tls.yml", tmpl);
+	snprintf(cfg, sizeof(cfg), "%s/users.yml", tmpl);
 	unlink(cfg);
 	snprintf(cfg, sizeof(cfg), "%s/empty.yml", tmpl);
 	unlink(cfg);
 	unlink(path);
-	rmdir(tmpl);
+	CHECK(rmdir(tmpl) == 0);
 }
 
 static void test_listen(void)
