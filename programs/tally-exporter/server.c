@@ -763,6 +763,23 @@ static void *uri_logged(void *cls, const char *uri, struct MHD_Connection *c)
 	return r;
 }
 
+/*
+ * Whether the request line of @r held a NUL byte in its path: the path
+ * seen by uri_logged() ended before the HTTP version, which still lies
+ * further in the same line, as libmicrohttpd 0.9 parses it.  (A
+ * libmicrohttpd that kept the version elsewhere would have nothing
+ * refused here, never a good request: exporter-http's NUL test says so.)
+ */
+static int raw_nul(const struct server *s, const struct request *r,
+		   const char *url, const char *version)
+{
+	uintptr_t end = (uintptr_t)r->raw_uri + r->raw_len + 1;
+	uintptr_t v = (uintptr_t)version;
+
+	return r->raw_uri && (uintptr_t)url == (uintptr_t)r->raw_uri &&
+	       v > end && v - end <= s->o.max_request_bytes;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
 			      const char *url, const char *method,
 			      const char *version, const char *upload,
@@ -787,8 +804,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
 			pthread_mutex_unlock(&s->conn_lock);
 		}
 		r->started = 1;
-		if (r->raw_uri != url ||
-		    version != r->raw_uri + r->raw_len + 1)
+		if (raw_nul(s, r, url, version))
 			r->auth = AUTH_NUL;
 		return MHD_YES;
 	}
