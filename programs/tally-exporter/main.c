@@ -384,12 +384,12 @@ int main(int argc, char **argv)
 		so.web = &wc;
 		if (wc.world_readable)
 			fprintf(stderr, PROG ": warning: %s holds password "
-				"hashes and is readable by every user (chmod "
-				"o-r %s)\n", webfile, webfile);
+				"hashes and its mode lets every user read it "
+				"(chmod o-r %s)\n", webfile, webfile);
 		if (wc.key_world_readable)
-			fprintf(stderr, PROG ": warning: the TLS key %s is "
-				"readable by every user (chmod o-r %s)\n",
-				wc.key_file, wc.key_file);
+			fprintf(stderr, PROG ": warning: the mode of the TLS "
+				"key %s lets every user read it (chmod o-r "
+				"%s)\n", wc.key_file, wc.key_file);
 		if (wc.nusers && wc.cost_min != wc.cost_max)
 			fprintf(stderr, PROG ": warning: %s: the users' bcrypt "
 				"costs differ (%u to %u): the time of a failed "

@@ -568,6 +568,7 @@ int wc_verify(struct webconfig *wc, const char *user, const char *password)
 		return 0;
 	out = crypt_r(password, hash, cd);
 	ok = known && out && out[0] != '*' && ct_equal(out, hash);
+	explicit_bzero(cd, sizeof(*cd));
 	free(cd);
 	if (ok && login_tag(wc, user, password, tag) == 0) {
 		/* The oldest entry gives way when the cache is full. */

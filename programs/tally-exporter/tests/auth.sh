@@ -56,7 +56,7 @@ ok "start-up: directory, empty, no users, FIFO, device, cost 31, unreadable: one
 printf 'basic_auth_users:\n  prom: %s\n' "$hash8" >"$dir/web8.yml"
 chmod 644 "$dir/web8.yml"
 start_exporter --web.config.file "$dir/web8.yml"
-[ "$(grep -c 'warning: .*web8.yml holds password hashes and is readable by every user' "$exporter_log")" = 1 ] ||
+[ "$(grep -c 'warning: .*web8.yml holds password hashes and its mode lets every user read it' "$exporter_log")" = 1 ] ||
 	fail "no warning about a world-readable web config: $(cat "$exporter_log")"
 code() { curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$@" || true; }
 [ "$(code -u 'prom:right pass' "http://127.0.0.1:$port/metrics")" = 200 ] || fail "right password"
