@@ -6,7 +6,8 @@
  * Every error a user can make is reported in one line naming what is
  * wrong (exit status 2 for a bad option, 1 for anything else), before
  * the server starts; logs go to stderr; SIGTERM and SIGINT stop the
- * server cleanly (exit status 0).
+ * server cleanly (exit status 0), within STOP_SECONDS whatever is in
+ * flight.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,6 +24,8 @@
 #include <unistd.h>
 #include <dirent.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <time.h>
 #include <arpa/inet.h>
 #include <microhttpd.h>
 
@@ -30,6 +33,10 @@
 #include "server.h"
 
 #define PROG "tally-exporter"
+
+/* After SIGTERM, the process is gone within this many seconds, even when
+ * a request is still in flight (a scrape of a huge segment, a bcrypt). */
+#define STOP_SECONDS 3
 
 static const char usage_text[] =
 "usage: " PROG " [--listen ADDR] [--dir DIR]... [--aggregate] [options]\n"
@@ -71,9 +78,11 @@ static const char usage_text[] =
 "      --web.config.file FILE\n"
 "                           TLS and basic auth (exporter-toolkit format:\n"
 "                           tls_server_config.cert_file/key_file,\n"
-"                           basic_auth_users with bcrypt hashes)\n"
+"                           basic_auth_users with bcrypt hashes of cost 4\n"
+"                           to 12); it must set TLS, users or both\n"
 "      --web.max-connections N         (default 256)\n"
-"      --web.max-connections-per-ip N  (default 128)\n"
+"      --web.max-connections-per-ip N  (default an eighth of the above, 32;\n"
+"                                      at most half of it)\n"
 "      --web.max-request-bytes N       request line + headers (default 16384)\n"
 "      --web.request-timeout SECONDS   to send a request, and idle time\n"
 "                                      (default 10)\n"
@@ -151,6 +160,28 @@ enum {
 	O_SELF, O_ALLOW_GROUP,
 };
 
+/*
+ * The stop timer: a clean stop joins libmicrohttpd's threads, which
+ * finish the request they are in.  Should that take longer than
+ * STOP_SECONDS, the process exits without the rest of the clean-up
+ * (nothing of it outlives the process).
+ */
+static void *stop_timer(void *arg)
+{
+	static const char msg[] = PROG ": requests still in flight after "
+		"3 s: exiting without waiting for them\n";
+	struct timespec ts = { STOP_SECONDS, 0 };
+
+	(void)arg;
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0) {
+		/* Exiting anyway. */
+	}
+	_exit(0);
+	return NULL;
+}
+
 /* The server logs what it removes the same way (server.c). */
 static void expired(const char *path, const char *why, void *arg)
 {
@@ -210,7 +241,7 @@ int main(int argc, char **argv)
 	so.expose.zone_label = "zone";
 	so.expose.self_metrics = 1;
 	so.max_conns = 256;
-	so.max_conns_per_ip = 128;
+	so.max_conns_per_ip = 0;   /* an eighth of max_conns, below */
 	so.max_request_bytes = 16384;
 	so.request_timeout = 10;
 	so.threads = 2;
@@ -315,6 +346,16 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		bad_option("unexpected argument '%s'", argv[optind]);
+	/* One client address may hold at most half of the connections, so
+	 * that a client that opens connections in a loop (or slowly sends
+	 * requests on each) leaves room for a scraper at another address. */
+	if (!so.max_conns_per_ip)
+		so.max_conns_per_ip = so.max_conns / 8 ? so.max_conns / 8 : 1;
+	if (so.max_conns_per_ip > (so.max_conns / 2 ? so.max_conns / 2 : 1))
+		bad_option("--web.max-connections-per-ip %u: at most half of "
+			   "--web.max-connections (%u), so that other "
+			   "addresses keep room", so.max_conns_per_ip,
+			   so.max_conns);
 	if (so.expose.aggregate)
 		so.expose.pid_label = so.expose.process_label = "";
 
@@ -341,6 +382,20 @@ int main(int argc, char **argv)
 		if (wc_load(webfile, &wc, err, sizeof(err)) < 0)
 			fatal("bad web config: %s", err);
 		so.web = &wc;
+		if (wc.world_readable)
+			fprintf(stderr, PROG ": warning: %s holds password "
+				"hashes and its mode lets every user read it "
+				"(chmod o-r %s)\n", webfile, webfile);
+		if (wc.key_world_readable)
+			fprintf(stderr, PROG ": warning: the mode of the TLS "
+				"key %s lets every user read it (chmod o-r "
+				"%s)\n", wc.key_file, wc.key_file);
+		if (wc.nusers && wc.cost_min != wc.cost_max)
+			fprintf(stderr, PROG ": warning: %s: the users' bcrypt "
+				"costs differ (%u to %u): the time of a failed "
+				"login tells users of a lower cost from unknown "
+				"ones; give every user the same cost\n",
+				webfile, wc.cost_min, wc.cost_max);
 	}
 	fd = listen_open(listen_addr, err, sizeof(err), shown, sizeof(shown));
 	if (fd < 0)
@@ -371,6 +426,17 @@ int main(int argc, char **argv)
 	if (sigwait(&sigs, &sig) != 0)
 		sig = SIGTERM;
 	fprintf(stderr, PROG ": %s: stopping\n", strsignal(sig));
+	{
+		pthread_t t;
+		pthread_attr_t a;
+
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		if (pthread_create(&t, &a, stop_timer, NULL) != 0)
+			fprintf(stderr, PROG ": no stop timer: %s\n",
+				strerror(errno));
+		pthread_attr_destroy(&a);
+	}
 	server_stop(srv);
 	for (unsigned i = 0; i < nrules; i++)
 		ex_le_rule_free(&rules[i]);

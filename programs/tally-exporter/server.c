@@ -16,6 +16,17 @@
  * itself.  A connection leaves the list in the CLOSED notification,
  * which libmicrohttpd sends before it closes the socket, so the watchdog
  * never touches a descriptor that was reused.
+ *
+ * Passwords are checked off the network threads: a login that is not
+ * among the recent successes (wc_cached()) suspends its connection and
+ * joins a short queue that one thread works through with bcrypt
+ * (wc_verify()), then resumes it.  So a wrong password holds no network
+ * thread, a scrape with remembered credentials never waits for a bcrypt,
+ * and the queue's bounds (AUTH_QUEUE in all, AUTH_QUEUE_PER_ADDR per
+ * client address) answer a flood of failed logins with 429 instead of
+ * letting it grow.  At stop the queue is emptied and its connections
+ * resumed (libmicrohttpd must not stop with suspended connections), and
+ * the thread finishes at most the one bcrypt it is in.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +51,32 @@
 #ifndef TALLY_VERSION
 #define TALLY_VERSION "0"
 #endif
+
+/* At most this many logins wait for bcrypt or are being checked, and
+ * at most AUTH_QUEUE_PER_ADDR of them from one client address.  With the
+ * largest cost (WC_MAX_COST, ~0.2 s) a full queue is worked through in
+ * under 2 s. */
+#define AUTH_QUEUE 8
+#define AUTH_QUEUE_PER_ADDR 2
+
+/* What a request's login came to. */
+enum auth_state {
+	AUTH_UNSEEN, AUTH_PENDING, AUTH_OK, AUTH_BAD, AUTH_STOP,
+	AUTH_NUL,               /* not to be answered but with 400 */
+};
+
+/* One request (libmicrohttpd's per-request pointer), and its place in
+ * the login queue while it waits there. */
+struct request {
+	int started;               /* the handler has seen it */
+	const char *raw_uri;       /* the path as sent, and its length up */
+	size_t raw_len;            /* to the first NUL (uri_logged()) */
+	enum auth_state auth;
+	char *user, *pass;
+	unsigned char addr[17];    /* family, then the address bytes */
+	struct MHD_Connection *c;
+	struct request *next;
+};
 
 struct conn {
 	int fd;
@@ -63,26 +101,73 @@ struct server {
 	struct conn head;          /* a ring */
 	pthread_t watchdog;
 	int watchdog_started;
+	/* The login queue and its thread. */
+	pthread_mutex_t auth_lock;
+	pthread_cond_t auth_cond;
+	struct request *auth_head, *auth_tail, *auth_running;
+	unsigned auth_queued;      /* waiting, plus the one being checked */
+	int auth_stopping;
+	pthread_t auth_thread;
+	int auth_started;
 };
 
+/* One line, written with one write(2) so that the lines of two threads
+ * never interleave. */
 static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void logf_(const char *fmt, ...)
 {
+	char line[700];
 	va_list ap;
+	int n;
 
-	fputs("tally-exporter: ", stderr);
+	n = snprintf(line, sizeof(line), "tally-exporter: ");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	n = (int)strlen(line);
+	line[n++] = '\n';
+	if (write(STDERR_FILENO, line, (size_t)n) < 0) {
+		/* Nowhere left to say it. */
+	}
 }
+
+/*
+ * libmicrohttpd logs a line for every connection it refuses or that a
+ * client drops: a client that reconnects in a loop would fill the log.
+ * At most LOG_BURST of its lines a minute are written, and then how many
+ * were left out.
+ */
+#define LOG_BURST 20
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t log_window_ns;
+static unsigned log_count, log_dropped;
 
 static void mhd_logger(void *cls, const char *fmt, va_list ap)
 {
+	uint64_t now = ex_now_ns();
+	unsigned dropped = 0;
 	char msg[512];
 	size_t n;
+	int show;
 
 	(void)cls;
+	pthread_mutex_lock(&log_lock);
+	if (now - log_window_ns > 60ull * 1000000000u) {
+		dropped = log_dropped;
+		log_window_ns = now;
+		log_count = log_dropped = 0;
+	}
+	show = log_count < LOG_BURST;
+	if (show)
+		log_count++;
+	else
+		log_dropped++;
+	pthread_mutex_unlock(&log_lock);
+	if (dropped)
+		logf_("libmicrohttpd: %u more messages in the last minute "
+		      "were not logged", dropped);
+	if (!show)
+		return;
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	n = strlen(msg);
 	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
@@ -390,7 +475,310 @@ static struct conn *conn_of(struct MHD_Connection *c)
 	return ci ? ci->socket_context : NULL;
 }
 
-static int marker;
+/* --- Logins ---------------------------------------------------------- */
+
+static void request_free(struct request *r)
+{
+	if (!r)
+		return;
+	if (r->pass) {
+		/* The password leaves no copy behind in freed memory. */
+		explicit_bzero(r->pass, strlen(r->pass));
+		free(r->pass);
+	}
+	free(r->user);
+	free(r);
+}
+
+/* The client address of @c as family + bytes (zeros when unknown). */
+static void client_addr(struct MHD_Connection *c, unsigned char out[17])
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+
+	memset(out, 0, 17);
+	if (sa && sa->sa_family == AF_INET) {
+		out[0] = 4;
+		memcpy(out + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	} else if (sa && sa->sa_family == AF_INET6) {
+		out[0] = 6;
+		memcpy(out + 1, &((const struct sockaddr_in6 *)sa)->sin6_addr,
+		       16);
+	}
+}
+
+/*
+ * The login thread: one bcrypt at a time, in the order the logins came
+ * but for the turns of addresses.
+ * After MHD_resume_connection() the request may be answered and freed at
+ * once by a network thread, so nothing here touches it afterwards.
+ */
+static void *auth_worker(void *arg)
+{
+	struct server *s = arg;
+	unsigned char last[17] = { 0 };
+
+	pthread_mutex_lock(&s->auth_lock);
+	for (;;) {
+		struct request *r, *prev;
+		int ok;
+
+		while (!s->auth_stopping && !s->auth_head)
+			pthread_cond_wait(&s->auth_cond, &s->auth_lock);
+		if (s->auth_stopping)
+			break;
+		/* Addresses take turns: the first login from another address
+		 * than the last one checked goes first, so a client that
+		 * keeps its share of the queue full delays another by one
+		 * bcrypt at most. */
+		prev = NULL;
+		for (r = s->auth_head; r; prev = r, r = r->next)
+			if (memcmp(r->addr, last, sizeof(last)))
+				break;
+		if (!r) {
+			prev = NULL;
+			r = s->auth_head;
+		}
+		if (prev)
+			prev->next = r->next;
+		else
+			s->auth_head = r->next;
+		if (s->auth_tail == r)
+			s->auth_tail = prev;
+		r->next = NULL;
+		memcpy(last, r->addr, sizeof(last));
+		s->auth_running = r;
+		pthread_mutex_unlock(&s->auth_lock);
+		ok = wc_verify(s->o.web, r->user, r->pass);
+		pthread_mutex_lock(&s->auth_lock);
+		r->auth = ok ? AUTH_OK : AUTH_BAD;
+		s->auth_running = NULL;
+		s->auth_queued--;
+		MHD_resume_connection(r->c);
+	}
+	pthread_mutex_unlock(&s->auth_lock);
+	return NULL;
+}
+
+/*
+ * Queue the login of @r and suspend its connection.  Returns 0, or
+ * -EBUSY when the queue (in all or for this address) is full, -ESHUTDOWN
+ * when the server is stopping.  The connection is suspended before the
+ * login thread can see it, so that it is never resumed unsuspended.
+ */
+static int auth_enqueue(struct server *s, struct MHD_Connection *c,
+			struct request *r)
+{
+	unsigned same = 0;
+
+	client_addr(c, r->addr);
+	pthread_mutex_lock(&s->auth_lock);
+	if (s->auth_stopping) {
+		pthread_mutex_unlock(&s->auth_lock);
+		return -ESHUTDOWN;
+	}
+	for (struct request *q = s->auth_head; q; q = q->next)
+		same += memcmp(q->addr, r->addr, sizeof(r->addr)) == 0;
+	if (s->auth_running)
+		same += memcmp(s->auth_running->addr, r->addr,
+			       sizeof(r->addr)) == 0;
+	if (s->auth_queued >= AUTH_QUEUE || same >= AUTH_QUEUE_PER_ADDR) {
+		pthread_mutex_unlock(&s->auth_lock);
+		return -EBUSY;
+	}
+	r->c = c;
+	r->auth = AUTH_PENDING;
+	MHD_suspend_connection(c);
+	if (s->auth_tail)
+		s->auth_tail->next = r;
+	else
+		s->auth_head = r;
+	s->auth_tail = r;
+	s->auth_queued++;
+	pthread_cond_signal(&s->auth_cond);
+	pthread_mutex_unlock(&s->auth_lock);
+	return 0;
+}
+
+/*
+ * The user and password of an "Authorization: Basic" header, decoded
+ * here rather than by libmicrohttpd, which returns C strings: a password
+ * sent as "right<NUL>junk" would be checked as "right".  0 with two
+ * malloc'ed strings, or -EINVAL when the header is absent, malformed, or
+ * holds a NUL byte anywhere.
+ */
+static int basic_credentials(struct MHD_Connection *c, char **user,
+			     char **pass)
+{
+	static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmn"
+				  "opqrstuvwxyz0123456789+/";
+	const char *v = NULL, *colon;
+	size_t n = 0, i, o = 0;
+	unsigned acc = 0, bits = 0;
+	char *dec;
+
+	*user = *pass = NULL;
+	if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, "Authorization",
+					  13, &v, &n) != MHD_YES || !v ||
+	    n < 6 || strncasecmp(v, "Basic ", 6) != 0)
+		return -EINVAL;
+	for (i = 6; i < n && v[i] == ' '; i++)
+		;
+	while (n > i && v[n - 1] == ' ')
+		n--;
+	dec = malloc(n - i + 1);
+	if (!dec)
+		return -EINVAL;
+	for (; i < n && v[i] != '='; i++) {
+		const char *p = v[i] ? strchr(b64, v[i]) : NULL;
+
+		if (!p)
+			goto bad;
+		acc = (acc << 6) | (unsigned)(p - b64);
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			dec[o++] = (char)((acc >> bits) & 0xff);
+		}
+	}
+	for (; i < n; i++)
+		if (v[i] != '=')
+			goto bad;
+	dec[o] = '\0';
+	colon = memchr(dec, ':', o);
+	if (!colon || memchr(dec, '\0', o))
+		goto bad;
+	*user = strndup(dec, (size_t)(colon - dec));
+	*pass = strdup(colon + 1);
+	explicit_bzero(dec, o);
+	free(dec);
+	if (!*user || !*pass) {
+		free(*user);
+		free(*pass);
+		*user = *pass = NULL;
+		return -EINVAL;
+	}
+	return 0;
+bad:
+	explicit_bzero(dec, o);
+	free(dec);
+	return -EINVAL;
+}
+
+static enum MHD_Result unauthorized(struct MHD_Connection *c)
+{
+	static const char body[] = "Unauthorized\n";
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+		sizeof(body) - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
+	enum MHD_Result ret;
+
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
+	ret = MHD_queue_basic_auth_fail_response(c, "tally-exporter", r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result busy(struct MHD_Connection *c, unsigned status,
+			    const char *body)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+		strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);
+	enum MHD_Result ret;
+
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
+	MHD_add_response_header(r, "Retry-After", "1");
+	ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/*
+ * The login of request @r: AUTH_OK, AUTH_BAD, or AUTH_PENDING when its
+ * connection was suspended to wait for the login thread; *@resp is then
+ * a response already queued (429 or 503) when nothing else is to be
+ * done.
+ */
+static enum auth_state login(struct server *s, struct MHD_Connection *c,
+			     struct request *r, enum MHD_Result *resp)
+{
+	int rc;
+
+	*resp = MHD_YES;
+	if (r->auth != AUTH_UNSEEN)
+		return r->auth;
+	if (basic_credentials(c, &r->user, &r->pass) < 0)
+		return r->auth = AUTH_BAD;
+	if (wc_cached(s->o.web, r->user, r->pass))
+		return r->auth = AUTH_OK;
+	rc = auth_enqueue(s, c, r);
+	if (rc == -EBUSY)
+		*resp = busy(c, MHD_HTTP_TOO_MANY_REQUESTS, "Too many password "
+			     "checks waiting: try again\n");
+	else if (rc < 0)
+		*resp = busy(c, MHD_HTTP_SERVICE_UNAVAILABLE, "Stopping\n");
+	if (rc < 0)
+		r->auth = AUTH_STOP;
+	return AUTH_PENDING;
+}
+
+/*
+ * libmicrohttpd decodes %HH in the path before the handler sees it, and
+ * a decoded %00 ends the C string: "/metrics%00.txt" would be served as
+ * "/metrics".  A path holding %00 is left as it was sent, and so matches
+ * no page (404).
+ */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *str)
+{
+	(void)cls;
+	(void)c;
+	for (const char *p = strchr(str, '%'); p; p = strchr(p + 1, '%'))
+		if (p[1] == '0' && p[2] == '0')
+			return strlen(str);
+	return MHD_http_unescape(str);
+}
+
+/*
+ * A NUL byte sent as such in the request line ends the path early too
+ * ("GET /metrics<NUL>.txt HTTP/1.1").  libmicrohttpd calls this before it
+ * touches the path, with the path NUL-terminated where the space before
+ * the HTTP version was; the handler then checks that the version starts
+ * right after the NUL found here, so a path holding a NUL byte is refused
+ * (400).  The request's context starts here.
+ */
+static void *uri_logged(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	struct request *r = calloc(1, sizeof(*r));
+
+	(void)cls;
+	(void)c;
+	if (r) {
+		r->raw_uri = uri;
+		r->raw_len = strlen(uri);
+	}
+	return r;
+}
+
+/*
+ * Whether the request line of @r held a NUL byte in its path: the path
+ * seen by uri_logged() ended before the HTTP version, which still lies
+ * further in the same line, as libmicrohttpd 0.9 parses it.  (A
+ * libmicrohttpd that kept the version elsewhere would have nothing
+ * refused here, never a good request: exporter-http's NUL test says so.)
+ */
+static int raw_nul(const struct server *s, const struct request *r,
+		   const char *url, const char *version)
+{
+	uintptr_t end = (uintptr_t)r->raw_uri + r->raw_len + 1;
+	uintptr_t v = (uintptr_t)version;
+
+	return r->raw_uri && (uintptr_t)url == (uintptr_t)r->raw_uri &&
+	       v > end && v - end <= s->o.max_request_bytes;
+}
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
 			      const char *url, const char *method,
@@ -400,10 +788,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
 	struct server *s = cls;
 	int is_metrics = strcmp(url, "/metrics") == 0;
 	int is_index = strcmp(url, "/") == 0;
+	struct request *r = *req;
 
-	(void)version;
 	(void)upload;
-	if (!*req) {
+	if (!r)
+		return MHD_NO;  /* out of memory in uri_logged() */
+	if (!r->started) {
 		struct conn *k = conn_of(c);
 
 		/* The request line and headers are in: no deadline while we
@@ -413,9 +803,14 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
 			k->deadline_ns = 0;
 			pthread_mutex_unlock(&s->conn_lock);
 		}
-		*req = &marker;
+		r->started = 1;
+		if (raw_nul(s, r, url, version))
+			r->auth = AUTH_NUL;
 		return MHD_YES;
 	}
+	if (r->auth == AUTH_NUL)
+		return reply(c, MHD_HTTP_BAD_REQUEST, "text/plain; charset=utf-8",
+			     "Bad request: the path holds a NUL byte\n");
 	if (*upload_size) {
 		/* A body is read and dropped; libmicrohttpd's memory limit
 		 * bounds what one read can hold. */
@@ -430,29 +825,18 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
 			     "text/plain; charset=utf-8",
 			     "Method not allowed: GET or HEAD\n");
 	if (s->o.web && s->o.web->nusers) {
-		char *pass = NULL;
-		char *user = MHD_basic_auth_get_username_password(c, &pass);
-		int ok = user && pass && wc_check_user(s->o.web, user, pass);
+		enum MHD_Result resp;
 
-		if (user)
-			MHD_free(user);
-		if (pass)
-			MHD_free(pass);
-		if (!ok) {
-			static const char body[] = "Unauthorized\n";
-			struct MHD_Response *r = MHD_create_response_from_buffer(
-				sizeof(body) - 1, (void *)body,
-				MHD_RESPMEM_PERSISTENT);
-			enum MHD_Result ret;
-
-			if (!r)
-				return MHD_NO;
-			MHD_add_response_header(r, "Content-Type",
-						"text/plain; charset=utf-8");
-			ret = MHD_queue_basic_auth_fail_response(
-				c, "tally-exporter", r);
-			MHD_destroy_response(r);
-			return ret;
+		switch (login(s, c, r, &resp)) {
+		case AUTH_OK:
+			break;
+		case AUTH_PENDING:
+			return resp;
+		case AUTH_STOP:
+			return busy(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+				    "Stopping\n");
+		default:
+			return unauthorized(c);
 		}
 	}
 	if (is_index)
@@ -510,6 +894,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **req,
 	struct conn *k = conn_of(c);
 
 	(void)code;
+	request_free(*req);
 	*req = NULL;
 	/* The next request on this connection gets its own time. */
 	if (k) {
@@ -551,7 +936,7 @@ struct server *server_start(const struct server_opts *o, char *err,
 {
 	struct server *s = calloc(1, sizeof(*s));
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-			 MHD_USE_ERROR_LOG;
+			 MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
 	int tls = o->web && o->web->cert_pem;
 
 	if (!s) {
@@ -562,6 +947,8 @@ struct server *server_start(const struct server_opts *o, char *err,
 	pthread_mutex_init(&s->scrape_lock, NULL);
 	pthread_mutex_init(&s->conn_lock, NULL);
 	pthread_cond_init(&s->stop_cond, NULL);
+	pthread_mutex_init(&s->auth_lock, NULL);
+	pthread_cond_init(&s->auth_cond, NULL);
 	s->head.next = s->head.prev = &s->head;
 	if (tls) {
 		if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
@@ -578,6 +965,14 @@ struct server *server_start(const struct server_opts *o, char *err,
 		return NULL;
 	}
 	s->watchdog_started = 1;
+	if (o->web && o->web->nusers) {
+		if (pthread_create(&s->auth_thread, NULL, auth_worker, s)) {
+			snprintf(err, errlen, "cannot start a thread");
+			server_stop(s);
+			return NULL;
+		}
+		s->auth_started = 1;
+	}
 	{
 		struct MHD_OptionItem opts[16];
 		unsigned n = 0;
@@ -605,6 +1000,8 @@ struct server *server_start(const struct server_opts *o, char *err,
 			MHD_OPTION_ARRAY, opts,
 			MHD_OPTION_NOTIFY_CONNECTION, notify_conn, s,
 			MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+			MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
+			MHD_OPTION_URI_LOG_CALLBACK, uri_logged, s,
 			MHD_OPTION_END);
 	}
 	if (!s->d) {
@@ -620,6 +1017,25 @@ void server_stop(struct server *s)
 {
 	if (!s)
 		return;
+	/* No login waits when libmicrohttpd stops: the queued ones are
+	 * answered 503, the one being checked when its bcrypt ends (at most
+	 * WC_MAX_COST), and no connection is suspended after this. */
+	pthread_mutex_lock(&s->auth_lock);
+	s->auth_stopping = 1;
+	while (s->auth_head) {
+		struct request *r = s->auth_head;
+
+		s->auth_head = r->next;
+		r->next = NULL;
+		r->auth = AUTH_STOP;
+		s->auth_queued--;
+		MHD_resume_connection(r->c);
+	}
+	s->auth_tail = NULL;
+	pthread_cond_broadcast(&s->auth_cond);
+	pthread_mutex_unlock(&s->auth_lock);
+	if (s->auth_started)
+		pthread_join(s->auth_thread, NULL);
 	if (s->d)
 		MHD_stop_daemon(s->d);
 	if (s->watchdog_started) {
@@ -634,5 +1050,7 @@ void server_stop(struct server *s)
 	pthread_mutex_destroy(&s->scrape_lock);
 	pthread_mutex_destroy(&s->conn_lock);
 	pthread_cond_destroy(&s->stop_cond);
+	pthread_mutex_destroy(&s->auth_lock);
+	pthread_cond_destroy(&s->auth_cond);
 	free(s);
 }

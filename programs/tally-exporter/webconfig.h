@@ -11,15 +11,42 @@
  * The parser is strict: a key it does not know, a tab, a flow mapping, a
  * value it cannot read is an error naming the line, rather than a setting
  * silently ignored (a security setting that is ignored is worse than a
- * refusal to start).
+ * refusal to start).  It fails closed: a file that is not a regular file,
+ * cannot be read, or sets neither TLS nor users is an error, never a
+ * plain-HTTP server without authentication.
+ *
+ * Password checks are split in two so that the server can keep bcrypt off
+ * its network threads: wc_cached() is fast (a keyed hash of the presented
+ * credentials looked up among the recent successes), wc_verify() is one
+ * bcrypt of a bounded cost (WC_MAX_COST).
  */
 #ifndef TALLY_EXPORTER_WEBCONFIG_H
 #define TALLY_EXPORTER_WEBCONFIG_H
 
+#include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
+
+/*
+ * The largest bcrypt cost accepted: 2^12 rounds take about 0.2 s on a
+ * 2020s x86-64 core, so a wrong password costs a fraction of Prometheus's
+ * 10 s scrape timeout even on a slower machine; cost 13 doubles that, and
+ * a cost of 31 holds a thread for days.  Cost 4 is bcrypt's minimum.
+ */
+#define WC_MIN_COST 4
+#define WC_MAX_COST 12
+/* Remembered successful logins (keyed hashes, never passwords). */
+#define WC_CACHE_SIZE 64
+/* The largest web config, certificate or key file read. */
+#define WC_MAX_FILE (1u << 20)
 
 struct wc_user {
 	char *name, *hash;
+	unsigned cost;
+};
+
+struct wc_cached_login {
+	uint64_t tag[2];
 };
 
 struct webconfig {
@@ -27,29 +54,65 @@ struct webconfig {
 	char *cert_pem, *key_pem;     /* their contents, read at load */
 	struct wc_user *users;
 	unsigned nusers;
+	unsigned cost_min, cost_max;  /* over the users */
+	int world_readable;           /* users' hashes readable by others */
+	int key_world_readable;       /* the TLS key readable by others */
+	/* A hash of a random password with cost cost_max, generated at
+	 * load: unknown users are checked against it so that they cost
+	 * what a known user costs. */
+	char dummy[64];
+	/* The cache: keys of the keyed hash (random at load), and the
+	 * tags of the last WC_CACHE_SIZE successful logins. */
+	uint64_t key[4];
+	pthread_mutex_t cache_lock;
+	struct wc_cached_login cache[WC_CACHE_SIZE];
+	unsigned ncache, next_slot;
+	int initialized;
 };
 
 /*
  * wc_parse: parse the YAML text @text (from @path, for messages) into
- * @wc.  Return 0, or -EINVAL with "PATH:LINE: reason" in @err.
+ * @wc: every hash must be a well-formed bcrypt hash of cost WC_MIN_COST
+ * to WC_MAX_COST, and the file must set TLS or users (or both).  With
+ * users, also draws the cache keys and computes the dummy hash (one
+ * bcrypt of the largest cost).  Return 0, -EINVAL with "PATH:LINE:
+ * reason" in @err, or -ENOMEM.  Not MT-safe on one @wc.
  */
 int wc_parse(const char *text, const char *path, struct webconfig *wc,
 	     char *err, size_t errlen);
 
-/* wc_load: read @path, parse it, and read the certificate and key files.
- * Return 0 or -errno with a one-line message in @err. */
+/*
+ * wc_load: read @path (a regular file of at most WC_MAX_FILE bytes; a
+ * directory, FIFO or device is refused without blocking), parse it, and
+ * read the certificate and key files the same way.  Sets
+ * wc->world_readable when the file holding users' hashes is readable by
+ * others, wc->key_world_readable when the TLS key is (the caller warns).  Return 0 or a negative errno with a
+ * one-line message in @err.  Not MT-safe on one @wc.
+ */
 int wc_load(const char *path, struct webconfig *wc, char *err, size_t errlen);
 
 /*
- * wc_check_user: 1 when @user exists and @password matches its bcrypt
- * hash (crypt_r(3)), else 0.  A user that does not exist costs a bcrypt
- * too, so timing does not tell which users exist.  Successful checks are
- * remembered (in memory) so that a scrape every second does not pay a
- * bcrypt each time.  MT-safe.
+ * wc_cached: 1 when @user and @password are the credentials of one of
+ * the last WC_CACHE_SIZE successful checks, else 0.  Costs two SipHash
+ * computations and a mutex: no bcrypt.  MT-safe.
  */
+int wc_cached(struct webconfig *wc, const char *user, const char *password);
+
+/*
+ * wc_verify: 1 when @user exists and @password matches its bcrypt hash
+ * (crypt_r(3)), else 0; a success is remembered for wc_cached().  An
+ * unknown user is checked against a hash of the largest configured cost,
+ * so the time taken does not tell which users exist (when all users have
+ * the same cost).  Costs one bcrypt: at most WC_MAX_COST.  MT-safe.
+ */
+int wc_verify(struct webconfig *wc, const char *user, const char *password);
+
+/* wc_check_user: wc_cached() or else wc_verify().  MT-safe. */
 int wc_check_user(struct webconfig *wc, const char *user,
 		  const char *password);
 
+/* wc_free: release what wc_parse() or wc_load() allocated.  Not
+ * MT-safe on one @wc. */
 void wc_free(struct webconfig *wc);
 
 #endif /* TALLY_EXPORTER_WEBCONFIG_H */

@@ -86,9 +86,24 @@ scrape -I "$base/metrics" | grep -i '^Content-Type: text/plain' >/dev/null || fa
 [ "$(code "$base/nope")" = 404 ] || fail "404"
 [ "$(code "$base/../../etc/passwd" --path-as-is)" = 404 ] || fail "path traversal"
 [ "$(code "$base/metrics/")" = 404 ] || fail "/metrics/"
+# A decoded %00 would end the path early: /metrics%00.txt is not /metrics.
+[ "$(code --path-as-is "$base/metrics%00.txt")" = 404 ] || fail "/metrics%00.txt"
+[ "$(code --path-as-is "$base/metrics%00")" = 404 ] || fail "/metrics%00"
+[ "$(code --path-as-is "$base/%00/metrics")" = 404 ] || fail "/%00/metrics"
+[ "$(code --path-as-is "$base/%6detrics")" = 200 ] || fail "other escapes are still decoded"
+# ... nor is a NUL byte sent as such (the status of a raw request).
+rawcode() {
+	python3 -c 'import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.sendall(sys.argv[2].encode().replace(b"@", b"\0") + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+print(s.recv(100).split(b" ")[1].decode())' "$port" "$1"
+}
+[ "$(rawcode 'GET /metrics@.txt')" = 400 ] || fail "/metrics<NUL>.txt"
+[ "$(rawcode 'GET /metrics@')" = 400 ] || fail "/metrics<NUL>"
+[ "$(rawcode 'GET /metrics?a=1')" = 200 ] || fail "a query"
 [ "$(code -X POST -d x "$base/metrics")" = 405 ] || fail "POST"
 [ "$(code -X DELETE "$base/metrics")" = 405 ] || fail "DELETE"
-ok "HEAD, 404, 405"
+ok "HEAD, 404 (also for paths holding %00), 405"
 
 # A corrupt segment, a foreign-looking file and a symlink are skipped and
 # counted; the others are still served.

@@ -14,7 +14,8 @@
  *                                exits (TALLY_KEEP unset)
  *   testwriter cleanup           tally_dir_cleanup() of $TALLY_DIR: removes
  *                                the segments of processes that are gone
- *   testwriter hash PASSWORD     a bcrypt hash of PASSWORD (for web configs)
+ *   testwriter hash PASSWORD [COST]  a bcrypt hash of PASSWORD, cost 8 by
+ *                                default (for web configs)
  *
  * Each prints "ready" (fixture) or "done" (run, once FINAL is reached) on
  * stdout, then holds its segment for SECONDS or until SIGTERM, and exits.
@@ -282,13 +283,14 @@ int main(int argc, char **argv)
 		printf("removed %d\n", n);
 		return 0;
 	}
-	if (argc == 3 && strcmp(argv[1], "hash") == 0) {
+	if ((argc == 3 || argc == 4) && strcmp(argv[1], "hash") == 0) {
 		char salt[64];
 		struct crypt_data cd;
 		const char *h;
 
 		memset(&cd, 0, sizeof(cd));
-		if (!crypt_gensalt_rn("$2b$", 8, NULL, 0, salt, sizeof(salt)))
+		if (!crypt_gensalt_rn("$2b$", argc == 4 ? strtoul(argv[3], NULL,
+					10) : 8, NULL, 0, salt, sizeof(salt)))
 			return 1;
 		h = crypt_r(argv[2], salt, &cd);
 		if (!h || h[0] == '*')
@@ -297,6 +299,6 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	fprintf(stderr, "usage: testwriter fixture SECONDS | run SECONDS FINAL "
-		"| many N SECONDS | worker N SECONDS | cleanup | hash PASSWORD\n");
+		"| many N SECONDS | worker N SECONDS | cleanup | hash PASSWORD [COST]\n");
 	return 2;
 }

@@ -1,14 +1,19 @@
 /*
  * unit.c: tally-exporter's parsers and formatter, without a server:
  * le selection, Accept and Accept-Encoding negotiation, the web config
- * parser, --listen parsing, and ex_write() on a hand-made snapshot (exact
+ * parser and loader (costs, hashes, files that are not regular files,
+ * fail-closed rules, the login cache), --listen parsing, and ex_write() on a hand-made snapshot (exact
  * integers, escapes, cumulative buckets, families, OpenMetrics names).
  */
 #define _GNU_SOURCE
+#include <crypt.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "tally/metrics.h"
 #include "tally/reader.h"
@@ -105,23 +110,60 @@ static void test_negotiate(void)
 	CHECK(server_gzip_ok("*"));
 }
 
+/* A bcrypt hash of @pw with @cost, in @out (64 bytes). */
+static void mkhash(const char *pw, unsigned cost, char *out)
+{
+	struct crypt_data cd;
+	char salt[64];
+	const char *h;
+
+	memset(&cd, 0, sizeof(cd));
+	h = crypt_gensalt_rn("$2b$", cost, NULL, 0, salt, sizeof(salt));
+	h = h ? crypt_r(pw, salt, &cd) : NULL;
+	snprintf(out, 64, "%s", h ? h : "");
+}
+
 static void test_webconfig(void)
 {
+	static const char h10[] =
+		"$2y$10$abcdefghijklmnopqrstuu0123456789012345678901234567890";
 	struct webconfig wc;
-	char err[300];
+	char err[600], text[400], h5[64], h6[64];
 
-	CHECK(wc_parse("# comment\ntls_server_config:\n  cert_file: /a.crt\n"
-		       "  key_file: '/b c.key'  # trailing\n\nbasic_auth_users:\n"
-		       "  alice: $2y$10$abcdefghijklmnopqrstuu0123456789012345678"
-		       "901234567\n  bob: \"$2b$04$x\"\n", "w.yml", &wc, err,
-		       sizeof(err)) == 0);
+	CHECK(strlen(h10) == 60);
+	snprintf(text, sizeof(text), "# comment\ntls_server_config:\n"
+		 "  cert_file: /a.crt\n  key_file: '/b c.key'  # trailing\n\n"
+		 "basic_auth_users:\n  alice: %s\n  bob: \"%s\"\n", h10,
+		 "$2b$04$abcdefghijklmnopqrstuu012345678901234567890123456789"
+		 "0");
+	CHECK(wc_parse(text, "w.yml", &wc, err, sizeof(err)) == 0);
 	CHECK(wc.cert_file && strcmp(wc.cert_file, "/a.crt") == 0);
 	CHECK(wc.key_file && strcmp(wc.key_file, "/b c.key") == 0);
 	CHECK(wc.nusers == 2 && strcmp(wc.users[1].name, "bob") == 0);
+	CHECK(wc.cost_min == 4 && wc.cost_max == 10);
+	/* Unknown users are checked against a hash of the largest cost. */
+	CHECK(strncmp(wc.dummy, "$2b$10$", 7) == 0 && strlen(wc.dummy) == 60);
 	wc_free(&wc);
 	CHECK(wc_parse("basic_auth_users:\n  a: plain\n", "w.yml", &wc, err,
 		       sizeof(err)) < 0);
 	CHECK(strstr(err, "w.yml:2:") && strstr(err, "bcrypt"));
+	/* A hash cut short is not a hash (its user could never log in). */
+	CHECK(wc_parse("basic_auth_users:\n  a: $2b$04$x\n", "w.yml", &wc, err,
+		       sizeof(err)) < 0);
+	CHECK(strstr(err, "not a bcrypt hash"));
+	/* Costs: 4 to 12.  31 would hold a thread for days a request. */
+	snprintf(text, sizeof(text), "basic_auth_users:\n  mallory: $2y$31$%s\n",
+		 h10 + 7);
+	CHECK(wc_parse(text, "w.yml", &wc, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "w.yml:2: user 'mallory': bcrypt cost 31 is outside "
+		      "4..12"));
+	snprintf(text, sizeof(text), "basic_auth_users:\n  m: $2y$13$%s\n",
+		 h10 + 7);
+	CHECK(wc_parse(text, "w.yml", &wc, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "cost 13"));
+	snprintf(text, sizeof(text), "basic_auth_users:\n  m: $2y$03$%s\n",
+		 h10 + 7);
+	CHECK(wc_parse(text, "w.yml", &wc, err, sizeof(err)) == -EINVAL);
 	CHECK(wc_parse("http_server_config:\n  http2: false\n", "w.yml", &wc,
 		       err, sizeof(err)) < 0);
 	CHECK(strstr(err, "w.yml:1: unsupported setting"));
@@ -134,11 +176,132 @@ static void test_webconfig(void)
 		       sizeof(err)) < 0);
 	CHECK(wc_parse("tls_server_config:\n  cert_file: x\n   key_file: y\n",
 		       "w", &wc, err, sizeof(err)) < 0);
-	CHECK(wc_parse("basic_auth_users:\n  a: $2y$1\n  a: $2y$2\n", "w", &wc,
-		       err, sizeof(err)) < 0);
+	snprintf(text, sizeof(text), "basic_auth_users:\n  a: %s\n  a: %s\n",
+		 h10, h10);
+	CHECK(wc_parse(text, "w", &wc, err, sizeof(err)) < 0);
 	CHECK(strstr(err, "twice"));
-	CHECK(wc_parse("", "w", &wc, err, sizeof(err)) == 0);
+	/* Fail closed: a config that sets neither TLS nor users, or a
+	 * section left empty, is an error, not a server without auth. */
+	CHECK(wc_parse("", "w", &wc, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "neither"));
+	CHECK(wc_parse("# nothing\n---\n", "w", &wc, err, sizeof(err)) < 0);
+	CHECK(wc_parse("basic_auth_users:\n", "w", &wc, err, sizeof(err)) < 0);
+	CHECK(strstr(err, "w:1: basic_auth_users lists no user"));
+	CHECK(wc_parse("tls_server_config:\nbasic_auth_users:\n  a: x\n", "w",
+		       &wc, err, sizeof(err)) < 0);
+	snprintf(text, sizeof(text), "tls_server_config:\nbasic_auth_users:\n"
+		 "  a: %s\n", h10);
+	CHECK(wc_parse(text, "w", &wc, err, sizeof(err)) < 0);
+	CHECK(strstr(err, "w:1: tls_server_config has no cert_file"));
+
+	/* Checks and the cache: a success is remembered, a failure not. */
+	mkhash("right", 5, h5);
+	mkhash("other", 6, h6);
+	snprintf(text, sizeof(text), "basic_auth_users:\n  u: %s\n  v: %s\n",
+		 h5, h6);
+	CHECK(wc_parse(text, "w", &wc, err, sizeof(err)) == 0);
+	CHECK(wc.cost_min == 5 && wc.cost_max == 6);
+	CHECK(strncmp(wc.dummy, "$2b$06$", 7) == 0);
+	CHECK(!wc_cached(&wc, "u", "right"));
+	CHECK(!wc_verify(&wc, "u", "wrong"));
+	CHECK(!wc_cached(&wc, "u", "wrong"));
+	CHECK(!wc_verify(&wc, "nobody", "right"));
+	CHECK(!wc_verify(&wc, "v", "right"));
+	CHECK(wc_verify(&wc, "u", "right"));
+	CHECK(wc_cached(&wc, "u", "right"));
+	CHECK(!wc_cached(&wc, "v", "right"));
+	CHECK(!wc_cached(&wc, "u", "right "));
+	CHECK(!wc_cached(&wc, "u", "righ"));
+	CHECK(wc_check_user(&wc, "v", "other"));
+	CHECK(wc_cached(&wc, "v", "other") && wc_cached(&wc, "u", "right"));
 	wc_free(&wc);
+}
+
+/* wc_load() on files that are not what they claim: refused at once. */
+static void test_webconfig_files(void)
+{
+	char tmpl[] = "/tmp/exporter-unit.XXXXXX", path[200], cfg[600];
+	char err[600], h5[64];
+	struct webconfig wc;
+	FILE *f;
+
+	if (!mkdtemp(tmpl)) {
+		CHECK(0);
+		return;
+	}
+	/* A FIFO or a directory would block or read as empty: a timer
+	 * turns a hang into a failure. */
+	alarm(20);
+	CHECK(wc_load(tmpl, &wc, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "not a regular file (a directory)"));
+	snprintf(path, sizeof(path), "%s/fifo", tmpl);
+	CHECK(mkfifo(path, 0600) == 0);
+	CHECK(wc_load(path, &wc, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "a FIFO"));
+	CHECK(wc_load("/dev/zero", &wc, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "a device"));
+	CHECK(wc_load("/nonexistent/web.yml", &wc, err, sizeof(err)) ==
+	      -ENOENT);
+	/* An empty file. */
+	snprintf(cfg, sizeof(cfg), "%s/empty.yml", tmpl);
+	f = fopen(cfg, "w");
+	CHECK(f != NULL);
+	if (f)
+		fclose(f);
+	CHECK(wc_load(cfg, &wc, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "neither"));
+	/* A FIFO as the certificate or the key. */
+	snprintf(cfg, sizeof(cfg), "%s/tls.yml", tmpl);
+	f = fopen(cfg, "w");
+	if (f) {
+		fprintf(f, "tls_server_config:\n  cert_file: %s\n"
+			"  key_file: %s\n", path, path);
+		fclose(f);
+	}
+	CHECK(wc_load(cfg, &wc, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "cert_file") && strstr(err, "a FIFO"));
+	/* World-readable hashes are flagged (the exporter warns). */
+	mkhash("pw", 4, h5);
+	snprintf(cfg, sizeof(cfg), "%s/users.yml", tmpl);
+	f = fopen(cfg, "w");
+	if (f) {
+		fprintf(f, "basic_auth_users:\n  u: %s\n", h5);
+		fclose(f);
+	}
+	chmod(cfg, 0644);
+	CHECK(wc_load(cfg, &wc, err, sizeof(err)) == 0);
+	CHECK(wc.world_readable == 1);
+	wc_free(&wc);
+	chmod(cfg, 0640);
+	CHECK(wc_load(cfg, &wc, err, sizeof(err)) == 0);
+	CHECK(wc.world_readable == 0);
+	wc_free(&wc);
+	/* So is a world-readable TLS key. */
+	snprintf(cfg, sizeof(cfg), "%s/tls.yml", tmpl);
+	f = fopen(cfg, "w");
+	if (f) {
+		fprintf(f, "tls_server_config:\n  cert_file: %s/users.yml\n"
+			"  key_file: %s/users.yml\n", tmpl, tmpl);
+		fclose(f);
+	}
+	snprintf(path, sizeof(path), "%s/users.yml", tmpl);
+	chmod(path, 0644);
+	CHECK(wc_load(cfg, &wc, err, sizeof(err)) == 0);
+	CHECK(wc.key_world_readable == 1 && wc.world_readable == 0);
+	wc_free(&wc);
+	chmod(path, 0600);
+	CHECK(wc_load(cfg, &wc, err, sizeof(err)) == 0);
+	CHECK(wc.key_world_readable == 0);
+	wc_free(&wc);
+	snprintf(path, sizeof(path), "%s/fifo", tmpl);
+	alarm(0);
+	unlink(cfg);
+	snprintf(cfg, sizeof(cfg), "%s/users.yml", tmpl);
+	unlink(cfg);
+	snprintf(cfg, sizeof(cfg), "%s/empty.yml", tmpl);
+	unlink(cfg);
+	unlink(path);
+	CHECK(rmdir(tmpl) == 0);
 }
 
 static void test_listen(void)
@@ -392,6 +555,7 @@ int main(void)
 	test_le();
 	test_negotiate();
 	test_webconfig();
+	test_webconfig_files();
 	test_listen();
 	test_write();
 	test_retain();

@@ -1,0 +1,165 @@
+"""Hostile clients for exporter-auth (auth.sh).  argv: COMMAND PORT ...
+
+timing PORT USER PASSWORD
+    Median time of a failed login with a known user and with an unknown
+    one, interleaved (21 each, after 4 of warm-up).  Exit 0 when the two
+    medians are within 10% of each other (3 tries: the machine is shared).
+flood PORT USER PASSWORD SECONDS
+    24 clients from 127.0.0.1 send wrong passwords without pause while a
+    client from 127.0.0.2 logs in (the first login: not remembered yet)
+    and then scrapes every 0.2 s.  Exit 0 when every scrape of the right
+    client got 200 within 1 s (the first login, which waits for bcrypt
+    behind the attacker's, within 5 s).
+slow PORT SECONDS NCONN MAXHELD
+    NCONN clients from 127.0.0.1 open connections and send a request one
+    byte a second, reconnecting when cut, while a client from 127.0.0.2
+    scrapes every 0.5 s.  Exit 0 when every scrape got 200 within 1 s and
+    the attacker never held more than MAXHELD connections at once.
+"""
+import base64, socket, statistics, subprocess, sys, threading, time
+
+cmd, port = sys.argv[1], int(sys.argv[2])
+
+
+def request(src, path="/metrics", auth=None, timeout=10):
+    """One GET on a new connection from address src: (status, seconds)."""
+    t = time.monotonic()
+    s = socket.socket()
+    s.settimeout(timeout)
+    try:
+        s.bind((src, 0))
+        s.connect(("127.0.0.1", port))
+        h = "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" % path
+        if auth:
+            h += "Authorization: Basic %s\r\n" % base64.b64encode(
+                auth.encode()).decode()
+        s.sendall((h + "\r\n").encode())
+        data = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+        status = int(data.split(b" ", 2)[1]) if data else 0
+    except (OSError, ValueError, IndexError):
+        status = 0
+    finally:
+        s.close()
+    return status, time.monotonic() - t
+
+
+def timing(user, password):
+    for attempt in range(3):
+        known, unknown = [], []
+        for i in range(25):
+            a = request("127.0.0.1", auth="%s:wrong%d" % (user, i))
+            b = request("127.0.0.1", auth="nosuchuser%d:wrong%d" % (i, i))
+            if a[0] != 401 or b[0] != 401:
+                print("unexpected status", a[0], b[0])
+                return 1
+            if i >= 4:
+                known.append(a[1])
+                unknown.append(b[1])
+        mk, mu = statistics.median(known), statistics.median(unknown)
+        ratio = mu / mk
+        print("failed login: known user %.1f ms, unknown user %.1f ms "
+              "(medians of 21, ratio %.3f)" % (mk * 1e3, mu * 1e3, ratio))
+        if 0.9 <= ratio <= 1.1:
+            return 0
+    return 1
+
+
+def flood(user, password, seconds):
+    end = time.monotonic() + seconds
+    codes = {}
+    lock = threading.Lock()
+
+    def attacker(k):
+        i = 0
+        while time.monotonic() < end:
+            st, _ = request("127.0.0.1", auth="%s:bad%d.%d" % (user, k, i))
+            i += 1
+            with lock:
+                codes[st] = codes.get(st, 0) + 1
+
+    ts = [threading.Thread(target=attacker, args=(k,)) for k in range(24)]
+    for t in ts:
+        t.start()
+    time.sleep(0.5)
+    good = "%s:%s" % (user, password)
+    st, first = request("127.0.0.2", auth=good)
+    worst, n, bad = 0.0, 0, 0
+    while time.monotonic() < end - 0.3:
+        s2, dt = request("127.0.0.2", auth=good)
+        n += 1
+        worst = max(worst, dt)
+        bad += s2 != 200 or dt > 1.0
+        time.sleep(0.2)
+    for t in ts:
+        t.join()
+    print("flood of wrong passwords (status: count) %s; first login: %d in "
+          "%.2f s; then %d scrapes, %d slow or failed, slowest %.2f s" %
+          (dict(sorted(codes.items())), st, first, n, bad, worst))
+    return 0 if st == 200 and first < 5.0 and n > 0 and bad == 0 else 1
+
+
+def slow(seconds, nconn, maxheld):
+    end = time.monotonic() + seconds
+    held = [0]
+
+    def one():
+        while time.monotonic() < end:
+            s = socket.socket()
+            s.settimeout(5)
+            try:
+                s.bind(("127.0.0.1", 0))
+                s.connect(("127.0.0.1", port))
+                s.sendall(b"GET /metrics HTTP/1.1\r\n")
+                while time.monotonic() < end:
+                    time.sleep(1)
+                    s.sendall(b"X")
+            except OSError:
+                pass
+            s.close()
+            time.sleep(0.05)
+
+    def count():
+        # Connections from 127.0.0.1 that the exporter accepted and holds
+        # (ss -p names the process of a socket; one still in the listen
+        # backlog has none).
+        while time.monotonic() < end:
+            out = subprocess.run(
+                ["ss", "-tnHp", "state", "established", "( sport = :%d )" %
+                 port], capture_output=True, text=True).stdout
+            held[0] = max(held[0], sum(
+                1 for l in out.splitlines()
+                if "users:((" in l and l.split()[3].startswith("127.0.0.1:")))
+            time.sleep(0.25)
+
+    ts = [threading.Thread(target=one, daemon=True) for _ in range(nconn)]
+    for t in ts:
+        t.start()
+    c = threading.Thread(target=count, daemon=True)
+    c.start()
+    time.sleep(1.0)
+    worst, n, bad = 0.0, 0, 0
+    while time.monotonic() < end - 0.5:
+        st, dt = request("127.0.0.2", timeout=15)
+        n += 1
+        worst = max(worst, dt)
+        bad += st != 200 or dt > 1.0
+        time.sleep(0.5)
+    c.join()
+    print("%d slow connections cycling from 127.0.0.1 (at most %d held by "
+          "the exporter); %d scrapes from 127.0.0.2, %d slow or failed, "
+          "slowest %.2f s" % (nconn, held[0], n, bad, worst))
+    return 0 if n > 0 and bad == 0 and held[0] <= maxheld else 1
+
+
+if cmd == "timing":
+    sys.exit(timing(sys.argv[3], sys.argv[4]))
+elif cmd == "flood":
+    sys.exit(flood(sys.argv[3], sys.argv[4], float(sys.argv[5])))
+elif cmd == "slow":
+    sys.exit(slow(float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])))
+sys.exit(2)
