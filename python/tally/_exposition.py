@@ -13,6 +13,10 @@ the series _native.Family keeps for them (family.c says which):
   <n>:bucket{le=...}, <n>_sum, <n>_sum:frac_u
                                    a histogram: counts per bucket (not
                                    cumulative), the sum
+  <n>:summary:bucket{le="+Inf"}, <n>:summary_sum, ...
+                                   a summary: its count and sum
+  <n>:info{...,pairs}              an Info: 1 for the current pairs
+  <n>:enum{...,<n>=state}          an Enum: 1 for the current state
 
 Series that C code registered are shown as they are (counters, gauges).
 generate_latest() writes text format 0.0.4, or OpenMetrics 1.0.0 with
@@ -37,6 +41,9 @@ _SCALE = float(_native.FRAC_SCALE)
 _FRAC = _native.SFX_FRAC
 _BUCKET = _native.SFX_BUCKET
 _SETNS = _native.SFX_SETNS
+_SUMMARY = _native.SFX_SUMMARY
+_INFO = _native.SFX_INFO
+_ENUM = _native.SFX_ENUM
 _GAUGE_RE = re.compile(r"^(.*):gauge(?:_([a-z]+))?$")
 
 Labels = Tuple[Tuple[str, str], ...]
@@ -145,6 +152,17 @@ def read(registry: Optional[CollectorRegistry] = None,
             f = fams[key] = MetricFamily(name, typ, help_, unit)
         return f
 
+    def hfamily(b: str, help_: str, unit: str) -> MetricFamily:
+        """The family of a histogram's (or a summary's) series."""
+        if b.endswith(_SUMMARY):
+            return family("h:" + b, b[:-len(_SUMMARY)], "summary", help_,
+                          unit)
+        return family("h:" + b, b, "histogram", help_, unit)
+
+    # Enums: per tally name, per label set (the state taken out):
+    # [(state, value)] in the order of the states.
+    enums: Dict[str, Dict[Labels, List[Tuple[str, float]]]] = {}
+
     # Families in the order their series first appear (registration).
     order: Dict[str, None] = {}
     for name in meta:
@@ -165,14 +183,27 @@ def read(registry: Optional[CollectorRegistry] = None,
             continue
         if role == "bucket":
             rest, le = _without(labels, "le")
-            family("h:" + b, b, "histogram", help_, unit)
+            hfamily(b, help_, unit)
             per = hbuckets.setdefault(b, {}).setdefault(rest, {})
             per[le or "+Inf"] = per.get(le or "+Inf", 0) + int(v)
             continue
         if role == "sum":
             frac = fracs.get((name, labels), 0)
             hsum.setdefault(b, {})[labels] = int(v) + frac / _SCALE
-            family("h:" + b, b, "histogram", help_, unit)
+            hfamily(b, help_, unit)
+            continue
+        if kind == _native.TALLY_FGAUGE and name.endswith(_INFO):
+            metric = name[:-len(_INFO)]
+            f = family(name, metric, "info", help_, unit)
+            if v == 1.0:
+                f.samples.append(Sample(metric + "_info", dict(labels), v))
+            continue
+        if kind == _native.TALLY_FGAUGE and name.endswith(_ENUM):
+            metric = name[:-len(_ENUM)]
+            family(name, metric, "stateset", help_, unit)
+            rest, state = _without(labels, metric)
+            enums.setdefault(name, {}).setdefault(rest, []).append(
+                (state or "", float(v)))
             continue
         m = _GAUGE_RE.match(name) if kind == _native.TALLY_FGAUGE \
             else None
@@ -198,9 +229,26 @@ def read(registry: Optional[CollectorRegistry] = None,
             f = family(name, name, "gauge", help_, unit)
             f.samples.append(Sample(name, dict(labels), float(v)))
 
+    # Enums: one sample per state; before any state(), the first.
+    for name, per_labels in enums.items():
+        f = fams[name]
+        for labels, states in per_labels.items():
+            first = not any(v == 1.0 for _, v in states)
+            for i, (state, v) in enumerate(states):
+                one = 1.0 if (v == 1.0 or (first and i == 0)) else 0.0
+                f.samples.append(Sample(f.name, dict(
+                    labels + ((f.name, state),)), one))
+
     # Histograms: cumulative buckets, +Inf == _count.
     for b, per_labels in hbuckets.items():
         f = fams["h:" + b]
+        if f.type == "summary":
+            for labels, counts in per_labels.items():
+                f.samples.append(Sample(f.name + "_count", dict(labels),
+                                        float(counts.get("+Inf", 0))))
+                f.samples.append(Sample(f.name + "_sum", dict(labels),
+                                        hsum.get(b, {}).get(labels, 0.0)))
+            continue
         for labels, counts in per_labels.items():
             bounds = sorted(counts, key=float)
             acc = 0
@@ -271,6 +319,11 @@ def format_text(families: List[MetricFamily]) -> str:
         typ = f.type
         if typ == "counter":
             mname = f.name + "_total"
+        elif typ == "info":
+            mname = f.name + "_info"
+            typ = "gauge"
+        elif typ == "stateset":
+            typ = "gauge"
         elif typ == "unknown":
             typ = "untyped"
         out.append(f"# HELP {mname} {escape_help(f.documentation)}\n")

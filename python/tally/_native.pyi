@@ -6,6 +6,9 @@ SFX_FRAC: str
 SFX_BUCKET: str
 SFX_SUM: str
 SFX_SETNS: str
+SFX_SUMMARY: str
+SFX_INFO: str
+SFX_ENUM: str
 KIND_COUNTER: int
 KIND_GAUGE: int
 KIND_HISTOGRAM: int
@@ -51,6 +54,7 @@ class _Base:
 
 class CounterBase(_Base):
     def inc(self, amount: float = 1, exemplar: Any = None) -> None: ...
+    def _get(self) -> float: ...
 
 class GaugeBase(_Base):
     def inc(self, amount: float = 1) -> None: ...
@@ -60,6 +64,8 @@ class GaugeBase(_Base):
 
 class HistogramBase(_Base):
     def observe(self, amount: float, exemplar: Any = None) -> None: ...
+    def _get_sum(self) -> float: ...
+    def _get_bucket(self, i: int) -> float: ...
 
 Series = Tuple[str, int, str, str, Tuple[Tuple[str, str], ...], int,
                Optional[Tuple[int, int, int, Tuple[int, ...]]]]
