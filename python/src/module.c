@@ -11,6 +11,12 @@ static PyMethodDef module_methods[] = {
 	{ "claim", tpy_claim, METH_VARARGS,
 	  "claim(zone, name, definition): define @name in @zone, or check "
 	  "that every process defines it the same" },
+	{ "unit_value", tpy_unit_value, METH_VARARGS,
+	  "unit_value(v, unit, point=False): @v in the base unit, or None" },
+	{ "unit_name", tpy_unit_name, METH_VARARGS,
+	  "unit_name(name, unit) -> (name, unit) as readers show them" },
+	{ "bucket_upper", tpy_bucket_upper, METH_VARARGS,
+	  "bucket_upper(i, sub_bits): the upper edge of a tally bucket" },
 	{ NULL, NULL, 0, NULL },
 };
 

@@ -139,5 +139,9 @@ extern PyTypeObject TpyCounter_Type, TpyGauge_Type, TpyHistogram_Type;
 
 PyObject *tpy_read(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *tpy_zone_info(PyObject *self, PyObject *arg);
+/* Base units (tally/reader.h, tally_unit_*) and tally's bucket edges. */
+PyObject *tpy_unit_value(PyObject *self, PyObject *args);
+PyObject *tpy_unit_name(PyObject *self, PyObject *args);
+PyObject *tpy_bucket_upper(PyObject *self, PyObject *args);
 
 #endif /* TALLY_PY_NATIVE_H */
