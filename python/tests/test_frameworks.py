@@ -21,6 +21,7 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+import tally
 from conftest import HERE, child_env
 
 GUNICORN = os.path.join(os.path.dirname(sys.executable), "gunicorn")
@@ -293,3 +294,10 @@ def test_workers_killed_never_go_backwards(framework, tally_dir, tmp_path):
     lost = 0 if framework == "flask" else 3 * kills
     assert N - lost <= final - before <= N + failed, \
         (final, before, failed, kills)
+    # The values were in the zone, not in the multiprocess directory, and
+    # stay there after the server is gone.
+    assert os.listdir(server.mpdir) == []
+    res = tally.read(dir=tally_dir, zone=f"fw-{framework}")
+    assert [s.value for f in res.families for s in f.samples
+            if s.name == server.sample and s.labels == server.labels] == \
+        [final]
