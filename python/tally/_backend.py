@@ -27,6 +27,10 @@ of this module holds one per metric name and kind):
 
 prometheus_client's Info and Enum hold their values in the process (they
 are not supported by its multiprocess mode either).
+
+A worker's own registry shows every child of the zone: before a parent
+metric is collected, the children other processes made are made here too
+(the zone is read once per scrape), and each value's get() is the zone's.
 """
 from __future__ import annotations
 
@@ -209,8 +213,8 @@ class TallyValue:
             return float(c._get_sum())
         if role == "bucket":
             return float(c._get_bucket(self._index))
-        return float(c._get_bucket(len(c._upper_bounds) - 1)
-                     if self._typ == "summary" else 0.0)
+        # A summary's _count: its one bucket (+Inf).
+        return float(c._get_bucket(0))
 
 
 def _collector_init(self: Any, registry: Any, path: Optional[str] = None
@@ -226,6 +230,75 @@ def _collector_collect(self: Any) -> Any:
     return self._tally.collect()
 
 
+# The zone's families, read once per registry collection (a scrape): see
+# _metric_collect().
+_scrape = threading.local()
+
+
+def _zone_families() -> Any:
+    fams = getattr(_scrape, "families", None)
+    if fams is None:
+        from ._exposition import read
+        fams = {}
+        for f in read(_registry()).families:
+            fams.setdefault(f.name, []).append(f)
+        if getattr(_scrape, "depth", 0):
+            _scrape.families = fams
+    return fams
+
+
+def _sync_children(metric: Any) -> None:
+    """Make, in this process, the children of @metric (a parent) that
+    other processes made: a worker's own registry then shows every
+    child of the zone, each value the zone's (TallyValue.get())."""
+    names = metric._labelnames
+    have = metric._metrics
+    for f in _zone_families().get(metric._name, ()):
+        if f.type != metric._type:
+            continue
+        seen = set()
+        for smp in f.samples:
+            try:
+                values = tuple(smp.labels[n] for n in names)
+            except KeyError:
+                continue
+            if values in seen or values in have:
+                continue
+            seen.add(values)
+            metric.labels(*values)
+
+
+def _registry_collect(orig: Any) -> Any:
+    def collect(self: Any) -> Any:
+        # One zone read for the whole scrape, whatever the number of
+        # metrics (each one's collect() asks for it).
+        _scrape.depth = getattr(_scrape, "depth", 0) + 1
+        try:
+            yield from orig(self)
+        finally:
+            _scrape.depth -= 1
+            if not _scrape.depth:
+                _scrape.families = None
+    collect.__doc__ = orig.__doc__
+    return collect
+
+
+def _metric_collect(orig: Any) -> Any:
+    def collect(self: Any) -> Any:
+        if self._type in _KINDS and self._is_parent() and \
+                getattr(self, "_tally_backed", False):
+            try:
+                _sync_children(self)
+            except (OSError, ValueError):
+                pass  # show what this process has
+        return orig(self)
+    collect.__doc__ = orig.__doc__
+    return collect
+
+
+_KINDS = ("counter", "gauge", "histogram", "summary")
+
+
 def use(zone: Optional[str] = None) -> None:
     """Make prometheus_client store every value it creates from now on
     in tally: its Counter, Gauge, Histogram and Summary, the
@@ -236,7 +309,7 @@ def use(zone: Optional[str] = None) -> None:
     does nothing.  ImportError when prometheus_client is not installed.
     This API is MT-safe."""
     global _installed, _zone_name
-    from prometheus_client import multiprocess, values
+    from prometheus_client import metrics, multiprocess, registry, values
 
     with _lock:
         if _installed:
@@ -248,6 +321,21 @@ def use(zone: Optional[str] = None) -> None:
         # reads the zone too.
         multiprocess.MultiProcessCollector.__init__ = _collector_init
         multiprocess.MultiProcessCollector.collect = _collector_collect
+        # A worker's own registry (generate_latest(), start_http_server,
+        # make_wsgi_app without MultiProcessCollector) shows the children
+        # other workers made too.
+        metrics.MetricWrapperBase.collect = _metric_collect(
+            metrics.MetricWrapperBase.collect)
+        registry.CollectorRegistry.collect = _registry_collect(
+            registry.CollectorRegistry.collect)
+        init = metrics.MetricWrapperBase.__init__
+
+        def __init__(self: Any, *args: Any, **kw: Any) -> None:
+            # Metrics made from now on hold their values in tally.
+            self._tally_backed = True
+            init(self, *args, **kw)
+        __init__.__doc__ = init.__doc__
+        metrics.MetricWrapperBase.__init__ = __init__  # type: ignore
         _installed = True
 
 

@@ -84,7 +84,8 @@ class Server:
     """gunicorn with 2 workers recycled every 25 requests, in its own
     session, stopped by stop()."""
 
-    def __init__(self, framework, mode, tally_dir, tmp_path):
+    def __init__(self, framework, mode, tally_dir, tmp_path,
+                 multiproc_dir=True):
         app, worker, self.sample, self.labels = FRAMEWORKS[framework]
         self.port = _free_port()
         mpdir = tmp_path / f"mp-{mode}"
@@ -94,6 +95,8 @@ class Server:
         # end makes that collector read the zone.
         env = child_env(tally_dir, FRAMEWORK_APP=framework,
                         PROMETHEUS_MULTIPROC_DIR=str(mpdir))
+        if not multiproc_dir:
+            del env["PROMETHEUS_MULTIPROC_DIR"]
         if mode == "tally":
             env["TALLY_PROMETHEUS_CLIENT"] = "1"
             env["TALLY_ZONE"] = f"fw-{framework}"
@@ -301,3 +304,20 @@ def test_workers_killed_never_go_backwards(framework, tally_dir, tmp_path):
     assert [s.value for f in res.families for s in f.samples
             if s.name == server.sample and s.labels == server.labels] == \
         [final]
+
+
+def test_default_registry_of_a_worker(framework, tally_dir, tmp_path):
+    """Without PROMETHEUS_MULTIPROC_DIR the frameworks serve /metrics
+    from prometheus_client's default registry, in whichever worker gets
+    the scrape: on tally it shows every worker's requests too."""
+    server = Server(framework, "tally", tally_dir, tmp_path,
+                    multiproc_dir=False)
+    try:
+        before = server.count()
+        _drive(server)
+        # Several scrapes: different workers answer them.
+        counts = {server.count() for _ in range(6)}
+    finally:
+        server.stop()
+    # The scrape requests themselves are counted under /metrics, not /.
+    assert counts == {before + N}, (counts, before)

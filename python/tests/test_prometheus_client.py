@@ -47,7 +47,8 @@ APP = textwrap.dedent('''
     print(json.dumps(dict(
         value_class=values.ValueClass.__name__,
         get=C.labels("GET")._value.get(),
-        text=generate_latest(reg).decode())))
+        text=generate_latest(reg).decode(),
+        own=generate_latest().decode())))
 ''')
 
 EXPECTED = """\
@@ -87,6 +88,15 @@ def test_unchanged_app_on_tally(how, tally_dir, tmp_path):
     # get() of a value is the zone's total, every worker's adds in.
     assert out["get"] == 3001.0
     assert out["text"] == EXPECTED
+    # The program's own default registry shows the children only the
+    # workers made, with the zone's totals.
+    own = out["own"].splitlines()
+    for line in ('app_requests_total{method="GET"} 3001.0',
+                 'app_requests_total{method="POST1"} 0.25',
+                 'app_latency_seconds_bucket{le="+Inf",route="/"} 6.0',
+                 'app_latency_seconds_sum{route="/"} 15.15',
+                 'app_size_bytes_count 3.0'):
+        assert line in own, out["own"]
     # The same series, read by tally's own reader.
     res = tally.read(dir=tally_dir, zone="promclient")
     assert [s.value for f in res.families for s in f.samples
