@@ -30,7 +30,9 @@ are not supported by its multiprocess mode either).
 
 A worker's own registry shows every child of the zone: before a parent
 metric is collected, the children other processes made are made here too
-(the zone is read once per scrape), and each value's get() is the zone's.
+(the zone is read once per scrape), and each value's get() is the zone's;
+the default registry also shows the zone's metrics that this process has
+not defined (yet).
 """
 from __future__ import annotations
 
@@ -268,13 +270,37 @@ def _sync_children(metric: Any) -> None:
             metric.labels(*values)
 
 
-def _registry_collect(orig: Any) -> Any:
+def _to_metric(f: Any) -> Any:
+    from prometheus_client.core import Metric
+    try:
+        m = Metric(f.name, f.documentation, f.type, f.unit)
+    except ValueError:
+        m = Metric(f.name, f.documentation, f.type)
+    for smp in f.samples:
+        m.add_sample(smp.name, smp.labels, smp.value)
+    return m
+
+
+def _registry_collect(orig: Any, default: Any) -> Any:
     def collect(self: Any) -> Any:
         # One zone read for the whole scrape, whatever the number of
         # metrics (each one's collect() asks for it).
         _scrape.depth = getattr(_scrape, "depth", 0) + 1
         try:
-            yield from orig(self)
+            if self is not default:
+                yield from orig(self)
+                return
+            # The default registry also shows the zone's metrics this
+            # process has not defined yet (a framework that makes its
+            # metrics at a worker's first request, say).
+            seen = set()
+            for m in orig(self):
+                seen.add(m.name)
+                yield m
+            for name, fams in _zone_families().items():
+                if name not in seen:
+                    for f in fams:
+                        yield _to_metric(f)
         finally:
             _scrape.depth -= 1
             if not _scrape.depth:
@@ -327,7 +353,7 @@ def use(zone: Optional[str] = None) -> None:
         metrics.MetricWrapperBase.collect = _metric_collect(
             metrics.MetricWrapperBase.collect)
         registry.CollectorRegistry.collect = _registry_collect(
-            registry.CollectorRegistry.collect)
+            registry.CollectorRegistry.collect, registry.REGISTRY)
         init = metrics.MetricWrapperBase.__init__
 
         def __init__(self: Any, *args: Any, **kw: Any) -> None:
