@@ -17,5 +17,5 @@ rm -rf "$venv"
 "$py" -m venv "$venv"
 timeout 150 "$venv/bin/pip" install -q . pytest prometheus_client gunicorn \
 	flask prometheus-flask-exporter starlette starlette-exporter uvicorn
-timeout 200 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+timeout 300 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
 	python/tests "$@"
