@@ -14,7 +14,10 @@
  *   requests_total{queue="N"}             counter, requests completed
  *   bytes_total{queue="N"}                counter, bytes of those requests
  *   requests_in_flight                    gauge, +1 queued, -1 completed
- *   request_duration_ns                   histogram, queue to completion
+ *   request_duration_ns                   histogram, queue to completion, in
+ *                                         integer nanoseconds (unit
+ *                                         TALLY_UNIT_NANOSECONDS: exported as
+ *                                         request_duration_seconds)
  *   connections_open                      set gauge
  *   connection_requests_total{conn="ID"}  counter, one series per open
  *                                         connection, removed at close
@@ -613,7 +616,7 @@ int main(int argc, char **argv)
 		must_register(tally_gauge_register(NULL, &d, &m_in_flight), &d);
 		d.name = "request_duration_ns";
 		d.help = "Time from queueing a request to its completion.";
-		d.unit = "nanoseconds";
+		d.unit = TALLY_UNIT_NANOSECONDS;
 		must_register(tally_histogram_register(NULL, &d, &m_duration),
 			      &d);
 		d.name = "connections_open";

@@ -150,6 +150,36 @@ check "connection series left (opened - closed)" \
 	$(($(total connections_opened "$dir/run2.out") - $(total connections_closed "$dir/run2.out"))) \
 	"$(conns "$dir/dump3.txt" | wc -l)"
 [ "$ok" = 1 ] || fail "the reader's values differ from the service's totals"
+
+heading "   tally-exporter on the same file: base units (integer ns shown as seconds), and promtool check metrics"
+exporter=$build/programs/tally-exporter/tally-exporter
+if [ -x "$exporter" ] && command -v curl >/dev/null; then
+	"$exporter" --listen 127.0.0.1:0 2>"$dir/exporter.log" &
+	pid=$!
+	port=
+	for _ in $(seq 100); do
+		port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$dir/exporter.log")
+		[ -n "$port" ] && break
+		sleep 0.05
+	done
+	[ -n "$port" ] || fail "tally-exporter did not start"
+	curl -sS --max-time 10 "http://127.0.0.1:$port/metrics" >"$dir/metrics.txt" ||
+		fail "scraping tally-exporter"
+	kill "$pid"; wait "$pid" 2>/dev/null || true
+	pid=
+	grep -E '^(# TYPE request_duration|request_duration_seconds_(bucket\{.*le="0.000[0-9]*"|sum|count))' \
+		"$dir/metrics.txt" | sed -n '1p;10,12p;$p'
+	if command -v promtool >/dev/null; then
+		out=$(promtool check metrics <"$dir/metrics.txt" 2>&1) ||
+			{ echo "$out"; fail "promtool check metrics"; }
+		[ -z "$out" ] || { echo "$out"; fail "promtool check metrics printed hints"; }
+		echo "  -> promtool check metrics: nothing to say"
+	else
+		echo "  (promtool not installed: not checked)"
+	fi
+else
+	echo "  (skipped: $exporter is not built, or no curl)"
+fi
 rm -f "$dir"/queue-service."$p2".*.tally
 
 heading "5. tally-bench counter --quick"

@@ -67,6 +67,25 @@ struct tally_label {
 	const char *value; /* any UTF-8 */
 };
 
+/*
+ * Units of integer values that readers show in a Prometheus base unit
+ * (tally/reader.h, tally_unit_scale()): a series registered with one of
+ * these units keeps integers (tally_histogram_observe() of nanoseconds,
+ * say), and tally-exporter, tallystat --human and the Python exposition
+ * show it in seconds or bytes: the name ends "_seconds" (or "_bytes"),
+ * before a counter's "_total", and values, "le" edges and sums are
+ * converted exactly, as decimal numbers.  A name may end with the unit's
+ * own suffix ("request_duration_ns", "..._nanoseconds"): readers replace
+ * it.  Any other unit is shown as it is.
+ */
+#define TALLY_UNIT_NANOSECONDS  "nanoseconds"  /* x 10^-9 s */
+#define TALLY_UNIT_MICROSECONDS "microseconds" /* x 10^-6 s */
+#define TALLY_UNIT_MILLISECONDS "milliseconds" /* x 10^-3 s */
+#define TALLY_UNIT_KILOBYTES    "kilobytes"    /* x 1000 bytes */
+#define TALLY_UNIT_KIBIBYTES    "kibibytes"    /* x 1024 bytes */
+#define TALLY_UNIT_MEGABYTES    "megabytes"    /* x 10^6 bytes */
+#define TALLY_UNIT_MEBIBYTES    "mebibytes"    /* x 2^20 bytes */
+
 /* What to register.  Zero-filled fields take their defaults. */
 struct tally_metric_desc {
 	unsigned kind;          /* TALLY_COUNTER ... TALLY_FGAUGE */

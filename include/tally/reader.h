@@ -17,6 +17,7 @@
 #ifndef TALLY_READER_H
 #define TALLY_READER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tally/zone.h"
@@ -235,6 +236,52 @@ TALLY_API int tally_dir_cleanup_report(const char *dir, tally_clean_fn fn, void 
 #define TALLY_RETAIN_ENV     (-2LL)
 TALLY_API int tally_dir_expire(const char *dir, long long retain_s,
 			       tally_clean_fn fn, void *arg);
+
+/*
+ * How a reader shows the integer values of a unit (tally/metrics.h,
+ * TALLY_UNIT_*): in @base ("seconds", "bytes"), each value multiplied by
+ * @mul and divided by 10^@div10.
+ */
+struct tally_unit_scale {
+	const char *base;  /* the Prometheus base unit */
+	uint64_t mul;      /* 1, or the bytes of one unit */
+	unsigned div10;    /* 0, 3, 6 or 9 */
+};
+
+/*
+ * tally_unit_scale: how values of @unit are shown in a base unit.
+ * Return: 1 with *@s filled for a unit of the TALLY_UNIT_* vocabulary,
+ * 0 for any other unit (NULL or "" included: shown as they are).
+ * This API is MT-safe and async-signal-safe.
+ */
+TALLY_API int tally_unit_scale(const char *unit, struct tally_unit_scale *s);
+
+/*
+ * tally_unit_format: @v (an integer in the series' unit) in the base
+ * unit, as an exact decimal number written to @buf ("0.000000001" for
+ * 1 ns, "1099.511627776" for 2^40 ns; no exponent, no trailing zeros
+ * after the point; "1" or, with @point, "1.0" for a whole number).
+ * @negative: @v is the magnitude of a negative value.  Return: the
+ * length written (without the NUL), or -ENOSPC when @len is too short
+ * (64 bytes are always enough).
+ * This API is MT-safe and async-signal-safe.
+ */
+TALLY_API int tally_unit_format(uint64_t v, int negative,
+				const struct tally_unit_scale *s, int point,
+				char *buf, size_t len);
+
+/*
+ * tally_unit_name: the name a series of @name and @unit is shown under:
+ * for a unit of the vocabulary, @name with a trailing "_total" kept
+ * last, the unit's own suffix ("_ns", "_nanoseconds", "_us", "_ms",
+ * "_kib", ...) taken off and "_<base>" added unless already there
+ * ("request_duration_ns" -> "request_duration_seconds",
+ * "busy_ns_total" -> "busy_seconds_total"); any other name as it is.
+ * Return: the length written, or -ENOSPC when @len is too short.
+ * This API is MT-safe and async-signal-safe.
+ */
+TALLY_API int tally_unit_name(const char *name, const char *unit, char *buf,
+			      size_t len);
 
 #ifdef __cplusplus
 }

@@ -100,13 +100,18 @@ enum tp_unit tp_unit_of(const char *name, const char *unit)
 		{ "microseconds", "_us", TP_UNIT_MICROSECONDS },
 		{ "nanoseconds", "_ns", TP_UNIT_NANOSECONDS },
 		{ "bytes", "_bytes", TP_UNIT_BYTES },
+		/* Multiples of bytes (TALLY_UNIT_*): by their unit only. */
+		{ "kilobytes", NULL, TP_UNIT_KILOBYTES },
+		{ "kibibytes", NULL, TP_UNIT_KIBIBYTES },
+		{ "megabytes", NULL, TP_UNIT_MEGABYTES },
+		{ "mebibytes", NULL, TP_UNIT_MEBIBYTES },
 	};
 
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (unit && strcmp(unit, map[i].unit) == 0)
 			return map[i].u;
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-		if (name && has_suffix(name, map[i].suffix))
+		if (name && map[i].suffix && has_suffix(name, map[i].suffix))
 			return map[i].u;
 	return TP_UNIT_NONE;
 }
@@ -134,6 +139,14 @@ char *tp_fmt_human(char *out, size_t n, double v, enum tp_unit unit,
 	if (!isfinite(v)) {
 		snprintf(out, n, "%s", isnan(v) ? "-" : v > 0 ? "inf" : "-inf");
 		return out;
+	}
+	/* Multiples of bytes are shown in bytes (KiB, MiB...). */
+	switch (unit) {
+	case TP_UNIT_KILOBYTES: v *= 1e3; unit = TP_UNIT_BYTES; break;
+	case TP_UNIT_KIBIBYTES: v *= 1024; unit = TP_UNIT_BYTES; break;
+	case TP_UNIT_MEGABYTES: v *= 1e6; unit = TP_UNIT_BYTES; break;
+	case TP_UNIT_MEBIBYTES: v *= 1048576; unit = TP_UNIT_BYTES; break;
+	default: break;
 	}
 	switch (unit) {
 	case TP_UNIT_SECONDS:

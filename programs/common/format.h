@@ -43,6 +43,10 @@ enum tp_unit {
 	TP_UNIT_MICROSECONDS, /* unit "microseconds", name *_us[_total] */
 	TP_UNIT_NANOSECONDS,  /* unit "nanoseconds", name *_ns[_total] */
 	TP_UNIT_BYTES,        /* unit "bytes", name *_bytes[_total] */
+	TP_UNIT_KILOBYTES,    /* unit "kilobytes" (x 1000 bytes) */
+	TP_UNIT_KIBIBYTES,    /* unit "kibibytes" (x 1024 bytes) */
+	TP_UNIT_MEGABYTES,    /* unit "megabytes" (x 10^6 bytes) */
+	TP_UNIT_MEBIBYTES,    /* unit "mebibytes" (x 2^20 bytes) */
 };
 
 enum tp_unit tp_unit_of(const char *name, const char *unit);

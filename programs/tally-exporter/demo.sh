@@ -38,7 +38,7 @@ cat "$dir/exp.log"
 sleep 1.5
 echo "\$ curl -s http://127.0.0.1:$port/metrics   (a few lines)"
 curl -sS --max-time 5 "http://127.0.0.1:$port/metrics" >"$dir/scrape.txt"
-grep -E '^# (HELP|TYPE) requests_total|^requests_total\{|^request_duration_ns_bucket\{.*le="(1023|4095|16383|\+Inf)"|^request_duration_ns_(count|sum)|^tally_exporter_(series|scrape_duration_seconds) |^tally_segment_resident_bytes' "$dir/scrape.txt" | head -16
+grep -E '^# (HELP|TYPE) requests_total|^requests_total\{|^request_duration_seconds_bucket\{.*le="(0.000001023|0.000004095|0.000016383|\+Inf)"|^request_duration_seconds_(count|sum)|^tally_exporter_(series|scrape_duration_seconds) |^tally_segment_resident_bytes' "$dir/scrape.txt" | head -16
 n=$(grep -c '^requests_total{' "$dir/scrape.txt" || true)
 [ "$n" -gt 0 ] || fail "no requests_total in the scrape"
 echo "  ... $(grep -vc '^#' "$dir/scrape.txt") samples in $(wc -c <"$dir/scrape.txt") bytes"

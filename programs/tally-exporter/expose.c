@@ -520,6 +520,29 @@ static void plan_free(struct plan *p)
 	tp_buf_free(&p->scratch);
 }
 
+/* @v of a scaled unit in its base unit, exactly (@out: TP_F64_LEN). */
+static char *fmt_scaled(char *out, int64_t v,
+			const struct tally_unit_scale *sc)
+{
+	uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	char t[64];
+
+	if (tally_unit_format(mag, v < 0, sc, 0, t, sizeof(t)) < 0 ||
+	    strlen(t) >= TP_F64_LEN)
+		return tp_fmt_i64(out, v); /* cannot happen: 2^64 ns fits */
+	memcpy(out, t, strlen(t) + 1);
+	return out;
+}
+
+static double pow10u(unsigned n)
+{
+	double d = 1;
+
+	while (n--)
+		d *= 10;
+	return d;
+}
+
 static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
 			 const struct fam *fm, const size_t *order,
 			 const struct ex_config *c, enum ex_format f,
@@ -528,15 +551,22 @@ static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
 {
 	const struct tp_series *s0 = &snap->series[order[fm->first]];
 	unsigned kind = kind_class(s0->kind);
-	char base[TALLY_NAME_MAX + 16], val[TP_F64_LEN], le[48];
+	char base[TALLY_NAME_MAX + 16], val[TP_F64_LEN], le[96];
 	const char *type, *sample_sfx = "";
 	const struct ex_le_rule *rule = NULL;
 	unsigned char sel[512];
 	unsigned sel_sub = 0, sel_max = 0, sel_n = 0;
 	int cur_pid = 0, zone_multi = 0, dedupe = pl->dedupe_all;
 	char pid[16] = "0";
+	/* Integers in nanoseconds (say) are shown in seconds: the name,
+	 * the unit, values, le edges and sums (tally/metrics.h). */
+	struct tally_unit_scale sc;
+	int scaled = tally_unit_scale(s0->unit, &sc);
+	const char *unit = scaled ? sc.base : s0->unit;
 
-	snprintf(base, sizeof(base), "%s", s0->name);
+	if (!scaled || tally_unit_name(s0->name, s0->unit, base,
+				       sizeof(base)) < 0)
+		snprintf(base, sizeof(base), "%s", s0->name);
 	if (kind == TALLY_COUNTER) {
 		size_t n = strlen(base);
 
@@ -560,9 +590,9 @@ static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
 		char tname[sizeof(base) + 8];
 
 		snprintf(tname, sizeof(tname), "%s_total", base);
-		put_header(b, tname, type, s0->help, s0->unit, f);
+		put_header(b, tname, type, s0->help, unit, f);
 	} else {
-		put_header(b, base, type, s0->help, s0->unit, f);
+		put_header(b, base, type, s0->help, unit, f);
 	}
 	if (kind == TALLY_COUNTER)
 		sample_sfx = "_total";
@@ -603,7 +633,10 @@ static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
 		if (kind != TALLY_HISTOGRAM) {
 			put_sample(b, base, sample_sfx, tp_buf_str(lb), lb->len,
 				   NULL, s->kind == TALLY_FGAUGE ?
-				   tp_fmt_f64(val, s->fvalue) :
+				   tp_fmt_f64(val, scaled ? (double)sc.mul *
+					      s->fvalue / pow10u(sc.div10) :
+					      s->fvalue) :
+				   scaled ? fmt_scaled(val, s->value, &sc) :
 				   tp_fmt_i64(val, s->value));
 			res->samples++;
 			continue;
@@ -633,9 +666,21 @@ static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
 					continue;
 				tally_histogram_bucket_bounds(bk, s->sub_bits,
 							      &lo, &hi);
-				n = snprintf(le, sizeof(le), "le=\"%llu%s\"",
-					     (unsigned long long)hi,
-					     f == EX_OPENMETRICS ? ".0" : "");
+				if (scaled) {
+					char e[64];
+
+					tally_unit_format(hi, 0, &sc,
+							  f == EX_OPENMETRICS,
+							  e, sizeof(e));
+					n = snprintf(le, sizeof(le),
+						     "le=\"%s\"", e);
+				} else {
+					n = snprintf(le, sizeof(le),
+						     "le=\"%llu%s\"",
+						     (unsigned long long)hi,
+						     f == EX_OPENMETRICS ?
+						     ".0" : "");
+				}
 				(void)n;
 				put_sample(b, base, "_bucket", tp_buf_str(lb),
 					   lb->len, le, tp_fmt_i64(val, cum));
@@ -649,7 +694,8 @@ static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
 			put_sample(b, base, "_count", tp_buf_str(lb), lb->len,
 				   NULL, val);
 			put_sample(b, base, "_sum", tp_buf_str(lb), lb->len,
-				   NULL, tp_fmt_i64(val, s->sum));
+				   NULL, scaled ? fmt_scaled(val, s->sum, &sc) :
+				   tp_fmt_i64(val, s->sum));
 			res->samples += 3;
 		}
 	}

@@ -6,14 +6,17 @@ Update costs (timeit, median of --repeat runs, ns per call):
   child inc           c = Counter(...).labels("a") once; c.inc()
   labels + inc        Counter(...).labels("a").inc() each time
   observe             Histogram.observe(0.3)
-for tally, prometheus_client in one process, and prometheus_client's
+for tally, prometheus_client in one process, prometheus_client's
 multiprocess mode (PROMETHEUS_MULTIPROC_DIR, measured in a child process,
-since prometheus_client picks its mode at import).
+since prometheus_client picks its mode at import), and prometheus_client
+on the tally back end (TALLY_PROMETHEUS_CLIENT=1, in a child process).
 
 Scrape costs (median ms): prometheus_client's MultiProcessCollector with
 the files of 10, 100 and 1,000 dead workers (each wrote --series series),
 against tally.generate_latest() of a shared zone (TALLY_ZONE) holding
-10,000 series after 10, 100 and 1,000 worker processes came and went.
+10,000 series after 10, 100 and 1,000 worker processes came and went,
+and prometheus_client on the tally back end (its MultiProcessCollector
+reading the zone) after as many workers.
 
     python bench.py            # about half a minute
     python bench.py --json     # one JSON object
@@ -55,11 +58,18 @@ def micro(mod, number, repeat):
     return out
 
 
-def _in_child(flag, args, timeout):
+def _in_child(flag, args, timeout, backend=False):
     """Run this script with @flag in a process of its own, with an empty
-    PROMETHEUS_MULTIPROC_DIR; returns the JSON it prints."""
+    PROMETHEUS_MULTIPROC_DIR (@backend: a private TALLY_DIR and the
+    tally back end instead); returns the JSON it prints."""
     d = tempfile.mkdtemp(prefix="bench-prom-mp-")
-    env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=d)
+    if backend:
+        os.chmod(d, 0o700)
+        env = dict(os.environ, TALLY_DIR=d, TALLY_ZONE="bench",
+                   TALLY_PROMETHEUS_CLIENT="1")
+        env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    else:
+        env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=d)
     try:
         out = subprocess.run(
             [sys.executable, __file__, flag] + [str(a) for a in args],
@@ -73,6 +83,55 @@ def _in_child(flag, args, timeout):
 def child_micro(number, repeat):
     """prometheus_client multiprocess mode, in a process of its own."""
     return _in_child("--child-micro", (number, repeat), 300)
+
+
+def backend_micro(number, repeat):
+    """prometheus_client on the tally back end, in a process of its own."""
+    return _in_child("--child-micro", (number, repeat), 300, backend=True)
+
+
+def backend_scrape(series, per_worker, repeat):
+    """Scrape times of prometheus_client on the tally back end (its
+    MultiProcessCollector reads the zone) after N workers came and
+    went."""
+    return _in_child("--child-backend-scrape", (series, per_worker, repeat),
+                     600, backend=True)
+
+
+def _backend_scrape_child(series, per_worker, repeat):
+    from prometheus_client import CollectorRegistry, Counter, generate_latest
+    from prometheus_client.multiprocess import MultiProcessCollector
+    c = Counter("bench_requests", "Requests.", ["route"])
+    for i in range(series):
+        c.labels(f"/r{i}").inc()
+    reg = CollectorRegistry()
+    MultiProcessCollector(reg)
+
+    def scrape():
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            body = generate_latest(reg)
+            times.append(time.perf_counter() - t)
+        assert body.count(b"\nbench_requests_total{") == series
+        return statistics.median(times) * 1e3
+
+    out = {"0": scrape()}
+    done = 0
+    for n in WORKERS:
+        while done < n:
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    base = (done * per_worker) % series
+                    for i in range(per_worker):
+                        c.labels(f"/r{(base + i) % series}").inc()
+                finally:
+                    os._exit(0)
+            os.waitpid(pid, 0)
+            done += 1
+        out[str(n)] = scrape()
+    print(json.dumps(out))
 
 
 def prom_scrape(series, repeat):
@@ -168,6 +227,8 @@ def main():
             _prom_scrape_child(*args)
         elif what == "--child-tally-scrape":
             _tally_scrape_child(*args)
+        elif what == "--child-backend-scrape":
+            _backend_scrape_child(*args)
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--number", type=int, default=200_000,
@@ -192,15 +253,18 @@ def main():
                                        a.repeat),
             "prometheus_client multiprocess": child_micro(a.number,
                                                           a.repeat),
+            "prometheus_client on tally": backend_micro(a.number, a.repeat),
         }
     finally:
         shutil.rmtree(d, ignore_errors=True)
     prom = prom_scrape(a.series, a.repeat)
     tal = tally_scrape(a.tally_series, a.series, a.repeat)
     tal_same = tally_scrape(a.series, a.series, a.repeat)
+    back = backend_scrape(a.series, a.series, a.repeat)
     result = {"update_ns": rows, "targets_ns": TARGETS,
               "scrape_ms": {"prometheus_client multiprocess": prom,
-                            "tally": tal, "tally same series": tal_same},
+                            "tally": tal, "tally same series": tal_same,
+                            "prometheus_client on tally": back},
               "python": sys.version.split()[0]}
     if a.json:
         print(json.dumps(result, indent=1))
@@ -221,12 +285,15 @@ def main():
     for t, n_series in ((tal_same, a.series), (tal, a.tally_series)):
         label = f"tally, {n_series} series (0 workers: {t['0']:.2f})"
         print(f"{label:46s}" + "".join(f"{t[str(n)]:14.2f}" for n in WORKERS))
+    label = f"prom_client on tally, {a.series} series"
+    print(f"{label:46s}" + "".join(f"{back[str(n)]:14.2f}" for n in WORKERS))
     print(f"SUMMARY tally inc {rows['tally']['inc']:.1f} ns child "
           f"{rows['tally']['child inc']:.1f} ns labels+inc "
           f"{rows['tally']['labels + inc']:.1f} ns observe "
           f"{rows['tally']['observe']:.1f} ns; scrape 1000 workers: "
           f"prometheus_client {prom['1000']:.1f} ms, tally "
-          f"{tal['1000']:.1f} ms ({tal['segments']} segment)")
+          f"{tal['1000']:.1f} ms ({tal['segments']} segment), "
+          f"prometheus_client on tally {back['1000']:.1f} ms")
     return 0
 
 

@@ -188,6 +188,27 @@ static int add_amount(TpyMetric *self, const struct amount *a, int gauge)
 	return 0;
 }
 
+/* The value of an integer part and its fraction part, as every process
+ * of the zone added them (the series are the zone's, not this process's):
+ * what prometheus_client's value classes return from get(). */
+static PyObject *amount_value(TpyMetric *self)
+{
+	const tally_metric *f;
+	int64_t whole = 0, frac = 0;
+
+	if (!self->bound)
+		return not_observable(self);
+	tally_metric_fetch(self->h_main, &whole);
+	f = frac_handle(self);
+	if (!f)
+		return NULL;
+	tally_metric_fetch(f, &frac);
+	if (!frac)
+		return PyFloat_FromDouble((double)whole);
+	return PyFloat_FromDouble((double)whole +
+				  (double)frac / (double)TPY_FRAC_SCALE);
+}
+
 /* --- Counter ------------------------------------------------------------- */
 
 static PyObject *counter_inc(TpyMetric *self, PyObject *const *args,
@@ -218,6 +239,13 @@ static PyObject *counter_inc(TpyMetric *self, PyObject *const *args,
 	if (add_amount(self, &a, 0) < 0)
 		return NULL;
 	Py_RETURN_NONE;
+}
+
+/* The counter's value, every process's increments included. */
+static PyObject *counter_get(TpyMetric *self, PyObject *unused)
+{
+	(void)unused;
+	return amount_value(self);
 }
 
 /* --- Gauge --------------------------------------------------------------- */
@@ -338,6 +366,31 @@ static PyObject *histogram_observe(TpyMetric *self, PyObject *const *args,
 	if (add_amount(self, &a, 1) < 0)
 		return NULL;
 	Py_RETURN_NONE;
+}
+
+/* The sum of the observations (every process's). */
+static PyObject *histogram_get_sum(TpyMetric *self, PyObject *unused)
+{
+	(void)unused;
+	return amount_value(self);
+}
+
+/* The count of bucket @i (not cumulative; every process's). */
+static PyObject *histogram_get_bucket(TpyMetric *self, PyObject *arg)
+{
+	Py_ssize_t i = PyNumber_AsSsize_t(arg, PyExc_IndexError);
+	int64_t v = 0;
+
+	if (i == -1 && PyErr_Occurred())
+		return NULL;
+	if (!self->bound)
+		return not_observable(self);
+	if (i < 0 || (size_t)i >= self->fam->nbounds) {
+		PyErr_SetString(PyExc_IndexError, "no such bucket");
+		return NULL;
+	}
+	tally_metric_fetch(self->h_buckets[i], &v);
+	return PyFloat_FromDouble((double)v);
 }
 
 /* --- Binding and children --------------------------------------------- */
@@ -619,6 +672,8 @@ static PyMethodDef counter_methods[] = {
 	{ "inc", (PyCFunction)(void (*)(void))counter_inc,
 	  METH_FASTCALL | METH_KEYWORDS,
 	  "inc(amount=1, exemplar=None): add a non-negative amount." },
+	{ "_get", (PyCFunction)counter_get, METH_NOARGS,
+	  "The series' value, every process's increments included." },
 	COMMON_METHODS,
 	{ NULL, NULL, 0, NULL },
 };
@@ -640,6 +695,10 @@ static PyMethodDef histogram_methods[] = {
 	{ "observe", (PyCFunction)(void (*)(void))histogram_observe,
 	  METH_FASTCALL | METH_KEYWORDS,
 	  "observe(amount, exemplar=None): count a value." },
+	{ "_get_sum", (PyCFunction)histogram_get_sum, METH_NOARGS,
+	  "The sum of every process's observations." },
+	{ "_get_bucket", (PyCFunction)histogram_get_bucket, METH_O,
+	  "_get_bucket(i): the count of bucket i (not cumulative)." },
 	COMMON_METHODS,
 	{ NULL, NULL, 0, NULL },
 };

@@ -11,6 +11,12 @@ static PyMethodDef module_methods[] = {
 	{ "claim", tpy_claim, METH_VARARGS,
 	  "claim(zone, name, definition): define @name in @zone, or check "
 	  "that every process defines it the same" },
+	{ "unit_value", tpy_unit_value, METH_VARARGS,
+	  "unit_value(v, unit, point=False): @v in the base unit, or None" },
+	{ "unit_name", tpy_unit_name, METH_VARARGS,
+	  "unit_name(name, unit) -> (name, unit) as readers show them" },
+	{ "bucket_upper", tpy_bucket_upper, METH_VARARGS,
+	  "bucket_upper(i, sub_bits): the upper edge of a tally bucket" },
 	{ NULL, NULL, 0, NULL },
 };
 
@@ -51,6 +57,9 @@ static int module_exec(PyObject *m)
 	    PyModule_AddStringConstant(m, "SFX_BUCKET", TPY_SFX_BUCKET) < 0 ||
 	    PyModule_AddStringConstant(m, "SFX_SUM", TPY_SFX_SUM) < 0 ||
 	    PyModule_AddStringConstant(m, "SFX_SETNS", TPY_SFX_SETNS) < 0 ||
+	    PyModule_AddStringConstant(m, "SFX_SUMMARY", TPY_SFX_SUMMARY) < 0 ||
+	    PyModule_AddStringConstant(m, "SFX_INFO", TPY_SFX_INFO) < 0 ||
+	    PyModule_AddStringConstant(m, "SFX_ENUM", TPY_SFX_ENUM) < 0 ||
 	    PyModule_AddIntConstant(m, "KIND_COUNTER", TPY_COUNTER) < 0 ||
 	    PyModule_AddIntConstant(m, "KIND_GAUGE", TPY_GAUGE) < 0 ||
 	    PyModule_AddIntConstant(m, "KIND_HISTOGRAM", TPY_HISTOGRAM) < 0 ||

@@ -30,6 +30,12 @@
 #define TPY_SFX_BUCKET ":bucket"
 #define TPY_SFX_SUM    "_sum"
 #define TPY_SFX_SETNS  ":set_ns"
+/* Names of the families of a Summary (a histogram of one +Inf bucket),
+ * an Info (a gauge per set of pairs, 1 for the current one) and an Enum
+ * (a gauge per state, 1 for the current one). */
+#define TPY_SFX_SUMMARY ":summary"
+#define TPY_SFX_INFO    ":info"
+#define TPY_SFX_ENUM    ":enum"
 
 /* Python metric kinds. */
 enum { TPY_COUNTER = 1, TPY_GAUGE = 2, TPY_HISTOGRAM = 3 };
@@ -133,5 +139,9 @@ extern PyTypeObject TpyCounter_Type, TpyGauge_Type, TpyHistogram_Type;
 
 PyObject *tpy_read(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *tpy_zone_info(PyObject *self, PyObject *arg);
+/* Base units (tally/reader.h, tally_unit_*) and tally's bucket edges. */
+PyObject *tpy_unit_value(PyObject *self, PyObject *args);
+PyObject *tpy_unit_name(PyObject *self, PyObject *args);
+PyObject *tpy_bucket_upper(PyObject *self, PyObject *args);
 
 #endif /* TALLY_PY_NATIVE_H */

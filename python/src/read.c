@@ -10,6 +10,7 @@
 #include "native.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 
 struct walk {
@@ -161,4 +162,65 @@ fail:
 	Py_XDECREF(w.series);
 	Py_XDECREF(w.skipped);
 	return NULL;
+}
+
+/*
+ * unit_value(v, unit, point=False) -> str or None: the integer @v of a
+ * series of @unit in the unit's base unit, as libtally's readers write it
+ * (an exact decimal: tally_unit_format()); None when @unit is not one of
+ * the vocabulary of tally/metrics.h (TALLY_UNIT_*).
+ */
+PyObject *tpy_unit_value(PyObject *self, PyObject *args)
+{
+	long long v;
+	const char *unit;
+	int point = 0;
+	struct tally_unit_scale s;
+	char buf[64];
+	unsigned long long mag;
+
+	(void)self;
+	if (!PyArg_ParseTuple(args, "Lz|p:unit_value", &v, &unit, &point))
+		return NULL;
+	if (!tally_unit_scale(unit, &s))
+		Py_RETURN_NONE;
+	mag = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+	if (tally_unit_format(mag, v < 0, &s, point, buf, sizeof(buf)) < 0)
+		return tpy_raise(-ENOSPC, "cannot format the value");
+	return PyUnicode_FromString(buf);
+}
+
+/*
+ * unit_name(name, unit) -> (name, unit): what readers show a series of
+ * @name and @unit under (tally_unit_name(): "request_duration_ns" in
+ * nanoseconds is "request_duration_seconds" in seconds); unchanged for
+ * units outside the vocabulary.
+ */
+PyObject *tpy_unit_name(PyObject *self, PyObject *args)
+{
+	const char *name, *unit;
+	struct tally_unit_scale s;
+	char buf[TALLY_NAME_MAX + 32];
+
+	(void)self;
+	if (!PyArg_ParseTuple(args, "sz:unit_name", &name, &unit))
+		return NULL;
+	if (!tally_unit_scale(unit, &s) ||
+	    tally_unit_name(name, unit, buf, sizeof(buf)) < 0)
+		return Py_BuildValue("(ss)", name, unit ? unit : "");
+	return Py_BuildValue("(ss)", buf, s.base);
+}
+
+/* bucket_upper(i, sub_bits) -> int: the largest value bucket @i of one
+ * of tally's own histograms holds (tally_histogram_bucket_bounds()). */
+PyObject *tpy_bucket_upper(PyObject *self, PyObject *args)
+{
+	unsigned i, sub_bits;
+	uint64_t lo, hi;
+
+	(void)self;
+	if (!PyArg_ParseTuple(args, "II:bucket_upper", &i, &sub_bits))
+		return NULL;
+	tally_histogram_bucket_bounds(i, sub_bits, &lo, &hi);
+	return PyLong_FromUnsignedLongLong(hi);
 }

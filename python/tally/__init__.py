@@ -1,5 +1,5 @@
-"""tally: prometheus_client's Counter, Gauge and Histogram over tally's
-per-CPU series in shared memory.
+"""tally: prometheus_client's Counter, Gauge, Histogram, Summary, Info
+and Enum over tally's per-CPU series in shared memory.
 
 Every process of a zone (pre-fork workers, restarted workers, unrelated
 programs that name the same shared zone) adds into the same series, in C,
@@ -13,15 +13,16 @@ series however many processes came and went.
 
 See python/README.md and docs/python-migration.md.
 """
-from __future__ import annotations
-
+# No "from __future__ import annotations" here: it would make
+# tally.annotations a public name.
+from ._backend import use as use_in_prometheus_client
 from ._collector import TallyCollector
 from ._exposition import (CONTENT_TYPE_LATEST, CONTENT_TYPE_OPENMETRICS,
                           MetricFamily, ReadResult, Sample, generate_latest,
                           read)
 from ._format import float_to_go_string
-from ._metrics import (DEFAULT_BUCKETS, MULTIPROCESS_MODES, Counter, Gauge,
-                       Histogram)
+from ._metrics import (DEFAULT_BUCKETS, MULTIPROCESS_MODES, Counter, Enum,
+                       Gauge, Histogram, Info, Summary)
 from ._native import TallyError, Zone
 from ._registry import REGISTRY, CollectorRegistry, zone
 
@@ -30,7 +31,8 @@ __version__ = "0.2.0"
 __all__ = [
     "CONTENT_TYPE_LATEST", "CONTENT_TYPE_OPENMETRICS", "DEFAULT_BUCKETS",
     "MULTIPROCESS_MODES", "REGISTRY", "CollectorRegistry", "Counter",
-    "Gauge", "Histogram", "MetricFamily", "ReadResult", "Sample",
+    "Enum", "Gauge", "Histogram", "Info", "MetricFamily", "ReadResult",
+    "Sample", "Summary",
     "TallyCollector", "TallyError", "Zone", "float_to_go_string",
-    "generate_latest", "read", "zone",
+    "generate_latest", "read", "use_in_prometheus_client", "zone",
 ]

@@ -12,10 +12,10 @@ importing tally.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ._exposition import read
-from ._registry import CollectorRegistry
+from ._registry import REGISTRY, CollectorRegistry
 
 
 class TallyCollector:
@@ -50,5 +50,29 @@ class TallyCollector:
             yield m
 
     def describe(self) -> List[Any]:
-        # Nothing to check at registration: the names are the zone's.
-        return []
+        """The metrics this collector will show, without their samples:
+        the metrics defined in its tally registry and the families its
+        zone holds now.  prometheus_client's registry takes their names
+        at register(), so that a metric defined in both libraries (a
+        half-migrated application) is refused with prometheus_client's
+        "Duplicated timeseries" ValueError instead of served twice."""
+        from prometheus_client.core import Metric
+
+        out: Dict[str, Any] = {}
+        reg = self._registry
+        if reg is None and self._zone is None and not self._all:
+            reg = REGISTRY
+        if reg is not None:
+            for m in reg.metrics():
+                typ = "unknown" if m._type == "untyped" else m._type
+                out.setdefault(m._name, Metric(m._name, m._documentation,
+                                               typ, m._unit))
+        try:
+            res = read(self._registry, dir=self._dir, zone=self._zone,
+                       all_zones=self._all)
+        except OSError:
+            res = None
+        for f in (res.families if res else ()):
+            out.setdefault(f.name, Metric(f.name, f.documentation, f.type,
+                                          f.unit))
+        return list(out.values())

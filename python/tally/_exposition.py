@@ -13,8 +13,16 @@ the series _native.Family keeps for them (family.c says which):
   <n>:bucket{le=...}, <n>_sum, <n>_sum:frac_u
                                    a histogram: counts per bucket (not
                                    cumulative), the sum
+  <n>:summary:bucket{le="+Inf"}, <n>:summary_sum, ...
+                                   a summary: its count and sum
+  <n>:info{...,pairs}              an Info: 1 for the current pairs
+  <n>:enum{...,<n>=state}          an Enum: 1 for the current state
 
-Series that C code registered are shown as they are (counters, gauges).
+Series that C code registered are shown too (counters, gauges and tally's
+own histograms, with one le edge per power of two); integers in a unit of
+tally's vocabulary (TALLY_UNIT_NANOSECONDS...) in the base unit, as
+tally-exporter shows them: "request_duration_ns" in nanoseconds is
+"request_duration_seconds", its edges and sum exact decimals of seconds.
 generate_latest() writes text format 0.0.4, or OpenMetrics 1.0.0 with
 openmetrics=True, as prometheus_client writes them.
 """
@@ -37,6 +45,9 @@ _SCALE = float(_native.FRAC_SCALE)
 _FRAC = _native.SFX_FRAC
 _BUCKET = _native.SFX_BUCKET
 _SETNS = _native.SFX_SETNS
+_SUMMARY = _native.SFX_SUMMARY
+_INFO = _native.SFX_INFO
+_ENUM = _native.SFX_ENUM
 _GAUGE_RE = re.compile(r"^(.*):gauge(?:_([a-z]+))?$")
 
 Labels = Tuple[Tuple[str, str], ...]
@@ -97,6 +108,9 @@ def read(registry: Optional[CollectorRegistry] = None,
 
     # Pass 1: one value per series, summed over the segments.
     meta: Dict[str, Tuple[int, str, str]] = {}
+    # tally's own histograms: (name, labels) -> [count, sub_bits, sum,
+    # bucket counts].
+    chists: Dict[Tuple[str, Labels], List[Any]] = {}
     ints: Dict[Tuple[str, Labels], int] = {}
     floats: Dict[Tuple[str, Labels], float] = {}
     for name, kind, help_, unit, labels, value, hist in series:
@@ -104,7 +118,22 @@ def read(registry: Optional[CollectorRegistry] = None,
             meta[name] = (kind, help_, unit)
         key = (name, labels)
         if kind == _native.TALLY_HISTOGRAM:
-            continue  # tally's own histograms: not shown (yet)
+            # tally's own histograms (from C): summed bucket by bucket
+            # over the segments that have the same layout.
+            if hist is None:
+                continue
+            hsum_, sub_bits, _max_bits, counts = hist
+            cur = chists.get(key)
+            if cur is None or cur[1] != sub_bits or \
+                    len(cur[3]) != len(counts):
+                if cur is None:
+                    chists[key] = [value, sub_bits, hsum_, list(counts)]
+                continue
+            cur[0] += value
+            cur[2] += hsum_
+            for i, c in enumerate(counts):
+                cur[3][i] += c
+            continue
         if kind == _native.TALLY_FGAUGE:
             floats[key] = floats.get(key, 0.0) + value
         elif name.endswith(_SETNS):
@@ -145,6 +174,17 @@ def read(registry: Optional[CollectorRegistry] = None,
             f = fams[key] = MetricFamily(name, typ, help_, unit)
         return f
 
+    def hfamily(b: str, help_: str, unit: str) -> MetricFamily:
+        """The family of a histogram's (or a summary's) series."""
+        if b.endswith(_SUMMARY):
+            return family("h:" + b, b[:-len(_SUMMARY)], "summary", help_,
+                          unit)
+        return family("h:" + b, b, "histogram", help_, unit)
+
+    # Enums: per tally name, per label set (the state taken out):
+    # [(state, value)] in the order of the states.
+    enums: Dict[str, Dict[Labels, List[Tuple[str, float]]]] = {}
+
     # Families in the order their series first appear (registration).
     order: Dict[str, None] = {}
     for name in meta:
@@ -165,14 +205,27 @@ def read(registry: Optional[CollectorRegistry] = None,
             continue
         if role == "bucket":
             rest, le = _without(labels, "le")
-            family("h:" + b, b, "histogram", help_, unit)
+            hfamily(b, help_, unit)
             per = hbuckets.setdefault(b, {}).setdefault(rest, {})
             per[le or "+Inf"] = per.get(le or "+Inf", 0) + int(v)
             continue
         if role == "sum":
             frac = fracs.get((name, labels), 0)
             hsum.setdefault(b, {})[labels] = int(v) + frac / _SCALE
-            family("h:" + b, b, "histogram", help_, unit)
+            hfamily(b, help_, unit)
+            continue
+        if kind == _native.TALLY_FGAUGE and name.endswith(_INFO):
+            metric = name[:-len(_INFO)]
+            f = family(name, metric, "info", help_, unit)
+            if v == 1.0:
+                f.samples.append(Sample(metric + "_info", dict(labels), v))
+            continue
+        if kind == _native.TALLY_FGAUGE and name.endswith(_ENUM):
+            metric = name[:-len(_ENUM)]
+            family(name, metric, "stateset", help_, unit)
+            rest, state = _without(labels, metric)
+            enums.setdefault(name, {}).setdefault(rest, []).append(
+                (state or "", float(v)))
             continue
         m = _GAUGE_RE.match(name) if kind == _native.TALLY_FGAUGE \
             else None
@@ -186,21 +239,73 @@ def read(registry: Optional[CollectorRegistry] = None,
                 pgauges.setdefault(name, {}).setdefault(rest, []).append(
                     (pid or "", float(v)))
             continue
+        # Integers in a unit of the vocabulary (nanoseconds...) are
+        # shown in the base unit, as tally-exporter shows them.
+        shown, unit = _native.unit_name(name, unit)
+        scaled = _native.unit_value(int(v), meta[name][2]) \
+            if kind != _native.TALLY_FGAUGE else None
         if kind == _native.TALLY_COUNTER:
             frac = fracs.get((name, labels), 0)
             value = int(v) + frac / _SCALE if frac else float(v)
-            if name.endswith("_total"):
-                f = family(name, name[:-6], "counter", help_, unit)
+            if scaled is not None and not frac:
+                value = float(scaled)
+            if shown.endswith("_total"):
+                f = family(name, shown[:-6], "counter", help_, unit)
             else:
-                f = family(name, name, "unknown", help_, unit)
-            f.samples.append(Sample(name, dict(labels), value))
+                f = family(name, shown, "unknown", help_, unit)
+            f.samples.append(Sample(shown, dict(labels), value))
         else:
-            f = family(name, name, "gauge", help_, unit)
-            f.samples.append(Sample(name, dict(labels), float(v)))
+            f = family(name, shown, "gauge", help_, unit)
+            f.samples.append(Sample(shown, dict(labels), float(
+                scaled if scaled is not None else v)))
+
+    # tally's own histograms: the edges of one bucket per power of two
+    # (tally-exporter's default), cumulative, in the base unit.
+    for (name, labels), (count, sub_bits, total, counts) in chists.items():
+        _kind, help_, unit = meta[name]
+        shown, base_unit = _native.unit_name(name, unit)
+        f = family(name, shown, "histogram", help_, base_unit)
+        acc = 0
+        for i, c in enumerate(counts):
+            acc += c
+            hi = _native.bucket_upper(i, sub_bits)
+            if hi & (hi + 1):
+                continue  # not 2^k - 1
+            # The edge as tally-exporter writes it (an exact decimal),
+            # so that both show one series per bucket.
+            le = _native.unit_value(hi, unit) or str(hi)
+            f.samples.append(Sample(shown + "_bucket",
+                                    dict(labels + (("le", le),)),
+                                    float(acc)))
+        f.samples.append(Sample(shown + "_bucket",
+                                dict(labels + (("le", "+Inf"),)),
+                                float(count)))
+        f.samples.append(Sample(shown + "_count", dict(labels),
+                                float(count)))
+        sv = _native.unit_value(total, unit)
+        f.samples.append(Sample(shown + "_sum", dict(labels),
+                                float(sv if sv is not None else total)))
+
+    # Enums: one sample per state; before any state(), the first.
+    for name, per_labels in enums.items():
+        f = fams[name]
+        for labels, states in per_labels.items():
+            first = not any(v == 1.0 for _, v in states)
+            for i, (state, v) in enumerate(states):
+                one = 1.0 if (v == 1.0 or (first and i == 0)) else 0.0
+                f.samples.append(Sample(f.name, dict(
+                    labels + ((f.name, state),)), one))
 
     # Histograms: cumulative buckets, +Inf == _count.
     for b, per_labels in hbuckets.items():
         f = fams["h:" + b]
+        if f.type == "summary":
+            for labels, counts in per_labels.items():
+                f.samples.append(Sample(f.name + "_count", dict(labels),
+                                        float(counts.get("+Inf", 0))))
+                f.samples.append(Sample(f.name + "_sum", dict(labels),
+                                        hsum.get(b, {}).get(labels, 0.0)))
+            continue
         for labels, counts in per_labels.items():
             bounds = sorted(counts, key=float)
             acc = 0
@@ -271,6 +376,11 @@ def format_text(families: List[MetricFamily]) -> str:
         typ = f.type
         if typ == "counter":
             mname = f.name + "_total"
+        elif typ == "info":
+            mname = f.name + "_info"
+            typ = "gauge"
+        elif typ == "stateset":
+            typ = "gauge"
         elif typ == "unknown":
             typ = "untyped"
         out.append(f"# HELP {mname} {escape_help(f.documentation)}\n")

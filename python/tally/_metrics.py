@@ -1,4 +1,5 @@
-"""Counter, Gauge and Histogram with prometheus_client's API, over tally.
+"""Counter, Gauge, Histogram, Summary, Info and Enum with
+prometheus_client's API, over tally.
 
 Each class derives from a C base (tally._native) whose update methods
 (inc, dec, set, observe) and labels() lookup run in C: an update is one
@@ -171,6 +172,22 @@ class _MetricMixin:
 
     def describe(self) -> list:
         return []
+
+    def collect(self) -> list:
+        """The metric as a scrape of its zone shows it now (every
+        process's values): a list of one tally.MetricFamily (name, type,
+        documentation, unit, samples), with a child's samples only for a
+        child, as prometheus_client's collect() gives."""
+        from ._exposition import read
+        fams = [f for f in read(self._registry).families
+                if f.name == self._name]
+        if self._labelvalues and fams:
+            want = dict(zip(self._labelnames, self._labelvalues))
+            f = fams[0]
+            f.samples = [s for s in f.samples
+                         if all(s.labels.get(k) == v
+                                for k, v in want.items())]
+        return fams
 
     def __repr__(self) -> str:
         return f"{type(self).__module__}.{type(self).__name__}({self._name})"
@@ -364,3 +381,194 @@ class Histogram(_MetricMixin, _native.HistogramBase):
         if not self._bound:
             raise ValueError("histogram metric is missing label values")
         return Timer(self, "observe")
+
+
+class Summary(_MetricMixin, _native.HistogramBase):
+    """The count and the sum of observations: prometheus_client's
+    Summary, as its multiprocess mode keeps it (no quantiles).
+
+    Held as a histogram of one bucket (+Inf) under the name
+    <name>:summary, so that the count is an exact integer and the sum an
+    exact integer part plus millionths, added by every process.
+    """
+
+    _type = "summary"
+    _kind = _native.KIND_HISTOGRAM
+    _reserved_labelnames = ("quantile",)
+
+    def __init__(self, name: str, documentation: str,
+                 labelnames: Iterable[str] = (), namespace: str = "",
+                 subsystem: str = "", unit: str = "",
+                 registry: Optional[CollectorRegistry] = _REGISTRY_DEFAULT,
+                 _labelvalues: Optional[Sequence[str]] = None) -> None:
+        self._setup(name, documentation, labelnames, namespace, subsystem,
+                    unit, registry)
+
+    def _make_family(self, zone: _native.Zone) -> _native.Family:
+        return _native.Family(
+            zone, _native.KIND_HISTOGRAM, self._name + _native.SFX_SUMMARY,
+            self._documentation, self._unit, self._labelnames, (INF,),
+            ("+Inf",))
+
+    def time(self) -> Timer:
+        """Observe the duration of a block or function, in seconds."""
+        if not self._bound:
+            raise ValueError("summary metric is missing label values")
+        return Timer(self, "observe")
+
+
+class _PyMetric(_MetricMixin):
+    """A metric whose updates are made in Python over gauges of its own
+    (Info, Enum): labels() is _labels_slow()."""
+
+    def _init_parent(self, family: Any, nuser: int) -> None:
+        self._children = {}
+
+    def labels(self, *labelvalues: Any, **labelkwargs: Any) -> Any:
+        return self._labels_slow(*labelvalues, **labelkwargs)
+
+
+class Info(_PyMetric):
+    """Key-value pairs: prometheus_client's Info, shared by the zone.
+
+    info(dict) shows <name>_info{pairs} 1 in the exposition; the last
+    info() of any process of the zone is the value.  Every info() of a
+    metric in the zone must give the same keys (the first one defines
+    them), since a tally series has fixed label names.
+    """
+
+    _type = "info"
+    _kind = _native.KIND_GAUGE
+
+    def __init__(self, name: str, documentation: str,
+                 labelnames: Iterable[str] = (), namespace: str = "",
+                 subsystem: str = "", unit: str = "",
+                 registry: Optional[CollectorRegistry] = _REGISTRY_DEFAULT,
+                 _labelvalues: Optional[Sequence[str]] = None) -> None:
+        if unit:
+            raise ValueError("Metric name is of a type that cannot have a "
+                             "unit: " + name)
+        self._keys: Optional[Tuple[str, ...]] = None
+        self._infos: Dict[Any, Any] = {}
+        self._current: Any = None
+        self._setup(name, documentation, labelnames, namespace, subsystem,
+                    unit, registry)
+
+    def _make_family(self, zone: _native.Zone) -> _native.Family:
+        self._zone_obj = zone
+        return None  # type: ignore[return-value]  (made at info())
+
+    def _bind_values(self, values: Tuple[str, ...]) -> None:
+        # Nothing to bind before info() gives the keys; mark the object
+        # observable (a metric without labels, or a child).
+        self._info_values = values
+
+    def _copy_to_child(self, child: Any) -> None:
+        child._keys = None
+        child._infos = {}
+        child._current = None
+        child._zone_obj = self._zone_obj
+        child._parent = self
+
+    def info(self, val: Dict[str, str]) -> None:
+        """Set the pairs (replacing the previous ones)."""
+        if self._labelnames and not self._labelvalues:
+            raise ValueError("info metric is missing label values")
+        if set(self._labelnames).intersection(val.keys()):
+            raise ValueError(
+                "Overlapping labels for Info metric, metric: %s child: %s"
+                % (self._labelnames, val))
+        if any(v is None for v in val.values()):
+            raise ValueError("Label value cannot be None")
+        keys = tuple(sorted(val))
+        validate_labelnames(keys)
+        owner = getattr(self, "_parent", self)
+        with owner._lock:
+            if owner._keys is None:
+                _native.claim(self._zone_obj, self._name + ":info_keys",
+                              "tally-python info labels=%s keys=%s" % (
+                                  ",".join(self._labelnames),
+                                  ",".join(keys)))
+                owner._keys = keys
+                owner._info_family = _native.Family(
+                    self._zone_obj, _native.KIND_GAUGE,
+                    self._name + _native.SFX_INFO, self._documentation,
+                    "", self._labelnames + keys)
+            if keys != owner._keys:
+                raise ValueError(
+                    "Info %s takes the keys %s in its zone, not %s"
+                    % (self._name, list(owner._keys), list(keys)))
+            values = tuple(self._labelvalues) + tuple(
+                str(val[k]) for k in keys)
+            g = self._infos.get(values)
+            if g is None:
+                g = _native.GaugeBase()
+                g._bind(owner._info_family, values)
+                self._infos[values] = g
+            # The new pairs first, then the old ones off: a scrape in
+            # between shows both rather than none.
+            g.set(1.0)
+            if self._current is not None and self._current is not g:
+                self._current.set(0.0)
+            self._current = g
+
+
+class Enum(_PyMetric):
+    """Which of a set of states is true: prometheus_client's Enum,
+    shared by the zone (the last state() of any process wins; before
+    any, the first state)."""
+
+    _type = "stateset"
+    _kind = _native.KIND_GAUGE
+
+    def __init__(self, name: str, documentation: str,
+                 labelnames: Sequence[str] = (), namespace: str = "",
+                 subsystem: str = "", unit: str = "",
+                 registry: Optional[CollectorRegistry] = _REGISTRY_DEFAULT,
+                 _labelvalues: Optional[Sequence[str]] = None,
+                 states: Optional[Sequence[str]] = None) -> None:
+        if name in labelnames:
+            raise ValueError(f"Overlapping labels for Enum metric: {name}")
+        if not states:
+            raise ValueError(f"No states provided for Enum metric: {name}")
+        if unit:
+            raise ValueError("Metric name is of a type that cannot have a "
+                             "unit: " + name)
+        self._states = [str(s) for s in states]
+        self._setup(name, documentation, labelnames, namespace, subsystem,
+                    unit, registry)
+
+    def _make_family(self, zone: _native.Zone) -> _native.Family:
+        return _native.Family(
+            zone, _native.KIND_GAUGE, self._name + _native.SFX_ENUM,
+            self._documentation, "", self._labelnames + (self._name,))
+
+    def _definition(self) -> str:
+        return "%s states=%s" % (super()._definition(),
+                                 ",".join(self._states))
+
+    def _copy_to_child(self, child: Any) -> None:
+        child._states = self._states
+
+    def _bind_values(self, values: Tuple[str, ...]) -> None:
+        # One series per state, registered in the order of the states
+        # (the reader shows them in that order).
+        self._state_gauges = []
+        for s in self._states:
+            g = _native.GaugeBase()
+            g._bind(self._family_obj, values + (s,))
+            self._state_gauges.append(g)
+        self._enum_bound = True
+
+    def _rebind_process(self) -> None:
+        pass
+
+    def state(self, state: str) -> None:
+        """Make @state the one that is true."""
+        if not getattr(self, "_enum_bound", False):
+            raise ValueError("stateset metric is missing label values")
+        i = self._states.index(state)
+        self._state_gauges[i].set(1.0)
+        for j, g in enumerate(self._state_gauges):
+            if j != i:
+                g.set(0.0)

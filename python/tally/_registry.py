@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Dict, Iterable, Optional
+from typing import Dict, Iterable, List, Optional
 
 from . import _native
 
@@ -77,6 +77,11 @@ class CollectorRegistry:
             for n in names:
                 self._names[n] = metric
 
+    def metrics(self) -> List[object]:
+        """The metrics registered, each once, in the order registered."""
+        with self._lock:
+            return list({id(m): m for m in self._names.values()}.values())
+
     def unregister(self, metric: object) -> None:
         with self._lock:
             for n in [n for n, m in self._names.items() if m is metric]:
@@ -91,6 +96,10 @@ def _names_of(metric: object) -> Iterable[str]:
     if kind == "histogram":
         return {name, name + "_bucket", name + "_count", name + "_sum",
                 name + "_created"}
+    if kind == "summary":
+        return {name, name + "_count", name + "_sum", name + "_created"}
+    if kind == "info":
+        return {name + "_info"}
     return {name}
 
 

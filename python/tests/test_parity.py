@@ -43,6 +43,23 @@ CASES = [
     ("Histogram", dict(documentation="Negative buckets.",
                        buckets=[-5, 0, 5]), [
         (None, "observe", (-10,)), (None, "observe", (1,))]),
+    ("Summary", dict(documentation="Sizes."), [
+        (None, "observe", (512,)), (None, "observe", (0.25,))]),
+    ("Summary", dict(documentation="Labelled.", labelnames=["route"],
+                     unit="bytes"), [
+        (("/",), "observe", (3,)), (("/x",), "observe", (-1.5,))]),
+    ("Info", dict(documentation="Build."), [
+        (None, "info", ({"version": "1.2", "host": "a"},))]),
+    ("Info", dict(documentation="Per app.", labelnames=["app"]), [
+        (("x",), "info", ({"v": "1"},)), (("x",), "info", ({"v": "2"},)),
+        (("y",), "info", ({"v": "3"},))]),
+    ("Enum", dict(documentation="State.",
+                  states=["starting", "running", "stopped"]), [
+        (None, "state", ("running",))]),
+    ("Enum", dict(documentation="Never set.", states=["idle", "busy"]), []),
+    ("Enum", dict(documentation="Per queue.", labelnames=["q"],
+                  states=["a", "b"]), [
+        (("x",), "state", ("b",)), (("y",), "state", ("a",))]),
 ]
 
 

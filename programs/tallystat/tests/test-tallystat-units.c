@@ -161,6 +161,17 @@ static void test_format(void)
 	CHECK(tp_unit_of("x", "nanoseconds") == TP_UNIT_NANOSECONDS);
 	CHECK(tp_unit_of("x_ns", NULL) == TP_UNIT_NANOSECONDS);
 	CHECK(tp_unit_of("x_total", NULL) == TP_UNIT_NONE);
+	/* Integers of the unit vocabulary (TALLY_UNIT_*) in base units. */
+	CHECK(tp_unit_of("rss", "kibibytes") == TP_UNIT_KIBIBYTES);
+	CHECK_STR(tp_fmt_human(b, sizeof(b), 1536, TP_UNIT_KIBIBYTES, 0),
+		  "1.50MiB");
+	CHECK_STR(tp_fmt_human(b, sizeof(b), 3, TP_UNIT_KILOBYTES, 0),
+		  "2.93KiB");
+	CHECK_STR(tp_fmt_human(b, sizeof(b), 1500000000,
+			       tp_unit_of("request_duration_ns", "nanoseconds"),
+			       0), "1.50s");
+	CHECK_STR(tp_fmt_human(b, sizeof(b), 1500, TP_UNIT_MILLISECONDS, 0),
+		  "1.50s");
 	k = tp_series_key("m", 2, ln, lv);
 	CHECK_STR(k, "m{a=\"x\\\"y\",b=\"1\\\\2\\n\"}");
 	free(k);

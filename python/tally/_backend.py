@@ -1,0 +1,375 @@
+"""tally as the value store of an unchanged prometheus_client application.
+
+prometheus_client creates every value of its Counter, Gauge, Histogram
+and Summary through prometheus_client.values.ValueClass (its multiprocess
+mode is a ValueClass that writes a file per process).  use() puts
+TallyValue there instead: each value is one of tally's own series, in
+the process's default zone ($TALLY_ZONE), so every worker of a pre-fork
+server adds into the same series without a lock, and a dead or recycled
+worker's counts stay.  It also makes prometheus_client's
+MultiProcessCollector read that zone, so that the /metrics view of an
+application (or of its framework instrumentator) written for the
+multiprocess mode shows the zone's totals unchanged.
+
+A value maps onto the tally metric of the same definition (a registry
+of this module holds one per metric name and kind):
+
+  counter        the tally Counter's child: inc() adds, get() is the
+                 zone's total
+  gauge          the tally Gauge's child, with the same
+                 multiprocess_mode (prometheus_client's default, "all",
+                 is a series per process, labelled pid, as there)
+  histogram      the tally Histogram's child: the _sum value's inc() is
+                 the observation (tally counts the bucket in the same
+                 call); the buckets' inc() does nothing
+  summary        the tally Summary's child, the same way (_sum observes,
+                 _count does nothing)
+
+prometheus_client's Info and Enum hold their values in the process (they
+are not supported by its multiprocess mode either).
+
+A worker's own registry shows every child of the zone: before a parent
+metric is collected, the children other processes made are made here too
+(the zone is read once per scrape), and each value's get() is the zone's;
+the default registry also shows the zone's metrics that this process has
+not defined (yet).
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+from . import _metrics
+from ._format import INF
+from ._registry import CollectorRegistry
+
+# Environment variable: install the back end at interpreter start (the
+# tally-prometheus-client.pth file of the package reads it).
+ENV = "TALLY_PROMETHEUS_CLIENT"
+
+_lock = threading.RLock()
+_installed = False
+# The tally metrics behind prometheus_client's, by (kind, name, mode).
+_parents: Dict[Tuple[str, str, str], Any] = {}
+# Histogram and summary children: (name, label values) -> bucket bounds
+# met so far, and the tally child once made.
+_groups: Dict[Tuple[str, Tuple[str, ...]], "_Group"] = {}
+
+
+class _Group:
+    """The values prometheus_client makes for one histogram (or summary)
+    child: its sum, count and buckets.  The tally child is made at the
+    first update, once all of them exist (prometheus_client makes them
+    together, in _metric_init())."""
+
+    __slots__ = ("bounds", "child", "labelnames", "help")
+
+    def __init__(self, labelnames: Tuple[str, ...], help_text: str) -> None:
+        self.bounds: list = []
+        self.child: Any = None
+        self.labelnames = labelnames
+        self.help = help_text
+
+
+def _registry() -> CollectorRegistry:
+    # A registry of its own: prometheus_client already refuses duplicate
+    # names in the application's registries; this one only keeps the
+    # tally metrics out of tally.REGISTRY's names.
+    global _zone_registry
+    with _lock:
+        if _zone_registry is None:
+            _zone_registry = CollectorRegistry(
+                zone_name=_zone_name, shared=_zone_name is not None)
+        return _zone_registry
+
+
+_zone_registry: Optional[CollectorRegistry] = None
+_zone_name: Optional[str] = None
+
+
+def _parent(kind: str, name: str, help_text: str,
+            labelnames: Sequence[str], mode: str = "",
+            buckets: Sequence[float] = ()) -> Any:
+    key = (kind, name, mode)
+    p = _parents.get(key)
+    if p is not None:
+        return p
+    with _lock:
+        p = _parents.get(key)
+        if p is None:
+            reg = _registry()
+            if kind == "counter":
+                p = _metrics.Counter(name, help_text, labelnames,
+                                     registry=reg)
+            elif kind == "gauge":
+                p = _metrics.Gauge(name, help_text, labelnames,
+                                   registry=reg,
+                                   multiprocess_mode=mode or None)
+            elif kind == "histogram":
+                p = _metrics.Histogram(name, help_text, labelnames,
+                                       registry=reg, buckets=buckets)
+            else:
+                p = _metrics.Summary(name, help_text, labelnames,
+                                     registry=reg)
+            _parents[key] = p
+        return p
+
+
+def _child(parent: Any, labelvalues: Sequence[str]) -> Any:
+    return parent.labels(*labelvalues) if labelvalues else parent
+
+
+class TallyValue:
+    """A value of prometheus_client (values.ValueClass's signature) held
+    in a tally series of the default zone."""
+
+    _multiprocess = False
+
+    def __init__(self, typ: str, metric_name: str, name: str,
+                 labelnames: Sequence[str], labelvalues: Sequence[str],
+                 help_text: str, multiprocess_mode: str = "",
+                 **kwargs: Any) -> None:
+        self._typ = typ
+        self._role = "value"
+        self._target: Any = None
+        self._group: Optional[_Group] = None
+        labelnames = tuple(labelnames)
+        labelvalues = tuple(labelvalues)
+        if typ == "counter":
+            self._target = _child(
+                _parent("counter", metric_name, help_text, labelnames),
+                labelvalues)
+        elif typ == "gauge":
+            self._target = _child(
+                _parent("gauge", metric_name, help_text, labelnames,
+                        multiprocess_mode or "all"), labelvalues)
+        elif typ in ("histogram", "summary"):
+            if name == metric_name + "_bucket":
+                # labelnames end with "le", labelvalues with the bound.
+                self._role = "bucket"
+                key = (metric_name, labelvalues[:-1])
+                labelnames = labelnames[:-1]
+            else:
+                self._role = name[len(metric_name):]  # "_sum", "_count"
+                key = (metric_name, labelvalues)
+            with _lock:
+                g = _groups.get(key)
+                if g is None:
+                    g = _groups[key] = _Group(labelnames, help_text)
+                if self._role == "bucket":
+                    self._index = len(g.bounds)
+                    g.bounds.append(float(labelvalues[-1]))
+            self._group = g
+            self._metric_name = metric_name
+            self._labelvalues = key[1]
+        else:
+            raise ValueError(f"tally holds no {typ!r} values")
+
+    def _tally_child(self) -> Any:
+        g = self._group
+        assert g is not None
+        c = g.child
+        if c is None:
+            with _lock:
+                c = g.child
+                if c is None:
+                    if self._typ == "histogram":
+                        bounds = g.bounds if g.bounds else [INF]
+                        p = _parent("histogram", self._metric_name, g.help,
+                                    g.labelnames, buckets=bounds)
+                    else:
+                        p = _parent("summary", self._metric_name, g.help,
+                                    g.labelnames)
+                    c = g.child = _child(p, self._labelvalues)
+        return c
+
+    def inc(self, amount: float) -> None:
+        role = self._role
+        if role == "value":
+            self._target.inc(amount)
+        elif role == "_sum":
+            # prometheus_client's observe(): _sum.inc(amount), then the
+            # bucket's (or _count's) inc(1), which tally did here.
+            self._tally_child().observe(amount)
+
+    def set(self, value: float, timestamp: Optional[float] = None) -> None:
+        if self._typ != "gauge":
+            raise ValueError(f"set() of a {self._typ} value")
+        self._target.set(value)
+
+    def set_exemplar(self, exemplar: Any) -> None:
+        return None
+
+    def get_exemplar(self) -> Any:
+        return None
+
+    def get(self) -> float:
+        """The zone's value (every process's adds); a per-process
+        gauge's value is this process's, as in prometheus_client."""
+        role = self._role
+        if role == "value":
+            return float(self._target._get())
+        c = self._tally_child()
+        if role == "_sum":
+            return float(c._get_sum())
+        if role == "bucket":
+            return float(c._get_bucket(self._index))
+        # A summary's _count: its one bucket (+Inf).
+        return float(c._get_bucket(0))
+
+
+def _collector_init(self: Any, registry: Any, path: Optional[str] = None
+                    ) -> None:
+    from ._collector import TallyCollector
+    self._tally = TallyCollector(registry=_registry())
+    self._path = path
+    if registry:
+        registry.register(self)
+
+
+def _collector_collect(self: Any) -> Any:
+    return self._tally.collect()
+
+
+# The zone's families, read once per registry collection (a scrape): see
+# _metric_collect().
+_scrape = threading.local()
+
+
+def _zone_families() -> Any:
+    fams = getattr(_scrape, "families", None)
+    if fams is None:
+        from ._exposition import read
+        fams = {}
+        for f in read(_registry()).families:
+            fams.setdefault(f.name, []).append(f)
+        if getattr(_scrape, "depth", 0):
+            _scrape.families = fams
+    return fams
+
+
+def _sync_children(metric: Any) -> None:
+    """Make, in this process, the children of @metric (a parent) that
+    other processes made: a worker's own registry then shows every
+    child of the zone, each value the zone's (TallyValue.get())."""
+    names = metric._labelnames
+    have = metric._metrics
+    for f in _zone_families().get(metric._name, ()):
+        if f.type != metric._type:
+            continue
+        seen = set()
+        for smp in f.samples:
+            try:
+                values = tuple(smp.labels[n] for n in names)
+            except KeyError:
+                continue
+            if values in seen or values in have:
+                continue
+            seen.add(values)
+            metric.labels(*values)
+
+
+def _to_metric(f: Any) -> Any:
+    from prometheus_client.core import Metric
+    try:
+        m = Metric(f.name, f.documentation, f.type, f.unit)
+    except ValueError:
+        m = Metric(f.name, f.documentation, f.type)
+    for smp in f.samples:
+        m.add_sample(smp.name, smp.labels, smp.value)
+    return m
+
+
+def _registry_collect(orig: Any, default: Any) -> Any:
+    def collect(self: Any) -> Any:
+        # One zone read for the whole scrape, whatever the number of
+        # metrics (each one's collect() asks for it).
+        _scrape.depth = getattr(_scrape, "depth", 0) + 1
+        try:
+            if self is not default:
+                yield from orig(self)
+                return
+            # The default registry also shows the zone's metrics this
+            # process has not defined yet (a framework that makes its
+            # metrics at a worker's first request, say).
+            seen = set()
+            for m in orig(self):
+                seen.add(m.name)
+                yield m
+            for name, fams in _zone_families().items():
+                if name not in seen:
+                    for f in fams:
+                        yield _to_metric(f)
+        finally:
+            _scrape.depth -= 1
+            if not _scrape.depth:
+                _scrape.families = None
+    collect.__doc__ = orig.__doc__
+    return collect
+
+
+def _metric_collect(orig: Any) -> Any:
+    def collect(self: Any) -> Any:
+        if self._type in _KINDS and self._is_parent() and \
+                getattr(self, "_tally_backed", False):
+            try:
+                _sync_children(self)
+            except (OSError, ValueError):
+                pass  # show what this process has
+        return orig(self)
+    collect.__doc__ = orig.__doc__
+    return collect
+
+
+_KINDS = ("counter", "gauge", "histogram", "summary")
+
+
+def use(zone: Optional[str] = None) -> None:
+    """Make prometheus_client store every value it creates from now on
+    in tally: its Counter, Gauge, Histogram and Summary, the
+    application's and its libraries' (framework instrumentators), and
+    make its MultiProcessCollector read the zone.  @zone: the shared
+    zone (by default $TALLY_ZONE, else the process's default zone).
+    Call it before the application creates its metrics; calling it again
+    does nothing.  ImportError when prometheus_client is not installed.
+    This API is MT-safe."""
+    global _installed, _zone_name
+    from prometheus_client import metrics, multiprocess, registry, values
+
+    with _lock:
+        if _installed:
+            return
+        _zone_name = zone
+        values.ValueClass = TallyValue
+        # Patched on the class, so that a MultiProcessCollector imported
+        # before use() (from prometheus_client.multiprocess import ...)
+        # reads the zone too.
+        multiprocess.MultiProcessCollector.__init__ = _collector_init
+        multiprocess.MultiProcessCollector.collect = _collector_collect
+        # A worker's own registry (generate_latest(), start_http_server,
+        # make_wsgi_app without MultiProcessCollector) shows the children
+        # other workers made too.
+        metrics.MetricWrapperBase.collect = _metric_collect(
+            metrics.MetricWrapperBase.collect)
+        registry.CollectorRegistry.collect = _registry_collect(
+            registry.CollectorRegistry.collect, registry.REGISTRY)
+        init = metrics.MetricWrapperBase.__init__
+
+        def __init__(self: Any, *args: Any, **kw: Any) -> None:
+            # Metrics made from now on hold their values in tally.
+            self._tally_backed = True
+            init(self, *args, **kw)
+        __init__.__doc__ = init.__doc__
+        metrics.MetricWrapperBase.__init__ = __init__  # type: ignore
+        _installed = True
+
+
+def _from_environment() -> None:
+    """use() when $TALLY_PROMETHEUS_CLIENT is set (not "" or "0"): run at
+    interpreter start by tally-prometheus-client.pth."""
+    if os.environ.get(ENV, "") not in ("", "0"):
+        try:
+            use()
+        except ImportError:
+            pass

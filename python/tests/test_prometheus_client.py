@@ -1,0 +1,174 @@
+"""prometheus_client with tally underneath (tally.use_in_prometheus_client()
+or TALLY_PROMETHEUS_CLIENT=1), and what tally's classes share with
+prometheus_client's: collect(), describe() and the public namespace."""
+from __future__ import annotations
+
+import json
+import textwrap
+
+import prometheus_client
+import pytest
+
+import tally
+from conftest import child_env, run_py
+
+# An unchanged prometheus_client program: its metrics, updated by three
+# forked workers and the parent, then its own exposition through
+# MultiProcessCollector (what frameworks do in multiprocess mode) and the
+# values its objects give.
+APP = textwrap.dedent('''
+    import json, os, sys
+    {switch}
+    from prometheus_client import (CollectorRegistry, Counter, Gauge,
+                                   Histogram, Summary, generate_latest,
+                                   values)
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    C = Counter("app_requests_total", "Requests.", ["method"])
+    G = Gauge("app_inflight", "In flight.", multiprocess_mode="livesum")
+    H = Histogram("app_latency_seconds", "Latency.", ["route"],
+                  buckets=[0.1, 1])
+    S = Summary("app_size_bytes", "Sizes.")
+    for i in range(3):
+        pid = os.fork()
+        if pid == 0:
+            for _ in range(1000):
+                C.labels("GET").inc()
+            C.labels("POST%d" % i).inc(0.25)
+            H.labels("/").observe(0.05)
+            H.labels("/").observe(5)
+            S.observe(10)
+            G.inc()
+            os._exit(0)
+        os.waitpid(pid, 0)
+    C.labels("GET").inc()
+    reg = CollectorRegistry()
+    MultiProcessCollector(reg)
+    print(json.dumps(dict(
+        value_class=values.ValueClass.__name__,
+        get=C.labels("GET")._value.get(),
+        text=generate_latest(reg).decode(),
+        own=generate_latest().decode())))
+''')
+
+EXPECTED = """\
+# HELP app_inflight In flight.
+# TYPE app_inflight gauge
+app_inflight 0.0
+# HELP app_requests_total Requests.
+# TYPE app_requests_total counter
+app_requests_total{method="GET"} 3001.0
+app_requests_total{method="POST0"} 0.25
+app_requests_total{method="POST1"} 0.25
+app_requests_total{method="POST2"} 0.25
+# HELP app_latency_seconds Latency.
+# TYPE app_latency_seconds histogram
+app_latency_seconds_bucket{le="0.1",route="/"} 3.0
+app_latency_seconds_bucket{le="1.0",route="/"} 3.0
+app_latency_seconds_bucket{le="+Inf",route="/"} 6.0
+app_latency_seconds_count{route="/"} 6.0
+app_latency_seconds_sum{route="/"} 15.15
+# HELP app_size_bytes Sizes.
+# TYPE app_size_bytes summary
+app_size_bytes_count 3.0
+app_size_bytes_sum 30.0
+"""
+
+
+@pytest.mark.parametrize("how", ["environment", "one line"])
+def test_unchanged_app_on_tally(how, tally_dir, tmp_path):
+    env = child_env(tally_dir, TALLY_ZONE="promclient")
+    if how == "environment":
+        env["TALLY_PROMETHEUS_CLIENT"] = "1"
+        switch = ""
+    else:
+        switch = "import tally; tally.use_in_prometheus_client()"
+    out = json.loads(run_py(APP.format(switch=switch), env))
+    assert out["value_class"] == "TallyValue"
+    # get() of a value is the zone's total, every worker's adds in.
+    assert out["get"] == 3001.0
+    assert out["text"] == EXPECTED
+    # The program's own default registry shows the children only the
+    # workers made, with the zone's totals.
+    own = out["own"].splitlines()
+    for line in ('app_requests_total{method="GET"} 3001.0',
+                 'app_requests_total{method="POST1"} 0.25',
+                 'app_latency_seconds_bucket{le="+Inf",route="/"} 6.0',
+                 'app_latency_seconds_sum{route="/"} 15.15',
+                 'app_size_bytes_count 3.0'):
+        assert line in own, out["own"]
+    # The same series, read by tally's own reader.
+    res = tally.read(dir=tally_dir, zone="promclient")
+    assert [s.value for f in res.families for s in f.samples
+            if s.name == "app_requests_total"
+            and s.labels == {"method": "GET"}] == [3001.0]
+
+
+def test_without_the_switch_nothing_changes(tally_dir, tmp_path):
+    env = child_env(tally_dir, TALLY_ZONE="promclient")
+    out = run_py("from prometheus_client import values; "
+                 "print(values.ValueClass.__name__)", env)
+    assert out.strip() == "MutexValue"
+
+
+def test_no_annotations_in_the_namespace():
+    assert not hasattr(tally, "annotations")
+    assert set(tally.__all__) <= set(dir(tally))
+    for name in ("Summary", "Info", "Enum", "use_in_prometheus_client"):
+        assert name in tally.__all__
+
+
+def test_collect(uniq):
+    reg = tally.CollectorRegistry()
+    c = tally.Counter(uniq, "Requests.", ["method"], registry=reg)
+    c.labels("GET").inc(2)
+    c.labels("PUT").inc()
+    fams = c.collect()
+    assert [(f.name, f.type) for f in fams] == [(uniq, "counter")]
+    assert sorted((s.name, s.labels["method"], s.value)
+                  for s in fams[0].samples) == [
+        (uniq + "_total", "GET", 2.0), (uniq + "_total", "PUT", 1.0)]
+    (child,) = c.labels("PUT").collect()
+    assert [(s.labels, s.value) for s in child.samples] == [
+        ({"method": "PUT"}, 1.0)]
+    h = tally.Histogram(uniq + "_h", "H.", buckets=[1], registry=reg)
+    h.observe(0.5)
+    (f,) = h.collect()
+    assert [(s.name, s.value) for s in f.samples] == [
+        (uniq + "_h_bucket", 1.0), (uniq + "_h_bucket", 1.0),
+        (uniq + "_h_count", 1.0), (uniq + "_h_sum", 0.5)]
+
+
+@pytest.mark.parametrize("tally_first", [True, False])
+def test_a_metric_in_both_libraries_is_refused(uniq, tally_first):
+    """A half-migrated application: the same metric defined with
+    prometheus_client and with tally in one registry is refused as
+    prometheus_client refuses its own duplicates."""
+    reg = tally.CollectorRegistry()
+    preg = prometheus_client.CollectorRegistry()
+    tally.Counter(uniq + "_requests", "Requests.", registry=reg)
+    if tally_first:
+        preg.register(tally.TallyCollector(reg))
+        with pytest.raises(ValueError, match="Duplicated timeseries"):
+            prometheus_client.Counter(uniq + "_requests_total", "Requests.",
+                                      registry=preg)
+    else:
+        prometheus_client.Counter(uniq + "_requests_total", "Requests.",
+                                  registry=preg)
+        with pytest.raises(ValueError, match="Duplicated timeseries"):
+            preg.register(tally.TallyCollector(reg))
+    # Different names are fine.
+    prometheus_client.Gauge(uniq + "_other", "Other.", registry=preg)
+
+
+def test_info_keys_are_fixed_in_a_zone(uniq):
+    i = tally.Info(uniq, "Build.", registry=tally.CollectorRegistry())
+    i.info({"version": "1"})
+    with pytest.raises(ValueError, match="takes the keys"):
+        i.info({"release": "1"})
+    with pytest.raises(ValueError):
+        tally.Info(uniq + "_u", "U.", unit="seconds")
+    with pytest.raises(ValueError):
+        tally.Enum(uniq + "_e", "E.", states=[])
+    with pytest.raises(ValueError):
+        tally.Summary(uniq + "_s", "S.", ["quantile"])
