@@ -303,7 +303,9 @@ static void read_cpus(struct tally__env *e)
  * is a place nobody else can create a name in: its "tally" subdirectory
  * is the default there.  Readers read both places (directory.c), since
  * the writers of a user do not all have $XDG_RUNTIME_DIR (a system
- * service running as that user has none).
+ * service running as that user has none).  With $TALLY_GROUP, files are
+ * for a group that cannot enter $XDG_RUNTIME_DIR: /dev/shm/tally-<uid>
+ * then.
  */
 static void default_dir(struct tally__env *e)
 {
@@ -315,7 +317,8 @@ static void default_dir(struct tally__env *e)
 	snprintf(e->dir, sizeof(e->dir), "/dev/shm/tally-%u",
 		 (unsigned)getuid());
 	e->dir_alt[0] = 0;
-	if (!x || x[0] != '/' || strlen(x) >= sizeof(e->dir) - 80)
+	if (e->gid >= 0 || !x || x[0] != '/' ||
+	    strlen(x) >= sizeof(e->dir) - 80)
 		return;
 	fd = open(x, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
