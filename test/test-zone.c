@@ -19,6 +19,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -628,6 +629,98 @@ TEST(default_dir_cannot_be_squatted)
 	 * happens to them. */
 	status = harness_child(squat_steps, q);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s %s", q->shm, q->xdg_made);
+	CHECK_EQ(system(cmd), 0);
+	CHECK_CHILD_OK(status);
+}
+
+/*
+ * TALLY_GROUP with a default directory made 0700 by an earlier run
+ * without it: the writer opens the directory to the group (0750, its
+ * group TALLY_GROUP), so that a monitoring user of the group reads the
+ * segment with allow_group; without allow_group the directory, another
+ * user's, is refused.  Fake uids and gids, one set per test process.
+ */
+struct grp {
+	uid_t writer, monitor;
+	gid_t group;
+	char shm[64];
+	int walked, walk_err, plain_err;
+	char msg[1024];
+};
+
+static void grp_writer(void *arg)
+{
+	const struct grp *g = arg;
+	struct tally_zone_opts o = { .flags = TALLY_ZONE_PERSIST };
+	struct tally_zone *z;
+	char gid[16];
+
+	snprintf(gid, sizeof(gid), "%u", (unsigned)g->group);
+	CHECK_EQ(setgroups(1, &g->group), 0);
+	CHECK_EQ(setgid(g->writer), 0);
+	CHECK_EQ(setuid(g->writer), 0);
+	fresh_setenv("TALLY_DIR", NULL);
+	fresh_setenv("XDG_RUNTIME_DIR", NULL);
+	fresh_setenv("TALLY_GROUP", gid);
+	z = tally_zone_create("grp", &o);
+	if (!z)
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+}
+
+static void grp_monitor(void *arg)
+{
+	struct grp *g = arg;
+	struct tally_open_opts grp = { .allow_uid = -1, .allow_group = 1 };
+
+	CHECK_EQ(setgroups(1, &g->group), 0);
+	CHECK_EQ(setgid(g->monitor), 0);
+	CHECK_EQ(setuid(g->monitor), 0);
+	g->walked = 0;
+	g->plain_err = tally_dir_foreach(g->shm, NULL, count_walk, &g->walked);
+	snprintf(g->msg, sizeof(g->msg), "%s", tally_errmsg());
+	g->walk_err = tally_dir_foreach(g->shm, &grp, count_walk, &g->walked);
+}
+
+static void grp_steps(void *arg)
+{
+	struct grp *g = arg;
+	struct stat st;
+	char want[64];
+
+	CHECK_EQ(mkdir(g->shm, 0700), 0);
+	CHECK_EQ(chown(g->shm, g->writer, g->writer), 0);
+	CHECK_CHILD_OK(harness_child(grp_writer, g));
+	CHECK_EQ(lstat(g->shm, &st), 0);
+	CHECK_EQ(st.st_mode & 07777, 0750);
+	CHECK_EQ(st.st_gid, g->group);
+	CHECK_CHILD_OK(harness_child(grp_monitor, g));
+	CHECK_EQ(g->plain_err, -EPERM);
+	snprintf(want, sizeof(want), "owned by uid %u", (unsigned)g->writer);
+	if (!strstr(g->msg, want) || !strstr(g->msg, g->shm))
+		harness_fail(__FILE__, __LINE__, "message: %s", g->msg);
+	CHECK_EQ(g->walk_err, 1);
+	CHECK_EQ(g->walked, 1);
+}
+
+TEST(group_opens_a_0700_default_dir)
+{
+	struct grp *g = mmap(NULL, sizeof(*g), PROT_READ | PROT_WRITE,
+			     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	char cmd[128];
+	int status;
+
+	CHECK(g != MAP_FAILED);
+	if (geteuid() != 0)
+		harness_skip("needs root to play two users");
+	memset(g, 0, sizeof(*g));
+	g->writer = 500000 + (uid_t)(getpid() % 100000) * 2;
+	g->monitor = g->writer + 1;
+	g->group = (gid_t)g->writer + 1000000;
+	snprintf(g->shm, sizeof(g->shm), "/dev/shm/tally-%u",
+		 (unsigned)g->writer);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", g->shm);
+	CHECK_EQ(system(cmd), 0);
+	status = harness_child(grp_steps, g);
 	CHECK_EQ(system(cmd), 0);
 	CHECK_CHILD_OK(status);
 }
