@@ -1,5 +1,6 @@
 /*
- * test-directory.c: the retention of dead writers' segments.
+ * test-directory.c: the retention of dead writers' segments, and walks
+ * that stay in the directory they checked.
  *
  * It proves that:
  *   - segments of writers killed with SIGKILL stay for post-mortem
@@ -10,7 +11,9 @@
  *   - the memory readers report for dead segments is the sum of their
  *     st_blocks * 512;
  *   - a bad TALLY_RETAIN makes zone creation fail, naming the variable;
- *   - tally_dir_expire() keeps, stamps and removes as documented.
+ *   - tally_dir_expire() keeps, stamps and removes as documented;
+ *   - clean-up and readers stay in the directory they checked while it is
+ *     swapped for a symbolic link to another one, in a loop.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -323,6 +326,15 @@ static void swapper(void *arg)
 	}
 }
 
+static int opened_fn(const char *path, struct tally_seg *s,
+		     const char *error, void *arg)
+{
+	(void)path;
+	(void)error;
+	*(long *)arg += s != NULL;
+	return 0;
+}
+
 /*
  * Whoever owns a directory above the one being cleaned (or the directory
  * itself) can swap it for a symbolic link to another directory at any
@@ -330,7 +342,8 @@ static void swapper(void *arg)
  * once and then works on its descriptor: run against such a swap in a
  * loop for a few seconds, it never removes, stamps or changes a file of
  * the other directory, although the swapped one holds the same names
- * (empty files, which clean-up leaves alone).
+ * (empty files, which clean-up leaves alone).  A reader's walk likewise
+ * never opens a segment of the other directory.
  */
 TEST_TIMEOUT(cleanup_stays_in_the_checked_directory, 60)
 {
@@ -338,7 +351,7 @@ TEST_TIMEOUT(cleanup_stays_in_the_checked_directory, 60)
 	struct swap *w = mmap(NULL, sizeof(*w), PROT_READ | PROT_WRITE,
 			      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	struct stat before[VICTIMS], st;
-	long rounds = 0;
+	long rounds = 0, opened = 0;
 	double t0;
 	pid_t pid;
 	int status;
@@ -375,6 +388,7 @@ TEST_TIMEOUT(cleanup_stays_in_the_checked_directory, 60)
 
 		tally_dir_cleanup(w->dir);
 		tally_dir_expire(w->dir, 3600, NULL, NULL);
+		tally_dir_foreach(w->dir, NULL, opened_fn, &opened);
 		rounds++;
 		for (int i = 0; i < VICTIMS && ok; i++)
 			ok = stat(sh->path[i], &st) == 0 &&
@@ -388,6 +402,7 @@ TEST_TIMEOUT(cleanup_stays_in_the_checked_directory, 60)
 	printf("    %ld clean-ups against %ld swaps\n", rounds,
 	       atomic_load(&w->swaps));
 	CHECK(atomic_load(&w->swaps) > 0);
+	CHECK_EQ(opened, 0);
 	for (int i = 0; i < VICTIMS; i++) {
 		if (stat(sh->path[i], &st) < 0)
 			harness_fail(__FILE__, __LINE__, "%s was removed "

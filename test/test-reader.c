@@ -27,7 +27,9 @@
  *     same before and after full passes over a 256-slab segment);
  *   - symbolic links, other users' files (unless allowed), and the
  *     entries of a directory that are not segments are refused with a
- *     message that names the file.
+ *     message that names the file;
+ *   - a header claiming 2^24 series used costs a pass what was written
+ *     (the holes of the series table are not read: bytes read counted).
  */
 #define _GNU_SOURCE
 #include <errno.h>

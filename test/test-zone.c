@@ -9,6 +9,11 @@
  *     checked in a fresh process since libtally reads its environment once;
  *   - bad zone names and options fail with EINVAL, a duplicate with EEXIST;
  *   - zone files are 0600 in a 0700 directory, anonymous zones have none;
+ *   - a default directory that another user made first (0777) is refused
+ *     by writers, naming its owner and the ways out, and by readers; the
+ *     user's own 0700 $XDG_RUNTIME_DIR gives a default nobody can take;
+ *   - TALLY_GROUP opens a default directory made 0700 earlier to the
+ *     group (0750), so that a monitoring user of the group reads it;
  *   - a zone's file is removed when the last process using it exits
  *     normally (not before, even if its creator exits first), and kept
  *     with TALLY_KEEP=1, TALLY_ZONE_PERSIST, or after a crash;
