@@ -118,8 +118,8 @@ struct dir_handle {
 static int open_dir(const char *dir, const struct tally_open_opts *opts,
 		    struct dir_handle *h)
 {
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC),
-	    err;
+	int fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC),
+	    rfd, err;
 
 	if (fd < 0) {
 		err = errno;
@@ -142,6 +142,14 @@ static int open_dir(const char *dir, const struct tally_open_opts *opts,
 		close(fd);
 		return err;
 	}
+	/* Opened with O_PATH, so that a directory we may not list is still
+	 * judged by its owner and mode; listed through that descriptor. */
+	rfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	err = errno;
+	close(fd);
+	if (rfd < 0)
+		return tally__fail(err, "%s: %s", dir, strerror(err));
+	fd = rfd;
 	h->d = fdopendir(fd);
 	if (!h->d) {
 		err = tally__fail(errno, "%s: %s", dir, strerror(errno));

@@ -164,12 +164,14 @@ static int check_dir(void)
 	struct stat st;
 	int fd, err;
 
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* O_PATH: a directory of another user that we may not read is
+	 * still checked, and named as taken, not just "permission denied". */
+	fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT && tally__env.dir_is_default) {
 		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 			return tally__fail(errno, "cannot create %s: %s", dir,
 					   strerror(errno));
-		fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	}
 	if (fd < 0) {
 		struct stat ls;
@@ -194,6 +196,7 @@ static int check_dir(void)
 		close(fd);
 		return err;
 	}
+	err = 0;
 	if (st.st_uid != geteuid())
 		err = dir_taken(dir, &st);
 	else if (st.st_mode & 002)
@@ -212,10 +215,22 @@ static int check_dir(void)
 				   "owner can write to (0700, or 0750 with "
 				   "TALLY_GROUP)", dir,
 				   (unsigned)(st.st_mode & 07777));
-	else
+	if (err == 0) {
+		/* The directory checked, opened for real through its
+		 * descriptor, never through its path again. */
+		int rfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (rfd < 0)
+			err = tally__fail(errno, "cannot open %s: %s", dir,
+					  strerror(errno));
+		close(fd);
+		fd = rfd;
+	}
+	if (err == 0)
 		err = share_dir(fd, dir, &st);
 	if (err < 0) {
-		close(fd);
+		if (fd >= 0)
+			close(fd);
 		return err;
 	}
 	dir_fd = fd;

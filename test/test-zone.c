@@ -585,6 +585,15 @@ static void squat_steps(void *arg)
 		harness_fail(__FILE__, __LINE__, "walk: %s", q->walk_msg);
 	CHECK_EQ(strcmp(q->dirs[0], q->shm), 0);
 	CHECK_EQ(q->dirs[1][0], 0);
+	/* Taken 0700, where the victim cannot even look: the same. */
+	CHECK_EQ(chmod(q->shm, 0700), 0);
+	CHECK_CHILD_OK(harness_child(squat_victim, q));
+	CHECK_EQ(q->err, EPERM);
+	if (!strstr(q->msg, want) || !strstr(q->msg, "TALLY_DIR"))
+		harness_fail(__FILE__, __LINE__, "message: %s", q->msg);
+	CHECK_EQ(q->walk_err, -EPERM);
+	if (!strstr(q->walk_msg, want))
+		harness_fail(__FILE__, __LINE__, "walk: %s", q->walk_msg);
 
 	/* The victim's own $XDG_RUNTIME_DIR: nobody else can take it. */
 	snprintf(q->xdg, sizeof(q->xdg), "%s", q->xdg_made);
