@@ -307,29 +307,42 @@ static void read_cpus(struct tally__env *e)
  * for a group that cannot enter $XDG_RUNTIME_DIR: /dev/shm/tally-<uid>
  * then.
  */
+static int private_dir(const char *d)
+{
+	struct stat st;
+	int fd, ok;
+
+	if (!d || d[0] != '/' || strlen(d) >= PATH_MAX - 80)
+		return 0;
+	fd = open(d, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ok = fstat(fd, &st) == 0 && st.st_uid == geteuid() &&
+	     !(st.st_mode & 077);
+	close(fd);
+	return ok;
+}
+
 static void default_dir(struct tally__env *e)
 {
 	const char *x = getenv("XDG_RUNTIME_DIR");
-	struct stat st;
-	int fd, ok = 0;
+	char run[64];
 
 	e->dir_is_default = 1;
 	snprintf(e->dir, sizeof(e->dir), "/dev/shm/tally-%u",
 		 (unsigned)getuid());
 	e->dir_alt[0] = 0;
-	if (e->gid >= 0 || !x || x[0] != '/' ||
-	    strlen(x) >= sizeof(e->dir) - 80)
+	if (e->gid < 0 && private_dir(x)) {
+		snprintf(e->dir_alt, sizeof(e->dir_alt), "%s", e->dir);
+		snprintf(e->dir, sizeof(e->dir), "%s/tally", x);
 		return;
-	fd = open(x, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	ok = fstat(fd, &st) == 0 && st.st_uid == geteuid() &&
-	     !(st.st_mode & 077);
-	close(fd);
-	if (!ok)
-		return;
-	snprintf(e->dir_alt, sizeof(e->dir_alt), "%s", e->dir);
-	snprintf(e->dir, sizeof(e->dir), "%s/tally", x);
+	}
+	/* No $XDG_RUNTIME_DIR here (a cron job, a system service), but the
+	 * user's runtime directory exists: a reader also looks where this
+	 * user's writers with $XDG_RUNTIME_DIR write. */
+	snprintf(run, sizeof(run), "/run/user/%u", (unsigned)geteuid());
+	if ((!x || !*x) && private_dir(run))
+		snprintf(e->dir_alt, sizeof(e->dir_alt), "%s/tally", run);
 }
 
 int tally_default_dir(unsigned i, char *buf, size_t n)

@@ -9,9 +9,10 @@
  *     checked in a fresh process since libtally reads its environment once;
  *   - bad zone names and options fail with EINVAL, a duplicate with EEXIST;
  *   - zone files are 0600 in a 0700 directory, anonymous zones have none;
- *   - a default directory that another user made first (0777) is refused
- *     by writers, naming its owner and the ways out, and by readers; the
- *     user's own 0700 $XDG_RUNTIME_DIR gives a default nobody can take;
+ *   - a default directory that another user made first (0777, 0700) is
+ *     refused by writers, naming its owner and the ways out, and by
+ *     readers; the user's own 0700 $XDG_RUNTIME_DIR gives a default nobody
+ *     can take, which readers without it find in /run/user/<uid>;
  *   - TALLY_GROUP opens a default directory made 0700 earlier to the
  *     group (0750), so that a monitoring user of the group reads it;
  *   - a zone's file is removed when the last process using it exits
@@ -500,6 +501,7 @@ struct squat {
 	char shm[64];            /* /dev/shm/tally-<victim> */
 	char xdg[64];            /* the victim's $XDG_RUNTIME_DIR, or "" */
 	char xdg_made[64];       /* the one the test made for it */
+	char run[64];            /* /run/user/<victim> */
 	char dirs[2][PATH_MAX];  /* tally_default_dir(0), (1) */
 	int err, walk_err, walked;
 	char msg[1024], walk_msg[1024];
@@ -615,6 +617,18 @@ static void squat_steps(void *arg)
 	CHECK_CHILD_OK(harness_child(squat_victim, q));
 	CHECK_EQ(q->err, EPERM);
 	CHECK_EQ(strcmp(q->dirs[0], q->shm), 0);
+
+	/* No $XDG_RUNTIME_DIR, but the user's /run/user/<uid>: readers also
+	 * look where the user's session writers write. */
+	if (access("/run/user", F_OK) == 0) {
+		q->xdg[0] = 0;
+		CHECK_EQ(mkdir(q->run, 0700), 0);
+		CHECK_EQ(chown(q->run, q->victim, q->victim), 0);
+		CHECK_CHILD_OK(harness_child(squat_victim, q));
+		snprintf(want, sizeof(want), "%s/tally", q->run);
+		CHECK_EQ(strcmp(q->dirs[0], q->shm), 0);
+		CHECK_EQ(strcmp(q->dirs[1], want), 0);
+	}
 }
 
 TEST(default_dir_cannot_be_squatted)
@@ -641,8 +655,10 @@ TEST(default_dir_cannot_be_squatted)
 	CHECK_EQ(chmod(q->xdg_made, 0700), 0);
 	/* The steps in a child, so that what they made goes whatever
 	 * happens to them. */
+	snprintf(q->run, sizeof(q->run), "/run/user/%u", (unsigned)q->victim);
 	status = harness_child(squat_steps, q);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s %s", q->shm, q->xdg_made);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s %s %s", q->shm, q->xdg_made,
+		 q->run);
 	CHECK_EQ(system(cmd), 0);
 	CHECK_CHILD_OK(status);
 }

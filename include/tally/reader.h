@@ -257,10 +257,13 @@ TALLY_API int tally_dir_expire(const char *dir, long long retain_s,
  * otherwise $XDG_RUNTIME_DIR/tally when $XDG_RUNTIME_DIR is a directory
  * of this user that nobody else can enter (mode 0700, as systemd makes
  * /run/user/<uid>), since nobody else can create a name there; otherwise
- * /dev/shm/tally-<uid>.  i = 1: /dev/shm/tally-<uid> when i = 0 is
- * $XDG_RUNTIME_DIR/tally, because a writer of the same user without
- * $XDG_RUNTIME_DIR (a system service) writes there.  Readers given no
- * directory read both (tally_dir_foreach with a NULL @dir).
+ * /dev/shm/tally-<uid>.  i = 1: the other place a writer of the same
+ * user may have used: /dev/shm/tally-<uid> when i = 0 is
+ * $XDG_RUNTIME_DIR/tally (a writer without $XDG_RUNTIME_DIR, such as a
+ * system service, writes there); /run/user/<uid>/tally when
+ * $XDG_RUNTIME_DIR is unset and /run/user/<uid> is this user's 0700
+ * directory (where the writers of the user's sessions write).  Readers
+ * given no directory read both (tally_dir_foreach with a NULL @dir).
  * Return: 0; -ENOENT when there is no @i-th place; -ERANGE when @n is too
  * small; -EINVAL for a NULL @buf.
  * This API is MT-safe.
