@@ -142,21 +142,28 @@ static int dir_taken(const char *dir, const struct stat *st)
  */
 static int share_dir(int fd, const char *dir, struct stat *st)
 {
+	int rfd, err = 0;
+
 	if (tally__env.gid < 0 || !tally__env.dir_is_default ||
 	    (st->st_gid == (gid_t)tally__env.gid &&
 	     (st->st_mode & 0750) == 0750))
 		return 0;
-	if (fchown(fd, (uid_t)-1, (gid_t)tally__env.gid) < 0 ||
-	    fchmod(fd, (st->st_mode & 07777 & ~(mode_t)022) | 0750) < 0 ||
-	    fstat(fd, st) < 0)
-		return tally__fail(errno, "cannot give %s to group %ld: %s",
-				   dir, tally__env.gid, strerror(errno));
-	return 0;
+	/* fchown and fchmod want more than the O_PATH descriptor. */
+	rfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0 || fchown(rfd, (uid_t)-1, (gid_t)tally__env.gid) < 0 ||
+	    fchmod(rfd, (st->st_mode & 07777 & ~(mode_t)022) | 0750) < 0 ||
+	    fstat(rfd, st) < 0)
+		err = tally__fail(errno, "cannot give %s to group %ld: %s",
+				  dir, tally__env.gid, strerror(errno));
+	if (rfd >= 0)
+		close(rfd);
+	return err;
 }
 
 /*
  * Check (and for the default, create) the segment directory, and keep
- * its descriptor in dir_fd for the creation (close_dir() closes it).
+ * its descriptor (O_PATH: enough for openat, renameat2, linkat and
+ * unlinkat) in dir_fd for the creation (close_dir() closes it).
  */
 static int check_dir(void)
 {
@@ -215,22 +222,10 @@ static int check_dir(void)
 				   "owner can write to (0700, or 0750 with "
 				   "TALLY_GROUP)", dir,
 				   (unsigned)(st.st_mode & 07777));
-	if (err == 0) {
-		/* The directory checked, opened for real through its
-		 * descriptor, never through its path again. */
-		int rfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-		if (rfd < 0)
-			err = tally__fail(errno, "cannot open %s: %s", dir,
-					  strerror(errno));
-		close(fd);
-		fd = rfd;
-	}
 	if (err == 0)
 		err = share_dir(fd, dir, &st);
 	if (err < 0) {
-		if (fd >= 0)
-			close(fd);
+		close(fd);
 		return err;
 	}
 	dir_fd = fd;
