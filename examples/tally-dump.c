@@ -388,7 +388,8 @@ static void usage(FILE *f)
 		"\n"
 		"  -d, --dir DIR   the directory of segments (default: "
 		"$TALLY_DIR, or\n"
-		"                  /dev/shm/tally-<uid>)\n"
+		"                  $XDG_RUNTIME_DIR/tally and "
+		"/dev/shm/tally-<uid>)\n"
 		"  -p, --pid PID   only the segments of process PID\n"
 		"  -c, --percpu    also the per-CPU values\n"
 		"  -j, --json      one JSON document instead of text\n"
@@ -427,7 +428,7 @@ int main(int argc, char **argv)
 	};
 	struct options o = { 0 };
 	struct walk w = { &o, NULL, 0, 0, 0, 0 };
-	char dirname[64];
+	char dirname[4096];
 	const char *shown;
 	int opt, rc;
 
@@ -470,11 +471,12 @@ int main(int argc, char **argv)
 	if (optind < argc)
 		bad_option("unexpected argument '%s'", argv[optind]);
 
-	/* Only for messages: the library picks the same directory. */
-	shown = o.dir ? o.dir : getenv("TALLY_DIR");
-	if (!shown || !shown[0]) {
-		snprintf(dirname, sizeof(dirname), "/dev/shm/tally-%u",
-			 (unsigned)getuid());
+	/* Only for messages: the library reads the default places itself
+	 * (this one, and /dev/shm/tally-<uid> besides a runtime directory). */
+	shown = o.dir;
+	if (!shown) {
+		if (tally_default_dir(0, dirname, sizeof(dirname)) < 0)
+			snprintf(dirname, sizeof(dirname), "(default)");
 		shown = dirname;
 	}
 

@@ -4,7 +4,8 @@
  *
  * Environment (each value is checked; a bad one makes zone creation fail
  * with EINVAL and a message naming the variable):
- *   TALLY_DIR         directory of segment files
+ *   TALLY_DIR         directory of segment files (default: see
+ *                     default_dir below)
  *   TALLY_NSLABS      per-CPU copies per slot, 1..4096 (default: the
  *                     number of possible CPUs)
  *   TALLY_NODES       force this many NUMA nodes (CPU c on node c % N)
@@ -29,10 +30,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "internal.h"
+#include "tally/reader.h"
 
 struct tally__cfg tally__cfg = { 0, 0, 1, 1 };
 struct tally__env tally__env;
@@ -290,6 +294,75 @@ static void read_cpus(struct tally__env *e)
 			e->cpu_node[c] = 0;
 }
 
+/*
+ * The default directory, when $TALLY_DIR is not set.  /dev/shm/tally-<uid>
+ * is a name in a directory every user can write to: another user can
+ * create it first (0777, or any mode) and take it, as with the JVM's
+ * hsperfdata.  $XDG_RUNTIME_DIR, where it is a directory of this user
+ * that nobody else can enter (systemd's per-user tmpfs, /run/user/<uid>),
+ * is a place nobody else can create a name in: its "tally" subdirectory
+ * is the default there.  Readers read both places (directory.c), since
+ * the writers of a user do not all have $XDG_RUNTIME_DIR (a system
+ * service running as that user has none).  With $TALLY_GROUP, files are
+ * for a group that cannot enter $XDG_RUNTIME_DIR: /dev/shm/tally-<uid>
+ * then.
+ */
+static int private_dir(const char *d)
+{
+	struct stat st;
+	int fd, ok;
+
+	if (!d || d[0] != '/' || strlen(d) >= PATH_MAX - 80)
+		return 0;
+	fd = open(d, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ok = fstat(fd, &st) == 0 && st.st_uid == geteuid() &&
+	     !(st.st_mode & 077);
+	close(fd);
+	return ok;
+}
+
+static void default_dir(struct tally__env *e)
+{
+	const char *x = getenv("XDG_RUNTIME_DIR");
+	char run[64];
+
+	e->dir_is_default = 1;
+	snprintf(e->dir, sizeof(e->dir), "/dev/shm/tally-%u",
+		 (unsigned)getuid());
+	e->dir_alt[0] = 0;
+	if (e->gid < 0 && private_dir(x)) {
+		snprintf(e->dir_alt, sizeof(e->dir_alt), "%s", e->dir);
+		snprintf(e->dir, sizeof(e->dir), "%s/tally", x);
+		return;
+	}
+	/* No $XDG_RUNTIME_DIR here (a cron job, a system service), but the
+	 * user's runtime directory exists: a reader also looks where this
+	 * user's writers with $XDG_RUNTIME_DIR write. */
+	snprintf(run, sizeof(run), "/run/user/%u", (unsigned)geteuid());
+	if ((!x || !*x) && private_dir(run))
+		snprintf(e->dir_alt, sizeof(e->dir_alt), "%s/tally", run);
+}
+
+int tally_default_dir(unsigned i, char *buf, size_t n)
+{
+	const char *d;
+
+	tally__init();
+	d = i == 0 ? tally__env.dir : i == 1 ? tally__env.dir_alt : "";
+	if (!buf && n)
+		return tally__fail(EINVAL, "tally_default_dir: NULL buffer");
+	if (!d[0])
+		return tally__fail(ENOENT, "tally_default_dir: no default "
+				   "directory %u", i);
+	if (strlen(d) >= n)
+		return tally__fail(ERANGE, "tally_default_dir: %zu bytes are "
+				   "too few for %s", n, d);
+	memcpy(buf, d, strlen(d) + 1);
+	return 0;
+}
+
 /* $TALLY_ZONE_SLOTS, $TALLY_ZONE_SERIES, $TALLY_KEEP, $TALLY_RETAIN,
  * $TALLY_ZONE, $TALLY_GROUP and $TALLY_DIR. */
 static void read_files(struct tally__env *e)
@@ -342,9 +415,7 @@ static void read_files(struct tally__env *e)
 		else
 			snprintf(e->dir, sizeof(e->dir), "%s", s);
 	} else {
-		snprintf(e->dir, sizeof(e->dir), "/dev/shm/tally-%u",
-			 (unsigned)getuid());
-		e->dir_is_default = 1;
+		default_dir(e);
 	}
 }
 

@@ -45,11 +45,12 @@ struct cleanup {
  * published (zone.c).  Nobody holding it, and a few seconds old (so that
  * the instant between open and lock is no risk), it is an orphan.
  */
-static int orphaned_tmp(const char *path, struct stat *checked)
+static int orphaned_tmp(int dfd, const char *name, struct stat *checked)
 {
 	struct flock fl;
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK),
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
+				   O_NONBLOCK),
 	    orphan = 0;
 
 	if (fd < 0)
@@ -97,29 +98,66 @@ static int has_suffix(const char *s, size_t n, const char *suffix)
 	return n > k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* Open @dir (NULL: $TALLY_DIR), which must be a real directory. */
-static DIR *open_dir(const char **dir)
-{
-	struct stat st;
+/*
+ * A directory being walked: the descriptor it was checked on, which every
+ * later open, stat and unlink is relative to.  Whoever can rename the
+ * directory or one above it may swap it for a symbolic link or another
+ * directory at any moment; the walk never resolves its path again, so it
+ * stays in the directory it checked.
+ */
+struct dir_handle {
 	DIR *d;
+	int fd;
+	struct stat st;
+};
 
-	if (!*dir) {
-		tally__init();
-		*dir = tally__env.dir;
+/*
+ * Open @dir, which must be a real directory (not a symbolic link) that
+ * the reader may walk (tally__dir_allowed: the writers' rule).
+ */
+static int open_dir(const char *dir, const struct tally_open_opts *opts,
+		    struct dir_handle *h)
+{
+	int fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC),
+	    rfd, err;
+
+	if (fd < 0) {
+		err = errno;
+		if (err == ELOOP || err == ENOTDIR) {
+			struct stat st;
+
+			return tally__fail(ENOTDIR, "%s: not a directory%s",
+					   dir, lstat(dir, &st) == 0 &&
+					   S_ISLNK(st.st_mode) ?
+					   " (a symbolic link)" : "");
+		}
+		return tally__fail(err, "%s: %s", dir, strerror(err));
 	}
-	if (lstat(*dir, &st) < 0) {
-		tally__fail(errno, "%s: %s", *dir, strerror(errno));
-		return NULL;
+	if (fstat(fd, &h->st) < 0) {
+		err = tally__fail(errno, "%s: %s", dir, strerror(errno));
+		close(fd);
+		return err;
 	}
-	if (!S_ISDIR(st.st_mode)) {
-		tally__fail(ENOTDIR, "%s: not a directory%s", *dir,
-			    S_ISLNK(st.st_mode) ? " (a symbolic link)" : "");
-		return NULL;
+	if ((err = tally__dir_allowed(&h->st, dir, opts)) < 0) {
+		close(fd);
+		return err;
 	}
-	d = opendir(*dir);
-	if (!d)
-		tally__fail(errno, "%s: %s", *dir, strerror(errno));
-	return d;
+	/* Opened with O_PATH, so that a directory we may not list is still
+	 * judged by its owner and mode; listed through that descriptor. */
+	rfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	err = errno;
+	close(fd);
+	if (rfd < 0)
+		return tally__fail(err, "%s: %s", dir, strerror(err));
+	fd = rfd;
+	h->d = fdopendir(fd);
+	if (!h->d) {
+		err = tally__fail(errno, "%s: %s", dir, strerror(errno));
+		close(fd);
+		return err;
+	}
+	h->fd = fd;
+	return 0;
 }
 
 /* "1h", "90m", "45s": the retention, for a message. */
@@ -167,12 +205,13 @@ static int expired(struct tally_seg *s, const struct stat *st,
 }
 
 /*
- * Clean-up of one entry: 1 when @path (named @name) was removed.  The
- * decision is made on an open descriptor; the name is unlinked only if
- * it still names that file.
+ * Clean-up of one entry @name of the directory open as @dfd (@path
+ * names it in messages): 1 when it was removed.  The decision is made on
+ * an open descriptor; the name is unlinked only if it still names that
+ * file, in that directory.
  */
-static int clean_entry(const char *path, const char *name,
-		       const struct cleanup *c)
+static int clean_entry(int dfd, const struct stat *dst, const char *path,
+		       const char *name, const struct cleanup *c)
 {
 	struct tally_seg *s = NULL;
 	struct stat checked, now;
@@ -180,11 +219,11 @@ static int clean_entry(const char *path, const char *name,
 	int removed = 0;
 
 	if (has_suffix(name, strlen(name), ".tally.tmp")) {
-		if (orphaned_tmp(path, &checked))
+		if (orphaned_tmp(dfd, name, &checked))
 			snprintf(why, sizeof(why), "a temporary file whose "
 				 "creator died");
 	} else if (has_suffix(name, strlen(name), ".tally")) {
-		s = tally_seg_open(path, NULL);
+		s = tally__seg_openat(dfd, dst, name, path, NULL);
 		if (s && !(s->hdr.flags & TALLY__HDR_PERSIST) &&
 		    attach_locked(s) && !tally__seg_used(s) &&
 		    fstat(s->fd, &checked) == 0 &&
@@ -192,8 +231,9 @@ static int clean_entry(const char *path, const char *name,
 			why[0] = 0;
 	}
 	/* Unlinked before the segment is closed, so under its attach lock. */
-	if (why[0] && lstat(path, &now) == 0 && now.st_dev == checked.st_dev &&
-	    now.st_ino == checked.st_ino && unlink(path) == 0)
+	if (why[0] && fstatat(dfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    now.st_dev == checked.st_dev && now.st_ino == checked.st_ino &&
+	    unlinkat(dfd, name, 0) == 0)
 		removed = 1;
 	tally_seg_close(s);
 	if (removed && c->fn)
@@ -229,39 +269,75 @@ static int name_has_pid(const char *name, int pid)
 	return n > k && memcmp(name + n - k, want, k) == 0;
 }
 
-static int dir_walk(const char *dir, int pid, const struct tally_open_opts *opts,
-		    tally_seg_fn fn, void *arg, const struct cleanup *cleanup)
+static int walk_one(const char *dir, int pid,
+		    const struct tally_open_opts *opts, tally_seg_fn fn,
+		    void *arg, const struct cleanup *cleanup, int *stop)
 {
 	char path[PATH_MAX];
+	struct dir_handle h;
 	struct dirent *e;
 	int count = 0, rc = 0;
-	DIR *d = open_dir(&dir);
 
-	if (!d)
-		return -errno;
-	while ((e = readdir(d))) {
+	if ((rc = open_dir(dir, cleanup ? NULL : opts, &h)) < 0)
+		return rc;
+	while ((e = readdir(h.d))) {
 		struct tally_seg *s;
 
 		if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >=
 		    (int)sizeof(path))
 			continue;
 		if (cleanup) {
-			count += clean_entry(path, e->d_name, cleanup);
+			count += clean_entry(h.fd, &h.st, path, e->d_name,
+					     cleanup);
 			continue;
 		}
 		if (pid > 0 ? !name_has_pid(e->d_name, pid) :
 			      !has_suffix(e->d_name, strlen(e->d_name), ".tally"))
 			continue;
-		s = tally_seg_open(path, opts);
+		s = tally__seg_openat(h.fd, &h.st, e->d_name, path, opts);
 		rc = fn(path, s, s ? NULL : tally_errmsg(), arg);
 		if (s)
 			count++;
 		tally_seg_close(s);
-		if (rc)
+		if (rc) {
+			*stop = rc;
 			break;
+		}
 	}
-	closedir(d);
-	return rc ? rc : count;
+	closedir(h.d);
+	return count;
+}
+
+/*
+ * @dir, or (NULL) the default places: this process's directory, then
+ * the other place writers of this user may use (config.c).  A default
+ * place that does not exist holds nothing, as long as one of them does.
+ */
+static int dir_walk(const char *dir, int pid, const struct tally_open_opts *opts,
+		    tally_seg_fn fn, void *arg, const struct cleanup *cleanup)
+{
+	int rc, rc2, stop = 0;
+
+	if (dir) {
+		rc = walk_one(dir, pid, opts, fn, arg, cleanup, &stop);
+		return stop ? stop : rc;
+	}
+	tally__init();
+	rc = walk_one(tally__env.dir, pid, opts, fn, arg, cleanup, &stop);
+	if (stop || !tally__env.dir_alt[0] || (rc < 0 && rc != -ENOENT))
+		return stop ? stop : rc;
+	rc2 = walk_one(tally__env.dir_alt, pid, opts, fn, arg, cleanup, &stop);
+	if (stop)
+		return stop;
+	/* Writers never write to a default place they cannot use (taken by
+	 * another user, say): when the first place was read, a second that
+	 * cannot be holds nothing of theirs. */
+	if (rc2 == -ENOENT && rc == -ENOENT)
+		return tally__fail(ENOENT, "%s: %s", tally__env.dir,
+				   strerror(ENOENT));
+	if (rc2 < 0)
+		return rc == -ENOENT ? rc2 : rc;
+	return rc == -ENOENT ? rc2 : rc + rc2;
 }
 
 int tally_dir_foreach(const char *dir, const struct tally_open_opts *opts,

@@ -55,6 +55,9 @@ struct tally__env {
 	char zone[64];           /* $TALLY_ZONE: the default zone is this
 				    shared zone; "" for a zone of its own */
 	char dir[PATH_MAX];      /* $TALLY_DIR or the default */
+	char dir_alt[PATH_MAX];  /* the other default place that readers
+				    also read ("" when none): /dev/shm/tally-
+				    <uid> when dir is $XDG_RUNTIME_DIR/tally */
 	int dir_is_default;
 	char error[256];         /* a bad variable, reported on zone creation */
 };

@@ -52,6 +52,7 @@ int tally__seg_read_at(struct tally_seg *s, void *buf, size_t n, uint64_t off)
 		if (r < 0)
 			return tally__fail(errno, "%s: read error: %s", s->path,
 					   strerror(errno));
+		s->bytes_read += (uint64_t)(r > 0 ? r : 0);
 		if (r == 0)
 			return tally__seg_corrupt(s, "the file ends at %llu, before the "
 				       "%zu bytes at offset %llu (truncated?)",
@@ -186,30 +187,49 @@ static int in_my_groups(gid_t gid)
  * Another user's file, shared with a group of this process (TALLY_GROUP
  * on the writer's side): readable by the group, writable by nobody but its
  * owner, in a directory of the same owner that nobody else can write to,
- * so that no other member of the group could have put it there.
+ * so that no other member of the group could have put it there.  @dir is
+ * the directory the file was opened in, by its descriptor: the one that
+ * holds the file, not whatever its path names now.
  */
-static int group_shared(const char *path, const struct stat *st)
+static int group_shared(const struct stat *dir, const struct stat *st)
 {
-	char dir[PATH_MAX];
-	struct stat ds;
-	char *slash;
-
 	if (!in_my_groups(st->st_gid) || !(st->st_mode & S_IRGRP) ||
 	    (st->st_mode & 022))
 		return 0;
-	snprintf(dir, sizeof(dir), "%s", path);
-	slash = strrchr(dir, '/');
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else if (slash == dir)
-		dir[1] = 0;
-	else
-		*slash = 0;
-	return lstat(dir, &ds) == 0 && S_ISDIR(ds.st_mode) &&
-	       ds.st_uid == st->st_uid && !(ds.st_mode & 022);
+	return dir && S_ISDIR(dir->st_mode) && dir->st_uid == st->st_uid &&
+	       !(dir->st_mode & 022);
+}
+
+int tally__dir_allowed(const struct stat *st, const char *dir,
+		       const struct tally_open_opts *opts)
+{
+	long allow = opts ? opts->allow_uid : -1;
+	int group = opts && opts->allow_group;
+
+	if (st->st_uid != geteuid() &&
+	    (allow < 0 || st->st_uid != (uid_t)allow) &&
+	    !(group && in_my_groups(st->st_gid)))
+		return tally__fail(EPERM, "%s: the directory is owned by uid "
+				   "%u, not by this user (uid %u)%s; tally "
+				   "reads only directories of their writers",
+				   dir, (unsigned)st->st_uid,
+				   (unsigned)geteuid(),
+				   group ? ", and its group is not one of "
+				   "this process's" : " (see allow_uid, "
+				   "--allow-uid, --allow-group)");
+	if (st->st_mode & 022)
+		return tally__fail(EPERM, "%s: the directory is writable by "
+				   "%s (mode %o): anybody there could plant "
+				   "or swap segment files; tally reads only "
+				   "directories that nobody but their owner "
+				   "can write to", dir,
+				   st->st_mode & 002 ? "others" : "its group",
+				   (unsigned)(st->st_mode & 07777));
+	return 0;
 }
 
 static struct tally_seg *open_fd(int fd, const char *path,
+				 const struct stat *dir,
 				 const struct tally_open_opts *opts)
 {
 	struct tally_seg *s;
@@ -236,7 +256,7 @@ static struct tally_seg *open_fd(int fd, const char *path,
 		goto fail;
 	}
 	if (st.st_uid != geteuid() && (allow < 0 || st.st_uid != (uid_t)allow) &&
-	    !(opts && opts->allow_group && group_shared(path, &st))) {
+	    !(opts && opts->allow_group && group_shared(dir, &st))) {
 		tally__fail(EPERM, "%s: owned by uid %u, not by this user "
 			    "(uid %u)%s", path, (unsigned)st.st_uid,
 			    (unsigned)geteuid(),
@@ -271,19 +291,16 @@ fail:
 struct tally_seg *tally__seg_open_fd(int fd, const char *name,
 				     const struct tally_open_opts *opts)
 {
-	return open_fd(fd, name, opts);
+	return open_fd(fd, name, NULL, opts);
 }
 
-struct tally_seg *tally_seg_open(const char *path,
-				 const struct tally_open_opts *opts)
+struct tally_seg *tally__seg_openat(int dfd, const struct stat *dir,
+				    const char *name, const char *path,
+				    const struct tally_open_opts *opts)
 {
-	int fd;
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+				   O_CLOEXEC);
 
-	if (!path) {
-		tally__fail(EINVAL, "tally_seg_open: NULL path");
-		return NULL;
-	}
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
 		int err = errno;
 
@@ -292,7 +309,51 @@ struct tally_seg *tally_seg_open(const char *path,
 			    strerror(err));
 		return NULL;
 	}
-	return open_fd(fd, path, opts);
+	return open_fd(fd, path, dir, opts);
+}
+
+/*
+ * The directory part of @path is opened first and the file in it by
+ * name, so that the directory whose owner and mode decide a group-shared
+ * file (group_shared) is the one that holds the file.
+ */
+struct tally_seg *tally_seg_open(const char *path,
+				 const struct tally_open_opts *opts)
+{
+	char dir[PATH_MAX];
+	const char *base;
+	struct tally_seg *s;
+	struct stat ds;
+	int dfd;
+
+	if (!path) {
+		tally__fail(EINVAL, "tally_seg_open: NULL path");
+		return NULL;
+	}
+	base = strrchr(path, '/');
+	if (!base) {
+		snprintf(dir, sizeof(dir), ".");
+		base = path;
+	} else {
+		snprintf(dir, sizeof(dir), "%.*s",
+			 base == path ? 1 : (int)(base - path), path);
+		base++;
+	}
+	if (!*base)
+		base = ".";
+	dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		tally__fail(errno, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(dfd, &ds) < 0) {
+		tally__fail(errno, "%s: %s", path, strerror(errno));
+		close(dfd);
+		return NULL;
+	}
+	s = tally__seg_openat(dfd, &ds, base, path, opts);
+	close(dfd);
+	return s;
 }
 
 void tally_seg_close(struct tally_seg *s)

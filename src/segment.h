@@ -9,6 +9,7 @@
 
 #include <limits.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "internal.h"
 #include "tally/reader.h"
@@ -39,6 +40,8 @@ struct result {
 
 struct tally_seg {
 	int fd;
+	uint64_t bytes_read;     /* pread by this reader: what a pass costs
+				    (a statistic, for tests) */
 	char path[PATH_MAX];
 	struct tally__hdr hdr;
 	uint64_t chunk_bytes;
@@ -60,6 +63,17 @@ struct tally_seg {
 	/* The labels of each record of a batch, as parsed. */
 	const char *(*lnames)[MAX_LABELS], *(*lvalues)[MAX_LABELS];
 };
+
+/* Open segment @name of the directory open as @dfd (whose fstat is
+ * @dir), never following a symbolic link; @path names it in messages. */
+struct tally_seg *tally__seg_openat(int dfd, const struct stat *dir,
+				    const char *name, const char *path,
+				    const struct tally_open_opts *opts);
+/* May a reader with @opts walk directory @dir (fstat @st)?  0, or -EPERM
+ * with a message: owned by the caller (or opts->allow_uid, or by a group
+ * of the caller with opts->allow_group), and writable by its owner only. */
+int tally__dir_allowed(const struct stat *st, const char *dir,
+		       const struct tally_open_opts *opts);
 
 /* Every message of the reader names the file (segment.c). */
 int tally__seg_no_memory(const struct tally_seg *s);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "tally/metrics.h"
 
@@ -512,10 +513,50 @@ static int emit_batch(struct tally_seg *s, uint32_t first, uint32_t n,
 	return count;
 }
 
+/*
+ * The records [*first, *first + *n) worth reading from @first on: the
+ * next run of them whose pages hold data, at most BATCH.  The series
+ * table of a large zone is mostly holes, and a record in a hole is all
+ * zeros, never live: a header that claims 16 million series used (within
+ * the caps, so valid) then costs what the writer really wrote, not 2 GB
+ * of reads of zeros on every pass.  The file system is asked
+ * (SEEK_DATA/SEEK_HOLE), never trusted to be small: a file with no holes
+ * is read whole, as before.  0 when nothing is left to read.
+ */
+static uint32_t next_run(struct tally_seg *s, uint32_t *first, uint32_t hwm)
+{
+	const uint64_t rec = sizeof(struct tally__series);
+	uint64_t off = s->hdr.desc_off + (uint64_t)*first * rec, end;
+	uint32_t n = hwm - *first < BATCH ? hwm - *first : BATCH;
+	off_t d, h;
+
+	if (*first >= hwm)
+		return 0;
+	d = lseek(s->fd, (off_t)off, SEEK_DATA);
+	if (d < 0)
+		return errno == ENXIO ? 0 : n; /* no data left, or cannot tell */
+	if ((uint64_t)d > off) {
+		uint64_t skip = ((uint64_t)d - off) / rec;
+
+		if (skip >= hwm - *first)
+			return 0;
+		*first += (uint32_t)skip;
+		off += skip * rec;
+		n = hwm - *first < BATCH ? hwm - *first : BATCH;
+	}
+	h = lseek(s->fd, d, SEEK_HOLE);
+	if (h > d) {
+		end = ((uint64_t)h - off + rec - 1) / rec;
+		if (end < n)
+			n = (uint32_t)end;
+	}
+	return n ? n : 1;
+}
+
 int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 		      void *arg)
 {
-	uint32_t hwm, nfam;
+	uint32_t hwm, nfam, first = 0, n;
 	uint64_t gen;
 	int count = 0, rc, stop = 0;
 	char badmsg[256] = "";
@@ -528,8 +569,7 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 	    (rc = tally__seg_read_live(s, &gen, &hwm, &nfam)) < 0 ||
 	    (rc = load_families(s, nfam)) < 0)
 		return rc;
-	for (uint32_t first = 0; first < hwm && !stop; first += BATCH) {
-		uint32_t n = hwm - first < BATCH ? hwm - first : BATCH;
+	for (; !stop && (n = next_run(s, &first, hwm)) > 0; first += n) {
 		uint64_t off = s->hdr.desc_off +
 			       (uint64_t)first * sizeof(struct tally__series);
 		size_t bytes = n * sizeof(struct tally__series);

@@ -35,11 +35,18 @@
  * the moment it holds its use lock.  The last user leaves the file in
  * place, dead, for the retention: workers that come back carry on with
  * its values.
+ *
+ * The directory is checked on a descriptor (check_dir), and the files of
+ * a creation or an attach are opened, renamed and removed relative to
+ * that descriptor (dir_fd), so that a directory swapped for another (or
+ * for a symbolic link) by whoever owns a directory above it does not
+ * take the writer elsewhere after the check.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,61 +88,155 @@ int tally__valid_zone_name(const char *name)
 	return n <= 63;
 }
 
-/* Check (and for the default, create) the segment directory. */
+/*
+ * The segment directory as checked by check_dir(), for the creation or
+ * attach under way: only used under create_lock, -1 otherwise.
+ */
+static int dir_fd = -1;
+
+/* The last component of @path: the name of a file in dir_fd. */
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+/*
+ * The default directory belongs to another user: it was created before
+ * this user's first run, by mistake or to take it (the JVM's hsperfdata
+ * had the same problem).  Name the owner and the ways out.
+ */
+static int dir_taken(const char *dir, const struct stat *st)
+{
+	char buf[1024], who[80] = "";
+	struct passwd pw, *r = NULL;
+
+	if (getpwuid_r(st->st_uid, &pw, buf, sizeof(buf), &r) == 0 && r)
+		snprintf(who, sizeof(who), " (user %.60s)", r->pw_name);
+	if (!tally__env.dir_is_default)
+		return tally__fail(EPERM, "%s is owned by uid %u%s, not by "
+				   "this user (uid %u): set TALLY_DIR to a "
+				   "directory of your own", dir,
+				   (unsigned)st->st_uid, who,
+				   (unsigned)geteuid());
+	return tally__fail(EPERM, "%s, tally's default directory for this "
+			   "user, is owned by uid %u%s, not by this user (uid "
+			   "%u): another user created it first and took it.  "
+			   "Remove it (as its owner or root: rm -r %s), or set "
+			   "TALLY_DIR to a directory of your own (mode 0700)%s",
+			   dir, (unsigned)st->st_uid, who, (unsigned)geteuid(),
+			   dir, tally__env.gid >= 0 ? "" :
+			   "; with $XDG_RUNTIME_DIR set to a directory of "
+			   "this user (a login session, systemd --user), the "
+			   "default is $XDG_RUNTIME_DIR/tally, which nobody "
+			   "else can take");
+}
+
+/*
+ * With TALLY_GROUP, a default directory made 0700 by an earlier run
+ * without it is opened to the group (0750, its group TALLY_GROUP): files
+ * shared with a group it cannot enter would be of no use.  On the
+ * descriptor, so the directory changed is the one checked.  A directory
+ * named by TALLY_DIR is the user's to set up and is left as it is.
+ */
+static int share_dir(int fd, const char *dir, struct stat *st)
+{
+	int rfd, err = 0;
+
+	if (tally__env.gid < 0 || !tally__env.dir_is_default ||
+	    (st->st_gid == (gid_t)tally__env.gid &&
+	     (st->st_mode & 0750) == 0750))
+		return 0;
+	/* fchown and fchmod want more than the O_PATH descriptor. */
+	rfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0 || fchown(rfd, (uid_t)-1, (gid_t)tally__env.gid) < 0 ||
+	    fchmod(rfd, (st->st_mode & 07777 & ~(mode_t)022) | 0750) < 0 ||
+	    fstat(rfd, st) < 0)
+		err = tally__fail(errno, "cannot give %s to group %ld: %s",
+				  dir, tally__env.gid, strerror(errno));
+	if (rfd >= 0)
+		close(rfd);
+	return err;
+}
+
+/*
+ * Check (and for the default, create) the segment directory, and keep
+ * its descriptor (O_PATH: enough for openat, renameat2, linkat and
+ * unlinkat) in dir_fd for the creation (close_dir() closes it).
+ */
 static int check_dir(void)
 {
 	const char *dir = tally__env.dir;
 	struct stat st;
+	int fd, err;
 
-	if (lstat(dir, &st) < 0) {
-		if (errno != ENOENT)
-			return tally__fail(errno, "cannot stat %s: %s", dir,
-					   strerror(errno));
-		if (!tally__env.dir_is_default)
-			return tally__fail(ENOENT, "TALLY_DIR %s does not exist:"
-					   " create it with mode 0700, or unset"
-					   " TALLY_DIR", dir);
+	/* O_PATH: a directory of another user that we may not read is
+	 * still checked, and named as taken, not just "permission denied". */
+	fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT && tally__env.dir_is_default) {
 		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 			return tally__fail(errno, "cannot create %s: %s", dir,
 					   strerror(errno));
-		/* Shared with a group: readable and searchable by it. */
-		if (tally__env.gid >= 0 &&
-		    (chown(dir, (uid_t)-1, (gid_t)tally__env.gid) < 0 ||
-		     chmod(dir, 0750) < 0))
-			return tally__fail(errno, "cannot give %s to group %ld:"
-					   " %s", dir, tally__env.gid,
-					   strerror(errno));
-		if (lstat(dir, &st) < 0)
-			return tally__fail(errno, "cannot stat %s: %s", dir,
-					   strerror(errno));
+		fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	}
-	if (S_ISLNK(st.st_mode))
-		return tally__fail(ENOTDIR, "%s is a symbolic link; tally "
-				   "wants a real directory", dir);
-	if (!S_ISDIR(st.st_mode))
-		return tally__fail(ENOTDIR, "%s is not a directory", dir);
+	if (fd < 0) {
+		struct stat ls;
+
+		err = errno;
+		if (err == ENOENT)
+			return tally__fail(ENOENT, "TALLY_DIR %s does not "
+					   "exist: create it with mode 0700, "
+					   "or unset TALLY_DIR", dir);
+		if (err == ELOOP || (err == ENOTDIR && lstat(dir, &ls) == 0 &&
+				     S_ISLNK(ls.st_mode)))
+			return tally__fail(ENOTDIR, "%s is a symbolic link; "
+					   "tally wants a real directory", dir);
+		if (err == ENOTDIR)
+			return tally__fail(ENOTDIR, "%s is not a directory", dir);
+		return tally__fail(err, "cannot open %s: %s", dir,
+				   strerror(err));
+	}
+	if (fstat(fd, &st) < 0) {
+		err = tally__fail(errno, "cannot stat %s: %s", dir,
+				  strerror(errno));
+		close(fd);
+		return err;
+	}
+	err = 0;
 	if (st.st_uid != geteuid())
-		return tally__fail(EPERM, "%s is owned by uid %u, not by this "
-				   "user (uid %u)", dir, (unsigned)st.st_uid,
-				   (unsigned)geteuid());
-	if (st.st_mode & 002)
-		return tally__fail(EPERM, "%s is writable by others (mode %o), "
+		err = dir_taken(dir, &st);
+	else if (st.st_mode & 002)
+		err = tally__fail(EPERM, "%s is writable by others (mode %o), "
 				   "as a shared directory like /dev/shm is: "
 				   "tally keeps its files in a private "
 				   "subdirectory (mkdir -m 0700 %s/tally-%u, "
 				   "then TALLY_DIR=%s/tally-%u), or unset "
-				   "TALLY_DIR for /dev/shm/tally-%u", dir,
+				   "TALLY_DIR for the default", dir,
 				   (unsigned)(st.st_mode & 07777), dir,
-				   (unsigned)geteuid(), dir, (unsigned)geteuid(),
-				   (unsigned)geteuid());
-	if (st.st_mode & 020)
-		return tally__fail(EPERM, "%s is writable by its group (mode "
+				   (unsigned)geteuid(), dir, (unsigned)geteuid());
+	else if (st.st_mode & 020)
+		err = tally__fail(EPERM, "%s is writable by its group (mode "
 				   "%o): another member could plant or remove "
 				   "segment files; use a directory only its "
 				   "owner can write to (0700, or 0750 with "
 				   "TALLY_GROUP)", dir,
 				   (unsigned)(st.st_mode & 07777));
+	if (err == 0)
+		err = share_dir(fd, dir, &st);
+	if (err < 0) {
+		close(fd);
+		return err;
+	}
+	dir_fd = fd;
 	return 0;
+}
+
+static void close_dir(void)
+{
+	if (dir_fd >= 0)
+		close(dir_fd);
+	dir_fd = -1;
 }
 
 static void proc_name(char out[16])
@@ -230,11 +331,19 @@ static void detach(struct tally_zone *z)
 	} else if (z->path[0]) {
 		z->keep_file = 1;
 	}
-	/* A shared zone stays for the retention (see the top). */
+	/* A shared zone stays for the retention (see the top).  The
+	 * directory is no longer open here (a process keeps no descriptor
+	 * of it): the name is removed only while it names this zone's file,
+	 * a name with 64 random bits nobody else picks. */
 	if (z->path[0] && !z->keep_file &&
 	    !(z->flags & (TALLY_ZONE_PERSIST | TALLY_ZONE_SHARED)) &&
-	    !tally__env.keep && !tally__use_locked(z->fd))
-		unlink(z->path);
+	    !tally__env.keep && !tally__use_locked(z->fd)) {
+		struct stat a, b;
+
+		if (lstat(z->path, &a) == 0 && fstat(z->fd, &b) == 0 &&
+		    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+			unlink(z->path);
+	}
 }
 
 /* At exit (lifecycle.c): lock the registry, so that tally__tcache_exit()
@@ -324,13 +433,15 @@ static int creation_lock(int fd, short type)
  */
 static int publish(const char *tmp, const char *path)
 {
-	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
+	const char *t = base_name(tmp), *p = base_name(path);
+
+	if (renameat2(dir_fd, t, dir_fd, p, RENAME_NOREPLACE) == 0)
 		return 0;
 	if (errno != EINVAL && errno != ENOSYS)
 		return -errno;
-	if (link(tmp, path) < 0)
+	if (linkat(dir_fd, t, dir_fd, p, 0) < 0)
 		return -errno;
-	unlink(tmp);
+	unlinkat(dir_fd, t, 0);
 	return 0;
 }
 
@@ -432,8 +543,8 @@ static int create_file(const char *name, const struct tally_zone_opts *o,
 			snprintf(tmp, PATH_MAX + 16, "%s.tmp", path);
 			if (o->flags & TALLY_ZONE_SHARED)
 				shared_path(path, PATH_MAX, name);
-			fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
-					       O_CLOEXEC, 0600);
+			fd = openat(dir_fd, base_name(tmp), O_RDWR | O_CREAT |
+				    O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 			if (fd >= 0 || errno != EEXIST)
 				break;
 		}
@@ -466,7 +577,7 @@ static int create_file(const char *name, const struct tally_zone_opts *o,
 
 		close(fd);
 		if (tmp[0])
-			unlink(tmp);
+			unlinkat(dir_fd, base_name(tmp), 0);
 		errno = err;
 	}
 	return -1;
@@ -697,7 +808,7 @@ static struct tally_zone *create_new(const char *name,
 	if (register_zone(z) < 0) {
 		/* Others may have attached a shared zone already. */
 		if (z->path[0] && !(o->flags & TALLY_ZONE_SHARED))
-			unlink(z->path);
+			unlinkat(dir_fd, base_name(z->path), 0);
 		goto fail_map;
 	}
 	return z;
@@ -712,7 +823,7 @@ fail_fd:
 	err = errno;
 	close(fd);
 	if (tmp[0])
-		unlink(tmp);
+		unlinkat(dir_fd, base_name(tmp), 0);
 	errno = err;
 fail:
 	free(z);
@@ -780,7 +891,8 @@ static int shared_compatible(const struct tally__hdr *h, uint64_t size,
  */
 static int open_shared(const char *path, struct stat *st)
 {
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rw = -1;
+	int fd = openat(dir_fd, base_name(path), O_RDONLY | O_NOFOLLOW |
+			O_CLOEXEC), rw = -1;
 
 	if (fd < 0) {
 		if (errno != ENOENT)
@@ -832,7 +944,8 @@ static struct tally_zone *attach_shared(const char *path)
 			    strerror(errno));
 		goto fail;
 	}
-	if (stat(path, &now) < 0 || now.st_dev != st.st_dev ||
+	if (fstatat(dir_fd, base_name(path), &now, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    now.st_dev != st.st_dev ||
 	    now.st_ino != st.st_ino) {
 		errno = ENOENT; /* removed meanwhile: as if never there */
 		goto fail;
@@ -929,12 +1042,18 @@ static struct tally_zone *create_locked(const char *name,
 		return NULL;
 	nchunks = (o.capacity + TALLY_CHUNK_SLOTS - 1) / TALLY_CHUNK_SLOTS;
 	tally__geometry(nchunks, (uint32_t)o.max_series, tally__env.nslabs, &g);
-	if (can_create(name, &o, &g) < 0)
+	if (can_create(name, &o, &g) < 0) {
+		int err = errno;
+
+		close_dir();
+		errno = err;
 		return NULL;
+	}
 	if (o.flags & TALLY_ZONE_SHARED)
 		z = shared_locked(name, &o, &g, nchunks);
 	else
 		z = create_new(name, &o, &g, nchunks);
+	close_dir();
 	if (z && z->path[0])
 		tally__dir_expire_once();
 	return z;

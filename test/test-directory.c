@@ -1,5 +1,6 @@
 /*
- * test-directory.c: the retention of dead writers' segments.
+ * test-directory.c: the retention of dead writers' segments, and walks
+ * that stay in the directory they checked.
  *
  * It proves that:
  *   - segments of writers killed with SIGKILL stay for post-mortem
@@ -10,13 +11,17 @@
  *   - the memory readers report for dead segments is the sum of their
  *     st_blocks * 512;
  *   - a bad TALLY_RETAIN makes zone creation fail, naming the variable;
- *   - tally_dir_expire() keeps, stamps and removes as documented.
+ *   - tally_dir_expire() keeps, stamps and removes as documented;
+ *   - clean-up and readers stay in the directory they checked while it is
+ *     swapped for a symbolic link to another one, in a loop.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -294,4 +299,128 @@ TEST(dir_expire)
 	CHECK_EQ(tally_dir_expire(sh->dir, -3, NULL, NULL), -EINVAL);
 	CHECK(strstr(tally_errmsg(), "retention") != NULL);
 	CHECK_EQ(tally_dir_expire(sh->dir, 0, NULL, NULL), 2);
+}
+
+/* The swapper: turns @dir into a symbolic link to @target and back, as
+ * fast as it can, until told to stop. */
+struct swap {
+	char dir[PATH_MAX], real[PATH_MAX + 8], target[PATH_MAX];
+	_Atomic int stop;
+	_Atomic long swaps;
+};
+
+static void swapper(void *arg)
+{
+	struct swap *w = arg;
+
+	while (!atomic_load(&w->stop)) {
+		if (rename(w->dir, w->real) < 0)
+			continue;
+		if (symlink(w->target, w->dir) == 0) {
+			sched_yield();
+			unlink(w->dir);
+		}
+		CHECK_EQ(rename(w->real, w->dir), 0);
+		atomic_fetch_add(&w->swaps, 1);
+		sched_yield();
+	}
+}
+
+static int opened_fn(const char *path, struct tally_seg *s,
+		     const char *error, void *arg)
+{
+	(void)path;
+	(void)error;
+	*(long *)arg += s != NULL;
+	return 0;
+}
+
+/*
+ * Whoever owns a directory above the one being cleaned (or the directory
+ * itself) can swap it for a symbolic link to another directory at any
+ * moment.  Clean-up, with a retention and without, checks the directory
+ * once and then works on its descriptor: run against such a swap in a
+ * loop for a few seconds, it never removes, stamps or changes a file of
+ * the other directory, although the swapped one holds the same names
+ * (empty files, which clean-up leaves alone).  A reader's walk likewise
+ * never opens a segment of the other directory.
+ */
+TEST_TIMEOUT(cleanup_stays_in_the_checked_directory, 60)
+{
+	struct shared *sh = shared_new("swap-victim");
+	struct swap *w = mmap(NULL, sizeof(*w), PROT_READ | PROT_WRITE,
+			      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct stat before[VICTIMS], st;
+	long rounds = 0, opened = 0;
+	double t0;
+	pid_t pid;
+	int status;
+
+	CHECK(w != MAP_FAILED);
+	kill_victims(sh);
+	snprintf(w->dir, sizeof(w->dir), "%s/swap.%d", harness_dir(),
+		 (int)getpid());
+	snprintf(w->real, sizeof(w->real), "%s.real", w->dir);
+	snprintf(w->target, sizeof(w->target), "%s", sh->dir);
+	CHECK_EQ(mkdir(w->dir, 0700), 0);
+	for (int i = 0; i < VICTIMS; i++) {
+		char name[PATH_MAX + 300];
+		int fd;
+
+		/* The last victim is not stamped yet (0600), the others
+		 * were stamped (0400) by the victims after them. */
+		CHECK_EQ(stat(sh->path[i], &before[i]), 0);
+		snprintf(name, sizeof(name), "%s/%s", w->dir,
+			 strrchr(sh->path[i], '/') + 1);
+		fd = open(name, O_WRONLY | O_CREAT | O_EXCL, 0600);
+		CHECK(fd >= 0);
+		close(fd);
+	}
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		swapper(w);
+		_exit(0);
+	}
+	t0 = harness_now();
+	while (harness_now() - t0 < 3) {
+		int ok = 1;
+
+		tally_dir_cleanup(w->dir);
+		tally_dir_expire(w->dir, 3600, NULL, NULL);
+		tally_dir_foreach(w->dir, NULL, opened_fn, &opened);
+		rounds++;
+		for (int i = 0; i < VICTIMS && ok; i++)
+			ok = stat(sh->path[i], &st) == 0 &&
+			     st.st_mode == before[i].st_mode;
+		if (!ok)
+			break;
+	}
+	atomic_store(&w->stop, 1);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK_CHILD_OK(status);
+	printf("    %ld clean-ups against %ld swaps\n", rounds,
+	       atomic_load(&w->swaps));
+	CHECK(atomic_load(&w->swaps) > 0);
+	CHECK_EQ(opened, 0);
+	for (int i = 0; i < VICTIMS; i++) {
+		if (stat(sh->path[i], &st) < 0)
+			harness_fail(__FILE__, __LINE__, "%s was removed "
+				     "through the swapped directory",
+				     sh->path[i]);
+		CHECK_EQ(st.st_ino, before[i].st_ino);
+		CHECK_EQ(st.st_mode, before[i].st_mode);
+		CHECK_EQ(st.st_mtim.tv_sec, before[i].st_mtim.tv_sec);
+		CHECK_EQ(st.st_mtim.tv_nsec, before[i].st_mtim.tv_nsec);
+	}
+	for (int i = 0; i < VICTIMS; i++) {
+		char name[PATH_MAX + 300];
+
+		snprintf(name, sizeof(name), "%s/%s", w->dir,
+			 strrchr(sh->path[i], '/') + 1);
+		CHECK_EQ(unlink(name), 0);
+		CHECK_EQ(unlink(sh->path[i]), 0);
+	}
+	CHECK_EQ(rmdir(w->dir), 0);
+	CHECK_EQ(rmdir(sh->dir), 0);
 }

@@ -9,6 +9,12 @@
  *     checked in a fresh process since libtally reads its environment once;
  *   - bad zone names and options fail with EINVAL, a duplicate with EEXIST;
  *   - zone files are 0600 in a 0700 directory, anonymous zones have none;
+ *   - a default directory that another user made first (0777, 0700) is
+ *     refused by writers, naming its owner and the ways out, and by
+ *     readers; the user's own 0700 $XDG_RUNTIME_DIR gives a default nobody
+ *     can take, which readers without it find in /run/user/<uid>;
+ *   - TALLY_GROUP opens a default directory made 0700 earlier to the
+ *     group (0750), so that a monitoring user of the group reads it;
  *   - a zone's file is removed when the last process using it exits
  *     normally (not before, even if its creator exits first), and kept
  *     with TALLY_KEEP=1, TALLY_ZONE_PERSIST, or after a crash;
@@ -19,6 +25,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -454,6 +461,7 @@ static void default_dir_child(void *arg)
 	CHECK_EQ(setuid(54321), 0);
 	umask(0);
 	fresh_setenv("TALLY_DIR", NULL);
+	fresh_setenv("XDG_RUNTIME_DIR", NULL);
 	CHECK(tally_zone_default() != NULL);
 	snprintf(r->path, sizeof(r->path), "%s",
 		 tally_zone_path(tally_zone_default()));
@@ -481,6 +489,270 @@ TEST(default_dir_is_created_0700)
 	CHECK_EQ(lstat(r->path, &st), 0);
 	CHECK_EQ(st.st_mode & 07777, 0600);
 	CHECK_EQ(system(cmd), 0);
+}
+
+/*
+ * Squatting: another user creates this user's default directory before
+ * its first run.  The users are uids nobody has, one pair per test
+ * process, so that the test never touches a real user's directory.
+ */
+struct squat {
+	uid_t victim, squatter;
+	char shm[64];            /* /dev/shm/tally-<victim> */
+	char xdg[64];            /* the victim's $XDG_RUNTIME_DIR, or "" */
+	char xdg_made[64];       /* the one the test made for it */
+	char run[64];            /* /run/user/<victim> */
+	char dirs[2][PATH_MAX];  /* tally_default_dir(0), (1) */
+	int err, walk_err, walked;
+	char msg[1024], walk_msg[1024];
+	char path[PATH_MAX];
+};
+
+static void squatter(void *arg)
+{
+	struct squat *q = arg;
+
+	CHECK_EQ(setgid(q->squatter), 0);
+	CHECK_EQ(setuid(q->squatter), 0);
+	CHECK_EQ(mkdir(q->shm, 0777), 0);
+	CHECK_EQ(chmod(q->shm, 0777), 0);
+}
+
+static int count_walk(const char *path, struct tally_seg *s,
+		      const char *error, void *arg)
+{
+	(void)path;
+	(void)error;
+	*(int *)arg += s != NULL;
+	return 0;
+}
+
+/* The victim: creates a zone with the default directory, and reads. */
+static void squat_victim(void *arg)
+{
+	struct squat *q = arg;
+	struct tally_zone *z;
+
+	CHECK_EQ(setgid(q->victim), 0);
+	CHECK_EQ(setuid(q->victim), 0);
+	fresh_setenv("TALLY_DIR", NULL);
+	fresh_setenv("TALLY_GROUP", NULL);
+	fresh_setenv("XDG_RUNTIME_DIR", q->xdg[0] ? q->xdg : NULL);
+	for (unsigned i = 0; i < 2; i++)
+		if (tally_default_dir(i, q->dirs[i], sizeof(q->dirs[i])) < 0)
+			q->dirs[i][0] = 0;
+	z = tally_zone_create("squat", NULL);
+	q->err = z ? 0 : errno;
+	snprintf(q->msg, sizeof(q->msg), "%s", z ? "" : tally_errmsg());
+	if (z)
+		snprintf(q->path, sizeof(q->path), "%s", tally_zone_path(z));
+	q->walked = 0;
+	q->walk_err = tally_dir_foreach(NULL, NULL, count_walk, &q->walked);
+	snprintf(q->walk_msg, sizeof(q->walk_msg), "%s", tally_errmsg());
+	if (z)
+		CHECK_EQ(tally_zone_destroy(z), 0);
+}
+
+/*
+ * The default directory /dev/shm/tally-<uid>, made 0777 by another user
+ * first: zone creation fails with a message that names the owner and the
+ * ways out (remove it, TALLY_DIR, $XDG_RUNTIME_DIR), and readers refuse
+ * to walk it, saying why.  Where $XDG_RUNTIME_DIR is the user's own 0700
+ * directory, the default is $XDG_RUNTIME_DIR/tally, which nobody else can
+ * take: creation works, readers find the zone there and do not stumble
+ * on the squatted second place.  An $XDG_RUNTIME_DIR others can enter is
+ * not used.
+ */
+static void squat_steps(void *arg)
+{
+	struct squat *q = arg;
+	char want[PATH_MAX + 16];
+	struct stat st;
+
+	CHECK_CHILD_OK(harness_child(squatter, q));
+	CHECK_EQ(lstat(q->shm, &st), 0);
+	CHECK_EQ(st.st_uid, q->squatter);
+
+	/* No $XDG_RUNTIME_DIR: the default is taken. */
+	q->xdg[0] = 0;
+	CHECK_CHILD_OK(harness_child(squat_victim, q));
+	CHECK_EQ(q->err, EPERM);
+	snprintf(want, sizeof(want), "owned by uid %u", (unsigned)q->squatter);
+	if (!strstr(q->msg, want) || !strstr(q->msg, "TALLY_DIR") ||
+	    !strstr(q->msg, "rm -r /dev/shm/tally-") ||
+	    !strstr(q->msg, "XDG_RUNTIME_DIR"))
+		harness_fail(__FILE__, __LINE__, "message: %s", q->msg);
+	CHECK_EQ(q->walk_err, -EPERM);
+	if (!strstr(q->walk_msg, q->shm) || !strstr(q->walk_msg, want))
+		harness_fail(__FILE__, __LINE__, "walk: %s", q->walk_msg);
+	CHECK_EQ(strcmp(q->dirs[0], q->shm), 0);
+	CHECK_EQ(q->dirs[1][0], 0);
+	/* Taken 0700, where the victim cannot even look: the same. */
+	CHECK_EQ(chmod(q->shm, 0700), 0);
+	CHECK_CHILD_OK(harness_child(squat_victim, q));
+	CHECK_EQ(q->err, EPERM);
+	if (!strstr(q->msg, want) || !strstr(q->msg, "TALLY_DIR"))
+		harness_fail(__FILE__, __LINE__, "message: %s", q->msg);
+	CHECK_EQ(q->walk_err, -EPERM);
+	if (!strstr(q->walk_msg, want))
+		harness_fail(__FILE__, __LINE__, "walk: %s", q->walk_msg);
+
+	/* The victim's own $XDG_RUNTIME_DIR: nobody else can take it. */
+	snprintf(q->xdg, sizeof(q->xdg), "%s", q->xdg_made);
+	CHECK_CHILD_OK(harness_child(squat_victim, q));
+	if (q->err)
+		harness_fail(__FILE__, __LINE__, "%s", q->msg);
+	snprintf(want, sizeof(want), "%s/tally", q->xdg);
+	CHECK_EQ(strcmp(q->dirs[0], want), 0);
+	CHECK_EQ(strcmp(q->dirs[1], q->shm), 0);
+	CHECK_EQ(strncmp(q->path, want, strlen(want)), 0);
+	CHECK_EQ(q->walk_err, 1);
+	CHECK_EQ(q->walked, 1);
+	CHECK_EQ(lstat(want, &st), 0);
+	CHECK_EQ(st.st_mode & 07777, 0700);
+	CHECK_EQ(st.st_uid, q->victim);
+
+	/* An $XDG_RUNTIME_DIR that others can enter is not the default. */
+	CHECK_EQ(chmod(q->xdg, 0755), 0);
+	CHECK_CHILD_OK(harness_child(squat_victim, q));
+	CHECK_EQ(q->err, EPERM);
+	CHECK_EQ(strcmp(q->dirs[0], q->shm), 0);
+
+	/* No $XDG_RUNTIME_DIR, but the user's /run/user/<uid>: readers also
+	 * look where the user's session writers write. */
+	if (access("/run/user", F_OK) == 0) {
+		q->xdg[0] = 0;
+		CHECK_EQ(mkdir(q->run, 0700), 0);
+		CHECK_EQ(chown(q->run, q->victim, q->victim), 0);
+		CHECK_CHILD_OK(harness_child(squat_victim, q));
+		snprintf(want, sizeof(want), "%s/tally", q->run);
+		CHECK_EQ(strcmp(q->dirs[0], q->shm), 0);
+		CHECK_EQ(strcmp(q->dirs[1], want), 0);
+	}
+}
+
+TEST(default_dir_cannot_be_squatted)
+{
+	struct squat *q = mmap(NULL, sizeof(*q), PROT_READ | PROT_WRITE,
+			       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	char cmd[256];
+	int status;
+
+	CHECK(q != MAP_FAILED);
+	if (geteuid() != 0)
+		harness_skip("needs root to play two users");
+	memset(q, 0, sizeof(*q));
+	q->victim = 300000 + (uid_t)(getpid() % 100000) * 2;
+	q->squatter = q->victim + 1;
+	snprintf(q->shm, sizeof(q->shm), "/dev/shm/tally-%u",
+		 (unsigned)q->victim);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", q->shm);
+	CHECK_EQ(system(cmd), 0);
+	snprintf(q->xdg_made, sizeof(q->xdg_made),
+		 "/dev/shm/tally-xdgtest.XXXXXX");
+	CHECK(mkdtemp(q->xdg_made) != NULL);
+	CHECK_EQ(chown(q->xdg_made, q->victim, q->victim), 0);
+	CHECK_EQ(chmod(q->xdg_made, 0700), 0);
+	/* The steps in a child, so that what they made goes whatever
+	 * happens to them. */
+	snprintf(q->run, sizeof(q->run), "/run/user/%u", (unsigned)q->victim);
+	status = harness_child(squat_steps, q);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s %s %s", q->shm, q->xdg_made,
+		 q->run);
+	CHECK_EQ(system(cmd), 0);
+	CHECK_CHILD_OK(status);
+}
+
+/*
+ * TALLY_GROUP with a default directory made 0700 by an earlier run
+ * without it: the writer opens the directory to the group (0750, its
+ * group TALLY_GROUP), so that a monitoring user of the group reads the
+ * segment with allow_group; without allow_group the directory, another
+ * user's, is refused.  Fake uids and gids, one set per test process.
+ */
+struct grp {
+	uid_t writer, monitor;
+	gid_t group;
+	char shm[64];
+	int walked, walk_err, plain_err;
+	char msg[1024];
+};
+
+static void grp_writer(void *arg)
+{
+	const struct grp *g = arg;
+	struct tally_zone_opts o = { .flags = TALLY_ZONE_PERSIST };
+	struct tally_zone *z;
+	char gid[16];
+
+	snprintf(gid, sizeof(gid), "%u", (unsigned)g->group);
+	CHECK_EQ(setgroups(1, &g->group), 0);
+	CHECK_EQ(setgid(g->writer), 0);
+	CHECK_EQ(setuid(g->writer), 0);
+	fresh_setenv("TALLY_DIR", NULL);
+	fresh_setenv("XDG_RUNTIME_DIR", NULL);
+	fresh_setenv("TALLY_GROUP", gid);
+	z = tally_zone_create("grp", &o);
+	if (!z)
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+}
+
+static void grp_monitor(void *arg)
+{
+	struct grp *g = arg;
+	struct tally_open_opts grp = { .allow_uid = -1, .allow_group = 1 };
+
+	CHECK_EQ(setgroups(1, &g->group), 0);
+	CHECK_EQ(setgid(g->monitor), 0);
+	CHECK_EQ(setuid(g->monitor), 0);
+	g->walked = 0;
+	g->plain_err = tally_dir_foreach(g->shm, NULL, count_walk, &g->walked);
+	snprintf(g->msg, sizeof(g->msg), "%s", tally_errmsg());
+	g->walk_err = tally_dir_foreach(g->shm, &grp, count_walk, &g->walked);
+}
+
+static void grp_steps(void *arg)
+{
+	struct grp *g = arg;
+	struct stat st;
+	char want[64];
+
+	CHECK_EQ(mkdir(g->shm, 0700), 0);
+	CHECK_EQ(chown(g->shm, g->writer, g->writer), 0);
+	CHECK_CHILD_OK(harness_child(grp_writer, g));
+	CHECK_EQ(lstat(g->shm, &st), 0);
+	CHECK_EQ(st.st_mode & 07777, 0750);
+	CHECK_EQ(st.st_gid, g->group);
+	CHECK_CHILD_OK(harness_child(grp_monitor, g));
+	CHECK_EQ(g->plain_err, -EPERM);
+	snprintf(want, sizeof(want), "owned by uid %u", (unsigned)g->writer);
+	if (!strstr(g->msg, want) || !strstr(g->msg, g->shm))
+		harness_fail(__FILE__, __LINE__, "message: %s", g->msg);
+	CHECK_EQ(g->walk_err, 1);
+	CHECK_EQ(g->walked, 1);
+}
+
+TEST(group_opens_a_0700_default_dir)
+{
+	struct grp *g = mmap(NULL, sizeof(*g), PROT_READ | PROT_WRITE,
+			     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	char cmd[128];
+	int status;
+
+	CHECK(g != MAP_FAILED);
+	if (geteuid() != 0)
+		harness_skip("needs root to play two users");
+	memset(g, 0, sizeof(*g));
+	g->writer = 500000 + (uid_t)(getpid() % 100000) * 2;
+	g->monitor = g->writer + 1;
+	g->group = (gid_t)g->writer + 1000000;
+	snprintf(g->shm, sizeof(g->shm), "/dev/shm/tally-%u",
+		 (unsigned)g->writer);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", g->shm);
+	CHECK_EQ(system(cmd), 0);
+	status = harness_child(grp_steps, g);
+	CHECK_EQ(system(cmd), 0);
+	CHECK_CHILD_OK(status);
 }
 
 static int count_entries(const char *dir)

@@ -175,13 +175,24 @@ TALLY_API int tally_histogram_quantile(const struct tally_series_view *v, double
 			double *out);
 
 /*
- * tally_dir_foreach: open each *.tally file of @dir (NULL: $TALLY_DIR or
- * /dev/shm/tally-<uid>) and call @fn with it, or with NULL and the reason
- * when it could not be opened (the reader skips it and goes on).  The
- * segment is closed when @fn returns.  When @s is NULL, errno holds the
- * reason's errno (as tally_seg_open() sets it) while @fn runs.
+ * tally_dir_foreach: open each *.tally file of @dir (NULL: the default
+ * places, see tally_default_dir) and call @fn with it, or with NULL and
+ * the reason when it could not be opened (the reader skips it and goes
+ * on).  The segment is closed when @fn returns.  When @s is NULL, errno
+ * holds the reason's errno (as tally_seg_open() sets it) while @fn runs.
+ *
+ * The directory is checked once, on its descriptor, and every file is
+ * opened relative to that descriptor: a directory renamed or swapped for
+ * a symbolic link during the walk does not take the walk elsewhere.  It
+ * must be a real directory (not a symbolic link), owned by the caller
+ * (or by opts->allow_uid, or, with opts->allow_group, belong to a group
+ * of the caller), and writable by nobody but its owner: the rule writers
+ * apply to their own directory.
  * Return: the number of segments opened, or -errno when @dir cannot be
- * read.  @fn returning non-zero stops the walk.
+ * read: ENOENT, ENOTDIR (not a directory, or a symbolic link), EPERM
+ * (another user's directory, or one that others can write to), EACCES.
+ * @fn returning non-zero stops the walk.
+ * This API is MT-safe.
  */
 typedef int (*tally_seg_fn)(const char *path, struct tally_seg *s,
 			    const char *error, void *arg);
@@ -206,8 +217,11 @@ TALLY_API int tally_seg_foreach_pid(const char *dir, int pid,
  * (*.tally.tmp) of zone creations whose creator died (nobody holds their
  * creation lock, and they are more than 10 seconds old).  Segments of
  * live processes, other users' files and anything that is not a valid
- * segment are left alone.
- * Return: the number of files removed, or -errno.
+ * segment are left alone.  The directory must be the caller's (as for
+ * tally_dir_foreach without options), and everything is done relative
+ * to the descriptor it was checked on: a file is opened, stamped and
+ * unlinked in that directory, never through a path resolved again.
+ * Return: the number of files removed, or -errno as tally_dir_foreach.
  * This API is MT-safe.
  *
  * tally_dir_cleanup_report: the same, calling @fn (when not NULL) with
@@ -236,6 +250,25 @@ TALLY_API int tally_dir_cleanup_report(const char *dir, tally_clean_fn fn, void 
 #define TALLY_RETAIN_ENV     (-2LL)
 TALLY_API int tally_dir_expire(const char *dir, long long retain_s,
 			       tally_clean_fn fn, void *arg);
+
+/*
+ * tally_default_dir: the @i-th default place of segments, into @buf of
+ * @n bytes.  i = 0: where this process's zones go: $TALLY_DIR when set;
+ * otherwise $XDG_RUNTIME_DIR/tally when $XDG_RUNTIME_DIR is a directory
+ * of this user that nobody else can enter (mode 0700, as systemd makes
+ * /run/user/<uid>), since nobody else can create a name there; otherwise
+ * /dev/shm/tally-<uid>.  i = 1: the other place a writer of the same
+ * user may have used: /dev/shm/tally-<uid> when i = 0 is
+ * $XDG_RUNTIME_DIR/tally (a writer without $XDG_RUNTIME_DIR, such as a
+ * system service, writes there); /run/user/<uid>/tally when
+ * $XDG_RUNTIME_DIR is unset and /run/user/<uid> is this user's 0700
+ * directory (where the writers of the user's sessions write).  Readers
+ * given no directory read both (tally_dir_foreach with a NULL @dir).
+ * Return: 0; -ENOENT when there is no @i-th place; -ERANGE when @n is too
+ * small; -EINVAL for a NULL @buf.
+ * This API is MT-safe.
+ */
+TALLY_API int tally_default_dir(unsigned i, char *buf, size_t n);
 
 /*
  * How a reader shows the integer values of a unit (tally/metrics.h,

@@ -42,7 +42,8 @@ static const char usage_text[] =
 "usage: " PROG " [--listen ADDR] [--dir DIR]... [--aggregate] [options]\n"
 "\n"
 "Serve the counters, gauges and histograms of the tally segments of a\n"
-"directory (default $TALLY_DIR, or /dev/shm/tally-<uid>) on GET /metrics,\n"
+"directory (default $TALLY_DIR, or $XDG_RUNTIME_DIR/tally and\n"
+"/dev/shm/tally-<uid>) on GET /metrics,\n"
 "in Prometheus text format 0.0.4 or OpenMetrics 1.0.0 (by the Accept\n"
 "header), gzip-compressed when the client accepts it.\n"
 "\n"
@@ -136,22 +137,29 @@ static unsigned long number(const char *opt, const char *s, unsigned long lo,
 	return v;
 }
 
-/* A directory must exist, be one (not a symbolic link) and be listable. */
-static void check_dir(const char *dir)
+static int no_segment(const char *path, struct tally_seg *s,
+		      const char *error, void *arg)
 {
-	struct stat st;
-	DIR *d;
+	(void)path;
+	(void)s;
+	(void)error;
+	(void)arg;
+	return 0;
+}
 
-	if (lstat(dir, &st) < 0)
-		fatal("cannot read %s: %s", dir, errno == ENOENT ?
-		      "no such directory" : strerror(errno));
-	if (S_ISLNK(st.st_mode))
-		fatal("cannot read %s: a symbolic link (not followed)", dir);
-	if (!S_ISDIR(st.st_mode))
-		fatal("cannot read %s: not a directory", dir);
-	if (!(d = opendir(dir)))
-		fatal("cannot read %s: %s", dir, strerror(errno));
-	closedir(d);
+/*
+ * A directory (NULL: the default places) must be one the library will
+ * walk: it exists, is a directory (not a symbolic link), and is this
+ * user's or allowed by @oo, writable by its owner only.
+ */
+static void check_dir(const char *dir, const struct tally_open_opts *oo)
+{
+	int rc = tally_dir_foreach(dir, oo, no_segment, NULL);
+
+	if (rc == -ENOENT && dir)
+		fatal("cannot read %s: no such directory", dir);
+	if (rc < 0)
+		fatal("cannot read %s", tally_errmsg());
 }
 
 enum {
@@ -223,7 +231,7 @@ int main(int argc, char **argv)
 	struct tally_open_opts oo = { .allow_uid = -1 };
 	struct webconfig wc;
 	struct server *srv;
-	char err[600], shown[128], defdir[4200];
+	char err[600], shown[128];
 	sigset_t sigs;
 	int opt, fd, sig;
 
@@ -360,22 +368,14 @@ int main(int argc, char **argv)
 		so.expose.pid_label = so.expose.process_label = "";
 
 	/* Everything that can be wrong is found before serving. */
-	if (ndirs == 0) {
-		const char *env = getenv("TALLY_DIR");
-
-		if (env && env[0])
-			snprintf(defdir, sizeof(defdir), "%s", env);
-		else
-			snprintf(defdir, sizeof(defdir), "/dev/shm/tally-%u",
-				 (unsigned)getuid());
-		check_dir(defdir);
-	}
+	if (ndirs == 0)
+		check_dir(NULL, &oo);
 	for (unsigned i = 0; i < ndirs; i++)
-		check_dir(dirs[i]);
+		check_dir(dirs[i], &oo);
 	/* A bad TALLY_RETAIN is found now, and the dead segments past it
 	 * go (then once a minute, on scrapes). */
 	for (unsigned i = 0; i < (ndirs ? ndirs : 1); i++)
-		if (tally_dir_expire(ndirs ? dirs[i] : defdir, TALLY_RETAIN_ENV,
+		if (tally_dir_expire(ndirs ? dirs[i] : NULL, TALLY_RETAIN_ENV,
 				     expired, NULL) == -EINVAL)
 			fatal("%s", tally_errmsg());
 	if (webfile) {

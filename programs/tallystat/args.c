@@ -166,8 +166,12 @@ void ts_usage(FILE *f)
 "  -y                    skip the since-start report\n"
 "  -z                    omit series that did not change (since start: zero)\n"
 "  -w, --width N         widest Series column, 16 to 4096 (default 48)\n"
-"  --dir DIR             read DIR (repeatable; default $TALLY_DIR or\n"
-"                        /dev/shm/tally-<uid>)\n"
+"  --dir DIR             read DIR (repeatable; default $TALLY_DIR, or\n"
+"                        $XDG_RUNTIME_DIR/tally and /dev/shm/tally-<uid>)\n"
+"  --allow-uid UID       also read segments (and a directory) owned by UID\n"
+"  --allow-group         also read other users' segments shared with a\n"
+"                        group of this process (writers started with\n"
+"                        TALLY_GROUP: files 0640 in a directory 0750)\n"
 "  --list                list the segments: pid, process, zone, liveness,\n"
 "                        series, file size and real memory; and what the\n"
 "                        dead ones hold\n"
@@ -214,7 +218,8 @@ static int want_color(void)
 	return isatty(STDOUT_FILENO);
 }
 
-enum { OPT_DIR = 256, OPT_HUMAN, OPT_LIST, OPT_CLEAN, OPT_HELP };
+enum { OPT_DIR = 256, OPT_HUMAN, OPT_LIST, OPT_CLEAN, OPT_HELP,
+       OPT_ALLOW_UID, OPT_ALLOW_GROUP };
 
 int ts_parse_options(int argc, char **argv, struct ts_options *o)
 {
@@ -224,6 +229,8 @@ int ts_parse_options(int argc, char **argv, struct ts_options *o)
 		{ "human", no_argument, NULL, OPT_HUMAN },
 		{ "list", no_argument, NULL, OPT_LIST },
 		{ "clean", no_argument, NULL, OPT_CLEAN },
+		{ "allow-uid", required_argument, NULL, OPT_ALLOW_UID },
+		{ "allow-group", no_argument, NULL, OPT_ALLOW_GROUP },
 		{ "width", required_argument, NULL, 'w' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, OPT_HELP },
@@ -234,6 +241,7 @@ int ts_parse_options(int argc, char **argv, struct ts_options *o)
 
 	memset(o, 0, sizeof(*o));
 	o->series_width = 48;
+	o->open_opts.allow_uid = -1;
 	opterr = 0;
 	/* GNU getopt moves operands to the end, so options may follow
 	 * them; operands that are numbers are the interval and count, the
@@ -315,6 +323,22 @@ int ts_parse_options(int argc, char **argv, struct ts_options *o)
 			o->dirs = tp_xrealloc(o->dirs, (o->ndirs + 1) *
 					      sizeof(*o->dirs));
 			o->dirs[o->ndirs++] = optarg;
+			break;
+		case OPT_ALLOW_UID: {
+			char *end;
+			unsigned long v;
+
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (!isdigit((unsigned char)optarg[0]) || *end ||
+			    errno || v > 0x7fffffffUL)
+				return bad("--allow-uid: expected a uid, got "
+					   "'%s'", optarg);
+			o->open_opts.allow_uid = (long)v;
+			break;
+		}
+		case OPT_ALLOW_GROUP:
+			o->open_opts.allow_group = 1;
 			break;
 		case OPT_HUMAN:
 			o->human = 1;

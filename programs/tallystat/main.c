@@ -82,6 +82,7 @@ static int collect(const struct ts_options *o, struct tp_snapshot *snap,
 {
 	struct tp_collect_opts co = {
 		.dirs = o->dirs, .ndirs = o->ndirs,
+		.open_opts = &o->open_opts,
 		.read_flags = o->percpu ? TALLY_READ_PERCPU : 0,
 		.seg_filter = seg_filter, .series_filter = series_filter,
 		.arg = (void *)o,

@@ -153,7 +153,7 @@ static int collect(const struct ts_options *o, struct seg_list *l)
 	l->o = o;
 	for (unsigned i = 0; i < (n ? n : 1); i++) {
 		const char *dir = n ? o->dirs[i] : NULL;
-		int rc = tally_dir_foreach(dir, NULL, list_cb, l);
+		int rc = tally_dir_foreach(dir, &o->open_opts, list_cb, l);
 
 		if (rc < 0) {
 			fprintf(stderr, PROG ": %s\n", tally_errmsg()[0] ?

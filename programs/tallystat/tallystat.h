@@ -39,6 +39,7 @@
 struct ts_options {
 	const char **dirs;          /* --dir, repeatable; none: default */
 	unsigned ndirs;
+	struct tally_open_opts open_opts; /* --allow-uid, --allow-group */
 	double interval;            /* seconds; 0: one since-start report */
 	unsigned long count;        /* reports, 0: forever */
 	int *pids;                  /* -p */

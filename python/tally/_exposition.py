@@ -101,7 +101,8 @@ def read(registry: Optional[CollectorRegistry] = None,
          all_zones: bool = False) -> ReadResult:
     """The metrics of a zone: @zone names it, else @registry's zone (the
     default zone by default); all_zones=True reads every segment of the
-    directory.  @dir: $TALLY_DIR (or /dev/shm/tally-<uid>) by default."""
+    directory.  @dir: $TALLY_DIR, or the default places
+    ($XDG_RUNTIME_DIR/tally and /dev/shm/tally-<uid>), by default."""
     if not all_zones and zone is None:
         zone = (registry or REGISTRY).zone_name()
     series, skipped, nseg = _native.read(dir, None if all_zones else zone)

@@ -43,8 +43,11 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
 	printf 'basic_auth_users:\n  prom: %s\n' "$hash8" >"$dir/private.yml"
 	chmod 600 "$dir/private.yml"
 	chmod 755 "$dir"
+	# A segment directory of nobody's own: readers refuse another user's.
+	mkdir -m 0700 "$dir/nobody.d"
+	chown 65534 "$dir/nobody.d"
 	rc=0; out=$(timeout 10 setpriv --reuid=65534 --regid=65534 --clear-groups \
-		"$EXPORTER" --listen 127.0.0.1:0 --dir /tmp --web.config.file "$dir/private.yml" 2>&1) || rc=$?
+		"$EXPORTER" --listen 127.0.0.1:0 --dir "$dir/nobody.d" --web.config.file "$dir/private.yml" 2>&1) || rc=$?
 	chmod 700 "$dir"
 	[ "$rc" = 1 ] && echo "$out" | grep -q 'private.yml: Permission denied' ||
 		fail "unreadable web config: status $rc ($out)"

@@ -669,6 +669,52 @@ class TallystatTest(unittest.TestCase):
         self.assertIn("missing", r.stderr)
         self.assertEqual(r.stdout, "")     # fails before the banner
 
+    def test_allow_group(self):
+        """A monitoring user in the writer's TALLY_GROUP reads its segments
+        with --allow-group (and lists them); without it, the directory of
+        another user is refused, naming its owner and the option.  Needs
+        root, to play the monitoring user (uid 65534) with setpriv."""
+        if os.geteuid() != 0 or not shutil.which("setpriv"):
+            self.skipTest("needs root and setpriv to play another user")
+        gid = None
+        for g in range(61300, 61400):
+            if subprocess.run(["getent", "group", str(g)],
+                              capture_output=True).returncode != 0:
+                gid = g
+                break
+        self.assertIsNotNone(gid, "no free gid in 61300-61399")
+        as_monitor = ["setpriv", "--reuid=65534", "--regid=%d" % gid,
+                      "--clear-groups", "--"]
+        if subprocess.run(as_monitor + ["test", "-x", TALLYSTAT]).returncode:
+            self.skipTest("uid 65534 cannot reach " + TALLYSTAT)
+        os.chown(self.dir, -1, gid)
+        os.chmod(self.dir, 0o750)
+        _, pid, path = self.writer(
+            "wg", comm="tw-group", env=dict(self.env, TALLY_GROUP=str(gid)))
+        st = os.stat(path)
+        self.assertEqual((st.st_mode & 0o777, st.st_gid), (0o640, gid))
+
+        def run(*args):
+            return subprocess.run(as_monitor + [TALLYSTAT, "--dir", self.dir]
+                                  + list(args), capture_output=True,
+                                  text=True, timeout=30, env=self.env)
+        r = run("tw_big_total")
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertRegex(r.stderr, r"owned by uid 0.*--allow-group")
+        r = run("--allow-group", "tw_big_total")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("tw_big_total", r.stdout)
+        self.assertNotIn("skipping", r.stderr)
+        r = run("--allow-group", "--list")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"%d +tw-group +wg +alive" % pid)
+        r = run("--allow-uid", "0", "--list")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"%d +tw-group +wg +alive" % pid)
+        r = run("--allow-uid", "x")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--allow-uid", r.stderr)
+
     def test_list_clean(self):
         """--list shows every segment; --clean removes the dead ones and
         names each."""
