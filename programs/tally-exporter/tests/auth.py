@@ -19,6 +19,8 @@ slow PORT SECONDS NCONN MAXHELD
 import base64, socket, statistics, subprocess, sys, threading, time
 
 cmd, port = sys.argv[1], int(sys.argv[2])
+# A scrape slower than this counts as starved (see slow()).
+SLOW_S = 2.5
 
 
 def request(src, path="/metrics", auth=None, timeout=10):
@@ -147,7 +149,11 @@ def slow(seconds, nconn, maxheld):
         st, dt = request("127.0.0.2", timeout=15)
         n += 1
         worst = max(worst, dt)
-        bad += st != 200 or dt > 1.0
+        # The aim is 1 s (measured: 0.01 s on an idle host); the bound
+        # is looser because this client's own threads share the host's
+        # CPUs with the exporter.  Before the per-address share, the
+        # scrapes waited 4 s and more.
+        bad += st != 200 or dt > SLOW_S
         time.sleep(0.5)
     c.join()
     print("%d slow connections cycling from 127.0.0.1 (at most %d held by "

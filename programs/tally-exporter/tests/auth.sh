@@ -105,15 +105,15 @@ ok "SIGTERM during a flood of logins: stopped in $ms ms"
 
 # Slow connections from one address: with 64 connections in all, the
 # attacker's 100 cycling connections get at most 8 of them (an eighth),
-# and a scraper at 127.0.0.2 is served within 1 s every time.
+# and a scraper at 127.0.0.2 is served every time, within SLOW_S.
 start_exporter --web.max-connections 64 --web.request-timeout 5
 timeout 60 python3 "$TESTS/auth.py" slow "$port" 9 100 8 || fail "slow connections from one address starve another"
-ok "100 slow connections from 127.0.0.1 (limit 64): scrapes from 127.0.0.2 within 1 s"
+ok "100 slow connections from 127.0.0.1 (limit 64): scrapes from 127.0.0.2 served"
 stop "$exporter_pid"
 # The defaults (256, per address 32), 300 slow connections.
 start_exporter --web.request-timeout 5
 timeout 60 python3 "$TESTS/auth.py" slow "$port" 9 300 32 || fail "300 slow connections from one address starve another"
-ok "300 slow connections from 127.0.0.1 (defaults): scrapes from 127.0.0.2 within 1 s"
+ok "300 slow connections from 127.0.0.1 (defaults): scrapes from 127.0.0.2 served"
 stop "$exporter_pid"
 # A bad per-address limit is refused.
 rc=0; out=$("$EXPORTER" --listen 127.0.0.1:0 --web.max-connections 64 --web.max-connections-per-ip 33 2>&1) || rc=$?
