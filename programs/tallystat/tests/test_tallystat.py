@@ -422,6 +422,41 @@ class TallystatTest(unittest.TestCase):
         self.assertNotIn("tw_in_flight", t.stdout)
         self.assertIn("Average:", t.stdout)
 
+    def test_late_read(self):
+        """A read that comes late (tallystat stopped for a second): that
+        report's interval is the time that really passed between the two
+        reads, and its rate is still the writer's, not the count of the
+        longer gap over the nominal interval."""
+        _, pid, _ = self.writer("tw", rate=2000)
+        time.sleep(0.3)
+        ts = self.start_tallystat("-y", "-o", "JSON", "0.5", "3")
+        # The first read happens at start; stop tallystat inside the
+        # first interval, for about twice its length.
+        time.sleep(0.2)
+        os.kill(ts.pid, signal.SIGSTOP)
+        time.sleep(1.0)
+        os.kill(ts.pid, signal.SIGCONT)
+        out, err = ts.communicate(timeout=20)
+        self.assertEqual(ts.returncode, 0, err)
+        doc = json.loads(out)
+        validate(doc)
+        st = doc["sysstat"]["hosts"][0]["statistics"]
+        self.assertEqual([r["report"] for r in st],
+                         ["interval"] * 3 + ["average"])
+        q1 = 'tw_requests_total{queue="1"}'
+        late = [r for r in st[:3] if r["interval"] > 0.9]
+        self.assertEqual(len(late), 1, [r["interval"] for r in st])
+        for r in st[:3]:
+            row = self.one(r, q1, pid)
+            self.assertRate(row["rate"], 2000,
+                            "%s over %.3f s" % (q1, r["interval"]))
+            self.assertLess(abs(row["value"] - row["rate"] * r["interval"]),
+                            2 + row["value"] * 1e-3)
+        row = self.one(late[0], q1, pid)
+        self.assertGreater(row["value"], 2000 * 0.9 * (1 - RATE_TOL))
+        self.assertRate(self.one(st[3], q1, pid)["rate"], 2000,
+                        "average " + q1)
+
     def test_aggregate(self):
         """-a sums the same series of several processes."""
         _, a, _ = self.writer("w1", comm="tw-worker", rate=1000)
