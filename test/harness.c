@@ -3,7 +3,6 @@
  * process with a time limit, and prints one line per test and a summary.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
@@ -158,7 +157,7 @@ void harness_mount_point(char *buf, size_t n, const char *name)
 
 /*
  * Unmounts and removes the mount points of test process @pid that are
- * still there (see harness_mount_point()).  The harness's parent does it
+ * still mounted (see harness_mount_point()).  The harness's parent does it
  * after the test's process group is gone, so that no failure of the test
  * can skip it.  Only mount points carrying @pid are touched: another test
  * program may share $TALLY_DIR.
@@ -194,6 +193,10 @@ static void unmount_leftovers(pid_t pid)
 			if (umount2(mp, MNT_DETACH) == 0) {
 				fprintf(stderr, "harness: unmounted %s, which "
 					"the test left mounted\n", mp);
+				if (rmdir(mp) < 0)
+					fprintf(stderr, "harness: cannot remove "
+						"%s: %s\n", mp,
+						strerror(errno));
 				again = 1;
 			} else {
 				fprintf(stderr, "harness: cannot unmount %s: "
@@ -203,31 +206,6 @@ static void unmount_leftovers(pid_t pid)
 		}
 		fclose(f);
 	} while (again);
-}
-
-/* Removes the mount points of test @pid, once unmounted (empty). */
-static void remove_mount_points(pid_t pid)
-{
-	const char *dir = harness_dir();
-	char suffix[32], path[PATH_MAX];
-	struct dirent *e;
-	DIR *d;
-
-	unmount_leftovers(pid);
-	if (!dir || !(d = opendir(dir)))
-		return;
-	snprintf(suffix, sizeof(suffix), ".%d", (int)pid);
-	while ((e = readdir(d))) {
-		size_t n = strlen(e->d_name), ns = strlen(suffix);
-
-		if (n <= ns || strcmp(e->d_name + n - ns, suffix) != 0)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		if (rmdir(path) < 0 && errno != ENOENT)
-			fprintf(stderr, "harness: cannot remove %s: %s\n",
-				path, strerror(errno));
-	}
-	closedir(d);
 }
 
 static int run(int i)
@@ -255,7 +233,7 @@ static int run(int i)
 	/* Reap anything the test left behind in its process group, then
 	 * the file systems it left mounted. */
 	kill(-pid, SIGKILL);
-	remove_mount_points(pid);
+	unmount_leftovers(pid);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == SKIP_STATUS) {
 		printf("skip %-40s %7.2fs\n", tests[i].name, harness_now() - t0);
 		return 0;

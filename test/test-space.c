@@ -86,6 +86,7 @@ static void run_on_tmpfs(void (*fn)(void *), struct job *j)
 	int status = harness_child(fn, j);
 
 	CHECK_EQ(umount(j->dir), 0);
+	CHECK_EQ(rmdir(j->dir), 0);
 	if (WIFSIGNALED(status))
 		harness_fail(__FILE__, __LINE__, "the writer was killed by "
 			     "signal %d (%s): %s", WTERMSIG(status),

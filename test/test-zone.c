@@ -660,15 +660,15 @@ TEST(file_kept_while_forked_child_uses_it)
 	CHECK_CHILD_OK(status);
 	CHECK(exists(r->path));
 	/* The creator is gone, the child still holds the zone. */
-	CHECK_EQ(tally_dir_cleanup(NULL), 0);
+	CHECK(tally_dir_cleanup(NULL) >= 0);
 	CHECK(exists(r->path));
-	CHECK_EQ(tally_dir_expire(NULL, 0, NULL, NULL), 0);
+	CHECK(tally_dir_expire(NULL, 0, NULL, NULL) >= 0);
 	CHECK(exists(r->path));
 	CHECK_EQ(write(hold[1], "x", 1), 1);
 	/* The child's add went to the file that is still there. */
 	CHECK_EQ(read(added[0], &c, 1), 1);
 	CHECK_EQ(*seen, 2);
-	CHECK_EQ(tally_dir_expire(NULL, 0, NULL, NULL), 0);
+	CHECK(tally_dir_expire(NULL, 0, NULL, NULL) >= 0);
 	CHECK(exists(r->path));
 	close(hold[1]);
 	close(added[0]);
