@@ -105,6 +105,12 @@ static DIR *open_dir(const char **dir)
 
 	if (!*dir) {
 		tally__init();
+		/* A bad $TALLY_DIR left no directory: say what was wrong
+		 * with it, not that "" does not exist. */
+		if (!tally__env.dir[0]) {
+			tally__fail(EINVAL, "%s", tally__env.error);
+			return NULL;
+		}
 		*dir = tally__env.dir;
 	}
 	if (lstat(*dir, &st) < 0) {

@@ -493,8 +493,8 @@ class TallystatTest(unittest.TestCase):
         rate."""
         self.writer("tw", rate=1000, extra=["--reset-at", "1.3"])
         js = self.start_tallystat("-y", "-o", "JSON", "0.5", "6")
-        tx = self.start_tallystat("-y", "0.5", "6",
-                                  'tw_requests_total{queue="1"}')
+        tx = self.start_tallystat("-y", 'tw_requests_total{queue="1"}',
+                                  "0.5", "6")
         out, err = js.communicate(timeout=20)
         self.assertEqual(js.returncode, 0, err)
         doc = json.loads(out)
@@ -522,7 +522,7 @@ class TallystatTest(unittest.TestCase):
         _, b, bpath = self.writer("wb", rate=100, extra=["--exit-after",
                                                          "1.0"])
         js = self.start_tallystat("-y", "-o", "JSON", "0.5", "7")
-        tx = self.start_tallystat("-y", "0.5", "7", "tw_big_total")
+        tx = self.start_tallystat("-y", "tw_big_total", "0.5", "7")
         time.sleep(1.8)
         _, c, _ = self.writer("wc", rate=100)
         out, err = js.communicate(timeout=20)
@@ -681,18 +681,32 @@ class TallystatTest(unittest.TestCase):
         self.assertNotIn("\x1b[", out)
 
     def test_bad_args(self):
-        """Bad arguments: exit 2, one line saying what, and the usage."""
+        """Bad arguments: exit 2, one line saying what, and one with the
+        synopsis and a pointer to --help (not the whole usage).  A word
+        after the interval (tallystat 1 abc) and a CPU the machine does
+        not have (-P) are bad arguments too."""
+        ncpu = os.sysconf("SC_NPROCESSORS_CONF")
         for args in (["-P", "x"], ["-P", "3-1"], ["-o", "XML"], ["--bogus"],
                      ["-p", "abc"], ["-p"], ["1", "0"], ["0"], ["1", "2", "3"],
                      ["-C", "("], ["{a=1}"], ["a{b=~\"(\"}"], ["1", "x{"],
                      ["--list", "1"], ["--clean", "-p", "1"], ["-w", "3"],
-                     ["--list", "--clean"], ["-x"]):
-            r = self.tallystat(*args)
+                     ["--list", "--clean"], ["-x"], ["1", "abc"],
+                     ["0.5", "3", "tw_big_total"], ["-P", str(ncpu)],
+                     ["-P", "0,%d" % (ncpu + 3)]):
+            r = self.tallystat(*args, timeout=5)
             self.assertEqual(r.returncode, 2, (args, r.stderr))
             self.assertEqual(r.stdout, "", args)
-            first = r.stderr.splitlines()[0]
-            self.assertRegex(first, r"^tallystat: \S", args)
-            self.assertIn("Usage: tallystat", r.stderr.splitlines()[1], args)
+            lines = r.stderr.splitlines()
+            self.assertEqual(len(lines), 2, (args, r.stderr))
+            self.assertRegex(lines[0], r"^tallystat: \S", args)
+            self.assertIn("Usage: tallystat", lines[1], args)
+            self.assertIn("--help", lines[1], args)
+        r = self.tallystat("1", "abc", timeout=5)
+        self.assertIn("'abc'", r.stderr)
+        r = self.tallystat("-P", str(ncpu), timeout=5)
+        self.assertIn("no CPU %d" % ncpu, r.stderr)
+        r = self.tallystat("-P", "0-%d" % (ncpu - 1), timeout=5)
+        self.assertEqual(r.returncode, 0, r.stderr)
         r = self.tallystat("--help")
         self.assertEqual(r.returncode, 0)
         self.assertIn("Usage: tallystat", r.stdout)
@@ -703,6 +717,46 @@ class TallystatTest(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("missing", r.stderr)
         self.assertEqual(r.stdout, "")     # fails before the banner
+
+    def test_dir_errors(self):
+        """A selection that keeps nothing says so on stderr (exit 0); a
+        relative TALLY_DIR, and a directory the library refuses, end the
+        run with one clear line (exit 1) before any output."""
+        self.writer("tw")
+        r = self.tallystat("nothing_matches_this")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, "tallystat: no series matches the "
+                         "selectors, -p, -C or --zone given\n")
+        self.assertIn("PID", r.stdout)
+        r = self.tallystat("-p", "1")
+        self.assertIn("no series matches", r.stderr)
+        r = self.tallystat("tw_big_total")
+        self.assertEqual(r.stderr, "")
+        r = self.tallystat()
+        self.assertEqual(r.stderr, "")
+
+        r = self.tallystat(env=dict(self.env, TALLY_DIR="relative"))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.stdout, "")
+        self.assertRegex(r.stderr, r"^tallystat: TALLY_DIR=relative: "
+                         r"expected an absolute path[^\n]*\n$")
+        r = self.tallystat("--list", env=dict(self.env, TALLY_DIR="rel"))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("TALLY_DIR=rel:", r.stderr)
+
+        # A world-writable directory: the library refuses to read it (as
+        # writers refuse to create a zone in it); tallystat reports that
+        # refusal in one line naming the directory.
+        ww = os.path.join(self.dir, "ww")
+        os.mkdir(ww)
+        os.chmod(ww, 0o777)
+        r = self.tallystat(env=dict(self.env, TALLY_DIR=ww))
+        if r.returncode == 0:
+            self.skipTest("this libtally reads a world-writable directory")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.stdout, "")
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        self.assertRegex(r.stderr, r"^tallystat: .*" + re.escape(ww))
 
     def test_list_clean(self):
         """--list shows every segment; --clean removes the dead ones and
