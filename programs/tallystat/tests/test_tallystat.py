@@ -300,6 +300,10 @@ class TallystatTest(unittest.TestCase):
         self.assertEqual(h["unit"], "nanoseconds")
         for q in ("p50", "p99", "p999", "max"):
             self.assertTrue(in_bucket(h[q], 1000), (q, h[q]))
+        # max is the top of the highest bucket used, not the largest
+        # observation (1000): the text calls it Max<=.
+        self.assertEqual(h["max"], bucket_bounds(1000)[1])
+        self.assertGreater(h["max"], 1000)
         self.assertAlmostEqual(h["mean"], 1000.0)
         lng = [s for s in r["series"] if s["name"] == "tw_long_total"][0]
         self.assertEqual(lng["labels"]["gamma"], "c" * 20)
@@ -335,6 +339,9 @@ class TallystatTest(unittest.TestCase):
         self.assertIn("\u2026", lng)
         self.assertNotIn("c" * 20, lng)
         self.assertIn("p99.9", t.stdout)
+        self.assertRegex(t.stdout, r"p99\.9 +Max<=\n")
+        hist = [l for l in lines if " tw_latency_ns " in l][0]
+        self.assertEqual(float(hist.split()[-1]), bucket_bounds(1000)[1])
         self.assertNotIn("\x1b[", t.stdout)   # not a terminal
 
     def test_selectors(self):
