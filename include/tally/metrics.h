@@ -19,7 +19,8 @@
  *                    per-CPU by default.  Increments and decrements go
  *                    to two slots, which readers read decrements first:
  *                    a reading is never below what the gauge truly was
- *                    at some moment of the read (tally(3), GAUGES).
+ *                    at some moment of the read (tally(3),
+ *                    GUARANTEES).
  *   TALLY_GAUGE_SET  tally_setgauge: a value that is set
  *                    (tally_setgauge_set), one shared slot.  Adds work
  *                    too.
