@@ -436,16 +436,23 @@ class TallystatTest(unittest.TestCase):
         longer gap over the nominal interval."""
         _, pid, _ = self.writer("tw", rate=2000)
         time.sleep(0.3)
-        ts = self.start_tallystat("-y", "-o", "JSON", "0.5", "3")
-        # The first read happens at start; stop tallystat inside the
-        # first interval, for about twice its length.
-        time.sleep(0.2)
+        # The JSON envelope's opening is written (and flushed) right after
+        # the first read: once it is here, the first interval runs.
+        ts = subprocess.Popen([TALLYSTAT, "-y", "-o", "JSON", "0.5", "3"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=self.env)
+        self.procs.append(ts)
+        r, _, _ = select.select([ts.stdout], [], [], 10)
+        self.assertTrue(r, "tallystat wrote nothing")
+        first = os.read(ts.stdout.fileno(), 65536)
+        # Stop it inside the first interval, for about twice its length.
+        time.sleep(0.1)
         os.kill(ts.pid, signal.SIGSTOP)
         time.sleep(1.0)
         os.kill(ts.pid, signal.SIGCONT)
         out, err = ts.communicate(timeout=20)
         self.assertEqual(ts.returncode, 0, err)
-        doc = json.loads(out)
+        doc = json.loads((first + out).decode())
         validate(doc)
         st = doc["sysstat"]["hosts"][0]["statistics"]
         self.assertEqual([r["report"] for r in st],
