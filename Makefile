@@ -14,6 +14,8 @@ JOBS       ?= $(shell nproc)
 CMAKE_GEN  := -G Ninja
 FUZZ_SECS  ?= 600
 BENCH_DIR  ?= $(BUILD)/bench-results
+PREFIX     ?= /usr/local
+DESTDIR    ?=
 
 DEB_PKGS := cmake ninja-build gcc g++ make pkg-config clang libclang-rt-14-dev \
 	valgrind libmicrohttpd-dev libcrypt-dev prometheus python3-venv python3-dev zlib1g-dev \
@@ -64,8 +66,11 @@ bench: build
 fuzz: deps
 	@tools/fuzz.sh $(FUZZ_SECS)
 
+# make install [PREFIX=/usr/local] [DESTDIR=/staging]: PREFIX is where the
+# files will live (and what tally.pc and the CMake package say), DESTDIR a
+# staging root the files are copied under (packaging), as GNU conventions.
 install: build
-	cmake --install $(BUILD)
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-fuzz

@@ -151,7 +151,10 @@ static const char *mode_name(unsigned mode)
 }
 
 static const double quantiles[] = { 0.5, 0.9, 0.99, 0.999, 1.0 };
-static const char *const qnames[] = { "p50", "p90", "p99", "p99.9", "max" };
+/* The last is the upper bound of the highest bucket used, not the largest
+ * observation (a histogram keeps no observation): "max<=" in the text,
+ * "max" in JSON (docs/tallystat-json.md says the same of tallystat's). */
+static const char *const qnames[] = { "p50", "p90", "p99", "p99.9", "max<=" };
 #define NQ (sizeof(quantiles) / sizeof(quantiles[0]))
 
 static int series_cb(const struct tally_series_view *v, void *arg)
@@ -209,7 +212,8 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 			buf_printf(&t, ", \"count\": %" PRId64 ", \"sum\": %"
 				   PRId64, v->value, v->sum);
 			for (size_t i = 0; i < NQ; i++) {
-				const char *n = i == 3 ? "p999" : qnames[i];
+				const char *n = i == 3 ? "p999" :
+						i == 4 ? "max" : qnames[i];
 
 				if (have_q)
 					buf_printf(&t, ", \"%s\": %.1f", n,
@@ -335,7 +339,10 @@ static int seg_cb(const char *path, struct tally_seg *s, const char *error,
 		}
 		return 0;
 	}
-	qsort(w->e, w->n, sizeof(*w->e), cmp_entry);
+	/* A segment without series may have left w->e NULL: qsort() must
+	 * not be given it, even for no elements. */
+	if (w->n > 1)
+		qsort(w->e, w->n, sizeof(*w->e), cmp_entry);
 
 	if (w->o->json) {
 		struct buf b = { 0 };

@@ -411,6 +411,7 @@ tally_block *tally_block_alloc(struct tally_zone *z, unsigned nslots,
 {
 	struct tcache *tc = tls_tc;
 
+	tally__ok();
 	if (__builtin_expect(z && tc && nslots - 1u < TALLY_BLOCK_MAX_SLOTS &&
 				     mode <= TALLY_ADAPTIVE,
 			     1)) {
@@ -605,6 +606,7 @@ int tally_block_free(struct tally_zone *z, tally_block *b)
 {
 	struct tc_ent *e;
 
+	tally__ok();
 	if (z && (e = tc_find(z))) {
 		/* A handle of that chunk in its mode is handle0 + 8 * slot:
 		 * any other address or mode leaves a remainder, or lies

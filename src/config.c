@@ -56,7 +56,15 @@ __thread struct tally__thread tally__thread
 extern const ptrdiff_t __rseq_offset __attribute__((weak));
 extern const unsigned int __rseq_size __attribute__((weak));
 
+/*
+ * This thread's last error message, and whether it still stands: a call
+ * that succeeds clears the flag (tally__ok()), so that tally_errmsg() never
+ * shows a message a success came after.  The flag alone is initial-exec,
+ * one byte of static TLS, so that clearing it costs a store and no
+ * __tls_get_addr() on paths that run often (a family's child lookup).
+ */
 static __thread char errbuf[512];
+__thread char tally__err_set __attribute__((tls_model("initial-exec")));
 
 int tally__fail(int err, const char *fmt, ...)
 {
@@ -65,13 +73,14 @@ int tally__fail(int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(errbuf, sizeof(errbuf), fmt, ap);
 	va_end(ap);
+	tally__err_set = 1;
 	errno = err;
 	return -err;
 }
 
 const char *tally_errmsg(void)
 {
-	return errbuf;
+	return tally__err_set ? errbuf : "";
 }
 
 /* Parse an unsigned decimal in [lo, hi]; -1 when it is not one. */

@@ -313,8 +313,9 @@ static int walk_one(const char *dir, int pid,
  * the other place writers of this user may use (config.c).  A default
  * place that does not exist holds nothing, as long as one of them does.
  */
-static int dir_walk(const char *dir, int pid, const struct tally_open_opts *opts,
-		    tally_seg_fn fn, void *arg, const struct cleanup *cleanup)
+static int walk_places(const char *dir, int pid,
+		       const struct tally_open_opts *opts, tally_seg_fn fn,
+		       void *arg, const struct cleanup *cleanup)
 {
 	int rc, rc2, stop = 0;
 
@@ -323,6 +324,10 @@ static int dir_walk(const char *dir, int pid, const struct tally_open_opts *opts
 		return stop ? stop : rc;
 	}
 	tally__init();
+	/* A bad $TALLY_DIR left no directory: say what was wrong with it,
+	 * not that "" does not exist. */
+	if (!tally__env.dir[0])
+		return tally__fail(EINVAL, "%s", tally__env.error);
 	rc = walk_one(tally__env.dir, pid, opts, fn, arg, cleanup, &stop);
 	if (stop || !tally__env.dir_alt[0] || (rc < 0 && rc != -ENOENT))
 		return stop ? stop : rc;
@@ -338,6 +343,18 @@ static int dir_walk(const char *dir, int pid, const struct tally_open_opts *opts
 	if (rc2 < 0)
 		return rc == -ENOENT ? rc2 : rc;
 	return rc == -ENOENT ? rc2 : rc + rc2;
+}
+
+static int dir_walk(const char *dir, int pid, const struct tally_open_opts *opts,
+		    tally_seg_fn fn, void *arg, const struct cleanup *cleanup)
+{
+	int rc = walk_places(dir, pid, opts, fn, arg, cleanup);
+
+	/* The files that failed were @fn's to report: a walk that went
+	 * through leaves no message (tally__ok()). */
+	if (rc >= 0)
+		tally__ok();
+	return rc;
 }
 
 int tally_dir_foreach(const char *dir, const struct tally_open_opts *opts,

@@ -181,6 +181,7 @@ static int family_register(struct tally_zone *z,
 	unsigned nl;
 	int rc;
 
+	tally__ok();
 	if (!f)
 		return tally__fail(EINVAL, "family register: NULL family");
 	f->table = NULL;
@@ -451,6 +452,7 @@ static int family_get(const tally_family *f, unsigned kind,
 	uint64_t h = 0;
 	int rc;
 
+	tally__ok();
 	if (!out)
 		return tally__fail(EINVAL, "family get: NULL handle pointer");
 	/* The fast path: a child this process knows. */
@@ -568,6 +570,7 @@ int tally_family_remove(tally_family *f)
 	_Atomic(struct tally__ftable *) *link;
 	struct slots *s, *older;
 
+	tally__ok();
 	if (!t)
 		return tally__fail(EINVAL, "tally_family_remove: no family "
 				   "(NULL, removed, or its registration "
@@ -601,5 +604,6 @@ int tally_family_remove(tally_family *f)
 	pthread_mutex_destroy(&t->lock);
 	free(t->labels);
 	free(t);
+	tally__ok(); /* past the children's removals */
 	return 0;
 }

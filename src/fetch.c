@@ -89,6 +89,7 @@ int tally_block_fetch(const tally_block *b, unsigned slot, int64_t *value)
 	struct sum_arg a;
 	int rc;
 
+	tally__ok();
 	if (!value)
 		return tally__fail(EINVAL, "tally_block_fetch: NULL value");
 	rc = sum_slot(b, slot, NULL, &a);
@@ -105,6 +106,7 @@ int tally_block_fetch_percpu(const tally_block *b, unsigned slot,
 	unsigned nslabs = tally__cfg.nslabs;
 	int rc;
 
+	tally__ok();
 	if (!out)
 		return tally__fail(EINVAL, "tally_block_fetch_percpu: NULL out");
 	if (n < nslabs)
@@ -122,6 +124,7 @@ int tally_block_zero(tally_block *b, unsigned slot, int64_t *removed)
 	int64_t *base, old;
 	int rc;
 
+	tally__ok();
 	rc = locate_slot(b, slot, &loc);
 	if (rc < 0)
 		return rc;
@@ -155,8 +158,10 @@ int tally_block_zero(tally_block *b, unsigned slot, int64_t *removed)
 int tally_block_mode(const tally_block *b)
 {
 	struct tally__loc loc;
-	int rc = tally__locate(NULL, b, &loc);
+	int rc;
 
+	tally__ok();
+	rc = tally__locate(NULL, b, &loc);
 	return rc < 0 ? rc : (int)loc.mode;
 }
 
@@ -174,9 +179,11 @@ static int64_t *adaptive_word(const struct tally__loc *loc, unsigned slot)
 int tally_block_promote(tally_block *b, unsigned slot)
 {
 	struct tally__loc loc;
-	int rc = locate_slot(b, slot, &loc);
 	int64_t *w;
+	int rc;
 
+	tally__ok();
+	rc = locate_slot(b, slot, &loc);
 	if (rc < 0)
 		return rc;
 	w = adaptive_word(&loc, slot);
@@ -193,8 +200,10 @@ int tally_block_promoted(const tally_block *b, unsigned slot)
 {
 	struct tally__loc loc;
 	off_t off, d;
-	int rc = locate_slot(b, slot, &loc);
+	int rc;
 
+	tally__ok();
+	rc = locate_slot(b, slot, &loc);
 	if (rc < 0)
 		return rc;
 	if (loc.mode != TALLY_ADAPTIVE)

@@ -33,6 +33,7 @@ int tally_histogram_quantile(const struct tally_series_view *v, double q,
 	uint64_t lo, hi;
 	double count = 0, rank, seen = 0;
 
+	tally__ok();
 	if (!v || !out || v->kind != TALLY_HISTOGRAM || !v->buckets ||
 	    !(q >= 0.0 && q <= 1.0))
 		return tally__fail(EINVAL, "tally_histogram_quantile: not a "

@@ -183,6 +183,15 @@ void tally__family_postfork_child(void);
 /* Errors: set errno and this thread's message; return -errno or NULL. */
 int tally__fail(int err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* A public call that succeeds clears the message of an earlier failure
+ * (config.c); every public function that can fail calls this on entry,
+ * or on its way out of a success when it may recover from failures of
+ * its own. */
+extern __thread char tally__err_set __attribute__((tls_model("initial-exec")));
+static inline void tally__ok(void)
+{
+	tally__err_set = 0;
+}
 
 /* Size classes. */
 extern const uint16_t tally__class_size[TALLY__NCLASS];

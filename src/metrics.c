@@ -676,6 +676,7 @@ int tally__metric_register(struct tally_zone *z,
 	uint32_t fam = 0, idx = 0, bucket = 0;
 	int rc, alloc_rc = 0;
 
+	tally__ok();
 	if (!m)
 		return tally__fail(EINVAL, "register: NULL handle");
 	if (!d)
@@ -702,9 +703,16 @@ int tally__metric_register(struct tally_zone *z,
 		    != 0 ||
 	    (rc = b ? take_record(z, &idx) : alloc_rc) < 0) {
 		pthread_mutex_unlock(&z->hdr->metrics_lock);
-		if (b)
+		if (b) {
+			char failed = tally__err_set;
+
 			tally_block_free(z, b);
-		return rc == 1 ? 0 : tally__metric_failed(z, kind, m, rc);
+			tally__err_set = failed; /* the failure's message */
+		}
+		if (rc != 1)
+			return tally__metric_failed(z, kind, m, rc);
+		tally__ok(); /* found, whatever the allocation said */
+		return 0;
 	}
 	publish_series(z, idx, fam, &p, d->nlabels, b, bucket);
 	fill_handle(m, z, idx, &p);
@@ -797,6 +805,7 @@ int tally_metric_remove(tally_metric *m)
 	struct tally__series *s;
 	uint32_t *link, bucket;
 
+	tally__ok();
 	if (!m || !m->zone || !m->block)
 		return tally__fail(EINVAL, "tally_metric_remove: no series");
 	z = m->zone;
@@ -846,14 +855,43 @@ int tally_metric_remove(tally_metric *m)
 	return 0;
 }
 
+/*
+ * Is the series of handle @m gone (removed through another copy, perhaps
+ * registered again since)?  A copy keeps its block pointer, whose slots
+ * may hold another series by now: it is refused, as tally_metric_remove()
+ * refuses it.  Without the metrics lock: a record's seq changes when the
+ * record is retired and never comes back to an earlier value (a record
+ * given back starts above every seq a stale handle holds), so one acquire
+ * load answers; a fetch that races with the removal may see either.  A
+ * record past the ones in use is refused without a look (its page may be
+ * a hole).  A failed registration's handle has no zone: its block refuses.
+ */
+static int series_gone(const tally_metric *m)
+{
+	const struct tally__hdr *h;
+
+	if (!m->zone)
+		return 0;
+	h = m->zone->hdr;
+	return m->series >= h->desc_cap ||
+	       m->series >= atomic_load_explicit(&h->series_hwm,
+						 memory_order_acquire) ||
+	       atomic_load_explicit(&series(m->zone)[m->series].seq,
+				    memory_order_acquire) != m->seq;
+}
+
 int tally_metric_fetch(const tally_metric *m, int64_t *value)
 {
 	int64_t v, sum = 0;
 	unsigned n;
 	int rc;
 
+	tally__ok();
 	if (!m || !m->block || !value)
 		return tally__fail(EINVAL, "tally_metric_fetch: NULL argument");
+	if (series_gone(m))
+		return tally__fail(EINVAL, "tally_metric_fetch: the series was "
+				   "removed (through a copy of this handle)");
 	if (m->kind == TALLY_GAUGE) {
 		/* Decrements before increments (see tally__gauge_add). */
 		if ((rc = tally_block_fetch(m->block, 1, &sum)) < 0 ||
@@ -888,11 +926,15 @@ int tally_fgauge_fetch(const tally_fgauge *g, double *value)
 	int64_t bits;
 	int rc;
 
+	tally__ok();
 	if (!g || !g->metric.block || !value)
 		return tally__fail(EINVAL, "tally_fgauge_fetch: NULL argument");
 	if (g->metric.kind != TALLY_FGAUGE)
 		return tally__fail(EINVAL, "tally_fgauge_fetch: not a "
 				   "TALLY_FGAUGE (kind %u)", g->metric.kind);
+	if (series_gone(&g->metric))
+		return tally__fail(EINVAL, "tally_fgauge_fetch: the series was "
+				   "removed (through a copy of this handle)");
 	if ((rc = tally_block_fetch(g->metric.block, 0, &bits)) < 0)
 		return rc;
 	*value = tally__f64_of(bits);

@@ -326,6 +326,7 @@ struct tally_seg *tally_seg_open(const char *path,
 	struct stat ds;
 	int dfd;
 
+	tally__ok();
 	if (!path) {
 		tally__fail(EINVAL, "tally_seg_open: NULL path");
 		return NULL;
@@ -444,6 +445,7 @@ int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info)
 	uint32_t hwm, nfam;
 	uint64_t gen;
 
+	tally__ok();
 	if (!s || !info)
 		return tally__fail(EINVAL, "tally_seg_info: NULL argument");
 	if (tally__seg_read_live(s, &gen, &hwm, &nfam) < 0)

@@ -561,6 +561,7 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 	int count = 0, rc, stop = 0;
 	char badmsg[256] = "";
 
+	tally__ok();
 	if (!s || !fn)
 		return tally__fail(EINVAL, "tally_seg_foreach: NULL argument");
 	if (flags & ~TALLY_READ_PERCPU)

@@ -1065,12 +1065,15 @@ struct tally_zone *tally_zone_create(const char *name,
 	struct tally_zone *z;
 	int err;
 
+	tally__ok();
 	tally__init();
 	pthread_mutex_lock(&create_lock);
 	z = create_locked(name, opts);
 	err = errno;
 	pthread_mutex_unlock(&create_lock);
 	errno = err;
+	if (z) /* past what the creation recovered from */
+		tally__ok();
 	return z;
 }
 
@@ -1078,6 +1081,7 @@ int tally_zone_destroy(struct tally_zone *z)
 {
 	int found = 0;
 
+	tally__ok();
 	if (!z)
 		return tally__fail(EINVAL, "tally_zone_destroy(NULL)");
 	pthread_mutex_lock(&reg_lock);
@@ -1116,6 +1120,7 @@ struct tally_zone *tally_zone_default(void)
 	struct tally_zone *z;
 	char name[16], *p;
 
+	tally__ok();
 	z = __atomic_load_n(&default_zone, __ATOMIC_ACQUIRE);
 	if (z)
 		return z;
@@ -1156,6 +1161,7 @@ int tally_zone_usage(struct tally_zone *z, struct tally_zone_usage *u)
 {
 	struct stat st;
 
+	tally__ok();
 	if (!z || !u)
 		return tally__fail(EINVAL, "tally_zone_usage: NULL argument");
 	if (fstat(z->fd, &st) < 0)

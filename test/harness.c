@@ -3,11 +3,14 @@
  * process with a time limit, and prints one line per test and a summary.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -144,6 +147,67 @@ void harness_pin(int i)
 			     strerror(rc));
 }
 
+/* The process of the running test (in the test and its children). */
+static pid_t test_pid;
+
+void harness_mount_point(char *buf, size_t n, const char *name)
+{
+	snprintf(buf, n, "%s/%s.%d", harness_dir(), name, (int)test_pid);
+}
+
+/*
+ * Unmounts and removes the mount points of test process @pid that are
+ * still mounted (see harness_mount_point()).  The harness's parent does it
+ * after the test's process group is gone, so that no failure of the test
+ * can skip it.  Only mount points carrying @pid are touched: another test
+ * program may share $TALLY_DIR.
+ */
+static void unmount_leftovers(pid_t pid)
+{
+	char line[4096], mp[PATH_MAX], prefix[PATH_MAX], suffix[32];
+	size_t np, ns;
+	FILE *f;
+	int again;
+
+	snprintf(prefix, sizeof(prefix), "%s/", harness_dir());
+	snprintf(suffix, sizeof(suffix), ".%d", (int)pid);
+	np = strlen(prefix);
+	ns = strlen(suffix);
+	/* Read again after each unmount: a mount may hide another below. */
+	do {
+		again = 0;
+		f = fopen("/proc/self/mountinfo", "re");
+		if (!f)
+			return;
+		while (fgets(line, sizeof(line), f)) {
+			size_t n;
+
+			/* Field 5 is the mount point; the test's names have
+			 * no space to be escaped. */
+			if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1)
+				continue;
+			n = strlen(mp);
+			if (n <= np + ns || strncmp(mp, prefix, np) != 0 ||
+			    strcmp(mp + n - ns, suffix) != 0)
+				continue;
+			if (umount2(mp, MNT_DETACH) == 0) {
+				fprintf(stderr, "harness: unmounted %s, which "
+					"the test left mounted\n", mp);
+				if (rmdir(mp) < 0)
+					fprintf(stderr, "harness: cannot remove "
+						"%s: %s\n", mp,
+						strerror(errno));
+				again = 1;
+			} else {
+				fprintf(stderr, "harness: cannot unmount %s: "
+					"%s\n", mp, strerror(errno));
+			}
+			break;
+		}
+		fclose(f);
+	} while (again);
+}
+
 static int run(int i)
 {
 	double t0 = harness_now();
@@ -157,6 +221,7 @@ static int run(int i)
 		return 1;
 	}
 	if (pid == 0) {
+		test_pid = getpid();
 		setpgid(0, 0);
 		alarm(tests[i].timeout);
 		tests[i].fn();
@@ -165,8 +230,10 @@ static int run(int i)
 	}
 	while (waitpid(pid, &status, 0) < 0)
 		;
-	/* Reap anything the test left behind in its process group. */
+	/* Reap anything the test left behind in its process group, then
+	 * the file systems it left mounted. */
 	kill(-pid, SIGKILL);
+	unmount_leftovers(pid);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == SKIP_STATUS) {
 		printf("skip %-40s %7.2fs\n", tests[i].name, harness_now() - t0);
 		return 0;

@@ -52,6 +52,15 @@ long harness_scale(long n);
 const char *harness_dir(void);
 
 /*
+ * Writes to @buf the path of a mount point of the running test:
+ * <test dir>/@name.<pid of the test's process>.  Whatever is still mounted
+ * there when the test ends, however it ended (a failed CHECK, a signal,
+ * its time limit), the harness unmounts and removes: a test's clean-up
+ * must not depend on the test getting that far.
+ */
+void harness_mount_point(char *buf, size_t n, const char *name);
+
+/*
  * Ends the test as skipped (it counts as passed): prints "skip <name>
  * <reason>".  For conditions of the host, never of the code under test.
  */

@@ -670,6 +670,62 @@ TEST(fallback_copy_of_a_dead_thread_is_taken_over)
 	}
 }
 
+/*
+ * The thread that called fork() goes on adding in the parent and in the
+ * child at the same time, with one fallback copy (TALLY_NSLABS=1): the
+ * parent's thread owns that copy, and the child's (the same thread's
+ * copy in the child) must not find its token there, or both would add
+ * to it without a lock and lose counts.  The child renews its token
+ * after fork; it then adds to the baseline (the copy is the parent's).
+ * fallback_owners_never_share_a_copy cannot see this: every concurrent
+ * add there comes from a thread created after the fork.
+ */
+static void forking_thread_adds_on_both_sides(void *arg)
+{
+	long iters = harness_scale(5000000);
+	tally_block *b;
+	int go[2], status;
+	pid_t pid;
+	int64_t v;
+	char c;
+
+	(void)arg;
+	setenv("TALLY_NO_RSEQ", "1", 1);
+	setenv("TALLY_NSLABS", "1", 1);
+	CHECK(!tally_rseq_active());
+	b = tally_block_alloc(NULL, 1, TALLY_PERCPU);
+	CHECK(b != NULL);
+	CHECK_EQ(nslabs(), 1);
+	tally_block_add(b, 0, 1); /* this thread owns the only copy */
+	CHECK_EQ(copies_sum(b, 0), 1);
+	CHECK_EQ(pipe(go), 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		close(go[1]);
+		if (read(go[0], &c, 1) != 0)
+			_exit(1);
+		for (long i = 0; i < iters; i++)
+			tally_block_add(b, 0, 1);
+		_exit(0);
+	}
+	close(go[0]);
+	close(go[1]); /* both start now */
+	for (long i = 0; i < iters; i++)
+		tally_block_add(b, 0, 1);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK_CHILD_OK(status);
+	CHECK_EQ(tally_block_fetch(b, 0, &v), 0);
+	CHECK_EQ(v, 2 * iters + 1);
+	/* The parent's adds are in its copy, the child's in the baseline. */
+	CHECK_EQ(copies_sum(b, 0), iters + 1);
+}
+
+TEST(fallback_forking_thread_adds_in_parent_and_child)
+{
+	CHECK_CHILD_OK(harness_child(forking_thread_adds_on_both_sides, NULL));
+}
+
 /* ---- zeroing ---- */
 
 struct zeroer {

@@ -1638,6 +1638,129 @@ TEST(removing_every_series_gives_memory_back)
 }
 
 /*
+ * A copy of a handle (kept in a worker's structures, say) whose series was
+ * removed through another copy is refused by tally_metric_fetch() and
+ * tally_fgauge_fetch(), as by tally_metric_remove(), also once the series
+ * is registered again (perhaps in the same record): it never reads the
+ * old value, nor the slots of whatever now holds its block.  A copy of a
+ * series another registration still holds reads on.
+ */
+TEST(fetch_through_a_copy_of_a_removed_handle_is_refused)
+{
+	struct tally_zone *z = zone(0, 0);
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "req_total");
+	struct tally_metric_desc fd = desc(TALLY_FGAUGE, "load");
+	tally_metric m, copy, again, fg, fgcopy, m2, other;
+	double dv;
+	int64_t v;
+
+	reg(z, d, NULL, 0, &m);
+	tally_counter_add(counter_of(&m), 42);
+	copy = m;
+	CHECK_EQ(tally_metric_fetch(&copy, &v), 0);
+	CHECK_EQ(v, 42);
+	CHECK_EQ(tally_metric_remove(&m), 0);
+	CHECK_EQ(tally_metric_fetch(&m, &v), -EINVAL);
+	v = -1;
+	CHECK_EQ(tally_metric_fetch(&copy, &v), -EINVAL);
+	CHECK_EQ(v, -1);
+	CHECK(strstr(tally_errmsg(), "removed") != NULL);
+	/* Registered again: a new series, the old copy still refused. */
+	reg(z, d, NULL, 0, &again);
+	tally_counter_add(counter_of(&again), 3);
+	CHECK_EQ(tally_metric_fetch(&copy, &v), -EINVAL);
+	CHECK_EQ(tally_metric_remove(&copy), -EINVAL);
+	CHECK_EQ(tally_metric_fetch(&again, &v), 0);
+	CHECK_EQ(v, 3);
+
+	reg(z, fd, NULL, 0, &fg);
+	tally_fgauge_set(fgauge_of(&fg), 0.5);
+	fgcopy = fg;
+	CHECK_EQ(tally_fgauge_fetch(fgauge_of(&fgcopy), &dv), 0);
+	CHECK(dv == 0.5);
+	CHECK_EQ(tally_metric_remove(&fg), 0);
+	CHECK_EQ(tally_fgauge_fetch(fgauge_of(&fgcopy), &dv), -EINVAL);
+	CHECK_EQ(tally_metric_fetch(&fgcopy, &v), -EINVAL);
+
+	/* Two registrations of one series: removing one keeps the series,
+	 * and a copy of either reads on. */
+	reg(z, d, NULL, 0, &m2);
+	CHECK_EQ(m2.series, again.series);
+	other = again;
+	CHECK_EQ(tally_metric_remove(&again), 0);
+	CHECK_EQ(tally_metric_fetch(&other, &v), 0);
+	CHECK_EQ(v, 3);
+	CHECK_EQ(tally_metric_remove(&m2), 0);
+	CHECK_EQ(tally_metric_fetch(&other, &v), -EINVAL);
+	CHECK_EQ(tally_zone_destroy(z), 0);
+}
+
+#define CHECK_NO_ERRMSG()                                                    \
+	do {                                                                 \
+		if (tally_errmsg()[0])                                       \
+			harness_fail(__FILE__, __LINE__, "tally_errmsg() is " \
+				     "\"%s\" after a success", tally_errmsg()); \
+	} while (0)
+
+static int count_cb(const char *path, struct tally_seg *s, const char *why,
+		    void *arg)
+{
+	(void)path;
+	(void)s;
+	(void)why;
+	(*(int64_t *)arg)++;
+	return 0;
+}
+
+/*
+ * tally_errmsg() says what the last call of this thread that failed got
+ * wrong, and a call that succeeds clears it: a message never outlives the
+ * failure that wrote it into the next success.
+ */
+TEST(errmsg_cleared_by_a_success)
+{
+	struct tally_zone *z = zone(0, 0);
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "ok_total");
+	struct tally_metric_desc bad = desc(TALLY_COUNTER, "bad name");
+	tally_metric m, b;
+	struct tally_zone_usage u;
+	tally_block *blk;
+	int64_t v;
+
+	CHECK_EQ(register_any(z, &bad, &b), -EINVAL);
+	CHECK(tally_errmsg()[0] != 0);
+	reg(z, d, NULL, 0, &m);
+	CHECK_NO_ERRMSG();
+
+	CHECK_EQ(tally_metric_fetch(NULL, &v), -EINVAL);
+	CHECK(tally_errmsg()[0] != 0);
+	CHECK_EQ(tally_metric_fetch(&m, &v), 0);
+	CHECK_NO_ERRMSG();
+
+	CHECK_EQ(tally_zone_usage(NULL, &u), -EINVAL);
+	CHECK(tally_errmsg()[0] != 0);
+	CHECK_EQ(tally_zone_usage(z, &u), 0);
+	CHECK_NO_ERRMSG();
+
+	CHECK(tally_block_alloc(z, 0, TALLY_PERCPU) == NULL);
+	CHECK(tally_errmsg()[0] != 0);
+	blk = tally_block_alloc(z, 1, TALLY_PERCPU);
+	CHECK(blk != NULL);
+	CHECK_NO_ERRMSG();
+	CHECK_EQ(tally_block_fetch(blk, 9999, &v), -EINVAL);
+	CHECK_EQ(tally_block_fetch(blk, 0, &v), 0);
+	CHECK_NO_ERRMSG();
+	CHECK_EQ(tally_block_free(z, blk), 0);
+
+	CHECK(tally_seg_open("/nonexistent/x.tally", NULL) == NULL);
+	CHECK(tally_errmsg()[0] != 0);
+	CHECK(tally_dir_foreach(harness_dir(), NULL, count_cb, &v) >= 0);
+	CHECK_NO_ERRMSG();
+	CHECK_EQ(tally_metric_remove(&m), 0);
+	CHECK_EQ(tally_zone_destroy(z), 0);
+}
+
+/*
  * A registration that fails leaves a handle that takes every update and
  * discards it: the service never crashes on its statistics.  With no
  * directory at all, and with a bad name in a zone, where the failure is

@@ -34,13 +34,21 @@
 #include "tally/tally.h"
 #include "util.h"
 
-/* Mounts a tmpfs of @size at <test dir>/@name; skips when not allowed. */
+/*
+ * Mounts a tmpfs of @size at a mount point of the test named @name;
+ * skips when not allowed.  The harness unmounts and removes it when the
+ * test ends, also when the test fails before its own umount().
+ * TALLY_TEST_FAIL_ON_TMPFS=fail or =kill makes the test fail (or die of
+ * SIGKILL) right after the mount: test/check-space-cleanup.sh uses it to
+ * show that a failed test leaves nothing mounted.
+ */
 static void mount_tmpfs(char *dir, size_t n, const char *name,
 			const char *size)
 {
+	const char *force = getenv("TALLY_TEST_FAIL_ON_TMPFS");
 	char opts[64];
 
-	snprintf(dir, n, "%s/%s", harness_dir(), name);
+	harness_mount_point(dir, n, name);
 	CHECK(mkdir(dir, 0700) == 0 || errno == EEXIST);
 	snprintf(opts, sizeof(opts), "size=%s,mode=0700", size);
 	if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
@@ -49,6 +57,11 @@ static void mount_tmpfs(char *dir, size_t n, const char *name,
 				     strerror(errno));
 		harness_fail(__FILE__, __LINE__, "mount: %s", strerror(errno));
 	}
+	if (force && !strcmp(force, "fail"))
+		harness_fail(__FILE__, __LINE__, "failing on %s, as "
+			     "TALLY_TEST_FAIL_ON_TMPFS says", dir);
+	if (force && !strcmp(force, "kill"))
+		raise(SIGKILL);
 }
 
 struct job {
@@ -73,6 +86,7 @@ static void run_on_tmpfs(void (*fn)(void *), struct job *j)
 	int status = harness_child(fn, j);
 
 	CHECK_EQ(umount(j->dir), 0);
+	CHECK_EQ(rmdir(j->dir), 0);
 	if (WIFSIGNALED(status))
 		harness_fail(__FILE__, __LINE__, "the writer was killed by "
 			     "signal %d (%s): %s", WTERMSIG(status),

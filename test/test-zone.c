@@ -878,18 +878,23 @@ TEST(file_kept_after_crash)
 /*
  * The creator forks a child that goes on using the zone, then exits
  * normally: the file stays while the child lives and goes when the child
- * exits normally.
+ * exits normally.  A clean-up (tally_dir_cleanup(), tally_dir_expire()
+ * with no retention) while the creator is gone but the child still uses
+ * the zone keeps the file: it judges a segment by the locks of every
+ * process that holds it, not by its creator alone, or the child's later
+ * adds would go to a file no reader can find.
  */
 TEST(file_kept_while_forked_child_uses_it)
 {
 	struct result *r = shared_result();
-	int hold[2], done[2], status;
+	int hold[2], done[2], added[2], status;
 	int64_t *seen = &r->value;
 	pid_t creator;
 	char c;
 
 	CHECK_EQ(pipe(hold), 0);
 	CHECK_EQ(pipe(done), 0);
+	CHECK_EQ(pipe(added), 0);
 	creator = fork();
 	CHECK(creator >= 0);
 	if (creator == 0) {
@@ -899,6 +904,7 @@ TEST(file_kept_while_forked_child_uses_it)
 
 		close(done[0]);
 		close(hold[1]);
+		close(added[0]);
 		CHECK(z != NULL);
 		b = tally_block_alloc(z, 1, TALLY_SHARED);
 		CHECK(b != NULL);
@@ -912,18 +918,32 @@ TEST(file_kept_while_forked_child_uses_it)
 			CHECK_EQ(read(hold[0], &c, 1), 1);
 			tally_block_add(b, 0, 1);
 			CHECK_EQ(tally_block_fetch(b, 0, seen), 0);
+			CHECK_EQ(write(added[1], "x", 1), 1);
 			CHECK_EQ(read(hold[0], &c, 1), 0);
 			exit(0);
 		}
+		close(added[1]);
 		exit(0);
 	}
 	close(hold[0]);
 	close(done[1]);
+	close(added[1]);
 	CHECK_EQ(waitpid(creator, &status, 0), creator);
 	CHECK_CHILD_OK(status);
 	CHECK(exists(r->path));
+	/* The creator is gone, the child still holds the zone. */
+	CHECK(tally_dir_cleanup(NULL) >= 0);
+	CHECK(exists(r->path));
+	CHECK(tally_dir_expire(NULL, 0, NULL, NULL) >= 0);
+	CHECK(exists(r->path));
 	CHECK_EQ(write(hold[1], "x", 1), 1);
+	/* The child's add went to the file that is still there. */
+	CHECK_EQ(read(added[0], &c, 1), 1);
+	CHECK_EQ(*seen, 2);
+	CHECK(tally_dir_expire(NULL, 0, NULL, NULL) >= 0);
+	CHECK(exists(r->path));
 	close(hold[1]);
+	close(added[0]);
 	/* The user holds done[1] until it has exited. */
 	CHECK_EQ(read(done[0], &c, 1), 0);
 	CHECK_EQ(*seen, 2);

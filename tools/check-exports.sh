@@ -16,12 +16,14 @@ bad=0
 for name in $exported; do
 	case " $inline_uses " in *" $name "*) continue ;; esac
 	case $name in __odr_asan*) continue ;; esac # ASan's own markers
-	if ! echo "$declared" | grep -qx "$name"; then
+	# A here-string, not echo | grep -q: grep -q exits at the first
+	# match, and echo's SIGPIPE would fail the pipeline (pipefail).
+	if ! grep -qx "$name" <<<"$declared"; then
 		echo "exported but not public: $name"; bad=1
 	fi
 done
 for name in $declared; do
-	if ! echo "$exported" | grep -qx "$name"; then
+	if ! grep -qx "$name" <<<"$exported"; then
 		echo "public but not exported: $name"; bad=1
 	fi
 done

@@ -17,6 +17,26 @@ for fn in $declared tally_counter_inc tally_gauge_inc tally_gauge_dec; do
 	fi
 done
 
+# The sections the headers point at exist ("tally(3), GUARANTEES", "SPACE
+# in tally(3)"), and the page gives the sizes the headers define.
+sections=$(sed -n 's/^\.S[HS] "\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$src/man/tally.3")
+pointers=$(for h in "$inc"/*.h; do
+	sed -e 's#^ *\*\( \|$\)##' "$h" | tr '\n' ' ' | tr -s ' ' |
+		grep -oE 'tally\(3\), [A-Z][A-Z]+( [A-Z][A-Z]+)*|[A-Z][A-Z]+( [A-Z][A-Z]+)* in tally\(3\)' |
+		sed -e 's/^tally(3), //' -e 's/ in tally(3)$//' || true
+done | sort -u)
+while read -r sec; do
+	[ -z "$sec" ] && continue
+	grep -qxF "$sec" <<<"$sections" ||
+		{ echo "a header points at tally(3), $sec: no such section"; bad=1; }
+done <<<"$pointers"
+for c in TALLY_BLOCK_MAX_SLOTS:"is 1 to" TALLY_CHUNK_SLOTS:"in chunks of"; do
+	name=${c%%:*} text=${c#*:}
+	v=$(cat "$inc"/*.h | sed -n "s/^#define $name \([0-9]*\)u\{0,1\}$/\1/p")
+	grep -q "$text $v\b" "$src/man/tally.3" ||
+		{ echo "man tally: \"$text $v\" ($name) not found"; bad=1; }
+done
+
 # The README's C examples, each on its own.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

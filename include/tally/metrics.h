@@ -19,7 +19,8 @@
  *                    per-CPU by default.  Increments and decrements go
  *                    to two slots, which readers read decrements first:
  *                    a reading is never below what the gauge truly was
- *                    at some moment of the read (tally(3), GAUGES).
+ *                    at some moment of the read (tally(3),
+ *                    GUARANTEES).
  *   TALLY_GAUGE_SET  tally_setgauge: a value that is set
  *                    (tally_setgauge_set), one shared slot.  Adds work
  *                    too.
@@ -184,14 +185,17 @@ TALLY_API int tally_metric_remove(tally_metric *m);
 
 /*
  * tally_metric_fetch: the series' value in this process (a counter's or
- * gauge's value, a histogram's count).  Return: 0 or -EINVAL.  MT-safe.
+ * gauge's value, a histogram's count).
+ * Return: 0, or -EINVAL: NULL, the handle of a failed registration, or a
+ * series removed through this handle or a copy of it (even if registered
+ * again since: the copy never reads the old value).  MT-safe.
  */
 TALLY_API int tally_metric_fetch(const tally_metric *m, int64_t *value);
 
 /*
  * tally_fgauge_fetch: a TALLY_FGAUGE's value (tally_metric_fetch() gives
  * it rounded toward zero and held within the int64 range, NaN as 0).
- * Return: 0 or -EINVAL.  MT-safe.
+ * Return: 0 or -EINVAL, as tally_metric_fetch().  MT-safe.
  */
 TALLY_API int tally_fgauge_fetch(const tally_fgauge *g, double *value);
 

@@ -147,9 +147,11 @@ TALLY_API int tally_zone_usage(struct tally_zone *z, struct tally_zone_usage *u)
 TALLY_API const char *tally_zone_path(const struct tally_zone *z);
 
 /*
- * tally_errmsg: a sentence describing the last error of a tally call made
- * by this thread (or "" when none).  The string is thread-local and valid
- * until the next failing call.  MT-safe.
+ * tally_errmsg: a sentence describing why the last tally call made by this
+ * thread failed, or "" when it succeeded (a call that succeeds clears the
+ * message of an earlier failure; the update calls, which cannot fail,
+ * leave it alone).  The string is thread-local and valid until the
+ * thread's next tally call.  MT-safe.
  */
 TALLY_API const char *tally_errmsg(void);
 

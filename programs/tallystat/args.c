@@ -184,6 +184,8 @@ void ts_usage(FILE *f)
 "Exit status: 0, 1 when a directory cannot be read, 2 for bad arguments.\n");
 }
 
+/* A bad command line: what is wrong, the synopsis and where the rest is,
+ * in two lines (the whole usage only with --help), as sysstat's tools. */
 static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int bad(const char *fmt, ...)
 {
@@ -193,8 +195,8 @@ static int bad(const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
-	ts_usage(stderr);
+	fputs("\nUsage: " PROG " [options] [selector...] [interval [count]]; "
+	      "see " PROG " --help\n", stderr);
 	return -1;
 }
 
@@ -369,6 +371,13 @@ int ts_parse_options(int argc, char **argv, struct ts_options *o)
 	for (int i = optind; i < argc; i++) {
 		const char *a = argv[i];
 
+		/* In the synopsis's order: selectors, then interval and
+		 * count.  A word after the interval is a mistyped count
+		 * (tallystat 1 abc), not a selector that would leave
+		 * tallystat running forever on nothing. */
+		if (nnum && !is_number(a))
+			return bad("'%s' after the interval: expected a count "
+				   "(selectors go before the interval)", a);
 		if (is_number(a)) {
 			if (nnum == 0) {
 				if (ts_parse_interval(a, &o->interval, err,
@@ -391,6 +400,17 @@ int ts_parse_options(int argc, char **argv, struct ts_options *o)
 				      sizeof(err)) < 0)
 			return bad("selector '%s': %s", a, err);
 		o->nsels++;
+	}
+	if (o->cpus && !o->allcpus) {
+		long n = sysconf(_SC_NPROCESSORS_CONF);
+
+		/* As mpstat: a CPU the machine does not have is a mistake,
+		 * not an empty column. */
+		for (long c = n > 0 ? n : 1; c < TS_MAX_CPUS; c++)
+			if (o->cpus[c])
+				return bad("-P: no CPU %ld on this machine "
+					   "(CPUs 0 to %ld)", c,
+					   (n > 0 ? n : 1) - 1);
 	}
 	if (o->list && o->clean)
 		return bad("--list and --clean do not go together");

@@ -213,7 +213,7 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 	ts_table_col(&hi, "p50", 1);
 	ts_table_col(&hi, "p99", 1);
 	ts_table_col(&hi, "p99.9", 1);
-	ts_table_col(&hi, "Max", 1);
+	ts_table_col(&hi, "Max<=", 1);
 	cpu_cols(&hi, r, cpunames[1]);
 
 	for (size_t i = 0; i < r->nrows; i++) {

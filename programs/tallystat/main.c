@@ -177,6 +177,12 @@ static int run(const struct ts_options *o, const struct ts_emitter *em,
 	/* A directory that cannot be read fails before any output. */
 	if (collect(o, &prev, &skips) < 0)
 		return 1;
+	/* A selection that keeps nothing gives bare headers: say why, once
+	 * (series may still appear later in an interval run). */
+	if (!prev.nseries && (o->nsels || o->npids || o->have_comm ||
+			      o->zone_glob))
+		fprintf(stderr, PROG ": no series matches the selectors, -p, "
+			"-C or --zone given%s\n", o->interval ? " (yet)" : "");
 	em->begin(h, o, &prev.real);
 	if (!o->interval || !o->omit_first) {
 		since_start(em, o, &prev, &skips);

@@ -323,6 +323,38 @@ static void test_quantiles_of_deltas(void)
 	tp_snapshot_free(&c);
 }
 
+/*
+ * A histogram whose count rises while one bucket falls was zeroed (or its
+ * process restarted) between the reads: the count alone does not show it.
+ * The delta is a reset, never a negative bucket delta (which would give
+ * negative quantile weights and a nonsense p50).
+ */
+static void test_delta_histogram_bucket_falls(void)
+{
+	static const uint64_t o1[] = { 1000 }, o2[] = { 5000 };
+	static const unsigned t1[] = { 100 }, t2[] = { 150 };
+	struct tp_series a, b;
+	struct tp_snapshot p, c, d;
+	const struct tp_series *x;
+
+	mk_hist(&a, 1, o1, t1, 1);
+	mk_hist(&b, 1, o2, t2, 1);
+	CHECK(a.value == 100 && b.value == 150);
+	CHECK(b.buckets[tally_histogram_bucket(1000, 3, 40)] == 0);
+	snap_of(&p, &a, 1, 10);
+	snap_of(&c, &b, 1, 11);
+	ts_delta(&p, &c, &d);
+	x = find(&d, 1, "h");
+	CHECK(x && (x->flags & TP_SERIES_RESET));
+	/* The values counted since the reset: the current ones. */
+	CHECK(x && x->value == 150);
+	for (unsigned i = 0; x && i < x->nbuckets; i++)
+		CHECK(x->buckets[i] >= 0);
+	tp_snapshot_free(&d);
+	tp_snapshot_free(&p);
+	tp_snapshot_free(&c);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -333,6 +365,7 @@ static const struct {
 	{ "format", test_format },
 	{ "delta_reset_new", test_delta_reset_new },
 	{ "quantiles_of_deltas", test_quantiles_of_deltas },
+	{ "delta_histogram_bucket_falls", test_delta_histogram_bucket_falls },
 };
 
 int main(int argc, char **argv)

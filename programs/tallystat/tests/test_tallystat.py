@@ -300,6 +300,10 @@ class TallystatTest(unittest.TestCase):
         self.assertEqual(h["unit"], "nanoseconds")
         for q in ("p50", "p99", "p999", "max"):
             self.assertTrue(in_bucket(h[q], 1000), (q, h[q]))
+        # max is the top of the highest bucket used, not the largest
+        # observation (1000): the text calls it Max<=.
+        self.assertEqual(h["max"], bucket_bounds(1000)[1])
+        self.assertGreater(h["max"], 1000)
         self.assertAlmostEqual(h["mean"], 1000.0)
         lng = [s for s in r["series"] if s["name"] == "tw_long_total"][0]
         self.assertEqual(lng["labels"]["gamma"], "c" * 20)
@@ -335,6 +339,9 @@ class TallystatTest(unittest.TestCase):
         self.assertIn("\u2026", lng)
         self.assertNotIn("c" * 20, lng)
         self.assertIn("p99.9", t.stdout)
+        self.assertRegex(t.stdout, r"p99\.9 +Max<=\n")
+        hist = [l for l in lines if " tw_latency_ns " in l][0]
+        self.assertEqual(float(hist.split()[-1]), bucket_bounds(1000)[1])
         self.assertNotIn("\x1b[", t.stdout)   # not a terminal
 
     def test_selectors(self):
@@ -422,6 +429,48 @@ class TallystatTest(unittest.TestCase):
         self.assertNotIn("tw_in_flight", t.stdout)
         self.assertIn("Average:", t.stdout)
 
+    def test_late_read(self):
+        """A read that comes late (tallystat stopped for a second): that
+        report's interval is the time that really passed between the two
+        reads, and its rate is still the writer's, not the count of the
+        longer gap over the nominal interval."""
+        _, pid, _ = self.writer("tw", rate=2000)
+        time.sleep(0.3)
+        # The JSON envelope's opening is written (and flushed) right after
+        # the first read: once it is here, the first interval runs.
+        ts = subprocess.Popen([TALLYSTAT, "-y", "-o", "JSON", "0.5", "3"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=self.env)
+        self.procs.append(ts)
+        r, _, _ = select.select([ts.stdout], [], [], 10)
+        self.assertTrue(r, "tallystat wrote nothing")
+        first = os.read(ts.stdout.fileno(), 65536)
+        # Stop it inside the first interval, for about twice its length.
+        time.sleep(0.1)
+        os.kill(ts.pid, signal.SIGSTOP)
+        time.sleep(1.0)
+        os.kill(ts.pid, signal.SIGCONT)
+        out, err = ts.communicate(timeout=20)
+        self.assertEqual(ts.returncode, 0, err)
+        doc = json.loads((first + out).decode())
+        validate(doc)
+        st = doc["sysstat"]["hosts"][0]["statistics"]
+        self.assertEqual([r["report"] for r in st],
+                         ["interval"] * 3 + ["average"])
+        q1 = 'tw_requests_total{queue="1"}'
+        late = [r for r in st[:3] if r["interval"] > 0.9]
+        self.assertEqual(len(late), 1, [r["interval"] for r in st])
+        for r in st[:3]:
+            row = self.one(r, q1, pid)
+            self.assertRate(row["rate"], 2000,
+                            "%s over %.3f s" % (q1, r["interval"]))
+            self.assertLess(abs(row["value"] - row["rate"] * r["interval"]),
+                            2 + row["value"] * 1e-3)
+        row = self.one(late[0], q1, pid)
+        self.assertGreater(row["value"], 2000 * 0.9 * (1 - RATE_TOL))
+        self.assertRate(self.one(st[3], q1, pid)["rate"], 2000,
+                        "average " + q1)
+
     def test_aggregate(self):
         """-a sums the same series of several processes."""
         _, a, _ = self.writer("w1", comm="tw-worker", rate=1000)
@@ -458,8 +507,8 @@ class TallystatTest(unittest.TestCase):
         rate."""
         self.writer("tw", rate=1000, extra=["--reset-at", "1.3"])
         js = self.start_tallystat("-y", "-o", "JSON", "0.5", "6")
-        tx = self.start_tallystat("-y", "0.5", "6",
-                                  'tw_requests_total{queue="1"}')
+        tx = self.start_tallystat("-y", 'tw_requests_total{queue="1"}',
+                                  "0.5", "6")
         out, err = js.communicate(timeout=20)
         self.assertEqual(js.returncode, 0, err)
         doc = json.loads(out)
@@ -487,7 +536,7 @@ class TallystatTest(unittest.TestCase):
         _, b, bpath = self.writer("wb", rate=100, extra=["--exit-after",
                                                          "1.0"])
         js = self.start_tallystat("-y", "-o", "JSON", "0.5", "7")
-        tx = self.start_tallystat("-y", "0.5", "7", "tw_big_total")
+        tx = self.start_tallystat("-y", "tw_big_total", "0.5", "7")
         time.sleep(1.8)
         _, c, _ = self.writer("wc", rate=100)
         out, err = js.communicate(timeout=20)
@@ -646,18 +695,32 @@ class TallystatTest(unittest.TestCase):
         self.assertNotIn("\x1b[", out)
 
     def test_bad_args(self):
-        """Bad arguments: exit 2, one line saying what, and the usage."""
+        """Bad arguments: exit 2, one line saying what, and one with the
+        synopsis and a pointer to --help (not the whole usage).  A word
+        after the interval (tallystat 1 abc) and a CPU the machine does
+        not have (-P) are bad arguments too."""
+        ncpu = os.sysconf("SC_NPROCESSORS_CONF")
         for args in (["-P", "x"], ["-P", "3-1"], ["-o", "XML"], ["--bogus"],
                      ["-p", "abc"], ["-p"], ["1", "0"], ["0"], ["1", "2", "3"],
                      ["-C", "("], ["{a=1}"], ["a{b=~\"(\"}"], ["1", "x{"],
                      ["--list", "1"], ["--clean", "-p", "1"], ["-w", "3"],
-                     ["--list", "--clean"], ["-x"]):
-            r = self.tallystat(*args)
+                     ["--list", "--clean"], ["-x"], ["1", "abc"],
+                     ["0.5", "3", "tw_big_total"], ["-P", str(ncpu)],
+                     ["-P", "0,%d" % (ncpu + 3)]):
+            r = self.tallystat(*args, timeout=5)
             self.assertEqual(r.returncode, 2, (args, r.stderr))
             self.assertEqual(r.stdout, "", args)
-            first = r.stderr.splitlines()[0]
-            self.assertRegex(first, r"^tallystat: \S", args)
-            self.assertIn("Usage: tallystat", r.stderr.splitlines()[1], args)
+            lines = r.stderr.splitlines()
+            self.assertEqual(len(lines), 2, (args, r.stderr))
+            self.assertRegex(lines[0], r"^tallystat: \S", args)
+            self.assertIn("Usage: tallystat", lines[1], args)
+            self.assertIn("--help", lines[1], args)
+        r = self.tallystat("1", "abc", timeout=5)
+        self.assertIn("'abc'", r.stderr)
+        r = self.tallystat("-P", str(ncpu), timeout=5)
+        self.assertIn("no CPU %d" % ncpu, r.stderr)
+        r = self.tallystat("-P", "0-%d" % (ncpu - 1), timeout=5)
+        self.assertEqual(r.returncode, 0, r.stderr)
         r = self.tallystat("--help")
         self.assertEqual(r.returncode, 0)
         self.assertIn("Usage: tallystat", r.stdout)
@@ -714,6 +777,44 @@ class TallystatTest(unittest.TestCase):
         r = run("--allow-uid", "x")
         self.assertEqual(r.returncode, 2)
         self.assertIn("--allow-uid", r.stderr)
+
+    def test_dir_errors(self):
+        """A selection that keeps nothing says so on stderr (exit 0); a
+        relative TALLY_DIR, and a directory the library refuses, end the
+        run with one clear line (exit 1) before any output."""
+        self.writer("tw")
+        r = self.tallystat("nothing_matches_this")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, "tallystat: no series matches the "
+                         "selectors, -p, -C or --zone given\n")
+        self.assertIn("PID", r.stdout)
+        r = self.tallystat("-p", "1")
+        self.assertIn("no series matches", r.stderr)
+        r = self.tallystat("tw_big_total")
+        self.assertEqual(r.stderr, "")
+        r = self.tallystat()
+        self.assertEqual(r.stderr, "")
+
+        r = self.tallystat(env=dict(self.env, TALLY_DIR="relative"))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.stdout, "")
+        self.assertRegex(r.stderr, r"^tallystat: TALLY_DIR=relative: "
+                         r"expected an absolute path[^\n]*\n$")
+        r = self.tallystat("--list", env=dict(self.env, TALLY_DIR="rel"))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("TALLY_DIR=rel:", r.stderr)
+
+        # A world-writable directory: the library refuses to read it (as
+        # writers refuse to create a zone in it); tallystat reports that
+        # refusal in one line naming the directory.
+        ww = os.path.join(self.dir, "ww")
+        os.mkdir(ww)
+        os.chmod(ww, 0o777)
+        r = self.tallystat(env=dict(self.env, TALLY_DIR=ww))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.stdout, "")
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        self.assertRegex(r.stderr, r"^tallystat: .*" + re.escape(ww))
 
     def test_list_clean(self):
         """--list shows every segment; --clean removes the dead ones and
