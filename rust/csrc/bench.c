@@ -13,3 +13,11 @@ void tally_rs_bench_c_inc(const tally_counter *c, uint64_t n)
 	for (uint64_t i = 0; i < n; i++)
 		tally_counter_inc(c);
 }
+
+/* @n calls of the exported function tally_block_add() (not the inline
+ * add): what a binding that cannot inline pays. */
+void tally_rs_bench_c_call(const tally_counter *c, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		(tally_block_add)(c->metric.block, 0, 1);
+}

@@ -99,33 +99,43 @@ mod x86_64 {
         }
     }
 
+    /// The add of every mode, as the header's tally__block_add: a
+    /// per-CPU block (tag 0) and a promoted adaptive slot (tag 3, bit 0
+    /// of its shared word a page before CPU 0's copy) take the sequence,
+    /// tested with one load and one branch (the word tested is, for
+    /// other tags, tally__cfg.promoted, always 1); the rest goes out of
+    /// line, so that the inline part stays small.
     #[inline(always)]
     pub(super) unsafe fn block_add(b: *mut sys::tally_block, slot: u32, v: i64) {
         let h = b as usize;
         let tag = h & sys::TALLY__MODE_MASK;
         let p = ((h - tag) as *mut i64).add(slot as usize);
         let cfg = std::ptr::addr_of!(sys::tally__cfg);
-        if tag == sys::TALLY_PERCPU as usize
-            || (tag == sys::TALLY_ADAPTIVE as usize
-                // An adaptive slot's shared word, a page before CPU 0's
-                // copy, has bit 0 set once the slot is per-CPU.
-                && (*(p.byte_sub(sys::TALLY__STRIDE) as *const AtomicI64)).load(Ordering::Relaxed)
-                    & 1
-                    != 0)
-        {
+        let percpu_like = !(tag ^ (tag >> 1)) & 1;
+        let word: *const i64 = if tag == sys::TALLY_ADAPTIVE as usize {
+            p.byte_sub(sys::TALLY__STRIDE)
+        } else {
+            std::ptr::addr_of!((*cfg).promoted)
+        };
+        if percpu_like & ((*(word as *const AtomicI64)).load(Ordering::Relaxed) as usize) != 0 {
             let limit = (*cfg).rseq_limit;
-            if limit != 0 {
-                if rseq_add(p, v, (*cfg).rseq_off as i64, limit) == 0 {
-                    return;
-                }
-                sys::tally__block_add_slow(b, slot, v);
-            } else {
-                // No rseq in this process: the library's own inline add
-                // to the fallback copy this thread owns.
-                sys::tally_block_add(b, slot, v);
+            if limit != 0 && rseq_add(p, v, (*cfg).rseq_off as i64, limit) == 0 {
+                return;
             }
-        } else if tag == sys::TALLY_SHARED as usize {
+        }
+        other_add(b, p, tag, slot, v)
+    }
+
+    /// Everything but a per-CPU add that the sequence made: a shared
+    /// block's atomic add; a process without rseq (the library's own
+    /// inline add to the fallback copy the thread owns); the slow path.
+    #[cold]
+    #[inline(never)]
+    unsafe fn other_add(b: *mut sys::tally_block, p: *mut i64, tag: usize, slot: u32, v: i64) {
+        if tag == sys::TALLY_SHARED as usize {
             (*(p as *const AtomicI64)).fetch_add(v, Ordering::Relaxed);
+        } else if (*std::ptr::addr_of!(sys::tally__cfg)).rseq_limit == 0 {
+            sys::tally_block_add(b, slot, v);
         } else {
             sys::tally__block_add_slow(b, slot, v);
         }

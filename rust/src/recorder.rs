@@ -116,6 +116,22 @@ impl metrics::CounterFn for CounterCell {
     }
 }
 
+/// A counter whose increment calls the exported C function
+/// tally_block_add() instead of the inline sequence: the other way to
+/// implement the fast path, kept for the benchmark's comparison.
+struct CallCounterCell {
+    c: crate::Counter,
+}
+
+impl metrics::CounterFn for CallCounterCell {
+    #[inline]
+    fn increment(&self, value: u64) {
+        self.c.increment_via_call(value)
+    }
+
+    fn absolute(&self, _value: u64) {}
+}
+
 struct GaugeCell {
     g: crate::FGauge,
 }
@@ -333,6 +349,37 @@ impl TallyRecorder {
         (desc, scale)
     }
 
+    /// The tally counter behind the `metrics` counter of `key` (the same
+    /// series, registered if needed): for a hot loop that wants the
+    /// inline add without the indirect call of `metrics::Counter`.
+    ///
+    /// ```
+    /// let zone = tally::Zone::create("rec_handle_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+    /// let rec = tally::recorder::TallyRecorder::new(zone);
+    /// let key = metrics::Key::from_parts("hot_total", vec![metrics::Label::new("k", "v")]);
+    /// let c = rec.counter(&key);
+    /// c.increment(1);
+    /// metrics::with_local_recorder(&rec, || metrics::counter!("hot_total", "k" => "v").increment(1));
+    /// assert_eq!(c.value(), 2);
+    /// ```
+    pub fn counter(&self, key: &Key) -> crate::Counter {
+        self.counters.get_or_insert(key, || self.new_counter(key)).c.clone()
+    }
+
+    fn new_counter(&self, key: &Key) -> CounterCell {
+        let (d, _) = self.desc(key, Kind::Counter);
+        let (reg, err) = crate::metric::register(
+            &self.zone, &d, crate::sys::TALLY_COUNTER, crate::sys::tally_counter_register);
+        self.failed(err);
+        CounterCell { c: crate::Counter::from_registration(reg), absolute: Mutex::new(()) }
+    }
+
+    /// A `metrics` counter of `key` whose increment calls tally_block_add().
+    #[doc(hidden)]
+    pub fn counter_via_call(&self, key: &Key) -> Counter {
+        Counter::from_arc(Arc::new(CallCounterCell { c: self.counter(key) }))
+    }
+
     fn failed(&self, err: Option<Error>) {
         if err.is_some() {
             self.failures.fetch_add(1, Ordering::Relaxed);
@@ -354,13 +401,7 @@ impl Recorder for TallyRecorder {
     }
 
     fn register_counter(&self, key: &Key, _metadata: &Metadata<'_>) -> Counter {
-        Counter::from_arc(self.counters.get_or_insert(key, || {
-            let (d, _) = self.desc(key, Kind::Counter);
-            let (reg, err) = crate::metric::register(
-                &self.zone, &d, crate::sys::TALLY_COUNTER, crate::sys::tally_counter_register);
-            self.failed(err);
-            CounterCell { c: crate::Counter::from_registration(reg), absolute: Mutex::new(()) }
-        }))
+        Counter::from_arc(self.counters.get_or_insert(key, || self.new_counter(key)))
     }
 
     fn register_gauge(&self, key: &Key, _metadata: &Metadata<'_>) -> Gauge {

@@ -274,4 +274,5 @@ extern "C" {
     pub static tally_rs_abi: [u64; 0];
     pub static tally_rs_abi_len: usize;
     pub fn tally_rs_bench_c_inc(c: *const tally_handle, n: u64);
+    pub fn tally_rs_bench_c_call(c: *const tally_handle, n: u64);
 }
