@@ -10,7 +10,9 @@ use std::path::PathBuf;
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
-    let root = manifest.parent().expect("the crate lives in rust/ of the tree");
+    let root = manifest
+        .parent()
+        .expect("the crate lives in rust/ of the tree");
     let include = root.join("include");
     let src = root.join("src");
 

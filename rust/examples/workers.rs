@@ -14,7 +14,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit};
+use metrics::{
+    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit,
+};
 use tally::{Desc, Zone};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -28,19 +30,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tally::recorder::install(zone.clone())?;
 
     describe_counter!("rs_jobs_total", "Jobs finished, by queue and outcome.");
-    describe_histogram!("rs_job_duration_seconds", Unit::Seconds, "How long a job took.");
+    describe_histogram!(
+        "rs_job_duration_seconds",
+        Unit::Seconds,
+        "How long a job took."
+    );
     describe_gauge!("rs_workers_busy", "Workers running a job now.");
     // A tally counter for the hottest path: the inline add, no call.
     let polls = zone.try_counter(&Desc::new("rs_queue_polls_total").help("Queue polls."))?;
     let sizes = zone.try_histogram_family(
-        &Desc::new("rs_job_payload").help("Job payload sizes.").unit("bytes"), &["queue"])?;
+        &Desc::new("rs_job_payload")
+            .help("Job payload sizes.")
+            .unit("bytes"),
+        &["queue"],
+    )?;
 
     println!(
         "pid {}: {} workers for {} s; zone {}",
         std::process::id(),
         threads,
         seconds,
-        zone.path().map(|p| p.display().to_string()).unwrap_or_default()
+        zone.path()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
     );
     let stop = AtomicBool::new(false);
     let start = Instant::now();
@@ -50,7 +62,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             s.spawn(move || {
                 let queue = format!("q{}", w % 2);
                 let ok = counter!("rs_jobs_total", "queue" => queue.clone(), "outcome" => "ok");
-                let failed = counter!("rs_jobs_total", "queue" => queue.clone(), "outcome" => "failed");
+                let failed =
+                    counter!("rs_jobs_total", "queue" => queue.clone(), "outcome" => "failed");
                 let duration = histogram!("rs_job_duration_seconds", "queue" => queue.clone());
                 let busy = gauge!("rs_workers_busy");
                 let size = sizes.with_labels(&[&queue]);
@@ -68,7 +81,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                     duration.record(t.elapsed().as_secs_f64());
                     size.observe(x % 65536);
-                    if x % 100 == 0 { failed.increment(1) } else { ok.increment(1) }
+                    if x.is_multiple_of(100) {
+                        failed.increment(1)
+                    } else {
+                        ok.increment(1)
+                    }
                     busy.decrement(1.0);
                 }
             });

@@ -119,7 +119,7 @@ mod x86_64 {
         };
         if percpu_like & ((*(word as *const AtomicI64)).load(Ordering::Relaxed) as usize) != 0 {
             let limit = (*cfg).rseq_limit;
-            if limit != 0 && rseq_add(p, v, (*cfg).rseq_off as i64, limit) == 0 {
+            if limit != 0 && rseq_add(p, v, (*cfg).rseq_off, limit) == 0 {
                 return;
             }
         }

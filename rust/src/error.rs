@@ -25,7 +25,10 @@ pub(crate) const EINVAL: i32 = 22;
 impl Error {
     /// An error with this errno and message.
     pub(crate) fn new(errno: i32, message: impl Into<String>) -> Error {
-        Error { errno, message: message.into() }
+        Error {
+            errno,
+            message: message.into(),
+        }
     }
 
     /// The error of the last failed tally call of this thread: `errno`
@@ -43,7 +46,11 @@ impl Error {
 
     /// The error of a constructor that returned NULL and set `errno`.
     pub(crate) fn from_os() -> Error {
-        Error::last(std::io::Error::last_os_error().raw_os_error().unwrap_or(EINVAL))
+        Error::last(
+            std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(EINVAL),
+        )
     }
 
     /// The errno (positive): `EINVAL` (22) for a bad name, label or

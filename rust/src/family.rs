@@ -46,26 +46,62 @@ type FamilyGetFn = unsafe extern "C" fn(
     *mut *const sys::tally_handle,
 ) -> i32;
 
-fn register_family(zone: &Zone, d: &Desc, names: &[&str], kind: c_uint, f: FamilyRegisterFn)
-    -> (Arc<FamilyInner>, Option<Error>) {
-    let mut fam = sys::tally_family { table: std::ptr::null_mut() };
-    let cnames: std::result::Result<Vec<CString>, Error> =
-        names.iter().map(|n| crate::zone::cstring("label name", n)).collect();
+fn register_family(
+    zone: &Zone,
+    d: &Desc,
+    names: &[&str],
+    kind: c_uint,
+    f: FamilyRegisterFn,
+) -> (Arc<FamilyInner>, Option<Error>) {
+    let mut fam = sys::tally_family {
+        table: std::ptr::null_mut(),
+    };
+    let cnames: std::result::Result<Vec<CString>, Error> = names
+        .iter()
+        .map(|n| crate::zone::cstring("label name", n))
+        .collect();
     let err = match (CDesc::new(d, kind), cnames) {
         (Ok(cd), Ok(cn)) => {
             let ptrs: Vec<*const c_char> = cn.iter().map(|c| c.as_ptr()).collect();
             // SAFETY: valid description, names and family.
-            let rc = unsafe { f(zone.as_ptr(), &cd.raw, ptrs.as_ptr(), ptrs.len() as c_uint, &mut fam) };
-            if rc < 0 { Some(Error::last(-rc)) } else { None }
+            let rc = unsafe {
+                f(
+                    zone.as_ptr(),
+                    &cd.raw,
+                    ptrs.as_ptr(),
+                    ptrs.len() as c_uint,
+                    &mut fam,
+                )
+            };
+            if rc < 0 {
+                Some(Error::last(-rc))
+            } else {
+                None
+            }
         }
         (Err(e), _) | (_, Err(e)) => {
             // Let the library make its discarding family.
             // SAFETY: a NULL description is refused with a discarding family.
-            unsafe { f(zone.as_ptr(), std::ptr::null(), std::ptr::null(), 0, &mut fam) };
+            unsafe {
+                f(
+                    zone.as_ptr(),
+                    std::ptr::null(),
+                    std::ptr::null(),
+                    0,
+                    &mut fam,
+                )
+            };
             Some(e)
         }
     };
-    (Arc::new(FamilyInner { f: fam, nlabels: names.len(), _zone: zone.clone() }), err)
+    (
+        Arc::new(FamilyInner {
+            f: fam,
+            nlabels: names.len(),
+            _zone: zone.clone(),
+        }),
+        err,
+    )
 }
 
 /// Label values as C strings for one lookup: on the stack when they are
@@ -90,7 +126,13 @@ impl CValues {
         let mut at = 0usize;
         for (i, v) in values.iter().enumerate() {
             if v.as_bytes().contains(&0) {
-                return Err(Error::new(EINVAL, format!("the label value '{}' holds a NUL character", v.escape_debug())));
+                return Err(Error::new(
+                    EINVAL,
+                    format!(
+                        "the label value '{}' holds a NUL character",
+                        v.escape_debug()
+                    ),
+                ));
             }
             if small {
                 self.buf[at..at + v.len()].copy_from_slice(v.as_bytes());
@@ -109,14 +151,20 @@ impl CValues {
             }
             Ok((self.ptrs.as_ptr(), values.len() as c_uint))
         } else {
-            self.vptrs = voffs.iter().map(|o| self.heap[*o..].as_ptr() as *const c_char).collect();
+            self.vptrs = voffs
+                .iter()
+                .map(|o| self.heap[*o..].as_ptr() as *const c_char)
+                .collect();
             Ok((self.vptrs.as_ptr(), values.len() as c_uint))
         }
     }
 }
 
-fn family_get(inner: &FamilyInner, values: &[&str], f: FamilyGetFn)
-    -> (*const sys::tally_handle, Option<Error>) {
+fn family_get(
+    inner: &FamilyInner,
+    values: &[&str],
+    f: FamilyGetFn,
+) -> (*const sys::tally_handle, Option<Error>) {
     let mut cv = CValues {
         buf: [0; 512],
         heap: Vec::new(),
@@ -214,9 +262,16 @@ macro_rules! family_type {
     };
 }
 
-family_type!(CounterFamily, Counter, CounterRef, sys::TALLY_COUNTER,
-    sys::tally_counter_family_register, sys::tally_counter_family_get,
-    try_counter_family, counter_family, "counter",
+family_type!(
+    CounterFamily,
+    Counter,
+    CounterRef,
+    sys::TALLY_COUNTER,
+    sys::tally_counter_family_register,
+    sys::tally_counter_family_get,
+    try_counter_family,
+    counter_family,
+    "counter",
     "let zone = tally::Zone::create(\"cfam_doc\", &tally::ZoneOptions::new().anonymous())?;
 let requests = zone.try_counter_family(
     &tally::Desc::new(\"http_requests_total\").help(\"Requests.\"), &[\"method\", \"code\"])?;
@@ -224,28 +279,53 @@ requests.get(&[\"GET\", \"200\"])?.increment(1);
 requests.with_labels(&[\"GET\", \"200\"]).increment(1);
 assert_eq!(requests.get(&[\"GET\", \"200\"])?.value(), 2);
 assert!(requests.get(&[\"GET\"]).is_err()); // one value for two names
-# Ok::<(), tally::Error>(())");
-family_type!(GaugeFamily, Gauge, GaugeRef, sys::TALLY_GAUGE,
-    sys::tally_gauge_family_register, sys::tally_gauge_family_get,
-    try_gauge_family, gauge_family, "gauge",
+# Ok::<(), tally::Error>(())"
+);
+family_type!(
+    GaugeFamily,
+    Gauge,
+    GaugeRef,
+    sys::TALLY_GAUGE,
+    sys::tally_gauge_family_register,
+    sys::tally_gauge_family_get,
+    try_gauge_family,
+    gauge_family,
+    "gauge",
     "let zone = tally::Zone::create(\"gfam_doc\", &tally::ZoneOptions::new().anonymous())?;
 let f = zone.try_gauge_family(&tally::Desc::new(\"in_flight\"), &[\"queue\"])?;
 f.get(&[\"a\"])?.increment();
-# Ok::<(), tally::Error>(())");
-family_type!(SetGaugeFamily, SetGauge, SetGaugeRef, sys::TALLY_GAUGE_SET,
-    sys::tally_setgauge_family_register, sys::tally_setgauge_family_get,
-    try_set_gauge_family, set_gauge_family, "set-gauge",
+# Ok::<(), tally::Error>(())"
+);
+family_type!(
+    SetGaugeFamily,
+    SetGauge,
+    SetGaugeRef,
+    sys::TALLY_GAUGE_SET,
+    sys::tally_setgauge_family_register,
+    sys::tally_setgauge_family_get,
+    try_set_gauge_family,
+    set_gauge_family,
+    "set-gauge",
     "let zone = tally::Zone::create(\"sfam_doc\", &tally::ZoneOptions::new().anonymous())?;
 let f = zone.try_set_gauge_family(&tally::Desc::new(\"queue_length\"), &[\"queue\"])?;
 f.get(&[\"a\"])?.set(3);
-# Ok::<(), tally::Error>(())");
-family_type!(FGaugeFamily, FGauge, FGaugeRef, sys::TALLY_FGAUGE,
-    sys::tally_fgauge_family_register, sys::tally_fgauge_family_get,
-    try_fgauge_family, fgauge_family, "floating-point gauge",
+# Ok::<(), tally::Error>(())"
+);
+family_type!(
+    FGaugeFamily,
+    FGauge,
+    FGaugeRef,
+    sys::TALLY_FGAUGE,
+    sys::tally_fgauge_family_register,
+    sys::tally_fgauge_family_get,
+    try_fgauge_family,
+    fgauge_family,
+    "floating-point gauge",
     "let zone = tally::Zone::create(\"ffam_doc\", &tally::ZoneOptions::new().anonymous())?;
 let f = zone.try_fgauge_family(&tally::Desc::new(\"ratio\"), &[\"pool\"])?;
 f.get(&[\"a\"])?.set(0.5);
-# Ok::<(), tally::Error>(())");
+# Ok::<(), tally::Error>(())"
+);
 family_type!(HistogramFamily, Histogram, HistogramRef, sys::TALLY_HISTOGRAM,
     sys::tally_histogram_family_register, sys::tally_histogram_family_get,
     try_histogram_family, histogram_family, "histogram",

@@ -67,7 +67,10 @@ impl Desc {
     /// let _ = tally::Desc::new("jobs_total");
     /// ```
     pub fn new(name: impl Into<String>) -> Desc {
-        Desc { name: name.into(), ..Desc::default() }
+        Desc {
+            name: name.into(),
+            ..Desc::default()
+        }
     }
 
     /// Its help text (UTF-8, at most 839 bytes).
@@ -143,7 +146,10 @@ impl CDesc {
         for (n, v) in &d.labels {
             let cn = cstring("label name", n)?;
             let cv = cstring("label value", v)?;
-            labels.push(sys::tally_label { name: cn.as_ptr(), value: cv.as_ptr() });
+            labels.push(sys::tally_label {
+                name: cn.as_ptr(),
+                value: cv.as_ptr(),
+            });
             strings.push(cn);
             strings.push(cv);
         }
@@ -152,7 +158,11 @@ impl CDesc {
             name: name.as_ptr(),
             help: help.as_ref().map_or(std::ptr::null(), |h| h.as_ptr()),
             unit: unit.as_ref().map_or(std::ptr::null(), |u| u.as_ptr()),
-            labels: if labels.is_empty() { std::ptr::null() } else { labels.as_ptr() },
+            labels: if labels.is_empty() {
+                std::ptr::null()
+            } else {
+                labels.as_ptr()
+            },
             nlabels: labels.len() as c_uint,
             mode: d.mode.raw(),
             hist_sub_bits: d.sub_bits,
@@ -163,7 +173,11 @@ impl CDesc {
         strings.extend(unit);
         // The CStrings' buffers and the labels' vector do not move when
         // their owners move into the struct: the pointers stay valid.
-        Ok(CDesc { _strings: strings, _labels: labels, raw })
+        Ok(CDesc {
+            _strings: strings,
+            _labels: labels,
+            raw,
+        })
     }
 }
 
@@ -197,12 +211,20 @@ pub(crate) enum Keep {
     Family(Arc<crate::family::FamilyInner>),
 }
 
-type RegisterFn =
-    unsafe extern "C" fn(*mut sys::tally_zone, *const sys::tally_metric_desc, *mut sys::tally_handle) -> i32;
+type RegisterFn = unsafe extern "C" fn(
+    *mut sys::tally_zone,
+    *const sys::tally_metric_desc,
+    *mut sys::tally_handle,
+) -> i32;
 
 /// Registers `d` as `kind` in `zone`: the registration (a discarding one
 /// when it failed) and the error.
-pub(crate) fn register(zone: &Zone, d: &Desc, kind: c_uint, f: RegisterFn) -> (Arc<Registration>, Option<Error>) {
+pub(crate) fn register(
+    zone: &Zone,
+    d: &Desc,
+    kind: c_uint,
+    f: RegisterFn,
+) -> (Arc<Registration>, Option<Error>) {
     let mut m = sys::tally_metric::zeroed();
     let (rc, err) = match CDesc::new(d, kind) {
         // SAFETY: a valid description and handle; the zone is live.
@@ -229,7 +251,11 @@ pub(crate) fn register(zone: &Zone, d: &Desc, kind: c_uint, f: RegisterFn) -> (A
             (-e.errno(), Some(e))
         }
     };
-    let reg = Registration { m, registered: rc == 0, _zone: Some(zone.clone()) };
+    let reg = Registration {
+        m,
+        registered: rc == 0,
+        _zone: Some(zone.clone()),
+    };
     (Arc::new(reg), err)
 }
 
@@ -361,13 +387,17 @@ macro_rules! handle_types {
     };
 }
 
-handle_types!(Counter, CounterRef, "counter",
+handle_types!(
+    Counter,
+    CounterRef,
+    "counter",
     "A monotonic counter (TALLY_COUNTER): per-CPU adds, exact totals.",
     "let zone = tally::Zone::create(\"counter_doc\", &tally::ZoneOptions::new().anonymous())?;
 let c = zone.try_counter(&tally::Desc::new(\"jobs_total\").help(\"Jobs run.\"))?;
 c.increment(3);
 assert_eq!(c.value(), 3);
-# Ok::<(), tally::Error>(())");
+# Ok::<(), tally::Error>(())"
+);
 handle_types!(Gauge, GaugeRef, "gauge",
     "A gauge changed by adds (TALLY_GAUGE): +1 on start, -1 on completion; never read below a value it had.",
     "let zone = tally::Zone::create(\"gauge_doc\", &tally::ZoneOptions::new().anonymous())?;
@@ -377,29 +407,41 @@ g.add(4);
 g.decrement();
 assert_eq!(g.value(), 4);
 # Ok::<(), tally::Error>(())");
-handle_types!(SetGauge, SetGaugeRef, "set-gauge",
+handle_types!(
+    SetGauge,
+    SetGaugeRef,
+    "set-gauge",
     "An integer gauge that is set (TALLY_GAUGE_SET): one shared slot.",
     "let zone = tally::Zone::create(\"setgauge_doc\", &tally::ZoneOptions::new().anonymous())?;
 let g = zone.try_set_gauge(&tally::Desc::new(\"queue_length\"))?;
 g.set(12);
 assert_eq!(g.value(), 12);
-# Ok::<(), tally::Error>(())");
-handle_types!(FGauge, FGaugeRef, "floating-point gauge",
+# Ok::<(), tally::Error>(())"
+);
+handle_types!(
+    FGauge,
+    FGaugeRef,
+    "floating-point gauge",
     "A floating-point gauge (TALLY_FGAUGE): set or added to, every double held exactly.",
     "let zone = tally::Zone::create(\"fgauge_doc\", &tally::ZoneOptions::new().anonymous())?;
 let g = zone.try_fgauge(&tally::Desc::new(\"temperature_celsius\"))?;
 g.set(20.5);
 g.add(0.25);
 assert_eq!(g.value(), 20.75);
-# Ok::<(), tally::Error>(())");
-handle_types!(Histogram, HistogramRef, "histogram",
+# Ok::<(), tally::Error>(())"
+);
+handle_types!(
+    Histogram,
+    HistogramRef,
+    "histogram",
     "A histogram (TALLY_HISTOGRAM): per-CPU log-linear buckets of integer values and their sum.",
     "let zone = tally::Zone::create(\"histogram_doc\", &tally::ZoneOptions::new().anonymous())?;
 let h = zone.try_histogram(&tally::Desc::new(\"latency\").unit(\"nanoseconds\"))?;
 h.observe(1500);
 h.observe(2500);
 assert_eq!(h.count(), 2);
-# Ok::<(), tally::Error>(())");
+# Ok::<(), tally::Error>(())"
+);
 
 /// The bucket a histogram puts `v` in (tally_histogram_bucket()).
 #[inline(always)]
@@ -505,7 +547,10 @@ macro_rules! setgauge_methods {
         #[inline(always)]
         pub fn set(&self, v: i64) {
             // SAFETY: a set-gauge's one copy is the block's shared slot.
-            unsafe { (*(((self.block as usize) & !3usize) as *const AtomicI64)).store(v, Ordering::Relaxed) }
+            unsafe {
+                (*(((self.block as usize) & !3usize) as *const AtomicI64))
+                    .store(v, Ordering::Relaxed)
+            }
         }
 
         /// Adds `v`.
@@ -562,7 +607,11 @@ macro_rules! fgauge_methods {
             let mut v = 0f64;
             // SAFETY: the handle is alive.
             let rc = unsafe { sys::tally_fgauge_fetch(self.metric, &mut v) };
-            if rc < 0 { 0.0 } else { v }
+            if rc < 0 {
+                0.0
+            } else {
+                v
+            }
         }
     };
 }
@@ -608,16 +657,36 @@ macro_rules! histogram_methods {
     };
 }
 
-impl Counter { counter_methods!(); }
-impl CounterRef<'_> { counter_methods!(); }
-impl Gauge { gauge_methods!(); }
-impl GaugeRef<'_> { gauge_methods!(); }
-impl SetGauge { setgauge_methods!(); }
-impl SetGaugeRef<'_> { setgauge_methods!(); }
-impl FGauge { fgauge_methods!(); }
-impl FGaugeRef<'_> { fgauge_methods!(); }
-impl Histogram { histogram_methods!(); }
-impl HistogramRef<'_> { histogram_methods!(); }
+impl Counter {
+    counter_methods!();
+}
+impl CounterRef<'_> {
+    counter_methods!();
+}
+impl Gauge {
+    gauge_methods!();
+}
+impl GaugeRef<'_> {
+    gauge_methods!();
+}
+impl SetGauge {
+    setgauge_methods!();
+}
+impl SetGaugeRef<'_> {
+    setgauge_methods!();
+}
+impl FGauge {
+    fgauge_methods!();
+}
+impl FGaugeRef<'_> {
+    fgauge_methods!();
+}
+impl Histogram {
+    histogram_methods!();
+}
+impl HistogramRef<'_> {
+    histogram_methods!();
+}
 
 macro_rules! zone_register {
     ($try:ident, $or:ident, $ty:ident, $kind:expr, $f:path, $what:literal) => {
@@ -655,9 +724,44 @@ macro_rules! zone_register {
 }
 
 impl Zone {
-    zone_register!(try_counter, counter, Counter, sys::TALLY_COUNTER, sys::tally_counter_register, "counter");
-    zone_register!(try_gauge, gauge, Gauge, sys::TALLY_GAUGE, sys::tally_gauge_register, "gauge");
-    zone_register!(try_set_gauge, set_gauge, SetGauge, sys::TALLY_GAUGE_SET, sys::tally_setgauge_register, "set-gauge");
-    zone_register!(try_fgauge, fgauge, FGauge, sys::TALLY_FGAUGE, sys::tally_fgauge_register, "floating-point gauge");
-    zone_register!(try_histogram, histogram, Histogram, sys::TALLY_HISTOGRAM, sys::tally_histogram_register, "histogram");
+    zone_register!(
+        try_counter,
+        counter,
+        Counter,
+        sys::TALLY_COUNTER,
+        sys::tally_counter_register,
+        "counter"
+    );
+    zone_register!(
+        try_gauge,
+        gauge,
+        Gauge,
+        sys::TALLY_GAUGE,
+        sys::tally_gauge_register,
+        "gauge"
+    );
+    zone_register!(
+        try_set_gauge,
+        set_gauge,
+        SetGauge,
+        sys::TALLY_GAUGE_SET,
+        sys::tally_setgauge_register,
+        "set-gauge"
+    );
+    zone_register!(
+        try_fgauge,
+        fgauge,
+        FGauge,
+        sys::TALLY_FGAUGE,
+        sys::tally_fgauge_register,
+        "floating-point gauge"
+    );
+    zone_register!(
+        try_histogram,
+        histogram,
+        Histogram,
+        sys::TALLY_HISTOGRAM,
+        sys::tally_histogram_register,
+        "histogram"
+    );
 }

@@ -61,7 +61,10 @@ impl Series {
     /// assert_eq!(s.label("a"), Some("1"));
     /// ```
     pub fn label(&self, name: &str) -> Option<&str> {
-        self.labels.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        self.labels
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -106,7 +109,10 @@ unsafe extern "C" fn collect(v: *const sys::tally_series_view, arg: *mut c_void)
     let v = &*v;
     let mut labels = Vec::with_capacity(v.nlabels as usize);
     for i in 0..v.nlabels as usize {
-        labels.push((string(*v.label_names.add(i)), string(*v.label_values.add(i))));
+        labels.push((
+            string(*v.label_names.add(i)),
+            string(*v.label_values.add(i)),
+        ));
     }
     let buckets = if v.kind == sys::TALLY_HISTOGRAM && !v.buckets.is_null() {
         std::slice::from_raw_parts(v.buckets, v.nbuckets as usize).to_vec()
@@ -164,7 +170,12 @@ impl Segment {
         let mut out: Vec<Series> = Vec::new();
         // SAFETY: a live segment; `collect` only pushes to `out`.
         let rc = unsafe {
-            sys::tally_seg_foreach(self.s, 0, collect, &mut out as *mut Vec<Series> as *mut c_void)
+            sys::tally_seg_foreach(
+                self.s,
+                0,
+                collect,
+                &mut out as *mut Vec<Series> as *mut c_void,
+            )
         };
         if rc < 0 {
             return Err(Error::last(-rc));

@@ -79,7 +79,9 @@ struct Shards<V> {
 
 impl<V> Shards<V> {
     fn new() -> Self {
-        Shards { shards: std::array::from_fn(|_| RwLock::new(KeyMap::default())) }
+        Shards {
+            shards: std::array::from_fn(|_| RwLock::new(KeyMap::default())),
+        }
     }
 
     fn get_or_insert(&self, key: &Key, make: impl FnOnce() -> V) -> Arc<V> {
@@ -90,7 +92,9 @@ impl<V> Shards<V> {
             return v.clone();
         }
         let mut w = shard.write().unwrap_or_else(|e| e.into_inner());
-        w.entry(key.clone()).or_insert_with(|| Arc::new(make())).clone()
+        w.entry(key.clone())
+            .or_insert_with(|| Arc::new(make()))
+            .clone()
     }
 }
 
@@ -215,7 +219,9 @@ pub struct TallyRecorder {
 
 impl std::fmt::Debug for TallyRecorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TallyRecorder").field("zone", &self.zone).finish_non_exhaustive()
+        f.debug_struct("TallyRecorder")
+            .field("zone", &self.zone)
+            .finish_non_exhaustive()
     }
 }
 
@@ -329,7 +335,11 @@ impl TallyRecorder {
             desc = desc.help(h);
         }
         let mut scale = 1.0;
-        let unit = described.unit.or(if name.ends_with("_seconds") { Some(Unit::Seconds) } else { None });
+        let unit = described.unit.or(if name.ends_with("_seconds") {
+            Some(Unit::Seconds)
+        } else {
+            None
+        });
         match (kind, is_time(unit)) {
             (Kind::Histogram, Some(s)) if self.seconds_as_nanoseconds => {
                 scale = s;
@@ -363,21 +373,33 @@ impl TallyRecorder {
     /// assert_eq!(c.value(), 2);
     /// ```
     pub fn counter(&self, key: &Key) -> crate::Counter {
-        self.counters.get_or_insert(key, || self.new_counter(key)).c.clone()
+        self.counters
+            .get_or_insert(key, || self.new_counter(key))
+            .c
+            .clone()
     }
 
     fn new_counter(&self, key: &Key) -> CounterCell {
         let (d, _) = self.desc(key, Kind::Counter);
         let (reg, err) = crate::metric::register(
-            &self.zone, &d, crate::sys::TALLY_COUNTER, crate::sys::tally_counter_register);
+            &self.zone,
+            &d,
+            crate::sys::TALLY_COUNTER,
+            crate::sys::tally_counter_register,
+        );
         self.failed(err);
-        CounterCell { c: crate::Counter::from_registration(reg), absolute: Mutex::new(()) }
+        CounterCell {
+            c: crate::Counter::from_registration(reg),
+            absolute: Mutex::new(()),
+        }
     }
 
     /// A `metrics` counter of `key` whose increment calls tally_block_add().
     #[doc(hidden)]
     pub fn counter_via_call(&self, key: &Key) -> Counter {
-        Counter::from_arc(Arc::new(CallCounterCell { c: self.counter(key) }))
+        Counter::from_arc(Arc::new(CallCounterCell {
+            c: self.counter(key),
+        }))
     }
 
     fn failed(&self, err: Option<Error>) {
@@ -408,9 +430,15 @@ impl Recorder for TallyRecorder {
         Gauge::from_arc(self.gauges.get_or_insert(key, || {
             let (d, _) = self.desc(key, Kind::Gauge);
             let (reg, err) = crate::metric::register(
-                &self.zone, &d, crate::sys::TALLY_FGAUGE, crate::sys::tally_fgauge_register);
+                &self.zone,
+                &d,
+                crate::sys::TALLY_FGAUGE,
+                crate::sys::tally_fgauge_register,
+            );
             self.failed(err);
-            GaugeCell { g: crate::FGauge::from_registration(reg) }
+            GaugeCell {
+                g: crate::FGauge::from_registration(reg),
+            }
         }))
     }
 
@@ -418,9 +446,16 @@ impl Recorder for TallyRecorder {
         Histogram::from_arc(self.histograms.get_or_insert(key, || {
             let (d, scale) = self.desc(key, Kind::Histogram);
             let (reg, err) = crate::metric::register(
-                &self.zone, &d, crate::sys::TALLY_HISTOGRAM, crate::sys::tally_histogram_register);
+                &self.zone,
+                &d,
+                crate::sys::TALLY_HISTOGRAM,
+                crate::sys::tally_histogram_register,
+            );
             self.failed(err);
-            HistogramCell { h: crate::Histogram::from_registration(reg), scale }
+            HistogramCell {
+                h: crate::Histogram::from_registration(reg),
+                scale,
+            }
         }))
     }
 }

@@ -209,16 +209,14 @@ pub type tally_series_fn =
 extern "C" {
     pub static mut tally__cfg: tally__cfg_t;
 
-    pub fn tally_zone_create(name: *const c_char, opts: *const tally_zone_opts)
-        -> *mut tally_zone;
+    pub fn tally_zone_create(name: *const c_char, opts: *const tally_zone_opts) -> *mut tally_zone;
     pub fn tally_zone_destroy(z: *mut tally_zone) -> c_int;
     pub fn tally_zone_default() -> *mut tally_zone;
     pub fn tally_zone_usage(z: *mut tally_zone, u: *mut tally_zone_usage) -> c_int;
     pub fn tally_zone_path(z: *const tally_zone) -> *const c_char;
     pub fn tally_errmsg() -> *const c_char;
 
-    pub fn tally_block_alloc(z: *mut tally_zone, nslots: c_uint, mode: c_uint)
-        -> *mut tally_block;
+    pub fn tally_block_alloc(z: *mut tally_zone, nslots: c_uint, mode: c_uint) -> *mut tally_block;
     pub fn tally_block_free(z: *mut tally_zone, b: *mut tally_block) -> c_int;
     pub fn tally_block_fetch(b: *const tally_block, slot: c_uint, value: *mut i64) -> c_int;
     pub fn tally_block_zero(b: *mut tally_block, slot: c_uint, removed: *mut i64) -> c_int;
@@ -226,47 +224,111 @@ extern "C" {
     pub fn tally_block_add(b: *mut tally_block, slot: c_uint, v: i64);
     pub fn tally__block_add_slow(b: *mut tally_block, slot: c_uint, v: i64);
 
-    pub fn tally_counter_register(z: *mut tally_zone, d: *const tally_metric_desc,
-        c: *mut tally_handle) -> c_int;
-    pub fn tally_gauge_register(z: *mut tally_zone, d: *const tally_metric_desc,
-        g: *mut tally_handle) -> c_int;
-    pub fn tally_setgauge_register(z: *mut tally_zone, d: *const tally_metric_desc,
-        g: *mut tally_handle) -> c_int;
-    pub fn tally_histogram_register(z: *mut tally_zone, d: *const tally_metric_desc,
-        h: *mut tally_handle) -> c_int;
-    pub fn tally_fgauge_register(z: *mut tally_zone, d: *const tally_metric_desc,
-        g: *mut tally_handle) -> c_int;
+    pub fn tally_counter_register(
+        z: *mut tally_zone,
+        d: *const tally_metric_desc,
+        c: *mut tally_handle,
+    ) -> c_int;
+    pub fn tally_gauge_register(
+        z: *mut tally_zone,
+        d: *const tally_metric_desc,
+        g: *mut tally_handle,
+    ) -> c_int;
+    pub fn tally_setgauge_register(
+        z: *mut tally_zone,
+        d: *const tally_metric_desc,
+        g: *mut tally_handle,
+    ) -> c_int;
+    pub fn tally_histogram_register(
+        z: *mut tally_zone,
+        d: *const tally_metric_desc,
+        h: *mut tally_handle,
+    ) -> c_int;
+    pub fn tally_fgauge_register(
+        z: *mut tally_zone,
+        d: *const tally_metric_desc,
+        g: *mut tally_handle,
+    ) -> c_int;
     pub fn tally_metric_remove(m: *mut tally_metric) -> c_int;
     pub fn tally_metric_fetch(m: *const tally_metric, value: *mut i64) -> c_int;
     pub fn tally_fgauge_fetch(g: *const tally_handle, value: *mut f64) -> c_int;
 
-    pub fn tally_counter_family_register(z: *mut tally_zone, d: *const tally_metric_desc,
-        label_names: *const *const c_char, n: c_uint, f: *mut tally_family) -> c_int;
-    pub fn tally_gauge_family_register(z: *mut tally_zone, d: *const tally_metric_desc,
-        label_names: *const *const c_char, n: c_uint, f: *mut tally_family) -> c_int;
-    pub fn tally_setgauge_family_register(z: *mut tally_zone, d: *const tally_metric_desc,
-        label_names: *const *const c_char, n: c_uint, f: *mut tally_family) -> c_int;
-    pub fn tally_histogram_family_register(z: *mut tally_zone, d: *const tally_metric_desc,
-        label_names: *const *const c_char, n: c_uint, f: *mut tally_family) -> c_int;
-    pub fn tally_fgauge_family_register(z: *mut tally_zone, d: *const tally_metric_desc,
-        label_names: *const *const c_char, n: c_uint, f: *mut tally_family) -> c_int;
-    pub fn tally_counter_family_get(f: *const tally_family, values: *const *const c_char,
-        n: c_uint, c: *mut *const tally_handle) -> c_int;
-    pub fn tally_gauge_family_get(f: *const tally_family, values: *const *const c_char,
-        n: c_uint, c: *mut *const tally_handle) -> c_int;
-    pub fn tally_setgauge_family_get(f: *const tally_family, values: *const *const c_char,
-        n: c_uint, c: *mut *const tally_handle) -> c_int;
-    pub fn tally_histogram_family_get(f: *const tally_family, values: *const *const c_char,
-        n: c_uint, c: *mut *const tally_handle) -> c_int;
-    pub fn tally_fgauge_family_get(f: *const tally_family, values: *const *const c_char,
-        n: c_uint, c: *mut *const tally_handle) -> c_int;
+    pub fn tally_counter_family_register(
+        z: *mut tally_zone,
+        d: *const tally_metric_desc,
+        label_names: *const *const c_char,
+        n: c_uint,
+        f: *mut tally_family,
+    ) -> c_int;
+    pub fn tally_gauge_family_register(
+        z: *mut tally_zone,
+        d: *const tally_metric_desc,
+        label_names: *const *const c_char,
+        n: c_uint,
+        f: *mut tally_family,
+    ) -> c_int;
+    pub fn tally_setgauge_family_register(
+        z: *mut tally_zone,
+        d: *const tally_metric_desc,
+        label_names: *const *const c_char,
+        n: c_uint,
+        f: *mut tally_family,
+    ) -> c_int;
+    pub fn tally_histogram_family_register(
+        z: *mut tally_zone,
+        d: *const tally_metric_desc,
+        label_names: *const *const c_char,
+        n: c_uint,
+        f: *mut tally_family,
+    ) -> c_int;
+    pub fn tally_fgauge_family_register(
+        z: *mut tally_zone,
+        d: *const tally_metric_desc,
+        label_names: *const *const c_char,
+        n: c_uint,
+        f: *mut tally_family,
+    ) -> c_int;
+    pub fn tally_counter_family_get(
+        f: *const tally_family,
+        values: *const *const c_char,
+        n: c_uint,
+        c: *mut *const tally_handle,
+    ) -> c_int;
+    pub fn tally_gauge_family_get(
+        f: *const tally_family,
+        values: *const *const c_char,
+        n: c_uint,
+        c: *mut *const tally_handle,
+    ) -> c_int;
+    pub fn tally_setgauge_family_get(
+        f: *const tally_family,
+        values: *const *const c_char,
+        n: c_uint,
+        c: *mut *const tally_handle,
+    ) -> c_int;
+    pub fn tally_histogram_family_get(
+        f: *const tally_family,
+        values: *const *const c_char,
+        n: c_uint,
+        c: *mut *const tally_handle,
+    ) -> c_int;
+    pub fn tally_fgauge_family_get(
+        f: *const tally_family,
+        values: *const *const c_char,
+        n: c_uint,
+        c: *mut *const tally_handle,
+    ) -> c_int;
     pub fn tally_family_remove(f: *mut tally_family) -> c_int;
 
     pub fn tally_seg_open(path: *const c_char, opts: *const tally_open_opts) -> *mut tally_seg;
     pub fn tally_seg_close(s: *mut tally_seg);
     pub fn tally_seg_info(s: *mut tally_seg, info: *mut tally_seg_info) -> c_int;
-    pub fn tally_seg_foreach(s: *mut tally_seg, flags: c_uint, f: tally_series_fn,
-        arg: *mut c_void) -> c_int;
+    pub fn tally_seg_foreach(
+        s: *mut tally_seg,
+        flags: c_uint,
+        f: tally_series_fn,
+        arg: *mut c_void,
+    ) -> c_int;
 }
 
 // The crate's own C (csrc/): the ABI table and the C inline add loop.

@@ -135,7 +135,12 @@ impl std::fmt::Debug for Zone {
 }
 
 pub(crate) fn cstring(what: &str, s: &str) -> Result<CString> {
-    CString::new(s).map_err(|_| Error::new(EINVAL, format!("the {what} '{}' holds a NUL character", s.escape_debug())))
+    CString::new(s).map_err(|_| {
+        Error::new(
+            EINVAL,
+            format!("the {what} '{}' holds a NUL character", s.escape_debug()),
+        )
+    })
 }
 
 impl Zone {
@@ -163,7 +168,9 @@ impl Zone {
         // SAFETY: valid NUL-terminated name and options.
         let z = unsafe { sys::tally_zone_create(cname.as_ptr(), &o) };
         match NonNull::new(z) {
-            Some(ptr) => Ok(Zone { inner: Arc::new(ZoneInner { ptr, owned: true }) }),
+            Some(ptr) => Ok(Zone {
+                inner: Arc::new(ZoneInner { ptr, owned: true }),
+            }),
             None => Err(Error::from_os()),
         }
     }
@@ -191,7 +198,9 @@ impl Zone {
         // SAFETY: no arguments; MT-safe.
         let z = unsafe { sys::tally_zone_default() };
         match NonNull::new(z) {
-            Some(ptr) => Ok(Zone { inner: Arc::new(ZoneInner { ptr, owned: false }) }),
+            Some(ptr) => Ok(Zone {
+                inner: Arc::new(ZoneInner { ptr, owned: false }),
+            }),
             None => Err(Error::from_os()),
         }
     }

@@ -58,19 +58,43 @@ fn bad_series_give_err_and_discarding_handles() {
         assert!(z.try_set_gauge(d).is_err());
     }
     // Bad histogram layouts.
-    assert_eq!(z.try_histogram(&Desc::new("h").buckets(9, 40)).unwrap_err().errno(), EINVAL);
-    assert_eq!(z.try_histogram(&Desc::new("h").buckets(3, 64)).unwrap_err().errno(), EINVAL);
+    assert_eq!(
+        z.try_histogram(&Desc::new("h").buckets(9, 40))
+            .unwrap_err()
+            .errno(),
+        EINVAL
+    );
+    assert_eq!(
+        z.try_histogram(&Desc::new("h").buckets(3, 64))
+            .unwrap_err()
+            .errno(),
+        EINVAL
+    );
 }
 
 #[test]
 fn conflicting_definitions_are_refused() {
     let z = zone("conflict");
-    let c = z.try_counter(&Desc::new("thing").help("One help.")).unwrap();
+    let c = z
+        .try_counter(&Desc::new("thing").help("One help."))
+        .unwrap();
     c.increment(1);
-    assert_eq!(z.try_counter(&Desc::new("thing").help("Another help.")).unwrap_err().errno(), EINVAL);
-    assert_eq!(z.try_gauge(&Desc::new("thing").help("One help.")).unwrap_err().errno(), EINVAL);
+    assert_eq!(
+        z.try_counter(&Desc::new("thing").help("Another help."))
+            .unwrap_err()
+            .errno(),
+        EINVAL
+    );
+    assert_eq!(
+        z.try_gauge(&Desc::new("thing").help("One help."))
+            .unwrap_err()
+            .errno(),
+        EINVAL
+    );
     // The same definition is the same series (get-or-create).
-    let again = z.try_counter(&Desc::new("thing").help("One help.")).unwrap();
+    let again = z
+        .try_counter(&Desc::new("thing").help("One help."))
+        .unwrap();
     again.increment(1);
     assert_eq!(c.value(), 2);
     // Dropping one registration keeps the series for the other.
@@ -82,15 +106,37 @@ fn conflicting_definitions_are_refused() {
 #[test]
 fn bad_family_requests() {
     let z = zone("family");
-    assert_eq!(z.try_counter_family(&Desc::new("f"), &[]).unwrap_err().errno(), EINVAL);
-    assert_eq!(z.try_counter_family(&Desc::new("f"), &["a", "a"]).unwrap_err().errno(), EINVAL);
-    assert_eq!(z.try_counter_family(&Desc::new("f"), &["nul\0"]).unwrap_err().errno(), EINVAL);
-    assert_eq!(z.try_counter_family(&Desc::new("bad name"), &["a"]).unwrap_err().errno(), EINVAL);
+    assert_eq!(
+        z.try_counter_family(&Desc::new("f"), &[])
+            .unwrap_err()
+            .errno(),
+        EINVAL
+    );
+    assert_eq!(
+        z.try_counter_family(&Desc::new("f"), &["a", "a"])
+            .unwrap_err()
+            .errno(),
+        EINVAL
+    );
+    assert_eq!(
+        z.try_counter_family(&Desc::new("f"), &["nul\0"])
+            .unwrap_err()
+            .errno(),
+        EINVAL
+    );
+    assert_eq!(
+        z.try_counter_family(&Desc::new("bad name"), &["a"])
+            .unwrap_err()
+            .errno(),
+        EINVAL
+    );
     let bad = z.counter_family(&Desc::new("bad name"), &["a"]);
     assert!(bad.get(&["x"]).is_err());
     bad.with_labels(&["x"]).increment(1);
 
-    let f = z.try_counter_family(&Desc::new("fam_total"), &["a", "b"]).unwrap();
+    let f = z
+        .try_counter_family(&Desc::new("fam_total"), &["a", "b"])
+        .unwrap();
     assert_eq!(f.get(&["only one"]).unwrap_err().errno(), EINVAL);
     assert_eq!(f.get(&["1", "2", "3"]).unwrap_err().errno(), EINVAL);
     assert_eq!(f.get(&["nul\0", "2"]).unwrap_err().errno(), EINVAL);
@@ -98,7 +144,9 @@ fn bad_family_requests() {
     // Many values (more than the stack buffer holds) take the heap path.
     let many: Vec<String> = (b'a'..=b'q').map(|c| (c as char).to_string()).collect();
     let names: Vec<&str> = many.iter().map(String::as_str).collect();
-    let wide = z.try_counter_family(&Desc::new("wide_total"), &names).unwrap();
+    let wide = z
+        .try_counter_family(&Desc::new("wide_total"), &names)
+        .unwrap();
     let values: Vec<&str> = (0..17).map(|_| "v").collect();
     wide.get(&values).unwrap().increment(4);
     assert_eq!(wide.get(&values).unwrap().value(), 4);

@@ -25,7 +25,9 @@ fn program(var: &str, rel: &str) -> Option<PathBuf> {
         assert!(p.is_file(), "${var} names {p:?}, which does not exist");
         return Some(p);
     }
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(rel);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(rel);
     p.is_file().then_some(p)
 }
 
@@ -36,11 +38,15 @@ fn scrape(port: u16) -> String {
         match TcpStream::connect(("127.0.0.1", port)) {
             Ok(mut s) => {
                 s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+                s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+                    .unwrap();
                 let mut body = String::new();
                 s.read_to_string(&mut body).unwrap();
                 let (head, body) = body.split_once("\r\n\r\n").expect("an HTTP response");
-                assert!(head.starts_with("HTTP/1.") && head.contains(" 200 "), "{head}");
+                assert!(
+                    head.starts_with("HTTP/1.") && head.contains(" 200 "),
+                    "{head}"
+                );
                 return body.to_string();
             }
             Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
@@ -74,7 +80,10 @@ fn parse(text: &str) -> (BTreeMap<String, f64>, BTreeMap<String, String>) {
 
 #[test]
 fn exporter_and_tallystat_show_what_the_crate_recorded() {
-    let Some(exporter) = program("TALLY_EXPORTER", "build/programs/tally-exporter/tally-exporter") else {
+    let Some(exporter) = program(
+        "TALLY_EXPORTER",
+        "build/programs/tally-exporter/tally-exporter",
+    ) else {
         println!("skipped: no tally-exporter (build the tree with CMake, or set TALLY_EXPORTER)");
         return;
     };
@@ -115,7 +124,11 @@ fn exporter_and_tallystat_show_what_the_crate_recorded() {
     let b = fetch(Desc::new("rs_jobs_total").label("queue", "b"));
     assert_eq!((a, b), (200_000, 150_000));
 
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut child = Command::new(&exporter)
         .args(["--listen", &format!("127.0.0.1:{port}"), "--dir"])
         .arg(dir.path())
@@ -130,23 +143,60 @@ fn exporter_and_tallystat_show_what_the_crate_recorded() {
     let text = text.unwrap();
     let (samples, meta) = parse(&text);
 
-    assert_eq!(samples.get("rs_jobs_total{queue=\"a\"}"), Some(&(a as f64)), "{text}");
-    assert_eq!(samples.get("rs_jobs_total{queue=\"b\"}"), Some(&(b as f64)), "{text}");
-    assert_eq!(meta.get("HELP rs_jobs_total").map(String::as_str), Some("Jobs run."));
-    assert_eq!(meta.get("TYPE rs_jobs_total").map(String::as_str), Some("counter"));
+    assert_eq!(
+        samples.get("rs_jobs_total{queue=\"a\"}"),
+        Some(&(a as f64)),
+        "{text}"
+    );
+    assert_eq!(
+        samples.get("rs_jobs_total{queue=\"b\"}"),
+        Some(&(b as f64)),
+        "{text}"
+    );
+    assert_eq!(
+        meta.get("HELP rs_jobs_total").map(String::as_str),
+        Some("Jobs run.")
+    );
+    assert_eq!(
+        meta.get("TYPE rs_jobs_total").map(String::as_str),
+        Some("counter")
+    );
     assert_eq!(samples.get("rs_workers"), Some(&2.0), "{text}");
-    assert_eq!(meta.get("TYPE rs_workers").map(String::as_str), Some("gauge"));
+    assert_eq!(
+        meta.get("TYPE rs_workers").map(String::as_str),
+        Some("gauge")
+    );
     let per_thread: u64 = (0..100_000u64).map(|i| i % 5000).sum();
     assert_eq!(samples.get("rs_payload_count"), Some(&200_000.0), "{text}");
-    assert_eq!(samples.get("rs_payload_sum"), Some(&(2.0 * per_thread as f64)), "{text}");
-    assert_eq!(samples.get("rs_payload_bucket{le=\"+Inf\"}"), Some(&200_000.0), "{text}");
+    assert_eq!(
+        samples.get("rs_payload_sum"),
+        Some(&(2.0 * per_thread as f64)),
+        "{text}"
+    );
+    assert_eq!(
+        samples.get("rs_payload_bucket{le=\"+Inf\"}"),
+        Some(&200_000.0),
+        "{text}"
+    );
     // An octave edge: values 0..=1023 of each 5000, 1024 per 5000.
-    assert_eq!(samples.get("rs_payload_bucket{le=\"1023\"}"), Some(&(2.0 * 20.0 * 1024.0)), "{text}");
-    assert_eq!(meta.get("TYPE rs_payload").map(String::as_str), Some("histogram"));
+    assert_eq!(
+        samples.get("rs_payload_bucket{le=\"1023\"}"),
+        Some(&(2.0 * 20.0 * 1024.0)),
+        "{text}"
+    );
+    assert_eq!(
+        meta.get("TYPE rs_payload").map(String::as_str),
+        Some("histogram")
+    );
     assert!(!text.contains("rs_unused"));
 
     if let Some(tallystat) = program("TALLY_TALLYSTAT", "build/programs/tallystat/tallystat") {
-        let out = Command::new(tallystat).arg("--dir").arg(dir.path()).arg("rs_jobs_total").output().unwrap();
+        let out = Command::new(tallystat)
+            .arg("--dir")
+            .arg(dir.path())
+            .arg("rs_jobs_total")
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{out:?}");
         let text = String::from_utf8_lossy(&out.stdout);
         let row = |q: &str| -> Vec<String> {

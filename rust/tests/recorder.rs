@@ -60,15 +60,24 @@ fn every_macro_kind_with_labels_and_descriptions() {
     });
     assert_eq!(rec.failures(), 0);
 
-    let all = Segment::open(zone.path().unwrap()).unwrap().series().unwrap();
+    let all = Segment::open(zone.path().unwrap())
+        .unwrap()
+        .series()
+        .unwrap();
     let a = find(&all, "jobs_total", &[("queue", "a")]);
-    assert_eq!((a.kind, a.value, a.help.as_str()), (Kind::Counter, 45, "Jobs run."));
+    assert_eq!(
+        (a.kind, a.value, a.help.as_str()),
+        (Kind::Counter, 45, "Jobs run.")
+    );
     let b = find(&all, "jobs_total", &[("queue", "b"), ("prio", "high")]);
     assert_eq!((b.value, b.help.as_str()), (10, "Jobs run."));
     assert_eq!(find(&all, "abs_total", &[]).value, 101);
 
     let t = find(&all, "temperature", &[]);
-    assert_eq!((t.kind, t.fvalue, t.help.as_str(), t.unit.as_str()), (Kind::FGauge, 21.25, "A temperature.", ""));
+    assert_eq!(
+        (t.kind, t.fvalue, t.help.as_str(), t.unit.as_str()),
+        (Kind::FGauge, 21.25, "A temperature.", "")
+    );
     assert_eq!(find(&all, "depth", &[("pool", "x")]).fvalue, 3.0);
 
     let d = find(&all, "job_duration_seconds", &[("queue", "a")]);
@@ -81,7 +90,10 @@ fn every_macro_kind_with_labels_and_descriptions() {
     let p = find(&all, "payload", &[]);
     assert_eq!((p.unit.as_str(), p.value, p.sum), ("bytes", 3, 1003));
 
-    assert_eq!(find(&all, "http_requests", &[("status_code", "200")]).value, 7);
+    assert_eq!(
+        find(&all, "http_requests", &[("status_code", "200")]).value,
+        7
+    );
 }
 
 /// A description that comes after the first registration of a name does
@@ -96,7 +108,10 @@ fn late_description_keeps_one_definition() {
         counter!("late_total", "k" => "2").increment(2);
     });
     assert_eq!(rec.failures(), 0);
-    let all = Segment::open(zone.path().unwrap()).unwrap().series().unwrap();
+    let all = Segment::open(zone.path().unwrap())
+        .unwrap()
+        .series()
+        .unwrap();
     assert_eq!(find(&all, "late_total", &[("k", "1")]).value, 1);
     assert_eq!(find(&all, "late_total", &[("k", "2")]).value, 2);
 }
@@ -118,7 +133,9 @@ fn handles_share_series_and_failures_discard() {
             });
         }
     });
-    let c = zone.try_counter(&tally::Desc::new("shared_key_total").label("x", "y")).unwrap();
+    let c = zone
+        .try_counter(&tally::Desc::new("shared_key_total").label("x", "y"))
+        .unwrap();
     assert_eq!(c.value(), 40_000);
 
     metrics::with_local_recorder(&rec, || {
@@ -136,7 +153,12 @@ fn install_once() {
     let zone = Zone::create("rec_install", &ZoneOptions::new().anonymous()).unwrap();
     tally::recorder::install(zone.clone()).unwrap();
     counter!("global_total").increment(5);
-    assert_eq!(zone.try_counter(&tally::Desc::new("global_total")).unwrap().value(), 5);
+    assert_eq!(
+        zone.try_counter(&tally::Desc::new("global_total"))
+            .unwrap()
+            .value(),
+        5
+    );
     let again = tally::recorder::install(zone).unwrap_err();
     assert_eq!(again.errno(), 16);
 }

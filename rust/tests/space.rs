@@ -40,7 +40,11 @@ fn full_file_system_gives_discarding_handles() {
         println!("skipped: cannot make a mount namespace here");
         return;
     }
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let got = lines(&out, "registered=");
     assert_eq!(got.len(), 1, "{text}");
     assert!(got[0].parse::<usize>().unwrap() > 0);

@@ -16,19 +16,28 @@ const ROUNDS: u64 = 200_000;
 fn exact_totals(tag: &str) {
     let zone = Zone::create(&format!("totals_{tag}"), &ZoneOptions::new().anonymous()).unwrap();
     let percpu = zone.try_counter(&Desc::new("percpu_total")).unwrap();
-    let shared = zone.try_counter(&Desc::new("shared_total").mode(Mode::Shared)).unwrap();
-    let adaptive = zone.try_counter(&Desc::new("adaptive_total").mode(Mode::Adaptive)).unwrap();
-    let pernode = zone.try_counter(&Desc::new("pernode_total").mode(Mode::PerNode)).unwrap();
+    let shared = zone
+        .try_counter(&Desc::new("shared_total").mode(Mode::Shared))
+        .unwrap();
+    let adaptive = zone
+        .try_counter(&Desc::new("adaptive_total").mode(Mode::Adaptive))
+        .unwrap();
+    let pernode = zone
+        .try_counter(&Desc::new("pernode_total").mode(Mode::PerNode))
+        .unwrap();
     let called = zone.try_counter(&Desc::new("called_total")).unwrap();
     let gauge = zone.try_gauge(&Desc::new("in_flight")).unwrap();
     let hist = zone.try_histogram(&Desc::new("sizes")).unwrap();
-    let fam = zone.try_counter_family(&Desc::new("fam_total"), &["t"]).unwrap();
+    let fam = zone
+        .try_counter_family(&Desc::new("fam_total"), &["t"])
+        .unwrap();
     let cpus = cpus();
 
     std::thread::scope(|s| {
         for t in 0..THREADS {
-            let (percpu, shared, adaptive, pernode, called, gauge, hist, fam, cpus) =
-                (&percpu, &shared, &adaptive, &pernode, &called, &gauge, &hist, &fam, &cpus);
+            let (percpu, shared, adaptive, pernode, called, gauge, hist, fam, cpus) = (
+                &percpu, &shared, &adaptive, &pernode, &called, &gauge, &hist, &fam, &cpus,
+            );
             s.spawn(move || {
                 let label = (t % 2).to_string();
                 let child = fam.get(&[&label]).unwrap();
@@ -63,7 +72,10 @@ fn exact_totals(tag: &str) {
     assert_eq!(hist.count(), n, "histogram count");
     let per_thread: i64 = (0..ROUNDS as i64).map(|i| i % 1000).sum();
     assert_eq!(hist.sum(), per_thread * THREADS as i64, "histogram sum");
-    assert_eq!(fam.get(&["0"]).unwrap().value() + fam.get(&["1"]).unwrap().value(), 2 * n);
+    assert_eq!(
+        fam.get(&["0"]).unwrap().value() + fam.get(&["1"]).unwrap().value(),
+        2 * n
+    );
 }
 
 #[test]
@@ -105,7 +117,9 @@ fn reader_in_another_process_sees_the_same_values() {
         return;
     }
     let zone = Zone::create("totals_read", &ZoneOptions::new()).unwrap();
-    let c = zone.try_counter(&Desc::new("read_total").label("k", "v")).unwrap();
+    let c = zone
+        .try_counter(&Desc::new("read_total").label("k", "v"))
+        .unwrap();
     let g = zone.try_fgauge(&Desc::new("read_ratio")).unwrap();
     let h = zone.try_histogram(&Desc::new("read_sizes")).unwrap();
     std::thread::scope(|s| {
@@ -120,7 +134,10 @@ fn reader_in_another_process_sees_the_same_values() {
     });
     g.set(0.375);
     let path = zone.path().unwrap();
-    let out = run_child("reader_child", &[("TALLY_RS_SEGMENT", path.to_str().unwrap())]);
+    let out = run_child(
+        "reader_child",
+        &[("TALLY_RS_SEGMENT", path.to_str().unwrap())],
+    );
     let got = lines(&out, "series ");
     let want = vec![
         format!("read_ratio {} 0.375", 0),
@@ -143,7 +160,8 @@ fn reader_child() {
     for s in seg.series().unwrap() {
         match s.kind {
             tally::reader::Kind::Counter => {
-                let labels: Vec<String> = s.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let labels: Vec<String> =
+                    s.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 println!("series {} {} {}", s.name, labels.join(","), s.value)
             }
             tally::reader::Kind::FGauge => println!("series {} {} {}", s.name, s.value, s.fvalue),

@@ -50,7 +50,11 @@ fn pin(cpu: usize) {
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 /// One way to add 1, as the benchmark's loops call it.
@@ -140,17 +144,28 @@ fn main() {
     let key = Key::from_name("bench_adds_total");
     let meta = Metadata::new("bench", Level::INFO, None);
     let adders = Adders {
-        tally: zone.try_counter(&Desc::new("bench_native_total")).expect("counter"),
+        tally: zone
+            .try_counter(&Desc::new("bench_native_total"))
+            .expect("counter"),
         metrics_tally: tally_rec.register_counter(&key, &meta),
         metrics_prom: prom_rec.register_counter(&key, &meta),
         metrics_call: tally_rec.counter_via_call(&key),
         prom: prometheus::IntCounter::new("bench_prom_total", "adds").unwrap(),
     };
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     println!(
         "tally-rs-bench: rseq {}, {} CPUs, {} rounds, 1 thread {} adds, 2 threads {} adds each",
-        if tally::rseq_active() { "active" } else { "off (fallback)" },
-        cpus, rounds, n1, n2
+        if tally::rseq_active() {
+            "active"
+        } else {
+            "off (fallback)"
+        },
+        cpus,
+        rounds,
+        n1,
+        n2
     );
 
     // Warm up: every CPU's copy reserved, every code path faulted in.
@@ -205,10 +220,17 @@ fn main() {
     for (i, name) in CONFIGS.iter().enumerate() {
         println!("{:<48} {:>12.2} {:>9.2}x", name, m1[i], m1[i] / m1[0]);
     }
-    let m2: Vec<f64> = if cpus >= 2 { two.iter_mut().map(|v| median(v)).collect() } else { vec![0.0; CONFIGS.len()] };
+    let m2: Vec<f64> = if cpus >= 2 {
+        two.iter_mut().map(|v| median(v)).collect()
+    } else {
+        vec![0.0; CONFIGS.len()]
+    };
     if cpus >= 2 {
         println!();
-        println!("{:<48} {:>12} {:>10}", "2 threads on 2 CPUs, one counter", "Madds/s", "tally/this");
+        println!(
+            "{:<48} {:>12} {:>10}",
+            "2 threads on 2 CPUs, one counter", "Madds/s", "tally/this"
+        );
         for (i, name) in CONFIGS.iter().enumerate() {
             println!("{:<48} {:>12.1} {:>9.2}x", name, m2[i] / 1e6, m2[1] / m2[i]);
         }
@@ -217,35 +239,44 @@ fn main() {
     // Lookups and registrations through the macros.
     let nl: u64 = if quick { 200_000 } else { 2_000_000 };
     let nr: u64 = if quick { 5_000 } else { 20_000 };
-    let fam = zone.try_counter_family(&Desc::new("bench_family_total"), &["route", "code"]).unwrap();
+    let fam = zone
+        .try_counter_family(&Desc::new("bench_family_total"), &["route", "code"])
+        .unwrap();
     let mut look = [Vec::new(), Vec::new(), Vec::new()];
     let mut reg = [Vec::new(), Vec::new()];
     for r in 0..rounds {
         let t = Instant::now();
         metrics::with_local_recorder(&tally_rec, || {
             for _ in 0..nl {
-                counter!("bench_lookup_total", "route" => "/api/items", "code" => "200").increment(1);
+                counter!("bench_lookup_total", "route" => "/api/items", "code" => "200")
+                    .increment(1);
             }
         });
         look[0].push(t.elapsed().as_nanos() as f64 / nl as f64);
         let t = Instant::now();
         metrics::with_local_recorder(&prom_rec, || {
             for _ in 0..nl {
-                counter!("bench_lookup_total", "route" => "/api/items", "code" => "200").increment(1);
+                counter!("bench_lookup_total", "route" => "/api/items", "code" => "200")
+                    .increment(1);
             }
         });
         look[1].push(t.elapsed().as_nanos() as f64 / nl as f64);
         let t = Instant::now();
         for _ in 0..nl {
-            fam.with_labels(&[black_box("/api/items"), "200"]).increment(1);
+            fam.with_labels(&[black_box("/api/items"), "200"])
+                .increment(1);
         }
         look[2].push(t.elapsed().as_nanos() as f64 / nl as f64);
 
-        for (i, rec) in [&tally_rec as &dyn Recorder, &prom_rec as &dyn Recorder].into_iter().enumerate() {
+        for (i, rec) in [&tally_rec as &dyn Recorder, &prom_rec as &dyn Recorder]
+            .into_iter()
+            .enumerate()
+        {
             let t = Instant::now();
             metrics::with_local_recorder(rec, || {
                 for k in 0..nr {
-                    counter!("bench_new_total", "round" => r.to_string(), "id" => k.to_string()).increment(1);
+                    counter!("bench_new_total", "round" => r.to_string(), "id" => k.to_string())
+                        .increment(1);
                 }
             });
             reg[i].push(t.elapsed().as_nanos() as f64 / nr as f64);
@@ -254,27 +285,81 @@ fn main() {
     let l: Vec<f64> = look.iter_mut().map(|v| median(v)).collect();
     let g: Vec<f64> = reg.iter_mut().map(|v| median(v)).collect();
     println!();
-    println!("{:<48} {:>12} {:>10}", "registration and lookup", "ns/op", "tally/prom");
-    println!("{:<48} {:>12.1} {:>9.2}x", "counter!(existing key).increment(1), tally", l[0], l[0] / l[1]);
-    println!("{:<48} {:>12.1} {:>10}", "counter!(existing key).increment(1), prometheus", l[1], "");
-    println!("{:<48} {:>12.1} {:>10}", "tally CounterFamily::with_labels + increment", l[2], "");
-    println!("{:<48} {:>12.1} {:>9.2}x", "counter!(new key), tally", g[0], g[0] / g[1]);
-    println!("{:<48} {:>12.1} {:>10}", "counter!(new key), metrics-exporter-prometheus", g[1], "");
+    println!(
+        "{:<48} {:>12} {:>10}",
+        "registration and lookup", "ns/op", "tally/prom"
+    );
+    println!(
+        "{:<48} {:>12.1} {:>9.2}x",
+        "counter!(existing key).increment(1), tally",
+        l[0],
+        l[0] / l[1]
+    );
+    println!(
+        "{:<48} {:>12.1} {:>10}",
+        "counter!(existing key).increment(1), prometheus", l[1], ""
+    );
+    println!(
+        "{:<48} {:>12.1} {:>10}",
+        "tally CounterFamily::with_labels + increment", l[2], ""
+    );
+    println!(
+        "{:<48} {:>12.1} {:>9.2}x",
+        "counter!(new key), tally",
+        g[0],
+        g[0] / g[1]
+    );
+    println!(
+        "{:<48} {:>12.1} {:>10}",
+        "counter!(new key), metrics-exporter-prometheus", g[1], ""
+    );
 
     // The targets, each a ratio of medians of this run.
     let mut ok = true;
     let mut target = |what: &str, v: f64, cmp: &str, lim: f64| {
         let pass = if cmp == "<=" { v <= lim } else { v >= lim };
         ok &= pass;
-        println!("TARGET {:<62} {:>7.2} {} {:<4} {}", what, v, cmp, lim, if pass { "PASS" } else { "FAIL" });
+        println!(
+            "TARGET {:<62} {:>7.2} {} {:<4} {}",
+            what,
+            v,
+            cmp,
+            lim,
+            if pass { "PASS" } else { "FAIL" }
+        );
     };
     println!();
-    target("1 thread: tally::Counter::increment / C inline add", m1[1] / m1[0], "<=", 2.0);
-    target("1 thread: metrics::Counter (tally) / C inline add", m1[3] / m1[0], "<=", 2.0);
+    target(
+        "1 thread: tally::Counter::increment / C inline add",
+        m1[1] / m1[0],
+        "<=",
+        2.0,
+    );
+    target(
+        "1 thread: metrics::Counter (tally) / C inline add",
+        m1[3] / m1[0],
+        "<=",
+        2.0,
+    );
     if cpus >= 2 {
-        target("2 threads: metrics::Counter tally / metrics-exporter-prometheus", m2[3] / m2[4], ">=", 5.0);
-        target("2 threads: tally::Counter / prometheus IntCounter", m2[1] / m2[5], ">=", 5.0);
-        target("2 threads: metrics::Counter tally / prometheus IntCounter", m2[3] / m2[5], ">=", 5.0);
+        target(
+            "2 threads: metrics::Counter tally / metrics-exporter-prometheus",
+            m2[3] / m2[4],
+            ">=",
+            5.0,
+        );
+        target(
+            "2 threads: tally::Counter / prometheus IntCounter",
+            m2[1] / m2[5],
+            ">=",
+            5.0,
+        );
+        target(
+            "2 threads: metrics::Counter tally / prometheus IntCounter",
+            m2[3] / m2[5],
+            ">=",
+            5.0,
+        );
     }
     println!(
         "SUMMARY c_ns={:.2} rs_ns={:.2} rs_call_ns={:.2} metrics_tally_ns={:.2} metrics_prom_ns={:.2} prom_ns={:.2} prom_local_ns={:.2} \

@@ -15,7 +15,8 @@ pub const CHILD: &str = "TALLY_RS_CHILD";
 pub fn run_child(name: &str, env: &[(&str, &str)]) -> Output {
     let exe = std::env::current_exe().expect("current_exe");
     let mut cmd = Command::new(exe);
-    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"]).env(CHILD, "1");
+    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -55,7 +56,9 @@ pub fn cpus() -> Vec<usize> {
     // SAFETY: a 1024-bit mask, as glibc's cpu_set_t.
     let rc = unsafe { sched_getaffinity(0, std::mem::size_of_val(&mask), mask.as_mut_ptr()) };
     assert_eq!(rc, 0, "sched_getaffinity");
-    (0..1024).filter(|c| mask[c / 64] >> (c % 64) & 1 == 1).collect()
+    (0..1024)
+        .filter(|c| mask[c / 64] >> (c % 64) & 1 == 1)
+        .collect()
 }
 
 /// Moves the calling thread to CPU `cpu` (the kernel migrates it at once).
