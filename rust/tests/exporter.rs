@@ -114,10 +114,12 @@ fn exporter_and_tallystat_show_what_the_crate_recorded() {
                         h.record((i % 5000) as f64);
                     }
                     gauge!("rs_workers").increment(1.0);
+                    counter!("rs_errors_total", "queue" => "a", "kind" => "io").increment(t + 1);
                 })
             });
         }
     });
+    metrics::with_local_recorder(&rec, || gauge!("rs_workers").decrement(0.5));
     gauge!("rs_unused").set(0.0); // no global recorder: a no-op
     let fetch = |d: Desc| zone.try_counter(&d.help("Jobs run.")).unwrap().value();
     let a = fetch(Desc::new("rs_jobs_total").label("queue", "a"));
@@ -161,7 +163,8 @@ fn exporter_and_tallystat_show_what_the_crate_recorded() {
         meta.get("TYPE rs_jobs_total").map(String::as_str),
         Some("counter")
     );
-    assert_eq!(samples.get("rs_workers"), Some(&2.0), "{text}");
+    assert_eq!(samples.get("rs_workers"), Some(&1.5), "{text}");
+    assert_eq!(samples.get("rs_errors_total{kind=\"io\",queue=\"a\"}"), Some(&3.0), "{text}");
     assert_eq!(
         meta.get("TYPE rs_workers").map(String::as_str),
         Some("gauge")
