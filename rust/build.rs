@@ -23,6 +23,14 @@ fn main() {
         .collect();
     sources.sort();
 
+    // TALLY_RS_SANITIZE=address builds the C code with ASan and UBSan, so
+    // that the library is checked under the crate's calls (Rust's own
+    // sanitizers need a nightly compiler).  Link the test binaries with
+    // RUSTFLAGS="-C link-arg=-lasan -C link-arg=-lubsan" and run them with
+    // the runtime preloaded (a cargo runner "env LD_PRELOAD=libasan.so"),
+    // as tools/run-tests.sh does.
+    println!("cargo:rerun-if-env-changed=TALLY_RS_SANITIZE");
+    let sanitize = std::env::var("TALLY_RS_SANITIZE").ok().filter(|s| !s.is_empty());
     let mut lib = cc::Build::new();
     lib.files(&sources)
         .include(&include)
@@ -34,6 +42,11 @@ fn main() {
         .opt_level(2)
         .debug(true)
         .warnings(false);
+    if let Some(s) = &sanitize {
+        lib.flag(format!("-fsanitize={s},undefined"))
+            .flag("-fno-sanitize-recover=all")
+            .flag("-fno-omit-frame-pointer");
+    }
     lib.compile("tally");
 
     let mut app = cc::Build::new();

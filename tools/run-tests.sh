@@ -69,8 +69,10 @@ echo "=== rust"
 # The crate in rust/ (built by cargo from this tree's sources): cargo test
 # (unit, integration and doc tests; tally-exporter and tallystat of the
 # normal build are the programs its exporter test scrapes and runs), the
-# integration tests again with TALLY_NO_RSEQ=1, and clippy with warnings
-# as errors.  Crates come from crates.io at the first run (Cargo.lock
+# integration tests again with TALLY_NO_RSEQ=1 and again with the C
+# library built with ASan+UBSan (rust/build.rs: TALLY_RS_SANITIZE; the
+# runtime is preloaded, since Rust's own sanitizers need a nightly
+# compiler), and clippy with warnings as errors.  Crates come from crates.io at the first run (Cargo.lock
 # fixes their versions), from cargo's cache after that.
 cargo=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
 if [ ! -x "$cargo" ]; then
@@ -84,6 +86,12 @@ else
 		cd rust &&
 			"$cargo" test --locked 2>&1 &&
 			TALLY_NO_RSEQ=1 "$cargo" test --locked --tests 2>&1 &&
+			CARGO_TARGET_DIR=target/asan TALLY_RS_SANITIZE=address \
+			RUSTFLAGS="-C link-arg=-lasan -C link-arg=-lubsan" \
+			CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="env LD_PRELOAD=$(gcc -print-file-name=libasan.so)" \
+			ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+			UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+			"$cargo" test --locked --tests 2>&1 &&
 			"$cargo" clippy --locked --all-targets -- -D warnings 2>&1 &&
 			echo "clippy: clean"
 	) >build-rust.log || rs_ok=0
@@ -93,7 +101,7 @@ else
 	for n in $(grep -oE '; [0-9]+ failed' build-rust.log | grep -oE '[0-9]+'); do
 		f=$((f + n)); done
 	grep -q '^clippy: clean' build-rust.log && p=$((p + 1))
-	echo "  cargo test: $p passed (with TALLY_NO_RSEQ=1 too, and clippy), $f failed"
+	echo "  cargo test: $p passed (also with TALLY_NO_RSEQ=1, with ASan, and clippy), $f failed"
 	total_pass=$((total_pass + p))
 	if [ "$rs_ok" = 1 ]; then
 		total_fail=$((total_fail + f))
