@@ -30,7 +30,9 @@ fn main() {
     // the runtime preloaded (a cargo runner "env LD_PRELOAD=libasan.so"),
     // as tools/run-tests.sh does.
     println!("cargo:rerun-if-env-changed=TALLY_RS_SANITIZE");
-    let sanitize = std::env::var("TALLY_RS_SANITIZE").ok().filter(|s| !s.is_empty());
+    let sanitize = std::env::var("TALLY_RS_SANITIZE")
+        .ok()
+        .filter(|s| !s.is_empty());
     let mut lib = cc::Build::new();
     lib.files(&sources)
         .include(&include)

@@ -3,6 +3,7 @@
 //! values are asked for and found without a lock afterwards.
 
 use std::ffi::CString;
+use std::mem::MaybeUninit;
 use std::os::raw::{c_char, c_uint};
 use std::sync::Arc;
 
@@ -105,26 +106,28 @@ fn register_family(
 }
 
 /// Label values as C strings for one lookup: on the stack when they are
-/// short and few (a lookup then allocates nothing), on the heap else.
+/// short and few (a lookup then allocates nothing and clears nothing), on
+/// the heap else.
 struct CValues {
-    buf: [u8; 512],
-    heap: Vec<u8>,
+    buf: [MaybeUninit<u8>; 512],
     ptrs: [*const c_char; 16],
+    heap: Vec<u8>,
     vptrs: Vec<*const c_char>,
 }
 
 impl CValues {
+    fn new() -> CValues {
+        CValues {
+            buf: [MaybeUninit::uninit(); 512],
+            ptrs: [std::ptr::null(); 16],
+            heap: Vec::new(),
+            vptrs: Vec::new(),
+        }
+    }
+
     /// The values, or EINVAL for a NUL inside one.
     fn fill(&mut self, values: &[&str]) -> Result<(*const *const c_char, c_uint)> {
-        let total: usize = values.iter().map(|v| v.len() + 1).sum();
-        let small = total <= self.buf.len() && values.len() <= self.ptrs.len();
-        if !small {
-            self.heap.reserve(total);
-        }
-        let mut offs = [0usize; 16];
-        let mut voffs = Vec::new();
-        let mut at = 0usize;
-        for (i, v) in values.iter().enumerate() {
+        for v in values {
             if v.as_bytes().contains(&0) {
                 return Err(Error::new(
                     EINVAL,
@@ -134,29 +137,34 @@ impl CValues {
                     ),
                 ));
             }
-            if small {
-                self.buf[at..at + v.len()].copy_from_slice(v.as_bytes());
-                self.buf[at + v.len()] = 0;
-                offs[i] = at;
-            } else {
-                self.heap.extend_from_slice(v.as_bytes());
-                self.heap.push(0);
-                voffs.push(at);
-            }
-            at += v.len() + 1;
         }
-        if small {
-            for (i, o) in offs.iter().enumerate().take(values.len()) {
-                self.ptrs[i] = self.buf[*o..].as_ptr() as *const c_char;
+        let total: usize = values.iter().map(|v| v.len() + 1).sum();
+        if total <= self.buf.len() && values.len() <= self.ptrs.len() {
+            let base = self.buf.as_mut_ptr() as *mut u8;
+            let mut at = 0usize;
+            for (i, v) in values.iter().enumerate() {
+                // SAFETY: at + v.len() + 1 <= total <= buf.len().
+                unsafe {
+                    std::ptr::copy_nonoverlapping(v.as_ptr(), base.add(at), v.len());
+                    *base.add(at + v.len()) = 0;
+                    self.ptrs[i] = base.add(at) as *const c_char;
+                }
+                at += v.len() + 1;
             }
-            Ok((self.ptrs.as_ptr(), values.len() as c_uint))
-        } else {
-            self.vptrs = voffs
-                .iter()
-                .map(|o| self.heap[*o..].as_ptr() as *const c_char)
-                .collect();
-            Ok((self.vptrs.as_ptr(), values.len() as c_uint))
+            return Ok((self.ptrs.as_ptr(), values.len() as c_uint));
         }
+        self.heap.reserve_exact(total);
+        let mut offs = Vec::with_capacity(values.len());
+        for v in values {
+            offs.push(self.heap.len());
+            self.heap.extend_from_slice(v.as_bytes());
+            self.heap.push(0);
+        }
+        self.vptrs = offs
+            .iter()
+            .map(|o| self.heap[*o..].as_ptr() as *const c_char)
+            .collect();
+        Ok((self.vptrs.as_ptr(), values.len() as c_uint))
     }
 }
 
@@ -165,12 +173,7 @@ fn family_get(
     values: &[&str],
     f: FamilyGetFn,
 ) -> (*const sys::tally_handle, Option<Error>) {
-    let mut cv = CValues {
-        buf: [0; 512],
-        heap: Vec::new(),
-        ptrs: [std::ptr::null(); 16],
-        vptrs: Vec::new(),
-    };
+    let mut cv = CValues::new();
     let mut h: *const sys::tally_handle = std::ptr::null();
     match cv.fill(values) {
         Ok((p, n)) => {
@@ -227,6 +230,11 @@ macro_rules! family_type {
             /// its updates when it cannot be had (as in C).
             pub fn with_labels(&self, values: &[&str]) -> $borrowed<'_> {
                 $borrowed::from_metric(family_get(&self.inner, values, $get).0)
+            }
+
+            #[doc(hidden)]
+            pub fn raw_family(&self) -> *const sys::tally_family {
+                &self.inner.f
             }
 
             /// The child as an owned handle, which keeps the family alive.

@@ -337,4 +337,5 @@ extern "C" {
     pub static tally_rs_abi_len: usize;
     pub fn tally_rs_bench_c_inc(c: *const tally_handle, n: u64);
     pub fn tally_rs_bench_c_call(c: *const tally_handle, n: u64);
+    pub fn tally_rs_bench_c_family(f: *const tally_family, n: u64);
 }

@@ -164,7 +164,11 @@ fn exporter_and_tallystat_show_what_the_crate_recorded() {
         Some("counter")
     );
     assert_eq!(samples.get("rs_workers"), Some(&1.5), "{text}");
-    assert_eq!(samples.get("rs_errors_total{kind=\"io\",queue=\"a\"}"), Some(&3.0), "{text}");
+    assert_eq!(
+        samples.get("rs_errors_total{kind=\"io\",queue=\"a\"}"),
+        Some(&3.0),
+        "{text}"
+    );
     assert_eq!(
         meta.get("TYPE rs_workers").map(String::as_str),
         Some("gauge")
