@@ -110,6 +110,27 @@ fn no_rseq_child() {
     println!("done");
 }
 
+/// With one slab on a machine of several CPUs (TALLY_NSLABS=1), the
+/// threads on CPUs beyond it take the slow path out of the sequence
+/// (the sequence's CPU test), those on CPU 0 the sequence: still exact.
+#[test]
+fn exact_totals_with_cpus_beyond_the_slabs() {
+    if is_child() {
+        return;
+    }
+    let out = run_child("one_slab_child", &[("TALLY_NSLABS", "1")]);
+    assert_eq!(lines(&out, "done"), vec![String::new()]);
+}
+
+#[test]
+fn one_slab_child() {
+    if !is_child() {
+        return;
+    }
+    exact_totals("oneslab");
+    println!("done");
+}
+
 /// A reader in another process sees the values this process fetched.
 #[test]
 fn reader_in_another_process_sees_the_same_values() {
