@@ -54,6 +54,7 @@ fn main() {
     let mut app = cc::Build::new();
     app.file(manifest.join("csrc/abi.c"))
         .file(manifest.join("csrc/bench.c"))
+        .file(manifest.join("csrc/bench-more.c"))
         .include(&include)
         .flag("-std=c11")
         .pic(true)

@@ -47,15 +47,19 @@ fn pin(cpu: usize) {
     unsafe { sched_setaffinity(0, std::mem::size_of_val(&mask), mask.as_ptr()) };
 }
 
-/// Adds per batch of the 2-thread runs.
-const BATCH: u64 = 100_000;
+/// A batch of the 2-thread runs lasts this long (ns of wall-clock time),
+/// in steps of STEP adds: about 300 steps for the fastest add, a few for
+/// a contended atomic.
+const BATCH_NS: f64 = 300_000.0;
+const STEP: u64 = 4_000;
 
 /// One batch of adds of one thread: wall-clock start and end (ns since
-/// the run began) and the thread's CPU time during it.
+/// the run began), the thread's CPU time during it, and its adds.
 struct Batch {
     start: f64,
     end: f64,
     cpu: f64,
+    adds: u64,
 }
 
 /// The rate of the 2-thread run while both threads really ran at once.
@@ -87,7 +91,7 @@ fn overlapped_rate(threads: &[Vec<Batch>]) -> (f64, f64) {
                 .sum();
             if covered >= 0.9 * (b.end - b.start) {
                 counted += 1;
-                adds += BATCH as f64;
+                adds += b.adds as f64;
                 ns += b.end - b.start;
             }
         }
@@ -259,14 +263,25 @@ fn main() {
                             s.spawn(move || {
                                 pin(i);
                                 barrier.wait();
-                                let mut out = Vec::with_capacity((n2 / BATCH) as usize);
-                                for _ in 0..n2 / BATCH {
+                                let mut out = Vec::new();
+                                let mut done = 0;
+                                while done < n2 {
                                     let (w, c) = (epoch.elapsed().as_nanos() as f64, cputime());
-                                    run(adders, cfg, BATCH);
+                                    let mut adds = 0;
+                                    let end = loop {
+                                        run(adders, cfg, STEP);
+                                        adds += STEP;
+                                        let now = epoch.elapsed().as_nanos() as f64;
+                                        if done + adds >= n2 || now - w >= BATCH_NS {
+                                            break now;
+                                        }
+                                    };
+                                    done += adds;
                                     out.push(Batch {
                                         start: w,
-                                        end: epoch.elapsed().as_nanos() as f64,
+                                        end,
                                         cpu: cputime() - c,
+                                        adds,
                                     });
                                 }
                                 out
