@@ -218,6 +218,13 @@ macro_rules! family_type {
             #[doc = concat!("The child of these label values (in the order of the family's names): found without a lock once this process has asked for it, registered first otherwise.  Errors: `EINVAL` for a wrong number of values, a NUL or a value that is not UTF-8, `E2BIG` for values over the limit, and those of a registration; never a panic.")]
             ///
             /// The child borrows the family.  See also [`Self::with_labels`].
+            ///
+            /// ```
+            /// let zone = tally::Zone::create("fget_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+            #[doc = concat!("let f = zone.", stringify!($or), "(&tally::Desc::new(\"f\"), &[\"k\"]);")]
+            /// assert!(f.get(&["v"]).is_ok());
+            /// assert!(f.get(&["v", "w"]).is_err());
+            /// ```
             pub fn get(&self, values: &[&str]) -> Result<$borrowed<'_>> {
                 let (h, err) = family_get(&self.inner, values, $get);
                 match err {
@@ -228,6 +235,13 @@ macro_rules! family_type {
 
             /// The child of these label values, or a handle that discards
             /// its updates when it cannot be had (as in C).
+            ///
+            /// ```
+            /// let zone = tally::Zone::create("fwith_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+            #[doc = concat!("let f = zone.", stringify!($or), "(&tally::Desc::new(\"f\"), &[\"k\"]);")]
+            /// assert!(!f.with_labels(&["v"]).is_discarding());
+            /// assert!(f.with_labels(&[]).is_discarding());
+            /// ```
             pub fn with_labels(&self, values: &[&str]) -> $borrowed<'_> {
                 $borrowed::from_metric(family_get(&self.inner, values, $get).0)
             }
@@ -238,6 +252,14 @@ macro_rules! family_type {
             }
 
             /// The child as an owned handle, which keeps the family alive.
+            ///
+            /// ```
+            /// let zone = tally::Zone::create("fown_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+            #[doc = concat!("let f = zone.", stringify!($or), "(&tally::Desc::new(\"f\"), &[\"k\"]);")]
+            /// let child = f.get_owned(&["v"]).unwrap();
+            /// drop(f);
+            /// assert!(!child.is_discarding());
+            /// ```
             pub fn get_owned(&self, values: &[&str]) -> Result<$owned> {
                 let (h, err) = family_get(&self.inner, values, $get);
                 match err {
@@ -263,6 +285,12 @@ macro_rules! family_type {
             }
 
             #[doc = concat!("A family of ", $what, "s, or, when it cannot be made, one whose children discard their updates.")]
+            ///
+            /// ```
+            /// let zone = tally::Zone::create("for_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+            #[doc = concat!("let f = zone.", stringify!($or), "(&tally::Desc::new(\"f\"), &[\"bad-name\"]);")]
+            /// assert!(f.get(&["v"]).is_err());
+            /// ```
             pub fn $or(&self, d: &Desc, names: &[&str]) -> $fam {
                 $fam { inner: register_family(self, d, names, $kind, $reg).0 }
             }

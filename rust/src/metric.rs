@@ -13,6 +13,12 @@ use crate::sys;
 use crate::zone::{cstring, Zone};
 
 /// How a series' copies are kept (the block modes of tally/block.h).
+///
+/// ```
+/// let zone = tally::Zone::create("mode_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+/// let cold = zone.counter(&tally::Desc::new("cold_total").mode(tally::Mode::Shared));
+/// cold.increment(1);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Mode {
     /// One copy per CPU, updated with one unlocked add in a restartable
@@ -517,18 +523,39 @@ macro_rules! gauge_methods {
         }
 
         /// Adds 1.
+        ///
+        /// ```
+        /// # let zone = tally::Zone::create("ginc_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+        /// # let g = zone.gauge(&tally::Desc::new("g"));
+        /// g.increment();
+        /// assert_eq!(g.value(), 1);
+        /// ```
         #[inline(always)]
         pub fn increment(&self) {
             self.add(1)
         }
 
         /// Subtracts 1.
+        ///
+        /// ```
+        /// # let zone = tally::Zone::create("gdec_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+        /// # let g = zone.gauge(&tally::Desc::new("g"));
+        /// g.decrement();
+        /// assert_eq!(g.value(), -1);
+        /// ```
         #[inline(always)]
         pub fn decrement(&self) {
             self.add(-1)
         }
 
         /// The value in this process (0 when discarding).
+        ///
+        /// ```
+        /// # let zone = tally::Zone::create("gval_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+        /// # let g = zone.gauge(&tally::Desc::new("g"));
+        /// g.add(5);
+        /// assert_eq!(g.value(), 5);
+        /// ```
         pub fn value(&self) -> i64 {
             self.fetch().unwrap_or(0)
         }
@@ -554,6 +581,14 @@ macro_rules! setgauge_methods {
         }
 
         /// Adds `v`.
+        ///
+        /// ```
+        /// # let zone = tally::Zone::create("sadd_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+        /// # let g = zone.set_gauge(&tally::Desc::new("g"));
+        /// g.set(2);
+        /// g.add(3);
+        /// assert_eq!(g.value(), 5);
+        /// ```
         #[inline(always)]
         pub fn add(&self, v: i64) {
             // SAFETY: the block lives as long as the handle.
@@ -561,6 +596,13 @@ macro_rules! setgauge_methods {
         }
 
         /// The value in this process (0 when discarding).
+        ///
+        /// ```
+        /// # let zone = tally::Zone::create("sval_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+        /// # let g = zone.set_gauge(&tally::Desc::new("g"));
+        /// g.set(9);
+        /// assert_eq!(g.value(), 9);
+        /// ```
         pub fn value(&self) -> i64 {
             self.fetch().unwrap_or(0)
         }
@@ -582,6 +624,15 @@ macro_rules! fgauge_methods {
         }
 
         /// Adds `v` (a compare-and-swap loop: no add is lost).
+        ///
+        /// ```
+        /// # let zone = tally::Zone::create("fadd_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+        /// # let g = zone.fgauge(&tally::Desc::new("g"));
+        /// g.add(0.5);
+        /// g.add(0.25);
+        /// assert_eq!(g.value(), 0.75);
+        /// ```
+
         #[inline(always)]
         pub fn add(&self, v: f64) {
             let w = self.word();
@@ -603,6 +654,14 @@ macro_rules! fgauge_methods {
         }
 
         /// The value (0.0 when discarding).
+        ///
+        /// ```
+        /// # let zone = tally::Zone::create("fval_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+        /// # let g = zone.fgauge(&tally::Desc::new("g"));
+        /// g.set(-1.5);
+        /// assert_eq!(g.value(), -1.5);
+        /// ```
+
         pub fn value(&self) -> f64 {
             let mut v = 0f64;
             // SAFETY: the handle is alive.
@@ -640,11 +699,28 @@ macro_rules! histogram_methods {
 
         /// The number of observations in this process (0 when
         /// discarding).
+        ///
+        /// ```
+        /// # let zone = tally::Zone::create("hcount_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+        /// # let h = zone.histogram(&tally::Desc::new("h"));
+        /// h.observe(7);
+        /// assert_eq!(h.count(), 1);
+        /// ```
+
         pub fn count(&self) -> i64 {
             self.fetch().unwrap_or(0)
         }
 
         /// The sum of the observed values in this process.
+        ///
+        /// ```
+        /// # let zone = tally::Zone::create("hsum_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+        /// # let h = zone.histogram(&tally::Desc::new("h"));
+        /// h.observe(7);
+        /// h.observe(8);
+        /// assert_eq!(h.sum(), 15);
+        /// ```
+
         pub fn sum(&self) -> i64 {
             let mut v = 0i64;
             if self.is_discarding() {

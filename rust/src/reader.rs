@@ -11,6 +11,13 @@ use crate::error::{Error, Result, EINVAL};
 use crate::sys;
 
 /// The kind of a series, as a reader sees it.
+///
+/// ```
+/// let zone = tally::Zone::create("kind_doc", &tally::ZoneOptions::new()).unwrap();
+/// let _g = zone.try_fgauge(&tally::Desc::new("ratio")).unwrap();
+/// let seg = tally::reader::Segment::open(zone.path().unwrap()).unwrap();
+/// assert_eq!(seg.series().unwrap()[0].kind, tally::reader::Kind::FGauge);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// TALLY_COUNTER.
@@ -28,6 +35,16 @@ pub enum Kind {
 }
 
 /// One series of a segment, copied out of the reader's view.
+///
+/// ```
+/// let zone = tally::Zone::create("series_doc", &tally::ZoneOptions::new()).unwrap();
+/// let h = zone.try_histogram(&tally::Desc::new("sizes").help("Sizes.")).unwrap();
+/// h.observe(3);
+/// let seg = tally::reader::Segment::open(zone.path().unwrap()).unwrap();
+/// let s = &seg.series().unwrap()[0];
+/// assert_eq!((s.name.as_str(), s.help.as_str(), s.value, s.sum), ("sizes", "Sizes.", 1, 3));
+/// assert_eq!(s.buckets.iter().sum::<i64>(), 1);
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Series {
     /// The metric name.
@@ -166,6 +183,14 @@ impl Segment {
 
     /// Every live series with its values (sums of per-CPU copies read
     /// at slightly different times, not a snapshot).
+    ///
+    /// ```
+    /// let zone = tally::Zone::create("seg_series_doc", &tally::ZoneOptions::new()).unwrap();
+    /// let _c = zone.try_counter(&tally::Desc::new("a_total").label("k", "v")).unwrap();
+    /// let seg = tally::reader::Segment::open(zone.path().unwrap()).unwrap();
+    /// let all = seg.series().unwrap();
+    /// assert_eq!(all[0].label("k"), Some("v"));
+    /// ```
     pub fn series(&self) -> Result<Vec<Series>> {
         let mut out: Vec<Series> = Vec::new();
         // SAFETY: a live segment; `collect` only pushes to `out`.

@@ -296,6 +296,12 @@ impl TallyRecorder {
     }
 
     /// The zone the series go to.
+    ///
+    /// ```
+    /// let zone = tally::Zone::create("rec_zone_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+    /// let rec = tally::recorder::TallyRecorder::new(zone);
+    /// assert!(rec.zone().path().is_none());
+    /// ```
     pub fn zone(&self) -> &Zone {
         &self.zone
     }

@@ -252,6 +252,14 @@ impl Zone {
 }
 
 /// What a zone uses, from [`Zone::usage`].
+///
+/// ```
+/// let zone = tally::Zone::create("zusage_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+/// let c = zone.counter(&tally::Desc::new("c_total"));
+/// c.increment(1);
+/// let u = zone.usage().unwrap();
+/// assert!(u.chunks_used >= 1 && u.chunks_used <= u.chunks_total);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ZoneUsage {
     /// Bytes of memory the file really holds.
