@@ -72,8 +72,9 @@ echo "=== rust"
 # integration tests again with TALLY_NO_RSEQ=1 and again with the C
 # library built with ASan+UBSan (rust/build.rs: TALLY_RS_SANITIZE; the
 # runtime is preloaded, since Rust's own sanitizers need a nightly
-# compiler), and clippy with warnings as errors.  Crates come from crates.io at the first run (Cargo.lock
-# fixes their versions), from cargo's cache after that.
+# compiler), and clippy with warnings as errors.  Crates come from
+# crates.io at the first run (Cargo.lock fixes their versions), from
+# cargo's cache after that.
 cargo=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
 if [ ! -x "$cargo" ]; then
 	echo "  no cargo: install Rust (1.87 or later) to test rust/"
