@@ -87,12 +87,16 @@ else
 		cd rust &&
 			"$cargo" test --locked 2>&1 &&
 			TALLY_NO_RSEQ=1 "$cargo" test --locked --tests 2>&1 &&
-			CARGO_TARGET_DIR=target/asan TALLY_RS_SANITIZE=address \
-			RUSTFLAGS="-C link-arg=-lasan -C link-arg=-lubsan" \
-			CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="env LD_PRELOAD=$(gcc -print-file-name=libasan.so)" \
-			ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
-			UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-			"$cargo" test --locked --tests 2>&1 &&
+			(
+				export CARGO_TARGET_DIR=target/asan TALLY_RS_SANITIZE=address
+				export RUSTFLAGS="-C link-arg=-lasan -C link-arg=-lubsan"
+				export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="env LD_PRELOAD=$(gcc -print-file-name=libasan.so)"
+				export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+				export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+				# The example service, which tests/example.rs runs.
+				"$cargo" build --locked --examples 2>&1 &&
+					"$cargo" test --locked --tests 2>&1
+			) &&
 			"$cargo" clippy --locked --all-targets -- -D warnings 2>&1 &&
 			echo "clippy: clean"
 	) >build-rust.log || rs_ok=0
