@@ -18,8 +18,10 @@
 //!   integers: a value described in seconds, milliseconds or
 //!   microseconds (by `describe_histogram!` or a name ending in
 //!   `_seconds`) is stored in integer nanoseconds with the unit
-//!   "nanoseconds", any other value rounded to an integer; negative
-//!   values count as 0 and NaN is dropped;
+//!   "nanoseconds" (TALLY_UNIT_NANOSECONDS), which tally-exporter and
+//!   `tallystat --human` show in seconds, exactly; any other value is
+//!   rounded to an integer; negative values count as 0 and NaN is
+//!   dropped;
 //! - every distinct set of labels is one series (registration is
 //!   get-or-create, so handles of one key share it); names and label
 //!   names are made valid for Prometheus the way

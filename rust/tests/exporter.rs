@@ -119,7 +119,15 @@ fn exporter_and_tallystat_show_what_the_crate_recorded() {
             });
         }
     });
-    metrics::with_local_recorder(&rec, || gauge!("rs_workers").decrement(0.5));
+    metrics::with_local_recorder(&rec, || {
+        gauge!("rs_workers").decrement(0.5);
+        // Durations are kept in integer nanoseconds, which the exporter
+        // shows in seconds, exactly.
+        let h = histogram!("rs_latency_seconds");
+        h.record(0.25);
+        h.record(0.000_000_001);
+        h.record(1.5);
+    });
     gauge!("rs_unused").set(0.0); // no global recorder: a no-op
     let fetch = |d: Desc| zone.try_counter(&d.help("Jobs run.")).unwrap().value();
     let a = fetch(Desc::new("rs_jobs_total").label("queue", "a"));
@@ -196,6 +204,15 @@ fn exporter_and_tallystat_show_what_the_crate_recorded() {
         Some("histogram")
     );
     assert!(!text.contains("rs_unused"));
+    assert_eq!(samples.get("rs_latency_seconds_count"), Some(&3.0), "{text}");
+    assert_eq!(samples.get("rs_latency_seconds_sum"), Some(&1.750000001), "{text}");
+    assert_eq!(samples.get("rs_latency_seconds_bucket{le=\"+Inf\"}"), Some(&3.0), "{text}");
+    // 1 ns falls in the first octave bucket, whose edge is 1 ns: 1e-09 s.
+    let first = samples
+        .iter()
+        .find(|(k, _)| k.starts_with("rs_latency_seconds_bucket{le=\"0.000000001\""))
+        .map(|(_, v)| *v);
+    assert_eq!(first, Some(1.0), "{text}");
 
     if let Some(tallystat) = program("TALLY_TALLYSTAT", "build/programs/tallystat/tallystat") {
         let out = Command::new(tallystat)
