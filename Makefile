@@ -6,6 +6,8 @@
 #   make bench   the full benchmarks: every scenario of `tally-bench all`,
 #                charts and JSON in $(BENCH_DIR) (default build/bench-results)
 #   make fuzz    fuzz the segment reader for longer
+#   make bench-rust  the Rust crate against C's add and the Rust peers
+#                (rust/bench/run.sh; needs cargo)
 #
 # Both install what they need (Debian packages) when it is missing.
 
@@ -21,7 +23,7 @@ DEB_PKGS := cmake ninja-build gcc g++ make pkg-config clang libclang-rt-14-dev \
 	valgrind libmicrohttpd-dev libcrypt-dev prometheus python3-venv python3-dev zlib1g-dev \
 	openssl curl gnuplot-nox
 
-.PHONY: all deps build demo test test-normal test-asan test-tsan bench fuzz \
+.PHONY: all deps build demo test test-normal test-asan test-tsan bench bench-rust fuzz \
 	install clean
 
 all: build
@@ -62,6 +64,9 @@ bench: build
 	rc=$$(cat $(BENCH_DIR)/.status); rm -f $(BENCH_DIR)/.status; \
 	echo; echo "bench results (charts, .dat/.gp, JSON, report) in $(BENCH_DIR)/:"; \
 	ls $(BENCH_DIR) | sed 's/^/  /'; exit $$rc
+
+bench-rust:
+	@rust/bench/run.sh
 
 fuzz: deps
 	@tools/fuzz.sh $(FUZZ_SECS)

@@ -65,6 +65,56 @@ if [ -x python/tests/run.sh ]; then
 		total_fail=$((total_fail + f + 1)); failed=1
 	fi
 fi
+echo "=== rust"
+# The crate in rust/ (built by cargo from this tree's sources): cargo test
+# (unit, integration and doc tests; tally-exporter and tallystat of the
+# normal build are the programs its exporter test scrapes and runs), the
+# integration tests again with TALLY_NO_RSEQ=1 and again with the C
+# library built with ASan+UBSan (rust/build.rs: TALLY_RS_SANITIZE; the
+# runtime is preloaded, since Rust's own sanitizers need a nightly
+# compiler), and clippy with warnings as errors.  Crates come from
+# crates.io at the first run (Cargo.lock fixes their versions), from
+# cargo's cache after that.
+cargo=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
+if [ ! -x "$cargo" ]; then
+	echo "  no cargo: install Rust (1.87 or later) to test rust/"
+	total_fail=$((total_fail + 1)); failed=1
+else
+	rs_ok=1
+	(
+		export TALLY_EXPORTER=$PWD/build/programs/tally-exporter/tally-exporter
+		export TALLY_TALLYSTAT=$PWD/build/programs/tallystat/tallystat
+		cd rust &&
+			"$cargo" test --locked 2>&1 &&
+			TALLY_NO_RSEQ=1 "$cargo" test --locked --tests 2>&1 &&
+			(
+				export CARGO_TARGET_DIR=target/asan TALLY_RS_SANITIZE=address
+				export RUSTFLAGS="-C link-arg=-lasan -C link-arg=-lubsan"
+				export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="env LD_PRELOAD=$(gcc -print-file-name=libasan.so)"
+				export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+				export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+				# The example service, which tests/example.rs runs.
+				"$cargo" build --locked --examples 2>&1 &&
+					"$cargo" test --locked --tests 2>&1
+			) &&
+			"$cargo" clippy --locked --all-targets -- -D warnings 2>&1 &&
+			echo "clippy: clean"
+	) >build-rust.log || rs_ok=0
+	p=0; f=0
+	for n in $(grep -oE 'test result: [a-zA-Z]+\. [0-9]+ passed' build-rust.log |
+		grep -oE '[0-9]+ passed' | grep -oE '[0-9]+'); do p=$((p + n)); done
+	for n in $(grep -oE '; [0-9]+ failed' build-rust.log | grep -oE '[0-9]+'); do
+		f=$((f + n)); done
+	grep -q '^clippy: clean' build-rust.log && p=$((p + 1))
+	echo "  cargo test: $p passed (also with TALLY_NO_RSEQ=1, with ASan, and clippy), $f failed"
+	total_pass=$((total_pass + p))
+	if [ "$rs_ok" = 1 ]; then
+		total_fail=$((total_fail + f))
+	else
+		tail -60 build-rust.log
+		total_fail=$((total_fail + f + 1)); failed=1
+	fi
+fi
 if [ -x tools/fuzz.sh ]; then
 	echo "=== fuzz (short)"
 	if tools/fuzz.sh 30 >build-fuzz.log 2>&1; then
