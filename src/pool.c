@@ -21,6 +21,19 @@
  * free.  A free chunk handed out gets its fixed pages reserved first
  * (space.c); without room, a warm chunk is punched, then the chunks of
  * dead owners are taken back, before ENOSPC.
+ *
+ * Dead owners: a process killed (SIGKILL, or a signal it does not handle)
+ * leaves the chunks of its threads owned, with their free and cached
+ * blocks, and nobody else allocates from an owned chunk.  So each process
+ * using a zone, at its first chunk (a recycled worker of a pre-fork
+ * server, attached or forked, at its first registration), takes back the
+ * chunks of every owner whose process is gone: each is released as its
+ * owner would have released it, so its free blocks are reused and a chunk
+ * with no live block is kept warm or punched.  The blocks the dead process
+ * still held (the series it registered, which live on) are not touched:
+ * only their chunk changes hands.  Owners are judged by pid and start
+ * time (process.c), so the processes using one zone must share a PID
+ * namespace, as forked children do.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -312,6 +325,73 @@ static unsigned take_back_dead(struct tally_zone *z)
 	return found;
 }
 
+/* What one sweep found of the owners it asked about: a process's chunks
+ * are many (a chunk per mode and size class it used, and those it kept),
+ * its liveness is asked once. */
+struct verdicts {
+	int32_t pid[32];
+	uint64_t start[32];
+	uint8_t dead[32];
+	unsigned n;
+};
+
+static int verdict_dead(struct verdicts *v, int32_t pid, uint64_t start)
+{
+	unsigned i;
+	int dead;
+
+	for (i = 0; i < v->n && i < 32; i++)
+		if (v->pid[i] == pid && v->start[i] == start)
+			return v->dead[i];
+	dead = !tally__proc_alive(pid, start);
+	i = v->n++ % 32;
+	v->pid[i] = pid;
+	v->start[i] = start;
+	v->dead[i] = (uint8_t)dead;
+	return dead;
+}
+
+/*
+ * Take back the chunks of every owner whose process is gone (see the top
+ * of this file).  The chunk table is read without the pool lock, the
+ * liveness of owners asked outside it; a chunk is taken back under the
+ * lock only if its owner is still the one found dead (a token is never
+ * given twice in a zone's life, until it wraps).  Returns how many.
+ */
+static unsigned sweep_dead(struct tally_zone *z, int me)
+{
+	uint64_t n = atomic_load(&z->hdr->chunks_bumped);
+	struct verdicts v;
+	unsigned found = 0;
+
+	v.n = 0;
+	if (n > z->nchunks)
+		n = z->nchunks;
+	for (uint32_t i = 0; i < n; i++) {
+		struct tally__chunk *c = meta(z, i);
+		uint32_t owner = atomic_load(&c->owner);
+		int32_t pid;
+		uint64_t start;
+
+		if (!owner)
+			continue;
+		pid = __atomic_load_n(&c->owner_pid, RELAXED);
+		start = __atomic_load_n(&c->owner_start, RELAXED);
+		if (pid <= 0 || pid == me || !verdict_dead(&v, pid, start))
+			continue;
+		tally__pool_lock(z);
+		if (atomic_load(&c->owner) == owner &&
+		    __atomic_load_n(&c->owner_pid, RELAXED) == pid &&
+		    __atomic_load_n(&c->owner_start, RELAXED) == start) {
+			disown(c);
+			settle(z, i);
+			found++;
+		}
+		tally__pool_unlock(z);
+	}
+	return found;
+}
+
 /*
  * Under the pool lock, after a process died holding it: rebuild the lists
  * and counts from the chunk table.  A chunk the dead process was taking
@@ -419,8 +499,13 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 			 uint32_t token, uint32_t *idx)
 {
 	uint32_t i = 0;
-	int rc;
+	int rc, me = (int)getpid();
 
+	/* Once per process: the chunks of dead owners come back first, and
+	 * may be the partial chunk this allocation takes. */
+	if (atomic_load_explicit(&z->swept_pid, memory_order_relaxed) != me &&
+	    atomic_exchange(&z->swept_pid, me) != me)
+		sweep_dead(z, me);
 	tally__pool_lock(z);
 	for (;;) {
 		if (take_partial(z, mode, cls, token, &i)) {

@@ -15,6 +15,9 @@
  *   - the zone outlives its users, dead, and the next process carries on
  *     with its values; the retention removes it only when nobody uses it;
  *   - clean-up never removes the file of a zone a process is attaching;
+ *   - the chunks of workers killed while they hold them come back: a
+ *     thousand kills leave no more memory than ten, and every series a
+ *     killed worker wrote keeps its value;
  *   - a file of another layout, or no shared zone at all, is refused.
  */
 #define _GNU_SOURCE
@@ -118,6 +121,38 @@ static void worker_attach(void)
 	exit(0);
 }
 
+/* hold: register what a pre-fork worker does (shared series of every
+ * kind, and one of its own, hold_done_total{w="$TALLY_TEST_ADDS"}, to
+ * which it adds w + 1), say so with a byte on stdout, and wait to be
+ * killed. */
+static void worker_hold(void)
+{
+	long w = env_long("TALLY_TEST_ADDS", 0);
+	struct tally_metric_desc d = desc(TALLY_GAUGE, "hold_busy");
+	struct tally_label l = { "w", getenv("TALLY_TEST_ADDS") };
+	tally_counter c, mine;
+	tally_gauge g;
+	tally_histogram h;
+
+	register_counter("hold_hits_total", NULL, 0, &c);
+	tally_counter_inc(&c);
+	d.help = "Busy.";
+	if (tally_gauge_register(NULL, &d, &g) != 0)
+		_exit(3);
+	tally_gauge_add(&g, 1);
+	d = desc(TALLY_HISTOGRAM, "hold_latency_ns");
+	d.help = "Latency.";
+	if (tally_histogram_register(NULL, &d, &h) != 0)
+		_exit(3);
+	tally_histogram_observe(&h, (uint64_t)w);
+	register_counter("hold_done_total", &l, 1, &mine);
+	tally_counter_add(&mine, w + 1);
+	if (write(1, "r", 1) != 1)
+		_exit(4);
+	for (;;)
+		pause();
+}
+
 __attribute__((constructor)) static void worker_main(void)
 {
 	const char *w = getenv("TALLY_TEST_WORKER");
@@ -130,6 +165,8 @@ __attribute__((constructor)) static void worker_main(void)
 		worker_churn();
 	if (!strcmp(w, "attach"))
 		worker_attach();
+	if (!strcmp(w, "hold"))
+		worker_hold();
 	_exit(2);
 }
 
@@ -456,6 +493,92 @@ TEST_TIMEOUT(cleanup_never_removes_a_zone_being_attached, 300)
 	printf("  %ld processes attached, the zone removed %ld times "
 	       "between them\n", n, removed);
 	CHECK(removed > 0);
+}
+
+/*
+ * @n workers attach zone "kills" of @dir, register and hold their chunks,
+ * and are killed with SIGKILL, ten at a time; then one more worker comes
+ * and goes, as a recycled worker would.  Returns the bytes the zone's file
+ * then holds, after checking that every series kept its value.
+ */
+static uint64_t kill_holders(const char *dir, long n)
+{
+	char path[PATH_MAX + 16];
+	struct tally_seg_info info;
+	long done = 0;
+
+	snprintf(path, sizeof(path), "%s/kills.tally", dir);
+	while (done < n) {
+		pid_t w[10];
+		long k = n - done < 10 ? n - done : 10;
+
+		for (long i = 0; i < k; i++) {
+			int fds[2];
+			char b;
+
+			CHECK_EQ(pipe(fds), 0);
+			w[i] = fork();
+			CHECK(w[i] >= 0);
+			if (w[i] == 0) {
+				char v[32];
+
+				dup2(fds[1], 1);
+				close(fds[0]);
+				snprintf(v, sizeof(v), "%ld", done + i);
+				setenv("TALLY_TEST_WORKER", "hold", 1);
+				setenv("TALLY_DIR", dir, 1);
+				setenv("TALLY_ZONE", "kills", 1);
+				setenv("TALLY_TEST_ADDS", v, 1);
+				execl("/proc/self/exe", "test-shared-worker",
+				      (char *)NULL);
+				_exit(127);
+			}
+			close(fds[1]);
+			CHECK_EQ(read(fds[0], &b, 1), 1);
+			close(fds[0]);
+		}
+		for (long i = 0; i < k; i++) {
+			int st;
+
+			kill(w[i], SIGKILL);
+			CHECK_EQ(waitpid(w[i], &st, 0), w[i]);
+			CHECK(WIFSIGNALED(st));
+		}
+		done += k;
+	}
+	wait_ok(spawn("count", dir, "kills", 1));
+	info = info_of(path);
+	CHECK_EQ(scan_file(path, "hold_hits_total").value, n);
+	CHECK_EQ(scan_file(path, "hold_busy").value, n);
+	{
+		struct scan s = scan_file(path, "hold_done_total");
+
+		CHECK_EQ(s.found, n);
+		CHECK_EQ(s.value, n * (n + 1) / 2);
+		CHECK(!s.dup);
+	}
+	return info.resident_bytes;
+}
+
+/*
+ * Workers killed while they hold chunks: their chunks come back to the
+ * zone (the blocks of the series they wrote stay, with their values), so
+ * a thousand kills leave less than 1 MiB more memory than ten.
+ */
+TEST_TIMEOUT(chunks_of_killed_attachers_come_back, 600)
+{
+	long n = harness_scale(1000);
+	char dir10[PATH_MAX], dirn[PATH_MAX];
+	uint64_t r10, rn;
+
+	own_subdir(dir10, sizeof(dir10), "kills10");
+	own_subdir(dirn, sizeof(dirn), "killsn");
+	r10 = kill_holders(dir10, 10);
+	rn = kill_holders(dirn, n);
+	printf("  resident after 10 kills: %llu bytes; after %ld: %llu "
+	       "(%+lld)\n", (unsigned long long)r10, n,
+	       (unsigned long long)rn, (long long)(rn - r10));
+	CHECK(rn < r10 + (1u << 20));
 }
 
 /* What cannot be attached is refused, with the reason. */
