@@ -31,9 +31,12 @@
  * owner would have released it, so its free blocks are reused and a chunk
  * with no live block is kept warm or punched.  The blocks the dead process
  * still held (the series it registered, which live on) are not touched:
- * only their chunk changes hands.  Owners are judged by pid and start
- * time (process.c), so the processes using one zone must share a PID
- * namespace, as forked children do.
+ * only their chunk changes hands.  An owner is gone when its pid is free
+ * or names a process started at another time (process.c), and nobody
+ * holds the lock of its token (TALLY__OWNER_LOCK_BYTE + token, taken by
+ * alloc.c with each token): a process of another PID namespace attached
+ * to the same zone has a pid that means nothing here, but its locks are
+ * seen from every namespace.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -270,19 +273,43 @@ static void set_owner(struct tally__chunk *c, uint32_t token)
 	atomic_store(&c->owner, token);
 }
 
+void tally__token_lock(struct tally_zone *z, uint32_t token, int lock)
+{
+	struct flock fl;
+	int fd = lock ? tally__own_fd(z) :
+			atomic_load_explicit(&z->fbfd, memory_order_acquire);
+
+	if (fd < 0 || !token)
+		return;
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = lock ? F_WRLCK : F_UNLCK;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = (off_t)(TALLY__OWNER_LOCK_BYTE + token);
+	fl.l_len = 1;
+	/* Without the lock, the owner is judged by its pid alone, as a
+	 * writer of an older library is. */
+	(void)fcntl(fd, F_OFD_SETLK, &fl);
+}
+
 /*
- * Is the process that owns @c gone?  Its pid must be free, or belong to a
- * process started at another time (a recycled pid).  A chunk owned in
- * this process is never "dead": its thread releases it.
+ * Is the process that owns @c (with token @owner) gone?  Its pid must be
+ * free, or belong to a process started at another time (a recycled pid),
+ * and nobody may hold the lock of its token: a process of another PID
+ * namespace has a pid that means something else here, but its lock is
+ * the same.  A chunk owned in this process is never "dead": its thread
+ * releases it.  @alive_pid: the pid's verdict, when known (-1: ask).
  */
-static int owner_dead(struct tally__chunk *c)
+static int owner_dead(struct tally_zone *z, struct tally__chunk *c,
+		      uint32_t owner, int alive_pid)
 {
 	int32_t pid = __atomic_load_n(&c->owner_pid, RELAXED);
 	uint64_t start = __atomic_load_n(&c->owner_start, RELAXED);
 
 	if (pid <= 0 || pid == (int32_t)getpid())
 		return 0;
-	return !tally__proc_alive(pid, start);
+	if (alive_pid < 0)
+		alive_pid = tally__proc_alive(pid, start);
+	return !alive_pid && !tally__token_locked(z->fd, owner);
 }
 
 /* Under the pool lock: the chunk has no owner any more; the owner's
@@ -315,8 +342,9 @@ static unsigned take_back_dead(struct tally_zone *z)
 
 	for (uint32_t i = 0; i < n; i++) {
 		struct tally__chunk *c = meta(z, i);
+		uint32_t owner = atomic_load(&c->owner);
 
-		if (atomic_load(&c->owner) && owner_dead(c)) {
+		if (owner && owner_dead(z, c, owner, -1)) {
 			disown(c);
 			settle(z, i);
 			found++;
@@ -377,7 +405,8 @@ static unsigned sweep_dead(struct tally_zone *z, int me)
 			continue;
 		pid = __atomic_load_n(&c->owner_pid, RELAXED);
 		start = __atomic_load_n(&c->owner_start, RELAXED);
-		if (pid <= 0 || pid == me || !verdict_dead(&v, pid, start))
+		if (pid <= 0 || pid == me || !verdict_dead(&v, pid, start) ||
+		    !owner_dead(z, c, owner, 0))
 			continue;
 		tally__pool_lock(z);
 		if (atomic_load(&c->owner) == owner &&
@@ -579,7 +608,7 @@ void tally__chunk_owner_check(struct tally_zone *z, uint32_t i, unsigned w)
 	struct tally__chunk *c = meta(z, i);
 	uint32_t owner = atomic_load(&c->owner);
 
-	if (!owner || !all_free(c, w) || !owner_dead(c))
+	if (!owner || !all_free(c, w) || !owner_dead(z, c, owner, -1))
 		return;
 	tally__pool_lock(z);
 	if (atomic_load(&c->owner) == owner) {

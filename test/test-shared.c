@@ -17,7 +17,9 @@
  *   - clean-up never removes the file of a zone a process is attaching;
  *   - the chunks of workers killed while they hold them come back: a
  *     thousand kills leave no more memory than ten, and every series a
- *     killed worker wrote keeps its value;
+ *     killed worker wrote keeps its value; those of a worker of another
+ *     PID namespace, whose pid means something else here, stay its own
+ *     while it runs;
  *   - a file of another layout, or no shared zone at all, is refused.
  */
 #define _GNU_SOURCE
@@ -32,7 +34,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sched.h>
+#include <sys/mount.h>
+
 #include "harness.h"
+#include "layout.h"
 #include "tally/reader.h"
 #include "tally/tally.h"
 #include "util.h"
@@ -579,6 +585,105 @@ TEST_TIMEOUT(chunks_of_killed_attachers_come_back, 600)
 	       "(%+lld)\n", (unsigned long long)r10, n,
 	       (unsigned long long)rn, (long long)(rn - r10));
 	CHECK(rn < r10 + (1u << 20));
+}
+
+/* The chunks of zone file @path owned by a thread of process @pid (as the
+ * owner recorded its pid, in its own PID namespace). */
+static int owned_by(const char *path, int pid)
+{
+	struct tally__hdr h;
+	struct tally__chunk c;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), n = 0;
+	uint64_t bumped;
+
+	CHECK(fd >= 0);
+	CHECK_EQ(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	bumped = atomic_load(&h.chunks_bumped);
+	for (uint64_t i = 0; i < bumped && i < h.nchunks; i++) {
+		CHECK_EQ(pread(fd, &c, sizeof(c), (off_t)(h.meta_off +
+							   i * sizeof(c))),
+			 (ssize_t)sizeof(c));
+		n += atomic_load(&c.owner) != 0 && c.owner_pid == pid;
+	}
+	close(fd);
+	return n;
+}
+
+/*
+ * A worker in a PID namespace of its own (a container sharing /dev/shm)
+ * holds chunks of the zone as pid 1, with its own /proc: here pid 1 is
+ * another process, started at another time.  Processes of this namespace
+ * that come and go never take its chunks while it runs (its owner locks
+ * say so); once it is killed, the next one does.  Needs root (skipped
+ * otherwise).
+ */
+TEST(chunks_of_another_pid_namespace_stay_its_own)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+	int ready[2], pidp[2], st;
+	pid_t c1, c2 = 0;
+	char b;
+	int n0;
+
+	own_subdir(dir, sizeof(dir), "pidns");
+	snprintf(path, sizeof(path), "%s/ns.tally", dir);
+	wait_ok(spawn("count", dir, "ns", 1));
+	CHECK_EQ(pipe(ready), 0);
+	CHECK_EQ(pipe(pidp), 0);
+	c1 = fork();
+	CHECK(c1 >= 0);
+	if (c1 == 0) {
+		close(ready[0]);
+		close(pidp[0]);
+		if (unshare(CLONE_NEWPID | CLONE_NEWNS) < 0)
+			_exit(77);
+		c2 = fork();
+		if (c2 == 0) {
+			/* pid 1 of the namespace, with a /proc of its own. */
+			if (mount("none", "/", NULL, MS_REC | MS_PRIVATE,
+				  NULL) < 0 ||
+			    mount("proc", "/proc", "proc", 0, NULL) < 0)
+				_exit(78);
+			dup2(ready[1], 1);
+			setenv("TALLY_TEST_WORKER", "hold", 1);
+			setenv("TALLY_DIR", dir, 1);
+			setenv("TALLY_ZONE", "ns", 1);
+			setenv("TALLY_TEST_ADDS", "0", 1);
+			execl("/proc/self/exe", "test-shared-worker",
+			      (char *)NULL);
+			_exit(127);
+		}
+		close(ready[1]);
+		if (c2 < 0 || write(pidp[1], &c2, sizeof(c2)) != sizeof(c2))
+			_exit(2);
+		waitpid(c2, &st, 0);
+		_exit(0);
+	}
+	close(ready[1]);
+	close(pidp[1]);
+	if (read(pidp[0], &c2, sizeof(c2)) != sizeof(c2) ||
+	    read(ready[0], &b, 1) != 1) {
+		CHECK_EQ(waitpid(c1, &st, 0), c1);
+		close(ready[0]);
+		close(pidp[0]);
+		harness_skip("cannot make a PID namespace (not root?): "
+			     "exit %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	}
+	close(ready[0]);
+	close(pidp[0]);
+	n0 = owned_by(path, 1);
+	CHECK(n0 > 0);
+	for (int i = 0; i < 3; i++)
+		wait_ok(spawn("count", dir, "ns", 1));
+	CHECK_EQ(owned_by(path, 1), n0);
+
+	kill(c2, SIGKILL);
+	CHECK_EQ(waitpid(c1, &st, 0), c1);
+	CHECK_CHILD_OK(st);
+	wait_ok(spawn("count", dir, "ns", 1));
+	CHECK_EQ(owned_by(path, 1), 0);
+	CHECK_EQ(scan_file(path, "hold_hits_total").value, 1);
+	CHECK_EQ(scan_file(path, "hits_total").value, 5);
 }
 
 /* What cannot be attached is refused, with the reason. */
