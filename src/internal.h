@@ -39,9 +39,10 @@ struct tally_zone {
 	_Atomic int fbfd;
 	_Atomic uint64_t fb_held[TALLY__MAX_SLABS / 64];
 	_Atomic uint64_t fb_refused[TALLY__MAX_SLABS / 64];
-	/* The process that last took back the chunks of dead owners
-	 * (pool.c): each process does it once, at its first chunk. */
-	_Atomic int swept_pid;
+	/* 1 once this process took back the chunks of dead owners
+	 * (pool.c): each process does it once, at its first chunk; 0 again
+	 * in a forked child (zone.c). */
+	_Atomic int swept;
 	char path[PATH_MAX];     /* "" for an anonymous zone */
 };
 

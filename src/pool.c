@@ -528,13 +528,13 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 			 uint32_t token, uint32_t *idx)
 {
 	uint32_t i = 0;
-	int rc, me = (int)getpid();
+	int rc;
 
 	/* Once per process: the chunks of dead owners come back first, and
 	 * may be the partial chunk this allocation takes. */
-	if (atomic_load_explicit(&z->swept_pid, memory_order_relaxed) != me &&
-	    atomic_exchange(&z->swept_pid, me) != me)
-		sweep_dead(z, me);
+	if (!atomic_load_explicit(&z->swept, memory_order_relaxed) &&
+	    !atomic_exchange(&z->swept, 1))
+		sweep_dead(z, (int)getpid());
 	tally__pool_lock(z);
 	for (;;) {
 		if (take_partial(z, mode, cls, token, &i)) {

@@ -68,6 +68,20 @@ static void register_counter(const char *name, const struct tally_label *l,
 	}
 }
 
+/* A counter of zone @z (NULL: the default) named @name, as the workers
+ * register theirs; 0 or what the registration returned. */
+static int register_in(struct tally_zone *z, const char *name,
+		       const struct tally_label *l, unsigned nl,
+		       tally_counter *c)
+{
+	struct tally_metric_desc d = desc(TALLY_COUNTER, name);
+
+	d.help = "Test adds.";
+	d.labels = l;
+	d.nlabels = nl;
+	return tally_counter_register(z, &d, c);
+}
+
 /* count: add 1 to hits_total $TALLY_TEST_ADDS times, then exit. */
 static void worker_count(void)
 {
@@ -131,7 +145,7 @@ static void worker_attach(void)
  * kind, and one of its own, hold_done_total{w="$TALLY_TEST_ADDS"}, to
  * which it adds w + 1), say so with a byte on stdout, and wait to be
  * killed. */
-static void worker_hold(void)
+static void worker_hold_in(struct tally_zone *z)
 {
 	long w = env_long("TALLY_TEST_ADDS", 0);
 	struct tally_metric_desc d = desc(TALLY_GAUGE, "hold_busy");
@@ -140,23 +154,29 @@ static void worker_hold(void)
 	tally_gauge g;
 	tally_histogram h;
 
-	register_counter("hold_hits_total", NULL, 0, &c);
-	tally_counter_inc(&c);
 	d.help = "Busy.";
-	if (tally_gauge_register(NULL, &d, &g) != 0)
+	if (register_in(z, "hold_hits_total", NULL, 0, &c) != 0 ||
+	    tally_gauge_register(z, &d, &g) != 0)
 		_exit(3);
+	tally_counter_inc(&c);
 	tally_gauge_add(&g, 1);
 	d = desc(TALLY_HISTOGRAM, "hold_latency_ns");
 	d.help = "Latency.";
-	if (tally_histogram_register(NULL, &d, &h) != 0)
+	if (tally_histogram_register(z, &d, &h) != 0)
 		_exit(3);
 	tally_histogram_observe(&h, (uint64_t)w);
-	register_counter("hold_done_total", &l, 1, &mine);
+	if (register_in(z, "hold_done_total", &l, 1, &mine) != 0)
+		_exit(3);
 	tally_counter_add(&mine, w + 1);
 	if (write(1, "r", 1) != 1)
 		_exit(4);
 	for (;;)
 		pause();
+}
+
+static void worker_hold(void)
+{
+	worker_hold_in(NULL);
 }
 
 __attribute__((constructor)) static void worker_main(void)
@@ -585,6 +605,106 @@ TEST_TIMEOUT(chunks_of_killed_attachers_come_back, 600)
 	       "(%+lld)\n", (unsigned long long)r10, n,
 	       (unsigned long long)rn, (long long)(rn - r10));
 	CHECK(rn < r10 + (1u << 20));
+}
+
+/*
+ * The same with workers forked from a master that attached the zone (a
+ * pre-fork server that loads its application first): each child, at its
+ * first chunk, takes back the chunks of the children killed before it.
+ * Runs in a child of the test (a fresh process: libtally is set up from
+ * the environment given here); writes the resident bytes after 10 kills
+ * and after *n to res[0] and res[1].
+ */
+struct forked_kills {
+	char dir[PATH_MAX];
+	long n;
+	uint64_t res[2];
+};
+
+static uint64_t kill_forked(const char *dir, const char *zone, long n)
+{
+	struct tally_zone *z = tally_zone_create(zone, &(struct tally_zone_opts){
+		0, 0, TALLY_ZONE_SHARED });
+	char path[PATH_MAX + 80];
+	tally_counter hits;
+
+	CHECK(z != NULL);
+	snprintf(path, sizeof(path), "%s/%s.tally", dir, zone);
+	/* The master registers first (an application loaded before the
+	 * fork): it has taken its chunks, and swept, before any child. */
+	CHECK_EQ(register_in(z, "hold_hits_total", NULL, 0, &hits), 0);
+	for (long done = 0; done < n;) {
+		pid_t w[10];
+		long k = n - done < 10 ? n - done : 10;
+
+		for (long i = 0; i < k; i++) {
+			int fds[2];
+			char b;
+
+			CHECK_EQ(pipe(fds), 0);
+			w[i] = fork();
+			CHECK(w[i] >= 0);
+			if (w[i] == 0) {
+				char v[32];
+
+				dup2(fds[1], 1);
+				close(fds[0]);
+				snprintf(v, sizeof(v), "%ld", done + i);
+				setenv("TALLY_TEST_ADDS", v, 1);
+				worker_hold_in(z);
+			}
+			close(fds[1]);
+			CHECK_EQ(read(fds[0], &b, 1), 1);
+			close(fds[0]);
+		}
+		for (long i = 0; i < k; i++) {
+			kill(w[i], SIGKILL);
+			CHECK_EQ(waitpid(w[i], NULL, 0), w[i]);
+		}
+		done += k;
+	}
+	/* One more worker comes and goes. */
+	{
+		pid_t c = fork();
+
+		CHECK(c >= 0);
+		if (c == 0) {
+			tally_counter x;
+			struct tally_metric_desc d = desc(TALLY_COUNTER,
+							  "hold_hits_total");
+
+			d.help = "Test adds.";
+			_exit(tally_counter_register(z, &d, &x) != 0);
+		}
+		wait_ok(c);
+	}
+	CHECK_EQ(scan_file(path, "hold_done_total").found, n);
+	return info_of(path).resident_bytes;
+}
+
+static void forked_kills(void *arg)
+{
+	struct forked_kills *f = arg;
+
+	fresh_setenv("TALLY_DIR", f->dir);
+	f->res[0] = kill_forked(f->dir, "forks10", 10);
+	f->res[1] = kill_forked(f->dir, "forksn", f->n);
+	printf("  forked: resident after 10 kills: %llu bytes; after %ld: "
+	       "%llu (%+lld)\n", (unsigned long long)f->res[0], f->n,
+	       (unsigned long long)f->res[1],
+	       (long long)(f->res[1] - f->res[0]));
+	CHECK(f->res[1] < f->res[0] + (1u << 20));
+	exit(0);
+}
+
+TEST_TIMEOUT(chunks_of_killed_forked_workers_come_back, 600)
+{
+	struct forked_kills f;
+
+	memset(&f, 0, sizeof(f));
+	f.n = harness_scale(1000);
+	own_subdir(f.dir, sizeof(f.dir), "forks");
+	CHECK_CHILD_OK(harness_child(forked_kills, &f));
 }
 
 /* The chunks of zone file @path owned by a thread of process @pid (as the
