@@ -118,6 +118,24 @@ static int take_copy(unsigned f, unsigned n, int32_t cur)
 	return 1;
 }
 
+int tally__own_fd(struct tally_zone *z)
+{
+	int fd = atomic_load_explicit(&z->fbfd, memory_order_acquire);
+
+	if (fd < 0) {
+		int expected = -1;
+
+		fd = tally__reopen_fd(z->fd, z->path, O_RDWR);
+		if (fd < 0)
+			return -1;
+		if (!atomic_compare_exchange_strong(&z->fbfd, &expected, fd)) {
+			close(fd);
+			fd = expected;
+		}
+	}
+	return fd;
+}
+
 /*
  * The fallback copy of this thread: claimed at its first fallback add,
  * kept while it lives.  Returns the index, or -1 when every copy belongs
@@ -211,18 +229,8 @@ static int zone_holds(struct tally_zone *z, unsigned f)
 		atomic_fetch_or(&z->fb_refused[f / 64], bit);
 		return 0;
 	}
-	fd = atomic_load_explicit(&z->fbfd, memory_order_acquire);
-	if (fd < 0) {
-		int expected = -1;
-
-		fd = tally__reopen_fd(z->fd, z->path, O_RDWR);
-		if (fd < 0)
-			return 0;
-		if (!atomic_compare_exchange_strong(&z->fbfd, &expected, fd)) {
-			close(fd);
-			fd = expected;
-		}
-	}
+	if ((fd = tally__own_fd(z)) < 0)
+		return 0;
 	memset(&fl, 0, sizeof(fl));
 	fl.l_type = F_WRLCK;
 	fl.l_whence = SEEK_SET;

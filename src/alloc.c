@@ -117,6 +117,8 @@ static void tc_release(struct tc_ent *e)
 						     e->kept[m][c].idx[i] - 1);
 		}
 	}
+	/* The token owns nothing any more. */
+	tally__token_lock(e->z, e->token, 0);
 	memset(e, 0, sizeof(*e));
 }
 
@@ -187,6 +189,9 @@ static inline struct tc_ent *tc_find(struct tally_zone *z)
 	return tc_search(tc, z);
 }
 
+/* A token no other thread of the zone has, and its lock, which tells
+ * every process of the zone, in any PID namespace, that this one runs
+ * (pool.c). */
 static uint32_t new_token(struct tally_zone *z)
 {
 	uint32_t token;
@@ -194,6 +199,7 @@ static uint32_t new_token(struct tally_zone *z)
 	do
 		token = atomic_fetch_add(&z->hdr->next_token, 1) + 1;
 	while (token == 0);
+	tally__token_lock(z, token, 1);
 	return token;
 }
 

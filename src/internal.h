@@ -39,6 +39,10 @@ struct tally_zone {
 	_Atomic int fbfd;
 	_Atomic uint64_t fb_held[TALLY__MAX_SLABS / 64];
 	_Atomic uint64_t fb_refused[TALLY__MAX_SLABS / 64];
+	/* 1 once this process took back the chunks of dead owners
+	 * (pool.c): each process does it once, at its first chunk; 0 again
+	 * in a forked child (zone.c). */
+	_Atomic int swept;
 	char path[PATH_MAX];     /* "" for an anonymous zone */
 };
 
@@ -162,6 +166,23 @@ _Static_assert(TALLY__OWNER_OFF == TALLY__RESV_OFF,
 /* A description of its own (opened with @flags) on the zone file open as
  * @old, known as @path ("" for an anonymous zone): zone.c. */
 int tally__reopen_fd(int old, const char *path, int flags);
+/* This process's own description of zone @z's file (add.c), opened at
+ * its first use: it holds the locks of the fallback copies and owner
+ * tokens the process holds; a forked child opens its own.  -1 when it
+ * cannot be opened. */
+int tally__own_fd(struct tally_zone *z);
+/* Byte TALLY__OWNER_LOCK_BYTE + t of a zone file: a write lock held,
+ * through its own description, by the process whose thread has owner
+ * token t in that zone (alloc.c, docs/FORMAT.md).  A chunk whose owner's
+ * byte is locked is never taken back, whatever its pid says: its process
+ * may run in another PID namespace. */
+#define TALLY__OWNER_LOCK_BYTE (1ull << 32)
+/* Lock (1) or unlock (0) the byte of @token; nothing when the process
+ * has no description of its own (pool.c). */
+void tally__token_lock(struct tally_zone *z, uint32_t token, int lock);
+/* Does a process hold the lock of @token, through another description
+ * than @fd's?  1 when it cannot tell (process.c). */
+int tally__token_locked(int fd, uint32_t token);
 void tally__fallback_detach(struct tally_zone *z);
 void tally__fallback_zone_postfork(struct tally_zone *z);
 

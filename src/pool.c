@@ -21,6 +21,22 @@
  * free.  A free chunk handed out gets its fixed pages reserved first
  * (space.c); without room, a warm chunk is punched, then the chunks of
  * dead owners are taken back, before ENOSPC.
+ *
+ * Dead owners: a process killed (SIGKILL, or a signal it does not handle)
+ * leaves the chunks of its threads owned, with their free and cached
+ * blocks, and nobody else allocates from an owned chunk.  So each process
+ * using a zone, at its first chunk (a recycled worker of a pre-fork
+ * server, attached or forked, at its first registration), takes back the
+ * chunks of every owner whose process is gone: each is released as its
+ * owner would have released it, so its free blocks are reused and a chunk
+ * with no live block is kept warm or punched.  The blocks the dead process
+ * still held (the series it registered, which live on) are not touched:
+ * only their chunk changes hands.  An owner is gone when its pid is free
+ * or names a process started at another time (process.c), and nobody
+ * holds the lock of its token (TALLY__OWNER_LOCK_BYTE + token, taken by
+ * alloc.c with each token): a process of another PID namespace attached
+ * to the same zone has a pid that means nothing here, but its locks are
+ * seen from every namespace.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -257,19 +273,43 @@ static void set_owner(struct tally__chunk *c, uint32_t token)
 	atomic_store(&c->owner, token);
 }
 
+void tally__token_lock(struct tally_zone *z, uint32_t token, int lock)
+{
+	struct flock fl;
+	int fd = lock ? tally__own_fd(z) :
+			atomic_load_explicit(&z->fbfd, memory_order_acquire);
+
+	if (fd < 0 || !token)
+		return;
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = lock ? F_WRLCK : F_UNLCK;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = (off_t)(TALLY__OWNER_LOCK_BYTE + token);
+	fl.l_len = 1;
+	/* Without the lock, the owner is judged by its pid alone, as a
+	 * writer of an older library is. */
+	(void)fcntl(fd, F_OFD_SETLK, &fl);
+}
+
 /*
- * Is the process that owns @c gone?  Its pid must be free, or belong to a
- * process started at another time (a recycled pid).  A chunk owned in
- * this process is never "dead": its thread releases it.
+ * Is the process that owns @c (with token @owner) gone?  Its pid must be
+ * free, or belong to a process started at another time (a recycled pid),
+ * and nobody may hold the lock of its token: a process of another PID
+ * namespace has a pid that means something else here, but its lock is
+ * the same.  A chunk owned in this process is never "dead": its thread
+ * releases it.  @alive_pid: the pid's verdict, when known (-1: ask).
  */
-static int owner_dead(struct tally__chunk *c)
+static int owner_dead(struct tally_zone *z, struct tally__chunk *c,
+		      uint32_t owner, int alive_pid)
 {
 	int32_t pid = __atomic_load_n(&c->owner_pid, RELAXED);
 	uint64_t start = __atomic_load_n(&c->owner_start, RELAXED);
 
 	if (pid <= 0 || pid == (int32_t)getpid())
 		return 0;
-	return !tally__proc_alive(pid, start);
+	if (alive_pid < 0)
+		alive_pid = tally__proc_alive(pid, start);
+	return !alive_pid && !tally__token_locked(z->fd, owner);
 }
 
 /* Under the pool lock: the chunk has no owner any more; the owner's
@@ -302,12 +342,81 @@ static unsigned take_back_dead(struct tally_zone *z)
 
 	for (uint32_t i = 0; i < n; i++) {
 		struct tally__chunk *c = meta(z, i);
+		uint32_t owner = atomic_load(&c->owner);
 
-		if (atomic_load(&c->owner) && owner_dead(c)) {
+		if (owner && owner_dead(z, c, owner, -1)) {
 			disown(c);
 			settle(z, i);
 			found++;
 		}
+	}
+	return found;
+}
+
+/* What one sweep found of the owners it asked about: a process's chunks
+ * are many (a chunk per mode and size class it used, and those it kept),
+ * its liveness is asked once. */
+struct verdicts {
+	int32_t pid[32];
+	uint64_t start[32];
+	uint8_t dead[32];
+	unsigned n;
+};
+
+static int verdict_dead(struct verdicts *v, int32_t pid, uint64_t start)
+{
+	unsigned i;
+	int dead;
+
+	for (i = 0; i < v->n && i < 32; i++)
+		if (v->pid[i] == pid && v->start[i] == start)
+			return v->dead[i];
+	dead = !tally__proc_alive(pid, start);
+	i = v->n++ % 32;
+	v->pid[i] = pid;
+	v->start[i] = start;
+	v->dead[i] = (uint8_t)dead;
+	return dead;
+}
+
+/*
+ * Take back the chunks of every owner whose process is gone (see the top
+ * of this file).  The chunk table is read without the pool lock, the
+ * liveness of owners asked outside it; a chunk is taken back under the
+ * lock only if its owner is still the one found dead (a token is never
+ * given twice in a zone's life, until it wraps).  Returns how many.
+ */
+static unsigned sweep_dead(struct tally_zone *z, int me)
+{
+	uint64_t n = atomic_load(&z->hdr->chunks_bumped);
+	struct verdicts v;
+	unsigned found = 0;
+
+	v.n = 0;
+	if (n > z->nchunks)
+		n = z->nchunks;
+	for (uint32_t i = 0; i < n; i++) {
+		struct tally__chunk *c = meta(z, i);
+		uint32_t owner = atomic_load(&c->owner);
+		int32_t pid;
+		uint64_t start;
+
+		if (!owner)
+			continue;
+		pid = __atomic_load_n(&c->owner_pid, RELAXED);
+		start = __atomic_load_n(&c->owner_start, RELAXED);
+		if (pid <= 0 || pid == me || !verdict_dead(&v, pid, start) ||
+		    !owner_dead(z, c, owner, 0))
+			continue;
+		tally__pool_lock(z);
+		if (atomic_load(&c->owner) == owner &&
+		    __atomic_load_n(&c->owner_pid, RELAXED) == pid &&
+		    __atomic_load_n(&c->owner_start, RELAXED) == start) {
+			disown(c);
+			settle(z, i);
+			found++;
+		}
+		tally__pool_unlock(z);
 	}
 	return found;
 }
@@ -421,6 +530,11 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 	uint32_t i = 0;
 	int rc;
 
+	/* Once per process: the chunks of dead owners come back first, and
+	 * may be the partial chunk this allocation takes. */
+	if (!atomic_load_explicit(&z->swept, memory_order_relaxed) &&
+	    !atomic_exchange(&z->swept, 1))
+		sweep_dead(z, (int)getpid());
 	tally__pool_lock(z);
 	for (;;) {
 		if (take_partial(z, mode, cls, token, &i)) {
@@ -494,7 +608,7 @@ void tally__chunk_owner_check(struct tally_zone *z, uint32_t i, unsigned w)
 	struct tally__chunk *c = meta(z, i);
 	uint32_t owner = atomic_load(&c->owner);
 
-	if (!owner || !all_free(c, w) || !owner_dead(c))
+	if (!owner || !all_free(c, w) || !owner_dead(z, c, owner, -1))
 		return;
 	tally__pool_lock(z);
 	if (atomic_load(&c->owner) == owner) {

@@ -5,13 +5,15 @@
  *   - this process's identity (pid and start time), renewed in every
  *     child (lifecycle.c calls tally__self_get after fork; a child made
  *     without the hooks is caught by the getpid() key all the same);
- *   - whether another process is alive (tally__proc_alive), the liveness
- *     test of the pool's chunk owners (who all share the zone creator's
- *     PID namespace) and, for files of format 2.0 only, of the reader;
- *   - whether a zone file's creator still runs (tally__creator_locked)
- *     and whether any process still uses it (tally__use_locked): both are
- *     locks on the file, never pid numbers, which another PID namespace
- *     sharing the directory would see differently.
+ *   - whether another process is alive (tally__proc_alive), the first
+ *     liveness test of the pool's chunk owners (their token locks, below,
+ *     are the second: a pid means something else in another PID
+ *     namespace) and, for files of format 2.0 only, the reader's;
+ *   - whether a zone file's creator still runs (tally__creator_locked),
+ *     whether any process still uses it (tally__use_locked), and whether
+ *     the process of a chunk owner token still runs
+ *     (tally__token_locked): locks on the file, never pid numbers, which
+ *     another PID namespace sharing the directory would see differently.
  * It calls nothing else in libtally: every file may ask it.
  */
 #define _GNU_SOURCE
@@ -112,4 +114,9 @@ int tally__use_locked(int fd)
 int tally__creator_locked(int fd)
 {
 	return byte_locked(fd, TALLY__CREATOR_LOCK_BYTE);
+}
+
+int tally__token_locked(int fd, uint32_t token)
+{
+	return byte_locked(fd, (off_t)(TALLY__OWNER_LOCK_BYTE + token));
 }

@@ -381,6 +381,9 @@ void tally__zone_postfork_child(void)
 		int inherited = z->lockfd;
 
 		tally__fallback_zone_postfork(z);
+		/* The child takes back dead owners' chunks at its first
+		 * chunk, as any process does (pool.c). */
+		atomic_store(&z->swept, 0);
 		if (z->path[0] &&
 		    take_locks(z, !!(z->flags & TALLY_ZONE_SHARED), z->path) < 0)
 			z->keep_file = 1; /* cannot tell who uses it: keep it */

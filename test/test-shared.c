@@ -15,6 +15,11 @@
  *   - the zone outlives its users, dead, and the next process carries on
  *     with its values; the retention removes it only when nobody uses it;
  *   - clean-up never removes the file of a zone a process is attaching;
+ *   - the chunks of workers killed while they hold them come back: a
+ *     thousand kills leave no more memory than ten, and every series a
+ *     killed worker wrote keeps its value; those of a worker of another
+ *     PID namespace, whose pid means something else here, stay its own
+ *     while it runs;
  *   - a file of another layout, or no shared zone at all, is refused.
  */
 #define _GNU_SOURCE
@@ -29,7 +34,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sched.h>
+#include <sys/mount.h>
+
 #include "harness.h"
+#include "layout.h"
 #include "tally/reader.h"
 #include "tally/tally.h"
 #include "util.h"
@@ -57,6 +66,20 @@ static void register_counter(const char *name, const struct tally_label *l,
 		fprintf(stderr, "worker: %s\n", tally_errmsg());
 		_exit(3);
 	}
+}
+
+/* A counter of zone @z (NULL: the default) named @name, as the workers
+ * register theirs; 0 or what the registration returned. */
+static int register_in(struct tally_zone *z, const char *name,
+		       const struct tally_label *l, unsigned nl,
+		       tally_counter *c)
+{
+	struct tally_metric_desc d = desc(TALLY_COUNTER, name);
+
+	d.help = "Test adds.";
+	d.labels = l;
+	d.nlabels = nl;
+	return tally_counter_register(z, &d, c);
 }
 
 /* count: add 1 to hits_total $TALLY_TEST_ADDS times, then exit. */
@@ -118,6 +141,44 @@ static void worker_attach(void)
 	exit(0);
 }
 
+/* hold: register what a pre-fork worker does (shared series of every
+ * kind, and one of its own, hold_done_total{w="$TALLY_TEST_ADDS"}, to
+ * which it adds w + 1), say so with a byte on stdout, and wait to be
+ * killed. */
+static void worker_hold_in(struct tally_zone *z)
+{
+	long w = env_long("TALLY_TEST_ADDS", 0);
+	struct tally_metric_desc d = desc(TALLY_GAUGE, "hold_busy");
+	struct tally_label l = { "w", getenv("TALLY_TEST_ADDS") };
+	tally_counter c, mine;
+	tally_gauge g;
+	tally_histogram h;
+
+	d.help = "Busy.";
+	if (register_in(z, "hold_hits_total", NULL, 0, &c) != 0 ||
+	    tally_gauge_register(z, &d, &g) != 0)
+		_exit(3);
+	tally_counter_inc(&c);
+	tally_gauge_add(&g, 1);
+	d = desc(TALLY_HISTOGRAM, "hold_latency_ns");
+	d.help = "Latency.";
+	if (tally_histogram_register(z, &d, &h) != 0)
+		_exit(3);
+	tally_histogram_observe(&h, (uint64_t)w);
+	if (register_in(z, "hold_done_total", &l, 1, &mine) != 0)
+		_exit(3);
+	tally_counter_add(&mine, w + 1);
+	if (write(1, "r", 1) != 1)
+		_exit(4);
+	for (;;)
+		pause();
+}
+
+static void worker_hold(void)
+{
+	worker_hold_in(NULL);
+}
+
 __attribute__((constructor)) static void worker_main(void)
 {
 	const char *w = getenv("TALLY_TEST_WORKER");
@@ -130,6 +191,8 @@ __attribute__((constructor)) static void worker_main(void)
 		worker_churn();
 	if (!strcmp(w, "attach"))
 		worker_attach();
+	if (!strcmp(w, "hold"))
+		worker_hold();
 	_exit(2);
 }
 
@@ -456,6 +519,291 @@ TEST_TIMEOUT(cleanup_never_removes_a_zone_being_attached, 300)
 	printf("  %ld processes attached, the zone removed %ld times "
 	       "between them\n", n, removed);
 	CHECK(removed > 0);
+}
+
+/*
+ * @n workers attach zone "kills" of @dir, register and hold their chunks,
+ * and are killed with SIGKILL, ten at a time; then one more worker comes
+ * and goes, as a recycled worker would.  Returns the bytes the zone's file
+ * then holds, after checking that every series kept its value.
+ */
+static uint64_t kill_holders(const char *dir, long n)
+{
+	char path[PATH_MAX + 16];
+	struct tally_seg_info info;
+	long done = 0;
+
+	snprintf(path, sizeof(path), "%s/kills.tally", dir);
+	while (done < n) {
+		pid_t w[10];
+		long k = n - done < 10 ? n - done : 10;
+
+		for (long i = 0; i < k; i++) {
+			int fds[2];
+			char b;
+
+			CHECK_EQ(pipe(fds), 0);
+			w[i] = fork();
+			CHECK(w[i] >= 0);
+			if (w[i] == 0) {
+				char v[32];
+
+				dup2(fds[1], 1);
+				close(fds[0]);
+				snprintf(v, sizeof(v), "%ld", done + i);
+				setenv("TALLY_TEST_WORKER", "hold", 1);
+				setenv("TALLY_DIR", dir, 1);
+				setenv("TALLY_ZONE", "kills", 1);
+				setenv("TALLY_TEST_ADDS", v, 1);
+				execl("/proc/self/exe", "test-shared-worker",
+				      (char *)NULL);
+				_exit(127);
+			}
+			close(fds[1]);
+			CHECK_EQ(read(fds[0], &b, 1), 1);
+			close(fds[0]);
+		}
+		for (long i = 0; i < k; i++) {
+			int st;
+
+			kill(w[i], SIGKILL);
+			CHECK_EQ(waitpid(w[i], &st, 0), w[i]);
+			CHECK(WIFSIGNALED(st));
+		}
+		done += k;
+	}
+	wait_ok(spawn("count", dir, "kills", 1));
+	info = info_of(path);
+	CHECK_EQ(scan_file(path, "hold_hits_total").value, n);
+	CHECK_EQ(scan_file(path, "hold_busy").value, n);
+	{
+		struct scan s = scan_file(path, "hold_done_total");
+
+		CHECK_EQ(s.found, n);
+		CHECK_EQ(s.value, n * (n + 1) / 2);
+		CHECK(!s.dup);
+	}
+	return info.resident_bytes;
+}
+
+/*
+ * Workers killed while they hold chunks: their chunks come back to the
+ * zone (the blocks of the series they wrote stay, with their values), so
+ * a thousand kills leave less than 1 MiB more memory than ten.
+ */
+TEST_TIMEOUT(chunks_of_killed_attachers_come_back, 600)
+{
+	long n = harness_scale(1000);
+	char dir10[PATH_MAX], dirn[PATH_MAX];
+	uint64_t r10, rn;
+
+	own_subdir(dir10, sizeof(dir10), "kills10");
+	own_subdir(dirn, sizeof(dirn), "killsn");
+	r10 = kill_holders(dir10, 10);
+	rn = kill_holders(dirn, n);
+	printf("  resident after 10 kills: %llu bytes; after %ld: %llu "
+	       "(%+lld)\n", (unsigned long long)r10, n,
+	       (unsigned long long)rn, (long long)(rn - r10));
+	CHECK(rn < r10 + (1u << 20));
+}
+
+/*
+ * The same with workers forked from a master that attached the zone (a
+ * pre-fork server that loads its application first): each child, at its
+ * first chunk, takes back the chunks of the children killed before it.
+ * Runs in a child of the test (a fresh process: libtally is set up from
+ * the environment given here); writes the resident bytes after 10 kills
+ * and after *n to res[0] and res[1].
+ */
+struct forked_kills {
+	char dir[PATH_MAX];
+	long n;
+	uint64_t res[2];
+};
+
+static uint64_t kill_forked(const char *dir, const char *zone, long n)
+{
+	struct tally_zone *z = tally_zone_create(zone, &(struct tally_zone_opts){
+		0, 0, TALLY_ZONE_SHARED });
+	char path[PATH_MAX + 80];
+	tally_counter hits;
+
+	CHECK(z != NULL);
+	snprintf(path, sizeof(path), "%s/%s.tally", dir, zone);
+	/* The master registers first (an application loaded before the
+	 * fork): it has taken its chunks, and swept, before any child. */
+	CHECK_EQ(register_in(z, "hold_hits_total", NULL, 0, &hits), 0);
+	for (long done = 0; done < n;) {
+		pid_t w[10];
+		long k = n - done < 10 ? n - done : 10;
+
+		for (long i = 0; i < k; i++) {
+			int fds[2];
+			char b;
+
+			CHECK_EQ(pipe(fds), 0);
+			w[i] = fork();
+			CHECK(w[i] >= 0);
+			if (w[i] == 0) {
+				char v[32];
+
+				dup2(fds[1], 1);
+				close(fds[0]);
+				snprintf(v, sizeof(v), "%ld", done + i);
+				setenv("TALLY_TEST_ADDS", v, 1);
+				worker_hold_in(z);
+			}
+			close(fds[1]);
+			CHECK_EQ(read(fds[0], &b, 1), 1);
+			close(fds[0]);
+		}
+		for (long i = 0; i < k; i++) {
+			kill(w[i], SIGKILL);
+			CHECK_EQ(waitpid(w[i], NULL, 0), w[i]);
+		}
+		done += k;
+	}
+	/* One more worker comes and goes. */
+	{
+		pid_t c = fork();
+
+		CHECK(c >= 0);
+		if (c == 0) {
+			tally_counter x;
+			struct tally_metric_desc d = desc(TALLY_COUNTER,
+							  "hold_hits_total");
+
+			d.help = "Test adds.";
+			_exit(tally_counter_register(z, &d, &x) != 0);
+		}
+		wait_ok(c);
+	}
+	CHECK_EQ(scan_file(path, "hold_done_total").found, n);
+	return info_of(path).resident_bytes;
+}
+
+static void forked_kills(void *arg)
+{
+	struct forked_kills *f = arg;
+
+	fresh_setenv("TALLY_DIR", f->dir);
+	f->res[0] = kill_forked(f->dir, "forks10", 10);
+	f->res[1] = kill_forked(f->dir, "forksn", f->n);
+	printf("  forked: resident after 10 kills: %llu bytes; after %ld: "
+	       "%llu (%+lld)\n", (unsigned long long)f->res[0], f->n,
+	       (unsigned long long)f->res[1],
+	       (long long)(f->res[1] - f->res[0]));
+	CHECK(f->res[1] < f->res[0] + (1u << 20));
+	exit(0);
+}
+
+TEST_TIMEOUT(chunks_of_killed_forked_workers_come_back, 600)
+{
+	struct forked_kills f;
+
+	memset(&f, 0, sizeof(f));
+	f.n = harness_scale(1000);
+	own_subdir(f.dir, sizeof(f.dir), "forks");
+	CHECK_CHILD_OK(harness_child(forked_kills, &f));
+}
+
+/* The chunks of zone file @path owned by a thread of process @pid (as the
+ * owner recorded its pid, in its own PID namespace). */
+static int owned_by(const char *path, int pid)
+{
+	struct tally__hdr h;
+	struct tally__chunk c;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), n = 0;
+	uint64_t bumped;
+
+	CHECK(fd >= 0);
+	CHECK_EQ(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	bumped = atomic_load(&h.chunks_bumped);
+	for (uint64_t i = 0; i < bumped && i < h.nchunks; i++) {
+		CHECK_EQ(pread(fd, &c, sizeof(c), (off_t)(h.meta_off +
+							   i * sizeof(c))),
+			 (ssize_t)sizeof(c));
+		n += atomic_load(&c.owner) != 0 && c.owner_pid == pid;
+	}
+	close(fd);
+	return n;
+}
+
+/*
+ * A worker in a PID namespace of its own (a container sharing /dev/shm)
+ * holds chunks of the zone as pid 1, with its own /proc: here pid 1 is
+ * another process, started at another time.  Processes of this namespace
+ * that come and go never take its chunks while it runs (its owner locks
+ * say so); once it is killed, the next one does.  Needs root (skipped
+ * otherwise).
+ */
+TEST(chunks_of_another_pid_namespace_stay_its_own)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+	int ready[2], pidp[2], st;
+	pid_t c1, c2 = 0;
+	char b;
+	int n0;
+
+	own_subdir(dir, sizeof(dir), "pidns");
+	snprintf(path, sizeof(path), "%s/ns.tally", dir);
+	wait_ok(spawn("count", dir, "ns", 1));
+	CHECK_EQ(pipe(ready), 0);
+	CHECK_EQ(pipe(pidp), 0);
+	c1 = fork();
+	CHECK(c1 >= 0);
+	if (c1 == 0) {
+		close(ready[0]);
+		close(pidp[0]);
+		if (unshare(CLONE_NEWPID | CLONE_NEWNS) < 0)
+			_exit(77);
+		c2 = fork();
+		if (c2 == 0) {
+			/* pid 1 of the namespace, with a /proc of its own. */
+			if (mount("none", "/", NULL, MS_REC | MS_PRIVATE,
+				  NULL) < 0 ||
+			    mount("proc", "/proc", "proc", 0, NULL) < 0)
+				_exit(78);
+			dup2(ready[1], 1);
+			setenv("TALLY_TEST_WORKER", "hold", 1);
+			setenv("TALLY_DIR", dir, 1);
+			setenv("TALLY_ZONE", "ns", 1);
+			setenv("TALLY_TEST_ADDS", "0", 1);
+			execl("/proc/self/exe", "test-shared-worker",
+			      (char *)NULL);
+			_exit(127);
+		}
+		close(ready[1]);
+		if (c2 < 0 || write(pidp[1], &c2, sizeof(c2)) != sizeof(c2))
+			_exit(2);
+		waitpid(c2, &st, 0);
+		_exit(0);
+	}
+	close(ready[1]);
+	close(pidp[1]);
+	if (read(pidp[0], &c2, sizeof(c2)) != sizeof(c2) ||
+	    read(ready[0], &b, 1) != 1) {
+		CHECK_EQ(waitpid(c1, &st, 0), c1);
+		close(ready[0]);
+		close(pidp[0]);
+		harness_skip("cannot make a PID namespace (not root?): "
+			     "exit %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	}
+	close(ready[0]);
+	close(pidp[0]);
+	n0 = owned_by(path, 1);
+	CHECK(n0 > 0);
+	for (int i = 0; i < 3; i++)
+		wait_ok(spawn("count", dir, "ns", 1));
+	CHECK_EQ(owned_by(path, 1), n0);
+
+	kill(c2, SIGKILL);
+	CHECK_EQ(waitpid(c1, &st, 0), c1);
+	CHECK_CHILD_OK(st);
+	wait_ok(spawn("count", dir, "ns", 1));
+	CHECK_EQ(owned_by(path, 1), 0);
+	CHECK_EQ(scan_file(path, "hold_hits_total").value, 1);
+	CHECK_EQ(scan_file(path, "hits_total").value, 5);
 }
 
 /* What cannot be attached is refused, with the reason. */

@@ -16,14 +16,23 @@ static unsigned kind_class(unsigned kind)
 	return kind == TALLY_GAUGE_SET ? TALLY_GAUGE : kind;
 }
 
+/* Gauges of processes that are gone are summed apart from the live ones'
+ * (the sum of the live ones is what is in flight now; snapshot.h, "Whose
+ * a series is"): whether a gauge is a TP_DEAD one is part of its
+ * identity. */
+static unsigned gone(const struct tp_series *s)
+{
+	return (unsigned)tp_series_gone_gauge(s);
+}
+
 char *tp_series_agg_key(const struct tp_series *s)
 {
 	struct tp_buf b = { 0 };
 
 	/* Kind and layout are part of the identity: buckets of two layouts
 	 * cannot be added. */
-	tp_buf_printf(&b, "%s\x1f%u\x1f%u\x1f%u", s->key, kind_class(s->kind),
-		      s->sub_bits, s->nbuckets);
+	tp_buf_printf(&b, "%s\x1f%u\x1f%u\x1f%u%s", s->key, kind_class(s->kind),
+		      s->sub_bits, s->nbuckets, gone(s) ? "\x1f" "dead" : "");
 	return tp_buf_take(&b);
 }
 
@@ -36,7 +45,7 @@ uint64_t tp_series_agg_hash(const struct tp_series *s)
 		h *= 0x100000001b3ull;
 	}
 	h ^= (uint64_t)kind_class(s->kind) << 40 ^ (uint64_t)s->sub_bits << 32 ^
-	     s->nbuckets;
+	     s->nbuckets ^ (uint64_t)gone(s) << 48;
 	h *= 0x9e3779b97f4a7c15ull;
 	return h ^ (h >> 29);
 }
@@ -45,7 +54,7 @@ int tp_series_agg_same(const struct tp_series *a, const struct tp_series *b)
 {
 	return kind_class(a->kind) == kind_class(b->kind) &&
 	       a->sub_bits == b->sub_bits && a->nbuckets == b->nbuckets &&
-	       strcmp(a->key, b->key) == 0;
+	       gone(a) == gone(b) && strcmp(a->key, b->key) == 0;
 }
 
 static inline int64_t add64(int64_t a, int64_t b)
@@ -113,6 +122,7 @@ static void add_one(struct agg *g, const struct tp_series *s, int extra)
 		d->start_ticks = 0;
 		d->kind = kind_class(d->kind);
 		if (extra) {
+			d->dead = TP_DEAD; /* its process exited */
 			d->nprocs = 0;
 			d->pids = NULL;
 			g->pcap[at] = 0;
@@ -134,6 +144,9 @@ static void add_one(struct agg *g, const struct tp_series *s, int extra)
 	d->flags |= s->flags;
 	if (extra)
 		return;
+	/* Live while one of its processes is. */
+	if (s->dead < d->dead)
+		d->dead = s->dead;
 	if (s->created_ns < d->created_ns || d->nprocs == 0)
 		d->created_ns = s->created_ns;
 	if (d->nprocs == 0) {

@@ -6,7 +6,10 @@
  * Series are the same when their name, labels, kind and histogram layout
  * are; the process and zone are forgotten.  Values, sums, buckets and
  * per-CPU values add up; a gauge's sum is the total of the processes' (in
- * flight across all workers); flags are or'ed.
+ * flight across all workers); flags are or'ed.  A summed series is dead
+ * (tp_series.dead) only when all of its processes are; gauges of processes
+ * that are gone (TP_DEAD) are summed apart from the live ones, never with
+ * them.
  *
  * Cost: one hash table lookup per series (no string is built to find a
  * series' peers), the results' strings in the output's arena.

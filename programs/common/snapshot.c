@@ -12,6 +12,7 @@
 
 #include "format.h"
 #include "strbuf.h"
+#include "strmap.h"
 
 const char *tp_kind_name(unsigned kind)
 {
@@ -27,6 +28,7 @@ const char *tp_kind_name(unsigned kind)
 
 struct collect {
 	struct tp_snapshot *snap;
+	struct tp_strmap procs;            /* "<pid>:<start>": alive (1) */
 	const struct tp_collect_opts *o;
 	size_t cap_series, cap_segs, cap_skipped;
 	const struct tally_seg_info *info; /* the segment being walked */
@@ -85,6 +87,88 @@ static char **share_names(struct tp_arena *a, unsigned n,
 	return out;
 }
 
+/* The start time of process @pid, in clock ticks since boot (field 22 of
+ * /proc/<pid>/stat), or 0 when it does not run. */
+static unsigned long long proc_start(long pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start = 0;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* The name may hold spaces and parentheses: fields start after
+	 * the last ')'. */
+	if (!(p = strrchr(buf, ')')))
+		return 0;
+	for (int field = 2; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (p && sscanf(p + 1, "%llu", &start) != 1)
+		start = 0;
+	return start;
+}
+
+/* Does the process of a per-process label value "<pid>:<start>" run? */
+static int proc_alive(struct collect *c, const char *v)
+{
+	size_t at = tp_strmap_get(&c->procs, v);
+	unsigned long long want;
+	long pid;
+	char *end;
+	int alive;
+
+	if (at != (size_t)-1)
+		return (int)at;
+	pid = strtol(v, &end, 10);
+	want = strtoull(end + 1, NULL, 10);
+	alive = pid > 0 && proc_start(pid) == want;
+	tp_strmap_put(&c->procs, tp_arena_strdup(c->snap->arena, v),
+		      (size_t)alive);
+	return alive;
+}
+
+/* "<digits>:<digits>" */
+static int is_pid_start(const char *v)
+{
+	const char *p = v;
+
+	while (*p >= '0' && *p <= '9')
+		p++;
+	if (p == v || *p != ':' || !p[1])
+		return 0;
+	for (p++; *p >= '0' && *p <= '9'; p++)
+		;
+	return *p == '\0';
+}
+
+/* A per-process gauge series: TP_LIVE, TP_DEAD or TP_DEAD_KEPT, as its
+ * own process runs or not (snapshot.h, "Whose a series is"); any other
+ * series: its segment's verdict, @seg. */
+static unsigned series_dead(struct collect *c,
+			    const struct tally_series_view *v, unsigned seg)
+{
+	const char *mode = strstr(v->name, ":gauge_");
+
+	if (!mode || (v->kind != TALLY_GAUGE && v->kind != TALLY_GAUGE_SET &&
+		      v->kind != TALLY_FGAUGE))
+		return seg;
+	mode += 7;
+	for (unsigned i = 0; i < v->nlabels; i++) {
+		if (strcmp(v->label_names[i], "pid") != 0 ||
+		    !is_pid_start(v->label_values[i]))
+			continue;
+		if (proc_alive(c, v->label_values[i]))
+			return TP_LIVE;
+		return strncmp(mode, "live", 4) == 0 ? TP_DEAD : TP_DEAD_KEPT;
+	}
+	return seg;
+}
+
 static int series_cb(const struct tally_series_view *v, void *arg)
 {
 	struct collect *c = arg;
@@ -123,6 +207,7 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 			s->label_values[i] = tp_arena_strdup(a,
 							v->label_values[i]);
 	}
+	s->dead = series_dead(c, v, c->tmpl.dead);
 	s->value = v->value;
 	s->fvalue = v->fvalue;
 	if (v->kind == TALLY_HISTOGRAM) {
@@ -198,6 +283,7 @@ static int seg_cb(const char *path, struct tally_seg *seg, const char *error,
 	c->tmpl.arena = 1;
 	snprintf(c->tmpl.proc, sizeof(c->tmpl.proc), "%.15s", info.proc_name);
 	snprintf(c->tmpl.zone, sizeof(c->tmpl.zone), "%.63s", info.zone_name);
+	c->tmpl.dead = !info.alive && !info.in_use ? TP_DEAD : TP_LIVE;
 	/* Room for the records the header announces: one realloc per
 	 * segment at most, not a doubling series of them. */
 	if (snap->nseries + info.series_used > c->cap_series &&
@@ -277,6 +363,7 @@ int tp_snapshot_collect(struct tp_snapshot *snap,
 		}
 	}
 	tp_buf_free(&c.key);
+	tp_strmap_free(&c.procs);
 	if (snap->nseries > 1 && !snap->unsorted)
 		qsort(snap->series, snap->nseries, sizeof(*snap->series),
 		      cmp_series);

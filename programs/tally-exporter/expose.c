@@ -954,6 +954,12 @@ void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
 		const char *name = snap->series[i].name;
 		size_t at;
 
+		/* A gauge of processes that are gone is not a current
+		 * value: left out (snapshot.h, "Whose a series is"). */
+		if (tp_series_gone_gauge(&snap->series[i])) {
+			famof[i] = (size_t)-1;
+			continue;
+		}
 		/* Neighbours of one family share their name's memory. */
 		if (name == last_name) {
 			fams[last_at].n++;
@@ -987,7 +993,8 @@ void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
 		}
 	}
 	for (size_t i = 0; i < snap->nseries; i++)
-		order[pos[rank[famof[i]]]++] = i;
+		if (famof[i] != (size_t)-1)
+			order[pos[rank[famof[i]]]++] = i;
 	for (size_t i = 0; i < nfams; i++)
 		write_family(out, snap, &fams[i], order, c, f, &nm, &lb, &pl,
 			     res);

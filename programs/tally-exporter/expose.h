@@ -10,7 +10,10 @@
  * whichever format Prometheus negotiates.  A family whose names would
  * clash with one already written (a counter "x" and a gauge "x_total"), a
  * series whose kind differs from its family's, and a second series with
- * the same labels are left out and counted as conflicts.
+ * the same labels are left out and counted as conflicts.  A gauge of
+ * processes that are gone (tp_series_gone_gauge(): its segment is used by
+ * nobody, or a per-process gauge of a "live" mode whose process is gone)
+ * is left out: it is no current value.
  *
  * Histograms: tally's bucket b holds the integers lo(b) .. hi(b), lower
  * bound included (tally_histogram_bucket_bounds()).  Prometheus's

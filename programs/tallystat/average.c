@@ -97,6 +97,7 @@ void ts_average_add(struct ts_average *av, const struct tp_snapshot *d,
 		free(id);
 		a = &av->a[at];
 		a->s.flags |= s->flags & ~TS_UNKNOWN;
+		a->s.dead = s->dead; /* as it was last seen */
 		a->nsamples++;
 		if (gauge) {
 			a->gsum += ts_gauge_value(s);

@@ -132,6 +132,8 @@ static void row(struct tp_buf *b, const struct ts_row *x,
 	tp_buf_printf(b, "}, \"kind\": \"%s\", \"unit\": ",
 		      tp_kind_name(s->kind));
 	tp_buf_json_str(b, s->unit ? s->unit : "");
+	/* Its processes are gone: a gauge is the value they left. */
+	tp_buf_printf(b, ", \"dead\": %s", s->dead ? "true" : "false");
 	if (gauge && r->kind == TS_AVERAGE)
 		num(b, "value", x->mean_gauge);
 	else if (s->kind == TALLY_FGAUGE)

@@ -129,14 +129,27 @@ static int has_zone_column(const struct ts_report *r)
 	return 0;
 }
 
+/* Is a row of the report one of processes that are gone?  Then every
+ * table gets a State column. */
+static int has_state_column(const struct ts_report *r)
+{
+	for (size_t i = 0; i < r->nrows; i++)
+		if (r->rows[i].s->dead)
+			return 1;
+	return 0;
+}
+
 /* The columns every table starts with; returns the next column. */
-static unsigned lead_cols(struct ts_table *t, const char *timecol, int zone)
+static unsigned lead_cols(struct ts_table *t, const char *timecol, int zone,
+			  int state)
 {
 	ts_table_col(t, timecol, 0);
 	ts_table_col(t, "PID", 1);
 	ts_table_col(t, "Command", 0);
 	if (zone)
 		ts_table_col(t, "Zone", 0);
+	if (state)
+		ts_table_col(t, "State", 0);
 	ts_table_col(t, "Series", 0);
 	return t->ncols;
 }
@@ -150,9 +163,10 @@ static void cpu_cols(struct ts_table *t, const struct ts_report *r,
 	}
 }
 
-static void lead_cells(struct ts_table *t, struct ts_cell *row, const char *when,
-		       const struct ts_row *x, int zone,
-		       const struct ts_options *o)
+/* Fills the lead columns of @row; returns the next column. */
+static unsigned lead_cells(struct ts_table *t, struct ts_cell *row,
+			   const char *when, const struct ts_row *x, int zone,
+			   int state, const struct ts_options *o)
 {
 	unsigned c = 0;
 	char b[32];
@@ -166,7 +180,12 @@ static void lead_cells(struct ts_table *t, struct ts_cell *row, const char *when
 	ts_table_set(t, row, c++, tp_xstrdup(x->s->proc), NULL);
 	if (zone)
 		ts_table_set(t, row, c++, tp_xstrdup(x->s->zone), NULL);
+	if (state)
+		ts_table_set(t, row, c++, tp_xstrdup(x->s->dead ? "dead" :
+						     "live"),
+			     x->s->dead ? TS_SGR_YELLOW : NULL);
 	ts_table_set(t, row, c++, ts_truncate(x->s->key, o->series_width), NULL);
+	return c;
 }
 
 static void cpu_cells(struct ts_table *t, struct ts_cell *row, unsigned c,
@@ -192,6 +211,7 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 	static char cpunames[2][TS_MAXCOLS][16];
 	char when[64];
 	int zone = has_zone_column(r), avg = r->kind == TS_AVERAGE;
+	int state = has_state_column(r);
 	const char *red = TS_SGR_RED;
 
 	memset(&sc, 0, sizeof(sc));
@@ -201,12 +221,12 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 	else
 		ts_format_time(when, sizeof(when), &r->when, 0);
 
-	lead_cols(&sc, when, zone);
+	lead_cols(&sc, when, zone, state);
 	ts_table_col(&sc, "Type", 0);
 	ts_table_col(&sc, "Value", 1);
 	ts_table_col(&sc, "/s", 1);
 	cpu_cols(&sc, r, cpunames[0]);
-	lead_cols(&hi, when, zone);
+	lead_cols(&hi, when, zone, state);
 	ts_table_col(&hi, "Count", 1);
 	ts_table_col(&hi, "/s", 1);
 	ts_table_col(&hi, "Mean", 1);
@@ -225,8 +245,7 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 
 		if (x->s->kind == TALLY_HISTOGRAM) {
 			row = ts_table_row(&hi);
-			lead_cells(&hi, row, when, x, zone, o);
-			c = (unsigned)(zone ? 5 : 4);
+			c = lead_cells(&hi, row, when, x, zone, state, o);
 			/* The count is a number of observations, not of
 			 * the histogram's unit. */
 			ts_table_set(&hi, row, c++, fmt_int(x->value, TP_UNIT_NONE, o),
@@ -245,8 +264,7 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 			continue;
 		}
 		row = ts_table_row(&sc);
-		lead_cells(&sc, row, when, x, zone, o);
-		c = (unsigned)(zone ? 5 : 4);
+		c = lead_cells(&sc, row, when, x, zone, state, o);
 		ts_table_set(&sc, row, c++, tp_xstrdup(tp_kind_name(x->s->kind)), NULL);
 		if (gauge && avg)
 			ts_table_set(&sc, row, c++, fmt_real(x->mean_gauge, u, o, 2),

@@ -12,6 +12,13 @@
  *                                N in worker_latency_ns, worker_up = 1
  *                                (a gauge); then its segment goes when it
  *                                exits (TALLY_KEEP unset)
+ *   testwriter pooled SECONDS    a worker of the shared zone $TALLY_ZONE:
+ *                                pool_busy += 1 (one gauge for the zone),
+ *                                and per-process gauges as the Python
+ *                                binding writes them (label
+ *                                pid="<pid>:<start>"):
+ *                                pool_conns:gauge_livesum = 10,
+ *                                pool_seen:gauge_all = 5
  *   testwriter cleanup           tally_dir_cleanup() of $TALLY_DIR: removes
  *                                the segments of processes that are gone
  *   testwriter hash PASSWORD [COST]  a bcrypt hash of PASSWORD, cost 8 by
@@ -256,6 +263,57 @@ static int worker(long n, double seconds)
 	return 0;
 }
 
+/* "<pid>:<start ticks>", the Python binding's per-process label value. */
+static void pid_label(char *out, size_t n)
+{
+	char buf[1024], *p;
+	unsigned long long start = 0;
+	FILE *f = fopen("/proc/self/stat", "re");
+	size_t len = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+	if (f)
+		fclose(f);
+	buf[len] = '\0';
+	p = strrchr(buf, ')');
+	for (int field = 2; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (p)
+		sscanf(p + 1, "%llu", &start);
+	snprintf(out, n, "%d:%llu", (int)getpid(), start);
+}
+
+static int pooled(double seconds)
+{
+	char me[64];
+	struct tally_label l = { "pid", me };
+	struct tally_metric_desc d;
+	tally_gauge busy;
+	tally_fgauge conns, seen;
+
+	pid_label(me, sizeof(me));
+	memset(&d, 0, sizeof(d));
+	d.kind = TALLY_GAUGE;
+	d.name = "pool_busy";
+	d.help = "Requests in flight in the pool.";
+	must(tally_gauge_register(NULL, &d, &busy), &d);
+	tally_gauge_add(&busy, 1);
+	d.kind = TALLY_FGAUGE;
+	d.name = "pool_conns:gauge_livesum";
+	d.help = "Connections open.";
+	d.labels = &l;
+	d.nlabels = 1;
+	must(tally_fgauge_register(NULL, &d, &conns), &d);
+	tally_fgauge_set(&conns, 10);
+	d.name = "pool_seen:gauge_all";
+	d.help = "Last seen.";
+	must(tally_fgauge_register(NULL, &d, &seen), &d);
+	tally_fgauge_set(&seen, 5);
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	hold(seconds);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct sigaction sa;
@@ -272,6 +330,8 @@ int main(int argc, char **argv)
 		return many(atol(argv[2]), atof(argv[3]));
 	if (argc == 4 && strcmp(argv[1], "worker") == 0)
 		return worker(atol(argv[2]), atof(argv[3]));
+	if (argc == 3 && strcmp(argv[1], "pooled") == 0)
+		return pooled(atof(argv[2]));
 	if (argc == 2 && strcmp(argv[1], "cleanup") == 0) {
 		int n = tally_dir_cleanup(NULL);
 
@@ -299,6 +359,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	fprintf(stderr, "usage: testwriter fixture SECONDS | run SECONDS FINAL "
-		"| many N SECONDS | worker N SECONDS | cleanup | hash PASSWORD [COST]\n");
+		"| many N SECONDS | worker N SECONDS | pooled SECONDS | cleanup "
+		"| hash PASSWORD [COST]\n");
 	return 2;
 }

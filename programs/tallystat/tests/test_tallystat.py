@@ -502,6 +502,42 @@ class TallystatTest(unittest.TestCase):
         self.assertEqual(row.split()[3], "*")       # the zones differ
         self.assertEqual(row.split()[6], str(2 * 9007199254740993))
 
+    def test_dead(self):
+        """Rows of a process killed with SIGKILL are marked dead (JSON
+        "dead", a State column in text); with -a its gauges are summed
+        apart from the live processes', its counters with them."""
+        pk, a, _ = self.writer("w1", comm="tw-worker")
+        _, b, _ = self.writer("w2", comm="tw-worker")
+        pk.kill()
+        pk.wait(timeout=10)
+        r = self.json_of(self.tallystat("-o", "JSON"))[0]
+        for row in self.rows(r):
+            self.assertIs(row["dead"], row["pid"] == a, row)
+        self.assertEqual(self.one(r, "tw_in_flight", a)["value"], 7)
+        self.assertEqual(self.one(r, "tw_in_flight", b)["value"], 7)
+
+        t = self.tallystat("tw_in_flight", "tw_big_total")
+        self.assertEqual(t.returncode, 0, t.stderr)
+        lines = t.stdout.splitlines()
+        head = [l for l in lines if re.match(
+            r"^\d\d:\d\d:\d\d +PID +Command +Zone +State +Series +Type", l)]
+        self.assertEqual(len(head), 1, t.stdout)
+        rows = [l.split() for l in lines if "tw_" in l]
+        self.assertEqual(len(rows), 4, t.stdout)
+        for f in rows:
+            self.assertEqual(f[4], "dead" if f[1] == str(a) else "live", f)
+
+        # Summed: the live gauge alone, the dead one apart and marked;
+        # counters of both, live.
+        r = self.json_of(self.tallystat("-a", "-o", "JSON"))[0]
+        g = self.rows(r, "tw_in_flight")
+        self.assertEqual(sorted((x["dead"], x["value"], x["pids"])
+                                for x in g),
+                         [(False, 7, [b]), (True, 7, [a])])
+        c = self.one(r, 'tw_requests_total{queue="0"}')
+        self.assertEqual((c["dead"], c["value"]), (False, 2000))
+        self.assertEqual(sorted(c["pids"]), sorted([a, b]))
+
     def test_reset(self):
         """A counter zeroed during the run is a reset, not a negative
         rate."""

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# exporter-dead: a gauge of a process that is gone is never exported as a
+# current value; counters and histograms stay.
+#   - Own zones: of two workers, one is killed with SIGKILL.  Its gauge is
+#     left out, its counter and histogram are still exported (post-mortem,
+#     never backwards); --aggregate sums the live worker's gauge only.
+#   - A shared zone, whose per-process gauges carry pid="<pid>:<start>"
+#     (the Python binding's multiprocess_mode): one of two workers is
+#     killed.  The zone's own gauge stays (the zone is alive, and holds the
+#     killed worker's +1, as documented); the killed worker's "livesum"
+#     series goes, its "all" series stays (that mode asks for exited
+#     processes).  Once both are killed, the zone's gauge goes too.
+. "$(dirname "$0")/lib.sh"
+
+unset TALLY_RETAIN
+t=$dir/out.txt
+
+start_writer worker 1000 60; a=$writer_pid
+start_writer worker 234 60; b=$writer_pid
+kill -KILL "$a"
+wait "$a" 2>/dev/null || true
+
+start_exporter
+scrape "http://127.0.0.1:$port/metrics" >"$t"
+grep -q "^worker_up{pid=\"$b\"[^}]*} 1\$" "$t" || fail "the live worker's gauge is missing: $(grep worker_up "$t")"
+if grep -q "^worker_up{pid=\"$a\"" "$t"; then
+	fail "the killed worker's gauge is exported as current: $(grep "^worker_up{pid=\"$a\"" "$t")"
+fi
+grep -q "^worker_requests_total{pid=\"$a\"[^}]*} 1000\$" "$t" || fail "the killed worker's counter is gone"
+grep -q "^worker_latency_ns_count{pid=\"$a\"[^}]*} 1001\$" "$t" || fail "the killed worker's histogram is gone"
+stop "$exporter_pid"
+ok "own zones: the killed worker's gauge left out, its counter and histogram kept"
+
+start_exporter --aggregate
+scrape "http://127.0.0.1:$port/metrics" >"$t"
+grep -qx 'worker_up 1' "$t" || fail "aggregate gauge, want 1 (live only): $(grep '^worker_up' "$t")"
+grep -qx 'worker_requests_total 1234' "$t" || fail "aggregate counter, want 1234: $(grep '^worker_requests_total' "$t")"
+stop "$exporter_pid"
+stop "$b"
+ok "--aggregate: the gauge sums the live worker only, the counter both"
+
+rm -f "$dir"/*.tally
+export TALLY_ZONE=pool
+start_writer pooled 60; p=$writer_pid
+start_writer pooled 60; q=$writer_pid
+kill -KILL "$p"
+wait "$p" 2>/dev/null || true
+start_exporter
+scrape "http://127.0.0.1:$port/metrics" >"$t"
+grep -q '^pool_busy{.*} 2$' "$t" || fail "the live zone's own gauge, want 2: $(grep '^pool_busy' "$t")"
+grep -q "^pool_conns:gauge_livesum{pid=\"$q:[0-9]*\"[^}]*} 10\$" "$t" ||
+	fail "the live worker's livesum series is missing: $(grep gauge_livesum "$t")"
+if grep -q "^pool_conns:gauge_livesum{pid=\"$p:" "$t"; then
+	fail "the killed worker's livesum series is exported: $(grep gauge_livesum "$t")"
+fi
+[ "$(grep -c '^pool_seen:gauge_all{' "$t")" = 2 ] || fail "gauge_all keeps exited processes: $(grep gauge_all "$t")"
+kill -KILL "$q"
+wait "$q" 2>/dev/null || true
+scrape "http://127.0.0.1:$port/metrics" >"$t"
+if grep -q '^pool_busy' "$t" || grep -q '^pool_conns' "$t"; then
+	fail "gauges of a zone nobody uses are exported: $(grep '^pool_' "$t")"
+fi
+[ "$(grep -c '^pool_seen:gauge_all{' "$t")" = 2 ] || fail "gauge_all after the last kill: $(grep gauge_all "$t")"
+grep -qx 'tally_exporter_dead_segments 1' "$t" || fail "the dead zone is not counted"
+stop "$exporter_pid"
+ok "shared zone: per-process livesum of the killed worker left out, all kept; the zone's gauges go with its last process"
