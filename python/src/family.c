@@ -192,7 +192,7 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 	    !(self->unit = dup_utf8(unit, "unit")))
 		goto fail;
 	n = PyTuple_GET_SIZE(labelnames);
-	if (n > (Py_ssize_t)TALLY_LABELS_MAX) {
+	if (n >= (Py_ssize_t)TALLY_LABEL_PAIRS_MAX) {
 		PyErr_SetString(PyExc_ValueError, "too many labels");
 		goto fail;
 	}
