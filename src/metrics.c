@@ -389,16 +389,21 @@ static struct tally__series_ext *ext_at(struct tally_zone *z, uint32_t i)
 	return (struct tally__series_ext *)&series(z)[i];
 }
 
-static const struct tally__long_labels *long_of(const struct tally__series *s)
+/* A long record's reference; copied, as the field is not 8-byte
+ * aligned in the record. */
+static struct tally__long_labels long_of(const struct tally__series *s)
 {
-	return (const struct tally__long_labels *)(const void *)s->labels;
+	struct tally__long_labels l;
+
+	memcpy(&l, s->labels, sizeof(l));
+	return l;
 }
 
 /* The hash of live record @s: a long one keeps it in its record. */
 static uint64_t record_hash(const struct tally__series *s)
 {
 	if (s->state == TALLY__SERIES_LONG)
-		return long_of(s)->hash;
+		return long_of(s).hash;
 	return series_hash64(s->family, s->labels, s->labels_len);
 }
 
@@ -497,7 +502,7 @@ static uint32_t repair_families(struct tally_zone *z)
 static int chain_whole(struct tally_zone *z, uint32_t i, uint32_t hwm)
 {
 	const struct tally__series *s = &series(z)[i];
-	uint32_t link = long_of(s)->first, seq = atomic_load(&s->seq);
+	uint32_t link = long_of(s).first, seq = atomic_load(&s->seq);
 	size_t len = 0;
 
 	for (unsigned k = 0; link; k++) {
@@ -600,10 +605,10 @@ static void metrics_lock(struct tally_zone *z)
 static int same_long(struct tally_zone *z, const struct tally__series *s,
 		     const struct plan *p)
 {
-	uint32_t link = long_of(s)->first;
+	uint32_t link = long_of(s).first;
 	size_t at = 0;
 
-	if (s->state != TALLY__SERIES_LONG || long_of(s)->hash != p->hash)
+	if (s->state != TALLY__SERIES_LONG || long_of(s).hash != p->hash)
 		return 0;
 	for (; link; link = ext_at(z, link - 1)->next) {
 		const struct tally__series_ext *e = ext_at(z, link - 1);
@@ -1077,7 +1082,7 @@ int tally_metric_remove(tally_metric *m)
 	{
 		/* A long record's extensions are freed once it is retired:
 		 * a reader that copied it sees the seq change. */
-		struct tally__long_labels l = *long_of(s);
+		struct tally__long_labels l = long_of(s);
 		int is_long = s->state == TALLY__SERIES_LONG;
 
 		seq_begin(&s->seq);

@@ -294,13 +294,15 @@ static int64_t *arena_take(int64_t **arena, size_t *cap, size_t *used,
 static int long_labels(struct tally_seg *s, uint32_t id,
 		       const struct tally__series *r, struct result *res)
 {
-	const struct tally__long_labels *l =
-		(const struct tally__long_labels *)(const void *)r->labels;
-	uint32_t link = l->first, seq;
+	struct tally__long_labels l;
+	uint32_t link, seq;
 	size_t at = 0, len = r->labels_len;
 	char *text;
 	int n;
 
+	/* The field is not 8-byte aligned in the record: copied. */
+	memcpy(&l, r->labels, sizeof(l));
+	link = l.first;
 	seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
 	if (len <= TALLY__LABELS_INLINE || len > TALLY__LABELS_PACKED_MAX ||
 	    r->nlabels > TALLY__LABEL_PAIRS_MAX) {
