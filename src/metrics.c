@@ -734,6 +734,20 @@ static int take_exts(struct tally_zone *z, const struct plan *p,
 	return rc;
 }
 
+/* Under the metrics lock: the records of plan @p, its extensions (if
+ * any) first, into @ext, then its own, into *@idx; none on failure. */
+static int take_records(struct tally_zone *z, const struct plan *p,
+			uint32_t *ext, uint32_t *idx)
+{
+	int rc;
+
+	if (p->nexts && (rc = take_exts(z, p, ext)) < 0)
+		return rc;
+	if ((rc = take_record(z, idx)) < 0)
+		give_back(z, ext, p->nexts);
+	return rc;
+}
+
 /* Under the metrics lock: write the extensions of record @idx, before
  * the record; they hold the seq it will have once published. */
 static void write_exts(struct tally_zone *z, uint32_t idx,
@@ -935,8 +949,7 @@ int tally__metric_register(struct tally_zone *z,
 	if ((b && (rc = index_grow(z)) < 0) ||
 	    (rc = find_and_ref(z, d->name, &p, m, &fam, &bucket, b != NULL))
 		    != 0 ||
-	    (rc = b ? take_exts(z, &p, ext) : alloc_rc) < 0 ||
-	    ((rc = take_record(z, &idx)) < 0 && (give_back(z, ext, p.nexts), 1))) {
+	    (rc = b ? take_records(z, &p, ext, &idx) : alloc_rc) < 0) {
 		pthread_mutex_unlock(&z->hdr->metrics_lock);
 		if (b) {
 			char failed = tally__err_set;
