@@ -291,6 +291,7 @@ static int64_t *arena_take(int64_t **arena, size_t *cap, size_t *used,
  * not what it should be: the caller tells corrupt from torn by copying
  * @r again).  res->labels_at says where the text is.
  */
+__attribute__((noinline, cold))
 static int long_labels(struct tally_seg *s, uint32_t id,
 		       const struct tally__series *r, struct result *res)
 {
@@ -384,7 +385,7 @@ static int check_series(struct tally_seg *s, uint32_t id, uint32_t i,
 	    (unsigned)tally__slot_at(in) + r->nslots > TALLY_CHUNK_SLOTS)
 		return tally__seg_corrupt(s, "series %u: slot offset %llu is not a "
 			       "block", id, (unsigned long long)r->slot_off);
-	if (r->state == TALLY__SERIES_LONG) {
+	if (__builtin_expect(r->state == TALLY__SERIES_LONG, 0)) {
 		if ((n = long_labels(s, id, r, res)) < 0)
 			return n;
 	} else if (r->labels_len > TALLY__LABELS_INLINE) {
@@ -480,7 +481,7 @@ static int emit(struct tally_seg *s, uint32_t id, uint32_t i,
 	v.nlabels = r->nlabels;
 	v.label_names = s->lnames[i];
 	v.label_values = s->lvalues[i];
-	if (res->long_labels) {
+	if (__builtin_expect(res->long_labels, 0)) {
 		/* Checked when the batch was read: parsed again here, into
 		 * the arrays of the one series passed on. */
 		tally__labels_parse(s->ltext + res->labels_at, r->labels_len,
