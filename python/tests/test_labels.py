@@ -23,8 +23,10 @@ def test_reserved_names_name_the_metric_and_the_label(uniq):
     tally.Gauge(uniq + "_g", "doc", ["le", "quantile"]).labels("1", "2").set(1)
 
 
-def test_a_summary_reserves_quantile():
+def test_a_summary_reserves_quantile(uniq):
     """Summary takes its reserved names from RESERVED_FOR."""
+    with pytest.raises(ValueError, match=f"quantile.*{uniq}"):
+        tally.Summary(uniq, "doc", ["route", "quantile"])
     assert _names.RESERVED_FOR["summary"] == ("quantile",)
     with pytest.raises(ValueError, match="quantile.*lat_seconds"):
         _names.validate_labelnames(["route", "quantile"], (),
