@@ -80,7 +80,7 @@ static int on_series(const struct tally_series_view *v, void *arg)
 	check_str(v->unit, TALLY_UNIT_MAX);
 	if (!tally__valid_unit(v->unit))
 		broken("bad unit");
-	if (v->nlabels > TALLY_LABELS_MAX / 4)
+	if (v->nlabels > TALLY_LABEL_PAIRS_MAX)
 		broken("too many labels");
 	for (unsigned i = 0; i < v->nlabels; i++) {
 		if (!tally__valid_label_name(v->label_names[i]))

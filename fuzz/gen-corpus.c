@@ -236,6 +236,42 @@ static void sc_labels(void)
 	tally_gauge_add(gauge_of(&m), 3);
 }
 
+/* Label sets past a record's 100 bytes (format 2.5): their extension
+ * records, freed ones among them, the most bytes and the most pairs. */
+static void sc_long_labels(void)
+{
+	struct tally_zone *z = zone("long-labels", 4, 128);
+	static char big[TALLY_LABELS_MAX + 1], names[TALLY_LABEL_PAIRS_MAX][8];
+	struct tally_label l[TALLY_LABEL_PAIRS_MAX];
+	struct tally_label route[] = {
+		{ "method", "GET" },
+		{ "route", "/api/v1/organizations/{org_id}/projects/"
+			   "{project_id}/members" },
+		{ "code", "200" }, { "instance_type", "primary" },
+	};
+	tally_metric a, b, c, gone;
+
+	a = reg(z, TALLY_COUNTER, "http_requests_total", 0, "Requests.", NULL,
+		route, 4, 0, 0);
+	tally_counter_add(counter_of(&a), 130);
+	memset(big, 'x', 500);
+	big[500] = 0;
+	l[0] = (struct tally_label){ "v", big };
+	gone = reg(z, TALLY_COUNTER, "gone_total", 0, NULL, NULL, l, 1, 0, 0);
+	memset(big, 'y', TALLY_LABELS_MAX - 1);
+	big[TALLY_LABELS_MAX - 1] = 0;
+	b = reg(z, TALLY_HISTOGRAM, "big_ns", 0, NULL, NULL, l, 1, 2, 8);
+	tally_histogram_observe(histogram_of(&b), 100);
+	tally_metric_remove(&gone);
+	for (unsigned i = 0; i < TALLY_LABEL_PAIRS_MAX; i++) {
+		snprintf(names[i], sizeof(names[i]), "l%u", i);
+		l[i] = (struct tally_label){ names[i], i % 3 ? "\xc3\xa9" : "" };
+	}
+	c = reg(z, TALLY_GAUGE, "many", 0, NULL, NULL, l,
+		TALLY_LABEL_PAIRS_MAX, 0, 0);
+	tally_gauge_add(gauge_of(&c), -128);
+}
+
 static void sc_churn(void)
 {
 	struct tally_zone *z = zone("churn", 4, 32);
@@ -298,6 +334,7 @@ static const struct scenario {
 	{ "modes-fallback", sc_modes, "2", "2", "1" },
 	{ "zeroed", sc_zeroed, "1", NULL, NULL },
 	{ "labels", sc_labels, "3", "3", NULL },
+	{ "long-labels", sc_long_labels, "2", NULL, NULL },
 	{ "churn", sc_churn, "1", NULL, NULL },
 	{ "wide", sc_wide, "6", "3", "1" },
 };
@@ -338,7 +375,8 @@ static void compact(const char *src, const char *dst)
 	read_at(fd, fam, nfam * sizeof(*fam), h.fam_off);
 	/* Chunks needed: live blocks packed in order. */
 	for (uint32_t i = 0; i < nser; i++) {
-		if (rec[i].state != 1)
+		if (rec[i].state != TALLY__SERIES_LIVE &&
+		    rec[i].state != TALLY__SERIES_LONG)
 			continue;
 		if (used + rec[i].nslots > TALLY_CHUNK_SLOTS) {
 			nchunks++;
@@ -382,7 +420,10 @@ static void compact(const char *src, const char *dst)
 		uint64_t rel, in, base;
 		unsigned slot;
 
-		if (r->state != 1) {
+		if (r->state == TALLY__SERIES_EXT)
+			continue; /* label text, kept as it is */
+		if (r->state != TALLY__SERIES_LIVE &&
+		    r->state != TALLY__SERIES_LONG) {
 			/* Free records keep a plausible offset. */
 			r->slot_off = nh.chunks_off + TALLY__PG_COPY0 * PAGE;
 			continue;

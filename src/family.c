@@ -202,10 +202,11 @@ static int family_register(struct tally_zone *z,
 		return tally__fail(EINVAL, "%u labels but a NULL label array",
 				   d->nlabels);
 	nl = d->nlabels + n;
-	if (nl > TALLY_LABELS_MAX / 4)
-		return tally__fail(E2BIG, "family %.60s: %u labels do not fit "
-				   "in %u bytes", d->name ? d->name : "?", nl,
-				   TALLY_LABELS_MAX);
+	if (nl > TALLY_LABEL_PAIRS_MAX)
+		return tally__fail(E2BIG, "family %.60s: %u labels, more than "
+				   "the %u a series may have",
+				   d->name ? d->name : "?", nl,
+				   TALLY_LABEL_PAIRS_MAX);
 	for (unsigned i = 0; i < n; i++)
 		if (!names[i])
 			return tally__fail(EINVAL, "family %.60s: label name "
@@ -292,7 +293,9 @@ int tally_fgauge_family_register(struct tally_zone *z,
 
 /* FNV-1a over the values and their NULs, and the key's length; 0 when a
  * value is NULL or the values are longer than any label set can be
- * (then no child has them, and registering says why). */
+ * (then no child has them, and registering says why).  KEY_MAX: the
+ * longest key, TALLY_LABELS_MAX bytes and one NUL per value. */
+#define KEY_MAX (TALLY_LABELS_MAX + TALLY_LABEL_PAIRS_MAX)
 static inline uint64_t hash_values(const char *const *v, unsigned n,
 				   size_t *keylen)
 {
@@ -308,8 +311,8 @@ static inline uint64_t hash_values(const char *const *v, unsigned n,
 			h ^= *s;
 			h *= 0x100000001b3ull;
 			len++;
-		} while (*s++ && len <= TALLY_LABELS_MAX);
-		if (len > TALLY_LABELS_MAX)
+		} while (*s++ && len <= KEY_MAX);
+		if (len > KEY_MAX)
 			return 0;
 	}
 	*keylen = len;

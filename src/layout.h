@@ -71,15 +71,23 @@
 
 #define TALLY__MAGIC       "TALLYSEG"
 #define TALLY__FMT_MAJOR   2
-#define TALLY__FMT_MINOR   4
+#define TALLY__FMT_MINOR   5
 /* From 2.1 on, the creator holds the creator lock (internal.h) while it
  * runs; readers judge older files by pid and start time.  2.2 adds shared
  * zones (TALLY__HDR_SHARED), whose every user holds the creator lock.
  * 2.3 adds a family's value type (TALLY__VT_*).
  * 2.4: fallback copies are owned by one thread (the owner line of their
- * pages, the fallback locks), whose adds take no lock (src/add.c). */
+ * pages, the fallback locks), whose adds take no lock (src/add.c).
+ * 2.5: long label sets.  A series whose labels do not fit in its record
+ * (more than TALLY__LABELS_INLINE bytes) is a record of state
+ * TALLY__SERIES_LONG whose label text lies in extension records
+ * (state TALLY__SERIES_EXT) of the same table (struct tally__series_ext).
+ * Readers older than 2.5 skip records whose state is not 1, so they show
+ * every other series of the file; writers write long records only into
+ * a zone whose header says 2.5 or later. */
 #define TALLY__FMT_MINOR_CREATOR_LOCK 1
 #define TALLY__FMT_MINOR_OWNED_FALLBACK 4
+#define TALLY__FMT_MINOR_LONG_LABELS 5
 #define TALLY__BYTE_ORDER  0x0102030405060708ull
 #define TALLY__PAGE        4096u
 #define TALLY__NAUX        2u
@@ -239,7 +247,14 @@ static inline int64_t tally__f64_to_i64(double d)
 #define TALLY__NAME_MAX   128u /* bytes with the NUL */
 #define TALLY__UNIT_MAX   32u
 #define TALLY__HELP_MAX   840u
-#define TALLY__LABELS_MAX 100u
+#define TALLY__LABELS_INLINE 100u /* label bytes in a series record */
+/* A series' labels: at most TALLY__LABEL_PAIRS_MAX pairs, whose names
+ * and values take at most TALLY__LABEL_BYTES_MAX bytes (without their
+ * NULs); packed as "name\0value\0" pairs, TALLY__LABELS_PACKED_MAX. */
+#define TALLY__LABEL_PAIRS_MAX 128u
+#define TALLY__LABEL_BYTES_MAX 4096u
+#define TALLY__LABELS_PACKED_MAX \
+	(TALLY__LABEL_BYTES_MAX + 2u * TALLY__LABEL_PAIRS_MAX)
 #define TALLY__FAM_CAP    4096u
 
 /*
@@ -264,6 +279,12 @@ struct tally__family {
 	char help[TALLY__HELP_MAX];  /* NUL-terminated, may be empty */
 };
 
+/* Series record states. */
+#define TALLY__SERIES_FREE 0u
+#define TALLY__SERIES_LIVE 1u /* labels in the record */
+#define TALLY__SERIES_LONG 2u /* labels in extension records (2.5) */
+#define TALLY__SERIES_EXT  3u /* an extension record (2.5) */
+
 /*
  * A series: one set of label values of a family, and the block holding
  * its values.  seq is even while the record is stable and odd while a
@@ -272,6 +293,9 @@ struct tally__family {
  * copies are equal and their seq is even (see FORMAT.md).
  *
  * labels: nlabels pairs "name\0value\0", labels_len bytes in all.
+ * When state is TALLY__SERIES_LONG, labels_len is more than
+ * TALLY__LABELS_INLINE and labels holds a struct tally__long_labels
+ * instead: the pairs are in extension records.
  * slot_off: file offset of the block's first slot in its chunk's page 2.
  * Value layout in the block: counters and set gauges, slot 0; gauges,
  * slot 0 the increments and slot 1 the decrements (read first, see
@@ -291,7 +315,43 @@ struct tally__series {
 				    metrics lock without the seq, so
 				    readers ignore it (and leave it out
 				    when they compare two copies) */
-	char labels[TALLY__LABELS_MAX];
+	char labels[TALLY__LABELS_INLINE];
+};
+
+/*
+ * What the labels field of a TALLY__SERIES_LONG record holds (format
+ * 2.5): the first extension record, and the writers' hash of the labels
+ * (readers ignore it), so that rebuilding the writers' index needs no
+ * walk of the extensions.  The rest of the field is zero.
+ */
+struct tally__long_labels {
+	uint32_t first;          /* index + 1 of the first extension */
+	uint32_t next_unused;    /* 0 */
+	uint64_t hash;           /* writers' only */
+};
+
+/*
+ * An extension record (format 2.5): a part of the label text of series
+ * record @owner, @len bytes in @data; @next links to the next part
+ * (index + 1; 0 ends the chain).  The parts in chain order are the
+ * series' labels_len bytes.  Extensions are written before their owner
+ * is published and do not change while it lives; @owner_seq is the seq
+ * the owner has while it lives, so that a reader can tell an extension
+ * of this life of the owner from a stale or foreign one.  They are freed
+ * (state 0) only after the owner was retired.  Readers skip them when
+ * they scan the table, and read them only through their owner, between
+ * their two copies of it.
+ */
+#define TALLY__EXT_DATA 108u
+struct tally__series_ext {
+	_Atomic uint32_t seq;    /* even; not used otherwise */
+	uint8_t state;           /* TALLY__SERIES_EXT */
+	uint8_t pad;
+	uint16_t len;            /* bytes of data used, 1 .. TALLY__EXT_DATA */
+	uint32_t owner;          /* series record index */
+	uint32_t owner_seq;      /* the owner's seq while it lives */
+	uint32_t next;           /* next extension, index + 1; 0: last */
+	char data[TALLY__EXT_DATA];
 };
 
 /*
@@ -405,6 +465,12 @@ static inline uint64_t tally__fam_index_off(const struct tally__geometry *g)
 _Static_assert(sizeof(struct tally__chunk) == 256, "chunk meta is 4 lines");
 _Static_assert(sizeof(struct tally__family) == 1024, "family record size");
 _Static_assert(sizeof(struct tally__series) == 128, "series record size");
+_Static_assert(sizeof(struct tally__series_ext) == 128, "extension size");
+_Static_assert(sizeof(struct tally__long_labels) <= TALLY__LABELS_INLINE,
+	       "a long record's reference fits its label field");
+_Static_assert(__builtin_offsetof(struct tally__series_ext, state) ==
+		       __builtin_offsetof(struct tally__series, state),
+	       "records and extensions tell their state at one place");
 _Static_assert(__builtin_offsetof(struct tally__hdr, register_failed) + 8 <=
 		       __builtin_offsetof(struct tally__hdr, next_token) + 64,
 	       "the pool's live counters share one line (read together)");

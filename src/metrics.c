@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stddef.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,8 @@ _Static_assert(TALLY_COUNTER == TALLY__KIND_COUNTER &&
 		       TALLY_HISTOGRAM == TALLY__KIND_HISTOGRAM,
 	       "kinds agree with the format");
 _Static_assert(TALLY_NAME_MAX + 1 == TALLY__NAME_MAX &&
-		       TALLY_LABELS_MAX == TALLY__LABELS_MAX &&
+		       TALLY_LABELS_MAX == TALLY__LABEL_BYTES_MAX &&
+		       TALLY_LABEL_PAIRS_MAX == TALLY__LABEL_PAIRS_MAX &&
 		       TALLY_HELP_MAX + 1 == TALLY__HELP_MAX &&
 		       TALLY_UNIT_MAX + 1 == TALLY__UNIT_MAX,
 	       "limits agree with the format");
@@ -137,19 +139,29 @@ static int cmp_label(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
+/* A label name the exposition formats reserve for a metric of @kind:
+ * "le" names a histogram's buckets (and "quantile" would name a
+ * summary's quantiles, a kind tally does not have).  Names starting with
+ * "__" are refused by tally__valid_label_name(). */
+static int reserved_label(unsigned kind, const char *name)
+{
+	return kind == TALLY_HISTOGRAM && strcmp(name, "le") == 0;
+}
+
 /* Check the labels and write them sorted as "name\0value\0" pairs. */
 static int pack_labels(const struct tally_metric_desc *d,
-		       char out[TALLY__LABELS_MAX], size_t *len)
+		       char out[TALLY__LABELS_PACKED_MAX], size_t *len)
 {
-	const struct tally_label *sorted[TALLY__LABELS_MAX / 4];
+	const struct tally_label *sorted[TALLY__LABEL_PAIRS_MAX];
 	size_t n = 0;
 
 	if (d->nlabels && !d->labels)
 		return tally__fail(EINVAL, "%u labels but a NULL label array",
 				   d->nlabels);
-	if (d->nlabels > TALLY__LABELS_MAX / 4)
-		return tally__fail(E2BIG, "%u labels do not fit in %u bytes",
-				   d->nlabels, TALLY__LABELS_MAX);
+	if (d->nlabels > TALLY__LABEL_PAIRS_MAX)
+		return tally__fail(E2BIG, "%.60s: %u labels, more than the %u "
+				   "a series may have", d->name, d->nlabels,
+				   TALLY__LABEL_PAIRS_MAX);
 	for (unsigned i = 0; i < d->nlabels; i++) {
 		const struct tally_label *l = &d->labels[i];
 		int rc;
@@ -158,10 +170,20 @@ static int pack_labels(const struct tally_metric_desc *d,
 			return tally__fail(EINVAL, "label %u has a NULL name or "
 					   "value", i);
 		if (!tally__valid_label_name(l->name))
-			return tally__fail(EINVAL, "label name \"%.60s\": "
-					   "expected [a-zA-Z_][a-zA-Z0-9_]* "
-					   "not starting with __", l->name);
-		rc = check_text("a label value", l->value, TALLY__LABELS_MAX);
+			return tally__fail(EINVAL, "%.60s: label name \"%.60s\""
+					   "%s", d->name, l->name,
+					   l->name[0] == '_' && l->name[1] == '_' ?
+					   " is reserved: names starting with "
+					   "__ are Prometheus's own" :
+					   ": expected [a-zA-Z_][a-zA-Z0-9_]* "
+					   "not starting with __");
+		if (reserved_label(d->kind, l->name))
+			return tally__fail(EINVAL, "%.60s: label name \"%s\" is "
+					   "reserved on a histogram (it names "
+					   "the buckets in the exposition)",
+					   d->name, l->name);
+		rc = check_text("a label value", l->value,
+				TALLY__LABEL_BYTES_MAX);
 		if (rc < 0)
 			return rc;
 		sorted[i] = l;
@@ -172,18 +194,22 @@ static int pack_labels(const struct tally_metric_desc *d,
 		size_t vn = strlen(sorted[i]->value) + 1;
 
 		if (i && !strcmp(sorted[i]->name, sorted[i - 1]->name))
-			return tally__fail(EINVAL, "label \"%.60s\" is given "
-					   "twice", sorted[i]->name);
-		if (n + kn + vn > TALLY__LABELS_MAX)
+			return tally__fail(EINVAL, "%.60s: label \"%.60s\" is "
+					   "given twice", d->name,
+					   sorted[i]->name);
+		/* Names and values without their NULs, against the limit. */
+		if (n + kn + vn - 2 * (i + 1) > TALLY__LABEL_BYTES_MAX)
 			return tally__fail(E2BIG, "the labels of %.60s take "
-					   "more than %u bytes (as name\\0"
-					   "value\\0 pairs)", d->name,
-					   TALLY__LABELS_MAX);
+					   "more than %u bytes (names and "
+					   "values)", d->name,
+					   TALLY__LABEL_BYTES_MAX);
 		memcpy(out + n, sorted[i]->name, kn);
 		memcpy(out + n + kn, sorted[i]->value, vn);
 		n += kn + vn;
 	}
-	memset(out + n, 0, TALLY__LABELS_MAX - n);
+	/* A short set is copied whole into its record: no stale bytes. */
+	if (n < TALLY__LABELS_INLINE)
+		memset(out + n, 0, TALLY__LABELS_INLINE - n);
 	*len = n;
 	return 0;
 }
@@ -191,15 +217,18 @@ static int pack_labels(const struct tally_metric_desc *d,
 struct plan {
 	unsigned kind, vtype, mode, sub_bits, max_bits, nslots;
 	const char *help, *unit;
-	char labels[TALLY__LABELS_MAX];
 	size_t labels_len;
+	unsigned nexts;          /* extension records of a long set */
+	uint64_t hash;           /* of the family and labels (series_hash) */
+	char labels[TALLY__LABELS_PACKED_MAX];
 };
 
 static int make_plan(const struct tally_metric_desc *d, struct plan *p)
 {
 	int rc;
 
-	memset(p, 0, sizeof(*p));
+	/* Not the label buffer: it is written as far as it is used. */
+	memset(p, 0, offsetof(struct plan, labels));
 	if (d->kind < TALLY_COUNTER || d->kind > TALLY_FGAUGE)
 		return tally__fail(EINVAL, "unknown metric kind %u", d->kind);
 	if (!d->name)
@@ -252,7 +281,12 @@ static int make_plan(const struct tally_metric_desc *d, struct plan *p)
 		return tally__fail(EINVAL, "histogram bits given for a metric "
 				   "that is not a histogram");
 	}
-	return pack_labels(d, p->labels, &p->labels_len);
+	if ((rc = pack_labels(d, p->labels, &p->labels_len)) < 0)
+		return rc;
+	if (p->labels_len > TALLY__LABELS_INLINE)
+		p->nexts = (unsigned)((p->labels_len + TALLY__EXT_DATA - 1) /
+				      TALLY__EXT_DATA);
+	return 0;
 }
 
 /* --- Publishing records -------------------------------------------- */
@@ -336,20 +370,47 @@ static int family_get(struct tally_zone *z, const char *name,
 	return 0;
 }
 
-static uint32_t series_hash(struct tally_zone *z, uint32_t fam,
-			    const char *labels, size_t len)
+/* The hash of a series: its family and packed labels. */
+static uint64_t series_hash64(uint32_t fam, const char *labels, size_t len)
 {
 	uint64_t h = fnv1a(0xcbf29ce484222325ull, &fam, sizeof(fam));
 
-	return (uint32_t)fnv1a(h, labels, len) &
+	return fnv1a(h, labels, len);
+}
+
+static uint32_t series_bucket(struct tally_zone *z, uint64_t h)
+{
+	return (uint32_t)h &
 	       (__atomic_load_n(&z->hdr->hash_cur, __ATOMIC_RELAXED) - 1);
+}
+
+static struct tally__series_ext *ext_at(struct tally_zone *z, uint32_t i)
+{
+	return (struct tally__series_ext *)&series(z)[i];
+}
+
+/* A long record's reference; copied, as the field is not 8-byte
+ * aligned in the record. */
+static struct tally__long_labels long_of(const struct tally__series *s)
+{
+	struct tally__long_labels l;
+
+	memcpy(&l, s->labels, sizeof(l));
+	return l;
+}
+
+/* The hash of live record @s: a long one keeps it in its record. */
+static uint64_t record_hash(const struct tally__series *s)
+{
+	if (s->state == TALLY__SERIES_LONG)
+		return long_of(s).hash;
+	return series_hash64(s->family, s->labels, s->labels_len);
 }
 
 /* Insert series record @i (live) into the index. */
 static void index_insert(struct tally_zone *z, uint32_t i)
 {
-	struct tally__series *s = &series(z)[i];
-	uint32_t k = series_hash(z, s->family, s->labels, s->labels_len);
+	uint32_t k = series_bucket(z, record_hash(&series(z)[i]));
 
 	chains(z)[i] = series_buckets(z)[k];
 	series_buckets(z)[k] = i + 1;
@@ -386,7 +447,8 @@ static int index_grow(struct tally_zone *z)
 	memset(b, 0, cur * sizeof(*b));
 	hwm = atomic_load_explicit(&h->series_hwm, memory_order_relaxed);
 	for (uint32_t i = 0; i < hwm; i++)
-		if (series(z)[i].state == 1)
+		if (series(z)[i].state == TALLY__SERIES_LIVE ||
+		    series(z)[i].state == TALLY__SERIES_LONG)
 			index_insert(z, i);
 	return 0;
 }
@@ -435,7 +497,36 @@ static uint32_t repair_families(struct tally_zone *z)
 	return nfam;
 }
 
-/* The series table and index after a writer died holding the lock. */
+/* Is the chain of extensions of long record @i whole: each an
+ * extension of this life of @i, their bytes its labels_len? */
+static int chain_whole(struct tally_zone *z, uint32_t i, uint32_t hwm)
+{
+	const struct tally__series *s = &series(z)[i];
+	uint32_t link = long_of(s).first, seq = atomic_load(&s->seq);
+	size_t len = 0;
+
+	for (unsigned k = 0; link; k++) {
+		const struct tally__series_ext *e;
+
+		if (link > hwm || k * TALLY__EXT_DATA > TALLY__LABELS_PACKED_MAX)
+			return 0;
+		e = ext_at(z, link - 1);
+		if (e->state != TALLY__SERIES_EXT || e->owner != i ||
+		    e->owner_seq != seq || e->len > TALLY__EXT_DATA)
+			return 0;
+		len += e->len;
+		link = e->next;
+	}
+	return len == s->labels_len;
+}
+
+/*
+ * The series table and index after a writer died holding the lock.
+ * First the records: one caught mid-write is retired, a long one whose
+ * extensions are not whole too.  Then the extensions: those of a live
+ * long record stay, the others (of a record retired, or never
+ * published) are freed with the free records.
+ */
 static void repair_series(struct tally_zone *z, uint32_t nfam)
 {
 	struct tally__hdr *h = z->hdr;
@@ -450,21 +541,43 @@ static void repair_series(struct tally_zone *z, uint32_t nfam)
 	       __atomic_load_n(&h->hash_cur, __ATOMIC_RELAXED) * sizeof(uint32_t));
 	h->series_free = 0;
 	h->series_live = 0;
-	for (uint32_t i = hwm; i-- > 0;) {
+	for (uint32_t i = 0; i < hwm; i++) {
 		struct tally__series *s = &series(z)[i];
 
 		if (atomic_load(&s->seq) & 1) {
-			s->state = 0;
+			s->state = TALLY__SERIES_FREE;
 			seq_end(&s->seq);
 		}
-		if (s->state == 1 && s->family < nfam) {
+		if ((s->state == TALLY__SERIES_LIVE ||
+		     s->state == TALLY__SERIES_LONG) && s->family >= nfam)
+			s->state = TALLY__SERIES_FREE;
+	}
+	for (uint32_t i = 0; i < hwm; i++) {
+		struct tally__series *s = &series(z)[i];
+
+		if (s->state == TALLY__SERIES_LONG && !chain_whole(z, i, hwm)) {
+			seq_begin(&s->seq);
+			s->state = TALLY__SERIES_FREE;
+			seq_end(&s->seq);
+		}
+	}
+	for (uint32_t i = hwm; i-- > 0;) {
+		struct tally__series *s = &series(z)[i];
+		struct tally__series_ext *e = ext_at(z, i);
+
+		if (s->state == TALLY__SERIES_LIVE ||
+		    s->state == TALLY__SERIES_LONG) {
 			index_insert(z, i);
 			h->series_live++;
-		} else {
-			s->state = 0;
-			chains(z)[i] = h->series_free;
-			h->series_free = i + 1;
+			continue;
 		}
+		if (e->state == TALLY__SERIES_EXT && e->owner < hwm &&
+		    series(z)[e->owner].state == TALLY__SERIES_LONG &&
+		    atomic_load(&series(z)[e->owner].seq) == e->owner_seq)
+			continue;
+		s->state = TALLY__SERIES_FREE;
+		chains(z)[i] = h->series_free;
+		h->series_free = i + 1;
 	}
 }
 
@@ -487,24 +600,48 @@ static void metrics_lock(struct tally_zone *z)
 	}
 }
 
+/* Under the metrics lock: are the labels of record @s (of the same
+ * family and length) those of long plan @p? */
+static int same_long(struct tally_zone *z, const struct tally__series *s,
+		     const struct plan *p)
+{
+	uint32_t link = long_of(s).first;
+	size_t at = 0;
+
+	if (s->state != TALLY__SERIES_LONG || long_of(s).hash != p->hash)
+		return 0;
+	for (; link; link = ext_at(z, link - 1)->next) {
+		const struct tally__series_ext *e = ext_at(z, link - 1);
+
+		if (e->len > p->labels_len - at ||
+		    memcmp(e->data, p->labels + at, e->len))
+			return 0;
+		at += e->len;
+	}
+	return at == p->labels_len;
+}
+
 /* Under the metrics lock: 1 and the series' record in *@found when the
  * series is in the index, else 0; either way the index bucket it is (or
  * goes) in.  No index yet (hash_cur 0): no series, and no bucket. */
 static int find_series(struct tally_zone *z, uint32_t fam,
-		       const struct plan *p, uint32_t *bucket, uint32_t *found)
+		       struct plan *p, uint32_t *bucket, uint32_t *found)
 {
 	uint32_t link;
 
 	*bucket = 0;
+	p->hash = series_hash64(fam, p->labels, p->labels_len);
 	if (!__atomic_load_n(&z->hdr->hash_cur, __ATOMIC_RELAXED))
 		return 0;
-	*bucket = series_hash(z, fam, p->labels, p->labels_len);
+	*bucket = series_bucket(z, p->hash);
 	for (link = series_buckets(z)[*bucket]; link;
 	     link = chains(z)[link - 1]) {
 		struct tally__series *s = &series(z)[link - 1];
 
-		if (s->family == fam && s->labels_len == p->labels_len &&
-		    !memcmp(s->labels, p->labels, p->labels_len)) {
+		if (s->family != fam || s->labels_len != p->labels_len)
+			continue;
+		if (p->nexts ? same_long(z, s, p) :
+			       !memcmp(s->labels, p->labels, p->labels_len)) {
 			*found = link - 1;
 			return 1;
 		}
@@ -554,15 +691,118 @@ static int take_record(struct tally_zone *z, uint32_t *out)
 	return 0;
 }
 
+/* Under the metrics lock: records @rec[0 .. @n - 1], taken but not
+ * used, go back to the free list. */
+static void give_back(struct tally_zone *z, const uint32_t *rec, unsigned n)
+{
+	while (n-- > 0) {
+		ext_at(z, rec[n])->state = TALLY__SERIES_FREE;
+		chains(z)[rec[n]] = z->hdr->series_free;
+		z->hdr->series_free = rec[n] + 1;
+	}
+}
+
+/*
+ * Under the metrics lock: the extension records of long plan @p, taken
+ * (and counted in the high-water mark, as they are written before their
+ * owner) into @ext.  On failure the records taken go back.
+ */
+static int take_exts(struct tally_zone *z, const struct plan *p,
+		     uint32_t *ext)
+{
+	struct tally__hdr *h = z->hdr;
+	int rc = 0;
+	unsigned k;
+
+	if (p->nexts && h->minor < TALLY__FMT_MINOR_LONG_LABELS)
+		return tally__fail(E2BIG, "the labels of this series of zone "
+				   "\"%s\" take %zu bytes, more than the %u a "
+				   "zone made by a libtally older than format "
+				   "2.5 (this one is %u.%u) can hold",
+				   h->zone_name, p->labels_len,
+				   TALLY__LABELS_INLINE, h->major, h->minor);
+	for (k = 0; k < p->nexts && rc == 0; k++) {
+		if ((rc = take_record(z, &ext[k])) < 0)
+			break;
+		if (ext[k] == atomic_load_explicit(&h->series_hwm,
+						   memory_order_relaxed))
+			atomic_store_explicit(&h->series_hwm, ext[k] + 1,
+					      memory_order_release);
+	}
+	if (rc < 0)
+		give_back(z, ext, k);
+	return rc;
+}
+
+/* Under the metrics lock: the records of plan @p, its extensions (if
+ * any) first, into @ext, then its own, into *@idx; none on failure. */
+static int take_records(struct tally_zone *z, const struct plan *p,
+			uint32_t *ext, uint32_t *idx)
+{
+	int rc;
+
+	if (p->nexts && (rc = take_exts(z, p, ext)) < 0)
+		return rc;
+	if ((rc = take_record(z, idx)) < 0)
+		give_back(z, ext, p->nexts);
+	return rc;
+}
+
+/* Under the metrics lock: write the extensions of record @idx, before
+ * the record; they hold the seq it will have once published. */
+static void write_exts(struct tally_zone *z, uint32_t idx,
+		       const struct plan *p, const uint32_t *ext)
+{
+	uint32_t seq = atomic_load_explicit(&series(z)[idx].seq,
+					    memory_order_relaxed) + 2;
+	size_t at = 0;
+
+	for (unsigned k = 0; k < p->nexts; k++) {
+		struct tally__series_ext *e = ext_at(z, ext[k]);
+		size_t n = p->labels_len - at < TALLY__EXT_DATA ?
+				   p->labels_len - at : TALLY__EXT_DATA;
+
+		e->state = TALLY__SERIES_EXT;
+		e->pad = 0;
+		e->len = (uint16_t)n;
+		e->owner = idx;
+		e->owner_seq = seq;
+		e->next = k + 1 < p->nexts ? ext[k + 1] + 1 : 0;
+		memcpy(e->data, p->labels + at, n);
+		memset(e->data + n, 0, TALLY__EXT_DATA - n);
+		at += n;
+	}
+}
+
+/* Under the metrics lock, once the long record whose reference was @l is
+ * retired: free its extensions. */
+static void free_exts(struct tally_zone *z, const struct tally__long_labels *l)
+{
+	struct tally__hdr *h = z->hdr;
+	uint32_t link = l->first;
+
+	while (link) {
+		struct tally__series_ext *e = ext_at(z, link - 1);
+		uint32_t next = e->next;
+
+		e->state = TALLY__SERIES_FREE;
+		chains(z)[link - 1] = h->series_free;
+		h->series_free = link;
+		link = next;
+	}
+}
+
 /* Under the metrics lock: write record @idx (published with its seq) and
- * enter it into the index. */
+ * enter it into the index; a long one's extensions @ext first. */
 static void publish_series(struct tally_zone *z, uint32_t idx, uint32_t fam,
 			   const struct plan *p, unsigned nlabels,
-			   tally_block *b, uint32_t bucket)
+			   tally_block *b, uint32_t bucket, const uint32_t *ext)
 {
 	struct tally__hdr *h = z->hdr;
 	struct tally__series *s = &series(z)[idx];
 
+	if (p->nexts)
+		write_exts(z, idx, p, ext);
 	seq_begin(&s->seq);
 	s->nlabels = (uint8_t)nlabels;
 	s->labels_len = (uint16_t)p->labels_len;
@@ -570,9 +810,16 @@ static void publish_series(struct tally_zone *z, uint32_t idx, uint32_t fam,
 	s->nslots = p->nslots;
 	s->slot_off = (uint64_t)(((uintptr_t)b & ~(uintptr_t)3) -
 				 (uintptr_t)h);
-	memcpy(s->labels, p->labels, sizeof(s->labels));
+	if (p->nexts) {
+		struct tally__long_labels l = { ext[0] + 1, 0, p->hash };
+
+		memset(s->labels, 0, sizeof(s->labels));
+		memcpy(s->labels, &l, sizeof(l));
+	} else {
+		memcpy(s->labels, p->labels, sizeof(s->labels));
+	}
 	s->refs = 1;
-	s->state = 1;
+	s->state = p->nexts ? TALLY__SERIES_LONG : TALLY__SERIES_LIVE;
 	seq_end(&s->seq);
 	if (idx == atomic_load_explicit(&h->series_hwm, memory_order_relaxed))
 		atomic_store_explicit(&h->series_hwm, idx + 1,
@@ -636,7 +883,7 @@ static void fill_handle(tally_metric *m, struct tally_zone *z, uint32_t idx,
  * when @create (else 0: no such series).
  */
 static int find_and_ref(struct tally_zone *z, const char *name,
-			const struct plan *p, tally_metric *m,
+			struct plan *p, tally_metric *m,
 			uint32_t *fam, uint32_t *bucket, int create)
 {
 	struct tally__series *s;
@@ -674,6 +921,7 @@ int tally__metric_register(struct tally_zone *z,
 	struct plan p;
 	tally_block *b;
 	uint32_t fam = 0, idx = 0, bucket = 0;
+	uint32_t ext[TALLY__LABELS_PACKED_MAX / TALLY__EXT_DATA + 1];
 	int rc, alloc_rc = 0;
 
 	tally__ok();
@@ -701,7 +949,7 @@ int tally__metric_register(struct tally_zone *z,
 	if ((b && (rc = index_grow(z)) < 0) ||
 	    (rc = find_and_ref(z, d->name, &p, m, &fam, &bucket, b != NULL))
 		    != 0 ||
-	    (rc = b ? take_record(z, &idx) : alloc_rc) < 0) {
+	    (rc = b ? take_records(z, &p, ext, &idx) : alloc_rc) < 0) {
 		pthread_mutex_unlock(&z->hdr->metrics_lock);
 		if (b) {
 			char failed = tally__err_set;
@@ -714,7 +962,7 @@ int tally__metric_register(struct tally_zone *z,
 		tally__ok(); /* found, whatever the allocation said */
 		return 0;
 	}
-	publish_series(z, idx, fam, &p, d->nlabels, b, bucket);
+	publish_series(z, idx, fam, &p, d->nlabels, b, bucket, ext);
 	fill_handle(m, z, idx, &p);
 	pthread_mutex_unlock(&z->hdr->metrics_lock);
 	return 0;
@@ -731,6 +979,11 @@ int tally__metric_define(struct tally_zone *z,
 
 	if ((rc = make_plan(d, &p)) < 0)
 		return rc;
+	if (p.nexts && z->hdr->minor < TALLY__FMT_MINOR_LONG_LABELS)
+		return tally__fail(E2BIG, "the labels of %.60s take %zu bytes, "
+				   "more than the %u a zone made by a "
+				   "libtally older than format 2.5 can hold",
+				   d->name, p.labels_len, TALLY__LABELS_INLINE);
 	metrics_lock(z);
 	rc = family_get(z, d->name, &p, &fam, 1);
 	pthread_mutex_unlock(&z->hdr->metrics_lock);
@@ -819,7 +1072,7 @@ int tally_metric_remove(tally_metric *m)
 	 * may be a hole). */
 	if (m->series >= atomic_load_explicit(&h->series_hwm,
 					      memory_order_relaxed) ||
-	    s->state != 1 ||
+	    (s->state != TALLY__SERIES_LIVE && s->state != TALLY__SERIES_LONG) ||
 	    atomic_load_explicit(&s->seq, memory_order_relaxed) != m->seq) {
 		pthread_mutex_unlock(&h->metrics_lock);
 		return tally__fail(EINVAL, "series already removed");
@@ -831,7 +1084,7 @@ int tally_metric_remove(tally_metric *m)
 		m->block = NULL;
 		return 0;
 	}
-	bucket = series_hash(z, s->family, s->labels, s->labels_len);
+	bucket = series_bucket(z, record_hash(s));
 	for (link = &series_buckets(z)[bucket]; *link;
 	     link = &chains(z)[*link - 1]) {
 		if (*link == m->series + 1) {
@@ -839,9 +1092,18 @@ int tally_metric_remove(tally_metric *m)
 			break;
 		}
 	}
-	seq_begin(&s->seq);
-	s->state = 0;
-	seq_end(&s->seq);
+	{
+		/* A long record's extensions are freed once it is retired:
+		 * a reader that copied it sees the seq change. */
+		struct tally__long_labels l = long_of(s);
+		int is_long = s->state == TALLY__SERIES_LONG;
+
+		seq_begin(&s->seq);
+		s->state = TALLY__SERIES_FREE;
+		seq_end(&s->seq);
+		if (is_long)
+			free_exts(z, &l);
+	}
 	chains(z)[m->series] = h->series_free;
 	h->series_free = m->series + 1;
 	h->series_live--;

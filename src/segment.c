@@ -376,6 +376,7 @@ void tally_seg_close(struct tally_seg *s)
 	free(s->bucket_arena);
 	free(s->lnames);
 	free(s->lvalues);
+	free(s->ltext);
 	free(s);
 }
 

@@ -32,11 +32,13 @@ struct chunk_cache {
 struct result {
 	int ok;                  /* values computed */
 	int bad;                 /* failed its checks: corrupt, or torn */
+	int long_labels;         /* labels at labels_at in the long text */
+	size_t labels_at;
 	int64_t value, sum;
 	size_t percpu_at, buckets_at; /* offsets into the arenas */
 };
 
-#define MAX_LABELS (TALLY__LABELS_MAX / 4) /* "a\0\0b\0\0..." */
+#define MAX_LABELS (TALLY__LABELS_INLINE / 4) /* "a\0\0b\0\0..." */
 
 struct tally_seg {
 	int fd;
@@ -62,6 +64,13 @@ struct tally_seg {
 	uint64_t last_chunk;
 	/* The labels of each record of a batch, as parsed. */
 	const char *(*lnames)[MAX_LABELS], *(*lvalues)[MAX_LABELS];
+	/* The labels of the batch's long records (format 2.5), read from
+	 * their extensions, and the pairs of the one being checked or
+	 * passed on. */
+	char *ltext;
+	size_t ltext_cap, ltext_used;
+	const char *long_names[TALLY__LABEL_PAIRS_MAX];
+	const char *long_values[TALLY__LABEL_PAIRS_MAX];
 };
 
 /* Open segment @name of the directory open as @dfd (whose fstat is

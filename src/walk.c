@@ -284,12 +284,83 @@ static int64_t *arena_take(int64_t **arena, size_t *cap, size_t *used,
 /* --- Series ------------------------------------------------------------ */
 
 /*
+ * The labels of long record @r (format 2.5), series @id: its extensions
+ * read one by one into the batch's long text, each checked to be a part
+ * of this life of @r, then parsed into long_names and long_values.
+ * Returns the number of pairs, or a negative errno with a message (-EINVAL when the record or a part is
+ * not what it should be: the caller tells corrupt from torn by copying
+ * @r again).  res->labels_at says where the text is.
+ */
+__attribute__((noinline, cold))
+static int long_labels(struct tally_seg *s, uint32_t id,
+		       const struct tally__series *r, struct result *res)
+{
+	struct tally__long_labels l;
+	uint32_t link, seq;
+	size_t at = 0, len = r->labels_len;
+	char *text;
+	int n;
+
+	/* The field is not 8-byte aligned in the record: copied. */
+	memcpy(&l, r->labels, sizeof(l));
+	link = l.first;
+	seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
+	if (len <= TALLY__LABELS_INLINE || len > TALLY__LABELS_PACKED_MAX ||
+	    r->nlabels > TALLY__LABEL_PAIRS_MAX) {
+		return tally__seg_corrupt(s, "series %u: long labels of %zu "
+					  "bytes", id, len);
+	}
+	if (s->ltext_used + len > s->ltext_cap) {
+		size_t cap = s->ltext_cap ? s->ltext_cap : 16384;
+		char *p;
+
+		while (cap < s->ltext_used + len)
+			cap *= 2;
+		if (!(p = realloc(s->ltext, cap)))
+			return tally__seg_no_memory(s);
+		s->ltext = p;
+		s->ltext_cap = cap;
+	}
+	text = s->ltext + s->ltext_used;
+	while (at < len) {
+		struct tally__series_ext e;
+
+		if (link == 0 || link > s->hdr.desc_cap)
+			return tally__seg_corrupt(s, "series %u: label "
+						  "extension %u outside the "
+						  "table", id, link);
+		if (tally__seg_read_at(s, &e, sizeof(e), s->hdr.desc_off +
+				       (uint64_t)(link - 1) * sizeof(e)) < 0)
+			return -errno;
+		if (e.state != TALLY__SERIES_EXT || e.owner != id ||
+		    e.owner_seq != seq || e.len == 0 ||
+		    e.len > TALLY__EXT_DATA || e.len > len - at)
+			return tally__seg_corrupt(s, "series %u: label "
+						  "extension %u is not one of "
+						  "its parts", id, link);
+		memcpy(text + at, e.data, e.len);
+		at += e.len;
+		link = e.next;
+	}
+	if (link)
+		return tally__seg_corrupt(s, "series %u: label extensions go "
+					  "on past its %zu bytes", id, len);
+	res->long_labels = 1;
+	res->labels_at = s->ltext_used;
+	s->ltext_used += len;
+	n = tally__labels_parse(text, len, s->long_names, s->long_values,
+				TALLY__LABEL_PAIRS_MAX);
+	return n < 0 ? tally__seg_corrupt(s, "series %u: labels are not well "
+					  "formed", id) : n;
+}
+
+/*
  * Check a stable series record; on success fill the chunk and slot, and
  * the batch's label pointers for record @i.
  */
 static int check_series(struct tally_seg *s, uint32_t id, uint32_t i,
-			const struct tally__series *r, uint64_t *chunk,
-			unsigned *slot)
+			const struct tally__series *r, struct result *res,
+			uint64_t *chunk, unsigned *slot)
 {
 	const struct tally__hdr *h = &s->hdr;
 	uint64_t rel, in;
@@ -314,11 +385,16 @@ static int check_series(struct tally_seg *s, uint32_t id, uint32_t i,
 	    (unsigned)tally__slot_at(in) + r->nslots > TALLY_CHUNK_SLOTS)
 		return tally__seg_corrupt(s, "series %u: slot offset %llu is not a "
 			       "block", id, (unsigned long long)r->slot_off);
-	if (r->labels_len > TALLY__LABELS_MAX)
+	if (__builtin_expect(r->state == TALLY__SERIES_LONG, 0)) {
+		if ((n = long_labels(s, id, r, res)) < 0)
+			return n;
+	} else if (r->labels_len > TALLY__LABELS_INLINE) {
 		return tally__seg_corrupt(s, "series %u: labels of %u bytes", id,
 			       r->labels_len);
-	n = tally__labels_parse(r->labels, r->labels_len, s->lnames[i],
-				s->lvalues[i], MAX_LABELS);
+	} else {
+		n = tally__labels_parse(r->labels, r->labels_len, s->lnames[i],
+					s->lvalues[i], MAX_LABELS);
+	}
 	if (n < 0 || (unsigned)n != r->nlabels)
 		return tally__seg_corrupt(s, "series %u: labels are not well formed", id);
 	*chunk = s->last_chunk;
@@ -338,7 +414,7 @@ static int compute(struct tally_seg *s, uint32_t id, uint32_t i,
 	int rc;
 
 	out->ok = 0;
-	rc = check_series(s, id, i, r, &chunk, &slot);
+	rc = check_series(s, id, i, r, out, &chunk, &slot);
 	if (rc < 0)
 		return rc;
 	f = &s->fams[r->family];
@@ -405,6 +481,15 @@ static int emit(struct tally_seg *s, uint32_t id, uint32_t i,
 	v.nlabels = r->nlabels;
 	v.label_names = s->lnames[i];
 	v.label_values = s->lvalues[i];
+	if (__builtin_expect(res->long_labels, 0)) {
+		/* Checked when the batch was read: parsed again here, into
+		 * the arrays of the one series passed on. */
+		tally__labels_parse(s->ltext + res->labels_at, r->labels_len,
+				    s->long_names, s->long_values,
+				    TALLY__LABEL_PAIRS_MAX);
+		v.label_names = s->long_names;
+		v.label_values = s->long_values;
+	}
 	v.value = res->value;
 	if (f->vtype == TALLY__VT_FLOAT64) {
 		v.kind = TALLY_FGAUGE;
@@ -453,14 +538,16 @@ static int compute_batch(struct tally_seg *s, uint32_t first, uint32_t n,
 
 	for (unsigned i = 0; i < CACHE; i++)
 		s->cache[i].chunk = UINT64_MAX;
-	s->percpu_used = s->bucket_used = 0;
+	s->percpu_used = s->bucket_used = s->ltext_used = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct tally__series *r = &s->rec1[i];
 
 		s->res[i].ok = 0;
 		s->res[i].bad = 0;
+		s->res[i].long_labels = 0;
 		if ((atomic_load_explicit(&r->seq, memory_order_relaxed) & 1) ||
-		    r->state != 1)
+		    (r->state != TALLY__SERIES_LIVE &&
+		     r->state != TALLY__SERIES_LONG))
 			continue;
 		if (r->family >= s->hdr.fam_cap)
 			return tally__seg_corrupt(s, "series %u: family %u does "

@@ -656,7 +656,7 @@ TEST(family_bad_input)
 	struct tally_zone *z = zone("bad");
 	struct tally_metric_desc d = requests_desc();
 	tally_counter_family f, removed;
-	char big[200];
+	char big[TALLY_LABELS_MAX + 200];
 	const char *v[] = { "GET", "200" };
 	const char *nullv[] = { "GET", NULL };
 	const char *utf[] = { "GET", "\xc3\x28" };

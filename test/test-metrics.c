@@ -84,7 +84,7 @@ struct seen {
 	char name[TALLY_NAME_MAX + 1];
 	char help[TALLY_HELP_MAX + 1];
 	char unit[TALLY_UNIT_MAX + 1];
-	char labels[512]; /* "a=x,b=y" */
+	char labels[TALLY_LABELS_MAX + 2 * TALLY_LABEL_PAIRS_MAX]; /* "a=x,b=y" */
 	int64_t value, sum, percpu_sum;
 	double fvalue;
 	unsigned npercpu, nbuckets, sub_bits, max_bits;
@@ -365,8 +365,7 @@ TEST(length_limits)
 	char *help840 = repeat('h', TALLY_HELP_MAX + 1);
 	char *unit31 = repeat('u', TALLY_UNIT_MAX);
 	char *unit32 = repeat('u', TALLY_UNIT_MAX + 1);
-	char *val97 = repeat('v', 97), *val98 = repeat('v', 98);
-	char *val101 = repeat('v', 101);
+	char *val97 = repeat('v', 97);
 	struct tally_metric_desc d;
 	tally_metric m;
 	struct snap sn;
@@ -409,28 +408,13 @@ TEST(length_limits)
 	d = desc(TALLY_GAUGE, "unit_too_long");
 	d.unit = unit32;
 	CHECK_EQ(register_any(z, &d, &m), -E2BIG);
-	CHECK_EQ(reg1(z, "long_label", "a", val98, &m), -E2BIG);
-	CHECK_EQ(reg1(z, "long_label", "ab", val97, &m), -E2BIG);
-	CHECK_EQ(reg1(z, "long_label", "a", val101, &m), -E2BIG);
 	{
-		struct tally_label l[26];
-		char names[26][3];
+		/* Past the label limits (long_labels has more). */
+		char *val4096 = repeat('v', TALLY_LABELS_MAX);
 
-		for (int i = 0; i < 26; i++) {
-			names[i][0] = (char)('a' + i);
-			names[i][1] = 0;
-			l[i].name = names[i];
-			l[i].value = "";
-		}
-		d = desc(TALLY_COUNTER, "too_many_labels");
-		d.labels = l;
-		d.nlabels = 26;
-		CHECK_EQ(register_any(z, &d, &m), -E2BIG);
-		/* Two pairs of 51 bytes each. */
-		l[0].value = val97 + 48;
-		l[1].value = val97 + 49;
-		d.nlabels = 2;
-		CHECK_EQ(register_any(z, &d, &m), -E2BIG);
+		CHECK_EQ(reg1(z, "long_label", "a", val4096, &m), -E2BIG);
+		CHECK(strstr(tally_errmsg(), "long_label") != NULL);
+		free(val4096);
 	}
 	CHECK_EQ(atomic_load(&hdr(z)->fam_count), fams);
 	CHECK_EQ(atomic_load(&hdr(z)->series_hwm), used);
@@ -454,6 +438,207 @@ TEST(length_limits)
 		CHECK(find(&sn, "many_labels", want) != NULL);
 	}
 	free(sn.s);
+}
+
+/* Names the exposition formats reserve: refused, with the metric and
+ * the label in the message. */
+TEST(reserved_label_names)
+{
+	struct tally_zone *z = zone(0, 0);
+	struct tally_label le = { "le", "1" }, dunder = { "__name__", "x" };
+	struct tally_metric_desc d = desc(TALLY_HISTOGRAM, "latency_ns");
+	const char *const le_name[] = { "le" };
+	tally_histogram_family hf;
+	tally_metric m;
+
+	d.labels = &le;
+	d.nlabels = 1;
+	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
+	CHECK(strstr(tally_errmsg(), "latency_ns") != NULL);
+	CHECK(strstr(tally_errmsg(), "\"le\"") != NULL);
+	d.labels = NULL;
+	d.nlabels = 0;
+	CHECK_EQ(tally_histogram_family_register(z, &d, le_name, 1, &hf),
+		 -EINVAL);
+	CHECK(strstr(tally_errmsg(), "latency_ns") != NULL);
+	CHECK(strstr(tally_errmsg(), "\"le\"") != NULL);
+	/* "le" means nothing to a counter or a gauge. */
+	CHECK_EQ(reg1(z, "le_counter", "le", "1", &m), 0);
+	d = desc(TALLY_GAUGE, "le_gauge");
+	d.labels = &le;
+	d.nlabels = 1;
+	CHECK_EQ(register_any(z, &d, &m), 0);
+	/* "__" names, on every kind. */
+	d = desc(TALLY_COUNTER, "dunder_total");
+	d.labels = &dunder;
+	d.nlabels = 1;
+	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
+	CHECK(strstr(tally_errmsg(), "dunder_total") != NULL);
+	CHECK(strstr(tally_errmsg(), "__name__") != NULL);
+	CHECK(strstr(tally_errmsg(), "reserved") != NULL);
+	{
+		struct snap sn = read_zone(z);
+
+		CHECK_EQ(sn.n, 2);
+		CHECK(find(&sn, "latency_ns", "le=1") == NULL);
+		free(sn.s);
+	}
+}
+
+/* A label set of @n pairs, names "l<i>", whose values fill @bytes of
+ * names and values; the strings in @buf. */
+static void make_labels(struct tally_label *l, unsigned n, size_t bytes,
+			char (*buf)[2][TALLY_LABELS_MAX + 1], char fill)
+{
+	size_t left = bytes - 4 * (size_t)n; /* the names: 4 bytes each */
+
+	for (unsigned i = 0; i < n; i++) {
+		size_t vn;
+
+		snprintf(buf[i][0], sizeof(buf[i][0]), "l%03u", i);
+		vn = left / (n - i);
+		memset(buf[i][1], fill, vn);
+		buf[i][1][vn] = 0;
+		left -= vn;
+		l[i].name = buf[i][0];
+		l[i].value = buf[i][1];
+	}
+}
+
+/* What read_zone's labels of @l (sorted by name already) look like. */
+static char *joined(const struct tally_label *l, unsigned n)
+{
+	char *s = calloc(1, TALLY_LABELS_MAX + 2 * TALLY_LABEL_PAIRS_MAX);
+	size_t at = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		at += (size_t)sprintf(s + at, "%s%s=%s", i ? "," : "",
+				      l[i].name, l[i].value);
+	return s;
+}
+
+/* Label sets past the 100 bytes of a record: up to TALLY_LABELS_MAX
+ * bytes and TALLY_LABEL_PAIRS_MAX pairs, stored and read back exactly,
+ * found again when registered again, and their records reused. */
+TEST(long_labels)
+{
+	struct tally_zone *z = zone(0, 4096);
+	static char buf[TALLY_LABEL_PAIRS_MAX + 1][2][TALLY_LABELS_MAX + 1];
+	struct tally_label l[TALLY_LABEL_PAIRS_MAX + 1];
+	struct tally_label route[] = {
+		{ "code", "200" }, { "instance_type", "primary" },
+		{ "method", "GET" },
+		{ "route", "/api/v1/organizations/{org_id}/projects/"
+			   "{project_id}/members" },
+	};
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "http_requests");
+	tally_metric m, m2, big, many;
+	struct snap sn;
+	char *want;
+	uint32_t hwm;
+
+	/* The example: 130 bytes. */
+	d.labels = route;
+	d.nlabels = 4;
+	CHECK_EQ(register_any(z, &d, &m), 0);
+	tally_counter_add((tally_counter *)&m, 7);
+	CHECK_EQ(register_any(z, &d, &m2), 0);
+	CHECK_EQ(m2.series, m.series);
+	tally_counter_add((tally_counter *)&m2, 5);
+
+	/* TALLY_LABELS_MAX bytes of names and values, in 4 pairs. */
+	make_labels(l, 4, TALLY_LABELS_MAX, buf, 'x');
+	d = desc(TALLY_GAUGE, "big_labels");
+	d.labels = l;
+	d.nlabels = 4;
+	CHECK_EQ(register_any(z, &d, &big), 0);
+	tally_gauge_add((tally_gauge *)&big, -3);
+	/* One byte more: refused, never cut. */
+	make_labels(l, 4, TALLY_LABELS_MAX + 1, buf, 'x');
+	CHECK_EQ(register_any(z, &d, &m2), -E2BIG);
+	CHECK(strstr(tally_errmsg(), "big_labels") != NULL);
+	/* TALLY_LABEL_PAIRS_MAX pairs; one more is refused. */
+	make_labels(l, TALLY_LABEL_PAIRS_MAX + 1, 2000, buf, 'p');
+	d = desc(TALLY_COUNTER, "many_pairs");
+	d.labels = l;
+	d.nlabels = TALLY_LABEL_PAIRS_MAX + 1;
+	CHECK_EQ(register_any(z, &d, &m2), -E2BIG);
+	make_labels(l, TALLY_LABEL_PAIRS_MAX, 2000, buf, 'p');
+	d.nlabels = TALLY_LABEL_PAIRS_MAX;
+	CHECK_EQ(register_any(z, &d, &many), 0);
+	tally_counter_add((tally_counter *)&many, 11);
+
+	sn = read_zone(z);
+	CHECK_EQ(sn.n, 3);
+	want = joined(route, 4);
+	CHECK(find(&sn, "http_requests", want) != NULL);
+	CHECK_EQ(find(&sn, "http_requests", want)->value, 12);
+	free(want);
+	want = joined(l, TALLY_LABEL_PAIRS_MAX);
+	CHECK(find(&sn, "many_pairs", want) != NULL);
+	CHECK_EQ(find(&sn, "many_pairs", want)->value, 11);
+	free(want);
+	make_labels(l, 4, TALLY_LABELS_MAX, buf, 'x');
+	want = joined(l, 4);
+	CHECK(find(&sn, "big_labels", want) != NULL);
+	CHECK_EQ(find(&sn, "big_labels", want)->value, -3);
+	free(want);
+	free(sn.s);
+
+	/* Registered again: the same series; removed and registered again
+	 * many times: the records come back, the table does not grow. */
+	d = desc(TALLY_GAUGE, "big_labels");
+	d.labels = l;
+	d.nlabels = 4;
+	CHECK_EQ(register_any(z, &d, &m2), 0);
+	CHECK_EQ(m2.series, big.series);
+	CHECK_EQ(tally_metric_remove(&m2), 0);
+	hwm = atomic_load(&hdr(z)->series_hwm);
+	for (int i = 0; i < 200; i++) {
+		CHECK_EQ(tally_metric_remove(&big), 0);
+		make_labels(l, 4, TALLY_LABELS_MAX - (size_t)i, buf,
+			    (char)('a' + i % 26));
+		CHECK_EQ(register_any(z, &d, &big), 0);
+	}
+	CHECK_EQ(atomic_load(&hdr(z)->series_hwm), hwm);
+	CHECK_EQ(tally_metric_remove(&big), 0);
+	m2 = m; /* a copy gives back the second registration */
+	CHECK_EQ(tally_metric_remove(&m), 0);
+	CHECK_EQ(tally_metric_remove(&m2), 0);
+	CHECK_EQ(tally_metric_remove(&many), 0);
+	sn = read_zone(z);
+	CHECK_EQ(sn.n, 0);
+	free(sn.s);
+}
+
+/* A long label set takes 1 + ceil(bytes / 108) records of the zone's
+ * max_series: a zone with fewer free records refuses it, and keeps no
+ * record of the attempt. */
+TEST(long_labels_fill_the_table)
+{
+	struct tally_zone *z = zone(0, 8);
+	static char buf[4][2][TALLY_LABELS_MAX + 1];
+	struct tally_label l[4];
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "fill");
+	tally_metric m, small[8];
+
+	make_labels(l, 2, 1000, buf, 'f');
+	d.labels = l;
+	d.nlabels = 2;
+	CHECK_EQ(register_any(z, &d, &m), -ENOSPC);
+	for (int i = 0; i < 8; i++) {
+		char v[8];
+
+		snprintf(v, sizeof(v), "%d", i);
+		CHECK_EQ(reg1(z, "small", "i", v, &small[i]), 0);
+	}
+	for (int i = 0; i < 8; i++)
+		CHECK_EQ(tally_metric_remove(&small[i]), 0);
+	make_labels(l, 2, 700, buf, 'f'); /* 1 + 7 records */
+	CHECK_EQ(register_any(z, &d, &m), 0);
+	CHECK_EQ(reg1(z, "small", "i", "x", &small[0]), -ENOSPC);
+	CHECK_EQ(tally_metric_remove(&m), 0);
+	CHECK_EQ(reg1(z, "small", "i", "x", &small[0]), 0);
 }
 
 TEST(bad_arguments)

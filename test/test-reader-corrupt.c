@@ -789,6 +789,219 @@ TEST(series_records_skipped)
 	expect_valid(work);
 }
 
+/* ---- long label sets (format 2.5) -------------------------------------- */
+
+/* A segment with one series of long labels (4 extension records) next
+ * to a short one. */
+struct long_fixture {
+	char path[PATH_MAX];
+	uint32_t main, short_rec;
+	char value[400];
+};
+
+static struct long_fixture *lfx;
+static uint64_t rnd(void);
+
+static void write_long_fixture(void *arg)
+{
+	struct long_fixture *f = arg;
+	/* The fixture's geometry, so that rec_read() finds the records. */
+	struct tally_zone_opts o = { 4 * TALLY_CHUNK_SLOTS, 32,
+				     TALLY_ZONE_PERSIST };
+	struct tally_label l[2] = { { "route", f->value }, { "a", "1" } };
+	struct tally_zone *z;
+	tally_metric m, sm;
+
+	setenv("TALLY_NSLABS", "4", 1);
+	setenv("TALLY_NODES", "2", 1);
+	z = tally_zone_create("longfix", &o);
+	if (!z)
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+	snprintf(f->path, sizeof(f->path), "%s", tally_zone_path(z));
+	reg(z, desc(TALLY_COUNTER, "long_total"), l, 2, &m);
+	reg(z, desc(TALLY_COUNTER, "short_total"), l + 1, 1, &sm);
+	tally_counter_add(counter_of(&m), 9);
+	f->main = m.series;
+	f->short_rec = sm.series;
+}
+
+static int long_cb(const struct tally_series_view *v, void *arg)
+{
+	int *n = arg;
+
+	if (!strcmp(v->name, "long_total")) {
+		CHECK_EQ(v->nlabels, 2);
+		CHECK(!strcmp(v->label_names[1], "route"));
+		CHECK(!strcmp(v->label_values[1], lfx->value));
+		CHECK_EQ(v->value, 9);
+	}
+	++*n;
+	return 0;
+}
+
+static struct tally__series_ext ext_read(const char *path, uint32_t idx)
+{
+	struct tally__series r = rec_read(path, idx);
+	struct tally__series_ext e;
+
+	memcpy(&e, &r, sizeof(e));
+	return e;
+}
+
+static void ext_write(const char *path, uint32_t idx,
+		      const struct tally__series_ext *e)
+{
+	struct tally__series r;
+
+	memcpy(&r, e, sizeof(r));
+	rec_write(path, idx, &r);
+}
+
+/* The index of extension @k of the long record, in @path. */
+static uint32_t ext_index(const char *path, unsigned k)
+{
+	struct tally__series r = rec_read(path, lfx->main);
+	struct tally__long_labels l;
+	uint32_t link;
+
+	memcpy(&l, r.labels, sizeof(l));
+	link = l.first;
+	while (k--)
+		link = ext_read(path, link - 1).next;
+	return link - 1;
+}
+
+enum { LR_LEN_SHORT, LR_LEN_HUGE, LR_FIRST_0, LR_FIRST_CAP, LR_FIRST_MAX,
+       LR_FIRST_SELF, LR_NLABELS, LR_X_STATE, LR_X_OWNER, LR_X_SEQ,
+       LR_X_LEN0, LR_X_LEN_BIG, LR_X_LEN_PAST, LR_X_LOOP, LR_X_END_EARLY,
+       LR_X_GOES_ON, LR_X_BAD_NAME, LR_X_BAD_UTF8, LR_X_NO_NUL, LR_N };
+
+static void long_case(int c)
+{
+	struct tally__hdr h = pristine_hdr();
+	struct tally__series r;
+	struct tally__series_ext e;
+	struct tally__long_labels l;
+	uint32_t x0, x3;
+
+	copy_sparse(lfx->path, work);
+	r = rec_read(work, lfx->main);
+	memcpy(&l, r.labels, sizeof(l));
+	x0 = ext_index(work, 0);
+	x3 = ext_index(work, 3);
+	(void)h;
+	switch (c) {
+	case LR_LEN_SHORT: r.labels_len = 100; break;
+	case LR_LEN_HUGE: r.labels_len = 0xffff; break;
+	case LR_FIRST_0: l.first = 0; break;
+	case LR_FIRST_CAP: l.first = 33; break; /* the table holds 32 */
+	case LR_FIRST_MAX: l.first = 0xffffffffu; break;
+	case LR_FIRST_SELF: l.first = lfx->main + 1; break;
+	case LR_NLABELS: r.nlabels = 3; break;
+	default: break;
+	}
+	memcpy(r.labels, &l, sizeof(l));
+	rec_write(work, lfx->main, &r);
+	e = ext_read(work, c == LR_X_GOES_ON || c == LR_X_LEN_PAST ? x3 : x0);
+	switch (c) {
+	case LR_X_STATE: e.state = TALLY__SERIES_LIVE; break;
+	case LR_X_OWNER: e.owner = lfx->short_rec; break;
+	case LR_X_SEQ: e.owner_seq += 2; break;
+	case LR_X_LEN0: e.len = 0; break;
+	case LR_X_LEN_BIG: e.len = TALLY__EXT_DATA + 1; break;
+	case LR_X_LEN_PAST: e.len = TALLY__EXT_DATA; break;
+	case LR_X_LOOP: e.next = x0 + 1; break;
+	case LR_X_END_EARLY: e.next = 0; break;
+	case LR_X_GOES_ON: e.next = x0 + 1; break;
+	case LR_X_BAD_NAME: e.data[0] = '9'; break; /* "a" -> "9" */
+	case LR_X_BAD_UTF8: e.data[10] = (char)0xff; break;
+	case LR_X_NO_NUL: memset(e.data, 'a', TALLY__EXT_DATA); break;
+	default: break;
+	}
+	ext_write(work, c == LR_X_GOES_ON || c == LR_X_LEN_PAST ? x3 : x0, &e);
+}
+
+/* A long record, or its extensions, damaged field by field: refused with
+ * a message naming the file, never read astray.  Extensions left over by
+ * a writer, or one of another series, are skipped when scanning. */
+TEST(long_label_records)
+{
+	static const char *const what[LR_N] = {
+		"long labels of 100 bytes", "long labels of 65535 bytes",
+		"no first extension", "first extension past the table",
+		"first extension 2^32-1", "first extension is the record",
+		"one label more than stored", "extension of another state",
+		"extension of another owner", "extension of another life",
+		"extension of 0 bytes", "extension of 109 bytes",
+		"extension past the labels", "extensions in a loop",
+		"extensions end early", "extensions go on",
+		"label name 9 in an extension", "label value \\xff in an extension",
+		"label text not terminated",
+	};
+	struct tally_seg *s;
+	int n = 0;
+
+	setup();
+	lfx = mmap(NULL, sizeof(*lfx), PROT_READ | PROT_WRITE,
+		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(lfx != MAP_FAILED);
+	for (size_t i = 0; i < sizeof(lfx->value) - 1; i++)
+		lfx->value[i] = (char)('a' + i % 26);
+	CHECK_CHILD_OK(harness_child(write_long_fixture, lfx));
+	CHECK_EQ(pristine_hdr().desc_off, 0 + ({
+		struct tally__hdr lh;
+		int fd = open(lfx->path, O_RDONLY);
+
+		CHECK(fd >= 0);
+		CHECK_EQ(pread(fd, &lh, sizeof(lh), 0), (ssize_t)sizeof(lh));
+		close(fd);
+		lh.desc_off;
+	}));
+	CHECK_EQ(rec_read(lfx->path, lfx->main).state, TALLY__SERIES_LONG);
+	s = tally_seg_open(lfx->path, NULL);
+	CHECK(s != NULL);
+	CHECK_EQ(tally_seg_foreach(s, TALLY_READ_PERCPU, long_cb, &n), 2);
+	CHECK_EQ(n, 2);
+	tally_seg_close(s);
+	for (int c = 0; c < LR_N; c++) {
+		long_case(c);
+		expect_bad(what[c], work, EINVAL, 0);
+	}
+	/* The long record retired (state free): its extensions are not
+	 * series, the other series is read. */
+	copy_sparse(lfx->path, work);
+	{
+		struct tally__series r = rec_read(work, lfx->main);
+
+		r.state = TALLY__SERIES_FREE;
+		rec_write(work, lfx->main, &r);
+	}
+	s = tally_seg_open(work, NULL);
+	CHECK(s != NULL);
+	n = 0;
+	CHECK_EQ(tally_seg_foreach(s, 0, long_cb, &n), 1);
+	tally_seg_close(s);
+	/* Random bytes of the long record and its extensions. */
+	for (long i = 0; i < harness_scale(600); i++) {
+		struct tally__hdr h = pristine_hdr();
+		size_t sink = 0;
+
+		copy_sparse(lfx->path, work);
+		for (int k = 0; k < 1 + (int)(rnd() % 4); k++) {
+			uint32_t rec = rnd() % 2 ? lfx->main :
+					 ext_index(lfx->path, (unsigned)(rnd() % 4));
+			unsigned char b = (unsigned char)rnd();
+
+			patch(work, h.desc_off + rec * 128ull + rnd() % 128, &b, 1);
+		}
+		s = tally_seg_open(work, NULL);
+		CHECK(s != NULL);
+		if (tally_seg_foreach(s, TALLY_READ_PERCPU, touch_cb, &sink) < 0)
+			CHECK(has(tally_errmsg(), work));
+		tally_seg_close(s);
+	}
+}
+
 /* ---- family records --------------------------------------------------- */
 
 static struct tally__family fam_read(const char *path, uint32_t idx)

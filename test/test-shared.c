@@ -179,6 +179,57 @@ static void worker_hold(void)
 	worker_hold_in(NULL);
 }
 
+/* The long label value of worker_long's series: 2000 bytes. */
+static const char *long_value(void)
+{
+	static char v[2001];
+
+	for (int i = 0; i < 2000; i++)
+		v[i] = (char)('a' + i % 26);
+	return v;
+}
+
+/* long: add 1 to a series of 2 KB of labels $TALLY_TEST_ADDS times;
+ * exit 4 when the zone refuses it with E2BIG. */
+static void worker_long(void)
+{
+	struct tally_label l[] = { { "route", long_value() },
+				   { "method", "GET" } };
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "long_total");
+	tally_counter c;
+	long n = env_long("TALLY_TEST_ADDS", 1000);
+
+	d.labels = l;
+	d.nlabels = 2;
+	if (tally_counter_register(NULL, &d, &c) != 0) {
+		fprintf(stderr, "worker: %s\n", tally_errmsg());
+		_exit(errno == E2BIG ? 4 : 3);
+	}
+	for (long i = 0; i < n; i++)
+		tally_counter_inc(&c);
+	exit(0);
+}
+
+/* longchurn: register and remove series of long labels, forever (until
+ * SIGKILLed, perhaps under the metrics lock). */
+static void worker_longchurn(void)
+{
+	unsigned seed = (unsigned)getpid();
+	char v[600];
+
+	for (;;) {
+		struct tally_label l = { "i", v };
+		size_t n = 100 + rand_r(&seed) % 400;
+		tally_counter c;
+
+		memset(v, 'a' + (int)(rand_r(&seed) % 26), n);
+		v[n] = 0;
+		register_counter("churn_long_total", &l, 1, &c);
+		tally_counter_inc(&c);
+		tally_metric_remove(&c.metric);
+	}
+}
+
 __attribute__((constructor)) static void worker_main(void)
 {
 	const char *w = getenv("TALLY_TEST_WORKER");
@@ -193,6 +244,10 @@ __attribute__((constructor)) static void worker_main(void)
 		worker_attach();
 	if (!strcmp(w, "hold"))
 		worker_hold();
+	if (!strcmp(w, "long"))
+		worker_long();
+	if (!strcmp(w, "longchurn"))
+		worker_longchurn();
 	_exit(2);
 }
 
@@ -229,6 +284,7 @@ static void wait_ok(pid_t pid)
 
 /* What a pass over a segment finds of the series named @name. */
 struct scan {
+	int long_ok;            /* long_total's labels were read in full */
 	const char *name;
 	int found;              /* series of that name */
 	int64_t value;          /* their sum */
@@ -243,6 +299,11 @@ static int scan_fn(const struct tally_series_view *v, void *arg)
 
 	if (strcmp(v->name, s->name))
 		return 0;
+	if (!strcmp(v->name, "long_total"))
+		s->long_ok = v->nlabels == 2 &&
+			     !strcmp(v->label_names[1], "route") &&
+			     !strcmp(v->label_values[1], long_value()) &&
+			     !strcmp(v->label_values[0], "GET");
 	for (int i = 0; i < s->found && i < 64; i++)
 		s->dup |= strcmp(s->seen[i], lv) == 0;
 	if (s->found < 64)
@@ -835,6 +896,62 @@ static void bad_zone_env(void *arg)
 	CHECK_EQ(errno, EINVAL);
 	CHECK(strstr(tally_errmsg(), "TALLY_ZONE") != NULL);
 	exit(0);
+}
+
+/*
+ * A series of long labels in a shared zone: three processes register it
+ * (one series), add exactly, while another registers and removes long
+ * series and is SIGKILLed (perhaps holding the metrics lock: the next
+ * process repairs the table, extensions included).  A zone made by an
+ * older library (format 2.4) refuses long labels with E2BIG and keeps
+ * the short ones.
+ */
+TEST_TIMEOUT(long_labels_in_a_shared_zone, 120)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+	pid_t w[3], churn;
+	struct scan sc;
+	int st;
+
+	own_subdir(dir, sizeof(dir), "long");
+	snprintf(path, sizeof(path), "%s/app.tally", dir);
+	wait_ok(spawn("count", dir, "app", 1));
+	for (int round = 0; round < 5; round++) {
+		churn = spawn("longchurn", dir, "app", 0);
+		for (int i = 0; i < 3; i++)
+			w[i] = spawn("long", dir, "app", 1000);
+		usleep(20000 + 10000 * round);
+		kill(churn, SIGKILL);
+		CHECK_EQ(waitpid(churn, NULL, 0), churn);
+		for (int i = 0; i < 3; i++)
+			wait_ok(w[i]);
+	}
+	wait_ok(spawn("count", dir, "app", 1)); /* repairs, if need be */
+	sc = scan_file(path, "long_total");
+	CHECK_EQ(sc.found, 1);
+	CHECK(sc.long_ok);
+	CHECK_EQ(sc.value, 15000);
+	CHECK_EQ(scan_file(path, "hits_total").value, 2);
+	CHECK(scan_file(path, "churn_long_total").found <= 1);
+
+	/* A 2.4 zone: no long labels, and it says why. */
+	wait_ok(spawn("count", dir, "old", 1));
+	snprintf(path, sizeof(path), "%s/old.tally", dir);
+	{
+		int fd = open(path, O_RDWR);
+		uint16_t minor = 4;
+
+		CHECK(fd >= 0);
+		CHECK_EQ(pwrite(fd, &minor, 2, 10), 2);
+		close(fd);
+	}
+	churn = spawn("long", dir, "old", 1);
+	CHECK_EQ(waitpid(churn, &st, 0), churn);
+	CHECK(WIFEXITED(st));
+	CHECK_EQ(WEXITSTATUS(st), 4);
+	wait_ok(spawn("count", dir, "old", 1));
+	CHECK_EQ(scan_file(path, "hits_total").value, 2);
+	CHECK_EQ(scan_file(path, "long_total").found, 0);
 }
 
 TEST(what_cannot_be_attached_is_refused)

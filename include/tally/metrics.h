@@ -58,13 +58,21 @@ extern "C" {
 #define TALLY_NAME_MAX   127u /* metric name */
 #define TALLY_UNIT_MAX   31u
 #define TALLY_HELP_MAX   839u
-#define TALLY_LABELS_MAX 100u /* all pairs, as "name\0value\0" */
+/* A series' labels: at most TALLY_LABEL_PAIRS_MAX pairs, whose names
+ * and values take at most TALLY_LABELS_MAX bytes together.  A set of
+ * more than 100 bytes (counting a NUL after each name and value) takes
+ * extension records: 1 + ceil(bytes / 108) records of the zone's
+ * max_series instead of one. */
+#define TALLY_LABELS_MAX 4096u
+#define TALLY_LABEL_PAIRS_MAX 128u
 
 #define TALLY_HIST_SUB_BITS_DEFAULT 3u
 #define TALLY_HIST_MAX_BITS_DEFAULT 40u
 
 struct tally_label {
-	const char *name;  /* [a-zA-Z_][a-zA-Z0-9_]*, not starting "__" */
+	const char *name;  /* [a-zA-Z_][a-zA-Z0-9_]*, not starting "__";
+			      not "le" on a histogram (the exposition's
+			      bucket label) */
 	const char *value; /* any UTF-8 */
 };
 
@@ -147,9 +155,15 @@ typedef struct tally_fgauge    { tally_metric metric; } tally_fgauge;
  *   -EINVAL   NULL @d or handle, a kind other than the function's, an
  *             unknown mode, a name, label name, label value (not UTF-8),
  *             unit or help that breaks the rules above, a label name
- *             given twice, bad histogram bits, or a name already
- *             registered with another kind, help, unit, mode or layout;
+ *             the exposition formats reserve (starting with "__", or
+ *             "le" on a histogram; the message names the metric and the
+ *             label), a label name given twice, bad histogram bits, or
+ *             a name already registered with another kind, help, unit,
+ *             mode or layout;
  *   -E2BIG    a string longer than its TALLY_*_MAX limit (never cut);
+ *             labels over TALLY_LABELS_MAX bytes or TALLY_LABEL_PAIRS_MAX
+ *             pairs; labels over 100 bytes in a shared zone made by a
+ *             libtally older than format 2.5, which cannot hold them;
  *   -ENOSPC   the zone has no room for another series, family or block
  *             (a series that exists is found even in a full zone);
  *   -EOVERFLOW the series is registered 2^32 - 1 times already;

@@ -322,11 +322,104 @@ static void put_our_label(struct tp_buf *b, const struct tp_series *s,
 	tp_buf_putc(b, '"');
 }
 
+/* The name series label @name is written under: a histogram's "le"
+ * (the buckets' label, which libtally refuses but an older one or a
+ * crafted file may hold) becomes exported_le, as Prometheus renames a
+ * target's label that clashes with its own (honor_labels: false). */
+static const char *out_name(const char *name, int hist)
+{
+	return hist && strcmp(name, "le") == 0 ? "exported_le" : name;
+}
+
+static int our_name_is(const char *name, const char *ours)
+{
+	return ours && ours[0] &&
+	       (strcmp(name, ours) == 0 ||
+		(strncmp(name, "tally_", 6) == 0 && strcmp(name + 6, ours) == 0));
+}
+
+/*
+ * Can the labels of @s be written, each name once, with ours and (for a
+ * histogram) le?  0: yes as they are; 1: yes, with a label renamed
+ * (exported_le, or one of ours as tally_<name>); -1: no (a name twice in
+ * the series, or a renamed one that meets another), and the series is
+ * left out.  The reader gives the labels sorted by name and the library
+ * refuses a name twice, so the check is one pass in the common case.
+ */
+static int label_clash(const struct tp_series *s, const struct ex_config *c,
+		       int with_zone, int hist)
+{
+	const char *ours[3] = { NULL, NULL, NULL };
+	int renamed = 0;
+
+	if (!c->aggregate) {
+		ours[0] = c->pid_label;
+		ours[1] = c->process_label;
+		ours[2] = with_zone ? c->zone_label : NULL;
+	}
+	for (unsigned i = 0; i < s->nlabels; i++) {
+		const char *n = out_name(s->label_names[i], hist);
+
+		if (n != s->label_names[i])
+			renamed = 1;
+		/* Sorted and distinct: each name after the one before. */
+		if (i && strcmp(s->label_names[i - 1], s->label_names[i]) >= 0)
+			goto slow;
+		for (unsigned k = 0; k < 3; k++)
+			if (our_name_is(n, ours[k]))
+				renamed = 1;
+	}
+	if (!renamed)
+		return 0;
+slow:
+	/* Every name as written, against every other. */
+	renamed = 0;
+	for (unsigned i = 0; i < s->nlabels + 3; i++) {
+		const char *a;
+		char abuf[256];
+
+		if (i < s->nlabels) {
+			a = out_name(s->label_names[i], hist);
+			renamed |= a != s->label_names[i];
+		} else {
+			const char *o = ours[i - s->nlabels];
+
+			if (!o || !o[0])
+				continue;
+			renamed |= has_label(s, o);
+			snprintf(abuf, sizeof(abuf), "%s%s",
+				 has_label(s, o) ? "tally_" : "", o);
+			a = abuf;
+		}
+		if (hist && strcmp(a, "le") == 0)
+			return -1;
+		for (unsigned j = i + 1; j < s->nlabels + 3; j++) {
+			const char *b;
+			char bbuf[256];
+
+			if (j < s->nlabels) {
+				b = out_name(s->label_names[j], hist);
+			} else {
+				const char *o = ours[j - s->nlabels];
+
+				if (!o || !o[0])
+					continue;
+				snprintf(bbuf, sizeof(bbuf), "%s%s",
+					 has_label(s, o) ? "tally_" : "", o);
+				b = bbuf;
+			}
+			if (strcmp(a, b) == 0)
+				return -1;
+		}
+	}
+	return renamed;
+}
+
 /* The labels of @s, without braces and without a trailing comma;
- * @pid is s->pid in decimal. */
+ * @pid is s->pid in decimal; @hist: a histogram's (see out_name). */
 static void put_labels(struct tp_buf *b, const struct tp_series *s,
 		       const struct ex_config *c, int with_zone,
-		       const char *pid)
+		       const char *pid, int hist)
 {
 	int first = 1;
 
@@ -334,7 +427,7 @@ static void put_labels(struct tp_buf *b, const struct tp_series *s,
 		if (!first)
 			tp_buf_putc(b, ',');
 		first = 0;
-		put(b, s->label_names[i]);
+		put(b, out_name(s->label_names[i], hist));
 		tp_buf_putn(b, "=\"", 2);
 		tp_buf_label_value(b, s->label_values[i]);
 		tp_buf_putc(b, '"');
@@ -621,8 +714,19 @@ static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
 			snprintf(pid, sizeof(pid), "%d", s->pid);
 			zone_multi = !c->aggregate && is_multi(pl, s->pid);
 		}
+		switch (label_clash(s, c, zone_multi,
+				    kind == TALLY_HISTOGRAM)) {
+		case -1:
+			res->labels_dropped++;
+			continue;
+		case 1:
+			res->labels_renamed++;
+			break;
+		default:
+			break;
+		}
 		tp_buf_reset(lb);
-		put_labels(lb, s, c, zone_multi, pid);
+		put_labels(lb, s, c, zone_multi, pid, kind == TALLY_HISTOGRAM);
 		/* The same label set twice (see struct plan): write the
 		 * first. */
 		if (dedupe && plan_seen(pl, s, tp_buf_str(lb), lb->len)) {
@@ -867,6 +971,19 @@ static void write_self(struct tp_buf *b, const struct tp_snapshot *snap,
 		   "that differs from its family's, names that clash, or a "
 		   "label set written already.", NULL, res->conflicts);
 
+	put_header(b, f == EX_TEXT ? "tally_exporter_label_clashes_total" :
+		   "tally_exporter_label_clashes", "counter",
+		   "Series whose label names clashed with the exposition's "
+		   "(le on a histogram) or the exporter's own (pid, process, "
+		   "zone), or repeated a name, since the exporter started: "
+		   "renamed (exported_le, tally_<name>) or dropped, once per "
+		   "scrape.", NULL, f);
+	put(b, "tally_exporter_label_clashes_total{action=\"renamed\"} ");
+	put_u64(b, self->label_clashes_total[0] + res->labels_renamed);
+	put(b, "\ntally_exporter_label_clashes_total{action=\"dropped\"} ");
+	put_u64(b, self->label_clashes_total[1] + res->labels_dropped);
+	tp_buf_putc(b, '\n');
+
 	self_value(b, f, "tally_exporter_retired_series",
 		   "--aggregate: series whose counts are kept for processes "
 		   "that exited.", NULL,
@@ -919,6 +1036,7 @@ static const char *const self_names[] = {
 	"tally_exporter_segments_skipped_total", "tally_exporter_series",
 	"tally_exporter_dead_segments", "tally_exporter_dead_segment_bytes",
 	"tally_exporter_series_conflicts", "tally_exporter_retired_series",
+	"tally_exporter_label_clashes", "tally_exporter_label_clashes_total",
 	"tally_exporter_retired_segments",
 	"tally_exporter_retired_segments_total",
 	"tally_exporter_scrapes", "tally_exporter_scrapes_total",

@@ -15,6 +15,14 @@
  * nobody, or a per-process gauge of a "live" mode whose process is gone)
  * is left out: it is no current value.
  *
+ * No sample has a label name twice, whatever a segment holds: a label
+ * that has the name of one of the exporter's (pid, process, zone) makes
+ * the exporter's tally_<name>; a histogram's own "le" (refused by
+ * libtally, but an older one or a crafted file may hold it) is written
+ * exported_le, as Prometheus renames a target's clashing label; a series
+ * that would still have a name twice is left out.  Both are counted in
+ * tally_exporter_label_clashes_total.
+ *
  * Histograms: tally's bucket b holds the integers lo(b) .. hi(b), lower
  * bound included (tally_histogram_bucket_bounds()).  Prometheus's
  * le="x" counts observations <= x, so for integer observations the
@@ -95,6 +103,8 @@ struct ex_self {
 	uint64_t dead_segments;    /* read in this scrape, whose processes
 				      are all gone */
 	uint64_t dead_bytes;       /* the memory those hold */
+	uint64_t label_clashes_total[2]; /* series renamed, dropped, in
+					    the scrapes before this one */
 	const char *version, *mhd_version;
 };
 
@@ -109,6 +119,8 @@ struct ex_result {
 	uint64_t series;           /* series written (histograms count 1) */
 	uint64_t conflicts;
 	uint64_t samples;          /* sample lines */
+	uint64_t labels_renamed;   /* series written with a label renamed */
+	uint64_t labels_dropped;   /* series left out: a label name twice */
 };
 
 /*

@@ -90,6 +90,7 @@ struct server {
 	pthread_mutex_t scrape_lock;
 	uint64_t scrapes;
 	uint64_t skipped_total[EX_NSKIP];
+	uint64_t label_clashes_total[2]; /* renamed, dropped */
 	char last_dir_error[512];
 	struct tp_buf out;
 	struct ex_retain retain;   /* --aggregate: exited processes' counts */
@@ -432,7 +433,11 @@ static enum MHD_Result scrape(struct server *s, struct MHD_Connection *c)
 	self.version = TALLY_VERSION;
 	self.mhd_version = MHD_get_version();
 	tp_buf_reset(&s->out);
+	memcpy(self.label_clashes_total, s->label_clashes_total,
+	       sizeof(s->label_clashes_total));
 	ex_write(&s->out, &snap, &s->o.expose, f, &self, t0, &res);
+	s->label_clashes_total[0] += res.labels_renamed;
+	s->label_clashes_total[1] += res.labels_dropped;
 	tp_snapshot_free(&snap);
 	if (gz) {
 		body = gzip(tp_buf_str(&s->out), s->out.len, &n);

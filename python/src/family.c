@@ -192,8 +192,11 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 	    !(self->unit = dup_utf8(unit, "unit")))
 		goto fail;
 	n = PyTuple_GET_SIZE(labelnames);
-	if (n > (Py_ssize_t)TALLY_LABELS_MAX) {
-		PyErr_SetString(PyExc_ValueError, "too many labels");
+	/* Room for the two labels tally may add: a histogram's le, a
+	 * per-process gauge's pid. */
+	if (n > (Py_ssize_t)TALLY_LABEL_PAIRS_MAX - 2) {
+		PyErr_Format(PyExc_ValueError, "too many labels: %zd, at most "
+			     "%u", n, TALLY_LABEL_PAIRS_MAX - 2);
 		goto fail;
 	}
 	/* One more for the histogram buckets' "le". */

@@ -23,13 +23,14 @@ from ._exposition import (CONTENT_TYPE_LATEST, CONTENT_TYPE_OPENMETRICS,
 from ._format import float_to_go_string
 from ._metrics import (DEFAULT_BUCKETS, MULTIPROCESS_MODES, Counter, Enum,
                        Gauge, Histogram, Info, Summary)
-from ._native import TallyError, Zone
+from ._native import LABEL_PAIRS_MAX, LABELS_MAX, TallyError, Zone
 from ._registry import REGISTRY, CollectorRegistry, zone
 
 __version__ = "0.2.0"
 
 __all__ = [
     "CONTENT_TYPE_LATEST", "CONTENT_TYPE_OPENMETRICS", "DEFAULT_BUCKETS",
+    "LABELS_MAX", "LABEL_PAIRS_MAX",
     "MULTIPROCESS_MODES", "REGISTRY", "CollectorRegistry", "Counter",
     "Enum", "Gauge", "Histogram", "Info", "MetricFamily", "ReadResult",
     "Sample", "Summary",

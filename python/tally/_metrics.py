@@ -53,7 +53,8 @@ class _MetricMixin:
         self._name = build_full_name(self._type, name, namespace,
                                      subsystem, validate_unit(unit))
         self._labelnames = validate_labelnames(labelnames,
-                                               self._reserved_labelnames)
+                                               self._reserved_labelnames,
+                                               self._name, self._type)
         self._labelvalues = ()
         if not isinstance(documentation, str):
             raise TypeError("documentation must be a str")
@@ -339,7 +340,6 @@ class Histogram(_MetricMixin, _native.HistogramBase):
 
     _type = "histogram"
     _kind = _native.KIND_HISTOGRAM
-    _reserved_labelnames = ("le",)
 
     def __init__(self, name: str, documentation: str,
                  labelnames: Iterable[str] = (), namespace: str = "",

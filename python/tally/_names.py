@@ -45,20 +45,45 @@ def build_full_name(metric_type: str, name: str, namespace: str,
     return full_name
 
 
-def validate_labelname(name: str) -> None:
+# The label names the exposition formats give a kind of metric: a
+# histogram's buckets are told apart by "le", a summary's quantiles by
+# "quantile", so a metric of that kind cannot have a label of that name
+# (a Summary takes its reserved names from here too).
+RESERVED_FOR = {
+    "histogram": ("le",),
+    "summary": ("quantile",),
+}
+
+
+def validate_labelname(name: str, metric: str = "") -> None:
+    of = f" (metric {metric})" if metric else ""
     if not isinstance(name, str) or not METRIC_LABEL_NAME_RE.match(name):
-        raise ValueError("Invalid label metric name: " + str(name))
+        raise ValueError("Invalid label metric name: " + str(name) + of)
     if RESERVED_METRIC_LABEL_NAME_RE.match(name):
-        raise ValueError("Reserved label metric name: " + name)
+        raise ValueError("Reserved label metric name: " + name + of +
+                         ": names starting with __ are Prometheus's own")
 
 
 def validate_labelnames(labelnames: Iterable[str],
-                        reserved: Sequence[str] = ()) -> Tuple[str, ...]:
+                        reserved: Sequence[str] = (),
+                        metric: str = "",
+                        metric_type: str = "") -> Tuple[str, ...]:
+    """The label names of metric @metric of type @metric_type, checked:
+    the Prometheus rules, the names its type reserves (RESERVED_FOR), and
+    @reserved (those tally uses itself, such as a per-process gauge's
+    pid).  The ValueError names the metric and the label."""
     names = tuple(labelnames)
+    by_type = RESERVED_FOR.get(metric_type, ())
     for name in names:
-        validate_labelname(name)
+        validate_labelname(name, metric)
+        if name in by_type:
+            raise ValueError(
+                f"Reserved label metric name: {name} (metric {metric}: "
+                f"a {metric_type} uses {name} itself in the exposition)")
         if name in reserved:
-            raise ValueError("Reserved label metric name: " + name)
+            raise ValueError(
+                f"Reserved label metric name: {name} (metric {metric}: "
+                f"tally adds {name} itself)")
     if len(set(names)) != len(names):
         raise ValueError("Duplicate label names in " + repr(names))
     return names

@@ -18,6 +18,7 @@ TALLY_GAUGE_SET: int
 TALLY_FGAUGE: int
 TALLY_HISTOGRAM: int
 LABELS_MAX: int
+LABEL_PAIRS_MAX: int
 NAME_MAX: int
 
 class TallyError(OSError): ...

@@ -47,7 +47,10 @@ pub const TALLY_FGAUGE: c_uint = 5;
 pub const TALLY_NAME_MAX: usize = 127;
 pub const TALLY_UNIT_MAX: usize = 31;
 pub const TALLY_HELP_MAX: usize = 839;
-pub const TALLY_LABELS_MAX: usize = 100;
+/// Names and values of a series' labels, in bytes (TALLY_LABEL_PAIRS_MAX
+/// pairs at most).
+pub const TALLY_LABELS_MAX: usize = 4096;
+pub const TALLY_LABEL_PAIRS_MAX: usize = 128;
 
 pub const TALLY_HIST_SUB_BITS_DEFAULT: u32 = 3;
 pub const TALLY_HIST_MAX_BITS_DEFAULT: u32 = 40;

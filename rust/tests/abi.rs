@@ -138,6 +138,7 @@ fn abi_matches_the_headers() {
         ("TALLY_UNIT_MAX", TALLY_UNIT_MAX as u64),
         ("TALLY_HELP_MAX", TALLY_HELP_MAX as u64),
         ("TALLY_LABELS_MAX", TALLY_LABELS_MAX as u64),
+        ("TALLY_LABEL_PAIRS_MAX", TALLY_LABEL_PAIRS_MAX as u64),
         ("TALLY_READ_PERCPU", TALLY_READ_PERCPU as u64),
         ("TALLY__STRIDE", TALLY__STRIDE as u64),
         ("TALLY__STRIDE_SHIFT", TALLY__STRIDE_SHIFT as u64),

@@ -19,6 +19,13 @@
  *                                pid="<pid>:<start>"):
  *                                pool_conns:gauge_livesum = 10,
  *                                pool_seen:gauge_all = 5
+ *   testwriter clash SECONDS     series whose label names clash in the
+ *                                exposition, as an older library or a
+ *                                crafted file holds them (the segment is
+ *                                patched through its file: a histogram's
+ *                                "le", a label name twice), others that
+ *                                clash with the exporter's pid label, and
+ *                                one with 3000 bytes of labels
  *   testwriter cleanup           tally_dir_cleanup() of $TALLY_DIR: removes
  *                                the segments of processes that are gone
  *   testwriter hash PASSWORD [COST]  a bcrypt hash of PASSWORD, cost 8 by
@@ -29,6 +36,7 @@
  */
 #define _GNU_SOURCE
 #include <crypt.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -314,6 +322,115 @@ static int pooled(double seconds)
 	return 0;
 }
 
+/*
+ * Replace the first @n bytes @from found in the data of the file at @path
+ * by @to (pread over the runs SEEK_DATA finds: no hole is touched).
+ * Returns 0, or -1 when @from is not there.
+ */
+static int patch_file(const char *path, const char *from, const char *to,
+		      size_t n)
+{
+	static char buf[1 << 16];
+	int fd = open(path, O_RDWR);
+	off_t pos = 0, end;
+
+	if (fd < 0)
+		return -1;
+	end = lseek(fd, 0, SEEK_END);
+	while (pos < end) {
+		off_t d = lseek(fd, pos, SEEK_DATA), h;
+
+		if (d < 0)
+			break;
+		h = lseek(fd, d, SEEK_HOLE);
+		for (off_t o = d; o < h; o += (off_t)(sizeof(buf) - n)) {
+			ssize_t r = pread(fd, buf, sizeof(buf), o);
+			char *at;
+
+			if (r <= 0)
+				break;
+			at = memmem(buf, (size_t)r, from, n);
+			if (at) {
+				int rc = pwrite(fd, to, n, o + (at - buf)) ==
+						 (ssize_t)n ? 0 : -1;
+
+				close(fd);
+				return rc;
+			}
+			if ((size_t)r < sizeof(buf))
+				break;
+		}
+		pos = h;
+	}
+	close(fd);
+	return -1;
+}
+
+static int clash(double seconds)
+{
+	struct tally_label hl = { "lx", "crafted" };
+	struct tally_label dup[] = { { "a", "1" }, { "b", "dup" } };
+	struct tally_label pid = { "pid", "mine" };
+	struct tally_label both[] = { { "pid", "mine" },
+				      { "tally_pid", "mine too" } };
+	static char big[3001];
+	struct tally_label lng[] = { { "route", big }, { "method", "GET" } };
+	struct tally_metric_desc d;
+	tally_counter ok, dc, pc, bc, lc;
+	tally_histogram h;
+	const char *path;
+
+	for (int i = 0; i < 3000; i++)
+		big[i] = (char)('a' + i % 26);
+	memset(&d, 0, sizeof(d));
+	d.kind = TALLY_COUNTER;
+	d.name = "clash_ok_total";
+	d.help = "A series without a clash.";
+	must(tally_counter_register(NULL, &d, &ok), &d);
+	d.name = "clash_dup_total";
+	d.help = "Label a twice once patched: left out.";
+	d.labels = dup;
+	d.nlabels = 2;
+	must(tally_counter_register(NULL, &d, &dc), &d);
+	d.name = "clash_pid_total";
+	d.help = "A pid label of its own: the exporter's is tally_pid.";
+	d.labels = &pid;
+	d.nlabels = 1;
+	must(tally_counter_register(NULL, &d, &pc), &d);
+	d.name = "clash_both_total";
+	d.help = "pid and tally_pid of its own: left out.";
+	d.labels = both;
+	d.nlabels = 2;
+	must(tally_counter_register(NULL, &d, &bc), &d);
+	d.name = "clash_long_total";
+	d.help = "3000 bytes of labels.";
+	d.labels = lng;
+	d.nlabels = 2;
+	must(tally_counter_register(NULL, &d, &lc), &d);
+	d.kind = TALLY_HISTOGRAM;
+	d.name = "clash_hist_ns";
+	d.help = "A histogram with a label le once patched: exported_le.";
+	d.labels = &hl;
+	d.nlabels = 1;
+	must(tally_histogram_register(NULL, &d, &h), &d);
+	tally_counter_add(&ok, 11);
+	tally_counter_add(&dc, 12);
+	tally_counter_add(&pc, 13);
+	tally_counter_add(&bc, 14);
+	tally_counter_add(&lc, 15);
+	tally_histogram_observe(&h, 5000);
+	path = tally_zone_path(tally_zone_default());
+	if (patch_file(path, "lx\0crafted\0", "le\0crafted\0", 11) < 0 ||
+	    patch_file(path, "a\0" "1\0b\0dup\0", "a\0" "1\0a\0dup\0", 10) < 0) {
+		fprintf(stderr, "testwriter: cannot patch %s\n", path);
+		return 1;
+	}
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	hold(seconds);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct sigaction sa;
@@ -332,6 +449,8 @@ int main(int argc, char **argv)
 		return worker(atol(argv[2]), atof(argv[3]));
 	if (argc == 3 && strcmp(argv[1], "pooled") == 0)
 		return pooled(atof(argv[2]));
+	if (argc == 3 && strcmp(argv[1], "clash") == 0)
+		return clash(atof(argv[2]));
 	if (argc == 2 && strcmp(argv[1], "cleanup") == 0) {
 		int n = tally_dir_cleanup(NULL);
 
@@ -359,7 +478,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	fprintf(stderr, "usage: testwriter fixture SECONDS | run SECONDS FINAL "
-		"| many N SECONDS | worker N SECONDS | pooled SECONDS | cleanup "
-		"| hash PASSWORD [COST]\n");
+		"| many N SECONDS | worker N SECONDS | pooled SECONDS "
+		"| clash SECONDS | cleanup | hash PASSWORD [COST]\n");
 	return 2;
 }

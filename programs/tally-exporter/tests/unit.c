@@ -420,6 +420,86 @@ static void test_write(void)
 	tp_buf_free(&b);
 }
 
+/* Label names that clash: renamed or left out, never written twice. */
+static void test_label_clashes(void)
+{
+	struct tp_snapshot s = { 0 };
+	struct tp_series v[5];
+	struct tp_segment seg[1];
+	char *le_n[] = { "le" }, *le_v[] = { "x" };
+	char *pid_n[] = { "pid" }, *pid_v[] = { "mine" };
+	char *both_n[] = { "pid", "tally_pid" }, *both_v[] = { "1", "2" };
+	char *dup_n[] = { "a", "a" }, *dup_v[] = { "1", "2" };
+	char *ex_n[] = { "exported_le", "le" }, *ex_v[] = { "1", "2" };
+	int64_t buckets[16] = { 1 };
+	struct ex_config c = { .pid_label = "pid", .process_label = "process",
+			       .zone_label = "zone" };
+	struct ex_self self = { 0 };
+	struct ex_result res;
+	struct tp_buf b = { 0 };
+	const char *t;
+
+	memset(v, 0, sizeof(v));
+	memset(seg, 0, sizeof(seg));
+	seg[0].info.pid = 10;
+	self.label_clashes_total[0] = 100;
+	for (int i = 0; i < 5; i++) {
+		v[i].kind = TALLY_COUNTER;
+		v[i].help = "";
+		v[i].unit = "";
+		v[i].pid = 10;
+		v[i].nlabels = 1;
+		strcpy(v[i].proc, "p");
+		strcpy(v[i].zone, "z");
+	}
+	v[0].kind = TALLY_HISTOGRAM;
+	v[0].name = v[0].key = "h";
+	v[0].label_names = le_n;
+	v[0].label_values = le_v;
+	v[0].sub_bits = 1;
+	v[0].max_bits = 8;
+	v[0].nbuckets = 16;
+	v[0].buckets = buckets;
+	v[0].value = 1;
+	v[1].name = v[1].key = "p_total";
+	v[1].label_names = pid_n;
+	v[1].label_values = pid_v;
+	v[2].name = v[2].key = "both_total";
+	v[2].nlabels = 2;
+	v[2].label_names = both_n;
+	v[2].label_values = both_v;
+	v[3].name = v[3].key = "dup_total";
+	v[3].nlabels = 2;
+	v[3].label_names = dup_n;
+	v[3].label_values = dup_v;
+	v[4] = v[0];
+	v[4].name = v[4].key = "h2";
+	v[4].nlabels = 2;
+	v[4].label_names = ex_n;
+	v[4].label_values = ex_v;
+	s.series = v;
+	s.nseries = 5;
+	s.segs = seg;
+	s.nsegs = 1;
+	c.self_metrics = 1;
+	ex_write(&b, &s, &c, EX_TEXT, &self, ex_now_ns(), &res);
+	t = tp_buf_str(&b);
+	CHECK(strstr(t, "h_bucket{exported_le=\"x\",pid=\"10\",process=\"p\","
+		      "le=\"+Inf\"} 1\n"));
+	CHECK(strstr(t, "h_count{exported_le=\"x\",pid=\"10\",process=\"p\"} 1\n"));
+	CHECK(strstr(t, "p_total{pid=\"mine\",tally_pid=\"10\",process=\"p\"} 0\n"));
+	CHECK(!strstr(t, "both_total{"));
+	CHECK(!strstr(t, "dup_total{"));
+	CHECK(!strstr(t, "h2_"));
+	CHECK(res.labels_renamed == 2);
+	CHECK(res.labels_dropped == 3);
+	CHECK(strstr(t, "tally_exporter_label_clashes_total{action=\"renamed\"} "
+		      "102\n"));
+	CHECK(strstr(t, "tally_exporter_label_clashes_total{action=\"dropped\"} "
+		      "3\n"));
+	tp_buf_free(&b);
+}
+
 /* --- retain.h, on snapshots made by hand (heap memory, as collected) --- */
 
 static void seg_add(struct tp_snapshot *s, const char *path, int pid,
@@ -558,6 +638,7 @@ int main(void)
 	test_webconfig_files();
 	test_listen();
 	test_write();
+	test_label_clashes();
 	test_retain();
 	if (failures) {
 		fprintf(stderr, "exporter-unit: %d checks failed\n", failures);

@@ -17,7 +17,8 @@
  *   tw_load                       floating-point gauge 0.625
  *   tw_latency_ns                 histogram 100000 x 1000 at start, then
  *                                 R/2 per second: 98% 5000, 2% 200000
- *   tw_long_total{...}            counter  5, with an 82-byte label set
+ *   tw_long_total{...}            counter  5, with a 2062-byte label set
+ *                                 (a long one: segment format 2.5)
  *
  * --reset-at S zeroes tw_requests_total{queue="1"} (tally_block_zero)
  * once, S seconds after start.  Adds are spread over the run in 5 ms
@@ -91,10 +92,11 @@ int main(int argc, char **argv)
 	tally_fgauge load;
 	tally_histogram lat;
 	struct tally_label l0 = { "queue", "0" }, l1 = { "queue", "1" };
+	static char gamma[2001];
 	struct tally_label ll[3] = {
 		{ "alpha", "aaaaaaaaaaaaaaaaaaaa" },
 		{ "beta", "bbbbbbbbbbbbbbbbbbbb" },
-		{ "gamma", "cccccccccccccccccccc" },
+		{ "gamma", gamma },
 	};
 	double t0, added = 0, observed = 0;
 	int opt;
@@ -130,6 +132,7 @@ int main(int argc, char **argv)
 	REG(tally_fgauge_register, z, "tw_load", NULL, NULL, 0, &load);
 	REG(tally_histogram_register, z, "tw_latency_ns", "nanoseconds", NULL,
 	    0, &lat);
+	memset(gamma, 'c', 2000);
 	REG(tally_counter_register, z, "tw_long_total", NULL, ll, 3, &lng);
 
 	tally_counter_add(&q0, 1000);

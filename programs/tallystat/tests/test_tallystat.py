@@ -306,7 +306,7 @@ class TallystatTest(unittest.TestCase):
         self.assertGreater(h["max"], 1000)
         self.assertAlmostEqual(h["mean"], 1000.0)
         lng = [s for s in r["series"] if s["name"] == "tw_long_total"][0]
-        self.assertEqual(lng["labels"]["gamma"], "c" * 20)
+        self.assertEqual(lng["labels"]["gamma"], "c" * 2000)
         load = self.one(r, "tw_load", pid)
         self.assertEqual((load["kind"], load["value"]), ("gauge", 0.625))
         self.assertIs(type(load["value"]), float)
