@@ -1226,6 +1226,15 @@ TEST(restart_with_changed_definitions)
 	CHECK_EQ(s[ROUTES].mode, TALLY_PERCPU);
 	CHECK(!strcmp(s[HITS].help, "Hits."));
 	CHECK_EQ(info_of(path).redefinitions, 4);
+
+	/* The way to start from zero that tally(3) gives, TALLY_RETAIN=0
+	 * tallystat --clean, once no process uses the zone. */
+	CHECK_EQ(tally_dir_expire(dir, 0, NULL, NULL), 1);
+	CHECK(access(path, F_OK) < 0);
+	wait_ok(spawn_deploy(dir, 2, 1, NULL));
+	show(path, s);
+	CHECK_EQ(s[REQ].value, 1);
+	CHECK_EQ(info_of(path).redefinitions, 0);
 }
 
 /*
