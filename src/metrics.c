@@ -17,6 +17,13 @@
  * Order of a removal: the record is retired (seq odd, state free, seq
  * even) before its block is freed, so that a reader never reports the
  * values of a reused block under the old name.
+ *
+ * A definition that changes is never refused (a new version of a program
+ * meets the old one's in a shared zone): another help text or unit is
+ * written over the family's, another kind, mode or layout makes a new
+ * generation of the family (layout.h), which the family index points at;
+ * families keep making their children in the generation they were
+ * defined in (family.c pins it), so that an old version runs on.
  */
 #define _GNU_SOURCE
 #include <errno.h>
