@@ -5,6 +5,7 @@ changes, as $DEPLOY_CHANGE says, the help text of deploy_hits ("help")
 or the type of deploy_size, a counter in 1 and a gauge in 2 ("type");
 deploy_requests is the same in both."""
 import os
+import time
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, \
     generate_latest
@@ -37,6 +38,18 @@ def app(environ, start_response):
         start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
         return [body]
     if path == "/version":
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [f"{VERSION} {os.getpid()}".encode()]
+    if path == "/slow":
+        # Held until the test opens $DEPLOY_GATE (version 2 runs by
+        # then), so that this worker counts after the redefinition,
+        # into a child it makes then.
+        deadline = time.monotonic() + 20
+        while not os.path.exists(os.environ["DEPLOY_GATE"]) and \
+                time.monotonic() < deadline:
+            time.sleep(0.01)
+        REQUESTS.labels("/slow").inc()
+        HITS.inc()
         start_response("200 OK", [("Content-Type", "text/plain")])
         return [f"{VERSION} {os.getpid()}".encode()]
     REQUESTS.labels("/").inc()

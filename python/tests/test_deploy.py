@@ -35,12 +35,13 @@ class Server:
 
     def __init__(self, tally_dir, version_file, change):
         self.port = _free_port()
+        self.gate = version_file + ".gate"
         env = child_env(tally_dir, TALLY_ZONE=ZONE,
                         DEPLOY_VERSION_FILE=version_file,
-                        DEPLOY_CHANGE=change)
+                        DEPLOY_CHANGE=change, DEPLOY_GATE=self.gate)
         self.proc = subprocess.Popen(
             [GUNICORN, "--workers", "2", "--worker-class", "sync",
-             "--bind", f"127.0.0.1:{self.port}", "--graceful-timeout", "5",
+             "--bind", f"127.0.0.1:{self.port}", "--graceful-timeout", "25",
              "--timeout", "30", "--chdir", HERE,
              "gunicorn_deploy_app:app"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -114,7 +115,7 @@ def _value(fams, family, sample, labels=None):
     raise AssertionError(f"no {sample} in {family}")
 
 
-def _check_v2(fams, change, total):
+def _check_v2(fams, change, total, slow=0):
     assert _value(fams, "deploy_requests", "deploy_requests_total",
                   {"path": "/"}) == total
     hits = fams["deploy_hits"]
@@ -122,7 +123,8 @@ def _check_v2(fams, change, total):
     if change == "help":
         assert hits.documentation == "Hits, as version 2 counts them."
         # A help text is no new series: the count goes on.
-        assert _value(fams, "deploy_hits", "deploy_hits_total") == total
+        assert _value(fams, "deploy_hits", "deploy_hits_total") == \
+            total + slow
         assert fams["deploy_size"].type == "counter"
     else:
         assert hits.documentation == "Hits."
@@ -197,22 +199,43 @@ def test_hup_reload_under_load_with_changed_definition(
                 errors.append(e)
             time.sleep(0.05)
 
+    slow = []
+
+    def slow_request():
+        # Taken by an old worker, which answers once version 2 runs.
+        try:
+            slow.append(_get(server.port, "/slow", timeout=60).decode())
+        except (OSError, http.client.HTTPException) as e:
+            slow.append(repr(e))
+
     threads = [threading.Thread(target=client) for _ in range(2)]
     threads.append(threading.Thread(target=scraper))
+    slow_thread = threading.Thread(target=slow_request)
     try:
         old = set(_workers(server.proc.pid))
         for t in threads:
             t.start()
         while ok[0] < BEFORE and time.monotonic() < deadline:
             time.sleep(0.01)
+        slow_thread.start()
+        time.sleep(0.2)
         _version_file(tmp_path, 2)
         server.proc.send_signal(signal.SIGHUP)
         # The old workers drain and go; new ones serve version 2.
         while time.monotonic() < deadline:
-            now = set(_workers(server.proc.pid))
-            if now and not (now & old) and server.versions() == {"2"}:
+            if server.versions() == {"2"}:
                 break
             assert server.proc.poll() is None, "gunicorn halted"
+            time.sleep(0.05)
+        # Version 2 has redefined its metrics: the old worker holding
+        # /slow counts now, then drains and goes.
+        open(server.gate, "w").close()
+        slow_thread.join(60)
+        assert slow and slow[0].startswith("1 "), slow
+        while time.monotonic() < deadline:
+            now = set(_workers(server.proc.pid))
+            if now and not (now & old):
+                break
             time.sleep(0.05)
         mark = ok[0]
         while ok[0] < mark + AFTER and time.monotonic() < deadline:
@@ -226,9 +249,12 @@ def test_hup_reload_under_load_with_changed_definition(
         assert ok[0] >= mark + AFTER, "the load did not finish in time"
         fams = server.scrape()
         # Every request a client saw served was counted, exactly when
-        # none failed.
+        # none failed; so was the old worker's, made after the
+        # redefinition into a new child of an unchanged metric.
         assert failed[0] == 0
-        _check_v2(fams, change, ok[0])
+        _check_v2(fams, change, ok[0], slow=1)
+        assert _value(fams, "deploy_requests", "deploy_requests_total",
+                      {"path": "/slow"}) == 1
     finally:
         stop.set()
         err = server.stop()
