@@ -274,16 +274,20 @@ static inline int64_t tally__f64_to_i64(double d)
  * from 0 to 2^max_bits - 1 (larger ones count in the last bucket).
  *
  * Generations (2.5): a registration whose kind, value type, mode or
- * histogram layout differs from the family's makes a new record of the
- * same name (generation + 1, prev pointing at the older one) and sets
- * TALLY__FAM_SUPERSEDED in the older one; the family index then points
- * at the newest.  Series keep the record they were made in: processes
- * that registered the older definition go on writing its series, which
- * readers do not show.  Help and unit are no part of a generation: a
+ * histogram layout differs from the current record's makes a new record
+ * of the same name (generation + 1 and prev pointing at the last one
+ * made), or makes current again an older one of its very definition
+ * (not TALLY__FAM_RETIRED); the one it replaces gets
+ * TALLY__FAM_SUPERSEDED, and the family index points at the current
+ * one.  Series keep the record they were made in: processes that
+ * registered another definition go on writing its series, which readers
+ * do not show while it is superseded.  Help and unit are no part of a generation: a
  * registration that gives others rewrites them (under seq) and bumps
  * the header's fam_changes, so that readers read the record again.
  */
 #define TALLY__FAM_SUPERSEDED 0x1u
+#define TALLY__FAM_RETIRED    0x2u /* superseded by a binding's new
+				      definition: never current again */
 
 struct tally__family {
 	_Atomic uint32_t seq;    /* odd while being written */
@@ -295,8 +299,8 @@ struct tally__family {
 	uint8_t vtype;           /* TALLY__VT_* (0 before format 2.3) */
 	uint8_t flags;           /* TALLY__FAM_* (0 before format 2.5) */
 	uint8_t pad;
-	uint32_t prev;           /* 2.5: the previous generation's record
-				    index + 1; 0: none */
+	uint32_t prev;           /* 2.5: record index + 1 of the
+				    generation made before; 0: none */
 	uint16_t name_len, unit_len, help_len;
 	uint16_t generation;     /* 2.5: 0 for the first definition of
 				    the name, then + 1 (at most 65535) */

@@ -365,14 +365,18 @@ static void family_retext(struct tally_zone *z, struct tally__family *f,
 				  memory_order_release);
 }
 
-/* Under the metrics lock: mark family @f superseded (a newer generation
- * of its name is coming): readers stop showing its series. */
-static void family_supersede(struct tally_zone *z, struct tally__family *f)
+/* Under the metrics lock: set @flags in family @f (TALLY__FAM_*: it is
+ * superseded by another generation of its name, which readers show in
+ * its place), or clear them (@set 0: it is the current one again). */
+static void family_flag(struct tally_zone *z, struct tally__family *f,
+			unsigned flags, int set)
 {
-	if (f->flags & TALLY__FAM_SUPERSEDED)
+	unsigned now = set ? f->flags | flags : f->flags & ~flags;
+
+	if (now == f->flags)
 		return;
 	seq_begin(&f->seq);
-	f->flags |= TALLY__FAM_SUPERSEDED;
+	f->flags = (uint8_t)now;
 	seq_end(&f->seq);
 	atomic_fetch_add_explicit(&z->hdr->fam_changes, 1,
 				  memory_order_release);
@@ -429,7 +433,7 @@ static int family_get(struct tally_zone *z, const char *name,
 	struct tally__hdr *h = z->hdr;
 	uint32_t *fb = family_buckets(z);
 	struct tally__family *f, *old = NULL;
-	uint32_t i, idx, found;
+	uint32_t i, idx, found, last = 0;
 	char change[96] = "";
 
 	if (pin && pin <= atomic_load_explicit(&h->fam_count,
@@ -458,6 +462,42 @@ static int family_get(struct tally_zone *z, const char *name,
 	if (!create)
 		return -ENOENT;
 	idx = atomic_load_explicit(&h->fam_count, memory_order_relaxed);
+	if (old) {
+		/* The generations of the name: the last one made (the new
+		 * one follows it), and an older one of this very definition
+		 * (a rollback, or an old version registering again), which
+		 * becomes the current one again, with its series, rather
+		 * than a new record each time two versions take turns.  One
+		 * that a binding retired (tally_metric_redefine) never comes
+		 * back.  A scan of the records: only a changed definition
+		 * gets here. */
+		uint32_t back = 0;
+
+		for (uint32_t k = 0; k < idx; k++) {
+			struct tally__family *g = &families(z)[k];
+			char diff[96];
+
+			if (strcmp(g->name, name))
+				continue;
+			last = k + 1;
+			describe_change(g, p, diff, sizeof(diff));
+			if (k != found - 1 && !diff[0] &&
+			    !(g->flags & TALLY__FAM_RETIRED))
+				back = k + 1;
+		}
+		if (back) {
+			f = &families(z)[back - 1];
+			family_flag(z, old, TALLY__FAM_SUPERSEDED, 1);
+			family_flag(z, f, TALLY__FAM_SUPERSEDED, 0);
+			if (retext)
+				family_retext(z, f, p);
+			atomic_fetch_add_explicit(&h->redefinitions, 1,
+						  memory_order_relaxed);
+			fb[i] = back;
+			*out = back - 1;
+			return 0;
+		}
+	}
 	if (idx >= h->fam_cap) {
 		atomic_fetch_add_explicit(&h->alloc_refused, 1,
 					  memory_order_relaxed);
@@ -489,9 +529,13 @@ static int family_get(struct tally_zone *z, const char *name,
 	f->sub_bits = (uint8_t)p->sub_bits;
 	f->max_bits = (uint8_t)p->max_bits;
 	f->flags = 0;
-	f->prev = found;
-	f->generation = (uint16_t)(old && old->generation < UINT16_MAX ?
-				   old->generation + 1u : old ? UINT16_MAX : 0);
+	f->prev = last;
+	f->generation = 0;
+	if (last) {
+		uint16_t g = families(z)[last - 1].generation;
+
+		f->generation = (uint16_t)(g < UINT16_MAX ? g + 1u : g);
+	}
 	f->name_len = (uint16_t)strlen(name);
 	f->unit_len = (uint16_t)strlen(p->unit);
 	f->help_len = (uint16_t)strlen(p->help);
@@ -504,7 +548,7 @@ static int family_get(struct tally_zone *z, const char *name,
 	 * a reader that sees the new record sees the old one superseded
 	 * at its next read of the families. */
 	if (old) {
-		family_supersede(z, old);
+		family_flag(z, old, TALLY__FAM_SUPERSEDED, 1);
 		atomic_fetch_add_explicit(&h->redefinitions, 1,
 					  memory_order_relaxed);
 	}
@@ -629,8 +673,8 @@ static uint32_t repair_families(struct tally_zone *z)
 		seq_end(&families(z)[nfam].seq);
 	}
 	memset(fb, 0, h->fam_hash_buckets * sizeof(*fb));
-	/* Records in the order they were made: a later generation of a
-	 * name takes its earlier one's place in the index. */
+	/* One entry a name: its generation that is not superseded, else
+	 * the last one made. */
 	for (uint32_t i = 0; i < nfam; i++) {
 		const char *name = families(z)[i].name;
 		size_t len = strnlen(name, TALLY__NAME_MAX);
@@ -640,7 +684,10 @@ static uint32_t repair_families(struct tally_zone *z)
 		while (fb[k] && strncmp(families(z)[fb[k] - 1].name, name,
 					TALLY__NAME_MAX))
 			k = (k + 1) & fmask;
-		fb[k] = i + 1;
+		if (!fb[k] || (families(z)[fb[k] - 1].flags &
+			       TALLY__FAM_SUPERSEDED) ||
+		    !(families(z)[i].flags & TALLY__FAM_SUPERSEDED))
+			fb[k] = i + 1;
 	}
 	return nfam;
 }
@@ -1191,7 +1238,9 @@ int tally_metric_redefine(struct tally_zone *z,
 		for (unsigned i = 0; i < n; i++) {
 			family_find(z, names[i], &found);
 			if (found)
-				family_supersede(z, &families(z)[found - 1]);
+				family_flag(z, &families(z)[found - 1],
+					    TALLY__FAM_SUPERSEDED |
+					    TALLY__FAM_RETIRED, 1);
 		}
 		/* Counted once, also when @d itself made a generation. */
 		if (atomic_load_explicit(&z->hdr->redefinitions,

@@ -823,8 +823,19 @@ TEST(family_conflicts)
 	CHECK_EQ(register_any(z, &d, &m), 0);
 	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 4);
 	CHECK_EQ(atomic_load(&hdr(z)->redefinitions), 3);
-	/* Another help or unit: the same generation, retexted. */
+	/* Back to the first definition: its record is current again, with
+	 * its series (no new record), and the first handle's adds are
+	 * shown again. */
 	d.kind = TALLY_COUNTER;
+	d.labels = NULL;
+	d.nlabels = 0;
+	CHECK_EQ(register_any(z, &d, &m), 0);
+	CHECK(m.block == first.block);
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 4);
+	CHECK_EQ(atomic_load(&hdr(z)->redefinitions), 4);
+	d.labels = &l;
+	d.nlabels = 1;
+	/* Another help or unit: the same generation, retexted. */
 	CHECK_EQ(register_any(z, &d, &m), 0);
 	d.help = "Other help.";
 	CHECK_EQ(register_any(z, &d, &m), 0);
@@ -837,18 +848,18 @@ TEST(family_conflicts)
 	CHECK_EQ(register_any(z, &d, &m), 0);
 	d.unit = "bytes";
 	CHECK_EQ(register_any(z, &d, &m), 0);
-	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 5);
-	/* Another mode. */
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 4);
+	/* Another mode: a new generation, after the last one made. */
 	d.mode = TALLY_SHARED;
 	CHECK_EQ(register_any(z, &d, &m), 0);
 	CHECK_EQ(tally_block_mode(m.block), TALLY_SHARED);
-	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 6);
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 5);
 	fams = (const struct tally__family *)((char *)hdr(z) +
 					      hdr(z)->fam_off);
-	CHECK_EQ(fams[5].generation, 5);
-	CHECK_EQ(fams[5].prev, 5);
-	CHECK_EQ(fams[5].flags, 0);
-	for (int i = 0; i < 5; i++)
+	CHECK_EQ(fams[4].generation, 4);
+	CHECK_EQ(fams[4].prev, 4);
+	CHECK_EQ(fams[4].flags, 0);
+	for (int i = 0; i < 4; i++)
 		CHECK_EQ(fams[i].flags, TALLY__FAM_SUPERSEDED);
 	/* The first handle still counts, into its own generation; readers
 	 * show the newest one only. */
@@ -873,14 +884,14 @@ TEST(family_conflicts)
 	d.hist_sub_bits = 3;
 	d.hist_max_bits = 40; /* the defaults, spelt out: the same family */
 	CHECK_EQ(register_any(z, &d, &m), 0);
-	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 7);
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 6);
 	l.value = "2";
 	d.hist_sub_bits = 2;
 	CHECK_EQ(register_any(z, &d, &m), 0);
 	d.hist_sub_bits = 3;
 	d.hist_max_bits = 41;
 	CHECK_EQ(register_any(z, &d, &m), 0);
-	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 9);
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 8);
 
 	/* A set gauge is always shared: any mode asked gives one family. */
 	d = desc(TALLY_GAUGE_SET, "temp");
@@ -894,7 +905,7 @@ TEST(family_conflicts)
 	CHECK_EQ(register_any(z, &d, &m), 0);
 	CHECK_EQ(tally_block_mode(m.block), TALLY_SHARED);
 
-	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 10);
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 9);
 	CHECK_EQ(atomic_load(&hdr(z)->redefinitions), 7);
 }
 
@@ -962,6 +973,27 @@ TEST(family_children_stay_in_their_generation)
 	tally_seg_close(s);
 	free(sn.s);
 	CHECK_EQ(tally_family_remove(&old.family), 0);
+}
+
+/* Two versions that take turns registering (a rolling deploy of a
+ * program that registers as it goes) make no new record after the
+ * first change: each turn makes the other generation current again. */
+TEST(alternating_definitions_reuse_their_generations)
+{
+	struct tally_zone *z = zone(0, 0);
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "flip");
+	tally_metric c, g;
+
+	for (int i = 0; i < 10000; i++) {
+		d.kind = TALLY_COUNTER;
+		CHECK_EQ(register_any(z, &d, &c), 0);
+		tally_counter_inc(counter_of(&c));
+		d.kind = TALLY_GAUGE;
+		CHECK_EQ(register_any(z, &d, &g), 0);
+	}
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 2);
+	CHECK_EQ(fetch(&c), 10000);
+	CHECK_EQ(atomic_load(&hdr(z)->redefinitions), 19999);
 }
 
 /* tally_metric_redefine: a changed definition supersedes the families

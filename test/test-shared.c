@@ -1216,16 +1216,19 @@ TEST(restart_with_changed_definitions)
 	CHECK_EQ(s[ROUTES].value, 500);
 	CHECK_EQ(info_of(path).redefinitions, 2);
 
-	/* A rollback is one more change: version 1 is shown again, with
-	 * the counts of version 1 only. */
+	/* A rollback is one more change: version 1's generations are
+	 * current again, with their series and counts (no new records). */
 	wait_ok(spawn_deploy(dir, 1, 10, NULL));
 	show(path, s);
 	CHECK_EQ(s[REQ].value, 1510);
 	CHECK_EQ(s[LAT].kind, TALLY_HISTOGRAM);
 	CHECK_EQ(s[LAT].n, 1);
+	CHECK_EQ(s[LAT].value, 1010);   /* observations of both runs of 1 */
 	CHECK_EQ(s[ROUTES].mode, TALLY_PERCPU);
+	CHECK_EQ(s[ROUTES].route_a, 1010);
 	CHECK(!strcmp(s[HITS].help, "Hits."));
 	CHECK_EQ(info_of(path).redefinitions, 4);
+	CHECK_EQ(info_of(path).families, 6);
 
 	/* The way to start from zero that tally(3) gives, TALLY_RETAIN=0
 	 * tallystat --clean, once no process uses the zone. */

@@ -156,9 +156,11 @@ typedef struct tally_fgauge    { tally_metric metric; } tally_fgauge;
  *   - another help text or unit replaces the family's: readers show the
  *     one registered last (a family's child keeps its family's);
  *   - another kind, mode or histogram layout makes a new generation of
- *     the family: the series registered from now on are made in it, and
- *     readers show only the newest generation of a name.  Handles of the
- *     older one stay valid and their updates are kept (not shown), and
+ *     the family (or makes current again an older one of this very
+ *     definition, with its series: a rollback): the series registered
+ *     from now on are made in it, and readers show only the current
+ *     generation of a name.  Handles of the others stay valid and their
+ *     updates are kept (not shown while superseded), and
  *     a family registered before (tally_*_family_register) goes on
  *     making its children in its own generation, so that processes of
  *     the old version run on unchanged.  The zone counts such changes
@@ -204,10 +206,10 @@ TALLY_API int tally_fgauge_register(struct tally_zone *z,
  * family without series that readers do not show, for a binding whose
  * one metric is several tally families (the Python package's).  When the
  * zone holds another definition of that name (help or unit included),
- * the families @names[0 .. @n - 1] that exist are superseded at the
- * same time, under the zone's lock: readers stop showing their series,
- * and their next registrations (other than the children of families
- * registered before) make new generations.  Processes that define the
+ * the families @names[0 .. @n - 1] that exist are superseded for good
+ * at the same time, under the zone's lock: readers stop showing their
+ * series, and their next registrations (other than the children of
+ * families registered before) make new generations.  Processes that define the
  * name the new way thus never mix their series with the old version's.
  * Return: 1 when the definition changed (the zone counts it in
  * redefinitions), 0 when it was new or the same, or a negative errno as

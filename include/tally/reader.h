@@ -150,10 +150,10 @@ TALLY_API int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info);
 /*
  * tally_seg_foreach: call @fn for every live series with its values.
  *
- * Only the newest definition of a name is shown: the series of a family
- * whose definition was superseded by a newer generation (another kind,
- * mode or histogram layout registered later, tally/metrics.h) are
- * skipped, though the processes that hold them may still write them.
+ * Only the current definition of a name is shown: the series of a
+ * family superseded by another generation (another kind, mode or
+ * histogram layout registered later, tally/metrics.h) are skipped,
+ * though the processes that hold them may still write them.
  * Help and unit are those the family holds now.
  *
  * Records are read, then values, then records again; a series that was
