@@ -421,7 +421,7 @@ PyTypeObject TpyFamily_Type = {
 };
 
 /*
- * claim(zone, name, definition, parts): record @definition as the
+ * claim(zone, name, definition, parts=()): record @definition as the
  * definition of the metric @name in @zone: a metric family named @name
  * with @definition as its help and no series (readers show nothing of
  * it).  When the zone holds another one (an earlier version of the
@@ -435,13 +435,13 @@ PyObject *tpy_claim(PyObject *unused, PyObject *args)
 {
 	struct tally_metric_desc d = { .kind = TALLY_COUNTER };
 	struct tally_zone *z;
-	PyObject *zone, *parts;
+	PyObject *zone, *parts = NULL;
 	const char **names;
 	Py_ssize_t n;
 	int rc;
 
 	(void)unused;
-	if (!PyArg_ParseTuple(args, "OssO!:claim", &zone, &d.name, &d.help,
+	if (!PyArg_ParseTuple(args, "Oss|O!:claim", &zone, &d.name, &d.help,
 			      &PyTuple_Type, &parts))
 		return NULL;
 	if (zone != Py_None && !PyObject_TypeCheck(zone, &TpyZone_Type)) {
@@ -449,7 +449,7 @@ PyObject *tpy_claim(PyObject *unused, PyObject *args)
 		return NULL;
 	}
 	z = zone == Py_None ? NULL : ((TpyZone *)zone)->zone;
-	n = PyTuple_GET_SIZE(parts);
+	n = parts ? PyTuple_GET_SIZE(parts) : 0;
 	names = calloc((size_t)n + 1, sizeof(*names));
 	if (!names)
 		return PyErr_NoMemory();

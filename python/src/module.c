@@ -9,7 +9,8 @@ static PyMethodDef module_methods[] = {
 	  METH_VARARGS | METH_KEYWORDS,
 	  "read(dir=None, zone=None) -> (series, skipped, segments)" },
 	{ "claim", tpy_claim, METH_VARARGS,
-	  "claim(zone, name, definition, parts) -> bool: define @name in "
+	  "claim(zone, name, definition, parts=()) -> bool: define @name "
+	  "in "
 	  "@zone; a changed definition supersedes the families @parts "
 	  "(True)" },
 	{ "unit_value", tpy_unit_value, METH_VARARGS,

@@ -38,10 +38,15 @@ def _tally_names(name: str) -> Tuple[str, ...]:
     mode (family.c lists them): superseded together when its definition
     changes."""
     sfx = _native.SFX_FRAC
+    summary = name + _native.SFX_SUMMARY
     names = [name + "_total", name + "_total" + sfx, name + ":gauge",
              name + ":gauge" + _native.SFX_SETNS,
              name + _native.SFX_BUCKET, name + _native.SFX_SUM,
-             name + _native.SFX_SUM + sfx]
+             name + _native.SFX_SUM + sfx,
+             summary + _native.SFX_BUCKET, summary + _native.SFX_SUM,
+             summary + _native.SFX_SUM + sfx,
+             name + _native.SFX_INFO,
+             name + _native.SFX_ENUM]
     for mode in sorted(MULTIPROCESS_MODES):
         names.append(f"{name}:gauge_{mode}")
         names.append(f"{name}:gauge_{mode}{_native.SFX_SETNS}")
@@ -452,8 +457,9 @@ class Info(_PyMetric):
 
     info(dict) shows <name>_info{pairs} 1 in the exposition; the last
     info() of any process of the zone is the value.  Every info() of a
-    metric in the zone must give the same keys (the first one defines
-    them), since a tally series has fixed label names.
+    metric object must give the same keys (the first one defines them),
+    since a tally series has fixed label names; a process that gives
+    other keys (a new version) supersedes the pairs of the old ones.
     """
 
     _type = "info"
@@ -504,10 +510,13 @@ class Info(_PyMetric):
         owner = getattr(self, "_parent", self)
         with owner._lock:
             if owner._keys is None:
+                # Other keys than an earlier version's: its pairs are
+                # superseded, these start afresh.
                 _native.claim(self._zone_obj, self._name + ":info_keys",
                               "tally-python info labels=%s keys=%s" % (
                                   ",".join(self._labelnames),
-                                  ",".join(keys)))
+                                  ",".join(keys)),
+                              (self._name + _native.SFX_INFO,))
                 owner._keys = keys
                 owner._info_family = _native.Family(
                     self._zone_obj, _native.KIND_GAUGE,

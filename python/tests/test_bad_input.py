@@ -165,6 +165,12 @@ else:
      {"pid"}),
     ('tally.Gauge(N, "d").set(1)',
      'tally.Histogram(N, "d").observe(1)', "histogram", None),
+    ('tally.Counter(N, "d").inc()',
+     'tally.Summary(N, "d").observe(1)', "summary", None),
+    ('tally.Enum(N, "d", states=["a", "b"]).state("b")',
+     'tally.Enum(N, "d", states=["x", "y"]).state("y")', "stateset", None),
+    ('tally.Info(N, "d").info({"k": "1"})',
+     'tally.Info(N, "d").info({"j": "2"})', "info", {"j"}),
 ])
 def test_a_changed_definition_is_taken(uniq, tally_dir, first, second,
                                        typ, labels):
