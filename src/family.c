@@ -61,6 +61,8 @@ struct tally__ftable {
 	unsigned kind;
 	unsigned n;                   /* label names the children add */
 	struct tally_zone *zone;
+	uint32_t rec;                 /* its family record + 1 (metrics.c):
+					 its generation */
 	pthread_mutex_t lock;         /* inserts; process-private */
 	uint32_t count;               /* children, under the lock */
 	struct tally_metric_desc desc;/* the strings point into strings[] */
@@ -178,6 +180,7 @@ static int family_register(struct tally_zone *z,
 	struct tally_metric_desc check;
 	struct tally_label *l;
 	struct tally__ftable *t;
+	uint32_t rec = 0;
 	unsigned nl;
 	int rc;
 
@@ -229,13 +232,16 @@ static int family_register(struct tally_zone *z,
 	check.kind = kind;
 	check.labels = l;
 	check.nlabels = nl;
-	rc = tally__metric_define(z, &check);
+	rc = tally__metric_define(z, &check, &rec);
 	free(l);
 	if (rc < 0)
 		return rc;
 
 	if (!(t = table_new(z, kind, d, names, n)))
 		return -errno;
+	/* Its children go to the generation it was defined in, also once a
+	 * newer process defines the name otherwise (a rolling deploy). */
+	t->rec = rec;
 	pthread_mutex_lock(&families_lock);
 	atomic_store(&t->next, atomic_load(&families));
 	atomic_store(&families, t);
@@ -415,7 +421,8 @@ static int get_slow(struct tally__ftable *t, const char *const *v,
 	}
 	for (unsigned i = 0; i < n; i++)
 		t->labels[t->desc.nlabels - n + i].value = v[i];
-	rc = tally__metric_register(t->zone, &t->desc, t->kind, &c->u.m);
+	rc = tally__metric_register_in(t->zone, &t->desc, t->kind, &c->u.m,
+				       t->rec);
 	if (rc < 0) {
 		pthread_mutex_unlock(&t->lock);
 		free(c);

@@ -192,8 +192,14 @@ struct tally_metric;
 int tally__metric_register(struct tally_zone *z,
 			   const struct tally_metric_desc *d, unsigned kind,
 			   struct tally_metric *m);
+/* _register_in: @pin (record index + 1, 0: none) is the family record
+ * of the family the series belongs to, as _define made it: its children
+ * stay in its generation (metrics.c). */
+int tally__metric_register_in(struct tally_zone *z,
+			      const struct tally_metric_desc *d, unsigned kind,
+			      struct tally_metric *m, uint32_t pin);
 int tally__metric_define(struct tally_zone *z,
-			 const struct tally_metric_desc *d);
+			 const struct tally_metric_desc *d, uint32_t *rec);
 /* A handle of @kind whose updates go nowhere; _failed also counts the
  * failure in the zone, sets errno and returns @rc. */
 void tally__metric_discard(unsigned kind, struct tally_metric *m);

@@ -84,10 +84,15 @@
  * (state TALLY__SERIES_EXT) of the same table (struct tally__series_ext).
  * Readers older than 2.5 skip records whose state is not 1, so they show
  * every other series of the file; writers write long records only into
- * a zone whose header says 2.5 or later. */
+ * a zone whose header says 2.5 or later.
+ * 2.5 also: generations of a family (struct tally__family: flags, prev,
+ * generation; header: fam_changes, redefinitions): a definition that
+ * changes is a new family record of the same name, the older one is
+ * superseded, and a family's help and unit may change under its seq. */
 #define TALLY__FMT_MINOR_CREATOR_LOCK 1
 #define TALLY__FMT_MINOR_OWNED_FALLBACK 4
 #define TALLY__FMT_MINOR_LONG_LABELS 5
+#define TALLY__FMT_MINOR_GENERATIONS 5
 #define TALLY__BYTE_ORDER  0x0102030405060708ull
 #define TALLY__PAGE        4096u
 #define TALLY__NAUX        2u
@@ -155,6 +160,11 @@ struct tally__hdr {
 	_Alignas(64) _Atomic uint64_t desc_gen; /* descriptor table changes */
 	_Atomic uint32_t series_hwm;  /* records ever used: readers scan these */
 	_Atomic uint32_t fam_count;   /* families, never removed */
+	_Atomic uint32_t fam_changes; /* 2.5: family records rewritten
+					 (help, unit, superseded): readers
+					 read the families again */
+	_Atomic uint64_t redefinitions; /* 2.5: generations made because a
+					   definition changed */
 	_Alignas(64) _Atomic uint32_t next_token; /* owner tokens handed out */
 	_Atomic uint64_t chunks_bumped;          /* chunks ever handed out */
 	_Atomic uint64_t chunks_inuse;           /* chunks holding blocks */
@@ -262,7 +272,23 @@ static inline int64_t tally__f64_to_i64(double d)
  * Families are never removed.  Published like series records (seq).
  * A histogram's buckets: sub_bits sub-buckets per power of two, values
  * from 0 to 2^max_bits - 1 (larger ones count in the last bucket).
+ *
+ * Generations (2.5): a registration whose kind, value type, mode or
+ * histogram layout differs from the current record's makes a new record
+ * of the same name (generation + 1 and prev pointing at the last one
+ * made), or makes current again an older one of its very definition
+ * (not TALLY__FAM_RETIRED); the one it replaces gets
+ * TALLY__FAM_SUPERSEDED, and the family index points at the current
+ * one.  Series keep the record they were made in: processes that
+ * registered another definition go on writing its series, which readers
+ * do not show while it is superseded.  Help and unit are no part of a generation: a
+ * registration that gives others rewrites them (under seq) and bumps
+ * the header's fam_changes, so that readers read the record again.
  */
+#define TALLY__FAM_SUPERSEDED 0x1u
+#define TALLY__FAM_RETIRED    0x2u /* superseded by a binding's new
+				      definition: never current again */
+
 struct tally__family {
 	_Atomic uint32_t seq;    /* odd while being written */
 	uint8_t state;           /* 1: live */
@@ -271,9 +297,13 @@ struct tally__family {
 	uint8_t sub_bits;        /* histograms */
 	uint8_t max_bits;        /* histograms */
 	uint8_t vtype;           /* TALLY__VT_* (0 before format 2.3) */
-	uint8_t pad[2];
-	uint32_t reserved;       /* 0 */
-	uint16_t name_len, unit_len, help_len, pad2;
+	uint8_t flags;           /* TALLY__FAM_* (0 before format 2.5) */
+	uint8_t pad;
+	uint32_t prev;           /* 2.5: record index + 1 of the
+				    generation made before; 0: none */
+	uint16_t name_len, unit_len, help_len;
+	uint16_t generation;     /* 2.5: 0 for the first definition of
+				    the name, then + 1 (at most 65535) */
 	char name[TALLY__NAME_MAX];  /* NUL-terminated */
 	char unit[TALLY__UNIT_MAX];  /* NUL-terminated, may be empty */
 	char help[TALLY__HELP_MAX];  /* NUL-terminated, may be empty */

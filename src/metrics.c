@@ -17,10 +17,18 @@
  * Order of a removal: the record is retired (seq odd, state free, seq
  * even) before its block is freed, so that a reader never reports the
  * values of a reused block under the old name.
+ *
+ * A definition that changes is never refused (a new version of a program
+ * meets the old one's in a shared zone): another help text or unit is
+ * written over the family's, another kind, mode or layout makes a new
+ * generation of the family (layout.h), which the family index points at;
+ * families keep making their children in the generation they were
+ * defined in (family.c pins it), so that an old version runs on.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,38 +312,202 @@ static void seq_end(_Atomic uint32_t *seq)
 			      memory_order_release);
 }
 
-/* Under the metrics lock: the family of @name, created if new and
- * @create (else -ENOENT, without a message). */
+static const char *kind_name(unsigned kind, unsigned vtype)
+{
+	static const char *const names[] = { "?", "counter", "gauge",
+					     "set gauge", "histogram" };
+
+	if (vtype == TALLY__VT_FLOAT64)
+		return "float gauge";
+	return kind < 5 ? names[kind] : "?";
+}
+
+/* What makes @f and @p different generations, in words; "" when they
+ * are the same generation. */
+static void describe_change(const struct tally__family *f,
+			    const struct plan *p, char *out, size_t len)
+{
+	static const char *const modes[] = { "percpu", "shared", "pernode",
+					     "adaptive" };
+
+	if (f->kind != p->kind || f->vtype != p->vtype)
+		snprintf(out, len, "type %s, was %s",
+			 kind_name(p->kind, p->vtype),
+			 kind_name(f->kind, f->vtype));
+	else if (f->mode != p->mode)
+		snprintf(out, len, "mode %s, was %s", modes[p->mode & 3],
+			 modes[f->mode & 3]);
+	else if (f->sub_bits != p->sub_bits || f->max_bits != p->max_bits)
+		snprintf(out, len, "histogram bits sub=%u max=%u, were "
+			 "sub=%u max=%u", p->sub_bits, p->max_bits,
+			 f->sub_bits, f->max_bits);
+	else
+		out[0] = 0;
+}
+
+/* Under the metrics lock: rewrite family @f's help and unit (another
+ * registration gave others: the newest one wins), under its seq, and
+ * tell readers to read the families again. */
+static void family_retext(struct tally_zone *z, struct tally__family *f,
+			  const struct plan *p)
+{
+	if (!strcmp(f->help, p->help) && !strcmp(f->unit, p->unit))
+		return;
+	seq_begin(&f->seq);
+	f->unit_len = (uint16_t)strlen(p->unit);
+	f->help_len = (uint16_t)strlen(p->help);
+	memset(f->unit, 0, sizeof(f->unit));
+	memset(f->help, 0, sizeof(f->help));
+	memcpy(f->unit, p->unit, f->unit_len);
+	memcpy(f->help, p->help, f->help_len);
+	seq_end(&f->seq);
+	atomic_fetch_add_explicit(&z->hdr->fam_changes, 1,
+				  memory_order_release);
+}
+
+/* Under the metrics lock: set @flags in family @f (TALLY__FAM_*: it is
+ * superseded by another generation of its name, which readers show in
+ * its place), or clear them (@set 0: it is the current one again). */
+static void family_flag(struct tally_zone *z, struct tally__family *f,
+			unsigned flags, int set)
+{
+	unsigned now = set ? f->flags | flags : f->flags & ~flags;
+
+	if (now == f->flags)
+		return;
+	seq_begin(&f->seq);
+	f->flags = (uint8_t)now;
+	seq_end(&f->seq);
+	atomic_fetch_add_explicit(&z->hdr->fam_changes, 1,
+				  memory_order_release);
+}
+
+/* The zone's file, for messages. */
+static const char *zone_file(const struct tally_zone *z)
+{
+	const char *path = tally_zone_path(z);
+
+	return path[0] ? path : "(an anonymous zone)";
+}
+
+static uint32_t name_bucket(struct tally_zone *z, const char *name)
+{
+	return (uint32_t)fnv1a(0xcbf29ce484222325ull, name, strlen(name)) &
+	       (z->hdr->fam_hash_buckets - 1);
+}
+
+/* Under the metrics lock: the index bucket of @name's newest family
+ * record, or of the empty place where it goes (*@found 0). */
+static uint32_t family_find(struct tally_zone *z, const char *name,
+			    uint32_t *found)
+{
+	uint32_t *fb = family_buckets(z), mask = z->hdr->fam_hash_buckets - 1;
+	uint32_t i = name_bucket(z, name);
+
+	*found = 0;
+	for (; fb[i]; i = (i + 1) & mask) {
+		if (!strcmp(families(z)[fb[i] - 1].name, name)) {
+			*found = fb[i];
+			break;
+		}
+	}
+	return i;
+}
+
+/*
+ * Under the metrics lock: the family record of @name for @p.
+ *
+ * @pin (record index + 1, or 0) is the record a family of this process
+ * was defined in (family.c): its children go on being made there, in
+ * their generation, whatever newer ones exist.  Otherwise the newest
+ * record of @name serves when it is not superseded and @p is of its
+ * generation (kind, value type, mode, histogram layout); its help and
+ * unit become @p's when @retext.  A different definition makes a new
+ * generation (layout.h), when @create; a record that does not exist
+ * yet is made only when @create too (else -ENOENT, without a message).
+ */
 static int family_get(struct tally_zone *z, const char *name,
-		      const struct plan *p, uint32_t *out, int create)
+		      const struct plan *p, uint32_t *out, int create,
+		      uint32_t pin, int retext)
 {
 	struct tally__hdr *h = z->hdr;
-	uint32_t *fb = family_buckets(z), mask = h->fam_hash_buckets - 1;
-	uint32_t i = (uint32_t)fnv1a(0xcbf29ce484222325ull, name, strlen(name)) & mask;
-	struct tally__family *f;
-	uint32_t idx;
+	uint32_t *fb = family_buckets(z);
+	struct tally__family *f, *old = NULL;
+	uint32_t i, idx, found, last = 0;
+	char change[96] = "";
 
-	for (; fb[i]; i = (i + 1) & mask) {
-		f = &families(z)[fb[i] - 1];
-		if (strcmp(f->name, name))
-			continue;
-		if (f->kind != p->kind || f->vtype != p->vtype ||
-		    f->mode != p->mode ||
-		    f->sub_bits != p->sub_bits || f->max_bits != p->max_bits ||
-		    strcmp(f->help, p->help) || strcmp(f->unit, p->unit))
-			return tally__fail(EINVAL, "metric %s is already "
-					   "registered with another kind, help,"
-					   " unit, mode or histogram layout",
-					   name);
-		*out = fb[i] - 1;
-		return 0;
+	if (pin && pin <= atomic_load_explicit(&h->fam_count,
+					       memory_order_relaxed)) {
+		f = &families(z)[pin - 1];
+		describe_change(f, p, change, sizeof(change));
+		if (!strcmp(f->name, name) && !change[0]) {
+			*out = pin - 1;
+			return 0;
+		}
+	}
+	i = family_find(z, name, &found);
+	if (found) {
+		old = &families(z)[found - 1];
+		describe_change(old, p, change, sizeof(change));
+		if (!change[0] && !(old->flags & TALLY__FAM_SUPERSEDED)) {
+			if (retext)
+				family_retext(z, old, p);
+			*out = found - 1;
+			return 0;
+		}
+		if (!change[0])
+			snprintf(change, sizeof(change), "its definition was "
+				 "superseded");
 	}
 	if (!create)
 		return -ENOENT;
 	idx = atomic_load_explicit(&h->fam_count, memory_order_relaxed);
+	if (old) {
+		/* The generations of the name: the last one made (the new
+		 * one follows it), and an older one of this very definition
+		 * (a rollback, or an old version registering again), which
+		 * becomes the current one again, with its series, rather
+		 * than a new record each time two versions take turns.  One
+		 * that a binding retired (tally_metric_redefine) never comes
+		 * back.  A scan of the records: only a changed definition
+		 * gets here. */
+		uint32_t back = 0;
+
+		for (uint32_t k = 0; k < idx; k++) {
+			struct tally__family *g = &families(z)[k];
+			char diff[96];
+
+			if (strcmp(g->name, name))
+				continue;
+			last = k + 1;
+			describe_change(g, p, diff, sizeof(diff));
+			if (k != found - 1 && !diff[0] &&
+			    !(g->flags & TALLY__FAM_RETIRED))
+				back = k + 1;
+		}
+		if (back) {
+			f = &families(z)[back - 1];
+			family_flag(z, old, TALLY__FAM_SUPERSEDED, 1);
+			family_flag(z, f, TALLY__FAM_SUPERSEDED, 0);
+			if (retext)
+				family_retext(z, f, p);
+			atomic_fetch_add_explicit(&h->redefinitions, 1,
+						  memory_order_relaxed);
+			fb[i] = back;
+			*out = back - 1;
+			return 0;
+		}
+	}
 	if (idx >= h->fam_cap) {
 		atomic_fetch_add_explicit(&h->alloc_refused, 1,
 					  memory_order_relaxed);
+		if (old)
+			return tally__fail(ENOSPC, "metric %s changed (%s) but "
+					   "zone file %s holds %u metric "
+					   "families already: no room for "
+					   "its new definition", name, change,
+					   zone_file(z),
+					   h->fam_cap);
 		return tally__fail(ENOSPC, "zone \"%s\" holds %u metric names "
 				   "already", h->zone_name, h->fam_cap);
 	}
@@ -356,6 +528,14 @@ static int family_get(struct tally_zone *z, const char *name,
 	f->mode = (uint8_t)p->mode;
 	f->sub_bits = (uint8_t)p->sub_bits;
 	f->max_bits = (uint8_t)p->max_bits;
+	f->flags = 0;
+	f->prev = last;
+	f->generation = 0;
+	if (last) {
+		uint16_t g = families(z)[last - 1].generation;
+
+		f->generation = (uint16_t)(g < UINT16_MAX ? g + 1u : g);
+	}
 	f->name_len = (uint16_t)strlen(name);
 	f->unit_len = (uint16_t)strlen(p->unit);
 	f->help_len = (uint16_t)strlen(p->help);
@@ -364,6 +544,14 @@ static int family_get(struct tally_zone *z, const char *name,
 	memcpy(f->help, p->help, f->help_len + 1u);
 	f->state = 1;
 	seq_end(&f->seq);
+	/* The older generation is marked before the index points past it:
+	 * a reader that sees the new record sees the old one superseded
+	 * at its next read of the families. */
+	if (old) {
+		family_flag(z, old, TALLY__FAM_SUPERSEDED, 1);
+		atomic_fetch_add_explicit(&h->redefinitions, 1,
+					  memory_order_relaxed);
+	}
 	atomic_store_explicit(&h->fam_count, idx + 1, memory_order_release);
 	fb[i] = idx + 1;
 	*out = idx;
@@ -485,14 +673,21 @@ static uint32_t repair_families(struct tally_zone *z)
 		seq_end(&families(z)[nfam].seq);
 	}
 	memset(fb, 0, h->fam_hash_buckets * sizeof(*fb));
+	/* One entry a name: its generation that is not superseded, else
+	 * the last one made. */
 	for (uint32_t i = 0; i < nfam; i++) {
 		const char *name = families(z)[i].name;
+		size_t len = strnlen(name, TALLY__NAME_MAX);
 		uint32_t k = (uint32_t)fnv1a(0xcbf29ce484222325ull, name,
-					     strnlen(name, TALLY__NAME_MAX)) & fmask;
+					     len) & fmask;
 
-		while (fb[k])
+		while (fb[k] && strncmp(families(z)[fb[k] - 1].name, name,
+					TALLY__NAME_MAX))
 			k = (k + 1) & fmask;
-		fb[k] = i + 1;
+		if (!fb[k] || (families(z)[fb[k] - 1].flags &
+			       TALLY__FAM_SUPERSEDED) ||
+		    !(families(z)[i].flags & TALLY__FAM_SUPERSEDED))
+			fb[k] = i + 1;
 	}
 	return nfam;
 }
@@ -884,13 +1079,14 @@ static void fill_handle(tally_metric *m, struct tally_zone *z, uint32_t idx,
  */
 static int find_and_ref(struct tally_zone *z, const char *name,
 			struct plan *p, tally_metric *m,
-			uint32_t *fam, uint32_t *bucket, int create)
+			uint32_t *fam, uint32_t *bucket, int create,
+			uint32_t pin)
 {
 	struct tally__series *s;
 	uint32_t idx = 0;
 	int rc;
 
-	if ((rc = family_get(z, name, p, fam, create)) < 0)
+	if ((rc = family_get(z, name, p, fam, create, pin, !pin)) < 0)
 		return rc == -ENOENT ? 0 : rc;
 	if (!find_series(z, *fam, p, bucket, &idx))
 		return 0;
@@ -916,6 +1112,13 @@ static int find_and_ref(struct tally_zone *z, const char *name,
 int tally__metric_register(struct tally_zone *z,
 			   const struct tally_metric_desc *d, unsigned kind,
 			   tally_metric *m)
+{
+	return tally__metric_register_in(z, d, kind, m, 0);
+}
+
+int tally__metric_register_in(struct tally_zone *z,
+			      const struct tally_metric_desc *d, unsigned kind,
+			      tally_metric *m, uint32_t pin)
 {
 	struct tally_metric_desc typed;
 	struct plan p;
@@ -947,8 +1150,8 @@ int tally__metric_register(struct tally_zone *z,
 
 	metrics_lock(z);
 	if ((b && (rc = index_grow(z)) < 0) ||
-	    (rc = find_and_ref(z, d->name, &p, m, &fam, &bucket, b != NULL))
-		    != 0 ||
+	    (rc = find_and_ref(z, d->name, &p, m, &fam, &bucket, b != NULL,
+			       pin)) != 0 ||
 	    (rc = b ? take_records(z, &p, ext, &idx) : alloc_rc) < 0) {
 		pthread_mutex_unlock(&z->hdr->metrics_lock);
 		if (b) {
@@ -969,9 +1172,10 @@ int tally__metric_register(struct tally_zone *z,
 }
 
 /* Check @d and make its family in @z, as registering a series of it
- * would (family.c: a family is checked before any of its series). */
+ * would (family.c: a family is checked before any of its series); its
+ * record index + 1 in *@rec, for tally__metric_register_in(). */
 int tally__metric_define(struct tally_zone *z,
-			 const struct tally_metric_desc *d)
+			 const struct tally_metric_desc *d, uint32_t *rec)
 {
 	struct plan p;
 	uint32_t fam;
@@ -985,7 +1189,66 @@ int tally__metric_define(struct tally_zone *z,
 				   "libtally older than format 2.5 can hold",
 				   d->name, p.labels_len, TALLY__LABELS_INLINE);
 	metrics_lock(z);
-	rc = family_get(z, d->name, &p, &fam, 1);
+	rc = family_get(z, d->name, &p, &fam, 1, 0, 1);
+	pthread_mutex_unlock(&z->hdr->metrics_lock);
+	if (rc == 0 && rec)
+		*rec = fam + 1;
+	return rc;
+}
+
+int tally_metric_redefine(struct tally_zone *z,
+			  const struct tally_metric_desc *d,
+			  const char *const *names, unsigned n)
+{
+	struct tally_metric_desc typed;
+	struct plan p;
+	uint32_t fam, found;
+	uint64_t before;
+	int rc, changed = 0;
+
+	if (!d || (n && !names))
+		return tally__fail(EINVAL, "tally_metric_redefine: NULL "
+				   "argument");
+	typed = *d;
+	if (!typed.kind)
+		typed.kind = TALLY_COUNTER;
+	if ((rc = make_plan(&typed, &p)) < 0)
+		return rc;
+	for (unsigned i = 0; i < n; i++)
+		if (!names[i])
+			return tally__fail(EINVAL, "tally_metric_redefine: name "
+					   "%u is NULL", i);
+	if (!z && !(z = tally_zone_default()))
+		return -errno;
+	metrics_lock(z);
+	family_find(z, d->name, &found);
+	if (found) {
+		const struct tally__family *f = &families(z)[found - 1];
+		char change[96];
+
+		describe_change(f, &p, change, sizeof(change));
+		changed = change[0] || strcmp(f->help, p.help) ||
+			  strcmp(f->unit, p.unit) ||
+			  (f->flags & TALLY__FAM_SUPERSEDED);
+	}
+	before = atomic_load_explicit(&z->hdr->redefinitions,
+				      memory_order_relaxed);
+	rc = family_get(z, d->name, &p, &fam, 1, 0, 1);
+	if (rc == 0 && changed) {
+		for (unsigned i = 0; i < n; i++) {
+			family_find(z, names[i], &found);
+			if (found)
+				family_flag(z, &families(z)[found - 1],
+					    TALLY__FAM_SUPERSEDED |
+					    TALLY__FAM_RETIRED, 1);
+		}
+		/* Counted once, also when @d itself made a generation. */
+		if (atomic_load_explicit(&z->hdr->redefinitions,
+					 memory_order_relaxed) == before)
+			atomic_fetch_add_explicit(&z->hdr->redefinitions, 1,
+						  memory_order_relaxed);
+		rc = 1;
+	}
 	pthread_mutex_unlock(&z->hdr->metrics_lock);
 	return rc;
 }

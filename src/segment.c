@@ -393,6 +393,13 @@ int tally__seg_read_live(struct tally_seg *s, uint64_t *gen, uint32_t *hwm,
 						       series_hwm));
 	*nfam = *(uint32_t *)((char *)&live + offsetof(struct tally__hdr,
 						        fam_count));
+	_Static_assert(offsetof(struct tally__hdr, redefinitions) + 8 <=
+			       offsetof(struct tally__hdr, desc_gen) + 64,
+		       "the descriptor table's live fields are read at once");
+	s->live_fam_changes = *(uint32_t *)((char *)&live +
+		offsetof(struct tally__hdr, fam_changes));
+	s->live_redefinitions = *(uint64_t *)((char *)&live +
+		offsetof(struct tally__hdr, redefinitions));
 	if (*hwm > s->hdr.desc_cap)
 		*hwm = s->hdr.desc_cap;
 	if (*nfam > s->hdr.fam_cap)
@@ -472,6 +479,7 @@ int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info)
 	info->series_used = hwm;
 	info->families = nfam;
 	info->generation = gen;
+	info->redefinitions = s->live_redefinitions;
 	info->capacity_chunks = s->hdr.nchunks;
 	info->chunk_slots = s->hdr.chunk_slots;
 	read_pool_live(s, info);

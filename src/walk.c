@@ -559,6 +559,9 @@ static int compute_batch(struct tally_seg *s, uint32_t first, uint32_t n,
 			return rc;
 		if (r->family >= s->nfams)
 			continue; /* still being written */
+		/* An older definition of its name: not shown (layout.h). */
+		if (s->fams[r->family].flags & TALLY__FAM_SUPERSEDED)
+			continue;
 		rc = compute(s, first + i, i, r, flags, &s->res[i]);
 		if (rc == -EINVAL) {
 			s->res[i].bad = 1;
@@ -654,8 +657,15 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 	if (flags & ~TALLY_READ_PERCPU)
 		return tally__fail(EINVAL, "unknown flags 0x%x", flags);
 	if ((rc = check_size(s)) < 0 ||
-	    (rc = tally__seg_read_live(s, &gen, &hwm, &nfam)) < 0 ||
-	    (rc = load_families(s, nfam)) < 0)
+	    (rc = tally__seg_read_live(s, &gen, &hwm, &nfam)) < 0)
+		return rc;
+	/* A family record was rewritten (help, unit, superseded: format
+	 * 2.5): read them all again. */
+	if (s->live_fam_changes != s->fam_changes) {
+		s->fam_changes = s->live_fam_changes;
+		s->nfams = 0;
+	}
+	if ((rc = load_families(s, nfam)) < 0)
 		return rc;
 	for (; !stop && (n = next_run(s, &first, hwm)) > 0; first += n) {
 		uint64_t off = s->hdr.desc_off +

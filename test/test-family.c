@@ -168,38 +168,46 @@ TEST(register_twice_is_the_same_series)
 	CHECK_EQ(fetch(&h1.metric), 2);
 }
 
-TEST(another_definition_is_refused)
+/* A definition that changes is a new generation (kind, mode, layout) or
+ * a new help text or unit, never a refusal: the handle works, and the
+ * older handles go on counting their own series. */
+TEST(another_definition_is_a_new_generation)
 {
 	struct tally_zone *z = zone("conflict");
 	struct tally_metric_desc d = desc(TALLY_COUNTER, "reqs_total");
-	tally_counter c, bad;
+	tally_counter c, other;
 	tally_gauge g;
-	tally_histogram h;
+	tally_histogram h, h2;
 
 	d.help = "Requests.";
 	d.unit = "requests";
 	CHECK_EQ(tally_counter_register(z, &d, &c), 0);
 	d.help = "Other help.";
-	CHECK_EQ(tally_counter_register(z, &d, &bad), -EINVAL);
-	CHECK(strstr(tally_errmsg(), "already registered") != NULL);
-	CHECK(bad.metric.block != c.metric.block);
-	tally_counter_inc(&bad); /* goes nowhere, does not crash */
-	CHECK_EQ(tally_metric_remove(&bad.metric), -EINVAL);
+	CHECK_EQ(tally_counter_register(z, &d, &other), 0);
+	CHECK(other.metric.block == c.metric.block);
 	d.help = "Requests.";
 	d.unit = "bytes";
-	CHECK_EQ(tally_counter_register(z, &d, &bad), -EINVAL);
+	CHECK_EQ(tally_counter_register(z, &d, &other), 0);
+	CHECK(other.metric.block == c.metric.block);
 	d.unit = "requests";
 	d.mode = TALLY_SHARED;
-	CHECK_EQ(tally_counter_register(z, &d, &bad), -EINVAL);
+	CHECK_EQ(tally_counter_register(z, &d, &other), 0);
+	CHECK(other.metric.block != c.metric.block);
 	d.mode = 0;
 	d.kind = 0;
-	CHECK_EQ(tally_gauge_register(z, &d, &g), -EINVAL);
+	CHECK_EQ(tally_gauge_register(z, &d, &g), 0);
+	tally_counter_inc(&c);
+	tally_counter_inc(&other);
+	tally_gauge_add(&g, 3);
+	CHECK_EQ(fetch(&c.metric), 1);
+	CHECK_EQ(fetch(&other.metric), 1);
+	CHECK_EQ(fetch(&g.metric), 3);
 	d = desc(TALLY_HISTOGRAM, "lat");
 	CHECK_EQ(tally_histogram_register(z, &d, &h), 0);
-	d.hist_sub_bits = 4;
-	CHECK_EQ(tally_histogram_register(z, &d, &h), -EINVAL);
-	CHECK_EQ(count(read_zone(z), "reqs_total", "", NULL), 1);
-	CHECK_EQ(fetch(&c.metric), 0);
+	d.hist_sub_bits = 2;
+	CHECK_EQ(tally_histogram_register(z, &d, &h2), 0);
+	CHECK_EQ(h2.metric.sub_bits, 2);
+	CHECK(h2.metric.block != h.metric.block);
 }
 
 TEST(each_registration_holds_the_series)
@@ -350,16 +358,20 @@ TEST(family_of_each_kind)
 	CHECK_EQ(h->metric.sub_bits, 2);
 	tally_histogram_observe(h, 5);
 	CHECK_EQ(fetch(&h->metric), 1);
-	/* A family of a name another kind holds is refused at once. */
+	/* A family of a name another kind holds: a new generation of the
+	 * name; the older family's children go on in theirs. */
+	CHECK_EQ(tally_family_remove(&hf.family), 0);
 	d.name = "queue_depth";
 	d.hist_sub_bits = 0;
-	CHECK_EQ(tally_histogram_family_register(z, &d, names, 1, &hf),
-		 -EINVAL);
-	CHECK_EQ(tally_histogram_family_get(&hf, q, 1, &h), -EINVAL);
-	tally_histogram_observe(h, 5); /* discarded */
+	CHECK_EQ(tally_histogram_family_register(z, &d, names, 1, &hf), 0);
+	CHECK_EQ(tally_histogram_family_get(&hf, q, 1, &h), 0);
+	tally_histogram_observe(h, 5);
+	CHECK_EQ(fetch(&h->metric), 1);
+	CHECK_EQ(tally_gauge_family_get(&gf, q, 1, &g), 0);
+	CHECK_EQ(fetch(&g->metric), 1);
 	CHECK_EQ(tally_family_remove(&gf.family), 0);
 	CHECK_EQ(tally_family_remove(&sf.family), 0);
-	CHECK_EQ(tally_family_remove(&hf.family), -EINVAL);
+	CHECK_EQ(tally_family_remove(&hf.family), 0);
 }
 
 TEST(family_and_registration_share_series)

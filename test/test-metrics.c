@@ -730,8 +730,10 @@ TEST(failed_register_leaks_nothing)
 
 		CHECK_EQ(register_any(z, &d, &again), 0);
 		CHECK(again.block == m.block);
+		/* Another help text: the same series, its help replaced. */
 		d.help = "another help";
-		CHECK_EQ(register_any(z, &d, &again), -EINVAL);
+		CHECK_EQ(register_any(z, &d, &again), 0);
+		CHECK(again.block == m.block);
 		d.help = NULL;
 	}
 	for (int i = 0; i < 8; i++) {
@@ -792,40 +794,87 @@ TEST(duplicate_series)
 	free(sn.s);
 }
 
+/*
+ * A definition that changes is never refused: help and unit are
+ * replaced (the newest registration's), and another kind, mode or
+ * histogram layout is a new generation of the family, the only one
+ * readers show; handles of the older one go on counting.
+ */
 TEST(family_conflicts)
 {
 	struct tally_zone *z = zone(0, 0);
 	struct tally_metric_desc d = desc(TALLY_COUNTER, "fam");
-	tally_metric m;
+	tally_metric m, first;
 	struct tally_label l = { "k", "1" };
+	const struct tally__family *fams;
+	struct snap sn;
 
 	d.help = "Help.";
 	d.unit = "bytes";
-	CHECK_EQ(register_any(z, &d, &m), 0);
+	CHECK_EQ(register_any(z, &d, &first), 0);
 	d.labels = &l;
 	d.nlabels = 1;
-	/* Another kind, help, unit or mode. */
+	/* Another kind: one generation each. */
 	d.kind = TALLY_GAUGE;
-	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), 0);
 	d.kind = TALLY_GAUGE_SET;
-	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), 0);
 	d.kind = TALLY_HISTOGRAM;
-	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), 0);
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 4);
+	CHECK_EQ(atomic_load(&hdr(z)->redefinitions), 3);
+	/* Back to the first definition: its record is current again, with
+	 * its series (no new record), and the first handle's adds are
+	 * shown again. */
 	d.kind = TALLY_COUNTER;
+	d.labels = NULL;
+	d.nlabels = 0;
+	CHECK_EQ(register_any(z, &d, &m), 0);
+	CHECK(m.block == first.block);
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 4);
+	CHECK_EQ(atomic_load(&hdr(z)->redefinitions), 4);
+	d.labels = &l;
+	d.nlabels = 1;
+	/* Another help or unit: the same generation, retexted. */
+	CHECK_EQ(register_any(z, &d, &m), 0);
 	d.help = "Other help.";
-	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), 0);
 	d.help = NULL;
-	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), 0);
 	d.help = "Help.";
 	d.unit = "seconds";
-	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
-	d.unit = NULL;
-	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
-	d.unit = "bytes";
-	d.mode = TALLY_SHARED;
-	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
-	d.mode = TALLY_PERCPU;
 	CHECK_EQ(register_any(z, &d, &m), 0);
+	d.unit = NULL;
+	CHECK_EQ(register_any(z, &d, &m), 0);
+	d.unit = "bytes";
+	CHECK_EQ(register_any(z, &d, &m), 0);
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 4);
+	/* Another mode: a new generation, after the last one made. */
+	d.mode = TALLY_SHARED;
+	CHECK_EQ(register_any(z, &d, &m), 0);
+	CHECK_EQ(tally_block_mode(m.block), TALLY_SHARED);
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 5);
+	fams = (const struct tally__family *)((char *)hdr(z) +
+					      hdr(z)->fam_off);
+	CHECK_EQ(fams[4].generation, 4);
+	CHECK_EQ(fams[4].prev, 4);
+	CHECK_EQ(fams[4].flags, 0);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(fams[i].flags, TALLY__FAM_SUPERSEDED);
+	/* The first handle still counts, into its own generation; readers
+	 * show the newest one only. */
+	tally_counter_add(counter_of(&first), 5);
+	CHECK_EQ(fetch(&first), 5);
+	tally_counter_add(counter_of(&m), 2);
+	sn = read_zone(z);
+	CHECK_EQ(sn.n, 1);
+	CHECK(!strcmp(sn.s[0].name, "fam"));
+	CHECK(!strcmp(sn.s[0].labels, "k=1"));
+	CHECK(!strcmp(sn.s[0].help, "Help."));
+	CHECK(!strcmp(sn.s[0].unit, "bytes"));
+	CHECK_EQ(sn.s[0].mode, TALLY_SHARED);
+	CHECK_EQ(sn.s[0].value, 2);
+	free(sn.s);
 
 	/* Histogram layouts. */
 	d = desc(TALLY_HISTOGRAM, "lat");
@@ -835,12 +884,14 @@ TEST(family_conflicts)
 	d.hist_sub_bits = 3;
 	d.hist_max_bits = 40; /* the defaults, spelt out: the same family */
 	CHECK_EQ(register_any(z, &d, &m), 0);
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 6);
 	l.value = "2";
-	d.hist_sub_bits = 4;
-	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
+	d.hist_sub_bits = 2;
+	CHECK_EQ(register_any(z, &d, &m), 0);
 	d.hist_sub_bits = 3;
 	d.hist_max_bits = 41;
-	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), 0);
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 8);
 
 	/* A set gauge is always shared: any mode asked gives one family. */
 	d = desc(TALLY_GAUGE_SET, "temp");
@@ -854,7 +905,132 @@ TEST(family_conflicts)
 	CHECK_EQ(register_any(z, &d, &m), 0);
 	CHECK_EQ(tally_block_mode(m.block), TALLY_SHARED);
 
-	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 3);
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 9);
+	CHECK_EQ(atomic_load(&hdr(z)->redefinitions), 7);
+}
+
+/*
+ * A family keeps making its children in the generation it was defined
+ * in (a process of the old version, during a rolling deploy), while a
+ * direct registration follows the newest; a reader sees the help text
+ * that was registered last, without reopening the file.
+ */
+TEST(family_children_stay_in_their_generation)
+{
+	struct tally_zone *z = zone(0, 0);
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "req_total");
+	const char *names[] = { "code" }, *ok[] = { "200" },
+		   *err[] = { "500" };
+	tally_counter_family old;
+	const tally_counter *c;
+	struct tally_label l = { "code", "200" };
+	tally_metric m;
+	struct tally_seg *s;
+	struct snap sn = { 0, 0, NULL };
+
+	d.help = "Old help.";
+	CHECK_EQ(tally_counter_family_register(z, &d, names, 1, &old), 0);
+	CHECK_EQ(tally_counter_family_get(&old, ok, 1, &c), 0);
+	tally_counter_add(c, 3);
+	s = tally_seg_open(tally_zone_path(z), NULL);
+	CHECK(s != NULL);
+	CHECK_EQ(tally_seg_foreach(s, 0, snap_cb, &sn), 1);
+	CHECK(!strcmp(sn.s[0].help, "Old help."));
+	sn.n = 0;
+
+	/* The new version: another mode, another help. */
+	d.help = "New help.";
+	d.mode = TALLY_SHARED;
+	d.labels = &l;
+	d.nlabels = 1;
+	CHECK_EQ(register_any(z, &d, &m), 0);
+	tally_counter_add(counter_of(&m), 10);
+	/* The old family's new child: its own generation, not shown. */
+	CHECK_EQ(tally_counter_family_get(&old, err, 1, &c), 0);
+	tally_counter_add(c, 1);
+	CHECK_EQ(fetch(&c->metric), 1);
+	CHECK_EQ(tally_seg_foreach(s, 0, snap_cb, &sn), 1);
+	CHECK(!strcmp(sn.s[0].labels, "code=200"));
+	CHECK_EQ(sn.s[0].value, 10);
+	CHECK_EQ(sn.s[0].mode, TALLY_SHARED);
+	CHECK(!strcmp(sn.s[0].help, "New help."));
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 2);
+	/* Help only: the same generation, the text replaced, seen by the
+	 * open reader. */
+	d.help = "Newer help.";
+	CHECK_EQ(register_any(z, &d, &m), 0);
+	sn.n = 0;
+	CHECK_EQ(tally_seg_foreach(s, 0, snap_cb, &sn), 1);
+	CHECK(!strcmp(sn.s[0].help, "Newer help."));
+	CHECK_EQ(sn.s[0].value, 10);
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 2);
+	{
+		struct tally_seg_info in;
+
+		CHECK_EQ(tally_seg_info(s, &in), 0);
+		CHECK_EQ(in.redefinitions, 1);
+	}
+	tally_seg_close(s);
+	free(sn.s);
+	CHECK_EQ(tally_family_remove(&old.family), 0);
+}
+
+/* Two versions that take turns registering (a rolling deploy of a
+ * program that registers as it goes) make no new record after the
+ * first change: each turn makes the other generation current again. */
+TEST(alternating_definitions_reuse_their_generations)
+{
+	struct tally_zone *z = zone(0, 0);
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "flip");
+	tally_metric c, g;
+
+	for (int i = 0; i < 10000; i++) {
+		d.kind = TALLY_COUNTER;
+		CHECK_EQ(register_any(z, &d, &c), 0);
+		tally_counter_inc(counter_of(&c));
+		d.kind = TALLY_GAUGE;
+		CHECK_EQ(register_any(z, &d, &g), 0);
+	}
+	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 2);
+	CHECK_EQ(fetch(&c), 10000);
+	CHECK_EQ(atomic_load(&hdr(z)->redefinitions), 19999);
+}
+
+/* tally_metric_redefine: a changed definition supersedes the families
+ * named, at once; the same one again changes nothing. */
+TEST(redefine_supersedes_named_families)
+{
+	struct tally_zone *z = zone(0, 0);
+	struct tally_metric_desc def = desc(TALLY_COUNTER, "jobs");
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "jobs_total");
+	const char *parts[] = { "jobs_total", "jobs:gauge" };
+	tally_metric m, again;
+	struct snap sn;
+
+	def.help = "v1";
+	CHECK_EQ(tally_metric_redefine(z, &def, parts, 2), 0);
+	CHECK_EQ(register_any(z, &d, &m), 0);
+	tally_counter_add(counter_of(&m), 4);
+	CHECK_EQ(tally_metric_redefine(z, &def, parts, 2), 0);
+	sn = read_zone(z);
+	CHECK_EQ(sn.n, 1);
+	free(sn.s);
+	def.help = "v2";
+	CHECK_EQ(tally_metric_redefine(z, &def, parts, 2), 1);
+	CHECK_EQ(atomic_load(&hdr(z)->redefinitions), 1);
+	sn = read_zone(z);
+	CHECK_EQ(sn.n, 0);
+	free(sn.s);
+	/* The same definition of jobs_total, now a new generation. */
+	CHECK_EQ(register_any(z, &d, &again), 0);
+	CHECK(again.block != m.block);
+	CHECK_EQ(fetch(&again), 0);
+	sn = read_zone(z);
+	CHECK_EQ(sn.n, 1);
+	CHECK_EQ(sn.s[0].value, 0);
+	free(sn.s);
+	CHECK_EQ(tally_metric_redefine(z, &def, parts, 2), 0);
+	CHECK_EQ(tally_metric_redefine(z, &def, NULL, 1), -EINVAL);
 }
 
 TEST(remove_and_reregister)
@@ -1157,17 +1333,18 @@ TEST(fgauge_values)
 	CHECK_EQ(tally_fgauge_fetch(fgauge_of(&m), &v), 0);
 	CHECK(v == 7.75);
 	/* The same name again is the same series; as an integer set gauge
-	 * it is another definition, refused either way round. */
+	 * it is another definition, a new generation either way round. */
 	CHECK_EQ(register_any(z, &d, &same), 0);
 	CHECK_EQ(tally_fgauge_fetch(fgauge_of(&same), &v), 0);
 	CHECK(v == 7.75);
 	d.kind = TALLY_GAUGE_SET;
-	CHECK_EQ(register_any(z, &d, &same), -EINVAL);
-	CHECK(strstr(tally_errmsg(), "another kind") != NULL);
+	CHECK_EQ(register_any(z, &d, &same), 0);
+	CHECK(same.block != m.block);
 	d = desc(TALLY_GAUGE_SET, "int_first");
 	CHECK_EQ(register_any(z, &d, &same), 0);
 	d.kind = TALLY_FGAUGE;
-	CHECK_EQ(register_any(z, &d, &m), -EINVAL);
+	CHECK_EQ(register_any(z, &d, &m), 0);
+	CHECK(same.block != m.block);
 	/* tally_fgauge_fetch refuses another kind's handle. */
 	CHECK_EQ(tally_fgauge_fetch((const tally_fgauge *)&same, &v), -EINVAL);
 }

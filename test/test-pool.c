@@ -226,3 +226,37 @@ TEST(metrics_lock_owner_died_mid_register)
 	CHECK_EQ(tally_metric_remove(&a2.metric), 0);
 	CHECK_EQ(tally_metric_remove(&b.metric), 0);
 }
+
+/*
+ * The same, in a zone whose name has generations: the rebuilt family
+ * index points at the current one (here an older record made current
+ * again), not at the last one made.
+ */
+TEST(metrics_lock_owner_died_with_generations)
+{
+	struct tally_zone *z = tally_zone_create("metricsgen", NULL);
+	struct tally_metric_desc d = { .kind = TALLY_COUNTER, .name = "g" };
+	tally_counter a, a2;
+	tally_gauge g;
+	int status;
+	pid_t pid;
+
+	CHECK(z != NULL);
+	CHECK_EQ(tally_counter_register(z, &d, &a), 0);
+	d.kind = TALLY_GAUGE;
+	CHECK_EQ(tally_gauge_register(z, &d, &g), 0);
+	d.kind = TALLY_COUNTER;
+	CHECK_EQ(tally_counter_register(z, &d, &a2), 0); /* record 0 again */
+	CHECK(a2.metric.block == a.metric.block);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		pthread_mutex_lock(&z->hdr->metrics_lock);
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK_EQ(tally_counter_register(z, &d, &a2), 0);
+	CHECK(a2.metric.block == a.metric.block);
+	CHECK_EQ(atomic_load(&z->hdr->fam_count), 2);
+	CHECK_EQ(atomic_load(&z->hdr->redefinitions), 2);
+}

@@ -230,6 +230,88 @@ static void worker_longchurn(void)
 	}
 }
 
+/*
+ * deploy: version $TALLY_TEST_VERSION (1 or 2) of a program, whose
+ * version 2 changes three definitions and keeps one:
+ *   requests_total  a counter, the same in both;
+ *   hits_total      a counter whose help text changes;
+ *   latency         a histogram in 1, a set gauge in 2 (its type);
+ *   routes_total    a family of counters (label route), per-CPU in 1,
+ *                   shared in 2 (its mode).
+ * Each adds $TALLY_TEST_ADDS to each.  With $TALLY_TEST_GO set, it then
+ * creates $TALLY_TEST_GO.ready, waits for $TALLY_TEST_GO to exist (a
+ * newer version started meanwhile: a rolling deploy), and adds as much
+ * again, to requests_total and to a new child route="late".  Exits 0,
+ * or 3 when a registration fails.
+ */
+static void deploy_check(int rc)
+{
+	if (rc != 0) {
+		fprintf(stderr, "worker: %s\n", tally_errmsg());
+		_exit(3);
+	}
+}
+
+static void worker_deploy(void)
+{
+	int v2 = env_long("TALLY_TEST_VERSION", 1) == 2;
+	long n = env_long("TALLY_TEST_ADDS", 1000);
+	const char *go = getenv("TALLY_TEST_GO");
+	const char *route[] = { "route" }, *a[] = { "a" }, *late[] = { "late" };
+	struct tally_metric_desc d;
+	tally_counter req, hits;
+	tally_histogram h;
+	tally_setgauge g;
+	tally_counter_family routes;
+	const tally_counter *c;
+
+	d = desc(TALLY_COUNTER, "requests_total");
+	d.help = "Requests.";
+	deploy_check(tally_counter_register(NULL, &d, &req));
+	d = desc(TALLY_COUNTER, "hits_total");
+	d.help = v2 ? "Hits, counted by version 2." : "Hits.";
+	deploy_check(tally_counter_register(NULL, &d, &hits));
+	d = desc(v2 ? TALLY_GAUGE_SET : TALLY_HISTOGRAM, "latency");
+	d.help = "Latency.";
+	deploy_check(v2 ? tally_setgauge_register(NULL, &d, &g) :
+			  tally_histogram_register(NULL, &d, &h));
+	d = desc(TALLY_COUNTER, "routes_total");
+	d.help = "Requests by route.";
+	d.mode = v2 ? TALLY_SHARED : TALLY_PERCPU;
+	deploy_check(tally_counter_family_register(NULL, &d, route, 1,
+						   &routes));
+	deploy_check(tally_counter_family_get(&routes, a, 1, &c));
+	for (long i = 0; i < n; i++) {
+		tally_counter_inc(&req);
+		tally_counter_inc(&hits);
+		tally_counter_inc(c);
+		if (v2)
+			tally_setgauge_set(&g, 7);
+		else
+			tally_histogram_observe(&h, 100);
+	}
+	if (go) {
+		char ready[PATH_MAX];
+		int fd;
+
+		snprintf(ready, sizeof(ready), "%s.ready", go);
+		fd = open(ready, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		if (fd < 0)
+			_exit(4);
+		close(fd);
+		while (access(go, F_OK) != 0)
+			usleep(1000);
+		/* A child made after the newer version redefined the
+		 * family: still this version's generation. */
+		deploy_check(tally_counter_family_get(&routes, late, 1, &c));
+		for (long i = 0; i < n; i++) {
+			tally_counter_inc(&req);
+			tally_counter_inc(c);
+		}
+	}
+	exit(0);
+}
+
 __attribute__((constructor)) static void worker_main(void)
 {
 	const char *w = getenv("TALLY_TEST_WORKER");
@@ -248,6 +330,8 @@ __attribute__((constructor)) static void worker_main(void)
 		worker_long();
 	if (!strcmp(w, "longchurn"))
 		worker_longchurn();
+	if (!strcmp(w, "deploy"))
+		worker_deploy();
 	_exit(2);
 }
 
@@ -1019,4 +1103,183 @@ TEST(what_cannot_be_attached_is_refused)
 		CHECK(tally_zone_create("foreign", &shared) == NULL);
 		CHECK_EQ(errno, EPERM);
 	}
+}
+
+/* ---- a deploy that changes definitions ------------------------------ */
+
+/* Start version @version of the deploy worker on zone "svc" of @dir. */
+static pid_t spawn_deploy(const char *dir, int version, long adds,
+			  const char *go)
+{
+	pid_t pid = fork();
+
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		char n[32], v[8];
+
+		snprintf(n, sizeof(n), "%ld", adds);
+		snprintf(v, sizeof(v), "%d", version);
+		setenv("TALLY_TEST_WORKER", "deploy", 1);
+		setenv("TALLY_DIR", dir, 1);
+		setenv("TALLY_ZONE", "svc", 1);
+		setenv("TALLY_TEST_ADDS", n, 1);
+		setenv("TALLY_TEST_VERSION", v, 1);
+		if (go)
+			setenv("TALLY_TEST_GO", go, 1);
+		execl("/proc/self/exe", "test-shared-deploy", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* What a reader shows of each name of the deploy worker. */
+struct shown {
+	const char *name;
+	int n;                  /* series */
+	unsigned kind, mode;
+	int64_t value;          /* their sum */
+	char help[64];
+	int64_t route_a, route_late;
+};
+
+static int shown_fn(const struct tally_series_view *v, void *arg)
+{
+	struct shown *s = arg;
+
+	for (; s->name; s++) {
+		if (strcmp(v->name, s->name))
+			continue;
+		if (s->n && (s->kind != v->kind || s->mode != v->mode))
+			s->kind = 99; /* two definitions shown */
+		else
+			s->kind = v->kind;
+		s->mode = v->mode;
+		s->n++;
+		s->value += v->value;
+		snprintf(s->help, sizeof(s->help), "%s", v->help);
+		if (v->nlabels == 1 && !strcmp(v->label_values[0], "a"))
+			s->route_a += v->value;
+		if (v->nlabels == 1 && !strcmp(v->label_values[0], "late"))
+			s->route_late += v->value;
+	}
+	return 0;
+}
+
+enum { REQ, HITS, LAT, ROUTES };
+
+static void show(const char *path, struct shown out[5])
+{
+	struct tally_seg *seg = tally_seg_open(path, NULL);
+
+	memset(out, 0, 5 * sizeof(out[0]));
+	out[REQ].name = "requests_total";
+	out[HITS].name = "hits_total";
+	out[LAT].name = "latency";
+	out[ROUTES].name = "routes_total";
+	if (!seg)
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+	CHECK(tally_seg_foreach(seg, 0, shown_fn, out) >= 0);
+	tally_seg_close(seg);
+}
+
+/*
+ * A restart within the retention whose new version changes a help text,
+ * a type and a mode: it starts (today's registrations were refused with
+ * EINVAL), the unchanged counter goes on exactly, and readers show each
+ * name once, as the new version defines it.
+ */
+TEST(restart_with_changed_definitions)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+	struct shown s[5];
+
+	own_subdir(dir, sizeof(dir), "redefine");
+	snprintf(path, sizeof(path), "%s/svc.tally", dir);
+	wait_ok(spawn_deploy(dir, 1, 1000, NULL));
+	show(path, s);
+	CHECK_EQ(s[REQ].value, 1000);
+	CHECK_EQ(s[LAT].kind, TALLY_HISTOGRAM);
+	CHECK_EQ(info_of(path).redefinitions, 0);
+
+	wait_ok(spawn_deploy(dir, 2, 500, NULL));
+	show(path, s);
+	CHECK_EQ(s[REQ].n, 1);
+	CHECK_EQ(s[REQ].value, 1500);
+	CHECK_EQ(s[HITS].n, 1);
+	CHECK_EQ(s[HITS].value, 1500);  /* a help text is no new series */
+	CHECK(!strcmp(s[HITS].help, "Hits, counted by version 2."));
+	CHECK_EQ(s[LAT].n, 1);
+	CHECK_EQ(s[LAT].kind, TALLY_GAUGE_SET);
+	CHECK_EQ(s[LAT].value, 7);
+	CHECK_EQ(s[ROUTES].n, 1);
+	CHECK_EQ(s[ROUTES].mode, TALLY_SHARED);
+	CHECK_EQ(s[ROUTES].value, 500);
+	CHECK_EQ(info_of(path).redefinitions, 2);
+
+	/* A rollback is one more change: version 1's generations are
+	 * current again, with their series and counts (no new records). */
+	wait_ok(spawn_deploy(dir, 1, 10, NULL));
+	show(path, s);
+	CHECK_EQ(s[REQ].value, 1510);
+	CHECK_EQ(s[LAT].kind, TALLY_HISTOGRAM);
+	CHECK_EQ(s[LAT].n, 1);
+	CHECK_EQ(s[LAT].value, 1010);   /* observations of both runs of 1 */
+	CHECK_EQ(s[ROUTES].mode, TALLY_PERCPU);
+	CHECK_EQ(s[ROUTES].route_a, 1010);
+	CHECK(!strcmp(s[HITS].help, "Hits."));
+	CHECK_EQ(info_of(path).redefinitions, 4);
+	CHECK_EQ(info_of(path).families, 6);
+
+	/* The way to start from zero that tally(3) gives, TALLY_RETAIN=0
+	 * tallystat --clean, once no process uses the zone. */
+	CHECK_EQ(tally_dir_expire(dir, 0, NULL, NULL), 1);
+	CHECK(access(path, F_OK) < 0);
+	wait_ok(spawn_deploy(dir, 2, 1, NULL));
+	show(path, s);
+	CHECK_EQ(s[REQ].value, 1);
+	CHECK_EQ(info_of(path).redefinitions, 0);
+}
+
+/*
+ * A rolling deploy: version 2 starts and redefines while version 1 runs
+ * and goes on counting, also into a child it makes afterwards.  Both
+ * start, no count of the unchanged counter is lost, and readers show
+ * version 2's definitions only, never two of one name.
+ */
+TEST(rolling_deploy_with_changed_definitions)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16], go[PATH_MAX + 16],
+		ready[PATH_MAX + 32];
+	struct shown s[5];
+	pid_t old;
+	int fd;
+
+	own_subdir(dir, sizeof(dir), "rolling");
+	snprintf(path, sizeof(path), "%s/svc.tally", dir);
+	snprintf(go, sizeof(go), "%s/go", dir);
+	snprintf(ready, sizeof(ready), "%s.ready", go);
+	old = spawn_deploy(dir, 1, 1000, go);
+	for (int i = 0; i < 3000 && access(ready, F_OK) != 0; i++)
+		usleep(10000);
+	CHECK_EQ(access(ready, F_OK), 0);
+	wait_ok(spawn_deploy(dir, 2, 300, NULL));
+	fd = open(go, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	CHECK(fd >= 0);
+	close(fd);
+	wait_ok(old);
+
+	show(path, s);
+	CHECK_EQ(s[REQ].n, 1);
+	CHECK_EQ(s[REQ].value, 2000 + 300);
+	CHECK_EQ(s[HITS].value, 1000 + 300);
+	CHECK(!strcmp(s[HITS].help, "Hits, counted by version 2."));
+	CHECK_EQ(s[LAT].n, 1);
+	CHECK_EQ(s[LAT].kind, TALLY_GAUGE_SET);
+	/* Version 2's generation of routes_total: its child only, not the
+	 * old version's (kept apart, not shown). */
+	CHECK_EQ(s[ROUTES].n, 1);
+	CHECK_EQ(s[ROUTES].mode, TALLY_SHARED);
+	CHECK_EQ(s[ROUTES].route_a, 300);
+	CHECK_EQ(s[ROUTES].route_late, 0);
+	CHECK_EQ(info_of(path).redefinitions, 2);
 }

@@ -63,15 +63,17 @@ typedef struct tally_fgauge_family {
  * tally_fgauge_family_register: make a
  * family of the series described by @d in @z (NULL: the default zone),
  * whose children add the labels @label_names[0 .. @n - 1] to @d's own.
- * @d is copied; its metric family is made (or checked) in the zone at
- * once, so that a definition that conflicts with the zone's is refused
- * here rather than at the first child.
+ * @d is copied; its metric family is made (or found) in the zone at
+ * once.  A definition that differs from the zone's is taken as
+ * tally_counter_register() takes it: a new help text or unit, or a new
+ * generation of the name; the family makes all its children in the
+ * generation it was registered in, also once a newer one exists (a
+ * process of the old version, during a rolling deploy, runs on).
  * Return: 0, or a negative errno (tally_errmsg() says more):
  *   -EINVAL   NULL @d or family, @n of 0 or NULL names, a label name that
  *             breaks the rules of tally_label, given twice (here or in
  *             @d->labels), and every -EINVAL of tally_counter_register()
- *             about @d (another kind, help, unit, mode or layout under
- *             this name, for one);
+ *             about @d;
  *   -E2BIG    more labels than TALLY_LABELS_MAX can hold, or a string of
  *             @d longer than its limit;
  *   -ENOMEM   no memory for the table;

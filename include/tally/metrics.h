@@ -149,23 +149,37 @@ typedef struct tally_fgauge    { tally_metric metric; } tally_fgauge;
  * initialised twice, finds its series this way.
  *
  * Series of one name share one family: kind, help, unit, mode and
- * histogram layout must be the same for all of them.  Labels are stored
- * sorted by name, so their order does not matter.
+ * histogram layout.  Labels are stored sorted by name, so their order
+ * does not matter.  A definition that changes (a new version of the
+ * program attaching a shared zone that outlived the old one, or both
+ * running at once in a rolling deploy) is never refused:
+ *   - another help text or unit replaces the family's: readers show the
+ *     one registered last (a family's child keeps its family's);
+ *   - another kind, mode or histogram layout makes a new generation of
+ *     the family (or makes current again an older one of this very
+ *     definition, with its series: a rollback): the series registered
+ *     from now on are made in it, and readers show only the current
+ *     generation of a name.  Handles of the others stay valid and their
+ *     updates are kept (not shown while superseded), and
+ *     a family registered before (tally_*_family_register) goes on
+ *     making its children in its own generation, so that processes of
+ *     the old version run on unchanged.  The zone counts such changes
+ *     (tally_seg_info(): redefinitions).
  * Return: 0, or a negative errno (tally_errmsg() says more):
  *   -EINVAL   NULL @d or handle, a kind other than the function's, an
  *             unknown mode, a name, label name, label value (not UTF-8),
  *             unit or help that breaks the rules above, a label name
  *             the exposition formats reserve (starting with "__", or
  *             "le" on a histogram; the message names the metric and the
- *             label), a label name given twice, bad histogram bits, or
- *             a name already registered with another kind, help, unit,
- *             mode or layout;
+ *             label), a label name given twice, or bad histogram bits;
  *   -E2BIG    a string longer than its TALLY_*_MAX limit (never cut);
  *             labels over TALLY_LABELS_MAX bytes or TALLY_LABEL_PAIRS_MAX
  *             pairs; labels over 100 bytes in a shared zone made by a
  *             libtally older than format 2.5, which cannot hold them;
  *   -ENOSPC   the zone has no room for another series, family or block
- *             (a series that exists is found even in a full zone);
+ *             (a series that exists is found even in a full zone), or
+ *             for the new generation of a changed definition (the
+ *             message names the metric, what changed and the file);
  *   -EOVERFLOW the series is registered 2^32 - 1 times already;
  *   and the errors of tally_zone_default() and tally_block_alloc().
  * Whatever the error, the handle (when not NULL) is then one that every
@@ -185,6 +199,26 @@ TALLY_API int tally_histogram_register(struct tally_zone *z,
 			const struct tally_metric_desc *d, tally_histogram *h);
 TALLY_API int tally_fgauge_register(struct tally_zone *z,
 			const struct tally_metric_desc *d, tally_fgauge *g);
+
+/*
+ * tally_metric_redefine: record @d (its kind, help, unit, mode and layout)
+ * as the definition of @d->name in @z (NULL: the default zone), as a
+ * family without series that readers do not show, for a binding whose
+ * one metric is several tally families (the Python package's).  When the
+ * zone holds another definition of that name (help or unit included),
+ * the families @names[0 .. @n - 1] that exist are superseded for good
+ * at the same time, under the zone's lock: readers stop showing their
+ * series, and their next registrations (other than the children of
+ * families registered before) make new generations.  Processes that define the
+ * name the new way thus never mix their series with the old version's.
+ * Return: 1 when the definition changed (the zone counts it in
+ * redefinitions), 0 when it was new or the same, or a negative errno as
+ * tally_counter_register() (-EINVAL also for a NULL @names with @n > 0).
+ * This API is MT-safe and safe after fork().  Not async-signal-safe.
+ */
+TALLY_API int tally_metric_redefine(struct tally_zone *z,
+				    const struct tally_metric_desc *d,
+				    const char *const *names, unsigned n);
 
 /*
  * tally_metric_remove: give back the registration of the series (pass

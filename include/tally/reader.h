@@ -75,6 +75,11 @@ struct tally_seg_info {
 				    which any process may attach: pid and
 				    proc_name are its creator's, alive and
 				    in_use say whether any process uses it */
+	uint64_t redefinitions;  /* metric definitions that changed while
+				    the zone held them: each made a new
+				    generation of a family, or superseded
+				    one (tally_metric_redefine); 0 in
+				    files older than format 2.5 */
 };
 
 /*
@@ -144,6 +149,12 @@ TALLY_API int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info);
 
 /*
  * tally_seg_foreach: call @fn for every live series with its values.
+ *
+ * Only the current definition of a name is shown: the series of a
+ * family superseded by another generation (another kind, mode or
+ * histogram layout registered later, tally/metrics.h) are skipped,
+ * though the processes that hold them may still write them.
+ * Help and unit are those the family holds now.
  *
  * Records are read, then values, then records again; a series that was
  * added, removed or changed in between is skipped for this pass, so a

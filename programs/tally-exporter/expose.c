@@ -872,6 +872,7 @@ static void seg_metric(struct tp_buf *b, const struct tp_snapshot *snap,
 		case 5: tp_fmt_i64(v, in->alive); break;
 		case 7: tp_fmt_i64(v, (int64_t)in->copies_refused); break;
 		case 8: tp_fmt_i64(v, (int64_t)in->register_failed); break;
+		case 9: tp_fmt_i64(v, (int64_t)in->redefinitions); break;
 		default: tp_fmt_i64(v, g->nseries); break;
 		}
 		put(b, name);
@@ -918,6 +919,11 @@ static void write_self(struct tp_buf *b, const struct tp_snapshot *snap,
 	seg_metric(b, snap, f, "tally_segment_register_failed", "_total",
 		   "counter", "Registrations that failed (their updates are "
 		   "discarded).", NULL, 8);
+	seg_metric(b, snap, f, "tally_segment_redefinitions", "_total",
+		   "counter", "Metric definitions that changed while the zone "
+		   "held them (a deploy that changed a type, mode or "
+		   "buckets): only the newest definition of a name is "
+		   "exported.", NULL, 9);
 	seg_metric(b, snap, f, "tally_segment_alive", "", "gauge",
 		   "1 while the process that created the segment runs.", NULL,
 		   5);
@@ -1029,6 +1035,7 @@ static const char *const self_names[] = {
 	"tally_segment_copies_refused", "tally_segment_copies_refused_total",
 	"tally_segment_register_failed",
 	"tally_segment_register_failed_total",
+	"tally_segment_redefinitions", "tally_segment_redefinitions_total",
 	"tally_segment_alive", "tally_segment_series",
 	"tally_exporter_build_info", "tally_exporter_segments_read",
 	"tally_exporter_scrape_segments_skipped",

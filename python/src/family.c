@@ -23,6 +23,7 @@
 #include "native.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,34 @@ static char *concat(const char *a, const char *b)
 	memcpy(d, a, la);
 	memcpy(d + la, b, lb + 1);
 	return d;
+}
+
+/* Raise what a failed registration of metric @name in zone @z (NULL:
+ * the default zone) says, naming the metric and the zone's file before
+ * libtally's message (which says what is wrong). */
+static void raise_for(int rc, const char *verb, const char *name,
+		      struct tally_zone *z)
+{
+	char msg[512], what[1024];
+	int e = rc < 0 ? -rc : rc;
+	PyObject *args;
+
+	snprintf(msg, sizeof(msg), "%s", tally_errmsg());
+	if (!msg[0])
+		snprintf(msg, sizeof(msg), "%s", strerror(e));
+	if (!z)
+		z = tally_zone_default();
+	snprintf(what, sizeof(what), "cannot %s metric %s in zone file %s: %s",
+		 verb, name, z ? tally_zone_path(z) : "(no zone)", msg);
+	if (e == EINVAL || e == E2BIG) {
+		PyErr_SetString(PyExc_ValueError, what);
+		return;
+	}
+	args = Py_BuildValue("(is)", e, what);
+	if (args) {
+		PyErr_SetObject(TpyError, args);
+		Py_DECREF(args);
+	}
 }
 
 /* Register @p: its family (with @names, @n of them), or, when @n is 0,
@@ -296,14 +325,12 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 				   self->nlabels + 1);
 	}
 	Py_END_ALLOW_THREADS
-	if (rc == -EINVAL) {
-		/* Another help text or unit in the zone. */
-		PyErr_Format(PyExc_ValueError, "cannot register the metric: "
-			     "%s", tally_errmsg());
-		goto fail;
-	}
 	if (rc < 0) {
-		tpy_raise(rc, "cannot register the metric");
+		/* A description libtally refuses, or no room (a changed
+		 * definition is never refused: it is a new generation, or a
+		 * new help text).  The message names the metric and the
+		 * file; tally's says what is wrong. */
+		raise_for(rc, "register", base, self->zone);
 		goto fail;
 	}
 	free(base);
@@ -394,47 +421,56 @@ PyTypeObject TpyFamily_Type = {
 };
 
 /*
- * claim(zone, name, definition): the metric @name's definition in @zone,
- * made when no process made it yet, else checked: a metric family named
- * @name with @definition as its help and no series (readers show nothing
- * of it).  Two processes that define @name otherwise (another type, other
- * label names, buckets or multiprocess_mode) would write series that
- * cannot be shown together; the second is refused with ValueError.
+ * claim(zone, name, definition, parts=()): record @definition as the
+ * definition of the metric @name in @zone: a metric family named @name
+ * with @definition as its help and no series (readers show nothing of
+ * it).  When the zone holds another one (an earlier version of the
+ * program, still running or not), the families @parts (every tally name
+ * a metric of that name may use, whatever its type) are superseded at
+ * once: readers show only the series the new definition makes, and the
+ * processes of the old one go on writing theirs (tally_metric_redefine).
+ * Returns True when the definition changed, else False.
  */
 PyObject *tpy_claim(PyObject *unused, PyObject *args)
 {
-	static const char *const names[] = { "claim" };
 	struct tally_metric_desc d = { .kind = TALLY_COUNTER };
-	tally_counter_family f;
 	struct tally_zone *z;
-	PyObject *zone;
+	PyObject *zone, *parts = NULL;
+	const char **names;
+	Py_ssize_t n;
 	int rc;
 
 	(void)unused;
-	if (!PyArg_ParseTuple(args, "Oss:claim", &zone, &d.name, &d.help))
+	if (!PyArg_ParseTuple(args, "Oss|O!:claim", &zone, &d.name, &d.help,
+			      &PyTuple_Type, &parts))
 		return NULL;
 	if (zone != Py_None && !PyObject_TypeCheck(zone, &TpyZone_Type)) {
 		PyErr_SetString(PyExc_TypeError, "zone must be a Zone or None");
 		return NULL;
 	}
 	z = zone == Py_None ? NULL : ((TpyZone *)zone)->zone;
+	n = parts ? PyTuple_GET_SIZE(parts) : 0;
+	names = calloc((size_t)n + 1, sizeof(*names));
+	if (!names)
+		return PyErr_NoMemory();
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *o = PyTuple_GET_ITEM(parts, i);
+
+		if (!PyUnicode_Check(o) || !(names[i] = PyUnicode_AsUTF8(o))) {
+			free(names);
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_TypeError,
+						"parts must be strings");
+			return NULL;
+		}
+	}
 	Py_BEGIN_ALLOW_THREADS
-	rc = tally_counter_family_register(z, &d, names, 1, &f);
-	if (rc == 0)
-		tally_family_remove(&f.family);
+	rc = tally_metric_redefine(z, &d, names, (unsigned)n);
 	Py_END_ALLOW_THREADS
-	if (rc == -EINVAL && (z || (z = tally_zone_default()))) {
-		PyErr_Format(PyExc_ValueError, "metric %s is defined otherwise "
-			     "in zone file %s (by another process, or by an "
-			     "earlier version of the program: another type, "
-			     "label names, buckets or multiprocess_mode); this "
-			     "one is \"%s\".  A changed definition needs a "
-			     "zone of its own: another TALLY_ZONE name, or "
-			     "the file removed once no process uses it",
-			     d.name, tally_zone_path(z), d.help);
+	free(names);
+	if (rc < 0) {
+		raise_for(rc, "define", d.name, z);
 		return NULL;
 	}
-	if (rc < 0)
-		return tpy_raise(rc, "cannot register the metric");
-	Py_RETURN_NONE;
+	return PyBool_FromLong(rc == 1);
 }

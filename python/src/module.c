@@ -9,8 +9,10 @@ static PyMethodDef module_methods[] = {
 	  METH_VARARGS | METH_KEYWORDS,
 	  "read(dir=None, zone=None) -> (series, skipped, segments)" },
 	{ "claim", tpy_claim, METH_VARARGS,
-	  "claim(zone, name, definition): define @name in @zone, or check "
-	  "that every process defines it the same" },
+	  "claim(zone, name, definition, parts=()) -> bool: define @name "
+	  "in "
+	  "@zone; a changed definition supersedes the families @parts "
+	  "(True)" },
 	{ "unit_value", tpy_unit_value, METH_VARARGS,
 	  "unit_value(v, unit, point=False): @v in the base unit, or None" },
 	{ "unit_name", tpy_unit_name, METH_VARARGS,

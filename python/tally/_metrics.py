@@ -33,6 +33,26 @@ MULTIPROCESS_MODES = frozenset((
 _REGISTRY_DEFAULT: Any = object()
 
 
+def _tally_names(name: str) -> Tuple[str, ...]:
+    """Every tally family a metric @name may use, whatever its type and
+    mode (family.c lists them): superseded together when its definition
+    changes."""
+    sfx = _native.SFX_FRAC
+    summary = name + _native.SFX_SUMMARY
+    names = [name + "_total", name + "_total" + sfx, name + ":gauge",
+             name + ":gauge" + _native.SFX_SETNS,
+             name + _native.SFX_BUCKET, name + _native.SFX_SUM,
+             name + _native.SFX_SUM + sfx,
+             summary + _native.SFX_BUCKET, summary + _native.SFX_SUM,
+             summary + _native.SFX_SUM + sfx,
+             name + _native.SFX_INFO,
+             name + _native.SFX_ENUM]
+    for mode in sorted(MULTIPROCESS_MODES):
+        names.append(f"{name}:gauge_{mode}")
+        names.append(f"{name}:gauge_{mode}{_native.SFX_SETNS}")
+    return tuple(names)
+
+
 class _MetricMixin:
     """What Counter, Gauge and Histogram share (the Python half)."""
 
@@ -76,8 +96,12 @@ class _MetricMixin:
             # Refused before anything is written to the zone.
             registry.check_free(self)
         zone = (registry or REGISTRY).zone
-        # Every process of the zone must define the metric alike.
-        _native.claim(zone, self._name, self._definition())
+        # The definition of the metric in the zone: when an earlier
+        # version of the program defined it otherwise (another type,
+        # label names, buckets or mode), the series of that definition
+        # are superseded, not shown, and the ones made now are new.
+        _native.claim(zone, self._name, self._definition(),
+                      _tally_names(self._name))
         self._family_obj = self._make_family(zone)
         if self._labelnames:
             self._init_parent(self._family_obj, len(self._labelnames))
@@ -91,8 +115,8 @@ class _MetricMixin:
         raise NotImplementedError
 
     def _definition(self) -> str:
-        """What two processes sharing the zone must agree on (besides
-        the documentation and unit, which the series' families check)."""
+        """What makes two definitions of the metric different series
+        (the documentation is not: the newest one is shown)."""
         return "tally-python %s labels=%s" % (self._type,
                                              ",".join(self._labelnames))
 
@@ -433,8 +457,9 @@ class Info(_PyMetric):
 
     info(dict) shows <name>_info{pairs} 1 in the exposition; the last
     info() of any process of the zone is the value.  Every info() of a
-    metric in the zone must give the same keys (the first one defines
-    them), since a tally series has fixed label names.
+    metric object must give the same keys (the first one defines them),
+    since a tally series has fixed label names; a process that gives
+    other keys (a new version) supersedes the pairs of the old ones.
     """
 
     _type = "info"
@@ -485,10 +510,13 @@ class Info(_PyMetric):
         owner = getattr(self, "_parent", self)
         with owner._lock:
             if owner._keys is None:
+                # Other keys than an earlier version's: its pairs are
+                # superseded, these start afresh.
                 _native.claim(self._zone_obj, self._name + ":info_keys",
                               "tally-python info labels=%s keys=%s" % (
                                   ",".join(self._labelnames),
-                                  ",".join(keys)))
+                                  ",".join(keys)),
+                              (self._name + _native.SFX_INFO,))
                 owner._keys = keys
                 owner._info_family = _native.Family(
                     self._zone_obj, _native.KIND_GAUGE,

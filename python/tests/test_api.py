@@ -191,10 +191,19 @@ def test_foreign_registry_refused(uniq):
         tally.Counter(uniq, "doc", registry=NotOurs())
 
 
-def test_same_name_other_definition_is_value_error(uniq):
-    tally.Counter(uniq, "doc", registry=None)
-    with pytest.raises(ValueError):
-        tally.Counter(uniq, "another doc", registry=None)
+def test_same_name_other_definition_is_the_newest(uniq):
+    # Outside one registry (which refuses a name twice), a metric defined
+    # again otherwise is taken: another help text goes on counting the
+    # same series, another type starts new series, shown alone.
+    tally.Counter(uniq, "doc", registry=None).inc(2)
+    tally.Counter(uniq, "another doc", registry=None).inc(3)
+    text = tally.generate_latest().decode()
+    assert f"# HELP {uniq}_total another doc\n" in text
+    assert f"{uniq}_total 5.0\n" in text
+    tally.Gauge(uniq, "a gauge", registry=None).set(7)
+    text = tally.generate_latest().decode()
+    assert f"{uniq}_total" not in text
+    assert f"# TYPE {uniq} gauge\n{uniq} 7.0\n" in text
 
 
 def test_openmetrics_and_content_types(uniq):

@@ -39,6 +39,7 @@ const uint64_t tally_rs_abi[] = {
 	OFF(struct tally_seg_info, alive),
 	OFF(struct tally_seg_info, register_failed),
 	OFF(struct tally_seg_info, shared),
+	OFF(struct tally_seg_info, redefinitions),
 	SZ(struct tally_series_view),
 	OFF(struct tally_series_view, name),
 	OFF(struct tally_series_view, label_values),

@@ -270,7 +270,7 @@ macro_rules! family_type {
         }
 
         impl Zone {
-            #[doc = concat!("Makes a family of ", $what, "s described by `d`, whose children add the labels `names`.  Errors: `EINVAL` (a bad or repeated label name, no names, a definition that conflicts with the zone's), `E2BIG`, `ENOMEM`; never a panic.")]
+            #[doc = concat!("Makes a family of ", $what, "s described by `d`, whose children add the labels `names`.  A definition that differs from the zone's is taken (a new help text, or a new generation of the name), and the family makes its children in the generation it was made in.  Errors: `EINVAL` (a bad or repeated label name, no names), `E2BIG`, `ENOMEM`; never a panic.")]
             ///
             /// ```
             /// let zone = tally::Zone::create("fam_try_doc", &tally::ZoneOptions::new().anonymous()).unwrap();

@@ -768,10 +768,14 @@ macro_rules! zone_register {
     ($try:ident, $or:ident, $ty:ident, $kind:expr, $f:path, $what:literal) => {
         #[doc = concat!("Gets or creates the ", $what, " `d`: a series that exists (in this process or another sharing the zone) is the one returned, with one more reference.")]
         ///
-        /// Errors: `EINVAL` for a bad name, label, unit, help or layout,
-        /// or a name registered with another definition; `E2BIG` for a
-        /// string over its limit; `ENOSPC` for a full zone or file
-        /// system; never a panic.
+        /// A name registered with another definition is not an error:
+        /// another help or unit replaces the old one, another kind, mode
+        /// or layout is a new generation of the name, the one readers
+        /// show (tally(3), DEFINITIONS THAT CHANGE).
+        ///
+        /// Errors: `EINVAL` for a bad name, label, unit, help or layout;
+        /// `E2BIG` for a string over its limit; `ENOSPC` for a full zone
+        /// or file system; never a panic.
         ///
         /// ```
         /// let zone = tally::Zone::create("try_doc", &tally::ZoneOptions::new().anonymous()).unwrap();

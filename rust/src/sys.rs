@@ -182,6 +182,7 @@ pub struct tally_seg_info {
     pub copies_refused: u64,
     pub register_failed: u64,
     pub shared: c_int,
+    pub redefinitions: u64,
 }
 
 #[repr(C)]

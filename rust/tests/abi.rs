@@ -91,6 +91,10 @@ fn abi_matches_the_headers() {
             offset_of!(tally_seg_info, shared) as u64,
         ),
         (
+            "offsetof tally_seg_info.redefinitions",
+            offset_of!(tally_seg_info, redefinitions) as u64,
+        ),
+        (
             "sizeof tally_series_view",
             size_of::<tally_series_view>() as u64,
         ),

@@ -81,9 +81,9 @@ static int fixture(double seconds)
 	};
 	static const struct tally_label q0[] = { { "queue", "0" } };
 	static const struct tally_label q1[] = { { "queue", "1" } };
-	tally_counter big, esc_c, qc0, qc1, noto, secs;
+	tally_counter big, esc_c, qc0, qc1, noto, secs, redef_old;
 	tally_gauge neg, empty;
-	tally_setgauge set;
+	tally_setgauge set, redef;
 	tally_fgauge ratio, cold;
 	tally_histogram hist;
 	struct tally_metric_desc d;
@@ -169,6 +169,19 @@ static int fixture(double seconds)
 	for (int i = 0; i < 1000; i++)
 		tally_histogram_observe(&hist, 5000);
 	tally_histogram_observe(&hist, 1ull << 41);
+
+	/* A definition that changed (an older version of the program, still
+	 * running, made it a counter): only the gauge is exported. */
+	d.kind = TALLY_COUNTER;
+	d.name = "fixture_redefined";
+	d.help = "Version 1: a counter.";
+	d.unit = NULL;
+	must(tally_counter_register(NULL, &d, &redef_old), &d);
+	d.kind = TALLY_GAUGE_SET;
+	d.help = "Version 2: a set gauge.";
+	must(tally_setgauge_register(NULL, &d, &redef), &d);
+	tally_counter_add(&redef_old, 5);
+	tally_setgauge_set(&redef, 9);
 
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
