@@ -176,6 +176,11 @@ def _drive(server, kill=False, scrape=False):
                     if state["ok"] >= N:
                         return
                     wait = True
+                elif (kill and state["kills"] < 2 and
+                      state["ok"] + state["pending"] >= N - 1):
+                    # The last request waits for the second kill, so
+                    # that a fast run still has its workers killed.
+                    wait = True
                 else:
                     state["pending"] += 1
                     wait = False
@@ -215,7 +220,8 @@ def _drive(server, kill=False, scrape=False):
             if ws:
                 try:
                     os.kill(rng.choice(ws), signal.SIGKILL)
-                    state["kills"] += 1
+                    with lock:
+                        state["kills"] += 1
                 except ProcessLookupError:
                     pass
 
