@@ -212,20 +212,84 @@ tally__owner_add(int64_t *copy0, int64_t v)
 }
 
 /*
- * The add of every mode but pernode, inline.  A per-CPU block's handle is
- * CPU 0's copy (tag 0).  An adaptive slot (tag 3) whose shared word, one
- * page before CPU 0's copy, says it was promoted (bit 0) adds the same
- * way.  One test covers both without a branch on the mode: the tags 0
- * and 3 are those whose two bits are equal, and the word tested is the
+ * An adaptive slot that is not promoted: one compare-and-swap of its
+ * shared word, (value << 1) | 0, from @old (the value just loaded) to the
+ * sum (src/layout.h), as Java's LongAdder does on its base before it has
+ * cells.  Returns 1 when the add is done.  A sum that would leave the
+ * word's 63 bits returns 0 without a try: the slow path promotes the
+ * slot for it.  A failed try is contention: it sets the promoted bit (an
+ * atomic or, which keeps the value) and returns 0, and the slow path
+ * adds to the per-CPU copies, which readers sum with the word: no count
+ * is lost at any point of the promotion.
+ */
+static inline __attribute__((always_inline)) int
+tally__shared_word_add(int64_t *word, int64_t old, int64_t v)
+{
+	int64_t twice, sum;
+	unsigned char done;
+
+	if (__builtin_add_overflow(v, v, &twice) ||
+	    __builtin_add_overflow(old, twice, &sum))
+		return 0;
+	__asm__ __volatile__("lock cmpxchgq %[sum], %[w]"
+			     : [w] "+m"(*word), "+a"(old), "=@ccz"(done)
+			     : [sum] "r"(sum));
+	if (__builtin_expect(done, 1))
+		return 1;
+	__asm__ __volatile__("lock orq $1, %[w]" : [w] "+m"(*word) : : "cc");
+	return 0;
+}
+
+/*
+ * A per-node add: one atomic add to the copy of the node of the CPU the
+ * thread runs on, which is the only copy on a machine of one node.  The
+ * CPU id is read from the rseq area outside any sequence: a migration
+ * right after it only makes the add go to another node's copy, which is
+ * as exact (it is atomic), just farther.  Returns 0 when the slow path
+ * must find the node (no rseq in this process, or a CPU beyond the
+ * slabs).
+ */
+static inline __attribute__((always_inline)) int
+tally__pernode_add(int64_t *copy0, int64_t v)
+{
+	uintptr_t off = 0;
+
+	if (tally__cfg.nnodes > 1) {
+		uint32_t cpu;
+
+		__asm__ __volatile__("movl %%fs:4(%[off]), %[cpu]"
+				     : [cpu] "=r"(cpu)
+				     : [off] "r"(tally__cfg.rseq_off));
+		if (cpu >= tally__cfg.rseq_limit)
+			return 0;
+		off = (uintptr_t)tally__cfg.cpu_node[cpu] << TALLY__STRIDE_SHIFT;
+	}
+	__asm__ __volatile__("lock addq %[v], (%[p], %[off])"
+			     : TALLY__ASM_COPIES(copy0)
+			     : [p] "r"(copy0), [off] "r"(off), [v] "er"(v)
+			     : TALLY__ASM_MEMORY "cc");
+	return 1;
+}
+
+/*
+ * The add of every mode, inline.  A per-CPU block's handle is CPU 0's
+ * copy (tag 0).  An adaptive slot (tag 3) whose shared word, one page
+ * before CPU 0's copy, says it was promoted (bit 0) adds the same way.
+ * One test covers both without a branch on the mode: the tags 0 and 3
+ * are those whose two bits are equal, and the word tested is the
  * adaptive slot's shared word, or for the other modes a word that is
  * always 1 (both loop-invariant: a loop of adds keeps one load and one
  * branch more than the sequence itself, whatever the mode).  A shared
- * block (tag 1) is one atomic add on its one copy, nothing else.
+ * block (tag 1) is one atomic add on its one copy, nothing else; a
+ * per-node block (tag 2) the same on its node's copy; an adaptive slot
+ * not promoted one compare-and-swap on the word already loaded.  The
+ * per-CPU path comes first, and the others add nothing to it.
  * In a process without rseq (rseq_limit, which the sequence loads
  * anyway, is 0), a thread adds to the fallback copy it owns, if it owns
  * one (tally__owner_add), without the sequence's store.  Everything else
- * (pernode, an adaptive slot not promoted, a copy not reserved or not
- * owned yet) goes to the slow path, called the way tally__slow_add says.
+ * (a copy not reserved or not owned yet, a failed compare-and-swap, a
+ * per-node add that cannot tell its node) goes to the slow path, called
+ * the way tally__slow_add says.
  */
 static inline __attribute__((always_inline)) void
 tally__block_add(struct tally_block *b, unsigned slot, int64_t v)
@@ -233,7 +297,7 @@ tally__block_add(struct tally_block *b, unsigned slot, int64_t v)
 	uintptr_t h = (uintptr_t)b, tag = h & TALLY__MODE_MASK;
 	int64_t *p = (int64_t *)(h - tag) + slot;
 	uintptr_t percpu_like = ~(tag ^ (tag >> 1)) & 1u;
-	const int64_t *word = p - TALLY__STRIDE / 8u;
+	int64_t *word = p - TALLY__STRIDE / 8u;
 
 	/* A conditional move, which the compiler would make a branch of
 	 * (and not hoist out of a loop) if it were written in C. */
@@ -257,6 +321,15 @@ tally__block_add(struct tally_block *b, unsigned slot, int64_t v)
 		 * load the counter's handle again on every add. */
 		__asm__ __volatile__("lock addq %[v], %[p]"
 				     : [p] "+m"(*p) : [v] "er"(v) : "cc");
+		return;
+	} else if (tag == TALLY_ADAPTIVE) {
+		/* Not promoted.  (The word is loaded again here rather than
+		 * kept from the test above, which would cost the per-CPU
+		 * path a register copy.) */
+		if (__builtin_expect(tally__shared_word_add(
+			    word, __atomic_load_n(word, __ATOMIC_RELAXED), v), 1))
+			return;
+	} else if (__builtin_expect(tally__pernode_add(p, v), 1)) {
 		return;
 	}
 	tally__slow_add(b, p, slot, v);
