@@ -333,10 +333,6 @@ tally__block_add(struct tally_block *b, unsigned slot, int64_t v)
 		} else if (tally__owner_add(p, v)) {
 			return;
 		}
-	} else if (tag == TALLY_ADAPTIVE) {
-		/* Not promoted: w is the word, (value << 1) | 0. */
-		if (__builtin_expect(tally__shared_word_add(word, w, v), 1))
-			return;
 	} else if (tag == TALLY_SHARED) {
 		/* Not __atomic_fetch_add(): GCC lets no memory access move
 		 * across it, so a loop of adds to a tally_counter would
@@ -344,6 +340,10 @@ tally__block_add(struct tally_block *b, unsigned slot, int64_t v)
 		__asm__ __volatile__("lock addq %[v], %[p]"
 				     : [p] "+m"(*p) : [v] "er"(v) : "cc");
 		return;
+	} else if (tag == TALLY_ADAPTIVE) {
+		/* Not promoted: w is the word, (value << 1) | 0. */
+		if (__builtin_expect(tally__shared_word_add(word, w, v), 1))
+			return;
 	} else if (__builtin_expect(tally__pernode_add(p, v), 1)) {
 		return;
 	}
