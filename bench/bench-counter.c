@@ -27,6 +27,13 @@
  *                      c % 2), so that pinned workers on CPUs 0 and 1 are
  *                      on different nodes: pernode's copies then never
  *                      share a line between them, shared's one copy does.
+ *   java LongAdder     where a JVM is on the PATH (and not with --quick or
+ *                      --no-child): one thread increments a fresh
+ *                      java.util.concurrent.atomic.LongAdder N times, in a
+ *                      JVM started once for all its runs (after a warm-up
+ *                      for the JIT); its cost before it has cells (one
+ *                      compare-and-swap on its base) is what an adaptive
+ *                      slot before promotion competes with.
  *
  * Every tally row (and the thread-local and atomic baselines) checks that
  * the total is exactly workers x N.  --sweep adds more thread counts,
@@ -46,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -323,6 +331,100 @@ static void print_rows(const struct bench_doc *d, const struct group *gr,
 	}
 }
 
+/*
+ * The LongAdder loop, a single-file Java program (java File.java, JDK 11
+ * and later).  Its CPU time per add comes from the thread's CPU clock, as
+ * the workers' do.
+ */
+static const char longadder_src[] =
+	"import java.lang.management.ManagementFactory;\n"
+	"import java.lang.management.ThreadMXBean;\n"
+	"import java.util.concurrent.atomic.LongAdder;\n"
+	"public class TallyBenchLongAdder {\n"
+	"  static long loop(LongAdder x, long n) {\n"
+	"    for (long i = 0; i < n; i++) x.increment();\n"
+	"    return x.sum();\n"
+	"  }\n"
+	"  public static void main(String[] a) {\n"
+	"    long n = Long.parseLong(a[0]);\n"
+	"    int runs = Integer.parseInt(a[1]);\n"
+	"    ThreadMXBean mx = ManagementFactory.getThreadMXBean();\n"
+	"    for (int w = 0; w < 3; w++) loop(new LongAdder(), n);\n"
+	"    for (int r = 0; r < runs; r++) {\n"
+	"      LongAdder x = new LongAdder();\n"
+	"      long c0 = mx.getCurrentThreadCpuTime();\n"
+	"      long sum = loop(x, n);\n"
+	"      long c1 = mx.getCurrentThreadCpuTime();\n"
+	"      System.out.println(\"RUN \" + (c1 - c0) + \" \" + sum);\n"
+	"    }\n"
+	"  }\n"
+	"}\n";
+
+/* Is there a java on the PATH? */
+static int have_java(void)
+{
+	const char *path = getenv("PATH");
+	char buf[4096];
+
+	for (const char *p = path; p && *p;) {
+		size_t n = strcspn(p, ":");
+
+		if (n > 0 && n < sizeof(buf) - 8) {
+			memcpy(buf, p, n);
+			memcpy(buf + n, "/java", 6);
+			if (access(buf, X_OK) == 0)
+				return 1;
+		}
+		p += n + (p[n] == ':');
+	}
+	return 0;
+}
+
+/* The "java LongAdder" row (1 thread), or nothing when no JVM runs it. */
+static void measure_longadder(struct bench_doc *d, const struct bench_opts *o)
+{
+	char dir[] = "/tmp/tally-bench-java.XXXXXX", src[64], cmd[256];
+	char line[256];
+	struct bench_row *r = NULL;
+	FILE *f;
+
+	if (!have_java() || !mkdtemp(dir))
+		return;
+	snprintf(src, sizeof(src), "%s/TallyBenchLongAdder.java", dir);
+	f = fopen(src, "w");
+	if (f) {
+		fputs(longadder_src, f);
+		fclose(f);
+		snprintf(cmd, sizeof(cmd), "java -XX:+UseSerialGC %s %llu %u "
+			 "2>/dev/null", src, (unsigned long long)o->adds,
+			 o->repeat);
+		bench_progress_step(1, 1, 1, 1, "java LongAdder, 1 thread");
+		f = popen(cmd, "r");
+	}
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long long cpu, sum;
+
+		if (sscanf(line, "RUN %llu %llu", &cpu, &sum) != 2 || !cpu)
+			continue;
+		if (!r)
+			r = bench_row_add(d, "java LongAdder", "", 1, 1, 0);
+		if (r->n >= BENCH_MAX_REPEAT)
+			break;
+		r->ns[r->n] = (double)cpu / (double)o->adds;
+		r->rate[r->n] = 1e3 / r->ns[r->n];
+		r->overlap[r->n] = 1;
+		bench_row_check(r, (int64_t)o->adds, (int64_t)sum);
+		r->n++;
+	}
+	if (f)
+		pclose(f);
+	bench_progress_done();
+	if (r)
+		bench_row_finish(r);
+	unlink(src);
+	rmdir(dir);
+}
+
 /* Move the rows a child added (from @before on) after the row named
  * @anchor of the same group. */
 static void place_child_rows(struct bench_doc *d, unsigned before,
@@ -446,6 +548,8 @@ int bench_counter(const struct bench_opts *o)
 				child_rc = 1;
 			place_child_rows(&d, before, "tally pernode");
 		}
+		if (!o->quick)
+			measure_longadder(&d, o);
 	}
 
 	/* Ratios against the baselines of the same group. */
@@ -479,6 +583,7 @@ int bench_counter(const struct bench_opts *o)
 		struct bench_row *pnT = bench_row_find(&d, "tally pernode", "", T, 1, 0);
 		struct bench_row *sh2n = bench_row_find(&d, "tally shared (2 nodes)", "", T, 1, 0);
 		struct bench_row *pn2n = bench_row_find(&d, "tally pernode (2 nodes)", "", T, 1, 0);
+		struct bench_row *la1 = bench_row_find(&d, "java LongAdder", "", 1, 1, 0);
 		char what[96];
 
 		bench_target(&d, "percpu add vs thread-local add, 1 thread", "<=",
@@ -508,6 +613,12 @@ int bench_counter(const struct bench_opts *o)
 			     cold1->ns_st.median / at1->ns_st.median : NAN, "x");
 		if (cold1 && cold1->note[0])
 			bench_target_note(&d, "the slot was promoted");
+		bench_target(&d, "adaptive add before promotion vs Java LongAdder, "
+			     "1 thread", "<=", 1, cold1 && la1 && !cold1->note[0] ?
+			     cold1->ns_st.median / la1->ns_st.median : NAN, "x");
+		if (!la1)
+			bench_target_note(&d, "no java on the PATH (or --quick, "
+					  "--no-child)");
 		/* On one node, a per-node block is one shared word. */
 		bench_target(&d, "pernode add vs shared atomic, 1 node, 1 thread",
 			     "<=", 1.2, u.nnodes == 1 && pn1 && at1 ?
