@@ -19,7 +19,21 @@
  *   tally percpu fallback
  *                      the same, in a child run with TALLY_NO_RSEQ=1, so
  *                      that every add takes the atomic fallback.
- *   tally shared, adaptive, pernode: the other modes.
+ *   tally shared, adaptive, pernode: the other modes; adaptive before
+ *                      and after promotion (one thread never contends:
+ *                      its adaptive row is the cost before promotion).
+ *   tally shared, pernode (2 nodes)
+ *                      in a child run with TALLY_NODES=2 (CPU c on node
+ *                      c % 2), so that pinned workers on CPUs 0 and 1 are
+ *                      on different nodes: pernode's copies then never
+ *                      share a line between them, shared's one copy does.
+ *   java LongAdder     where a JVM is on the PATH (and not with --quick or
+ *                      --no-child): one thread increments a fresh
+ *                      java.util.concurrent.atomic.LongAdder N times, in a
+ *                      JVM started once for all its runs (after a warm-up
+ *                      for the JIT); its cost before it has cells (one
+ *                      compare-and-swap on its base) is what an adaptive
+ *                      slot before promotion competes with.
  *
  * Every tally row (and the thread-local and atomic baselines) checks that
  * the total is exactly workers x N.  --sweep adds more thread counts,
@@ -39,10 +53,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bench.h"
 #include "tally/tally.h"
+
+enum { CHILD_FALLBACK = 1, CHILD_NODES = 2 };
 
 enum kind { K_TLS, K_ATOMIC, K_RACY, K_CPUARRAY, K_TALLY, K_COUNTER };
 
@@ -50,7 +67,9 @@ struct conf {
 	const char *name;
 	enum kind kind;
 	unsigned mode;
-	int child;             /* measured in the TALLY_NO_RSEQ=1 child */
+	int child;             /* measured in a child: CHILD_FALLBACK
+				  (TALLY_NO_RSEQ=1) or CHILD_NODES
+				  (TALLY_NODES=2); 0: in the parent */
 	int promote;           /* adaptive: promoted before the run */
 };
 
@@ -60,12 +79,14 @@ static const struct conf confs[] = {
 	{ "racy +=", K_RACY, 0, 0, 0 },
 	{ "sched_getcpu atomics", K_CPUARRAY, 0, 0, 0 },
 	{ "tally percpu", K_TALLY, TALLY_PERCPU, 0, 0 },
-	{ "tally percpu fallback", K_TALLY, TALLY_PERCPU, 1, 0 },
+	{ "tally percpu fallback", K_TALLY, TALLY_PERCPU, CHILD_FALLBACK, 0 },
 	{ "tally counter inc", K_COUNTER, TALLY_PERCPU, 0, 0 },
 	{ "tally shared", K_TALLY, TALLY_SHARED, 0, 0 },
 	{ "tally adaptive", K_TALLY, TALLY_ADAPTIVE, 0, 0 },
 	{ "tally adaptive promoted", K_TALLY, TALLY_ADAPTIVE, 0, 1 },
 	{ "tally pernode", K_TALLY, TALLY_PERNODE, 0, 0 },
+	{ "tally shared (2 nodes)", K_TALLY, TALLY_SHARED, CHILD_NODES, 0 },
+	{ "tally pernode (2 nodes)", K_TALLY, TALLY_PERNODE, CHILD_NODES, 0 },
 };
 #define NCONFS (sizeof(confs) / sizeof(confs[0]))
 
@@ -207,10 +228,11 @@ static void run_once(const struct conf *cf, unsigned threads, int pinned,
 		if (cf->mode == TALLY_ADAPTIVE &&
 		    tally_block_promoted(run.b, 0) == 1)
 			snprintf(r->note, sizeof(r->note), "promoted");
-		if (cf->mode == TALLY_PERCPU && !cf->child && !rseq_all)
+		if (cf->mode == TALLY_PERCPU && cf->child != CHILD_FALLBACK &&
+		    !rseq_all)
 			snprintf(r->note, sizeof(r->note), "rseq %s!",
 				 rseq_any ? "partly inactive" : "inactive");
-		if (cf->child && rseq_any)
+		if (cf->child == CHILD_FALLBACK && rseq_any)
 			snprintf(r->note, sizeof(r->note), "rseq active!");
 		if (tally_block_free(zone, run.b) < 0)
 			bench_die("tally_block_free: %s", tally_errmsg());
@@ -309,6 +331,120 @@ static void print_rows(const struct bench_doc *d, const struct group *gr,
 	}
 }
 
+/*
+ * The LongAdder loop, a single-file Java program (java File.java, JDK 11
+ * and later).  Its CPU time per add comes from the thread's CPU clock, as
+ * the workers' do.
+ */
+static const char longadder_src[] =
+	"import java.lang.management.ManagementFactory;\n"
+	"import java.lang.management.ThreadMXBean;\n"
+	"import java.util.concurrent.atomic.LongAdder;\n"
+	"public class TallyBenchLongAdder {\n"
+	"  static long loop(LongAdder x, long n) {\n"
+	"    for (long i = 0; i < n; i++) x.increment();\n"
+	"    return x.sum();\n"
+	"  }\n"
+	"  public static void main(String[] a) {\n"
+	"    long n = Long.parseLong(a[0]);\n"
+	"    int runs = Integer.parseInt(a[1]);\n"
+	"    ThreadMXBean mx = ManagementFactory.getThreadMXBean();\n"
+	"    for (int w = 0; w < 3; w++) loop(new LongAdder(), n);\n"
+	"    for (int r = 0; r < runs; r++) {\n"
+	"      LongAdder x = new LongAdder();\n"
+	"      long c0 = mx.getCurrentThreadCpuTime();\n"
+	"      long sum = loop(x, n);\n"
+	"      long c1 = mx.getCurrentThreadCpuTime();\n"
+	"      System.out.println(\"RUN \" + (c1 - c0) + \" \" + sum);\n"
+	"    }\n"
+	"  }\n"
+	"}\n";
+
+/* Is there a java on the PATH? */
+static int have_java(void)
+{
+	const char *path = getenv("PATH");
+	char buf[4096];
+
+	for (const char *p = path; p && *p;) {
+		size_t n = strcspn(p, ":");
+
+		if (n > 0 && n < sizeof(buf) - 8) {
+			memcpy(buf, p, n);
+			memcpy(buf + n, "/java", 6);
+			if (access(buf, X_OK) == 0)
+				return 1;
+		}
+		p += n + (p[n] == ':');
+	}
+	return 0;
+}
+
+/* The "java LongAdder" row (1 thread), or nothing when no JVM runs it. */
+static void measure_longadder(struct bench_doc *d, const struct bench_opts *o)
+{
+	char dir[] = "/tmp/tally-bench-java.XXXXXX", src[64], cmd[256];
+	char line[256];
+	struct bench_row *r = NULL;
+	FILE *f;
+
+	if (!have_java() || !mkdtemp(dir))
+		return;
+	snprintf(src, sizeof(src), "%s/TallyBenchLongAdder.java", dir);
+	f = fopen(src, "w");
+	if (f) {
+		fputs(longadder_src, f);
+		fclose(f);
+		snprintf(cmd, sizeof(cmd), "java -XX:+UseSerialGC %s %llu %u "
+			 "2>/dev/null", src, (unsigned long long)o->adds,
+			 o->repeat);
+		bench_progress_step(1, 1, 1, 1, "java LongAdder, 1 thread");
+		f = popen(cmd, "r");
+	}
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long long cpu, sum;
+
+		if (sscanf(line, "RUN %llu %llu", &cpu, &sum) != 2 || !cpu)
+			continue;
+		if (!r)
+			r = bench_row_add(d, "java LongAdder", "", 1, 1, 0);
+		if (r->n >= BENCH_MAX_REPEAT)
+			break;
+		r->ns[r->n] = (double)cpu / (double)o->adds;
+		r->rate[r->n] = 1e3 / r->ns[r->n];
+		r->overlap[r->n] = 1;
+		bench_row_check(r, (int64_t)o->adds, (int64_t)sum);
+		r->n++;
+	}
+	if (f)
+		pclose(f);
+	bench_progress_done();
+	if (r)
+		bench_row_finish(r);
+	unlink(src);
+	rmdir(dir);
+}
+
+/* Move the rows a child added (from @before on) after the row named
+ * @anchor of the same group. */
+static void place_child_rows(struct bench_doc *d, unsigned before,
+			     const char *anchor)
+{
+	static struct bench_row tmp[BENCH_MAX_ROWS];
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < before; i++) {
+		tmp[n++] = d->rows[i];
+		if (strcmp(d->rows[i].config, anchor) == 0)
+			for (unsigned j = before; j < d->nrows; j++)
+				if (d->rows[j].threads == d->rows[i].threads &&
+				    d->rows[j].pinned == d->rows[i].pinned)
+					tmp[n++] = d->rows[j];
+	}
+	memcpy(d->rows, tmp, n * sizeof(tmp[0]));
+	d->nrows = n;
+}
+
 int bench_counter(const struct bench_opts *o)
 {
 	static struct bench_doc d;
@@ -376,8 +512,10 @@ int bench_counter(const struct bench_opts *o)
 	}
 
 	if (o->child) {
-		/* The fallback child: TALLY_NO_RSEQ=1 is set by the parent. */
-		measure(&d, o, gr, ngr, 1);
+		/* A child: the parent set TALLY_NO_RSEQ=1 (fallback) or
+		 * TALLY_NODES=2 (nodes). */
+		measure(&d, o, gr, ngr, strcmp(o->child, "nodes") == 0 ?
+					CHILD_NODES : CHILD_FALLBACK);
 		snprintf(meta, sizeof(meta), "rseq=%d", rseq);
 		bench_emit_rows(&d, meta, stdout);
 		tally_zone_destroy(zone);
@@ -388,6 +526,7 @@ int bench_counter(const struct bench_opts *o)
 	if (!o->no_child) {
 		char *argv[32], buf[16][32];
 		unsigned before = d.nrows;
+		int rc;
 
 		bench_child_args(o, "counter", "fallback", argv, buf, 32);
 		child_rc = bench_run_child("TALLY_NO_RSEQ=1", argv, &d, meta,
@@ -396,22 +535,21 @@ int bench_counter(const struct bench_opts *o)
 			bench_die("the TALLY_NO_RSEQ=1 child failed");
 		if (d.nrows == before)
 			bench_die("the TALLY_NO_RSEQ=1 child printed no rows");
-		/* Put the fallback rows after "tally percpu". */
-		{
-			struct bench_row tmp[BENCH_MAX_ROWS];
-			unsigned n = 0;
-
-			for (unsigned i = 0; i < before; i++) {
-				tmp[n++] = d.rows[i];
-				if (strcmp(d.rows[i].config, "tally percpu") == 0)
-					for (unsigned j = before; j < d.nrows; j++)
-						if (d.rows[j].threads == d.rows[i].threads &&
-						    d.rows[j].pinned == d.rows[i].pinned)
-							tmp[n++] = d.rows[j];
-			}
-			memcpy(d.rows, tmp, n * sizeof(tmp[0]));
-			d.nrows = n;
+		place_child_rows(&d, before, "tally percpu");
+		/* Two nodes need two slabs (TALLY_NODES is at most the slab
+		 * count) and, to be apart, two CPUs. */
+		if (u.nslabs >= 2 && ncpu >= 2) {
+			before = d.nrows;
+			bench_child_args(o, "counter", "nodes", argv, buf, 32);
+			rc = bench_run_child("TALLY_NODES=2", argv, &d, NULL, 0);
+			if (rc < 0)
+				bench_die("the TALLY_NODES=2 child failed");
+			if (rc == 1)
+				child_rc = 1;
+			place_child_rows(&d, before, "tally pernode");
 		}
+		if (!o->quick)
+			measure_longadder(&d, o);
 	}
 
 	/* Ratios against the baselines of the same group. */
@@ -439,6 +577,13 @@ int bench_counter(const struct bench_opts *o)
 		struct bench_row *ad1 = bench_row_find(&d, "tally adaptive promoted", "", 1, 1, 0);
 		struct bench_row *ci1 = bench_row_find(&d, "tally counter inc", "", 1, 1, 0);
 		struct bench_row *shT = bench_row_find(&d, "tally shared", "", T, 1, 0);
+		struct bench_row *at1 = bench_row_find(&d, "shared atomic", "", 1, 1, 0);
+		struct bench_row *cold1 = bench_row_find(&d, "tally adaptive", "", 1, 1, 0);
+		struct bench_row *pn1 = bench_row_find(&d, "tally pernode", "", 1, 1, 0);
+		struct bench_row *pnT = bench_row_find(&d, "tally pernode", "", T, 1, 0);
+		struct bench_row *sh2n = bench_row_find(&d, "tally shared (2 nodes)", "", T, 1, 0);
+		struct bench_row *pn2n = bench_row_find(&d, "tally pernode (2 nodes)", "", T, 1, 0);
+		struct bench_row *la1 = bench_row_find(&d, "java LongAdder", "", 1, 1, 0);
 		char what[96];
 
 		bench_target(&d, "percpu add vs thread-local add, 1 thread", "<=",
@@ -460,6 +605,36 @@ int bench_counter(const struct bench_opts *o)
 		snprintf(what, sizeof(what), "shared mode throughput vs shared "
 			 "atomic, %u threads", T);
 		bench_target(&d, what, ">=", 1, shT ? shT->ratio[1] : NAN, "x");
+		/* One worker never contends: its adaptive slot stays on the
+		 * shared word, and costs what an adaptive counter that stays
+		 * cold costs every day. */
+		bench_target(&d, "adaptive add before promotion vs shared atomic, "
+			     "1 thread", "<=", 1.2, cold1 && at1 && !cold1->note[0] ?
+			     cold1->ns_st.median / at1->ns_st.median : NAN, "x");
+		if (cold1 && cold1->note[0])
+			bench_target_note(&d, "the slot was promoted");
+		bench_target(&d, "adaptive add before promotion vs Java LongAdder, "
+			     "1 thread", "<=", 1, cold1 && la1 && !cold1->note[0] ?
+			     cold1->ns_st.median / la1->ns_st.median : NAN, "x");
+		if (!la1)
+			bench_target_note(&d, "no java on the PATH (or --quick, "
+					  "--no-child)");
+		/* On one node, a per-node block is one shared word. */
+		bench_target(&d, "pernode add vs shared atomic, 1 node, 1 thread",
+			     "<=", 1.2, u.nnodes == 1 && pn1 && at1 ?
+			     pn1->ns_st.median / at1->ns_st.median : NAN, "x");
+		if (u.nnodes != 1)
+			bench_target_note(&d, "this machine has %u nodes", u.nnodes);
+		snprintf(what, sizeof(what), "pernode add vs shared atomic, 1 node, "
+			 "%u threads", T);
+		bench_target(&d, what, "<=", 1.2, u.nnodes == 1 && pnT && atT ?
+			     pnT->ns_st.median / atT->ns_st.median : NAN, "x");
+		if (u.nnodes != 1)
+			bench_target_note(&d, "this machine has %u nodes", u.nnodes);
+		snprintf(what, sizeof(what), "pernode throughput vs shared, 2 nodes, "
+			 "%u threads", T);
+		bench_target(&d, what, ">=", 1, sh2n && pn2n ?
+			     sh2n->ns_st.median / pn2n->ns_st.median : NAN, "x");
 
 		/* tally percpu against each baseline, as ministat(1) does in
 		 * the counter(9) mail: the difference of the mean ns per add
@@ -511,6 +686,8 @@ int bench_counter(const struct bench_opts *o)
 				 "percpu_vs_tls_1t=%.2fx atomic_%ut_ns=%.3f "
 				 "percpu_vs_atomic_%ut=%.1fx fallback_%ut_ns=%.3f "
 				 "racy_lost=%.1f%% overlap_%ut=%.0f%% "
+				 "adaptive_cold_ns=%.3f pernode_ns=%.3f "
+				 "pernode_2nodes_%ut_ns=%.3f "
 				 "targets_met=%u/%u checks=%s",
 				 T, (unsigned long long)o->adds, o->repeat,
 				 tls1 ? tls1->ns_st.median : NAN,
@@ -523,6 +700,9 @@ int bench_counter(const struct bench_opts *o)
 				 raT ? 100.0 * (double)(raT->expected - raT->observed) /
 					       (double)raT->expected : NAN,
 				 T, atT ? 100 * atT->overlap_st.median : NAN,
+				 cold1 ? cold1->ns_st.median : NAN,
+				 pn1 ? pn1->ns_st.median : NAN, T,
+				 pn2n ? pn2n->ns_st.median : NAN,
 				 met, d.ntargets,
 				 bench_failed(&d) || child_rc == 1 ? "FAILED" : "ok");
 		}

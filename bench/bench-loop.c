@@ -21,6 +21,8 @@ void bench_loop_tls(uint64_t n);
 void bench_loop_atomic(uint64_t n);
 void bench_loop_add(tally_block *b, uint64_t n);
 void bench_loop_shared(tally_block *b, uint64_t n);
+void bench_loop_adaptive(tally_block *b, uint64_t n);
+void bench_loop_pernode(tally_block *b, uint64_t n);
 void bench_loop_pair(struct tally_zone *z, uint64_t n);
 
 static _Thread_local uint64_t tls_count;
@@ -60,6 +62,19 @@ __attribute__((noinline)) void bench_loop_shared(tally_block *b, uint64_t n)
 		tally_block_add(b, 0, 1);
 }
 
+/* An adaptive slot one thread adds to: never promoted. */
+__attribute__((noinline)) void bench_loop_adaptive(tally_block *b, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		tally_block_add(b, 0, 1);
+}
+
+__attribute__((noinline)) void bench_loop_pernode(tally_block *b, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		tally_block_add(b, 0, 1);
+}
+
 __attribute__((noinline)) void bench_loop_pair(struct tally_zone *z,
 					       uint64_t n)
 {
@@ -85,7 +100,7 @@ int bench_loop(int argc, char **argv)
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: tally-bench _loop "
-			"empty|tls|atomic|add|shared|pair N\n");
+			"empty|tls|atomic|add|shared|adaptive|pernode|pair N\n");
 		return 2;
 	}
 	op = argv[0];
@@ -107,10 +122,14 @@ int bench_loop(int argc, char **argv)
 		bench_loop_tls(n);
 	} else if (strcmp(op, "atomic") == 0) {
 		bench_loop_atomic(n);
-	} else if (strcmp(op, "add") == 0 || strcmp(op, "shared") == 0) {
-		int shared = op[0] == 's';
+	} else if (strcmp(op, "add") == 0 || strcmp(op, "shared") == 0 ||
+		   strcmp(op, "adaptive") == 0 || strcmp(op, "pernode") == 0) {
+		unsigned mode = op[0] == 's' ? TALLY_SHARED :
+				op[0] == 'a' && op[1] == 'd' && op[2] == 'a' ?
+				TALLY_ADAPTIVE : op[0] == 'p' ? TALLY_PERNODE :
+				TALLY_PERCPU;
 
-		b = tally_block_alloc(z, 1, shared ? TALLY_SHARED : TALLY_PERCPU);
+		b = tally_block_alloc(z, 1, mode);
 		if (!b) {
 			fprintf(stderr, "tally-bench _loop: %s\n", tally_errmsg());
 			return 1;
@@ -118,8 +137,12 @@ int bench_loop(int argc, char **argv)
 		uintptr_t tcb = bench_tcb_word();
 
 		tally_block_add(b, 0, 0); /* first touch outside the loop */
-		if (shared)
+		if (mode == TALLY_SHARED)
 			bench_loop_shared(b, n);
+		else if (mode == TALLY_ADAPTIVE)
+			bench_loop_adaptive(b, n);
+		else if (mode == TALLY_PERNODE)
+			bench_loop_pernode(b, n);
 		else
 			bench_loop_add(b, n);
 		if (bench_tcb_word() != tcb) {

@@ -34,7 +34,7 @@ struct bench_opts {
 				  measured pinned (--sweep 1,2,4,8) */
 	unsigned nsweep;
 	int json, quick, quiet, no_child;
-	const char *child;     /* hidden: "fallback" or "slabs" */
+	const char *child;     /* hidden: "fallback", "nodes" or "slabs" */
 	const char *plot_dir;  /* --plot DIR: charts and JSON go there */
 };
 

@@ -51,12 +51,14 @@ printf 'tally callgrind: instructions per operation (N = %s, empty loop subtract
 printf '%-34s %14s %10s\n' "operation" "Ir total" "Ir/op"
 printf '%-34s %14s %10.2f\n' "empty loop (subtracted)" "$empty" \
 	"$(echo "$empty $n" | awk '{ print $1 / $2 }')"
-for op in tls atomic add shared pair; do
+for op in tls atomic add shared adaptive pernode pair; do
 	case $op in
 	tls) what="thread-local add (baseline)" ;;
 	atomic) what="shared atomic add (baseline)" ;;
 	add) what="tally percpu add, fallback path" ;;
 	shared) what="tally shared add" ;;
+	adaptive) what="tally adaptive add, not promoted" ;;
+	pernode) what="tally pernode add" ;;
 	pair) what="tally alloc+free pair (2 slots)" ;;
 	esac
 	total=$(ir $op)
@@ -64,4 +66,4 @@ for op in tls atomic add shared pair; do
 	printf '%-34s %14s %10s\n' "$what" "$total" "$per"
 	eval "ir_$op=\$per"
 done
-echo "SUMMARY callgrind n=$n fallback_add_ir=$ir_add shared_add_ir=$ir_shared pair_ir=$ir_pair tls_add_ir=$ir_tls atomic_add_ir=$ir_atomic"
+echo "SUMMARY callgrind n=$n fallback_add_ir=$ir_add shared_add_ir=$ir_shared adaptive_add_ir=$ir_adaptive pernode_add_ir=$ir_pernode pair_ir=$ir_pair tls_add_ir=$ir_tls atomic_add_ir=$ir_atomic"

@@ -109,7 +109,9 @@ def check_bench_doc(kind, doc):
     configs = {r["config"] for r in doc["rows"]}
     if kind == "counter":
         for c in ("thread-local add", "shared atomic", "racy +=",
-                  "sched_getcpu atomics", "tally percpu"):
+                  "sched_getcpu atomics", "tally percpu", "tally adaptive",
+                  "tally pernode", "tally pernode (2 nodes)",
+                  "tally shared (2 nodes)"):
             need(c in configs, "no %r row" % c)
         for r in doc["rows"]:
             if r["config"] == "sched_getcpu atomics":

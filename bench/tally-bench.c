@@ -246,9 +246,11 @@ static const struct scenario {
 	const char *name;
 	int (*run)(const struct bench_opts *o);
 	unsigned takes;        /* T_* options beyond the common ones */
-	const char *child;     /* the hidden --child kind it accepts */
+	const char *child;     /* the hidden --child kinds it accepts,
+				  separated by commas */
 } scenarios[] = {
-	{ "counter", run_counter, T_ADDS | T_THREADS | T_SWEEP, "fallback" },
+	{ "counter", run_counter, T_ADDS | T_THREADS | T_SWEEP,
+	  "fallback,nodes" },
 	{ "alloc", run_alloc,
 	  T_THREADS | T_BLOCKS | T_BATCH | T_MEM | T_SLABS, "slabs" },
 	{ "metrics", run_metrics, T_SERIES, NULL },
@@ -264,6 +266,17 @@ static const struct scenario {
 #define ALL_TAKES (T_ADDS | T_SWEEP | T_BLOCKS | T_BATCH | T_MEM | T_SLABS | \
 		   T_SERIES | T_EXPORTER)
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
+
+/* Is @kind one of the comma-separated kinds of @list? */
+static int child_kind_ok(const char *list, const char *kind)
+{
+	size_t n = strlen(kind);
+
+	for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (strncmp(p, kind, n) == 0 && (p[n] == ',' || p[n] == 0))
+			return 1;
+	return 0;
+}
 
 static const struct option longopts[] = {
 	{ "adds", required_argument, NULL, O_ADDS },
@@ -517,7 +530,7 @@ int main(int argc, char **argv)
 		usage_error("unexpected argument '%s'", argv[optind]);
 	if (given & ~(sc ? sc->takes : ALL_TAKES))
 		not_taken(sub, sc ? sc->takes : ALL_TAKES, given);
-	if (o.child && (!sc || !sc->child || strcmp(o.child, sc->child) != 0))
+	if (o.child && (!sc || !sc->child || !child_kind_ok(sc->child, o.child)))
 		usage_error("bad --child '%s'", o.child);
 	if (o.plot_dir && !o.child && !bench_have_gnuplot()) {
 		/* Before the runs, not after minutes of them. */

@@ -444,13 +444,17 @@ static void add_slow(tally_block *b, unsigned slot, int64_t v)
 		 * a failed try is contention: set the bit (the value stays)
 		 * and add to the per-CPU copies, which readers sum as well,
 		 * so no add is lost at any point of the promotion.  The word
-		 * holds the value in 63 bits: a sum that would leave them
-		 * promotes the slot too, and the 64-bit copies (which wrap
-		 * like int64) take it, so the slot holds the full range. */
+		 * holds the value in 63 bits, of which adds use the band
+		 * -2^61 .. 2^61 - 1 (the inline add of tally/arch/x86_64.h
+		 * needs the rest for the adds in flight): a sum that would
+		 * leave it promotes the slot too, and the 64-bit copies
+		 * (which wrap like int64) take it, so the slot holds the
+		 * full range.  The x86-64 inline add comes here only for
+		 * the values it does not take (or once promoted). */
 		if (!(old & 1)) {
 			if (!__builtin_add_overflow(old >> 1, v, &sum) &&
-			    sum >= -((int64_t)1 << 62) &&
-			    sum < ((int64_t)1 << 62) &&
+			    sum >= -((int64_t)1 << 61) &&
+			    sum < ((int64_t)1 << 61) &&
 			    __atomic_compare_exchange_n(
 				    shared, &old, (int64_t)((uint64_t)sum << 1),
 				    0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))

@@ -38,8 +38,8 @@
 #include "internal.h"
 #include "tally/reader.h"
 
-struct tally__cfg tally__cfg = { 0, 0, 1, 1 };
 struct tally__env tally__env;
+struct tally__cfg tally__cfg = { 0, 0, 1, 1, 1, tally__env.cpu_node };
 
 /*
  * Where the update path's restartable sequence finds "its" rseq area when
@@ -436,6 +436,8 @@ static void set_update_path(const struct tally__env *e)
 		      !parse_flag("TALLY_NO_RSEQ");
 
 	tally__cfg.nslabs = e->nslabs;
+	tally__cfg.nnodes = e->nnodes;
+	tally__cfg.cpu_node = e->cpu_node;
 #if defined(__x86_64__)
 	tally__cfg.rseq_off = rseq_ok ? (long)__rseq_offset :
 			      (long)((char *)&tally__thread -

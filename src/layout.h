@@ -46,14 +46,21 @@
  * has no room, the add is subtracted from the slot's baseline word
  * instead (an atomic add to a page that surely exists): no count is lost.
  *
- * An adaptive slot's shared word holds (value << 1) | promoted: adds go to
- * it with a compare-and-swap while the low bit is clear; the first failed
- * compare-and-swap sets the bit (fetch_or, which keeps the value) and from
- * then on adds go to the per-CPU copies.  So does an add that would take
- * the word's value out of the 63 bits it has (-2^62 .. 2^62 - 1): the
- * copies are full 64-bit words, so a slot holds any int64 and wraps like
- * one.  Its value is the word shifted right arithmetically by one, plus
- * the copies.
+ * An adaptive slot's shared word holds (value << 1) | promoted: while
+ * the low bit is clear, adds go to it, and the first add that finds
+ * another write between its read of the word and its own (a failed
+ * compare-and-swap, or an atomic fetch-and-add that did not find the
+ * value it read) sets the bit (fetch_or, which keeps the value); from
+ * then on adds go to the per-CPU copies.  Adds keep the word's value in
+ * the band -2^61 .. 2^61 - 1, of the 63 bits it has: an add that would
+ * take it out promotes the slot too (the copies are full 64-bit words,
+ * so a slot holds any int64 and wraps like one), and a fetch-and-add
+ * (src/add.c, tally/arch/x86_64.h) adds below 2^31 to a word within the
+ * band only, so that the adds in flight never take it past its 63 bits.
+ * (Writers before this rule kept the word in -2^62 .. 2^62 - 1 with
+ * compare-and-swaps only; the two meet only when a value crosses 2^61.)
+ * Its value is the word shifted right arithmetically by one, plus the
+ * copies.
  *
  * The value of a slot is
  *     sum of the copies the mode uses  -  baseline

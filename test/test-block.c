@@ -938,6 +938,159 @@ TEST(adaptive_single_thread_never_promotes)
 	CHECK_EQ(copies_sum(b, 0), 0);
 }
 
+/*
+ * Adds racing with the promotion of their slot: threads started together
+ * add 1 (the inline add) and, every 64th add, MIX_BIG (above what the
+ * inline add takes: the slow path's compare-and-swap) to one slot, and -1
+ * to another.  Fresh blocks until one was promoted in the middle of the
+ * adds (values both in the shared word and in the copies) or 20 s pass;
+ * every block's totals are exact.  An inline add that lost a count when
+ * it found the word changed, or that stopped setting the promoted bit
+ * then, fails here.
+ */
+#define MIX_BIG ((int64_t)1 << 31)
+struct mix {
+	tally_block *b;
+	long iters;
+	pthread_barrier_t *start;
+	int index;
+};
+
+static void *mix_worker(void *arg)
+{
+	struct mix *m = arg;
+
+	harness_pin(m->index % harness_ncpus());
+	pthread_barrier_wait(m->start);
+	for (long i = 0; i < m->iters; i++) {
+		tally_block_add(m->b, 0, i % 64 == 0 ? MIX_BIG : 1);
+		tally_block_add(m->b, 1, -1);
+	}
+	return NULL;
+}
+
+TEST(adaptive_promotion_during_adds_loses_nothing)
+{
+	enum { THREADS = 8 };
+	long iters = harness_scale(20000), nbig = (iters + 63) / 64;
+	double deadline = harness_now() + 20;
+	int blocks = 0;
+
+	for (;;) {
+		tally_block *b = tally_block_alloc(NULL, 2, TALLY_ADAPTIVE);
+		pthread_barrier_t start;
+		pthread_t t[THREADS];
+		struct mix m[THREADS];
+		int64_t value, copies;
+
+		CHECK(b != NULL);
+		CHECK_EQ(pthread_barrier_init(&start, NULL, THREADS), 0);
+		for (int i = 0; i < THREADS; i++) {
+			m[i] = (struct mix){ b, iters, &start, i };
+			CHECK_EQ(pthread_create(&t[i], NULL, mix_worker, &m[i]), 0);
+		}
+		for (int i = 0; i < THREADS; i++)
+			CHECK_EQ(pthread_join(t[i], NULL), 0);
+		pthread_barrier_destroy(&start);
+		blocks++;
+		value = fetch(b, 0);
+		CHECK_EQ(value, THREADS * ((iters - nbig) + nbig * MIX_BIG));
+		CHECK_EQ(fetch(b, 1), -THREADS * iters);
+		copies = copies_sum(b, 0);
+		if (tally_block_promoted(b, 0) == 1 && copies != 0 &&
+		    copies != value) {
+			CHECK_EQ(tally_block_free(NULL, b), 0);
+			break;
+		}
+		CHECK_EQ(tally_block_free(NULL, b), 0);
+		if (harness_now() > deadline)
+			harness_fail(__FILE__, __LINE__, "no adaptive slot was "
+				     "promoted in the middle of the adds of %d "
+				     "threads in 20 s (%d blocks)", THREADS,
+				     blocks);
+	}
+}
+
+/*
+ * The inline add keeps an adaptive slot's shared word in the band
+ * -2^61 .. 2^61 - 1 (src/layout.h): the add that finds the word past it
+ * promotes the slot, and the value stays exact on both sides.
+ */
+TEST(adaptive_promotes_past_the_band)
+{
+	tally_block *b = tally_block_alloc(NULL, 2, TALLY_ADAPTIVE);
+	const int64_t edge = (int64_t)1 << 61;
+	int64_t v;
+
+	CHECK(b != NULL);
+	tally_block_add(b, 0, edge - 2);
+	tally_block_add(b, 1, -edge + 1);
+	CHECK_EQ(tally_block_promoted(b, 0), 0);
+	CHECK_EQ(tally_block_promoted(b, 1), 0);
+	for (int i = 0; i < 4; i++) {
+		tally_block_add(b, 0, 1);
+		tally_block_add(b, 1, -1);
+	}
+	CHECK_EQ(tally_block_fetch(b, 0, &v), 0);
+	CHECK_EQ(v, edge + 2);
+	CHECK_EQ(tally_block_fetch(b, 1, &v), 0);
+	CHECK_EQ(v, -edge - 3);
+	CHECK_EQ(tally_block_promoted(b, 0), 1);
+	CHECK_EQ(tally_block_promoted(b, 1), 1);
+	/* The largest value the inline add takes, near the edge: exact. */
+	tally_block_free(NULL, b);
+	b = tally_block_alloc(NULL, 1, TALLY_ADAPTIVE);
+	CHECK(b != NULL);
+	tally_block_add(b, 0, edge - MIX_BIG);
+	for (int i = 0; i < 3; i++)
+		tally_block_add(b, 0, MIX_BIG - 1);
+	CHECK_EQ(tally_block_fetch(b, 0, &v), 0);
+	CHECK_EQ(v, edge - MIX_BIG + 3 * (MIX_BIG - 1));
+	CHECK_EQ(tally_block_promoted(b, 0), 1);
+	CHECK_EQ(tally_block_free(NULL, b), 0);
+}
+
+/*
+ * With TALLY_NODES=2, a thread pinned to a CPU adds to the copy of that
+ * CPU's node (c % 2), whichever path the add takes.
+ */
+static void pernode_local_child(void *arg)
+{
+	static int64_t out[MAX_SLABS];
+	tally_block *b;
+
+	(void)arg;
+	fresh_setenv("TALLY_NODES", "2");
+	b = tally_block_alloc(NULL, 1, TALLY_PERNODE);
+	CHECK(b != NULL);
+	CHECK_EQ(nnodes(), 2);
+	for (int i = 0; i < harness_ncpus() && i < 4; i++) {
+		int cpu = harness_cpu(i), before, after;
+
+		harness_pin(i);
+		CHECK_EQ(tally_block_fetch_percpu(b, 0, out, MAX_SLABS),
+			 (int)nslabs());
+		before = (int)out[cpu % 2];
+		for (int k = 0; k < 1000; k++)
+			tally_block_add(b, 0, 1);
+		CHECK_EQ(tally_block_fetch_percpu(b, 0, out, MAX_SLABS),
+			 (int)nslabs());
+		after = (int)out[cpu % 2];
+		/* A preemption may move the thread for a few adds only. */
+		CHECK(after - before >= 900);
+	}
+	harness_pin(-1);
+	CHECK_EQ(fetch(b, 0), 1000 * (harness_ncpus() < 4 ? harness_ncpus() : 4));
+	CHECK_EQ(tally_block_free(NULL, b), 0);
+}
+
+TEST(pernode_adds_land_on_the_local_node)
+{
+	if (harness_ncpus() < 2)
+		harness_skip("one CPU");
+	CHECK_CHILD_OK(harness_child(pernode_local_child, NULL));
+}
+
 /* Modes that never promote say so. */
 TEST(promoted_is_zero_for_other_modes)
 {

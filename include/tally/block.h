@@ -10,11 +10,16 @@
  *   TALLY_SHARED    one copy updated with an atomic add: the cheapest
  *                   allocation and memory, for counters that are rarely hot.
  *   TALLY_PERNODE   one copy per NUMA node, updated with atomic adds (the
- *                   CPU comes from sched_getcpu(), which glibc answers
- *                   from rseq or the vDSO, without a system call).
+ *                   CPU comes from the thread's rseq area, else from
+ *                   sched_getcpu(), which glibc answers from rseq or the
+ *                   vDSO, without a system call); on one node, it costs
+ *                   what a shared block costs.
  *   TALLY_ADAPTIVE  starts as one shared atomic copy and switches each slot
- *                   to per-CPU copies once it sees contention (a failed
- *                   compare-and-swap); no add is lost while it switches.
+ *                   to per-CPU copies once it sees contention (an add that
+ *                   finds another write between its read of the word and
+ *                   its own, as a failed compare-and-swap does); no add is
+ *                   lost while it switches.  Before it switches, an add
+ *                   costs about what a shared block's costs.
  *
  * Guarantees (see tally(3)):
  *   - Adds are lossless, whatever the mode, from any thread, from signal
@@ -164,9 +169,11 @@ TALLY_API int tally_rseq_active(void);
  */
 TALLY_API void (tally_block_add)(tally_block *b, unsigned slot, int64_t v);
 
-/* Out-of-line part of the update path: pernode blocks, adaptive slots
- * before promotion, the fallback without rseq, and a CPU's first add to a
- * chunk (per-CPU adds and shared blocks' atomic adds are inline). */
+/* Out-of-line part of the update path: the fallback without rseq, a
+ * CPU's first add to a chunk, pernode adds whose CPU is not known inline,
+ * adaptive adds near the edge of the shared word's range, and every add on
+ * architectures without an inline path (on x86-64, per-CPU adds and the
+ * atomic adds of the other modes are inline). */
 TALLY_API void tally__block_add_slow(tally_block *b, unsigned slot, int64_t v);
 /* Its entry for the inline path on x86-64 (tally/arch/x86_64.h), which
  * jumps to it with the return address in %rax: not callable from C. */

@@ -147,6 +147,8 @@ pub struct tally__cfg_t {
     pub rseq_limit: c_uint,
     pub nslabs: c_uint,
     pub promoted: i64,
+    pub nnodes: c_uint,
+    pub cpu_node: *const u16,
 }
 
 #[repr(C)]

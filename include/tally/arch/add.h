@@ -52,6 +52,8 @@ extern "C" {
  * starts and alone on their cache line.  rseq_limit is the slab count when
  * this process may use rseq, else 0, so that one unsigned compare of the
  * CPU id sends both "no rseq" and "CPU beyond the slabs" to the fallback.
+ * A per-node add finds its copy with nnodes and cpu_node (the process's
+ * NUMA map, src/config.c) without leaving the inline path.
  */
 struct tally__cfg {
 	long rseq_off;        /* glibc's __rseq_offset, or that of a stand-in */
@@ -59,6 +61,8 @@ struct tally__cfg {
 	unsigned nslabs;      /* per-CPU copies of every slot */
 	int64_t promoted;     /* always 1: the promotion word of the blocks
 				 that have none (see tally__block_add) */
+	unsigned nnodes;      /* NUMA nodes (or $TALLY_NODES) */
+	const uint16_t *cpu_node; /* the node of each CPU below nslabs */
 } __attribute__((aligned(64)));
 extern TALLY_API struct tally__cfg tally__cfg;
 
