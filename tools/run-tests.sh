@@ -75,10 +75,14 @@ echo "=== rust"
 # compiler), and clippy with warnings as errors.  Crates come from
 # crates.io at the first run (Cargo.lock fixes their versions), from
 # cargo's cache after that.
+# Debian's own cargo is older than the 1.87 the crate needs (its inline
+# add uses asm goto) and Rust is not one of the packages `make deps`
+# installs: without a recent enough cargo the step says so and is
+# skipped, it does not fail the run.
 cargo=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
-if [ ! -x "$cargo" ]; then
-	echo "  no cargo: install Rust (1.87 or later) to test rust/"
-	total_fail=$((total_fail + 1)); failed=1
+cargo_minor=$("$cargo" --version 2>/dev/null | sed -nE 's/^cargo 1\.([0-9]+).*/\1/p')
+if [ ! -x "$cargo" ] || [ "${cargo_minor:-0}" -lt 87 ]; then
+	echo "  skipped: no cargo 1.87 or later (found: $("$cargo" --version 2>/dev/null || echo none)); install Rust with rustup to test rust/"
 else
 	rs_ok=1
 	(

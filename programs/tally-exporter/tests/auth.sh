@@ -83,8 +83,9 @@ start_exporter --web.config.file "$dir/web12.yml"
 timeout 60 python3 "$TESTS/auth.py" flood "$port" prom 'right pass' 5 ||
 	fail "wrong passwords delay the right one"
 ok "a flood of wrong passwords (cost 12) delays neither scrapes nor a first login from another address"
-# SIGTERM during the flood: gone within 3 s (a clean stop waits for the
-# one bcrypt in progress; STOP_SECONDS bounds the rest).
+# SIGTERM during the flood: gone within 5 s (a clean stop waits for the
+# one bcrypt in progress; STOP_SECONDS, 3 s, bounds the rest; the test
+# allows more for a loaded host).  Before the check thread: 11 s.
 timeout 60 python3 "$TESTS/auth.py" flood "$port" prom 'right pass' 6 >/dev/null &
 flood_pid=$!
 pids+=($flood_pid)
@@ -99,7 +100,7 @@ t1=$(date +%s%N)
 kill -0 "$exporter_pid" 2>/dev/null && { kill -KILL "$exporter_pid"; fail "SIGTERM during a flood of logins: still running after 5 s"; }
 wait "$exporter_pid" || fail "exit status $? after SIGTERM"
 ms=$(( (t1 - t0) / 1000000 ))
-[ "$ms" -lt 3000 ] || fail "SIGTERM during a flood of logins took $ms ms"
+[ "$ms" -lt 5000 ] || fail "SIGTERM during a flood of logins took $ms ms"
 wait "$flood_pid" || true
 ok "SIGTERM during a flood of logins: stopped in $ms ms"
 
