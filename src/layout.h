@@ -265,6 +265,9 @@ static inline int64_t tally__f64_to_i64(double d)
 #define TALLY__UNIT_MAX   32u
 #define TALLY__HELP_MAX   840u
 #define TALLY__LABELS_INLINE 100u /* label bytes in a series record */
+/* Pairs a record holds inline: readers of 2.4 take no more, so a set of
+ * more pairs is a long set (2.5) even when its bytes would fit. */
+#define TALLY__LABELS_INLINE_PAIRS (TALLY__LABELS_INLINE / 4)
 /* A series' labels: at most TALLY__LABEL_PAIRS_MAX pairs, whose names
  * and values take at most TALLY__LABEL_BYTES_MAX bytes (without their
  * NULs); packed as "name\0value\0" pairs, TALLY__LABELS_PACKED_MAX. */

@@ -291,7 +291,8 @@ static int make_plan(const struct tally_metric_desc *d, struct plan *p)
 	}
 	if ((rc = pack_labels(d, p->labels, &p->labels_len)) < 0)
 		return rc;
-	if (p->labels_len > TALLY__LABELS_INLINE)
+	if (p->labels_len > TALLY__LABELS_INLINE ||
+	    d->nlabels > TALLY__LABELS_INLINE_PAIRS)
 		p->nexts = (unsigned)((p->labels_len + TALLY__EXT_DATA - 1) /
 				      TALLY__EXT_DATA);
 	return 0;
@@ -911,11 +912,12 @@ static int take_exts(struct tally_zone *z, const struct plan *p,
 
 	if (p->nexts && h->minor < TALLY__FMT_MINOR_LONG_LABELS)
 		return tally__fail(E2BIG, "the labels of this series of zone "
-				   "\"%s\" take %zu bytes, more than the %u a "
-				   "zone made by a libtally older than format "
-				   "2.5 (this one is %u.%u) can hold",
-				   h->zone_name, p->labels_len,
-				   TALLY__LABELS_INLINE, h->major, h->minor);
+				   "\"%s\" take %zu bytes, more than a zone "
+				   "made by a libtally older than format 2.5 "
+				   "(this one is %u.%u) holds: %u bytes and %u "
+				   "pairs", h->zone_name, p->labels_len,
+				   h->major, h->minor, TALLY__LABELS_INLINE,
+				   TALLY__LABELS_INLINE_PAIRS);
 	for (k = 0; k < p->nexts && rc == 0; k++) {
 		if ((rc = take_record(z, &ext[k])) < 0)
 			break;
@@ -1185,9 +1187,11 @@ int tally__metric_define(struct tally_zone *z,
 		return rc;
 	if (p.nexts && z->hdr->minor < TALLY__FMT_MINOR_LONG_LABELS)
 		return tally__fail(E2BIG, "the labels of %.60s take %zu bytes, "
-				   "more than the %u a zone made by a "
-				   "libtally older than format 2.5 can hold",
-				   d->name, p.labels_len, TALLY__LABELS_INLINE);
+				   "more than a zone made by a libtally older "
+				   "than format 2.5 holds: %u bytes and %u "
+				   "pairs", d->name, p.labels_len,
+				   TALLY__LABELS_INLINE,
+				   TALLY__LABELS_INLINE_PAIRS);
 	metrics_lock(z);
 	rc = family_get(z, d->name, &p, &fam, 1, 0, 1);
 	pthread_mutex_unlock(&z->hdr->metrics_lock);
@@ -1206,6 +1210,7 @@ int tally_metric_redefine(struct tally_zone *z,
 	uint64_t before;
 	int rc, changed = 0;
 
+	tally__ok();
 	if (!d || (n && !names))
 		return tally__fail(EINVAL, "tally_metric_redefine: NULL "
 				   "argument");

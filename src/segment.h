@@ -38,7 +38,7 @@ struct result {
 	size_t percpu_at, buckets_at; /* offsets into the arenas */
 };
 
-#define MAX_LABELS (TALLY__LABELS_INLINE / 4) /* "a\0\0b\0\0..." */
+#define MAX_LABELS TALLY__LABELS_INLINE_PAIRS /* pairs of an inline set */
 
 struct tally_seg {
 	int fd;

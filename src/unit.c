@@ -69,6 +69,10 @@ int tally_unit_format(uint64_t v, int negative,
 	size_t n = 0, pos = sizeof(t);
 	int any_frac = 0;
 
+	/* A scale of the caller's own: more fraction digits than t holds
+	 * (with the 39 of the integer part) is no scale of a unit. */
+	if (div10 > 19)
+		return -EINVAL;
 	for (unsigned d = 0; d < div10; d++) {
 		unsigned digit = (unsigned)(x % 10);
 

@@ -305,7 +305,9 @@ static int long_labels(struct tally_seg *s, uint32_t id,
 	memcpy(&l, r->labels, sizeof(l));
 	link = l.first;
 	seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
-	if (len <= TALLY__LABELS_INLINE || len > TALLY__LABELS_PACKED_MAX ||
+	if ((len <= TALLY__LABELS_INLINE &&
+	     r->nlabels <= TALLY__LABELS_INLINE_PAIRS) ||
+	    len > TALLY__LABELS_PACKED_MAX || len == 0 ||
 	    r->nlabels > TALLY__LABEL_PAIRS_MAX) {
 		return tally__seg_corrupt(s, "series %u: long labels of %zu "
 					  "bytes", id, len);

@@ -517,6 +517,45 @@ static char *joined(const struct tally_label *l, unsigned n)
 	return s;
 }
 
+/* Many short pairs (empty values, 3 packed bytes each) that fit in a
+ * record's 100 bytes but are more than the 25 pairs a reader takes from
+ * a record: stored as a long set, and read back with the rest of the
+ * file (an inline record of 30 pairs made the whole file unreadable). */
+TEST(many_short_label_pairs)
+{
+	struct tally_zone *z = zone(0, 4096);
+	static char names[30][2];
+	struct tally_label l[30];
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "short_pairs");
+	tally_metric m, other;
+	struct snap sn;
+	char *want;
+
+	for (int i = 0; i < 30; i++) {
+		/* One letter, sorted: "A" .. "D", then "a" .. "z". */
+		names[i][0] = (char)(i < 4 ? 'A' + i : 'a' + i - 4);
+		l[i].name = names[i];
+		l[i].value = "";
+	}
+	d.labels = l;
+	d.nlabels = 30;
+	CHECK_EQ(register_any(z, &d, &m), 0);
+	tally_counter_add((tally_counter *)&m, 4);
+	d = desc(TALLY_COUNTER, "plain");
+	CHECK_EQ(register_any(z, &d, &other), 0);
+	tally_counter_add((tally_counter *)&other, 9);
+	sn = read_zone(z);
+	CHECK_EQ(sn.n, 2);
+	want = joined(l, 30);
+	CHECK(find(&sn, "short_pairs", want) != NULL);
+	CHECK_EQ(find(&sn, "short_pairs", want)->value, 4);
+	CHECK(find(&sn, "plain", "") != NULL);
+	CHECK_EQ(find(&sn, "plain", "")->value, 9);
+	free(want);
+	free(sn.s);
+	tally_zone_destroy(z);
+}
+
 /* Label sets past the 100 bytes of a record: up to TALLY_LABELS_MAX
  * bytes and TALLY_LABEL_PAIRS_MAX pairs, stored and read back exactly,
  * found again when registered again, and their records reused. */

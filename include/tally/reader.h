@@ -306,8 +306,9 @@ TALLY_API int tally_unit_scale(const char *unit, struct tally_unit_scale *s);
  * 1 ns, "1099.511627776" for 2^40 ns; no exponent, no trailing zeros
  * after the point; "1" or, with @point, "1.0" for a whole number).
  * @negative: @v is the magnitude of a negative value.  Return: the
- * length written (without the NUL), or -ENOSPC when @len is too short
- * (64 bytes are always enough).
+ * length written (without the NUL), -ENOSPC when @len is too short
+ * (64 bytes are always enough), or -EINVAL when @s->div10 is more than
+ * 19 (no unit's scale).
  * This API is MT-safe and async-signal-safe.
  */
 TALLY_API int tally_unit_format(uint64_t v, int negative,

@@ -26,7 +26,7 @@ from ._metrics import (DEFAULT_BUCKETS, MULTIPROCESS_MODES, Counter, Enum,
 from ._native import LABEL_PAIRS_MAX, LABELS_MAX, TallyError, Zone
 from ._registry import REGISTRY, CollectorRegistry, zone
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "CONTENT_TYPE_LATEST", "CONTENT_TYPE_OPENMETRICS", "DEFAULT_BUCKETS",

@@ -37,6 +37,7 @@ not defined (yet).
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from typing import Any, Dict, Optional, Sequence, Tuple
 
@@ -128,7 +129,7 @@ class TallyValue:
 
     def __init__(self, typ: str, metric_name: str, name: str,
                  labelnames: Sequence[str], labelvalues: Sequence[str],
-                 help_text: str, multiprocess_mode: str = "",
+                 help_text: str = "", multiprocess_mode: str = "",
                  **kwargs: Any) -> None:
         self._typ = typ
         self._role = "value"
@@ -158,8 +159,15 @@ class TallyValue:
                 if g is None:
                     g = _groups[key] = _Group(labelnames, help_text)
                 if self._role == "bucket":
-                    self._index = len(g.bounds)
-                    g.bounds.append(float(labelvalues[-1]))
+                    # A child made again (after remove() or clear(), or
+                    # in another registry) has the same bounds: each
+                    # keeps the index it had.
+                    bound = float(labelvalues[-1])
+                    if bound in g.bounds:
+                        self._index = g.bounds.index(bound)
+                    else:
+                        self._index = len(g.bounds)
+                        g.bounds.append(bound)
             self._group = g
             self._metric_name = metric_name
             self._labelvalues = key[1]
@@ -195,7 +203,11 @@ class TallyValue:
 
     def set(self, value: float, timestamp: Optional[float] = None) -> None:
         if self._typ != "gauge":
-            raise ValueError(f"set() of a {self._typ} value")
+            # prometheus_client's Counter.reset() comes here.
+            raise ValueError(
+                f"set() of a {self._typ} value: tally's counters are "
+                "shared by every process of the zone and never go "
+                "backwards, so Counter.reset() is not supported")
         self._target.set(value)
 
     def set_exemplar(self, exemplar: Any) -> None:
@@ -340,6 +352,17 @@ def use(zone: Optional[str] = None) -> None:
     with _lock:
         if _installed:
             return
+        # Every place patched below must exist before any is patched:
+        # a prometheus_client without one of them is left as it was.
+        for owner, attr in ((values, "ValueClass"),
+                            (multiprocess, "MultiProcessCollector"),
+                            (metrics, "MetricWrapperBase"),
+                            (registry, "CollectorRegistry"),
+                            (registry, "REGISTRY")):
+            if not hasattr(owner, attr):
+                raise ImportError(
+                    f"this prometheus_client has no {owner.__name__}."
+                    f"{attr}: tally cannot hold its values")
         _zone_name = zone
         values.ValueClass = TallyValue
         # Patched on the class, so that a MultiProcessCollector imported
@@ -371,5 +394,11 @@ def _from_environment() -> None:
     if os.environ.get(ENV, "") not in ("", "0"):
         try:
             use()
-        except ImportError:
-            pass
+        except ImportError as e:
+            # No prometheus_client (a program that does not use it), or
+            # one tally cannot plug into: say so once, start anyway.
+            if "prometheus_client" in sys.modules:
+                sys.stderr.write(f"tally: {ENV} is set but {e}\n")
+        except Exception as e:  # never stop an interpreter from starting
+            sys.stderr.write(f"tally: {ENV} is set but use() failed: "
+                             f"{e}\n")

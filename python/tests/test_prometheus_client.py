@@ -172,3 +172,58 @@ def test_info_keys_are_fixed_in_a_zone(uniq):
         tally.Enum(uniq + "_e", "E.", states=[])
     with pytest.raises(ValueError):
         tally.Summary(uniq + "_s", "S.", ["quantile"])
+
+
+# A histogram child made again after remove() and clear(), and the same
+# histogram in a second registry (as test fixtures do): its buckets keep
+# their places, and the exposition still works.
+REMADE = textwrap.dedent('''
+    import json
+    import tally; tally.use_in_prometheus_client()
+    from prometheus_client import CollectorRegistry, Histogram, \\
+        generate_latest
+    H = Histogram("remade_seconds", "Remade.", ["route"], buckets=[1, 2])
+    H.labels("a").observe(0.5)
+    H.remove("a")
+    H.labels("a").observe(1.5)
+    H.clear()
+    H.labels("a").observe(5)
+    first = generate_latest().decode()
+    regs = [CollectorRegistry() for _ in range(2)]
+    hs = [Histogram("twice_seconds", "Twice.", buckets=[1],
+                    registry=r) for r in regs]
+    hs[0].observe(0.5)
+    hs[1].observe(3)
+    print(json.dumps(dict(first=first,
+                          second=generate_latest(regs[1]).decode())))
+''')
+
+
+def test_histogram_children_made_again(tally_dir):
+    env = child_env(tally_dir, TALLY_ZONE="remade")
+    out = json.loads(run_py(REMADE, env))
+    first = out["first"].splitlines()
+    # The zone keeps every observation (its counts never go backwards).
+    for line in ('remade_seconds_bucket{le="1.0",route="a"} 1.0',
+                 'remade_seconds_bucket{le="2.0",route="a"} 2.0',
+                 'remade_seconds_bucket{le="+Inf",route="a"} 3.0'):
+        assert line in first, out["first"]
+    second = out["second"].splitlines()
+    for line in ('twice_seconds_bucket{le="1.0"} 1.0',
+                 'twice_seconds_bucket{le="+Inf"} 2.0'):
+        assert line in second, out["second"]
+
+
+def test_counter_reset_says_why(tally_dir):
+    env = child_env(tally_dir, TALLY_ZONE="reset")
+    out = run_py(textwrap.dedent('''
+        import tally; tally.use_in_prometheus_client()
+        from prometheus_client import Counter
+        c = Counter("resets_total", "Resets.")
+        c.inc()
+        try:
+            c.reset()
+        except ValueError as e:
+            print(e)
+    '''), env)
+    assert "Counter.reset() is not supported" in out
