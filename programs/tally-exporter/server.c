@@ -24,7 +24,9 @@
  * thread, a scrape with remembered credentials never waits for a bcrypt,
  * and the queue's bounds (AUTH_QUEUE in all, AUTH_QUEUE_PER_ADDR per
  * client address) answer a flood of failed logins with 429 instead of
- * letting it grow.  At stop the queue is emptied and its connections
+ * letting it grow; a full queue makes room for a login from an address
+ * with fewer logins in it than another, so a flood from a few addresses
+ * cannot refuse every other client.  At stop the queue is emptied and its connections
  * resumed (libmicrohttpd must not stop with suspended connections), and
  * the thread finishes at most the one bcrypt it is in.
  */
@@ -53,9 +55,9 @@
 #endif
 
 /* At most this many logins wait for bcrypt or are being checked, and
- * at most AUTH_QUEUE_PER_ADDR of them from one client address.  With the
- * largest cost (WC_MAX_COST, ~0.2 s) a full queue is worked through in
- * under 2 s. */
+ * at most AUTH_QUEUE_PER_ADDR of them from one client address (an IPv6
+ * client: one /64).  With the largest cost (WC_MAX_COST, ~0.2 s) a full
+ * queue is worked through in under 2 s. */
 #define AUTH_QUEUE 8
 #define AUTH_QUEUE_PER_ADDR 2
 
@@ -63,6 +65,7 @@
 enum auth_state {
 	AUTH_UNSEEN, AUTH_PENDING, AUTH_OK, AUTH_BAD, AUTH_STOP,
 	AUTH_NUL,               /* not to be answered but with 400 */
+	AUTH_BUSY,              /* dropped from the queue: 429 */
 };
 
 /* One request (libmicrohttpd's per-request pointer), and its place in
@@ -495,7 +498,9 @@ static void request_free(struct request *r)
 	free(r);
 }
 
-/* The client address of @c as family + bytes (zeros when unknown). */
+/* The client address of @c as family + bytes (zeros when unknown).  An
+ * IPv6 address is cut to its /64, which one host commonly holds whole;
+ * an IPv4 address mapped into IPv6 is the IPv4 address. */
 static void client_addr(struct MHD_Connection *c, unsigned char out[17])
 {
 	const union MHD_ConnectionInfo *ci =
@@ -507,10 +512,31 @@ static void client_addr(struct MHD_Connection *c, unsigned char out[17])
 		out[0] = 4;
 		memcpy(out + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
 	} else if (sa && sa->sa_family == AF_INET6) {
-		out[0] = 6;
-		memcpy(out + 1, &((const struct sockaddr_in6 *)sa)->sin6_addr,
-		       16);
+		const struct in6_addr *a6 =
+			&((const struct sockaddr_in6 *)sa)->sin6_addr;
+
+		if (IN6_IS_ADDR_V4MAPPED(a6)) {
+			out[0] = 4;
+			memcpy(out + 1, a6->s6_addr + 12, 4);
+		} else {
+			out[0] = 6;
+			memcpy(out + 1, a6->s6_addr, 8);
+		}
 	}
+}
+
+/* How many logins from the address of @r are queued or being checked;
+ * called with auth_lock held. */
+static unsigned auth_count(const struct server *s, const struct request *r)
+{
+	unsigned n = 0;
+
+	for (const struct request *q = s->auth_head; q; q = q->next)
+		n += memcmp(q->addr, r->addr, sizeof(r->addr)) == 0;
+	if (s->auth_running)
+		n += memcmp(s->auth_running->addr, r->addr,
+			    sizeof(r->addr)) == 0;
+	return n;
 }
 
 /*
@@ -526,24 +552,31 @@ static void *auth_worker(void *arg)
 
 	pthread_mutex_lock(&s->auth_lock);
 	for (;;) {
-		struct request *r, *prev;
+		struct request *r, *prev, *q, *qprev = NULL;
+		unsigned fewest = ~0u;
 		int ok;
 
 		while (!s->auth_stopping && !s->auth_head)
 			pthread_cond_wait(&s->auth_cond, &s->auth_lock);
 		if (s->auth_stopping)
 			break;
-		/* Addresses take turns: the first login from another address
-		 * than the last one checked goes first, so a client that
-		 * keeps its share of the queue full delays another by one
-		 * bcrypt at most. */
-		prev = NULL;
-		for (r = s->auth_head; r; prev = r, r = r->next)
-			if (memcmp(r->addr, last, sizeof(last)))
-				break;
-		if (!r) {
-			prev = NULL;
-			r = s->auth_head;
+		/* Addresses take turns: the first login from the address
+		 * with the fewest logins waiting goes first, the last one
+		 * checked after all others.  So a client that keeps its
+		 * share of the queue full delays another by one bcrypt at
+		 * most, and a few that fill the queue between them delay a
+		 * first login by about one bcrypt each. */
+		r = prev = NULL;
+		for (q = s->auth_head; q; qprev = q, q = q->next) {
+			unsigned n = auth_count(s, q);
+
+			if (!memcmp(q->addr, last, sizeof(last)))
+				n += AUTH_QUEUE;
+			if (n < fewest) {
+				fewest = n;
+				r = q;
+				prev = qprev;
+			}
 		}
 		if (prev)
 			prev->next = r->next;
@@ -567,15 +600,54 @@ static void *auth_worker(void *arg)
 }
 
 /*
+ * A full queue makes room for a login from an address with fewer logins
+ * in it than another address has: the most recently queued login of the
+ * address with the most logins in it (the last one queued among equals) is
+ * unlinked and resumed to be answered 429.  So while fewer addresses
+ * than AUTH_QUEUE flood, a client at another address gets a place in the
+ * queue, and the addresses that fill it get fewer.  Returns whether a
+ * place was made; called with auth_lock held.
+ */
+static int auth_make_room(struct server *s, unsigned same)
+{
+	struct request *q, *prev = NULL, *drop = NULL, *drop_prev = NULL;
+	unsigned most = 0;
+
+	for (q = s->auth_head; q; prev = q, q = q->next) {
+		unsigned n = auth_count(s, q);
+
+		if (n >= most) {
+			most = n;
+			drop = q;
+			drop_prev = prev;
+		}
+	}
+	if (most <= same)
+		return 0;
+	if (drop_prev)
+		drop_prev->next = drop->next;
+	else
+		s->auth_head = drop->next;
+	if (s->auth_tail == drop)
+		s->auth_tail = drop_prev;
+	drop->next = NULL;
+	drop->auth = AUTH_BUSY;
+	s->auth_queued--;
+	MHD_resume_connection(drop->c);
+	return 1;
+}
+
+/*
  * Queue the login of @r and suspend its connection.  Returns 0, or
- * -EBUSY when the queue (in all or for this address) is full, -ESHUTDOWN
+ * -EBUSY when the queue is full for this address, or in all and no
+ * other address has more logins in it (auth_make_room()), -ESHUTDOWN
  * when the server is stopping.  The connection is suspended before the
  * login thread can see it, so that it is never resumed unsuspended.
  */
 static int auth_enqueue(struct server *s, struct MHD_Connection *c,
 			struct request *r)
 {
-	unsigned same = 0;
+	unsigned same;
 
 	client_addr(c, r->addr);
 	pthread_mutex_lock(&s->auth_lock);
@@ -583,12 +655,9 @@ static int auth_enqueue(struct server *s, struct MHD_Connection *c,
 		pthread_mutex_unlock(&s->auth_lock);
 		return -ESHUTDOWN;
 	}
-	for (struct request *q = s->auth_head; q; q = q->next)
-		same += memcmp(q->addr, r->addr, sizeof(r->addr)) == 0;
-	if (s->auth_running)
-		same += memcmp(s->auth_running->addr, r->addr,
-			       sizeof(r->addr)) == 0;
-	if (s->auth_queued >= AUTH_QUEUE || same >= AUTH_QUEUE_PER_ADDR) {
+	same = auth_count(s, r);
+	if (same >= AUTH_QUEUE_PER_ADDR ||
+	    (s->auth_queued >= AUTH_QUEUE && !auth_make_room(s, same))) {
 		pthread_mutex_unlock(&s->auth_lock);
 		return -EBUSY;
 	}
@@ -702,11 +771,14 @@ static enum MHD_Result busy(struct MHD_Connection *c, unsigned status,
 	return ret;
 }
 
+static const char too_many[] = "Too many password checks waiting: try again\n";
+
 /*
  * The login of request @r: AUTH_OK, AUTH_BAD, or AUTH_PENDING when its
  * connection was suspended to wait for the login thread; *@resp is then
  * a response already queued (429 or 503) when nothing else is to be
- * done.
+ * done.  Once resumed, AUTH_STOP or AUTH_BUSY when it left the queue
+ * unchecked (503, 429).
  */
 static enum auth_state login(struct server *s, struct MHD_Connection *c,
 			     struct request *r, enum MHD_Result *resp)
@@ -722,8 +794,7 @@ static enum auth_state login(struct server *s, struct MHD_Connection *c,
 		return r->auth = AUTH_OK;
 	rc = auth_enqueue(s, c, r);
 	if (rc == -EBUSY)
-		*resp = busy(c, MHD_HTTP_TOO_MANY_REQUESTS, "Too many password "
-			     "checks waiting: try again\n");
+		*resp = busy(c, MHD_HTTP_TOO_MANY_REQUESTS, too_many);
 	else if (rc < 0)
 		*resp = busy(c, MHD_HTTP_SERVICE_UNAVAILABLE, "Stopping\n");
 	if (rc < 0)
@@ -840,6 +911,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
 		case AUTH_STOP:
 			return busy(c, MHD_HTTP_SERVICE_UNAVAILABLE,
 				    "Stopping\n");
+		case AUTH_BUSY:
+			return busy(c, MHD_HTTP_TOO_MANY_REQUESTS,
+				    too_many);
 		default:
 			return unauthorized(c);
 		}

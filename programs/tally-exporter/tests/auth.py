@@ -10,6 +10,11 @@ flood PORT USER PASSWORD SECONDS
     and then scrapes every 0.2 s.  Exit 0 when every scrape of the right
     client got 200 within SLOW_S (the first login, which waits for bcrypt
     behind the attacker's, within 5 s).
+spread PORT USER PASSWORD SECONDS
+    16 clients, 4 from each of 127.0.0.1 to 127.0.0.4, send wrong
+    passwords 10 ms apart (fewer addresses than queue places, so they
+    can fill the queue between them) while a client from 127.0.0.9 makes
+    its first login once.  Exit 0 when that login got 200 within 5 s.
 slow PORT SECONDS NCONN MAXHELD
     NCONN clients from 127.0.0.1 open connections and send a request one
     byte a second, reconnecting when cut, while a client from 127.0.0.2
@@ -105,6 +110,39 @@ def flood(user, password, seconds):
     return 0 if st == 200 and first < 5.0 and n > 0 and bad == 0 else 1
 
 
+def spread(user, password, seconds):
+    end = time.monotonic() + seconds
+    codes = {}
+    lock = threading.Lock()
+
+    def attacker(k):
+        i = 0
+        while time.monotonic() < end:
+            st, _ = request("127.0.0.%d" % (1 + k % 4),
+                            auth="%s:bad%d.%d" % (user, k, i))
+            i += 1
+            with lock:
+                codes[st] = codes.get(st, 0) + 1
+            # 16 clients 10 ms apart still take a freed place within a
+            # millisecond or so, and leave the CPUs to the exporter.
+            time.sleep(0.01)
+
+    ts = [threading.Thread(target=attacker, args=(k,)) for k in range(16)]
+    for t in ts:
+        t.start()
+    time.sleep(1.0)
+    # One try, no retry on 429: Prometheus's first scrape after a restart
+    # of the exporter.  Before the queue made room for an address with
+    # fewer logins waiting, this was 429 for as long as the flood lasted.
+    st, first = request("127.0.0.9", auth="%s:%s" % (user, password))
+    for t in ts:
+        t.join()
+    print("wrong passwords from 4 addresses (status: count) %s; first "
+          "login from a fifth: %d in %.2f s" %
+          (dict(sorted(codes.items())), st, first))
+    return 0 if st == 200 and first < 5.0 else 1
+
+
 def slow(seconds, nconn, maxheld):
     end = time.monotonic() + seconds
     held = [0]
@@ -166,6 +204,8 @@ if cmd == "timing":
     sys.exit(timing(sys.argv[3], sys.argv[4]))
 elif cmd == "flood":
     sys.exit(flood(sys.argv[3], sys.argv[4], float(sys.argv[5])))
+elif cmd == "spread":
+    sys.exit(spread(sys.argv[3], sys.argv[4], float(sys.argv[5])))
 elif cmd == "slow":
     sys.exit(slow(float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])))
 sys.exit(2)

@@ -5,7 +5,8 @@
 # 1, at once); a world-readable file of hashes starts with a warning.
 # Served: a failed login costs the same for a known and an unknown user;
 # a flood of wrong passwords from one address neither delays a scrape with
-# the right password nor a first login from another address; SIGTERM
+# the right password nor a first login from another address, and one
+# from 4 addresses does not refuse a first login from a fifth; SIGTERM
 # stops the exporter at once during the flood; slow connections cycling
 # from one address leave room for a scraper at another.
 . "$(dirname "$0")/lib.sh"
@@ -83,6 +84,14 @@ start_exporter --web.config.file "$dir/web12.yml"
 timeout 60 python3 "$TESTS/auth.py" flood "$port" prom 'right pass' 5 ||
 	fail "wrong passwords delay the right one"
 ok "a flood of wrong passwords (cost 12) delays neither scrapes nor a first login from another address"
+# The same flood from 4 addresses: with 2 places each they fill the queue
+# of 8 between them, and a first login from a fifth address takes the
+# place of the last login waiting from one of them.
+stop "$exporter_pid"
+start_exporter --web.config.file "$dir/web12.yml"
+timeout 60 python3 "$TESTS/auth.py" spread "$port" prom 'right pass' 7 ||
+	fail "wrong passwords from 4 addresses refuse a first login from a fifth"
+ok "a flood of wrong passwords (cost 12) from 4 addresses: a first login from a fifth served"
 # SIGTERM during the flood: gone within 5 s (a clean stop waits for the
 # one bcrypt in progress; STOP_SECONDS, 3 s, bounds the rest; the test
 # allows more for a loaded host).  Before the check thread: 11 s.
