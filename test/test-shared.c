@@ -1038,6 +1038,62 @@ TEST_TIMEOUT(long_labels_in_a_shared_zone, 120)
 	CHECK_EQ(scan_file(path, "long_total").found, 0);
 }
 
+/*
+ * Pernode adds of a shared zone go to the page of the adding process's
+ * node, from its own node map: a process that counts more nodes than the
+ * zone was made for would add to pages never reserved, which readers do
+ * not sum.  Its attach is refused; one with the zone's count adds
+ * exactly.  TALLY_NSLABS=4 keeps 4 nodes from being cut to the CPUs.
+ */
+#define NODE_ADDS 5000
+
+static void nodes_child(void *arg)
+{
+	const char *nodes = arg;
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "node_hits_total");
+	struct tally_zone *z;
+	tally_counter c;
+
+	fresh_setenv("TALLY_NSLABS", "4");
+	fresh_setenv("TALLY_NODES", nodes);
+	z = tally_zone_create("nodes", &(struct tally_zone_opts){
+					       0, 0, TALLY_ZONE_SHARED });
+	if (strcmp(nodes, "4") == 0) {
+		CHECK(z == NULL);
+		CHECK_EQ(errno, EEXIST);
+		CHECK(strstr(tally_errmsg(), "made for 2 NUMA nodes") != NULL);
+		CHECK(strstr(tally_errmsg(), "counts 4 (TALLY_NODES)") != NULL);
+		exit(0);
+	}
+	if (!z)
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+	d.help = "Test adds.";
+	d.mode = TALLY_PERNODE;
+	CHECK_EQ(tally_counter_register(z, &d, &c), 0);
+	for (int i = 0; i < harness_ncpus() && i < 4; i++) {
+		harness_pin(i);
+		for (int k = 0; k < NODE_ADDS; k++)
+			tally_counter_inc(&c);
+	}
+	harness_pin(-1);
+	exit(0);
+}
+
+TEST(a_shared_zone_of_another_node_count_is_refused)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+	int per = NODE_ADDS * (harness_ncpus() < 4 ? harness_ncpus() : 4);
+
+	own_subdir(dir, sizeof(dir), "nodes");
+	setenv("TALLY_DIR", dir, 1);
+	snprintf(path, sizeof(path), "%s/nodes.tally", dir);
+	CHECK_CHILD_OK(harness_child(nodes_child, "2"));
+	CHECK_CHILD_OK(harness_child(nodes_child, "4"));
+	CHECK_CHILD_OK(harness_child(nodes_child, "2"));
+	CHECK_EQ(scan_file(path, "node_hits_total").value, 2 * per);
+	unsetenv("TALLY_DIR");
+}
+
 TEST(what_cannot_be_attached_is_refused)
 {
 	const struct tally_zone_opts shared = { 0, 0, TALLY_ZONE_SHARED };
