@@ -30,6 +30,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -949,6 +950,65 @@ TEST(chunks_of_another_pid_namespace_stay_its_own)
 	CHECK_EQ(owned_by(path, 1), 0);
 	CHECK_EQ(scan_file(path, "hold_hits_total").value, 1);
 	CHECK_EQ(scan_file(path, "hits_total").value, 5);
+}
+
+/*
+ * A thread's chunks are its own through the lock of its owner token, on
+ * a description of the zone file this process opens at its first chunk.
+ * When that description cannot be opened (no file descriptor left), the
+ * token would own chunks with no lock, and a sweeper of another PID
+ * namespace would take them back while they are used: the allocation
+ * fails instead, owning no chunk, and works once a descriptor is free.
+ */
+static void no_fd_child(void *arg)
+{
+	const char *path = arg;
+	struct rlimit rl = { 64, 64 };
+	struct tally_zone *z;
+	tally_block *b;
+	int64_t v;
+	int last = -1, prev = -1, fd;
+
+	z = tally_zone_create("nofd", &(struct tally_zone_opts){
+					      0, 0, TALLY_ZONE_SHARED });
+	if (!z)
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+	CHECK_EQ(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	while ((fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0) {
+		prev = last;
+		last = fd;
+	}
+	CHECK_EQ(errno, EMFILE);
+	CHECK(prev >= 0);
+	for (unsigned mode = TALLY_PERCPU; mode <= TALLY_ADAPTIVE; mode++) {
+		errno = 0;
+		CHECK(tally_block_alloc(z, 1, mode) == NULL);
+		CHECK_EQ(errno, EMFILE);
+		CHECK(strstr(tally_errmsg(), "lock") != NULL);
+	}
+	/* One descriptor for the library, one for owned_by(). */
+	close(last);
+	close(prev);
+	CHECK_EQ(owned_by(path, getpid()), 0);
+	b = tally_block_alloc(z, 1, TALLY_PERCPU);
+	CHECK(b != NULL);
+	tally_block_add(b, 0, 7);
+	CHECK_EQ(tally_block_fetch(b, 0, &v), 0);
+	CHECK_EQ(v, 7);
+	CHECK(owned_by(path, getpid()) > 0);
+	CHECK_EQ(tally_block_free(z, b), 0);
+	exit(0);
+}
+
+TEST(an_owner_token_without_its_lock_owns_no_chunk)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+
+	own_subdir(dir, sizeof(dir), "nofd");
+	setenv("TALLY_DIR", dir, 1);
+	snprintf(path, sizeof(path), "%s/nofd.tally", dir);
+	CHECK_CHILD_OK(harness_child(no_fd_child, path));
+	unsetenv("TALLY_DIR");
 }
 
 /* What cannot be attached is refused, with the reason. */
