@@ -189,20 +189,33 @@ static inline struct tc_ent *tc_find(struct tally_zone *z)
 	return tc_search(tc, z);
 }
 
-/* A token no other thread of the zone has, and its lock, which tells
- * every process of the zone, in any PID namespace, that this one runs
- * (pool.c). */
-static uint32_t new_token(struct tally_zone *z)
+/*
+ * A token no other thread of the zone has, in @e, and its lock, which
+ * tells every process of the zone, in any PID namespace, that this one
+ * runs (pool.c).  0, or -errno with a message when the lock cannot be
+ * taken (EMFILE, ENOLCK ...): @e then stays without a zone, and the
+ * allocation fails, for a token without its lock must own no chunk.
+ */
+static int new_token(struct tally_zone *z, struct tc_ent *e)
 {
 	uint32_t token;
+	int rc;
 
 	do
 		token = atomic_fetch_add(&z->hdr->next_token, 1) + 1;
 	while (token == 0);
-	tally__token_lock(z, token, 1);
-	return token;
+	rc = tally__token_lock(z, token, 1);
+	if (rc < 0)
+		return tally__fail(-rc, "cannot take the lock that marks "
+				   "this thread's chunks of the zone as its "
+				   "own: %s", strerror(-rc));
+	e->zid = z->id;
+	e->z = z;
+	e->token = token;
+	return 0;
 }
 
+/* This thread's entry for @z, made when missing; NULL with a message. */
 static struct tc_ent *tc_get(struct tally_zone *z)
 {
 	struct tc_ent *e = tc_find(z);
@@ -211,8 +224,11 @@ static struct tc_ent *tc_get(struct tally_zone *z)
 	if (e)
 		return e;
 	if (!tc) {
-		if (posix_memalign((void **)&tc, 64, sizeof(*tc)))
+		if (posix_memalign((void **)&tc, 64, sizeof(*tc))) {
+			tally__fail(ENOMEM, "out of memory for the thread "
+				    "cache");
 			return NULL;
+		}
 		memset(tc, 0, sizeof(*tc));
 		pthread_once(&tc_key_once, tc_key_init);
 		pthread_setspecific(tc_key, tc);
@@ -227,10 +243,9 @@ static struct tc_ent *tc_get(struct tally_zone *z)
 			tc_release(e);
 		memset(e, 0, sizeof(*e));
 	}
-	e->zid = z->id;
-	e->z = z;
-	e->token = new_token(z);
 	tc->last = e;
+	if (new_token(z, e) < 0)
+		return NULL;
 	return e;
 }
 
@@ -370,10 +385,8 @@ alloc_slow(struct tally_zone *z, unsigned nslots, unsigned mode)
 	if (!z && !(z = tally_zone_default()))
 		return NULL;
 	e = tc_get(z);
-	if (!e) {
-		tally__fail(ENOMEM, "out of memory for the thread cache");
+	if (!e)
 		return NULL;
-	}
 	cls = tally__class_of(nslots);
 	for (;;) {
 		struct tc_class *k = &e->cls[mode][cls];
@@ -394,9 +407,8 @@ alloc_slow(struct tally_zone *z, unsigned nslots, unsigned mode)
 			 * them back (to be reused or punched), try again. */
 			retried = 1;
 			tc_release(e);
-			e->zid = z->id;
-			e->z = z;
-			e->token = new_token(z);
+			if (new_token(z, e) < 0)
+				return NULL;
 			continue;
 		}
 		if (rc < 0)

@@ -177,9 +177,12 @@ int tally__own_fd(struct tally_zone *z);
  * byte is locked is never taken back, whatever its pid says: its process
  * may run in another PID namespace. */
 #define TALLY__OWNER_LOCK_BYTE (1ull << 32)
-/* Lock (1) or unlock (0) the byte of @token; nothing when the process
- * has no description of its own (pool.c). */
-void tally__token_lock(struct tally_zone *z, uint32_t token, int lock);
+/* Lock (1) or unlock (0) the byte of @token.  0, or (locking) -errno
+ * when the process has no description of its own (EMFILE ...) or the
+ * lock cannot be taken (ENOLCK): then the token must own no chunk, or
+ * a sweeper of another PID namespace would take its chunks back while
+ * it uses them (pool.c). */
+int tally__token_lock(struct tally_zone *z, uint32_t token, int lock);
 /* Does a process hold the lock of @token, through another description
  * than @fd's?  1 when it cannot tell (process.c). */
 int tally__token_locked(int fd, uint32_t token);

@@ -273,22 +273,31 @@ static void set_owner(struct tally__chunk *c, uint32_t token)
 	atomic_store(&c->owner, token);
 }
 
-void tally__token_lock(struct tally_zone *z, uint32_t token, int lock)
+/*
+ * Lock or unlock the byte of @token.  A token whose lock cannot be taken
+ * must own no chunk: its owner would be judged by its pid alone, which
+ * means nothing to a sweeper of another PID namespace, and that sweeper
+ * would take back chunks in use (a block given to two series).  So a
+ * failure to lock is returned, and alloc.c fails the allocation.
+ */
+int tally__token_lock(struct tally_zone *z, uint32_t token, int lock)
 {
 	struct flock fl;
 	int fd = lock ? tally__own_fd(z) :
 			atomic_load_explicit(&z->fbfd, memory_order_acquire);
 
-	if (fd < 0 || !token)
-		return;
+	if (!token || (fd < 0 && !lock))
+		return 0;
+	if (fd < 0)
+		return -(errno ? errno : EBADF);
 	memset(&fl, 0, sizeof(fl));
 	fl.l_type = lock ? F_WRLCK : F_UNLCK;
 	fl.l_whence = SEEK_SET;
 	fl.l_start = (off_t)(TALLY__OWNER_LOCK_BYTE + token);
 	fl.l_len = 1;
-	/* Without the lock, the owner is judged by its pid alone, as a
-	 * writer of an older library is. */
-	(void)fcntl(fd, F_OFD_SETLK, &fl);
+	if (fcntl(fd, F_OFD_SETLK, &fl) < 0 && lock)
+		return -errno;
+	return 0;
 }
 
 /*

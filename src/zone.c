@@ -863,6 +863,15 @@ static int shared_compatible(const struct tally__hdr *h, uint64_t size,
 				   "every process of a shared zone must see "
 				   "the same CPU count", path, h->nslabs,
 				   tally__env.nslabs);
+	/* A pernode add goes to the page of this process's node (its
+	 * TALLY_NODES or NUMA map): a node the zone has no page for would
+	 * add to pages never reserved, which readers do not sum. */
+	if (h->nnodes != tally__env.nnodes)
+		return tally__fail(EEXIST, "shared zone %s was made for %u "
+				   "NUMA nodes and this process counts %u "
+				   "(TALLY_NODES): every process of a shared "
+				   "zone must see the same node count", path,
+				   h->nnodes, tally__env.nnodes);
 	if (h->nchunks < 1 || h->nchunks > (1ull << 23) ||
 	    h->desc_cap > (1u << 24))
 		return tally__fail(EEXIST, "%s: a damaged header (capacity)",

@@ -30,6 +30,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -951,6 +952,65 @@ TEST(chunks_of_another_pid_namespace_stay_its_own)
 	CHECK_EQ(scan_file(path, "hits_total").value, 5);
 }
 
+/*
+ * A thread's chunks are its own through the lock of its owner token, on
+ * a description of the zone file this process opens at its first chunk.
+ * When that description cannot be opened (no file descriptor left), the
+ * token would own chunks with no lock, and a sweeper of another PID
+ * namespace would take them back while they are used: the allocation
+ * fails instead, owning no chunk, and works once a descriptor is free.
+ */
+static void no_fd_child(void *arg)
+{
+	const char *path = arg;
+	struct rlimit rl = { 64, 64 };
+	struct tally_zone *z;
+	tally_block *b;
+	int64_t v;
+	int last = -1, prev = -1, fd;
+
+	z = tally_zone_create("nofd", &(struct tally_zone_opts){
+					      0, 0, TALLY_ZONE_SHARED });
+	if (!z)
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+	CHECK_EQ(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	while ((fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0) {
+		prev = last;
+		last = fd;
+	}
+	CHECK_EQ(errno, EMFILE);
+	CHECK(prev >= 0);
+	for (unsigned mode = TALLY_PERCPU; mode <= TALLY_ADAPTIVE; mode++) {
+		errno = 0;
+		CHECK(tally_block_alloc(z, 1, mode) == NULL);
+		CHECK_EQ(errno, EMFILE);
+		CHECK(strstr(tally_errmsg(), "lock") != NULL);
+	}
+	/* One descriptor for the library, one for owned_by(). */
+	close(last);
+	close(prev);
+	CHECK_EQ(owned_by(path, getpid()), 0);
+	b = tally_block_alloc(z, 1, TALLY_PERCPU);
+	CHECK(b != NULL);
+	tally_block_add(b, 0, 7);
+	CHECK_EQ(tally_block_fetch(b, 0, &v), 0);
+	CHECK_EQ(v, 7);
+	CHECK(owned_by(path, getpid()) > 0);
+	CHECK_EQ(tally_block_free(z, b), 0);
+	exit(0);
+}
+
+TEST(an_owner_token_without_its_lock_owns_no_chunk)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+
+	own_subdir(dir, sizeof(dir), "nofd");
+	setenv("TALLY_DIR", dir, 1);
+	snprintf(path, sizeof(path), "%s/nofd.tally", dir);
+	CHECK_CHILD_OK(harness_child(no_fd_child, path));
+	unsetenv("TALLY_DIR");
+}
+
 /* What cannot be attached is refused, with the reason. */
 static void make_shared(void *arg)
 {
@@ -1036,6 +1096,62 @@ TEST_TIMEOUT(long_labels_in_a_shared_zone, 120)
 	wait_ok(spawn("count", dir, "old", 1));
 	CHECK_EQ(scan_file(path, "hits_total").value, 2);
 	CHECK_EQ(scan_file(path, "long_total").found, 0);
+}
+
+/*
+ * Pernode adds of a shared zone go to the page of the adding process's
+ * node, from its own node map: a process that counts more nodes than the
+ * zone was made for would add to pages never reserved, which readers do
+ * not sum.  Its attach is refused; one with the zone's count adds
+ * exactly.  TALLY_NSLABS=4 keeps 4 nodes from being cut to the CPUs.
+ */
+#define NODE_ADDS 5000
+
+static void nodes_child(void *arg)
+{
+	const char *nodes = arg;
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "node_hits_total");
+	struct tally_zone *z;
+	tally_counter c;
+
+	fresh_setenv("TALLY_NSLABS", "4");
+	fresh_setenv("TALLY_NODES", nodes);
+	z = tally_zone_create("nodes", &(struct tally_zone_opts){
+					       0, 0, TALLY_ZONE_SHARED });
+	if (strcmp(nodes, "4") == 0) {
+		CHECK(z == NULL);
+		CHECK_EQ(errno, EEXIST);
+		CHECK(strstr(tally_errmsg(), "made for 2 NUMA nodes") != NULL);
+		CHECK(strstr(tally_errmsg(), "counts 4 (TALLY_NODES)") != NULL);
+		exit(0);
+	}
+	if (!z)
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+	d.help = "Test adds.";
+	d.mode = TALLY_PERNODE;
+	CHECK_EQ(tally_counter_register(z, &d, &c), 0);
+	for (int i = 0; i < harness_ncpus() && i < 4; i++) {
+		harness_pin(i);
+		for (int k = 0; k < NODE_ADDS; k++)
+			tally_counter_inc(&c);
+	}
+	harness_pin(-1);
+	exit(0);
+}
+
+TEST(a_shared_zone_of_another_node_count_is_refused)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+	int per = NODE_ADDS * (harness_ncpus() < 4 ? harness_ncpus() : 4);
+
+	own_subdir(dir, sizeof(dir), "nodes");
+	setenv("TALLY_DIR", dir, 1);
+	snprintf(path, sizeof(path), "%s/nodes.tally", dir);
+	CHECK_CHILD_OK(harness_child(nodes_child, "2"));
+	CHECK_CHILD_OK(harness_child(nodes_child, "4"));
+	CHECK_CHILD_OK(harness_child(nodes_child, "2"));
+	CHECK_EQ(scan_file(path, "node_hits_total").value, 2 * per);
+	unsetenv("TALLY_DIR");
 }
 
 TEST(what_cannot_be_attached_is_refused)

@@ -68,6 +68,12 @@ typedef struct tally_block tally_block;
  *   EINVAL  @nslots is 0 or above TALLY_BLOCK_MAX_SLOTS, or @mode unknown;
  *   ENOSPC  the zone is full, or its file system has no room for the
  *           fixed pages of a new chunk (see SPACE in tally(3));
+ *   ENOMEM  no memory for the thread's chunk cache;
+ *   EMFILE, ENFILE, ENOLCK ...  the thread's first block of the zone
+ *           could not take the lock that marks its chunks as its own
+ *           (the process's own description of the zone file could not
+ *           be opened, or the lock not taken): without it, a process of
+ *           another PID namespace could take them back in use;
  *   and the errors of tally_zone_default() when @z is NULL.
  * This API is MT-safe and safe in a child after fork().  Not
  * async-signal-safe.

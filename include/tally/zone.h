@@ -86,8 +86,8 @@ struct tally_zone_opts {
  *   EPERM    $TALLY_DIR is owned by another user or writable by others;
  *   EEXIST   a zone of that name already exists for this process, or
  *            the shared zone's file was made with another layout
- *            (another format, CPU count or flags): tally_errmsg() says
- *            which;
+ *            (another format, CPU count, NUMA node count or flags):
+ *            tally_errmsg() says which;
  *   ENOSPC, ENOMEM, EMFILE ...  from the system calls that create the file.
  * tally_errmsg() then says what was wrong in one sentence.
  *
