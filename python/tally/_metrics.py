@@ -418,7 +418,6 @@ class Summary(_MetricMixin, _native.HistogramBase):
 
     _type = "summary"
     _kind = _native.KIND_HISTOGRAM
-    _reserved_labelnames = ("quantile",)
 
     def __init__(self, name: str, documentation: str,
                  labelnames: Iterable[str] = (), namespace: str = "",

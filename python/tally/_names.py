@@ -48,7 +48,7 @@ def build_full_name(metric_type: str, name: str, namespace: str,
 # The label names the exposition formats give a kind of metric: a
 # histogram's buckets are told apart by "le", a summary's quantiles by
 # "quantile", so a metric of that kind cannot have a label of that name
-# (a Summary takes its reserved names from here too).
+# (tally.Summary and prometheus_client on tally alike).
 RESERVED_FOR = {
     "histogram": ("le",),
     "summary": ("quantile",),

@@ -12,7 +12,6 @@ import http.client
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import tally
 from conftest import HERE, child_env
+from test_gunicorn import _free_port, _get
 
 GUNICORN = os.path.join(os.path.dirname(sys.executable), "gunicorn")
 N = 300
@@ -59,25 +59,6 @@ def framework(request):
     if request.param == "starlette":
         _need("uvicorn")
     return request.param
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _get(port, path, timeout=10.0):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        c.request("GET", path)
-        r = c.getresponse()
-        body = r.read()
-        if r.status != 200:
-            raise OSError(f"HTTP {r.status}")
-        return body
-    finally:
-        c.close()
 
 
 class Server:

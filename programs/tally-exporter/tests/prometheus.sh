@@ -9,22 +9,7 @@ command -v prometheus >/dev/null || fail "prometheus not installed"
 final=1234567891
 start_writer run 60 "$final"
 start_exporter
-pport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat >"$dir/prom.yml" <<YML
-global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-scrape_configs:
-  - job_name: tally
-    static_configs:
-      - targets: ['127.0.0.1:$port']
-YML
-prometheus --config.file="$dir/prom.yml" --storage.tsdb.path="$dir/tsdb" \
-	--web.listen-address="127.0.0.1:$pport" >"$dir/prom.log" 2>&1 &
-pids+=($!)
-api=http://127.0.0.1:$pport/api/v1
-query() { curl -sS --max-time 5 --data-urlencode "query=$1" "$api/query" 2>/dev/null || true; }
-value() { query "$1" | python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")' 2>/dev/null || true; }
+start_prometheus
 got=
 for _ in $(seq 60); do
 	grep -q '^done' "$writer_out" && got=$(value "test_requests_total{job=\"tally\"}")
