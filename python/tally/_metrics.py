@@ -15,10 +15,10 @@ import threading
 import time as _time
 from typing import Any, Dict, Iterable, Optional, Sequence, Tuple, Type, Union
 
-from . import _native, _process
-from ._format import INF, float_to_go_string
 from . import _encoding as enc
+from . import _native, _process
 from ._encoding import MULTIPROCESS_MODES
+from ._format import INF, float_to_go_string
 from ._names import build_full_name, validate_labelnames, validate_unit
 from ._registry import REGISTRY, CollectorRegistry
 from ._timing import ExceptionCounter, InprogressTracker, Timer
@@ -30,9 +30,9 @@ DEFAULT_BUCKETS: Tuple[float, ...] = (
 _REGISTRY_DEFAULT: Any = object()
 
 
-def _family(zone: _native.Zone, kind: int, base: str, metric: Any,
-            labelnames: Tuple[str, ...], unit: str, **kw: Any
-            ) -> _native.Family:
+def _native_family(zone: _native.Zone, kind: int, base: str, metric: Any,
+                   labelnames: Tuple[str, ...], unit: str, **kw: Any
+                   ) -> _native.Family:
     """The _native.Family of @metric whose series are named @base (and
     the companions _encoding.parts() names)."""
     return _native.Family(zone, kind, enc.parts(kind, base),
@@ -230,8 +230,9 @@ class Counter(_MetricMixin, _native.CounterBase):
                     unit, registry)
 
     def _make_family(self, zone: _native.Zone) -> _native.Family:
-        return _family(zone, _native.KIND_COUNTER, enc.counter(self._name),
-                       self, self._labelnames, self._unit)
+        return _native_family(zone, _native.KIND_COUNTER,
+                              enc.counter(self._name), self,
+                              self._labelnames, self._unit)
 
     def count_exceptions(self, exception: Union[Type[BaseException],
                                                 tuple] = Exception
@@ -284,7 +285,7 @@ class Gauge(_MetricMixin, _native.GaugeBase):
     def _make_family(self, zone: _native.Zone) -> _native.Family:
         names = self._labelnames + \
             ((enc.PID_LABEL,) if self._per_process else ())
-        return _family(
+        return _native_family(
             zone, _native.KIND_GAUGE,
             enc.gauge(self._name, self._multiprocess_mode), self, names,
             self._unit, timestamps=self._multiprocess_mode == "livemostrecent")
@@ -367,7 +368,7 @@ class Histogram(_MetricMixin, _native.HistogramBase):
                     unit, registry)
 
     def _make_family(self, zone: _native.Zone) -> _native.Family:
-        return _family(
+        return _native_family(
             zone, _native.KIND_HISTOGRAM, self._name, self, self._labelnames,
             self._unit, buckets=tuple(self._upper_bounds),
             bucket_labels=tuple(float_to_go_string(b)
@@ -410,7 +411,7 @@ class Summary(_MetricMixin, _native.HistogramBase):
                     unit, registry)
 
     def _make_family(self, zone: _native.Zone) -> _native.Family:
-        return _family(
+        return _native_family(
             zone, _native.KIND_HISTOGRAM, enc.summary(self._name), self,
             self._labelnames, self._unit, buckets=(INF,),
             bucket_labels=("+Inf",))
@@ -499,7 +500,7 @@ class Info(_PyMetric):
                                   ",".join(keys)),
                               (enc.info(self._name),))
                 owner._keys = keys
-                owner._info_family = _family(
+                owner._info_family = _native_family(
                     self._zone_obj, _native.KIND_GAUGE,
                     enc.info(self._name), self, self._labelnames + keys, "")
             if keys != owner._keys:
@@ -547,8 +548,9 @@ class Enum(_PyMetric):
                     unit, registry)
 
     def _make_family(self, zone: _native.Zone) -> _native.Family:
-        return _family(zone, _native.KIND_GAUGE, enc.enum(self._name), self,
-                       self._labelnames + (self._name,), "")
+        return _native_family(zone, _native.KIND_GAUGE,
+                              enc.enum(self._name), self,
+                              self._labelnames + (self._name,), "")
 
     def _definition(self) -> str:
         return "%s states=%s" % (super()._definition(),
