@@ -6,19 +6,18 @@
  * the metric has labels (its children are then found by their values
  * without a lock: tally_*_family_get) or one series registered directly:
  *
- *   counter    main   COUNTER   <name>           the integer part
- *              frac   COUNTER   <name>:frac_u    the fractions, in 1e-6
- *   gauge      main   FGAUGE    <name>           a double
- *              setns  GAUGE_SET <name>:set_ns    time of the last change
- *   histogram  bucket COUNTER   <name>:bucket    one per bound (label le),
- *                                                not cumulative
- *              main   GAUGE     <name>_sum       the sum's integer part
- *              frac   GAUGE     <name>_sum:frac_u  its fractions, in 1e-6
+ *   counter    main   COUNTER   the integer part
+ *              frac   COUNTER   the fractions, in 1e-6
+ *   gauge      main   FGAUGE    a double
+ *              setns  GAUGE_SET time of the last change (timestamps=True)
+ *   histogram  bucket COUNTER   one per bound (label le), not cumulative
+ *              main   GAUGE     the sum's integer part
+ *              frac   GAUGE     its fractions, in 1e-6
  *
  * Fraction parts are registered when a fraction is first added, so that
  * integer-only metrics hold one series (which tally's own readers show as
- * it is).  Names are built by the Python layer (_metrics.py) except for
- * the suffixes above.
+ * it is).  The names of the parts are given (tally/_encoding.py, parts(),
+ * owns them): this file adds none but the buckets' label le.
  */
 #include "native.h"
 
@@ -43,20 +42,6 @@ static char *dup_utf8(PyObject *o, const char *what)
 	d = strdup(s);
 	if (!d)
 		PyErr_NoMemory();
-	return d;
-}
-
-static char *concat(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	char *d = malloc(la + lb + 1);
-
-	if (!d) {
-		PyErr_NoMemory();
-		return NULL;
-	}
-	memcpy(d, a, la);
-	memcpy(d + la, b, lb + 1);
 	return d;
 }
 
@@ -186,19 +171,25 @@ int tpy_family_frac_ready(TpyFamily *f)
 
 static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "zone", "kind", "name", "help", "unit",
+	static char *kwlist[] = { "zone", "kind", "parts", "help", "unit",
 		"labelnames", "buckets", "bucket_labels", "timestamps", NULL };
-	PyObject *zone, *name, *help, *unit, *labelnames;
+	PyObject *zone, *parts, *help, *unit, *labelnames;
 	PyObject *buckets = Py_None, *bucket_labels = Py_None;
 	int kind, timestamps = 0, rc = 0;
-	char *base = NULL;
+	const char *name, *pmain, *pfrac, *psetns, *pbucket;
 	const char **names = NULL;
 	Py_ssize_t n;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OiUUUO!|OOp:Family",
-					 kwlist, &zone, &kind, &name, &help,
-					 &unit, &PyTuple_Type, &labelnames,
-					 &buckets, &bucket_labels, &timestamps))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OiO!UUO!|OOp:Family",
+					 kwlist, &zone, &kind, &PyTuple_Type,
+					 &parts, &help, &unit, &PyTuple_Type,
+					 &labelnames, &buckets, &bucket_labels,
+					 &timestamps))
+		return -1;
+	/* _encoding.Parts: the metric's name (for messages), then the
+	 * series names of the parts, "" for those the kind has not. */
+	if (!PyArg_ParseTuple(parts, "sssss:Family parts", &name, &pmain,
+			      &pfrac, &psetns, &pbucket))
 		return -1;
 	if (self->kind) {
 		PyErr_SetString(PyExc_RuntimeError, "Family is set up already");
@@ -216,8 +207,7 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 	Py_INCREF(zone);
 	self->zone_obj = zone;
 	self->timestamps = kind == TPY_GAUGE && timestamps;
-	if (!(base = dup_utf8(name, "name")) ||
-	    !(self->help = dup_utf8(help, "help")) ||
+	if (!(self->help = dup_utf8(help, "help")) ||
 	    !(self->unit = dup_utf8(unit, "unit")))
 		goto fail;
 	n = PyTuple_GET_SIZE(labelnames);
@@ -283,31 +273,31 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 			goto fail;
 		}
 	}
-	self->kind = kind;
 	switch (kind) {
 	case TPY_COUNTER:
 		self->main.kind = self->frac.kind = TALLY_COUNTER;
-		self->main.name = strdup(base);
-		self->frac.name = concat(base, TPY_SFX_FRAC);
 		break;
 	case TPY_GAUGE:
 		self->main.kind = TALLY_FGAUGE;
 		self->setns.kind = TALLY_GAUGE_SET;
-		self->main.name = strdup(base);
-		self->setns.name = concat(base, TPY_SFX_SETNS);
 		break;
 	default:
 		self->bucket.kind = TALLY_COUNTER;
 		self->main.kind = self->frac.kind = TALLY_GAUGE;
-		self->bucket.name = concat(base, TPY_SFX_BUCKET);
-		self->main.name = concat(base, TPY_SFX_SUM);
-		self->frac.name = concat(base, TPY_SFX_SUM TPY_SFX_FRAC);
 		break;
 	}
-	if (!self->main.name ||
-	    (self->kind != TPY_GAUGE && !self->frac.name) ||
-	    (self->kind == TPY_GAUGE && !self->setns.name) ||
-	    (self->kind == TPY_HISTOGRAM && !self->bucket.name)) {
+	if (!*pmain || (kind != TPY_GAUGE && !*pfrac) ||
+	    (kind == TPY_GAUGE && !*psetns) ||
+	    (kind == TPY_HISTOGRAM && !*pbucket)) {
+		PyErr_SetString(PyExc_ValueError, "a part of the kind has no "
+				"name");
+		goto fail;
+	}
+	self->kind = kind;
+	if (!(self->main.name = strdup(pmain)) ||
+	    (*pfrac && !(self->frac.name = strdup(pfrac))) ||
+	    (*psetns && !(self->setns.name = strdup(psetns))) ||
+	    (*pbucket && !(self->bucket.name = strdup(pbucket)))) {
 		PyErr_NoMemory();
 		goto fail;
 	}
@@ -330,15 +320,13 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 		 * definition is never refused: it is a new generation, or a
 		 * new help text).  The message names the metric and the
 		 * file; tally's says what is wrong. */
-		raise_for(rc, "register", base, self->zone);
+		raise_for(rc, "register", name, self->zone);
 		goto fail;
 	}
-	free(base);
 	free(names);
 	return 0;
 fail:
 	self->kind = 0;
-	free(base);
 	free(names);
 	return -1;
 }

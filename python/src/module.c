@@ -55,13 +55,6 @@ static int module_exec(PyObject *m)
 		return -1;
 	}
 	if (PyModule_AddIntConstant(m, "FRAC_SCALE", TPY_FRAC_SCALE) < 0 ||
-	    PyModule_AddStringConstant(m, "SFX_FRAC", TPY_SFX_FRAC) < 0 ||
-	    PyModule_AddStringConstant(m, "SFX_BUCKET", TPY_SFX_BUCKET) < 0 ||
-	    PyModule_AddStringConstant(m, "SFX_SUM", TPY_SFX_SUM) < 0 ||
-	    PyModule_AddStringConstant(m, "SFX_SETNS", TPY_SFX_SETNS) < 0 ||
-	    PyModule_AddStringConstant(m, "SFX_SUMMARY", TPY_SFX_SUMMARY) < 0 ||
-	    PyModule_AddStringConstant(m, "SFX_INFO", TPY_SFX_INFO) < 0 ||
-	    PyModule_AddStringConstant(m, "SFX_ENUM", TPY_SFX_ENUM) < 0 ||
 	    PyModule_AddIntConstant(m, "KIND_COUNTER", TPY_COUNTER) < 0 ||
 	    PyModule_AddIntConstant(m, "KIND_GAUGE", TPY_GAUGE) < 0 ||
 	    PyModule_AddIntConstant(m, "KIND_HISTOGRAM", TPY_HISTOGRAM) < 0 ||

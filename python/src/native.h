@@ -24,19 +24,6 @@
  * series, in millionths (python/README.md, "How values are held"). */
 #define TPY_FRAC_SCALE 1000000LL
 
-/* Suffixes of the companion series (the reader in _exposition.py knows
- * them too). */
-#define TPY_SFX_FRAC   ":frac_u"
-#define TPY_SFX_BUCKET ":bucket"
-#define TPY_SFX_SUM    "_sum"
-#define TPY_SFX_SETNS  ":set_ns"
-/* Names of the families of a Summary (a histogram of one +Inf bucket),
- * an Info (a gauge per set of pairs, 1 for the current one) and an Enum
- * (a gauge per state, 1 for the current one). */
-#define TPY_SFX_SUMMARY ":summary"
-#define TPY_SFX_INFO    ":info"
-#define TPY_SFX_ENUM    ":enum"
-
 /* Python metric kinds. */
 enum { TPY_COUNTER = 1, TPY_GAUGE = 2, TPY_HISTOGRAM = 3 };
 

@@ -5,7 +5,7 @@
  * The reader never trusts a file: a segment it cannot open (corrupt,
  * another user's, a symbolic link, vanished) is skipped and reported,
  * and the walk goes on.  Sums across segments and the Prometheus view
- * are made in Python (_exposition.py).
+ * are made in Python (tally/_read.py).
  */
 #include "native.h"
 

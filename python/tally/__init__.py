@@ -18,12 +18,12 @@ See python/README.md and docs/python-migration.md.
 from ._backend import use as use_in_prometheus_client
 from ._collector import TallyCollector
 from ._exposition import (CONTENT_TYPE_LATEST, CONTENT_TYPE_OPENMETRICS,
-                          MetricFamily, ReadResult, Sample, generate_latest,
-                          read)
+                          generate_latest)
 from ._format import float_to_go_string
 from ._metrics import (DEFAULT_BUCKETS, MULTIPROCESS_MODES, Counter, Enum,
                        Gauge, Histogram, Info, Summary)
 from ._native import LABEL_PAIRS_MAX, LABELS_MAX, TallyError, Zone
+from ._read import MetricFamily, ReadResult, Sample, read
 from ._registry import REGISTRY, CollectorRegistry, zone
 
 __version__ = "0.3.0"

@@ -252,7 +252,7 @@ _scrape = threading.local()
 def _zone_families() -> Any:
     fams = getattr(_scrape, "families", None)
     if fams is None:
-        from ._exposition import read
+        from ._read import read
         fams = {}
         for f in read(_registry()).families:
             fams.setdefault(f.name, []).append(f)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from ._exposition import read
+from ._read import read
 from ._registry import REGISTRY, CollectorRegistry
 
 

@@ -15,7 +15,9 @@ import threading
 import time as _time
 from typing import Any, Dict, Iterable, Optional, Sequence, Tuple, Type, Union
 
+from . import _encoding as enc
 from . import _native, _process
+from ._encoding import MULTIPROCESS_MODES
 from ._format import INF, float_to_go_string
 from ._names import build_full_name, validate_labelnames, validate_unit
 from ._registry import REGISTRY, CollectorRegistry
@@ -25,32 +27,16 @@ DEFAULT_BUCKETS: Tuple[float, ...] = (
     .005, .01, .025, .05, .075, .1, .25, .5, .75, 1.0, 2.5, 5.0, 7.5, 10.0,
     INF)
 
-# prometheus_client's multiprocess modes of a gauge.
-MULTIPROCESS_MODES = frozenset((
-    "all", "liveall", "min", "livemin", "max", "livemax", "sum", "livesum",
-    "mostrecent", "livemostrecent"))
-
 _REGISTRY_DEFAULT: Any = object()
 
 
-def _tally_names(name: str) -> Tuple[str, ...]:
-    """Every tally family a metric @name may use, whatever its type and
-    mode (family.c lists them): superseded together when its definition
-    changes."""
-    sfx = _native.SFX_FRAC
-    summary = name + _native.SFX_SUMMARY
-    names = [name + "_total", name + "_total" + sfx, name + ":gauge",
-             name + ":gauge" + _native.SFX_SETNS,
-             name + _native.SFX_BUCKET, name + _native.SFX_SUM,
-             name + _native.SFX_SUM + sfx,
-             summary + _native.SFX_BUCKET, summary + _native.SFX_SUM,
-             summary + _native.SFX_SUM + sfx,
-             name + _native.SFX_INFO,
-             name + _native.SFX_ENUM]
-    for mode in sorted(MULTIPROCESS_MODES):
-        names.append(f"{name}:gauge_{mode}")
-        names.append(f"{name}:gauge_{mode}{_native.SFX_SETNS}")
-    return tuple(names)
+def _native_family(zone: _native.Zone, kind: int, base: str, metric: Any,
+                   labelnames: Tuple[str, ...], unit: str, **kw: Any
+                   ) -> _native.Family:
+    """The _native.Family of @metric whose series are named @base (and
+    the companions _encoding.parts() names)."""
+    return _native.Family(zone, kind, enc.parts(kind, base),
+                          metric._documentation, unit, labelnames, **kw)
 
 
 class _MetricMixin:
@@ -101,7 +87,7 @@ class _MetricMixin:
         # label names, buckets or mode), the series of that definition
         # are superseded, not shown, and the ones made now are new.
         _native.claim(zone, self._name, self._definition(),
-                      _tally_names(self._name))
+                      enc.every_series(self._name))
         self._family_obj = self._make_family(zone)
         if self._labelnames:
             self._init_parent(self._family_obj, len(self._labelnames))
@@ -203,7 +189,7 @@ class _MetricMixin:
         process's values): a list of one tally.MetricFamily (name, type,
         documentation, unit, samples), with a child's samples only for a
         child, as prometheus_client's collect() gives."""
-        from ._exposition import read
+        from ._read import read
         fams = [f for f in read(self._registry).families
                 if f.name == self._name]
         if self._labelvalues and fams:
@@ -244,9 +230,9 @@ class Counter(_MetricMixin, _native.CounterBase):
                     unit, registry)
 
     def _make_family(self, zone: _native.Zone) -> _native.Family:
-        return _native.Family(zone, _native.KIND_COUNTER,
-                              self._name + "_total", self._documentation,
-                              self._unit, self._labelnames)
+        return _native_family(zone, _native.KIND_COUNTER,
+                              enc.counter(self._name), self,
+                              self._labelnames, self._unit)
 
     def count_exceptions(self, exception: Union[Type[BaseException],
                                                 tuple] = Exception
@@ -292,21 +278,17 @@ class Gauge(_MetricMixin, _native.GaugeBase):
         self._multiprocess_mode = multiprocess_mode
         self._per_process = multiprocess_mode not in (None, "mostrecent")
         if self._per_process:
-            self._reserved_labelnames = ("pid",)
+            self._reserved_labelnames = (enc.PID_LABEL,)
         self._setup(name, documentation, labelnames, namespace, subsystem,
                     unit, registry)
 
-    def _tally_name(self) -> str:
-        if self._per_process:
-            return f"{self._name}:gauge_{self._multiprocess_mode}"
-        return self._name + ":gauge"
-
     def _make_family(self, zone: _native.Zone) -> _native.Family:
-        names = self._labelnames + (("pid",) if self._per_process else ())
-        return _native.Family(
-            zone, _native.KIND_GAUGE, self._tally_name(),
-            self._documentation, self._unit, names,
-            timestamps=self._multiprocess_mode == "livemostrecent")
+        names = self._labelnames + \
+            ((enc.PID_LABEL,) if self._per_process else ())
+        return _native_family(
+            zone, _native.KIND_GAUGE,
+            enc.gauge(self._name, self._multiprocess_mode), self, names,
+            self._unit, timestamps=self._multiprocess_mode == "livemostrecent")
 
     def _definition(self) -> str:
         return "%s mode=%s" % (super()._definition(),
@@ -386,10 +368,11 @@ class Histogram(_MetricMixin, _native.HistogramBase):
                     unit, registry)
 
     def _make_family(self, zone: _native.Zone) -> _native.Family:
-        return _native.Family(
-            zone, _native.KIND_HISTOGRAM, self._name, self._documentation,
-            self._unit, self._labelnames, tuple(self._upper_bounds),
-            tuple(float_to_go_string(b) for b in self._upper_bounds))
+        return _native_family(
+            zone, _native.KIND_HISTOGRAM, self._name, self, self._labelnames,
+            self._unit, buckets=tuple(self._upper_bounds),
+            bucket_labels=tuple(float_to_go_string(b)
+                                for b in self._upper_bounds))
 
     def _definition(self) -> str:
         bounds = ",".join(float_to_go_string(b) for b in self._upper_bounds)
@@ -428,10 +411,10 @@ class Summary(_MetricMixin, _native.HistogramBase):
                     unit, registry)
 
     def _make_family(self, zone: _native.Zone) -> _native.Family:
-        return _native.Family(
-            zone, _native.KIND_HISTOGRAM, self._name + _native.SFX_SUMMARY,
-            self._documentation, self._unit, self._labelnames, (INF,),
-            ("+Inf",))
+        return _native_family(
+            zone, _native.KIND_HISTOGRAM, enc.summary(self._name), self,
+            self._labelnames, self._unit, buckets=(INF,),
+            bucket_labels=("+Inf",))
 
     def time(self) -> Timer:
         """Observe the duration of a block or function, in seconds."""
@@ -511,16 +494,15 @@ class Info(_PyMetric):
             if owner._keys is None:
                 # Other keys than an earlier version's: its pairs are
                 # superseded, these start afresh.
-                _native.claim(self._zone_obj, self._name + ":info_keys",
+                _native.claim(self._zone_obj, enc.info_keys(self._name),
                               "tally-python info labels=%s keys=%s" % (
                                   ",".join(self._labelnames),
                                   ",".join(keys)),
-                              (self._name + _native.SFX_INFO,))
+                              (enc.info(self._name),))
                 owner._keys = keys
-                owner._info_family = _native.Family(
+                owner._info_family = _native_family(
                     self._zone_obj, _native.KIND_GAUGE,
-                    self._name + _native.SFX_INFO, self._documentation,
-                    "", self._labelnames + keys)
+                    enc.info(self._name), self, self._labelnames + keys, "")
             if keys != owner._keys:
                 raise ValueError(
                     "Info %s takes the keys %s in its zone, not %s"
@@ -566,9 +548,9 @@ class Enum(_PyMetric):
                     unit, registry)
 
     def _make_family(self, zone: _native.Zone) -> _native.Family:
-        return _native.Family(
-            zone, _native.KIND_GAUGE, self._name + _native.SFX_ENUM,
-            self._documentation, "", self._labelnames + (self._name,))
+        return _native_family(zone, _native.KIND_GAUGE,
+                              enc.enum(self._name), self,
+                              self._labelnames + (self._name,), "")
 
     def _definition(self) -> str:
         return "%s states=%s" % (super()._definition(),

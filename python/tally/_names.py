@@ -8,17 +8,11 @@ from __future__ import annotations
 import re
 from typing import Iterable, Sequence, Tuple
 
-from . import _native
+from . import _encoding, _native
 
 METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 METRIC_LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 RESERVED_METRIC_LABEL_NAME_RE = re.compile(r"^__.*$")
-
-# The longest suffix a Python metric adds to its name in the segment (a
-# livemostrecent gauge's time of last set); tally's names hold NAME_MAX
-# bytes.
-_LONGEST_SUFFIX = len(":gauge_livemostrecent" + _native.SFX_SETNS)
-
 
 def build_full_name(metric_type: str, name: str, namespace: str,
                     subsystem: str, unit: str) -> str:
@@ -38,10 +32,12 @@ def build_full_name(metric_type: str, name: str, namespace: str,
         full_name += "_" + unit
     if not METRIC_NAME_RE.match(full_name):
         raise ValueError("Invalid metric name: " + full_name)
-    if len(full_name.encode()) + _LONGEST_SUFFIX > _native.NAME_MAX:
+    _encoding.check_name(metric_type, full_name)
+    longest = _encoding.LONGEST_SUFFIX
+    if len(full_name.encode()) + longest > _native.NAME_MAX:
         raise ValueError(
             f"Metric name too long for tally: {full_name!r} "
-            f"(at most {_native.NAME_MAX - _LONGEST_SUFFIX} bytes)")
+            f"(at most {_native.NAME_MAX - longest} bytes)")
     return full_name
 
 

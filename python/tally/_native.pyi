@@ -2,13 +2,6 @@
 from typing import Any, Dict, List, Optional, Tuple
 
 FRAC_SCALE: int
-SFX_FRAC: str
-SFX_BUCKET: str
-SFX_SUM: str
-SFX_SETNS: str
-SFX_SUMMARY: str
-SFX_INFO: str
-SFX_ENUM: str
 KIND_COUNTER: int
 KIND_GAUGE: int
 KIND_HISTOGRAM: int
@@ -32,7 +25,8 @@ class Zone:
     def zone_name(self) -> Optional[str]: ...
 
 class Family:
-    def __init__(self, zone: Optional[Zone], kind: int, name: str,
+    def __init__(self, zone: Optional[Zone], kind: int,
+                 parts: Tuple[str, str, str, str, str],
                  help: str, unit: str, labelnames: Tuple[str, ...],
                  buckets: Optional[Tuple[float, ...]] = None,
                  bucket_labels: Optional[Tuple[str, ...]] = None,
