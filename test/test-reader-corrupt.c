@@ -91,42 +91,6 @@ static int has(const char *hay, const char *needle)
 	return hay && strstr(hay, needle) != NULL;
 }
 
-/* Copies @src to @dst with its holes (only the data runs are written). */
-static void copy_sparse(const char *src, const char *dst)
-{
-	int in = open(src, O_RDONLY), out;
-	struct stat st;
-	off_t pos = 0;
-	static char buf[1 << 16];
-
-	CHECK(in >= 0);
-	CHECK_EQ(fstat(in, &st), 0);
-	unlink(dst);
-	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	CHECK(out >= 0);
-	CHECK_EQ(ftruncate(out, st.st_size), 0);
-	while (pos < st.st_size) {
-		off_t d = lseek(in, pos, SEEK_DATA), h;
-
-		if (d < 0)
-			break;
-		h = lseek(in, d, SEEK_HOLE);
-		CHECK(h > d);
-		for (off_t o = d; o < h;) {
-			size_t n = (size_t)(h - o) < sizeof(buf) ?
-					   (size_t)(h - o) : sizeof(buf);
-			ssize_t r = pread(in, buf, n, o);
-
-			CHECK(r > 0);
-			CHECK_EQ(pwrite(out, buf, (size_t)r, o), r);
-			o += r;
-		}
-		pos = h;
-	}
-	close(in);
-	close(out);
-}
-
 /* Writes the fixture (once per test: each test is its own process). */
 static void setup(void)
 {
