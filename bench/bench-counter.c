@@ -18,7 +18,8 @@
  *   tally percpu       tally_block_add on a TALLY_PERCPU block (rseq).
  *   tally percpu fallback
  *                      the same, in a child run with TALLY_NO_RSEQ=1, so
- *                      that every add takes the atomic fallback.
+ *                      that every add takes the fallback: an unlocked add
+ *                      to the fallback copy the worker's thread owns.
  *   tally shared, adaptive, pernode: the other modes; adaptive before
  *                      and after promotion (one thread never contends:
  *                      its adaptive row is the cost before promotion).

@@ -5,7 +5,8 @@
  * --toggle-collect=bench_loop_OP` counts the instructions of the loop
  * alone.  bench_loop_empty is the same loop with nothing in it, to be
  * subtracted.  Under valgrind glibc cannot register rseq, so "add" is the
- * atomic fallback of a per-CPU add.
+ * fallback of a per-CPU add: the inline, unlocked add to the fallback copy
+ * the thread owns.
  */
 #define _GNU_SOURCE
 #include <stdio.h>

@@ -1,7 +1,8 @@
 #!/bin/sh
 # callgrind.sh: instructions per operation of tally's update and
 # allocation paths, counted by valgrind's callgrind (which is immune to a
-# noisy machine, and disables rseq, so "add" is the atomic fallback).
+# noisy machine, and disables rseq, so "add" is the fallback: an unlocked
+# add to the fallback copy the thread owns).
 #
 # usage: bench/callgrind.sh [BUILD_DIR] [N]
 #   BUILD_DIR  the CMake build directory (default: build next to bench/)

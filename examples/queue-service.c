@@ -2,8 +2,8 @@
  * queue-service.c: a small multi-threaded service instrumented with tally.
  *
  * It has the shape of a storage engine or a proxy: the per-queue design of
- * the Alibaba ESSD talk (../shared/seeds/004) with the epoll + eventfd
- * wake-ups of the PREEMPT_RT report (seeds/003).  An acceptor thread opens
+ * Alibaba's ESSD talk (per-queue in-flight accounting) with the epoll +
+ * eventfd wake-ups of a PREEMPT_RT report.  An acceptor thread opens
  * and closes simulated connections and turns their requests into entries
  * of per-worker queues, waking the worker through the queue's eventfd.
  * Each worker sleeps in epoll_wait() on its eventfd, pops requests, serves
@@ -70,8 +70,8 @@
 #define MAX_THREADS     64
 #define DEFAULT_RATE    100000
 
-/* Die on an internal error, naming the line (STYLE.md: tools report
- * file:line on internal errors). */
+/* Die on an internal error, naming the line (as the tools do: file:line
+ * on internal errors). */
 #define DIE(...) die(__FILE__, __LINE__, __VA_ARGS__)
 
 static void die(const char *file, int line, const char *fmt, ...)

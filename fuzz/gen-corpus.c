@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../test/kinds.h" /* every kind through one tally_metric */
 #include "internal.h"
 #include "tally/reader.h"
 #include "tally/tally.h"
@@ -54,45 +55,6 @@ static struct tally_zone *zone(const char *name, size_t chunks, size_t series)
 	if (!z)
 		die("tally_zone_create");
 	return z;
-}
-
-/* The seeds cover every kind through one tally_metric: the .metric of
- * the handle of its kind. */
-static int register_any(struct tally_zone *z,
-			const struct tally_metric_desc *d, tally_metric *m)
-{
-	switch (d->kind) {
-	case TALLY_GAUGE:
-		return tally_gauge_register(z, d, (tally_gauge *)m);
-	case TALLY_GAUGE_SET:
-		return tally_setgauge_register(z, d, (tally_setgauge *)m);
-	case TALLY_HISTOGRAM:
-		return tally_histogram_register(z, d, (tally_histogram *)m);
-	case TALLY_FGAUGE:
-		return tally_fgauge_register(z, d, (tally_fgauge *)m);
-	default:
-		return tally_counter_register(z, d, (tally_counter *)m);
-	}
-}
-
-static const tally_counter *counter_of(const tally_metric *m)
-{
-	return (const tally_counter *)m;
-}
-
-static const tally_gauge *gauge_of(const tally_metric *m)
-{
-	return (const tally_gauge *)m;
-}
-
-static const tally_setgauge *setgauge_of(const tally_metric *m)
-{
-	return (const tally_setgauge *)m;
-}
-
-static const tally_histogram *histogram_of(const tally_metric *m)
-{
-	return (const tally_histogram *)m;
 }
 
 static tally_metric reg(struct tally_zone *z, unsigned kind, const char *name,

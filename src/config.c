@@ -9,7 +9,7 @@
  *   TALLY_NSLABS      per-CPU copies per slot, 1..4096 (default: the
  *                     number of possible CPUs)
  *   TALLY_NODES       force this many NUMA nodes (CPU c on node c % N)
- *   TALLY_NO_RSEQ=1   never use rseq: every add takes the atomic fallback
+ *   TALLY_NO_RSEQ=1   never use rseq: add to a fallback copy the thread owns
  *                     (0 or 1)
  *   TALLY_ZONE_SLOTS  default zone capacity in slots
  *   TALLY_ZONE_SERIES default zone capacity in named series

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "snap.h"
 #include "tally/family.h"
 #include "tally/reader.h"
 #include "tally/tally.h"
@@ -55,52 +56,14 @@ static struct tally_zone *zone(const char *name)
 	return z;
 }
 
-/* What the reader reports of one series. */
-struct seen {
-	char name[TALLY_NAME_MAX + 1];
-	char labels[256]; /* "a=x,b=y" */
-	int64_t value;
-};
-
-struct snap {
-	int n;
-	struct seen s[512];
-};
-
-static int snap_cb(const struct tally_series_view *v, void *arg)
-{
-	struct snap *sn = arg;
-	struct seen *e;
-	size_t at = 0;
-
-	CHECK(sn->n < 512);
-	e = &sn->s[sn->n++];
-	snprintf(e->name, sizeof(e->name), "%s", v->name);
-	e->labels[0] = '\0';
-	for (unsigned i = 0; i < v->nlabels; i++)
-		at += (size_t)snprintf(e->labels + at, sizeof(e->labels) - at,
-				       "%s%s=%s", i ? "," : "",
-				       v->label_names[i], v->label_values[i]);
-	e->value = v->value;
-	return 0;
-}
-
-/* Every live series of @z (into a static buffer: one snap at a time). */
+/* Every live series of @z (one snap at a time: each call frees the
+ * previous one). */
 static struct snap *read_zone(struct tally_zone *z)
 {
 	static struct snap sn;
-	struct tally_seg *s = tally_seg_open(tally_zone_path(z), NULL);
-	int rc;
 
-	if (!s)
-		harness_fail(__FILE__, __LINE__, "tally_seg_open: %s",
-			     tally_errmsg());
-	sn.n = 0;
-	rc = tally_seg_foreach(s, 0, snap_cb, &sn);
-	if (rc < 0)
-		harness_fail(__FILE__, __LINE__, "tally_seg_foreach: %s",
-			     tally_errmsg());
-	tally_seg_close(s);
+	snap_free(&sn);
+	sn = read_path(tally_zone_path(z), 0);
 	return &sn;
 }
 

@@ -41,6 +41,7 @@
 
 #include "harness.h"
 #include "internal.h"
+#include "snap.h"
 #include "tally/reader.h"
 #include "tally/tally.h"
 #include "util.h"
@@ -78,88 +79,10 @@ static struct tally__hdr *hdr(struct tally_zone *z)
 	return z->hdr;
 }
 
-/* One series as the reader reported it, strings copied. */
-struct seen {
-	unsigned kind, mode;
-	char name[TALLY_NAME_MAX + 1];
-	char help[TALLY_HELP_MAX + 1];
-	char unit[TALLY_UNIT_MAX + 1];
-	char labels[TALLY_LABELS_MAX + 2 * TALLY_LABEL_PAIRS_MAX]; /* "a=x,b=y" */
-	int64_t value, sum, percpu_sum;
-	double fvalue;
-	unsigned npercpu, nbuckets, sub_bits, max_bits;
-	int64_t buckets[TALLY_BLOCK_MAX_SLOTS];
-};
-
-struct snap {
-	int n, cap;
-	struct seen *s;
-};
-
-static int snap_cb(const struct tally_series_view *v, void *arg)
-{
-	struct snap *sn = arg;
-	struct seen *e;
-	size_t at = 0;
-
-	if (sn->n == sn->cap) {
-		sn->cap = sn->cap ? 2 * sn->cap : 16;
-		sn->s = realloc(sn->s, (size_t)sn->cap * sizeof(*sn->s));
-		CHECK(sn->s != NULL);
-	}
-	e = &sn->s[sn->n++];
-	memset(e, 0, sizeof(*e));
-	e->kind = v->kind;
-	e->mode = v->mode;
-	snprintf(e->name, sizeof(e->name), "%s", v->name);
-	snprintf(e->help, sizeof(e->help), "%s", v->help);
-	snprintf(e->unit, sizeof(e->unit), "%s", v->unit);
-	for (unsigned i = 0; i < v->nlabels; i++)
-		at += (size_t)snprintf(e->labels + at, sizeof(e->labels) - at,
-				       "%s%s=%s", i ? "," : "",
-				       v->label_names[i], v->label_values[i]);
-	e->value = v->value;
-	e->fvalue = v->fvalue;
-	e->sum = v->sum;
-	e->npercpu = v->npercpu;
-	for (unsigned c = 0; c < v->npercpu; c++)
-		e->percpu_sum += v->percpu[c];
-	e->nbuckets = v->nbuckets;
-	e->sub_bits = v->sub_bits;
-	e->max_bits = v->max_bits;
-	CHECK(v->nbuckets <= TALLY_BLOCK_MAX_SLOTS);
-	for (unsigned b = 0; b < v->nbuckets; b++)
-		e->buckets[b] = v->buckets[b];
-	return 0;
-}
-
 /* Every live series of @z, read back through its file. */
 static struct snap read_zone(struct tally_zone *z)
 {
-	struct snap sn = { 0, 0, NULL };
-	struct tally_seg *s = tally_seg_open(tally_zone_path(z), NULL);
-	int rc;
-
-	if (!s)
-		harness_fail(__FILE__, __LINE__, "tally_seg_open: %s",
-			     tally_errmsg());
-	rc = tally_seg_foreach(s, TALLY_READ_PERCPU, snap_cb, &sn);
-	if (rc < 0)
-		harness_fail(__FILE__, __LINE__, "tally_seg_foreach: %s",
-			     tally_errmsg());
-	CHECK_EQ(rc, sn.n);
-	tally_seg_close(s);
-	return sn;
-}
-
-static const struct seen *find(const struct snap *sn, const char *name,
-			       const char *labels)
-{
-	for (int i = 0; i < sn->n; i++)
-		if (!strcmp(sn->s[i].name, name) &&
-		    !strcmp(sn->s[i].labels, labels))
-			return &sn->s[i];
-	return NULL;
+	return read_path(tally_zone_path(z), TALLY_READ_PERCPU);
 }
 
 static int64_t fetch(const tally_metric *m)
@@ -217,9 +140,9 @@ TEST(metric_name_rules)
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, (int)ARRAY_SIZE(good));
 	for (size_t i = 0; i < ARRAY_SIZE(good); i++)
-		CHECK(find(&sn, good[i], "") != NULL);
+		CHECK(snap_find(&sn, good[i], "") != NULL);
 	CHECK_EQ(atomic_load(&hdr(z)->fam_count), ARRAY_SIZE(good));
-	free(sn.s);
+	snap_free(&sn);
 }
 
 TEST(label_name_rules)
@@ -282,12 +205,12 @@ TEST(label_name_rules)
 	CHECK_EQ(sn.n, (int)ARRAY_SIZE(good) + 2);
 	for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
 		snprintf(want, sizeof(want), "%s=v", good[i]);
-		CHECK(find(&sn, "label_rules", want) != NULL);
+		CHECK(snap_find(&sn, "label_rules", want) != NULL);
 	}
-	CHECK(find(&sn, "label_rules", "") != NULL);
-	CHECK(find(&sn, "dup_labels", "a=1,b=2") != NULL);
-	CHECK(find(&sn, "label_rules2", "") == NULL);
-	free(sn.s);
+	CHECK(snap_find(&sn, "label_rules", "") != NULL);
+	CHECK(snap_find(&sn, "dup_labels", "a=1,b=2") != NULL);
+	CHECK(snap_find(&sn, "label_rules2", "") == NULL);
+	snap_free(&sn);
 }
 
 TEST(label_value_utf8)
@@ -343,17 +266,17 @@ TEST(label_value_utf8)
 	CHECK_EQ(sn.n, (int)ARRAY_SIZE(good) + 1);
 	for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
 		snprintf(want, sizeof(want), "v=%s", good[i]);
-		if (!find(&sn, "utf8", want))
+		if (!snap_find(&sn, "utf8", want))
 			harness_fail(__FILE__, __LINE__, "value #%zu not read "
 				     "back", i);
 	}
 	{
-		const struct seen *e = find(&sn, "utf8_help", "");
+		const struct seen *e = snap_find(&sn, "utf8_help", "");
 
 		CHECK(e != NULL);
 		CHECK(!strcmp(e->help, "caf\xc3\xa9 \xf0\x9f\x98\x80"));
 	}
-	free(sn.s);
+	snap_free(&sn);
 }
 
 TEST(length_limits)
@@ -421,7 +344,7 @@ TEST(length_limits)
 
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, 3);
-	e = find(&sn, name127, "");
+	e = snap_find(&sn, name127, "");
 	CHECK(e != NULL);
 	CHECK_EQ(strlen(e->help), TALLY_HELP_MAX);
 	CHECK(!strcmp(e->help, help839));
@@ -430,14 +353,14 @@ TEST(length_limits)
 		char want[128];
 
 		snprintf(want, sizeof(want), "a=%s", val97);
-		CHECK(find(&sn, "long_label", want) != NULL);
+		CHECK(snap_find(&sn, "long_label", want) != NULL);
 		want[0] = 0;
 		for (int i = 0; i < 25; i++)
 			snprintf(want + strlen(want), sizeof(want) - strlen(want),
 				 "%s%c=x", i ? "," : "", 'a' + i);
-		CHECK(find(&sn, "many_labels", want) != NULL);
+		CHECK(snap_find(&sn, "many_labels", want) != NULL);
 	}
-	free(sn.s);
+	snap_free(&sn);
 }
 
 /* Names the exposition formats reserve: refused, with the metric and
@@ -480,8 +403,8 @@ TEST(reserved_label_names)
 		struct snap sn = read_zone(z);
 
 		CHECK_EQ(sn.n, 2);
-		CHECK(find(&sn, "latency_ns", "le=1") == NULL);
-		free(sn.s);
+		CHECK(snap_find(&sn, "latency_ns", "le=1") == NULL);
+		snap_free(&sn);
 	}
 }
 
@@ -547,12 +470,12 @@ TEST(many_short_label_pairs)
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, 2);
 	want = joined(l, 30);
-	CHECK(find(&sn, "short_pairs", want) != NULL);
-	CHECK_EQ(find(&sn, "short_pairs", want)->value, 4);
-	CHECK(find(&sn, "plain", "") != NULL);
-	CHECK_EQ(find(&sn, "plain", "")->value, 9);
+	CHECK(snap_find(&sn, "short_pairs", want) != NULL);
+	CHECK_EQ(snap_find(&sn, "short_pairs", want)->value, 4);
+	CHECK(snap_find(&sn, "plain", "") != NULL);
+	CHECK_EQ(snap_find(&sn, "plain", "")->value, 9);
 	free(want);
-	free(sn.s);
+	snap_free(&sn);
 	tally_zone_destroy(z);
 }
 
@@ -610,19 +533,19 @@ TEST(long_labels)
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, 3);
 	want = joined(route, 4);
-	CHECK(find(&sn, "http_requests", want) != NULL);
-	CHECK_EQ(find(&sn, "http_requests", want)->value, 12);
+	CHECK(snap_find(&sn, "http_requests", want) != NULL);
+	CHECK_EQ(snap_find(&sn, "http_requests", want)->value, 12);
 	free(want);
 	want = joined(l, TALLY_LABEL_PAIRS_MAX);
-	CHECK(find(&sn, "many_pairs", want) != NULL);
-	CHECK_EQ(find(&sn, "many_pairs", want)->value, 11);
+	CHECK(snap_find(&sn, "many_pairs", want) != NULL);
+	CHECK_EQ(snap_find(&sn, "many_pairs", want)->value, 11);
 	free(want);
 	make_labels(l, 4, TALLY_LABELS_MAX, buf, 'x');
 	want = joined(l, 4);
-	CHECK(find(&sn, "big_labels", want) != NULL);
-	CHECK_EQ(find(&sn, "big_labels", want)->value, -3);
+	CHECK(snap_find(&sn, "big_labels", want) != NULL);
+	CHECK_EQ(snap_find(&sn, "big_labels", want)->value, -3);
 	free(want);
-	free(sn.s);
+	snap_free(&sn);
 
 	/* Registered again: the same series; removed and registered again
 	 * many times: the records come back, the table does not grow. */
@@ -647,7 +570,7 @@ TEST(long_labels)
 	CHECK_EQ(tally_metric_remove(&many), 0);
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, 0);
-	free(sn.s);
+	snap_free(&sn);
 }
 
 /* A long label set takes 1 + ceil(bytes / 108) records of the zone's
@@ -825,12 +748,12 @@ TEST(duplicate_series)
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, 5);
 	/* Stored sorted by label name, whatever the order given. */
-	CHECK(find(&sn, "dup", "a=1,b=2,c=3") != NULL);
-	CHECK(find(&sn, "dup", "a=1,b=2,c=4") != NULL);
-	CHECK(find(&sn, "dup", "a=1,b=2") != NULL);
-	CHECK(find(&sn, "dup", "") != NULL);
-	CHECK(find(&sn, "dup2", "a=1,b=2,c=3") != NULL);
-	free(sn.s);
+	CHECK(snap_find(&sn, "dup", "a=1,b=2,c=3") != NULL);
+	CHECK(snap_find(&sn, "dup", "a=1,b=2,c=4") != NULL);
+	CHECK(snap_find(&sn, "dup", "a=1,b=2") != NULL);
+	CHECK(snap_find(&sn, "dup", "") != NULL);
+	CHECK(snap_find(&sn, "dup2", "a=1,b=2,c=3") != NULL);
+	snap_free(&sn);
 }
 
 /*
@@ -913,7 +836,7 @@ TEST(family_conflicts)
 	CHECK(!strcmp(sn.s[0].unit, "bytes"));
 	CHECK_EQ(sn.s[0].mode, TALLY_SHARED);
 	CHECK_EQ(sn.s[0].value, 2);
-	free(sn.s);
+	snap_free(&sn);
 
 	/* Histogram layouts. */
 	d = desc(TALLY_HISTOGRAM, "lat");
@@ -1010,7 +933,7 @@ TEST(family_children_stay_in_their_generation)
 		CHECK_EQ(in.redefinitions, 1);
 	}
 	tally_seg_close(s);
-	free(sn.s);
+	snap_free(&sn);
 	CHECK_EQ(tally_family_remove(&old.family), 0);
 }
 
@@ -1053,13 +976,13 @@ TEST(redefine_supersedes_named_families)
 	CHECK_EQ(tally_metric_redefine(z, &def, parts, 2), 0);
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, 1);
-	free(sn.s);
+	snap_free(&sn);
 	def.help = "v2";
 	CHECK_EQ(tally_metric_redefine(z, &def, parts, 2), 1);
 	CHECK_EQ(atomic_load(&hdr(z)->redefinitions), 1);
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, 0);
-	free(sn.s);
+	snap_free(&sn);
 	/* The same definition of jobs_total, now a new generation. */
 	CHECK_EQ(register_any(z, &d, &again), 0);
 	CHECK(again.block != m.block);
@@ -1067,7 +990,7 @@ TEST(redefine_supersedes_named_families)
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, 1);
 	CHECK_EQ(sn.s[0].value, 0);
-	free(sn.s);
+	snap_free(&sn);
 	CHECK_EQ(tally_metric_redefine(z, &def, parts, 2), 0);
 	CHECK_EQ(tally_metric_redefine(z, &def, NULL, 1), -EINVAL);
 }
@@ -1090,7 +1013,7 @@ TEST(remove_and_reregister)
 	CHECK_EQ(tally_metric_remove(&copy), -EINVAL);
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, 0);
-	free(sn.s);
+	snap_free(&sn);
 
 	/* The same series again: a fresh value, in the record just freed. */
 	CHECK_EQ(reg1(z, "conn", "id", "1", &m2), 0);
@@ -1108,9 +1031,9 @@ TEST(remove_and_reregister)
 	CHECK_EQ(tally_metric_remove(&copy), -EINVAL);
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, 1);
-	CHECK(find(&sn, "conn", "id=1") != NULL);
-	CHECK_EQ(find(&sn, "conn", "id=1")->value, 5);
-	free(sn.s);
+	CHECK(snap_find(&sn, "conn", "id=1") != NULL);
+	CHECK_EQ(snap_find(&sn, "conn", "id=1")->value, 5);
+	snap_free(&sn);
 
 	/* Another series in the reused record, then the first one back. */
 	CHECK_EQ(tally_metric_remove(&m2), 0);
@@ -1121,9 +1044,9 @@ TEST(remove_and_reregister)
 	CHECK_EQ(fetch(&m3), 0);
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, 2);
-	CHECK_EQ(find(&sn, "conn", "id=1")->value, 0);
-	CHECK_EQ(find(&sn, "conn", "id=2")->value, 0);
-	free(sn.s);
+	CHECK_EQ(snap_find(&sn, "conn", "id=1")->value, 0);
+	CHECK_EQ(snap_find(&sn, "conn", "id=2")->value, 0);
+	snap_free(&sn);
 	/* Register, remove, register, remove, register, register. */
 	CHECK_EQ(atomic_load(&hdr(z)->desc_gen) - gen0, 6);
 	CHECK_EQ(hdr(z)->series_live, 2);
@@ -1228,7 +1151,7 @@ TEST(counters_exact_every_mode)
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, 4);
 	for (int k = 0; k < 4; k++) {
-		const struct seen *e = find(&sn, names[k], "");
+		const struct seen *e = snap_find(&sn, names[k], "");
 		int64_t expect = 0;
 
 		for (int i = 0; i < nt; i++)
@@ -1246,7 +1169,7 @@ TEST(counters_exact_every_mode)
 		else
 			CHECK(e->percpu_sum <= expect && e->percpu_sum >= 0);
 	}
-	free(sn.s);
+	snap_free(&sn);
 }
 
 TEST(gauge_in_flight_ends_at_zero)
@@ -1283,12 +1206,12 @@ TEST(gauge_in_flight_ends_at_zero)
 	CHECK_EQ(fetch(&m2), -3);
 
 	sn = read_zone(z);
-	CHECK_EQ(find(&sn, "in_flight", "")->value, 0);
+	CHECK_EQ(snap_find(&sn, "in_flight", "")->value, 0);
 	if (tally_rseq_active()) /* else: see counters_exact_every_mode */
-		CHECK_EQ(find(&sn, "in_flight", "")->percpu_sum, 0);
-	CHECK_EQ(find(&sn, "in_flight2", "")->value, -3);
-	CHECK_EQ(find(&sn, "in_flight2", "")->kind, TALLY_GAUGE);
-	free(sn.s);
+		CHECK_EQ(snap_find(&sn, "in_flight", "")->percpu_sum, 0);
+	CHECK_EQ(snap_find(&sn, "in_flight2", "")->value, -3);
+	CHECK_EQ(snap_find(&sn, "in_flight2", "")->kind, TALLY_GAUGE);
+	snap_free(&sn);
 }
 
 TEST(gauge_set_values)
@@ -1311,7 +1234,7 @@ TEST(gauge_set_values)
 		CHECK_EQ(sn.s[0].mode, TALLY_SHARED);
 		CHECK_EQ(sn.s[0].kind, TALLY_GAUGE_SET);
 		CHECK(!strcmp(sn.s[0].unit, "celsius"));
-		free(sn.s);
+		snap_free(&sn);
 	}
 	/* Adds work on a set gauge too, and a set overrides them. */
 	tally_setgauge_set(setgauge_of(&m), 10);
@@ -1352,14 +1275,14 @@ TEST(fgauge_values)
 		CHECK_EQ(sn.s[0].mode, TALLY_SHARED);
 		CHECK(memcmp(&sn.s[0].fvalue, &vals[i], sizeof(v)) == 0);
 		CHECK_EQ(sn.s[0].value, as_int[i]);
-		free(sn.s);
+		snap_free(&sn);
 	}
 	/* NaN and the infinities are held too; NaN reads as 0 in int64. */
 	tally_fgauge_set(fgauge_of(&m), NAN);
 	CHECK_EQ(fetch(&m), 0);
 	sn = read_zone(z);
 	CHECK(isnan(sn.s[0].fvalue));
-	free(sn.s);
+	snap_free(&sn);
 	tally_fgauge_set(fgauge_of(&m), -INFINITY);
 	CHECK_EQ(fetch(&m), INT64_MIN);
 	/* Adds; the out-of-line symbols do the same. */
@@ -1473,7 +1396,7 @@ TEST(histogram_values)
 	CHECK_EQ(fetch(&small), (int64_t)nt * iters);
 
 	sn = read_zone(z);
-	e = find(&sn, "latency", "");
+	e = snap_find(&sn, "latency", "");
 	CHECK(e != NULL);
 	CHECK_EQ(e->kind, TALLY_HISTOGRAM);
 	CHECK_EQ(e->nbuckets, (40 - 3 + 1) << 3);
@@ -1489,7 +1412,7 @@ TEST(histogram_values)
 				     (long long)e->buckets[b],
 				     (long long)want[b]);
 
-	e = find(&sn, "small", "");
+	e = snap_find(&sn, "small", "");
 	CHECK(e != NULL);
 	CHECK_EQ(e->nbuckets, (6 - 1 + 1) << 1);
 	{
@@ -1504,7 +1427,7 @@ TEST(histogram_values)
 		CHECK_EQ(e->sum, s);
 		CHECK_EQ(e->value, (int64_t)nt * iters);
 	}
-	free(sn.s);
+	snap_free(&sn);
 }
 
 /* ---- bucket function ---- */
@@ -1770,7 +1693,7 @@ TEST(register_remove_200k)
 		CHECK(id >= n - 16 && id < n);
 		CHECK_EQ(sn.s[i].value, id % 5 == 0 ? 1 : id);
 	}
-	free(sn.s);
+	snap_free(&sn);
 	for (int i = 0; i < 16; i++)
 		CHECK_EQ(tally_metric_remove(&win[i]), 0);
 	CHECK_EQ(hdr(z)->series_live, 0);
@@ -1779,7 +1702,7 @@ TEST(register_remove_200k)
 	CHECK_EQ(atomic_load(&hdr(z)->desc_gen), (uint64_t)(2 * n));
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, 0);
-	free(sn.s);
+	snap_free(&sn);
 	printf("  %ld register+remove pairs in %.2f s\n", n,
 	       harness_now() - t0);
 }
@@ -1830,7 +1753,7 @@ TEST(index_growth_keeps_duplicates)
 		struct snap sn = read_zone(z);
 
 		CHECK_EQ(sn.n, (int)n);
-		free(sn.s);
+		snap_free(&sn);
 	}
 	free(m);
 }
@@ -1893,7 +1816,7 @@ TEST(concurrent_register_same_series)
 	}
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, rounds);
-	free(sn.s);
+	snap_free(&sn);
 	/* Every registration but the last removed: all still there. */
 	for (int k = 0; k < rounds; k++)
 		for (int i = 1; i < nt; i++)
@@ -1971,7 +1894,7 @@ TEST(register_across_fork)
 	}
 	CHECK_EQ(dup_wins, per);
 	CHECK_EQ(hdr(z)->series_live, (uint32_t)sn.n);
-	free(sn.s);
+	snap_free(&sn);
 }
 
 /*

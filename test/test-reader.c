@@ -50,6 +50,7 @@
 #include "harness.h"
 #include "internal.h"
 #include "segment.h"
+#include "snap.h"
 #include "tally/reader.h"
 #include "tally/tally.h"
 #include "util.h"
@@ -214,170 +215,18 @@ static int has(const char *hay, const char *needle)
 	return hay && strstr(hay, needle) != NULL;
 }
 
-/* Copies @src to @dst with its holes (only the data runs are written). */
-static void copy_sparse(const char *src, const char *dst)
-{
-	int in = open(src, O_RDONLY), out;
-	struct stat st;
-	off_t pos = 0;
-	char *buf = malloc(1 << 16);
+/* ---- one series as a reader saw it (snap.h) ---------------------------- */
 
-	CHECK(in >= 0 && buf);
-	CHECK_EQ(fstat(in, &st), 0);
-	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	CHECK(out >= 0);
-	CHECK_EQ(ftruncate(out, st.st_size), 0);
-	while (pos < st.st_size) {
-		off_t d = lseek(in, pos, SEEK_DATA), h;
-
-		if (d < 0)
-			break;
-		h = lseek(in, d, SEEK_HOLE);
-		CHECK(h > d);
-		for (off_t o = d; o < h;) {
-			size_t n = (size_t)(h - o) < (1u << 16) ?
-					   (size_t)(h - o) : (1u << 16);
-			ssize_t r = sys_pread(in, buf, n, o);
-
-			CHECK(r > 0);
-			CHECK_EQ(pwrite(out, buf, (size_t)r, o), r);
-			o += r;
-		}
-		pos = h;
-	}
-	close(in);
-	close(out);
-	free(buf);
-}
-
-/* ---- one series as a reader saw it ------------------------------------ */
-
-struct seen {
-	uint32_t id;
-	unsigned kind, mode, nlabels;
-	char name[TALLY_NAME_MAX + 1];
-	char help[TALLY_HELP_MAX + 1];
-	char unit[TALLY_UNIT_MAX + 1];
-	char labels[512]; /* "a=x,b=y" */
-	int64_t value, sum;
-	unsigned npercpu;
-	int64_t *percpu;
-	unsigned nbuckets, sub_bits, max_bits;
-	int64_t *buckets;
-	double q[5]; /* quantiles 0.5, 0.9, 0.99, 0.999, 1 */
-	int qrc;
-};
-
-struct snap {
-	int n, cap;
-	struct seen *s;
-};
-
-static const double qs[5] = { 0.5, 0.9, 0.99, 0.999, 1.0 };
-
-static int snap_cb(const struct tally_series_view *v, void *arg)
-{
-	struct snap *sn = arg;
-	struct seen *e;
-	size_t at = 0;
-
-	if (sn->n == sn->cap) {
-		sn->cap = sn->cap ? 2 * sn->cap : 16;
-		sn->s = realloc(sn->s, (size_t)sn->cap * sizeof(*sn->s));
-		CHECK(sn->s != NULL);
-	}
-	e = &sn->s[sn->n++];
-	memset(e, 0, sizeof(*e));
-	e->id = v->id;
-	e->kind = v->kind;
-	e->mode = v->mode;
-	e->nlabels = v->nlabels;
-	CHECK(v->name && v->help && v->unit);
-	snprintf(e->name, sizeof(e->name), "%s", v->name);
-	snprintf(e->help, sizeof(e->help), "%s", v->help);
-	snprintf(e->unit, sizeof(e->unit), "%s", v->unit);
-	for (unsigned i = 0; i < v->nlabels; i++)
-		at += (size_t)snprintf(e->labels + at, sizeof(e->labels) - at,
-				       "%s%s=%s", i ? "," : "",
-				       v->label_names[i], v->label_values[i]);
-	e->value = v->value;
-	e->sum = v->sum;
-	e->npercpu = v->npercpu;
-	if (v->npercpu) {
-		e->percpu = malloc(v->npercpu * sizeof(int64_t));
-		memcpy(e->percpu, v->percpu, v->npercpu * sizeof(int64_t));
-	}
-	e->nbuckets = v->nbuckets;
-	e->sub_bits = v->sub_bits;
-	e->max_bits = v->max_bits;
-	if (v->kind == TALLY_HISTOGRAM) {
-		CHECK(v->nbuckets > 0 && v->buckets);
-		e->buckets = malloc(v->nbuckets * sizeof(int64_t));
-		memcpy(e->buckets, v->buckets, v->nbuckets * sizeof(int64_t));
-		for (int i = 0; i < 5; i++) {
-			e->qrc = tally_histogram_quantile(v, qs[i], &e->q[i]);
-			if (e->qrc)
-				break;
-		}
-	} else {
-		CHECK(v->nbuckets == 0 && v->buckets == NULL);
-		CHECK_EQ(tally_histogram_quantile(v, 0.5, &e->q[0]), -EINVAL);
-	}
-	return 0;
-}
-
-static void snap_free(struct snap *sn)
-{
-	for (int i = 0; i < sn->n; i++) {
-		free(sn->s[i].percpu);
-		free(sn->s[i].buckets);
-	}
-	free(sn->s);
-	memset(sn, 0, sizeof(*sn));
-}
-
-static struct snap read_seg(struct tally_seg *s, unsigned flags)
-{
-	struct snap sn = { 0, 0, NULL };
-	int rc = tally_seg_foreach(s, flags, snap_cb, &sn);
-
-	if (rc < 0)
-		harness_fail(__FILE__, __LINE__, "tally_seg_foreach: %s",
-			     tally_errmsg());
-	CHECK_EQ(rc, sn.n);
-	return sn;
-}
-
-static struct snap read_path(const char *path, unsigned flags)
-{
-	struct tally_seg *s = tally_seg_open(path, NULL);
-	struct snap sn;
-
-	if (!s)
-		harness_fail(__FILE__, __LINE__, "tally_seg_open: %s",
-			     tally_errmsg());
-	sn = read_seg(s, flags);
-	tally_seg_close(s);
-	return sn;
-}
-
+/* The series @name with @labels, or fail the test. */
 static const struct seen *find(const struct snap *sn, const char *name,
 			       const char *labels)
 {
-	for (int i = 0; i < sn->n; i++)
-		if (!strcmp(sn->s[i].name, name) &&
-		    !strcmp(sn->s[i].labels, labels))
-			return &sn->s[i];
-	harness_fail(__FILE__, __LINE__, "no series %s{%s}", name, labels);
-}
+	const struct seen *e = snap_find(sn, name, labels);
 
-static int64_t percpu_sum(const struct seen *e)
-{
-	int64_t s = 0;
-
-	for (unsigned c = 0; c < e->npercpu; c++)
-		s += e->percpu[c];
-	return s;
+	if (!e)
+		harness_fail(__FILE__, __LINE__, "no series %s{%s}", name,
+			     labels);
+	return e;
 }
 
 /* ---- exact values ----------------------------------------------------- */
@@ -520,9 +369,9 @@ static void check_values(struct ctl *c, const struct snap *sn, int percpu)
 		 * by a living thread (the main thread holds one) adds to the
 		 * baseline: counted, attributed to no copy. */
 		if (c->rseq)
-			CHECK_EQ(percpu_sum(e), want);
+			CHECK_EQ(e->percpu_sum, want);
 		else
-			CHECK(percpu_sum(e) <= want);
+			CHECK(e->percpu_sum <= want);
 		for (int i = 0; i < n && c->rseq; i++)
 			CHECK_EQ(e->percpu[c->cpu[i]], (int64_t)(i + 1) * V_ITERS);
 	} else {
@@ -552,9 +401,9 @@ static void check_values(struct ctl *c, const struct snap *sn, int percpu)
 		CHECK_EQ(e->buckets[b], hb[b]);
 	if (percpu) {
 		if (c->rseq)
-			CHECK_EQ(percpu_sum(e), hcount);
+			CHECK_EQ(e->percpu_sum, hcount);
 		else
-			CHECK(percpu_sum(e) <= hcount);
+			CHECK(e->percpu_sum <= hcount);
 		if (c->rseq)
 			for (int i = 0; i < n; i++)
 				CHECK_EQ(e->percpu[c->cpu[i]], V_HIST_VALUES);
@@ -567,18 +416,18 @@ static void check_values(struct ctl *c, const struct snap *sn, int percpu)
 	CHECK_EQ(e->mode, TALLY_SHARED);
 	if (percpu) {
 		CHECK_EQ(e->percpu[0], (int64_t)n * V_ITERS);
-		CHECK_EQ(percpu_sum(e), (int64_t)n * V_ITERS);
+		CHECK_EQ(e->percpu_sum, (int64_t)n * V_ITERS);
 	}
 	e = find(sn, "pernode_total", "");
 	CHECK_EQ(e->value, (int64_t)n * V_ITERS);
 	CHECK_EQ(e->mode, TALLY_PERNODE);
 	if (percpu)
-		CHECK_EQ(percpu_sum(e), (int64_t)n * V_ITERS);
+		CHECK_EQ(e->percpu_sum, (int64_t)n * V_ITERS);
 	e = find(sn, "adaptive_total", "");
 	CHECK_EQ(e->value, (int64_t)n * V_ITERS);
 	CHECK_EQ(e->mode, TALLY_ADAPTIVE);
 	if (percpu)
-		CHECK(percpu_sum(e) >= 0 && percpu_sum(e) <= e->value);
+		CHECK(e->percpu_sum >= 0 && e->percpu_sum <= e->value);
 
 	e = find(sn, "in_flight", "");
 	CHECK_EQ(e->value, 17);
@@ -605,7 +454,7 @@ static void check_values(struct ctl *c, const struct snap *sn, int percpu)
 	e = find(sn, "zeroed_total", "");
 	CHECK_EQ(e->value, 7);
 	if (percpu)
-		CHECK_EQ(percpu_sum(e), 107);
+		CHECK_EQ(e->percpu_sum, 107);
 }
 
 struct dir_acc {
@@ -845,7 +694,7 @@ TEST(histogram_quantiles)
 		CHECK_EQ(e->value, Q_N);
 		CHECK_EQ(e->qrc, 0);
 		for (int i = 0; i < 5; i++) {
-			double x = qs[i] * Q_N;
+			double x = snap_qs[i] * Q_N;
 			uint64_t rank = (uint64_t)x + ((double)(uint64_t)x < x);
 			double exact = (double)vals[rank - 1];
 			double err = dabs(e->q[i] - exact);
@@ -853,10 +702,10 @@ TEST(histogram_quantiles)
 			if (err > exact * tol)
 				harness_fail(__FILE__, __LINE__, "%s: q%g = %.1f, "
 					     "exact %.0f: error %.2f%% > %.2f%%",
-					     qfam[f].name, qs[i], e->q[i], exact,
+					     qfam[f].name, snap_qs[i], e->q[i], exact,
 					     100 * err / exact, 100 * tol);
 			/* q = 1 is the top of the bucket of the maximum. */
-			if (qs[i] == 1.0)
+			if (snap_qs[i] == 1.0)
 				CHECK(e->q[i] >= exact);
 		}
 	}

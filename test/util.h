@@ -1,18 +1,23 @@
 /*
  * util.h: helpers for tests that need to look at libtally's process-wide
- * state (src/internal.h).
+ * state (src/internal.h), and fixtures the tests share: registration of
+ * any kind (kinds.h), a test's own directory, a segment's information,
+ * a copy of a segment file with its holes.
  */
 #ifndef TALLY_TEST_UTIL_H
 #define TALLY_TEST_UTIL_H
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "harness.h"
 #include "internal.h"
+#include "kinds.h"
 #include "tally/metrics.h"
 #include "tally/reader.h"
 
@@ -50,56 +55,6 @@ static inline struct tally_metric_desc desc(unsigned kind, const char *name)
 	return d;
 }
 
-/*
- * Registers @d through the function of its kind into @m, the .metric of
- * that kind's handle (an unknown kind goes to tally_counter_register,
- * which refuses it).
- */
-static inline int register_any(struct tally_zone *z,
-			       const struct tally_metric_desc *d,
-			       tally_metric *m)
-{
-	switch (d ? d->kind : 0) {
-	case TALLY_GAUGE:
-		return tally_gauge_register(z, d, (tally_gauge *)m);
-	case TALLY_GAUGE_SET:
-		return tally_setgauge_register(z, d, (tally_setgauge *)m);
-	case TALLY_HISTOGRAM:
-		return tally_histogram_register(z, d, (tally_histogram *)m);
-	case TALLY_FGAUGE:
-		return tally_fgauge_register(z, d, (tally_fgauge *)m);
-	default:
-		return tally_counter_register(z, d, (tally_counter *)m);
-	}
-}
-
-/* The handle of each kind that @m is the .metric of, for tests that go
- * through every kind with one tally_metric. */
-static inline const tally_counter *counter_of(const tally_metric *m)
-{
-	return (const tally_counter *)m;
-}
-
-static inline const tally_gauge *gauge_of(const tally_metric *m)
-{
-	return (const tally_gauge *)m;
-}
-
-static inline const tally_setgauge *setgauge_of(const tally_metric *m)
-{
-	return (const tally_setgauge *)m;
-}
-
-static inline const tally_histogram *histogram_of(const tally_metric *m)
-{
-	return (const tally_histogram *)m;
-}
-
-static inline const tally_fgauge *fgauge_of(const tally_metric *m)
-{
-	return (const tally_fgauge *)m;
-}
-
 /* Registers @d with labels @l in @z, or fails the test. */
 static inline void reg(struct tally_zone *z, struct tally_metric_desc d,
 		       const struct tally_label *l, unsigned nl,
@@ -131,6 +86,47 @@ static inline struct tally_seg_info info_of(const char *path)
 	CHECK_EQ(tally_seg_info(s, &info), 0);
 	tally_seg_close(s);
 	return info;
+}
+
+/*
+ * Copies the file @src to @dst with its holes (only the data runs are
+ * written), replacing @dst.  It reads with the system call itself, not
+ * pread(), which a test may interpose to split the reader's reads.
+ */
+static inline void copy_sparse(const char *src, const char *dst)
+{
+	int in = open(src, O_RDONLY), out;
+	struct stat st;
+	off_t pos = 0;
+	char *buf = malloc(1 << 16);
+
+	CHECK(in >= 0 && buf);
+	CHECK_EQ(fstat(in, &st), 0);
+	unlink(dst);
+	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	CHECK(out >= 0);
+	CHECK_EQ(ftruncate(out, st.st_size), 0);
+	while (pos < st.st_size) {
+		off_t d = lseek(in, pos, SEEK_DATA), h;
+
+		if (d < 0)
+			break;
+		h = lseek(in, d, SEEK_HOLE);
+		CHECK(h > d);
+		for (off_t o = d; o < h;) {
+			size_t n = (size_t)(h - o) < (1u << 16) ?
+					   (size_t)(h - o) : (1u << 16);
+			ssize_t r = syscall(SYS_pread64, in, buf, n, o);
+
+			CHECK(r > 0);
+			CHECK_EQ(pwrite(out, buf, (size_t)r, o), r);
+			o += r;
+		}
+		pos = h;
+	}
+	close(in);
+	close(out);
+	free(buf);
 }
 
 #endif

@@ -4,7 +4,7 @@
  *
  * Shared by tallystat and tally-exporter.  Running out of memory is fatal
  * in the programs: tp_die() names the file and line and exits with
- * status 1 (STYLE.md: the tools report file:line on internal errors).
+ * status 1 (the tools report file:line on internal errors).
  */
 #ifndef TALLY_PROGRAMS_STRBUF_H
 #define TALLY_PROGRAMS_STRBUF_H
