@@ -4,6 +4,7 @@
  * quantiles over bucket deltas), on snapshots built in memory.
  *
  *   test-tallystat-units [TEST...]     every test, or those named
+ *   (test/harness.h: each in a child process, with a time limit)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -18,28 +19,9 @@
 #include "snapshot.h"
 #include "strbuf.h"
 #include "tallystat.h"
+#include "harness.h"
 
-static int failures;
-
-#define CHECK(cond)                                                          \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			fprintf(stderr, "%s:%d: CHECK(%s) failed\n",         \
-				__FILE__, __LINE__, #cond);                  \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
-#define CHECK_STR(a, b)                                                      \
-	do {                                                                 \
-		const char *a_ = (a), *b_ = (b);                             \
-		if (strcmp(a_, b_) != 0) {                                   \
-			fprintf(stderr, "%s:%d: \"%s\" != \"%s\"\n",         \
-				__FILE__, __LINE__, a_, b_);                 \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
-
-static void test_cpulist(void)
+TEST(cpulist)
 {
 	unsigned char c[TS_MAX_CPUS];
 	char err[256];
@@ -57,7 +39,7 @@ static void test_cpulist(void)
 	CHECK(strstr(err, "99999") != NULL);
 }
 
-static void test_interval_count_pids(void)
+TEST(interval_count_pids)
 {
 	char err[256];
 	double d;
@@ -99,7 +81,7 @@ static int sel_match(const char *sel, const char *name, unsigned n,
 	return r;
 }
 
-static void test_selectors(void)
+TEST(selectors)
 {
 	const char *ln[2] = { "conn", "queue" }, *lv[2] = { "17", "3" };
 	struct tp_selector s;
@@ -131,7 +113,7 @@ static void test_selectors(void)
 	CHECK(tp_selector_parse("a{}x", &s, err, sizeof(err)) == -EINVAL);
 }
 
-static void test_format(void)
+TEST(format)
 {
 	char b[64];
 	const char *ln[2] = { "a", "b" }, *lv[2] = { "x\"y", "1\\2\n" };
@@ -248,7 +230,7 @@ static const struct tp_series *find(const struct tp_snapshot *s, int pid,
 	return NULL;
 }
 
-static void test_delta_reset_new(void)
+TEST(delta_reset_new)
 {
 	struct tp_series a[3], b[4];
 	struct tp_snapshot p, c, d, agg;
@@ -287,7 +269,7 @@ static void test_delta_reset_new(void)
 	tp_snapshot_free(&c);
 }
 
-static void test_quantiles_of_deltas(void)
+TEST(quantiles_of_deltas)
 {
 	static const uint64_t o1[] = { 1000 }, o2[] = { 1000, 5000, 200000 };
 	static const unsigned t1[] = { 100000 }, t2[] = { 100000, 980, 20 };
@@ -329,7 +311,7 @@ static void test_quantiles_of_deltas(void)
  * The delta is a reset, never a negative bucket delta (which would give
  * negative quantile weights and a nonsense p50).
  */
-static void test_delta_histogram_bucket_falls(void)
+TEST(delta_histogram_bucket_falls)
 {
 	static const uint64_t o1[] = { 1000 }, o2[] = { 5000 };
 	static const unsigned t1[] = { 100 }, t2[] = { 150 };
@@ -353,43 +335,4 @@ static void test_delta_histogram_bucket_falls(void)
 	tp_snapshot_free(&d);
 	tp_snapshot_free(&p);
 	tp_snapshot_free(&c);
-}
-
-static const struct {
-	const char *name;
-	void (*fn)(void);
-} tests[] = {
-	{ "cpulist", test_cpulist },
-	{ "interval_count_pids", test_interval_count_pids },
-	{ "selectors", test_selectors },
-	{ "format", test_format },
-	{ "delta_reset_new", test_delta_reset_new },
-	{ "quantiles_of_deltas", test_quantiles_of_deltas },
-	{ "delta_histogram_bucket_falls", test_delta_histogram_bucket_falls },
-};
-
-int main(int argc, char **argv)
-{
-	size_t n = sizeof(tests) / sizeof(tests[0]);
-	int ran = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		int want = argc < 2;
-
-		for (int a = 1; a < argc; a++)
-			want |= strcmp(argv[a], tests[i].name) == 0;
-		if (!want)
-			continue;
-		int before = failures;
-
-		tests[i].fn();
-		printf("%s %s\n", failures == before ? "ok  " : "FAIL",
-		       tests[i].name);
-		ran++;
-	}
-	if (!ran) {
-		fprintf(stderr, "no such test\n");
-		return 2;
-	}
-	return failures ? 1 : 0;
 }
