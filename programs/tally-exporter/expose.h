@@ -36,6 +36,7 @@
 
 #include <stdint.h>
 
+#include "clock.h"
 #include "snapshot.h"
 #include "strbuf.h"
 
@@ -95,7 +96,8 @@ struct ex_config {
 struct ex_self {
 	double collect_seconds;    /* reading the segments */
 	uint64_t scrapes;          /* served so far, this one included */
-	uint64_t skipped_total[8]; /* since start, by ex_skip_reason() */
+	uint64_t skipped_total[TP_NSKIP]; /* since start, by
+					     tp_skip_reason() */
 	uint64_t retired_series;   /* --aggregate: series kept for exited
 				      processes */
 	uint64_t retired_segments; /* --aggregate: segments that vanished,
@@ -107,12 +109,6 @@ struct ex_self {
 					    the scrapes before this one */
 	const char *version, *mhd_version;
 };
-
-/* Skip reasons: "corrupt", "foreign", "version", "vanished", "symlink",
- * "unreadable"; ex_skip_reason() maps an errno to an index. */
-#define EX_NSKIP 6
-extern const char *const ex_skip_names[EX_NSKIP];
-unsigned ex_skip_reason(int err);
 
 /* Numbers of the last ex_write(). */
 struct ex_result {
@@ -132,7 +128,5 @@ void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
 	      const struct ex_config *c, enum ex_format f,
 	      const struct ex_self *self, uint64_t t0_ns,
 	      struct ex_result *res);
-
-uint64_t ex_now_ns(void);
 
 #endif /* TALLY_EXPORTER_EXPOSE_H */

@@ -103,7 +103,7 @@ static void row(struct tp_buf *b, const struct ts_row *x,
 		const struct ts_report *r)
 {
 	const struct tp_series *s = x->s;
-	int gauge = ts_is_gauge(s->kind);
+	int gauge = tp_kind_is_gauge(s->kind);
 
 	if (s->pid) {
 		tp_buf_printf(b, "{\"pid\": %d", s->pid);

@@ -193,7 +193,7 @@ static void cpu_cells(struct ts_table *t, struct ts_cell *row, unsigned c,
 		      const struct ts_options *o, int gauge_avg)
 {
 	for (unsigned i = 0; i < x->ncpu && c < t->ncols; i++, c++) {
-		int gauge = ts_is_gauge(x->s->kind);
+		int gauge = tp_kind_is_gauge(x->s->kind);
 
 		if (gauge && !gauge_avg && !isnan(x->cpu[i]))
 			ts_table_set(t, row, c, fmt_int((int64_t)x->cpu[i], u, o),
@@ -239,7 +239,7 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 	for (size_t i = 0; i < r->nrows; i++) {
 		const struct ts_row *x = &r->rows[i];
 		enum tp_unit u = tp_unit_of(x->s->name, x->s->unit);
-		int gauge = ts_is_gauge(x->s->kind);
+		int gauge = tp_kind_is_gauge(x->s->kind);
 		struct ts_cell *row;
 		unsigned c;
 

@@ -73,7 +73,7 @@ static void fill_cpus(const struct ts_report *r, struct ts_row *row,
 
 		if (c >= s->npercpu || (s->flags & TS_UNKNOWN))
 			row->cpu[i] = NAN;
-		else if (ts_is_gauge(s->kind))
+		else if (tp_kind_is_gauge(s->kind))
 			row->cpu[i] = (double)s->percpu[c];
 		else
 			row->cpu[i] = seconds > 0 ?
@@ -115,7 +115,7 @@ void ts_report_since_start(struct ts_report *r, const struct tp_snapshot *cur,
 		row->s = s;
 		row->value = row->total = s->value;
 		row->rate = NAN;
-		if (!ts_is_gauge(s->kind) && age > 0)
+		if (!tp_kind_is_gauge(s->kind) && age > 0)
 			row->rate = (double)s->value / age;
 		if (s->kind == TALLY_HISTOGRAM)
 			ts_row_histogram(row, s);
@@ -146,7 +146,7 @@ void ts_report_interval(struct ts_report *r, const struct tp_snapshot *d,
 		row->rate = NAN;
 		/* A reset has no rate: the value counted since the reset
 		 * is a lower bound of the increase. */
-		if (!ts_is_gauge(s->kind) && !(s->flags & TS_UNKNOWN) &&
+		if (!tp_kind_is_gauge(s->kind) && !(s->flags & TS_UNKNOWN) &&
 		    !row->reset && seconds > 0)
 			row->rate = (double)s->value / seconds;
 		if (s->kind == TALLY_HISTOGRAM)

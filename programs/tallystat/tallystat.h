@@ -65,13 +65,6 @@ struct ts_options {
 
 enum ts_report_kind { TS_SINCE_START, TS_INTERVAL, TS_AVERAGE };
 
-/* Gauges show their current value, not a rate. */
-static inline int ts_is_gauge(unsigned kind)
-{
-	return kind == TALLY_GAUGE || kind == TALLY_GAUGE_SET ||
-	       kind == TALLY_FGAUGE;
-}
-
 /* A gauge's value as a double (a TALLY_FGAUGE's own). */
 static inline double ts_gauge_value(const struct tp_series *s)
 {

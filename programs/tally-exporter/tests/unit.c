@@ -375,7 +375,7 @@ TEST(write)
 	s.nseries = 4;
 	s.segs = seg;
 	s.nsegs = 2;
-	ex_write(&b, &s, &c, EX_TEXT, &self, ex_now_ns(), &res);
+	ex_write(&b, &s, &c, EX_TEXT, &self, tp_now_ns(), &res);
 	t = tp_buf_str(&b);
 	CHECK(strstr(t, "a_total{pid=\"10\",process=\"p\"} -9223372036854775808\n"));
 	CHECK(strstr(t, "a_total{q=\"x\\\"y\\\\z\\n\",pid=\"11\",process=\"p\"} "
@@ -396,7 +396,7 @@ TEST(write)
 	tp_buf_reset(&b);
 
 	/* OpenMetrics: family "a", samples a_total, le as floats, # EOF. */
-	ex_write(&b, &s, &c, EX_OPENMETRICS, &self, ex_now_ns(), &res);
+	ex_write(&b, &s, &c, EX_OPENMETRICS, &self, tp_now_ns(), &res);
 	t = tp_buf_str(&b);
 	CHECK(strstr(t, "# TYPE a counter\n"));
 	CHECK(strstr(t, "le=\"7.0\"} 3\n"));
@@ -408,7 +408,7 @@ TEST(write)
 	v[2].kind = TALLY_GAUGE;
 	v[2].name = "a";
 	v[2].key = "a";
-	ex_write(&b, &s, &c, EX_OPENMETRICS, &self, ex_now_ns(), &res);
+	ex_write(&b, &s, &c, EX_OPENMETRICS, &self, tp_now_ns(), &res);
 	CHECK(res.conflicts == 2); /* both series of a_total */
 	tp_buf_free(&b);
 }
@@ -475,7 +475,7 @@ TEST(label_clashes)
 	s.segs = seg;
 	s.nsegs = 1;
 	c.self_metrics = 1;
-	ex_write(&b, &s, &c, EX_TEXT, &self, ex_now_ns(), &res);
+	ex_write(&b, &s, &c, EX_TEXT, &self, tp_now_ns(), &res);
 	t = tp_buf_str(&b);
 	CHECK(strstr(t, "h_bucket{exported_le=\"x\",pid=\"10\",process=\"p\","
 		      "le=\"+Inf\"} 1\n"));
