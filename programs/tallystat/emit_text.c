@@ -230,10 +230,8 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 	ts_table_col(&hi, "Count", 1);
 	ts_table_col(&hi, "/s", 1);
 	ts_table_col(&hi, "Mean", 1);
-	ts_table_col(&hi, "p50", 1);
-	ts_table_col(&hi, "p99", 1);
-	ts_table_col(&hi, "p99.9", 1);
-	ts_table_col(&hi, "Max<=", 1);
+	for (int q = 0; q < TS_NQ; q++)
+		ts_table_col(&hi, ts_quantiles[q].column, 1);
 	cpu_cols(&hi, r, cpunames[1]);
 
 	for (size_t i = 0; i < r->nrows; i++) {
@@ -257,7 +255,7 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 					TP_UNIT_NONE, o, 2), NULL);
 			ts_table_set(&hi, row, c++, fmt_real(x->have_q ? x->mean : NAN,
 						    u, o, 1), NULL);
-			for (int q = 0; q < 4; q++)
+			for (int q = 0; q < TS_NQ; q++)
 				ts_table_set(&hi, row, c++, fmt_real(x->have_q ?
 					x->q[q] : NAN, u, o, -1), NULL);
 			cpu_cells(&hi, row, c, x, TP_UNIT_NONE, o, 0);

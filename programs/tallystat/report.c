@@ -12,7 +12,12 @@
 #include "strbuf.h"
 #include "tallystat.h"
 
-static const double quantiles[4] = { 0.5, 0.99, 0.999, 1.0 };
+const struct ts_quantile ts_quantiles[TS_NQ] = {
+	{ 0.5, "p50", "p50" },
+	{ 0.99, "p99", "p99" },
+	{ 0.999, "p99.9", "p999" },
+	{ 1.0, "Max<=", "max" },
+};
 
 void ts_row_histogram(struct ts_row *row, const struct tp_series *s)
 {
@@ -31,8 +36,9 @@ void ts_row_histogram(struct ts_row *row, const struct tp_series *s)
 	row->have_q = 0;
 	if (s->value <= 0 || !s->buckets)
 		return;
-	for (int i = 0; i < 4; i++)
-		if (tally_histogram_quantile(&v, quantiles[i], &row->q[i]) < 0)
+	for (int i = 0; i < TS_NQ; i++)
+		if (tally_histogram_quantile(&v, ts_quantiles[i].q,
+					     &row->q[i]) < 0)
 			return;
 	row->mean = (double)s->sum / (double)s->value;
 	row->have_q = 1;
