@@ -26,140 +26,6 @@
 #include "segfield.h"
 #include "strmap.h"
 
-/* --- le rules -------------------------------------------------------- */
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-int ex_le_rule_parse(const char *arg, struct ex_le_rule *r, char *err,
-		     size_t errlen)
-{
-	const char *eq = strchr(arg, '=');
-	const char *spec;
-
-	memset(r, 0, sizeof(*r));
-	if (!eq || eq == arg) {
-		snprintf(err, errlen, "expected PATTERN=SPEC, e.g. "
-			 "'*_seconds=octave' or 'rpc_*=100,1000,10000'");
-		return -EINVAL;
-	}
-	spec = eq + 1;
-	if (strcmp(spec, "octave") == 0) {
-		r->kind = EX_LE_OCTAVE;
-	} else if (strcmp(spec, "all") == 0) {
-		r->kind = EX_LE_ALL;
-	} else if (strncmp(spec, "sub:", 4) == 0) {
-		char *end;
-		unsigned long n;
-
-		errno = 0;
-		n = strtoul(spec + 4, &end, 10);
-		if (errno || end == spec + 4 || *end || n > 7) {
-			snprintf(err, errlen, "sub:N: N must be 0 to 7, got "
-				 "'%s'", spec + 4);
-			return -EINVAL;
-		}
-		r->kind = EX_LE_SUB;
-		r->sub = (unsigned)n;
-	} else {
-		const char *p = spec;
-
-		r->kind = EX_LE_LIST;
-		if (!*p) {
-			snprintf(err, errlen, "empty SPEC (octave, all, sub:N "
-				 "or a list of integers)");
-			return -EINVAL;
-		}
-		for (;;) {
-			char *end;
-			unsigned long long v;
-
-			if (*p < '0' || *p > '9') {
-				snprintf(err, errlen, "'%s' is not octave, all, "
-					 "sub:N or a comma-separated list of "
-					 "non-negative integers", spec);
-				ex_le_rule_free(r);
-				return -EINVAL;
-			}
-			errno = 0;
-			v = strtoull(p, &end, 10);
-			if (errno || (*end && *end != ',')) {
-				snprintf(err, errlen, "'%s' is not a list of "
-					 "non-negative integers", spec);
-				ex_le_rule_free(r);
-				return -EINVAL;
-			}
-			r->vals = realloc(r->vals, (r->nvals + 1) *
-					  sizeof(*r->vals));
-			if (!r->vals) {
-				snprintf(err, errlen, "out of memory");
-				return -ENOMEM;
-			}
-			r->vals[r->nvals++] = v;
-			if (!*end)
-				break;
-			p = end + 1;
-		}
-		qsort(r->vals, r->nvals, sizeof(*r->vals), cmp_u64);
-	}
-	r->pattern = strndup(arg, (size_t)(eq - arg));
-	if (!r->pattern) {
-		ex_le_rule_free(r);
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-void ex_le_rule_free(struct ex_le_rule *r)
-{
-	free(r->pattern);
-	free(r->vals);
-	memset(r, 0, sizeof(*r));
-}
-
-void ex_le_select(const struct ex_le_rule *r, unsigned sub_bits,
-		  unsigned max_bits, unsigned nbuckets, unsigned char *sel)
-{
-	enum ex_le_kind kind = r ? r->kind : EX_LE_OCTAVE;
-	unsigned n = kind == EX_LE_SUB ? r->sub : 0;
-
-	memset(sel, 0, nbuckets);
-	if (kind == EX_LE_LIST) {
-		for (unsigned i = 0; i < r->nvals; i++) {
-			unsigned b = tally_histogram_bucket(r->vals[i], sub_bits,
-							    max_bits);
-
-			if (b + 1 < nbuckets)
-				sel[b] = 1;
-		}
-		return;
-	}
-	/* The last bucket also counts every value >= 2^max_bits: only +Inf
-	 * bounds it. */
-	for (unsigned b = 0; b + 1 < nbuckets; b++) {
-		uint64_t lo, hi, next;
-		unsigned msb, low;
-
-		if (kind == EX_LE_ALL) {
-			sel[b] = 1;
-			continue;
-		}
-		tally_histogram_bucket_bounds(b, sub_bits, &lo, &hi);
-		/* An edge is kept when the next bucket's lower bound has at
-		 * most n bits after its leading one: powers of two for n = 0,
-		 * every edge for n = sub_bits. */
-		next = hi + 1;
-		msb = 63u - (unsigned)__builtin_clzll(next);
-		low = (unsigned)__builtin_ctzll(next);
-		sel[b] = low + n >= msb;
-	}
-}
-
 static const struct ex_le_rule *le_rule_for(const struct ex_config *c,
 					    const char *name)
 {
@@ -170,11 +36,6 @@ static const struct ex_le_rule *le_rule_for(const struct ex_config *c,
 }
 
 /* --- Writing --------------------------------------------------------- */
-
-static void put(struct tp_buf *b, const char *s)
-{
-	tp_buf_putn(b, s, strlen(s));
-}
 
 /* HELP text: \ and newline escaped in both formats, " too in OpenMetrics. */
 static void put_help(struct tp_buf *b, const char *s, enum ex_format f)
@@ -193,17 +54,10 @@ static void put_help(struct tp_buf *b, const char *s, enum ex_format f)
 		if (!esc)
 			continue;
 		tp_buf_putn(b, run, (size_t)(s - run));
-		put(b, esc);
+		tp_buf_puts(b, esc);
 		run = s + 1;
 	}
 	tp_buf_putn(b, run, (size_t)(s - run));
-}
-
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), m = strlen(suffix);
-
-	return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
 struct fam {
@@ -278,9 +132,9 @@ static void put_our_label(struct tp_buf *b, const struct tp_series *s,
 		tp_buf_putc(b, ',');
 	*first = 0;
 	if (has_label(s, name))
-		put(b, "tally_");
-	put(b, name);
-	put(b, "=\"");
+		tp_buf_puts(b, "tally_");
+	tp_buf_puts(b, name);
+	tp_buf_puts(b, "=\"");
 	tp_buf_label_value(b, value);
 	tp_buf_putc(b, '"');
 }
@@ -390,7 +244,7 @@ static void put_labels(struct tp_buf *b, const struct tp_series *s,
 		if (!first)
 			tp_buf_putc(b, ',');
 		first = 0;
-		put(b, out_name(s->label_names[i], hist));
+		tp_buf_puts(b, out_name(s->label_names[i], hist));
 		tp_buf_putn(b, "=\"", 2);
 		tp_buf_label_value(b, s->label_values[i]);
 		tp_buf_putc(b, '"');
@@ -410,20 +264,20 @@ static void put_sample(struct tp_buf *b, const char *name, const char *sfx,
 		       const char *labels, size_t llen, const char *extra,
 		       const char *value)
 {
-	put(b, name);
-	put(b, sfx);
+	tp_buf_puts(b, name);
+	tp_buf_puts(b, sfx);
 	if (llen || extra) {
 		tp_buf_putc(b, '{');
 		tp_buf_putn(b, labels, llen);
 		if (extra) {
 			if (llen)
 				tp_buf_putc(b, ',');
-			put(b, extra);
+			tp_buf_puts(b, extra);
 		}
 		tp_buf_putc(b, '}');
 	}
 	tp_buf_putc(b, ' ');
-	put(b, value);
+	tp_buf_puts(b, value);
 	tp_buf_putc(b, '\n');
 }
 
@@ -431,26 +285,26 @@ static void put_header(struct tp_buf *b, const char *name, const char *type,
 		       const char *help, const char *unit, enum ex_format f)
 {
 	if (help && help[0]) {
-		put(b, "# HELP ");
-		put(b, name);
+		tp_buf_puts(b, "# HELP ");
+		tp_buf_puts(b, name);
 		tp_buf_putc(b, ' ');
 		put_help(b, help, f);
 		tp_buf_putc(b, '\n');
 	}
-	put(b, "# TYPE ");
-	put(b, name);
+	tp_buf_puts(b, "# TYPE ");
+	tp_buf_puts(b, name);
 	tp_buf_putc(b, ' ');
-	put(b, type);
+	tp_buf_puts(b, type);
 	tp_buf_putc(b, '\n');
 	if (f == EX_OPENMETRICS && unit && unit[0]) {
 		char sfx[64];
 
 		snprintf(sfx, sizeof(sfx), "_%s", unit);
-		if (ends_with(name, sfx)) {
-			put(b, "# UNIT ");
-			put(b, name);
+		if (tp_ends_with(name, sfx)) {
+			tp_buf_puts(b, "# UNIT ");
+			tp_buf_puts(b, name);
 			tp_buf_putc(b, ' ');
-			put(b, unit);
+			tp_buf_puts(b, unit);
 			tp_buf_putc(b, '\n');
 		}
 	}
@@ -627,7 +481,7 @@ static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
 	if (kind == TALLY_COUNTER) {
 		size_t n = strlen(base);
 
-		if (ends_with(base, "_total"))
+		if (tp_ends_with(base, "_total"))
 			base[n - 6] = '\0';
 		if (names_claim(nm, base, sfx_counter) < 0)
 			goto clash;
@@ -776,11 +630,11 @@ static void put_seg_labels(struct tp_buf *b, const struct tp_segment *g)
 	char pid[16];
 
 	snprintf(pid, sizeof(pid), "%d", g->info.pid);
-	put(b, "pid=\"");
-	put(b, pid);
-	put(b, "\",process=\"");
+	tp_buf_puts(b, "pid=\"");
+	tp_buf_puts(b, pid);
+	tp_buf_puts(b, "\",process=\"");
 	tp_buf_label_value(b, g->info.proc_name);
-	put(b, "\",zone=\"");
+	tp_buf_puts(b, "\",zone=\"");
 	tp_buf_label_value(b, g->info.zone_name);
 	tp_buf_putc(b, '"');
 }
@@ -821,12 +675,12 @@ static void seg_metric(struct tp_buf *b, const struct tp_snapshot *snap,
 			snprintf(t, sizeof(t), "%.6g", v.d);
 		else
 			tp_fmt_i64(t, v.i);
-		put(b, name);
-		put(b, sfx);
+		tp_buf_puts(b, name);
+		tp_buf_puts(b, sfx);
 		tp_buf_putc(b, '{');
 		put_seg_labels(b, g);
-		put(b, "} ");
-		put(b, t);
+		tp_buf_puts(b, "} ");
+		tp_buf_puts(b, t);
 		tp_buf_putc(b, '\n');
 	}
 }
@@ -845,14 +699,14 @@ struct self_ctx {
 static void put_line(struct tp_buf *b, const char *name, const char *labels,
 		     const char *value)
 {
-	put(b, name);
+	tp_buf_puts(b, name);
 	if (labels) {
 		tp_buf_putc(b, '{');
-		put(b, labels);
+		tp_buf_puts(b, labels);
 		tp_buf_putc(b, '}');
 	}
 	tp_buf_putc(b, ' ');
-	put(b, value);
+	tp_buf_puts(b, value);
 	tp_buf_putc(b, '\n');
 }
 
@@ -868,13 +722,13 @@ static void put_line_u64(struct tp_buf *b, const char *name,
 static void w_build_info(struct tp_buf *b, const char *name,
 			 const struct self_ctx *x)
 {
-	put(b, name);
-	put(b, "{version=\"");
+	tp_buf_puts(b, name);
+	tp_buf_puts(b, "{version=\"");
 	tp_buf_label_value(b, x->self->version ? x->self->version : "");
-	put(b, "\",libmicrohttpd=\"");
+	tp_buf_puts(b, "\",libmicrohttpd=\"");
 	tp_buf_label_value(b, x->self->mhd_version ? x->self->mhd_version :
 				 "");
-	put(b, "\"} 1\n");
+	tp_buf_puts(b, "\"} 1\n");
 }
 
 static void put_by_reason(struct tp_buf *b, const char *name,
@@ -1140,7 +994,7 @@ void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
 	if (c->self_metrics)
 		write_self(out, snap, f, self, res, t0_ns);
 	if (f == EX_OPENMETRICS)
-		put(out, "# EOF\n");
+		tp_buf_puts(out, "# EOF\n");
 
 	tp_buf_free(&lb);
 	plan_free(&pl);

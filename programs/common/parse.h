@@ -1,0 +1,27 @@
+/*
+ * programs/common/parse.h: the small parsers of the programs' command
+ * lines and selectors: whole numbers in a range, Prometheus label names,
+ * and the one-line reason a parser fails with.
+ */
+#ifndef TALLY_PROGRAMS_PARSE_H
+#define TALLY_PROGRAMS_PARSE_H
+
+#include <stddef.h>
+
+/*
+ * tp_parse_ulong: a decimal number from @lo to @hi at *@pp (digits only:
+ * no sign, no space), advancing *@pp past it.  Return 0, or -1 (nothing
+ * moved) when there is no digit or the number is out of range.
+ */
+int tp_parse_ulong(const char **pp, unsigned long lo, unsigned long hi,
+		   unsigned long *out);
+
+/* The length of the label name @s starts with ([a-zA-Z_][a-zA-Z0-9_]*),
+ * 0 when it starts with none. */
+size_t tp_label_name_len(const char *s);
+
+/* Write the reason into @err (when @errlen) and return -EINVAL. */
+int tp_fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#endif /* TALLY_PROGRAMS_PARSE_H */
