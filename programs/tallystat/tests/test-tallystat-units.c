@@ -65,98 +65,10 @@ TEST(interval_count_pids)
 	free(pids);
 }
 
-static int sel_match(const char *sel, const char *name, unsigned n,
-		     const char *const *ln, const char *const *lv)
+TEST(display)
 {
-	struct tp_selector s;
-	char err[256];
-	int r;
-
-	if (tp_selector_parse(sel, &s, err, sizeof(err)) < 0) {
-		fprintf(stderr, "selector %s: %s\n", sel, err);
-		return -1;
-	}
-	r = tp_selector_match(&s, name, n, ln, lv);
-	tp_selector_free(&s);
-	return r;
-}
-
-TEST(selectors)
-{
-	const char *ln[2] = { "conn", "queue" }, *lv[2] = { "17", "3" };
-	struct tp_selector s;
-	char err[256];
-
-	CHECK(sel_match("requests_total", "requests_total", 2, ln, lv) == 1);
-	CHECK(sel_match("requests_total", "requests", 2, ln, lv) == 0);
-	CHECK(sel_match("req*", "requests_total", 2, ln, lv) == 1);
-	CHECK(sel_match("requests_total{queue=\"3\"}", "requests_total", 2,
-			ln, lv) == 1);
-	CHECK(sel_match("requests_total{queue=\"4\"}", "requests_total", 2,
-			ln, lv) == 0);
-	CHECK(sel_match("{queue!=\"4\", conn=~\"1.*\"}", "x", 2, ln, lv) == 1);
-	CHECK(sel_match("{conn=~\"7\"}", "x", 2, ln, lv) == 0); /* anchored */
-	CHECK(sel_match("{conn!~\"1[0-9]\"}", "x", 2, ln, lv) == 0);
-	CHECK(sel_match("{missing=\"\"}", "x", 2, ln, lv) == 1);
-	CHECK(sel_match("{missing!=\"\"}", "x", 2, ln, lv) == 0);
-	CHECK(sel_match("{__name__=~\"x|y\"}", "y", 2, ln, lv) == 1);
-	CHECK(sel_match("{queue='3',}", "y", 2, ln, lv) == 1);
-	CHECK(tp_selector_parse("", &s, err, sizeof(err)) == -EINVAL);
-	CHECK(tp_selector_parse("a{", &s, err, sizeof(err)) == -EINVAL);
-	CHECK(tp_selector_parse("a{q=3}", &s, err, sizeof(err)) == -EINVAL);
-	CHECK(tp_selector_parse("a{q=\"3}", &s, err, sizeof(err)) == -EINVAL);
-	CHECK(tp_selector_parse("a{q~\"3\"}", &s, err, sizeof(err)) ==
-	      -EINVAL);
-	CHECK(tp_selector_parse("a{q=~\"(\"}", &s, err, sizeof(err)) ==
-	      -EINVAL);
-	CHECK(tp_selector_parse("a b", &s, err, sizeof(err)) == -EINVAL);
-	CHECK(tp_selector_parse("a{}x", &s, err, sizeof(err)) == -EINVAL);
-}
-
-TEST(format)
-{
-	char b[64];
-	const char *ln[2] = { "a", "b" }, *lv[2] = { "x\"y", "1\\2\n" };
 	char *k;
 
-	CHECK_STR(tp_fmt_i64(b, 0), "0");
-	CHECK_STR(tp_fmt_i64(b, -42), "-42");
-	CHECK_STR(tp_fmt_i64(b, 9007199254740993ll), "9007199254740993");
-	CHECK_STR(tp_fmt_i64(b, INT64_MIN), "-9223372036854775808");
-	CHECK_STR(tp_fmt_i64(b, INT64_MAX), "9223372036854775807");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 999, TP_UNIT_NONE, 0), "999");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 1234, TP_UNIT_NONE, 0), "1.23k");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 45.6e6, TP_UNIT_NONE, 0),
-		  "45.6M");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 3e9, TP_UNIT_NONE, 1), "3.00G/s");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 1536, TP_UNIT_BYTES, 0),
-		  "1.50KiB");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 12345, TP_UNIT_NANOSECONDS, 0),
-		  "12.3us");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 0.0042, TP_UNIT_SECONDS, 0),
-		  "4.20ms");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 90, TP_UNIT_SECONDS, 0), "90.0s");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 600, TP_UNIT_SECONDS, 0),
-		  "10.0min");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), NAN, TP_UNIT_SECONDS, 0), "-");
-	CHECK(tp_unit_of("x_seconds_total", NULL) == TP_UNIT_SECONDS);
-	CHECK(tp_unit_of("x", "nanoseconds") == TP_UNIT_NANOSECONDS);
-	CHECK(tp_unit_of("x_ns", NULL) == TP_UNIT_NANOSECONDS);
-	CHECK(tp_unit_of("x_total", NULL) == TP_UNIT_NONE);
-	/* Integers of the unit vocabulary (TALLY_UNIT_*) in base units. */
-	CHECK(tp_unit_of("rss", "kibibytes") == TP_UNIT_KIBIBYTES);
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 1536, TP_UNIT_KIBIBYTES, 0),
-		  "1.50MiB");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 3, TP_UNIT_KILOBYTES, 0),
-		  "2.93KiB");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 1500000000,
-			       tp_unit_of("request_duration_ns", "nanoseconds"),
-			       0), "1.50s");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 1500, TP_UNIT_MILLISECONDS, 0),
-		  "1.50s");
-	k = tp_series_key("m", 2, ln, lv);
-	CHECK_STR(k, "m{a=\"x\\\"y\",b=\"1\\\\2\\n\"}");
-	free(k);
 	k = ts_truncate("abcdefghij", 5);
 	CHECK_STR(k, "abcd\xe2\x80\xa6");
 	CHECK(ts_display_width(k) == 5);
