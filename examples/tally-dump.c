@@ -28,6 +28,7 @@
 
 #include "format.h"
 #include "kind.h"
+#include "parse.h"
 #include "segfield.h"
 #include "strbuf.h"
 
@@ -301,19 +302,12 @@ static void usage(FILE *f)
 		"or --pid found nothing; 2 for bad arguments.\n");
 }
 
-static void bad_option(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2), noreturn));
-static void bad_option(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs(PROG ": ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputs("\nTry '" PROG " --help'.\n", stderr);
-	exit(2);
-}
+/* A bad command line: said, then exit status 2. */
+#define bad_option(...)                                                      \
+	do {                                                                 \
+		tp_bad_usage(PROG, "Try '" PROG " --help'.", __VA_ARGS__);   \
+		exit(2);                                                     \
+	} while (0)
 
 int main(int argc, char **argv)
 {

@@ -1,6 +1,6 @@
 /*
- * programs/common/parse.c: numbers, label names and parse errors
- * (parse.h).
+ * programs/common/parse.c: numbers, label names and parse errors,
+ * and the report of a bad command line (parse.h).
  */
 #include "parse.h"
 
@@ -43,6 +43,18 @@ size_t tp_label_name_len(const char *s)
 	while (s[n] && name_char(s[n], n == 0))
 		n++;
 	return n;
+}
+
+int tp_bad_usage(const char *prog, const char *hint, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n%s\n", hint);
+	return -1;
 }
 
 int tp_fail(char *err, size_t errlen, const char *fmt, ...)

@@ -142,28 +142,12 @@ void tp_seg_field_value(const struct tp_seg_field *f,
 		v->s = m;
 		return;
 	}
-	switch (f->size) {
-	case M_I32: {
-		int x;
+	{
+		union { int i32; uint32_t u32; uint64_t u64; } u;
 
-		memcpy(&x, m, sizeof(x));
-		v->i = x;
-		break;
-	}
-	case M_U32: {
-		uint32_t x;
-
-		memcpy(&x, m, sizeof(x));
-		v->i = x;
-		break;
-	}
-	default: {
-		uint64_t x;
-
-		memcpy(&x, m, sizeof(x));
-		v->i = (int64_t)x;
-		break;
-	}
+		memcpy(&u, m, f->size == M_U64 ? 8 : 4);
+		v->i = f->size == M_I32 ? u.i32 : f->size == M_U32 ?
+		       (int64_t)u.u32 : (int64_t)u.u64;
 	}
 }
 

@@ -6,7 +6,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,18 +73,7 @@ static const char usage_text[] =
 "See tally-exporter(1).\n";
 
 /* A bad option: what is wrong, and where the rest is. */
-static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bad(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs(PROG ": ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputs("\nTry '" PROG " --help'.\n", stderr);
-	return -1;
-}
+#define bad(...) tp_bad_usage(PROG, "Try '" PROG " --help'.", __VA_ARGS__)
 
 /* @s, a whole number from @lo to @hi, into *@out; else -1, said. */
 static int number(const char *opt, const char *s, unsigned long lo,

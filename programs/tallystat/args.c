@@ -152,19 +152,9 @@ void ts_usage(FILE *f)
 
 /* A bad command line: what is wrong, the synopsis and where the rest is,
  * in two lines (the whole usage only with --help), as sysstat's tools. */
-static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bad(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs(PROG ": ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputs("\nUsage: " PROG " [options] [selector...] [interval [count]]; "
-	      "see " PROG " --help\n", stderr);
-	return -1;
-}
+#define bad(...)                                                             \
+	tp_bad_usage(PROG, "Usage: " PROG " [options] [selector...] "        \
+		     "[interval [count]]; see " PROG " --help", __VA_ARGS__)
 
 static int is_number(const char *s)
 {
