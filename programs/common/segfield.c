@@ -53,6 +53,10 @@ static void get_slots(const struct tp_seg_row *r, struct tp_seg_value *v)
 }
 
 #define OFF(m) offsetof(struct tally_seg_info, m)
+/* A counter of the zone's: a uint64_t member, exported under its name
+ * as tally_segment_<name>_total. */
+#define ZONE_COUNTER(m, help) \
+	{ #m, NULL, #m, 1, NULL, help, TP_SF_INT, OFF(m), M_U64, NULL }
 
 /*
  * The order is the exporter's: it writes every field with a Prometheus
@@ -94,21 +98,17 @@ const struct tp_seg_field tp_seg_fields[] = {
 	  "allocations fail.", TP_SF_RATIO, 0, 0, get_used_ratio },
 	{ "capacity_slots", NULL, "capacity_slots", 0, NULL,
 	  "Slots the zone can hold.", TP_SF_INT, 0, 0, get_slots },
-	{ "alloc_refused", NULL, "alloc_refused", 1, NULL,
-	  "Allocations and registrations the zone refused for want of room "
-	  "(ENOSPC).", TP_SF_INT, OFF(alloc_refused), M_U64, NULL },
-	{ "copies_refused", NULL, "copies_refused", 1, NULL,
-	  "Per-CPU pages the file system had no room for at a CPU's first "
-	  "add (the adds were kept in the baselines, not lost).",
-	  TP_SF_INT, OFF(copies_refused), M_U64, NULL },
-	{ "register_failed", NULL, "register_failed", 1, NULL,
-	  "Registrations that failed (their updates are discarded).",
-	  TP_SF_INT, OFF(register_failed), M_U64, NULL },
-	{ "redefinitions", NULL, "redefinitions", 1, NULL,
-	  "Metric definitions that changed while the zone held them (a "
-	  "deploy that changed a type, mode or buckets): only the newest "
-	  "definition of a name is exported.",
-	  TP_SF_INT, OFF(redefinitions), M_U64, NULL },
+	ZONE_COUNTER(alloc_refused, "Allocations and registrations the zone "
+		     "refused for want of room (ENOSPC)."),
+	ZONE_COUNTER(copies_refused, "Per-CPU pages the file system had no "
+		     "room for at a CPU's first add (the adds were kept in the "
+		     "baselines, not lost)."),
+	ZONE_COUNTER(register_failed, "Registrations that failed (their "
+		     "updates are discarded)."),
+	ZONE_COUNTER(redefinitions, "Metric definitions that changed while "
+		     "the zone held them (a deploy that changed a type, mode or "
+		     "buckets): only the newest definition of a name is "
+		     "exported."),
 	{ "alive", NULL, "alive", 0, NULL,
 	  "1 while the process that created the segment runs.",
 	  TP_SF_BOOL, OFF(alive), M_I32, NULL },

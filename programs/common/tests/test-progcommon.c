@@ -198,27 +198,14 @@ TEST(skip_reasons)
 /* A segment with a different value in every field. */
 static void sample_info(struct tally_seg_info *in)
 {
-	memset(in, 0, sizeof(*in));
-	in->path = "/d/svc.12.ab.tally";
-	in->pid = 12;
-	snprintf(in->proc_name, sizeof(in->proc_name), "svc");
-	snprintf(in->zone_name, sizeof(in->zone_name), "z\"1");
-	in->major = 2;
-	in->minor = 5;
-	in->nslabs = 4;
-	in->nnodes = 1;
-	in->alive = 0;
-	in->in_use = 1;
-	in->file_bytes = 1ull << 32;
-	in->resident_bytes = 1536;
-	in->generation = 9;
-	in->capacity_chunks = 8;
-	in->chunks_inuse = 2;
-	in->chunk_slots = 64;
-	in->alloc_refused = 3;
-	in->copies_refused = 5;
-	in->register_failed = 6;
-	in->redefinitions = 7;
+	*in = (struct tally_seg_info){
+		.path = "/d/svc.12.ab.tally", .pid = 12, .proc_name = "svc",
+		.zone_name = "z\"1", .major = 2, .minor = 5, .nslabs = 4,
+		.nnodes = 1, .alive = 0, .in_use = 1, .file_bytes = 1ull << 32,
+		.resident_bytes = 1536, .generation = 9, .capacity_chunks = 8,
+		.chunks_inuse = 2, .chunk_slots = 64, .alloc_refused = 3,
+		.copies_refused = 5, .register_failed = 6, .redefinitions = 7,
+	};
 }
 
 TEST(segfield_table)
