@@ -21,10 +21,7 @@ void tp_series_key_buf(struct tp_buf *b, const char *name, unsigned nlabels,
 		for (unsigned i = 0; i < nlabels; i++) {
 			if (i)
 				tp_buf_putc(b, ',');
-			tp_buf_puts(b, names[i]);
-			tp_buf_putn(b, "=\"", 2);
-			tp_buf_label_value(b, values[i]);
-			tp_buf_putc(b, '"');
+			tp_buf_label(b, names[i], values[i]);
 		}
 		tp_buf_putc(b, '}');
 	}

@@ -133,10 +133,7 @@ static void put_our_label(struct tp_buf *b, const struct tp_series *s,
 	*first = 0;
 	if (has_label(s, name))
 		tp_buf_puts(b, "tally_");
-	tp_buf_puts(b, name);
-	tp_buf_puts(b, "=\"");
-	tp_buf_label_value(b, value);
-	tp_buf_putc(b, '"');
+	tp_buf_label(b, name, value);
 }
 
 /* The name series label @name is written under: a histogram's "le"
@@ -244,10 +241,8 @@ static void put_labels(struct tp_buf *b, const struct tp_series *s,
 		if (!first)
 			tp_buf_putc(b, ',');
 		first = 0;
-		tp_buf_puts(b, out_name(s->label_names[i], hist));
-		tp_buf_putn(b, "=\"", 2);
-		tp_buf_label_value(b, s->label_values[i]);
-		tp_buf_putc(b, '"');
+		tp_buf_label(b, out_name(s->label_names[i], hist),
+			     s->label_values[i]);
 	}
 	if (c->aggregate)
 		return;
@@ -630,13 +625,11 @@ static void put_seg_labels(struct tp_buf *b, const struct tp_segment *g)
 	char pid[16];
 
 	snprintf(pid, sizeof(pid), "%d", g->info.pid);
-	tp_buf_puts(b, "pid=\"");
-	tp_buf_puts(b, pid);
-	tp_buf_puts(b, "\",process=\"");
-	tp_buf_label_value(b, g->info.proc_name);
-	tp_buf_puts(b, "\",zone=\"");
-	tp_buf_label_value(b, g->info.zone_name);
-	tp_buf_putc(b, '"');
+	tp_buf_label(b, "pid", pid);
+	tp_buf_putc(b, ',');
+	tp_buf_label(b, "process", g->info.proc_name);
+	tp_buf_putc(b, ',');
+	tp_buf_label(b, "zone", g->info.zone_name);
 }
 
 /* The header of a metric: a counter's TYPE line names its sample
@@ -723,12 +716,12 @@ static void w_build_info(struct tp_buf *b, const char *name,
 			 const struct self_ctx *x)
 {
 	tp_buf_puts(b, name);
-	tp_buf_puts(b, "{version=\"");
-	tp_buf_label_value(b, x->self->version ? x->self->version : "");
-	tp_buf_puts(b, "\",libmicrohttpd=\"");
-	tp_buf_label_value(b, x->self->mhd_version ? x->self->mhd_version :
-				 "");
-	tp_buf_puts(b, "\"} 1\n");
+	tp_buf_putc(b, '{');
+	tp_buf_label(b, "version", x->self->version ? x->self->version : "");
+	tp_buf_putc(b, ',');
+	tp_buf_label(b, "libmicrohttpd", x->self->mhd_version ?
+		     x->self->mhd_version : "");
+	tp_buf_puts(b, "} 1\n");
 }
 
 static void put_by_reason(struct tp_buf *b, const char *name,

@@ -129,6 +129,9 @@ TEST(escapes)
 	tp_buf_reset(&b);
 	tp_buf_label_value(&b, "x\"y\\z\nw");
 	CHECK_STR(tp_buf_str(&b), "x\\\"y\\\\z\\nw");
+	tp_buf_reset(&b);
+	tp_buf_label(&b, "q", "a\"b");
+	CHECK_STR(tp_buf_str(&b), "q=\"a\\\"b\"");
 	tp_buf_free(&b);
 	CHECK(tp_ends_with("a_total", "_total"));
 	CHECK(!tp_ends_with("_total", "a_total"));
