@@ -1,6 +1,7 @@
 /*
- * tally-dump.c: list tally segments and their series, using nothing but
- * the reader API (tally/reader.h).
+ * tally-dump.c: list tally segments and their series, with the reader API
+ * (tally/reader.h) and the programs' shared helpers (programs/common: a
+ * growing string, kind names, the description of a segment's fields).
  *
  *   tally-dump [--dir DIR] [--pid PID] [--percpu] [--json]
  *
@@ -25,86 +26,13 @@
 #include "tally/metrics.h"
 #include "tally/reader.h"
 
+#include "format.h"
+#include "kind.h"
+#include "parse.h"
+#include "segfield.h"
+#include "strbuf.h"
+
 #define PROG "tally-dump"
-
-#define DIE(...) die(__FILE__, __LINE__, __VA_ARGS__)
-
-static void die(const char *file, int line, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4), noreturn));
-static void die(const char *file, int line, const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, PROG ": %s:%d: ", file, line);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-/* --- A growing string ---------------------------------------------------- */
-
-struct buf {
-	char *p;
-	size_t len, cap;
-};
-
-static void buf_printf(struct buf *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void buf_printf(struct buf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	for (;;) {
-		size_t room = b->cap - b->len;
-
-		va_start(ap, fmt);
-		n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
-		va_end(ap);
-		if (n < 0)
-			DIE("vsnprintf failed");
-		if ((size_t)n < room) {
-			b->len += (size_t)n;
-			return;
-		}
-		b->cap = b->cap * 2 + (size_t)n + 64;
-		b->p = realloc(b->p, b->cap);
-		if (!b->p)
-			DIE("out of memory");
-	}
-}
-
-/* A JSON string, quoted; @n bytes of @s at most. */
-static void buf_json_str(struct buf *b, const char *s, size_t n)
-{
-	buf_printf(b, "\"");
-	for (size_t i = 0; i < n && s[i]; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c == '"' || c == '\\')
-			buf_printf(b, "\\%c", c);
-		else if (c < 0x20)
-			buf_printf(b, "\\u%04x", c);
-		else
-			buf_printf(b, "%c", c);
-	}
-	buf_printf(b, "\"");
-}
-
-/* A label value in Prometheus text style: \\, \" and \n escaped. */
-static void buf_label_value(struct buf *b, const char *s)
-{
-	for (; *s; s++) {
-		if (*s == '\\' || *s == '"')
-			buf_printf(b, "\\%c", *s);
-		else if (*s == '\n')
-			buf_printf(b, "\\n");
-		else
-			buf_printf(b, "%c", *s);
-	}
-}
 
 /* --- Series -------------------------------------------------------------- */
 
@@ -127,62 +55,44 @@ struct walk {
 	int nsegs, nskipped;
 };
 
-static const char *kind_name(unsigned kind)
-{
-	switch (kind) {
-	case TALLY_COUNTER:   return "counter";
-	case TALLY_GAUGE:     return "gauge";
-	case TALLY_GAUGE_SET: return "gauge";
-	case TALLY_FGAUGE:    return "gauge";
-	case TALLY_HISTOGRAM: return "histogram";
-	default:              return "unknown";
-	}
-}
-
-static const char *mode_name(unsigned mode)
-{
-	switch (mode) {
-	case TALLY_PERCPU:   return "percpu";
-	case TALLY_SHARED:   return "shared";
-	case TALLY_PERNODE:  return "pernode";
-	case TALLY_ADAPTIVE: return "adaptive";
-	default:             return "unknown";
-	}
-}
-
-static const double quantiles[] = { 0.5, 0.9, 0.99, 0.999, 1.0 };
-/* The last is the upper bound of the highest bucket used, not the largest
- * observation (a histogram keeps no observation): "max<=" in the text,
- * "max" in JSON (docs/tallystat-json.md says the same of tallystat's). */
-static const char *const qnames[] = { "p50", "p90", "p99", "p99.9", "max<=" };
+/*
+ * The quantiles shown of a histogram, with their names in the text and in
+ * JSON.  The last is the upper bound of the highest bucket used, not the
+ * largest observation (a histogram keeps no observation): "max<=" in the
+ * text, "max" in JSON (docs/tallystat-json.md says the same of
+ * tallystat's).
+ */
+static const struct {
+	double q;
+	const char *text, *json;
+} quantiles[] = {
+	{ 0.5, "p50", "p50" },
+	{ 0.9, "p90", "p90" },
+	{ 0.99, "p99", "p99" },
+	{ 0.999, "p99.9", "p999" },
+	{ 1.0, "max<=", "max" },
+};
 #define NQ (sizeof(quantiles) / sizeof(quantiles[0]))
 
 static int series_cb(const struct tally_series_view *v, void *arg)
 {
 	struct walk *w = arg;
-	struct buf key = { 0 }, t = { 0 };
+	struct tp_buf key = { 0 }, t = { 0 };
 	double q[NQ];
 	int have_q = v->kind == TALLY_HISTOGRAM && v->value > 0;
 
 	/* The key: name{labels}, as Prometheus writes a series. */
-	buf_printf(&key, "%s", v->name);
-	if (v->nlabels) {
-		buf_printf(&key, "{");
-		for (unsigned i = 0; i < v->nlabels; i++) {
-			buf_printf(&key, "%s%s=\"", i ? "," : "",
-				   v->label_names[i]);
-			buf_label_value(&key, v->label_values[i]);
-			buf_printf(&key, "\"");
-		}
-		buf_printf(&key, "}");
-	}
+	tp_series_key_buf(&key, v->name, v->nlabels, v->label_names,
+			  v->label_values);
 	if (have_q) {
 		for (size_t i = 0; i < NQ; i++) {
-			int rc = tally_histogram_quantile(v, quantiles[i], &q[i]);
+			int rc = tally_histogram_quantile(v, quantiles[i].q,
+							  &q[i]);
 
 			if (rc < 0) {
 				fprintf(stderr, PROG ": %s: quantile %g: %s\n",
-					key.p, quantiles[i], strerror(-rc));
+					tp_buf_str(&key), quantiles[i].q,
+					strerror(-rc));
 				have_q = 0;
 				break;
 			}
@@ -190,85 +100,84 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 	}
 
 	if (w->o->json) {
-		buf_printf(&t, "{\"name\": ");
-		buf_json_str(&t, v->name, (size_t)-1);
-		buf_printf(&t, ", \"kind\": \"%s\"%s, \"mode\": \"%s\", "
-			   "\"unit\": ", kind_name(v->kind),
-			   v->kind == TALLY_GAUGE_SET ||
-			   v->kind == TALLY_FGAUGE ? ", \"set\": true" : "",
-			   mode_name(v->mode));
-		buf_json_str(&t, v->unit ? v->unit : "", (size_t)-1);
-		buf_printf(&t, ", \"help\": ");
-		buf_json_str(&t, v->help ? v->help : "", (size_t)-1);
-		buf_printf(&t, ", \"labels\": {");
+		tp_buf_puts(&t, "{\"name\": ");
+		tp_buf_json_str(&t, v->name);
+		tp_buf_printf(&t, ", \"kind\": \"%s\"%s, \"mode\": \"%s\", "
+			      "\"unit\": ", tp_kind_name(v->kind),
+			      v->kind == TALLY_GAUGE_SET ||
+			      v->kind == TALLY_FGAUGE ? ", \"set\": true" : "",
+			      tp_mode_name(v->mode));
+		tp_buf_json_str(&t, v->unit ? v->unit : "");
+		tp_buf_puts(&t, ", \"help\": ");
+		tp_buf_json_str(&t, v->help ? v->help : "");
+		tp_buf_puts(&t, ", \"labels\": {");
 		for (unsigned i = 0; i < v->nlabels; i++) {
-			buf_printf(&t, "%s", i ? ", " : "");
-			buf_json_str(&t, v->label_names[i], (size_t)-1);
-			buf_printf(&t, ": ");
-			buf_json_str(&t, v->label_values[i], (size_t)-1);
+			tp_buf_puts(&t, i ? ", " : "");
+			tp_buf_json_str(&t, v->label_names[i]);
+			tp_buf_puts(&t, ": ");
+			tp_buf_json_str(&t, v->label_values[i]);
 		}
-		buf_printf(&t, "}");
+		tp_buf_putc(&t, '}');
 		if (v->kind == TALLY_HISTOGRAM) {
-			buf_printf(&t, ", \"count\": %" PRId64 ", \"sum\": %"
-				   PRId64, v->value, v->sum);
+			tp_buf_printf(&t, ", \"count\": %" PRId64 ", \"sum\": %"
+				      PRId64, v->value, v->sum);
 			for (size_t i = 0; i < NQ; i++) {
-				const char *n = i == 3 ? "p999" :
-						i == 4 ? "max" : qnames[i];
-
 				if (have_q)
-					buf_printf(&t, ", \"%s\": %.1f", n,
-						   q[i]);
+					tp_buf_printf(&t, ", \"%s\": %.1f",
+						      quantiles[i].json, q[i]);
 				else
-					buf_printf(&t, ", \"%s\": null", n);
+					tp_buf_printf(&t, ", \"%s\": null",
+						      quantiles[i].json);
 			}
 		} else if (v->kind == TALLY_FGAUGE) {
 			/* JSON has no NaN or infinity. */
 			if (isfinite(v->fvalue))
-				buf_printf(&t, ", \"value\": %.17g", v->fvalue);
+				tp_buf_printf(&t, ", \"value\": %.17g",
+					      v->fvalue);
 			else
-				buf_printf(&t, ", \"value\": null");
+				tp_buf_puts(&t, ", \"value\": null");
 		} else {
-			buf_printf(&t, ", \"value\": %" PRId64, v->value);
+			tp_buf_printf(&t, ", \"value\": %" PRId64, v->value);
 		}
 		if (w->o->percpu && v->percpu) {
-			buf_printf(&t, ", \"percpu\": [");
+			tp_buf_puts(&t, ", \"percpu\": [");
 			for (unsigned c = 0; c < v->npercpu; c++)
-				buf_printf(&t, "%s%" PRId64, c ? ", " : "",
-					   v->percpu[c]);
-			buf_printf(&t, "]");
+				tp_buf_printf(&t, "%s%" PRId64, c ? ", " : "",
+					      v->percpu[c]);
+			tp_buf_putc(&t, ']');
 		}
-		buf_printf(&t, "}");
+		tp_buf_putc(&t, '}');
 	} else {
-		buf_printf(&t, "  %-9s %-40s", kind_name(v->kind), key.p);
+		tp_buf_printf(&t, "  %-9s %-40s", tp_kind_name(v->kind),
+			      tp_buf_str(&key));
 		if (v->kind == TALLY_HISTOGRAM) {
-			buf_printf(&t, " count=%" PRId64 " sum=%" PRId64,
-				   v->value, v->sum);
+			tp_buf_printf(&t, " count=%" PRId64 " sum=%" PRId64,
+				      v->value, v->sum);
 			for (size_t i = 0; have_q && i < NQ; i++)
-				buf_printf(&t, " %s=%.0f", qnames[i], q[i]);
+				tp_buf_printf(&t, " %s=%.0f", quantiles[i].text,
+					      q[i]);
 			if (v->unit && v->unit[0])
-				buf_printf(&t, " (%s)", v->unit);
+				tp_buf_printf(&t, " (%s)", v->unit);
 		} else if (v->kind == TALLY_FGAUGE) {
-			buf_printf(&t, " %.17g", v->fvalue);
+			tp_buf_printf(&t, " %.17g", v->fvalue);
 		} else {
-			buf_printf(&t, " %" PRId64, v->value);
+			tp_buf_printf(&t, " %" PRId64, v->value);
 		}
 		if (w->o->percpu && v->percpu) {
-			buf_printf(&t, "  percpu=[");
+			tp_buf_puts(&t, "  percpu=[");
 			for (unsigned c = 0; c < v->npercpu; c++)
-				buf_printf(&t, "%s%" PRId64, c ? " " : "",
-					   v->percpu[c]);
-			buf_printf(&t, "]");
+				tp_buf_printf(&t, "%s%" PRId64, c ? " " : "",
+					      v->percpu[c]);
+			tp_buf_putc(&t, ']');
 		}
 	}
 
 	if (w->n == w->cap) {
 		w->cap = w->cap ? 2 * w->cap : 256;
-		w->e = realloc(w->e, w->cap * sizeof(*w->e));
-		if (!w->e)
-			DIE("out of memory");
+		w->e = tp_xrealloc(w->e, w->cap * sizeof(*w->e));
 	}
-	w->e[w->n].key = key.p;
-	w->e[w->n].text = t.p;
+	w->e[w->n].key = tp_buf_take(&key);
+	w->e[w->n].text = tp_buf_take(&t);
 	w->n++;
 	return 0;
 }
@@ -278,22 +187,6 @@ static int cmp_entry(const void *a, const void *b)
 {
 	return strverscmp(((const struct entry *)a)->key,
 			  ((const struct entry *)b)->key);
-}
-
-static void human(char *out, size_t n, uint64_t bytes)
-{
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	double v = (double)bytes;
-	unsigned u = 0;
-
-	while (v >= 1024 && u < 4) {
-		v /= 1024;
-		u++;
-	}
-	if (u == 0)
-		snprintf(out, n, "%" PRIu64 " B", bytes);
-	else
-		snprintf(out, n, "%.1f %s", v, units[u]);
 }
 
 /* --- Segments ------------------------------------------------------------ */
@@ -309,6 +202,13 @@ static void skip(struct walk *w, const char *path, const char *why)
 		fprintf(stderr, PROG ": skipping %s: %s\n", path, why);
 	w->nskipped++;
 }
+
+/* What -j shows of a segment before its series (segfield.h describes
+ * each field). */
+static const char *const seg_keys[] = {
+	"path", "pid", "process", "zone", "alive", "format", "slabs", "nodes",
+	"file_bytes", "resident_bytes", "generation", NULL,
+};
 
 static int seg_cb(const char *path, struct tally_seg *s, const char *error,
 		  void *arg)
@@ -345,30 +245,23 @@ static int seg_cb(const char *path, struct tally_seg *s, const char *error,
 		qsort(w->e, w->n, sizeof(*w->e), cmp_entry);
 
 	if (w->o->json) {
-		struct buf b = { 0 };
+		struct tp_buf b = { 0 };
+		struct tp_seg_row r = { &info, (int64_t)w->n };
 
-		buf_printf(&b, "%s\n    {\"path\": ", w->nsegs ? "," : "");
-		buf_json_str(&b, path, (size_t)-1);
-		buf_printf(&b, ", \"pid\": %d, \"process\": ", info.pid);
-		buf_json_str(&b, info.proc_name, sizeof(info.proc_name));
-		buf_printf(&b, ", \"zone\": ");
-		buf_json_str(&b, info.zone_name, sizeof(info.zone_name));
-		buf_printf(&b, ", \"alive\": %s, \"format\": \"%u.%u\", "
-			   "\"slabs\": %u, \"nodes\": %u, \"file_bytes\": %"
-			   PRIu64 ", \"resident_bytes\": %" PRIu64
-			   ", \"generation\": %" PRIu64 ", \"series\": [",
-			   info.alive ? "true" : "false", info.major,
-			   info.minor, info.nslabs, info.nnodes,
-			   info.file_bytes, info.resident_bytes,
-			   info.generation);
-		fputs(b.p, stdout);
-		free(b.p);
+		info.path = path;
+		tp_buf_puts(&b, w->nsegs ? ",\n    {" : "\n    {");
+		tp_seg_json(&b, seg_keys, &r, 1);
+		tp_buf_puts(&b, ", \"series\": [");
+		fputs(tp_buf_str(&b), stdout);
+		tp_buf_free(&b);
 		for (size_t i = 0; i < w->n; i++)
 			printf("%s\n      %s", i ? "," : "", w->e[i].text);
 		printf("%s]}", w->n ? "\n    " : "");
 	} else {
-		human(res, sizeof(res), info.resident_bytes);
-		human(file, sizeof(file), info.file_bytes);
+		tp_fmt_human(res, sizeof(res), (double)info.resident_bytes,
+			     TP_UNIT_BYTES, 0);
+		tp_fmt_human(file, sizeof(file), (double)info.file_bytes,
+			     TP_UNIT_BYTES, 0);
 		printf("%s\n  pid %d (%.16s), zone %.64s, %s, resident %s "
 		       "(file %s), %zu series\n", path, info.pid,
 		       info.proc_name, info.zone_name,
@@ -409,19 +302,12 @@ static void usage(FILE *f)
 		"or --pid found nothing; 2 for bad arguments.\n");
 }
 
-static void bad_option(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2), noreturn));
-static void bad_option(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs(PROG ": ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputs("\nTry '" PROG " --help'.\n", stderr);
-	exit(2);
-}
+/* A bad command line: said, then exit status 2. */
+#define bad_option(...)                                                      \
+	do {                                                                 \
+		tp_bad_usage(PROG, "Try '" PROG " --help'.", __VA_ARGS__);   \
+		exit(2);                                                     \
+	} while (0)
 
 int main(int argc, char **argv)
 {

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 
 typedef void (*harness_fn)(void);
@@ -42,6 +43,15 @@ void harness_fail(const char *file, int line, const char *fmt, ...)
 		if (_a != _b)                                                \
 			harness_fail(__FILE__, __LINE__,                     \
 				     "%s == %s: %lld != %lld", #a, #b, _a, _b); \
+	} while (0)
+
+#define CHECK_STR(a, b)                                                      \
+	do {                                                                 \
+		const char *_a = (a), *_b = (b);                             \
+		if (strcmp(_a, _b) != 0)                                     \
+			harness_fail(__FILE__, __LINE__,                     \
+				     "%s == %s: \"%s\" != \"%s\"", #a, #b,   \
+				     _a, _b);                                \
 	} while (0)
 
 /* Number of threads/processes for oversubscription tests: scaled down

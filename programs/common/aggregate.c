@@ -11,11 +11,6 @@
 
 #include "strbuf.h"
 
-static unsigned kind_class(unsigned kind)
-{
-	return kind == TALLY_GAUGE_SET ? TALLY_GAUGE : kind;
-}
-
 /* Gauges of processes that are gone are summed apart from the live ones'
  * (the sum of the live ones is what is in flight now; snapshot.h, "Whose
  * a series is"): whether a gauge is a TP_DEAD one is part of its
@@ -31,7 +26,7 @@ char *tp_series_agg_key(const struct tp_series *s)
 
 	/* Kind and layout are part of the identity: buckets of two layouts
 	 * cannot be added. */
-	tp_buf_printf(&b, "%s\x1f%u\x1f%u\x1f%u%s", s->key, kind_class(s->kind),
+	tp_buf_printf(&b, "%s\x1f%u\x1f%u\x1f%u%s", s->key, tp_kind_sum_class(s->kind),
 		      s->sub_bits, s->nbuckets, gone(s) ? "\x1f" "dead" : "");
 	return tp_buf_take(&b);
 }
@@ -44,7 +39,7 @@ uint64_t tp_series_agg_hash(const struct tp_series *s)
 		h ^= (unsigned char)*p;
 		h *= 0x100000001b3ull;
 	}
-	h ^= (uint64_t)kind_class(s->kind) << 40 ^ (uint64_t)s->sub_bits << 32 ^
+	h ^= (uint64_t)tp_kind_sum_class(s->kind) << 40 ^ (uint64_t)s->sub_bits << 32 ^
 	     s->nbuckets ^ (uint64_t)gone(s) << 48;
 	h *= 0x9e3779b97f4a7c15ull;
 	return h ^ (h >> 29);
@@ -52,7 +47,7 @@ uint64_t tp_series_agg_hash(const struct tp_series *s)
 
 int tp_series_agg_same(const struct tp_series *a, const struct tp_series *b)
 {
-	return kind_class(a->kind) == kind_class(b->kind) &&
+	return tp_kind_sum_class(a->kind) == tp_kind_sum_class(b->kind) &&
 	       a->sub_bits == b->sub_bits && a->nbuckets == b->nbuckets &&
 	       gone(a) == gone(b) && strcmp(a->key, b->key) == 0;
 }
@@ -120,7 +115,7 @@ static void add_one(struct agg *g, const struct tp_series *s, int extra)
 		g->last_new = d;
 		d->pid = 0;
 		d->start_ticks = 0;
-		d->kind = kind_class(d->kind);
+		d->kind = tp_kind_sum_class(d->kind);
 		if (extra) {
 			d->dead = TP_DEAD; /* its process exited */
 			d->nprocs = 0;

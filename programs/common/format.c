@@ -21,10 +21,7 @@ void tp_series_key_buf(struct tp_buf *b, const char *name, unsigned nlabels,
 		for (unsigned i = 0; i < nlabels; i++) {
 			if (i)
 				tp_buf_putc(b, ',');
-			tp_buf_puts(b, names[i]);
-			tp_buf_putn(b, "=\"", 2);
-			tp_buf_label_value(b, values[i]);
-			tp_buf_putc(b, '"');
+			tp_buf_label(b, names[i], values[i]);
 		}
 		tp_buf_putc(b, '}');
 	}
@@ -73,7 +70,7 @@ char *tp_fmt_f64(char out[TP_F64_LEN], double v)
 	return out;
 }
 
-static int ends_with(const char *s, const char *suffix)
+int tp_ends_with(const char *s, const char *suffix)
 {
 	size_t a = strlen(s), b = strlen(suffix);
 
@@ -86,7 +83,7 @@ static int has_suffix(const char *name, const char *suffix)
 	char t[40];
 
 	snprintf(t, sizeof(t), "%s_total", suffix);
-	return ends_with(name, suffix) || ends_with(name, t);
+	return tp_ends_with(name, suffix) || tp_ends_with(name, t);
 }
 
 enum tp_unit tp_unit_of(const char *name, const char *unit)

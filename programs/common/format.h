@@ -51,6 +51,9 @@ enum tp_unit {
 
 enum tp_unit tp_unit_of(const char *name, const char *unit);
 
+/* 1 when @s ends with @suffix. */
+int tp_ends_with(const char *s, const char *suffix);
+
 /*
  * tp_fmt_human: @v (in @unit) in at most 4 significant figures and a
  * suffix: "1.23k", "45.6M" (powers of 1000), "1.50MiB" ... for bytes

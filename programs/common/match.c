@@ -13,21 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parse.h"
 #include "strbuf.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
 
 static const char *skip_ws(const char *p)
 {
@@ -44,7 +31,7 @@ static char *parse_value(const char **pp, char *err, size_t errlen)
 	char q = *p;
 
 	if (q != '"' && q != '\'') {
-		fail(err, errlen, "expected a quoted label value at '%s'", p);
+		tp_fail(err, errlen, "expected a quoted label value at '%s'", p);
 		return NULL;
 	}
 	for (p++; *p && *p != q; p++) {
@@ -66,14 +53,14 @@ static char *parse_value(const char **pp, char *err, size_t errlen)
 			break;
 		default:
 			tp_buf_free(&b);
-			fail(err, errlen, "unknown escape '\\%c' in a label "
+			tp_fail(err, errlen, "unknown escape '\\%c' in a label "
 			     "value", *p ? *p : ' ');
 			return NULL;
 		}
 	}
 	if (*p != q) {
 		tp_buf_free(&b);
-		fail(err, errlen, "unterminated label value");
+		tp_fail(err, errlen, "unterminated label value");
 		return NULL;
 	}
 	*pp = p + 1;
@@ -95,10 +82,9 @@ static int add_matcher(struct tp_selector *sel, const char **pp, char *err,
 	const char *p = skip_ws(*pp), *start = p;
 	struct tp_matcher m = { 0 };
 
-	if (!(isalpha((unsigned char)*p) || *p == '_'))
-		return fail(err, errlen, "expected a label name at '%s'", p);
-	while (isalnum((unsigned char)*p) || *p == '_')
-		p++;
+	if (!tp_label_name_len(p))
+		return tp_fail(err, errlen, "expected a label name at '%s'", p);
+	p += tp_label_name_len(p);
 	m.label = tp_xmalloc((size_t)(p - start) + 1);
 	memcpy(m.label, start, (size_t)(p - start));
 	m.label[p - start] = '\0';
@@ -117,7 +103,7 @@ static int add_matcher(struct tp_selector *sel, const char **pp, char *err,
 		p += 1;
 	} else {
 		free(m.label);
-		return fail(err, errlen, "expected =, !=, =~ or !~ after "
+		return tp_fail(err, errlen, "expected =, !=, =~ or !~ after "
 			    "label '%.*s'", (int)(p - start), start);
 	}
 	p = skip_ws(p);
@@ -138,7 +124,7 @@ static int add_matcher(struct tp_selector *sel, const char **pp, char *err,
 			char why[128];
 
 			regerror(rc, &m.re, why, sizeof(why));
-			fail(err, errlen, "bad regular expression \"%s\" "
+			tp_fail(err, errlen, "bad regular expression \"%s\" "
 			     "for label '%s': %s", m.value, m.label, why);
 			free(m.label);
 			free(m.value);
@@ -168,7 +154,7 @@ int tp_selector_parse(const char *text, struct tp_selector *sel, char *err,
 
 		if (!(isalnum((unsigned char)c) || c == '_' || c == ':' ||
 		      strchr("*?[]!-^", c)))
-			return fail(err, errlen, "'%c' cannot appear in a "
+			return tp_fail(err, errlen, "'%c' cannot appear in a "
 				    "metric name or glob", c);
 	}
 	if (nlen) {
@@ -178,7 +164,7 @@ int tp_selector_parse(const char *text, struct tp_selector *sel, char *err,
 	}
 	if (!brace) {
 		if (!nlen)
-			return fail(err, errlen, "empty selector");
+			return tp_fail(err, errlen, "empty selector");
 		return 0;
 	}
 	p = skip_ws(brace + 1);
@@ -189,18 +175,18 @@ int tp_selector_parse(const char *text, struct tp_selector *sel, char *err,
 		if (*p == ',')
 			p = skip_ws(p + 1);
 		else if (*p != '}') {
-			rc = fail(err, errlen, "expected ',' or '}' at '%s'",
+			rc = tp_fail(err, errlen, "expected ',' or '}' at '%s'",
 				  *p ? p : "the end");
 			goto bad;
 		}
 	}
 	p = skip_ws(p + 1);
 	if (*p) {
-		rc = fail(err, errlen, "unexpected '%s' after '}'", p);
+		rc = tp_fail(err, errlen, "unexpected '%s' after '}'", p);
 		goto bad;
 	}
 	if (!sel->name_glob && !sel->n) {
-		rc = fail(err, errlen, "empty selector");
+		rc = tp_fail(err, errlen, "empty selector");
 		goto bad;
 	}
 	return 0;

@@ -14,15 +14,19 @@
 #include "strbuf.h"
 #include "strmap.h"
 
-const char *tp_kind_name(unsigned kind)
+const char *const tp_skip_names[TP_NSKIP] = {
+	"corrupt", "foreign", "version", "vanished", "symlink", "unreadable",
+};
+
+unsigned tp_skip_reason(int err)
 {
-	switch (kind) {
-	case TALLY_COUNTER:   return "counter";
-	case TALLY_GAUGE:
-	case TALLY_GAUGE_SET:
-	case TALLY_FGAUGE:    return "gauge";
-	case TALLY_HISTOGRAM: return "histogram";
-	default:              return "unknown";
+	switch (err < 0 ? -err : err) {
+	case EINVAL: return 0;
+	case EPERM: return 1;
+	case EPROTONOSUPPORT: return 2;
+	case ENOENT: return 3;
+	case ELOOP: return 4;
+	default: return 5;
 	}
 }
 
@@ -154,8 +158,7 @@ static unsigned series_dead(struct collect *c,
 {
 	const char *mode = strstr(v->name, ":gauge_");
 
-	if (!mode || (v->kind != TALLY_GAUGE && v->kind != TALLY_GAUGE_SET &&
-		      v->kind != TALLY_FGAUGE))
+	if (!mode || !tp_kind_is_gauge(v->kind))
 		return seg;
 	mode += 7;
 	for (unsigned i = 0; i < v->nlabels; i++) {

@@ -29,6 +29,7 @@
 #include "tally/reader.h"
 
 #include "arena.h"
+#include "kind.h"
 
 /* Flags of struct tp_series. */
 #define TP_SERIES_RESET 0x1u /* a counter went down: it was zeroed, or
@@ -103,9 +104,7 @@ struct tp_series {
  * gauge)? */
 static inline int tp_series_gone_gauge(const struct tp_series *s)
 {
-	return s->dead == TP_DEAD &&
-	       (s->kind == TALLY_GAUGE || s->kind == TALLY_GAUGE_SET ||
-		s->kind == TALLY_FGAUGE);
+	return s->dead == TP_DEAD && tp_kind_is_gauge(s->kind);
 }
 
 /* One segment that was read. */
@@ -128,6 +127,15 @@ struct tp_skipped {
 				       ENOENT (vanished), ELOOP, EACCES...;
 				       0 when unknown */
 };
+
+/* Why a file was skipped, in one word, from tp_skipped.err: "corrupt"
+ * (EINVAL), "foreign" (EPERM), "version" (EPROTONOSUPPORT), "vanished"
+ * (ENOENT), "symlink" (ELOOP), "unreadable" (anything else):
+ * tally-exporter's reason label. */
+#define TP_NSKIP 6
+extern const char *const tp_skip_names[TP_NSKIP];
+/* The index in tp_skip_names of errno @err (either sign). */
+unsigned tp_skip_reason(int err);
 
 struct tp_snapshot {
 	struct timespec mono;       /* CLOCK_MONOTONIC when reading began */
@@ -199,8 +207,5 @@ void tp_series_free(struct tp_series *s);
 
 /* The order of tp_snapshot_collect(): pid, zone, key (strverscmp). */
 int tp_series_cmp(const struct tp_series *a, const struct tp_series *b);
-
-/* "counter", "gauge" (both gauge kinds), "histogram" or "unknown". */
-const char *tp_kind_name(unsigned kind);
 
 #endif /* TALLY_PROGRAMS_SNAPSHOT_H */

@@ -157,6 +157,14 @@ void tp_buf_json_str(struct tp_buf *b, const char *s)
 	tp_buf_putc(b, '"');
 }
 
+void tp_buf_label(struct tp_buf *b, const char *name, const char *value)
+{
+	tp_buf_puts(b, name);
+	tp_buf_putn(b, "=\"", 2);
+	tp_buf_label_value(b, value);
+	tp_buf_putc(b, '"');
+}
+
 void tp_buf_label_value(struct tp_buf *b, const char *s)
 {
 	/* Runs without anything to escape are copied at once: label values

@@ -47,5 +47,8 @@ void tp_buf_json_str(struct tp_buf *b, const char *s);
 /* @s as a Prometheus label value, without the quotes: \, " and newline
  * escaped (text format 0.0.4 and OpenMetrics agree on these three). */
 void tp_buf_label_value(struct tp_buf *b, const char *s);
+/* One label of a series: @name="@value", the value escaped as above
+ * (how every program writes a label, in keys and in expositions). */
+void tp_buf_label(struct tp_buf *b, const char *name, const char *value);
 
 #endif /* TALLY_PROGRAMS_STRBUF_H */

@@ -23,165 +23,8 @@
 
 #include "expose.h"
 #include "format.h"
+#include "segfield.h"
 #include "strmap.h"
-
-const char *const ex_skip_names[EX_NSKIP] = {
-	"corrupt", "foreign", "version", "vanished", "symlink", "unreadable",
-};
-
-unsigned ex_skip_reason(int err)
-{
-	switch (err < 0 ? -err : err) {
-	case EINVAL: return 0;
-	case EPERM: return 1;
-	case EPROTONOSUPPORT: return 2;
-	case ENOENT: return 3;
-	case ELOOP: return 4;
-	default: return 5;
-	}
-}
-
-uint64_t ex_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* --- le rules -------------------------------------------------------- */
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-int ex_le_rule_parse(const char *arg, struct ex_le_rule *r, char *err,
-		     size_t errlen)
-{
-	const char *eq = strchr(arg, '=');
-	const char *spec;
-
-	memset(r, 0, sizeof(*r));
-	if (!eq || eq == arg) {
-		snprintf(err, errlen, "expected PATTERN=SPEC, e.g. "
-			 "'*_seconds=octave' or 'rpc_*=100,1000,10000'");
-		return -EINVAL;
-	}
-	spec = eq + 1;
-	if (strcmp(spec, "octave") == 0) {
-		r->kind = EX_LE_OCTAVE;
-	} else if (strcmp(spec, "all") == 0) {
-		r->kind = EX_LE_ALL;
-	} else if (strncmp(spec, "sub:", 4) == 0) {
-		char *end;
-		unsigned long n;
-
-		errno = 0;
-		n = strtoul(spec + 4, &end, 10);
-		if (errno || end == spec + 4 || *end || n > 7) {
-			snprintf(err, errlen, "sub:N: N must be 0 to 7, got "
-				 "'%s'", spec + 4);
-			return -EINVAL;
-		}
-		r->kind = EX_LE_SUB;
-		r->sub = (unsigned)n;
-	} else {
-		const char *p = spec;
-
-		r->kind = EX_LE_LIST;
-		if (!*p) {
-			snprintf(err, errlen, "empty SPEC (octave, all, sub:N "
-				 "or a list of integers)");
-			return -EINVAL;
-		}
-		for (;;) {
-			char *end;
-			unsigned long long v;
-
-			if (*p < '0' || *p > '9') {
-				snprintf(err, errlen, "'%s' is not octave, all, "
-					 "sub:N or a comma-separated list of "
-					 "non-negative integers", spec);
-				ex_le_rule_free(r);
-				return -EINVAL;
-			}
-			errno = 0;
-			v = strtoull(p, &end, 10);
-			if (errno || (*end && *end != ',')) {
-				snprintf(err, errlen, "'%s' is not a list of "
-					 "non-negative integers", spec);
-				ex_le_rule_free(r);
-				return -EINVAL;
-			}
-			r->vals = realloc(r->vals, (r->nvals + 1) *
-					  sizeof(*r->vals));
-			if (!r->vals) {
-				snprintf(err, errlen, "out of memory");
-				return -ENOMEM;
-			}
-			r->vals[r->nvals++] = v;
-			if (!*end)
-				break;
-			p = end + 1;
-		}
-		qsort(r->vals, r->nvals, sizeof(*r->vals), cmp_u64);
-	}
-	r->pattern = strndup(arg, (size_t)(eq - arg));
-	if (!r->pattern) {
-		ex_le_rule_free(r);
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-void ex_le_rule_free(struct ex_le_rule *r)
-{
-	free(r->pattern);
-	free(r->vals);
-	memset(r, 0, sizeof(*r));
-}
-
-void ex_le_select(const struct ex_le_rule *r, unsigned sub_bits,
-		  unsigned max_bits, unsigned nbuckets, unsigned char *sel)
-{
-	enum ex_le_kind kind = r ? r->kind : EX_LE_OCTAVE;
-	unsigned n = kind == EX_LE_SUB ? r->sub : 0;
-
-	memset(sel, 0, nbuckets);
-	if (kind == EX_LE_LIST) {
-		for (unsigned i = 0; i < r->nvals; i++) {
-			unsigned b = tally_histogram_bucket(r->vals[i], sub_bits,
-							    max_bits);
-
-			if (b + 1 < nbuckets)
-				sel[b] = 1;
-		}
-		return;
-	}
-	/* The last bucket also counts every value >= 2^max_bits: only +Inf
-	 * bounds it. */
-	for (unsigned b = 0; b + 1 < nbuckets; b++) {
-		uint64_t lo, hi, next;
-		unsigned msb, low;
-
-		if (kind == EX_LE_ALL) {
-			sel[b] = 1;
-			continue;
-		}
-		tally_histogram_bucket_bounds(b, sub_bits, &lo, &hi);
-		/* An edge is kept when the next bucket's lower bound has at
-		 * most n bits after its leading one: powers of two for n = 0,
-		 * every edge for n = sub_bits. */
-		next = hi + 1;
-		msb = 63u - (unsigned)__builtin_clzll(next);
-		low = (unsigned)__builtin_ctzll(next);
-		sel[b] = low + n >= msb;
-	}
-}
 
 static const struct ex_le_rule *le_rule_for(const struct ex_config *c,
 					    const char *name)
@@ -193,19 +36,6 @@ static const struct ex_le_rule *le_rule_for(const struct ex_config *c,
 }
 
 /* --- Writing --------------------------------------------------------- */
-
-static void put(struct tp_buf *b, const char *s)
-{
-	tp_buf_putn(b, s, strlen(s));
-}
-
-static void put_u64(struct tp_buf *b, uint64_t v)
-{
-	char t[24];
-	int n = snprintf(t, sizeof(t), "%llu", (unsigned long long)v);
-
-	tp_buf_putn(b, t, (size_t)n);
-}
 
 /* HELP text: \ and newline escaped in both formats, " too in OpenMetrics. */
 static void put_help(struct tp_buf *b, const char *s, enum ex_format f)
@@ -224,23 +54,10 @@ static void put_help(struct tp_buf *b, const char *s, enum ex_format f)
 		if (!esc)
 			continue;
 		tp_buf_putn(b, run, (size_t)(s - run));
-		put(b, esc);
+		tp_buf_puts(b, esc);
 		run = s + 1;
 	}
 	tp_buf_putn(b, run, (size_t)(s - run));
-}
-
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), m = strlen(suffix);
-
-	return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-static unsigned kind_class(unsigned kind)
-{
-	return kind == TALLY_GAUGE_SET || kind == TALLY_FGAUGE ? TALLY_GAUGE :
-								kind;
 }
 
 struct fam {
@@ -315,11 +132,8 @@ static void put_our_label(struct tp_buf *b, const struct tp_series *s,
 		tp_buf_putc(b, ',');
 	*first = 0;
 	if (has_label(s, name))
-		put(b, "tally_");
-	put(b, name);
-	put(b, "=\"");
-	tp_buf_label_value(b, value);
-	tp_buf_putc(b, '"');
+		tp_buf_puts(b, "tally_");
+	tp_buf_label(b, name, value);
 }
 
 /* The name series label @name is written under: a histogram's "le"
@@ -427,10 +241,8 @@ static void put_labels(struct tp_buf *b, const struct tp_series *s,
 		if (!first)
 			tp_buf_putc(b, ',');
 		first = 0;
-		put(b, out_name(s->label_names[i], hist));
-		tp_buf_putn(b, "=\"", 2);
-		tp_buf_label_value(b, s->label_values[i]);
-		tp_buf_putc(b, '"');
+		tp_buf_label(b, out_name(s->label_names[i], hist),
+			     s->label_values[i]);
 	}
 	if (c->aggregate)
 		return;
@@ -447,20 +259,20 @@ static void put_sample(struct tp_buf *b, const char *name, const char *sfx,
 		       const char *labels, size_t llen, const char *extra,
 		       const char *value)
 {
-	put(b, name);
-	put(b, sfx);
+	tp_buf_puts(b, name);
+	tp_buf_puts(b, sfx);
 	if (llen || extra) {
 		tp_buf_putc(b, '{');
 		tp_buf_putn(b, labels, llen);
 		if (extra) {
 			if (llen)
 				tp_buf_putc(b, ',');
-			put(b, extra);
+			tp_buf_puts(b, extra);
 		}
 		tp_buf_putc(b, '}');
 	}
 	tp_buf_putc(b, ' ');
-	put(b, value);
+	tp_buf_puts(b, value);
 	tp_buf_putc(b, '\n');
 }
 
@@ -468,26 +280,26 @@ static void put_header(struct tp_buf *b, const char *name, const char *type,
 		       const char *help, const char *unit, enum ex_format f)
 {
 	if (help && help[0]) {
-		put(b, "# HELP ");
-		put(b, name);
+		tp_buf_puts(b, "# HELP ");
+		tp_buf_puts(b, name);
 		tp_buf_putc(b, ' ');
 		put_help(b, help, f);
 		tp_buf_putc(b, '\n');
 	}
-	put(b, "# TYPE ");
-	put(b, name);
+	tp_buf_puts(b, "# TYPE ");
+	tp_buf_puts(b, name);
 	tp_buf_putc(b, ' ');
-	put(b, type);
+	tp_buf_puts(b, type);
 	tp_buf_putc(b, '\n');
 	if (f == EX_OPENMETRICS && unit && unit[0]) {
 		char sfx[64];
 
 		snprintf(sfx, sizeof(sfx), "_%s", unit);
-		if (ends_with(name, sfx)) {
-			put(b, "# UNIT ");
-			put(b, name);
+		if (tp_ends_with(name, sfx)) {
+			tp_buf_puts(b, "# UNIT ");
+			tp_buf_puts(b, name);
 			tp_buf_putc(b, ' ');
-			put(b, unit);
+			tp_buf_puts(b, unit);
 			tp_buf_putc(b, '\n');
 		}
 	}
@@ -643,7 +455,7 @@ static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
 			 struct ex_result *res)
 {
 	const struct tp_series *s0 = &snap->series[order[fm->first]];
-	unsigned kind = kind_class(s0->kind);
+	unsigned kind = tp_kind_type(s0->kind);
 	char base[TALLY_NAME_MAX + 16], val[TP_F64_LEN], le[96];
 	const char *type, *sample_sfx = "";
 	const struct ex_le_rule *rule = NULL;
@@ -660,21 +472,19 @@ static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
 	if (!scaled || tally_unit_name(s0->name, s0->unit, base,
 				       sizeof(base)) < 0)
 		snprintf(base, sizeof(base), "%s", s0->name);
+	type = tp_kind_name(kind);
 	if (kind == TALLY_COUNTER) {
 		size_t n = strlen(base);
 
-		if (ends_with(base, "_total"))
+		if (tp_ends_with(base, "_total"))
 			base[n - 6] = '\0';
-		type = "counter";
 		if (names_claim(nm, base, sfx_counter) < 0)
 			goto clash;
 	} else if (kind == TALLY_HISTOGRAM) {
-		type = "histogram";
 		if (names_claim(nm, base, sfx_hist) < 0)
 			goto clash;
 		rule = le_rule_for(c, s0->name);
 	} else {
-		type = "gauge";
 		if (names_claim(nm, base, sfx_gauge) < 0)
 			goto clash;
 	}
@@ -705,7 +515,7 @@ static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
 	for (size_t i = 0; i < fm->n; i++) {
 		const struct tp_series *s = &snap->series[order[fm->first + i]];
 
-		if (kind_class(s->kind) != kind) {
+		if (tp_kind_type(s->kind) != kind) {
 			res->conflicts++;
 			continue;
 		}
@@ -810,246 +620,299 @@ clash:
 
 /* --- The exporter's own metrics -------------------------------------- */
 
-static void self_gauge(struct tp_buf *b, enum ex_format f, const char *name,
-		       const char *help, const char *unit)
-{
-	put_header(b, name, "gauge", help, unit, f);
-}
-
-/* One of the exporter's own gauges that has a single unlabelled value. */
-static void self_value(struct tp_buf *b, enum ex_format f, const char *name,
-		       const char *help, const char *unit, uint64_t v)
-{
-	self_gauge(b, f, name, help, unit);
-	put(b, name);
-	tp_buf_putc(b, ' ');
-	put_u64(b, v);
-	tp_buf_putc(b, '\n');
-}
-
 static void put_seg_labels(struct tp_buf *b, const struct tp_segment *g)
 {
 	char pid[16];
 
 	snprintf(pid, sizeof(pid), "%d", g->info.pid);
-	put(b, "pid=\"");
-	put(b, pid);
-	put(b, "\",process=\"");
-	tp_buf_label_value(b, g->info.proc_name);
-	put(b, "\",zone=\"");
-	tp_buf_label_value(b, g->info.zone_name);
-	tp_buf_putc(b, '"');
+	tp_buf_label(b, "pid", pid);
+	tp_buf_putc(b, ',');
+	tp_buf_label(b, "process", g->info.proc_name);
+	tp_buf_putc(b, ',');
+	tp_buf_label(b, "zone", g->info.zone_name);
 }
 
-static void seg_metric(struct tp_buf *b, const struct tp_snapshot *snap,
-		       enum ex_format f, const char *name, const char *sfx,
-		       const char *type, const char *help, const char *unit,
-		       int which)
+/* The header of a metric: a counter's TYPE line names its sample
+ * (name_total) in text format 0.0.4, the family (name) in OpenMetrics. */
+static void self_header(struct tp_buf *b, enum ex_format f, const char *name,
+			int counter, const char *help, const char *unit)
 {
-	char hname[128];
+	char tname[128];
 
-	snprintf(hname, sizeof(hname), "%s%s", name,
-		 f == EX_TEXT ? sfx : "");
-	put_header(b, hname, type, help, unit, f);
+	snprintf(tname, sizeof(tname), "%s%s", name,
+		 counter && f == EX_TEXT ? "_total" : "");
+	put_header(b, tname, tp_kind_name(counter ? TALLY_COUNTER :
+					  TALLY_GAUGE), help, unit, f);
+}
+
+/* One tally_segment_* metric of segfield.h's table: a sample per
+ * segment read in this scrape. */
+static void seg_metric(struct tp_buf *b, const struct tp_snapshot *snap,
+		       enum ex_format f, const struct tp_seg_field *fd)
+{
+	char name[96];
+	const char *sfx = fd->counter ? "_total" : "";
+
+	snprintf(name, sizeof(name), "tally_segment_%s", fd->metric);
+	self_header(b, f, name, fd->counter, fd->help, fd->unit);
 	for (size_t i = 0; i < snap->nsegs; i++) {
 		const struct tp_segment *g = &snap->segs[i];
-		const struct tally_seg_info *in = &g->info;
-		char v[48];
+		struct tp_seg_row r = { &g->info, g->nseries };
+		struct tp_seg_value v;
+		char t[48];
 
 		if (g->stale) /* not read this time (retain.h) */
 			continue;
-		switch (which) {
-		case 0: tp_fmt_i64(v, (int64_t)in->resident_bytes); break;
-		case 1: tp_fmt_i64(v, (int64_t)in->file_bytes); break;
-		case 2:
-			snprintf(v, sizeof(v), "%.6g", in->capacity_chunks ?
-				 (double)in->chunks_inuse /
-				 (double)in->capacity_chunks : 0.0);
-			break;
-		case 3: tp_fmt_i64(v, (int64_t)in->capacity_chunks *
-				   in->chunk_slots); break;
-		case 4: tp_fmt_i64(v, (int64_t)in->alloc_refused); break;
-		case 5: tp_fmt_i64(v, in->alive); break;
-		case 7: tp_fmt_i64(v, (int64_t)in->copies_refused); break;
-		case 8: tp_fmt_i64(v, (int64_t)in->register_failed); break;
-		case 9: tp_fmt_i64(v, (int64_t)in->redefinitions); break;
-		default: tp_fmt_i64(v, g->nseries); break;
-		}
-		put(b, name);
-		put(b, sfx);
+		tp_seg_field_value(fd, &r, &v);
+		if (v.type == TP_SF_RATIO)
+			snprintf(t, sizeof(t), "%.6g", v.d);
+		else
+			tp_fmt_i64(t, v.i);
+		tp_buf_puts(b, name);
+		tp_buf_puts(b, sfx);
 		tp_buf_putc(b, '{');
 		put_seg_labels(b, g);
-		put(b, "} ");
-		put(b, v);
+		tp_buf_puts(b, "} ");
+		tp_buf_puts(b, t);
 		tp_buf_putc(b, '\n');
 	}
+}
+
+/* What the tally_exporter_* metrics are worked out from. */
+struct self_ctx {
+	const struct tp_snapshot *snap;
+	const struct ex_self *self;
+	const struct ex_result *res;
+	uint64_t t0_ns;
+	uint64_t skipped[TP_NSKIP];  /* in this scrape, by reason */
+	uint64_t nread;              /* segments read in this scrape */
+};
+
+/* A sample: @name{@labels} @value (no braces without labels). */
+static void put_line(struct tp_buf *b, const char *name, const char *labels,
+		     const char *value)
+{
+	tp_buf_puts(b, name);
+	if (labels) {
+		tp_buf_putc(b, '{');
+		tp_buf_puts(b, labels);
+		tp_buf_putc(b, '}');
+	}
+	tp_buf_putc(b, ' ');
+	tp_buf_puts(b, value);
+	tp_buf_putc(b, '\n');
+}
+
+static void put_line_u64(struct tp_buf *b, const char *name,
+			 const char *labels, uint64_t v)
+{
+	char t[TP_I64_LEN + 1];
+
+	snprintf(t, sizeof(t), "%llu", (unsigned long long)v);
+	put_line(b, name, labels, t);
+}
+
+static void w_build_info(struct tp_buf *b, const char *name,
+			 const struct self_ctx *x)
+{
+	tp_buf_puts(b, name);
+	tp_buf_putc(b, '{');
+	tp_buf_label(b, "version", x->self->version ? x->self->version : "");
+	tp_buf_putc(b, ',');
+	tp_buf_label(b, "libmicrohttpd", x->self->mhd_version ?
+		     x->self->mhd_version : "");
+	tp_buf_puts(b, "} 1\n");
+}
+
+static void put_by_reason(struct tp_buf *b, const char *name,
+			  const uint64_t *n)
+{
+	char l[64];
+
+	for (unsigned r = 0; r < TP_NSKIP; r++) {
+		snprintf(l, sizeof(l), "reason=\"%s\"", tp_skip_names[r]);
+		put_line_u64(b, name, l, n[r]);
+	}
+}
+
+static void w_skipped_now(struct tp_buf *b, const char *name,
+			  const struct self_ctx *x)
+{
+	put_by_reason(b, name, x->skipped);
+}
+
+static void w_skipped_total(struct tp_buf *b, const char *name,
+			    const struct self_ctx *x)
+{
+	put_by_reason(b, name, x->self->skipped_total);
+}
+
+static void w_clashes(struct tp_buf *b, const char *name,
+		      const struct self_ctx *x)
+{
+	put_line_u64(b, name, "action=\"renamed\"",
+		     x->self->label_clashes_total[0] + x->res->labels_renamed);
+	put_line_u64(b, name, "action=\"dropped\"",
+		     x->self->label_clashes_total[1] + x->res->labels_dropped);
+}
+
+static void put_seconds(struct tp_buf *b, const char *name, double s)
+{
+	char t[64];
+
+	snprintf(t, sizeof(t), "%.6f", s);
+	put_line(b, name, NULL, t);
+}
+
+static void w_collect_seconds(struct tp_buf *b, const char *name,
+			      const struct self_ctx *x)
+{
+	put_seconds(b, name, x->self->collect_seconds);
+}
+
+/* Measured when written, the last metric, so that it covers the
+ * formatting too (not gzip). */
+static void w_scrape_seconds(struct tp_buf *b, const char *name,
+			     const struct self_ctx *x)
+{
+	put_seconds(b, name, (double)(tp_now_ns() - x->t0_ns) / 1e9);
+}
+
+/* Where the value of a metric of one unlabelled integer is. */
+enum self_src { S_WRITE, S_CTX, S_SELF, S_RES };
+#define FROM_CTX(m)  S_CTX, offsetof(struct self_ctx, m)
+#define FROM_SELF(m) S_SELF, offsetof(struct ex_self, m)
+#define FROM_RES(m)  S_RES, offsetof(struct ex_result, m)
+#define WRITTEN_BY(fn) fn, S_WRITE, 0
+
+/*
+ * The tally_exporter_* metrics, in the order written: the one place
+ * that names them (ex_write() claims these names too).  Each has its
+ * samples written by @write, or is one unlabelled integer: the uint64_t
+ * at @off in struct self_ctx, ex_self or ex_result (@src).
+ */
+static const struct self_metric {
+	const char *name;       /* the family: counters without _total */
+	int counter;
+	const char *help, *unit;
+	void (*write)(struct tp_buf *b, const char *name,
+		      const struct self_ctx *x);
+	enum self_src src;
+	size_t off;
+} self_metrics[] = {
+	{ "tally_exporter_build_info", 0,
+	  "tally-exporter's version and libmicrohttpd's.", NULL,
+	  WRITTEN_BY(w_build_info) },
+	{ "tally_exporter_segments_read", 0,
+	  "Segments read in this scrape.", NULL, NULL,
+	  FROM_CTX(nread) },
+	{ "tally_exporter_scrape_segments_skipped", 0,
+	  "Segments skipped in this scrape, by reason.", NULL,
+	  WRITTEN_BY(w_skipped_now) },
+	{ "tally_exporter_segments_skipped", 1,
+	  "Segments skipped since the exporter started, by reason.", NULL,
+	  WRITTEN_BY(w_skipped_total) },
+	{ "tally_exporter_dead_segments", 0,
+	  "Segments whose processes are all gone, kept for post-mortem "
+	  "reading until TALLY_RETAIN has passed.", NULL, NULL,
+	  FROM_SELF(dead_segments) },
+	{ "tally_exporter_dead_segment_bytes", 0,
+	  "Memory the dead segments hold.", "bytes", NULL,
+	  FROM_SELF(dead_bytes) },
+	{ "tally_exporter_series", 0,
+	  "Series exported in this scrape.", NULL, NULL,
+	  FROM_RES(series) },
+	{ "tally_exporter_series_conflicts", 0,
+	  "Series left out in this scrape: a kind or bucket layout that "
+	  "differs from its family's, names that clash, or a label set "
+	  "written already.", NULL, NULL, FROM_RES(conflicts) },
+	{ "tally_exporter_label_clashes", 1,
+	  "Series whose label names clashed with the exposition's (le on a "
+	  "histogram) or the exporter's own (pid, process, zone), or "
+	  "repeated a name, since the exporter started: renamed "
+	  "(exported_le, tally_<name>) or dropped, once per scrape.", NULL,
+	  WRITTEN_BY(w_clashes) },
+	{ "tally_exporter_retired_series", 0,
+	  "--aggregate: series whose counts are kept for processes that "
+	  "exited.", NULL, NULL, FROM_SELF(retired_series) },
+	{ "tally_exporter_retired_segments", 1,
+	  "--aggregate: segments that vanished since the exporter started, "
+	  "whose last counts are kept.", NULL, NULL,
+	  FROM_SELF(retired_segments) },
+	{ "tally_exporter_scrapes", 1,
+	  "Scrapes served since the exporter started.", NULL, NULL,
+	  FROM_SELF(scrapes) },
+	{ "tally_exporter_collect_duration_seconds", 0,
+	  "Time spent reading the segments in this scrape.", "seconds",
+	  WRITTEN_BY(w_collect_seconds) },
+	{ "tally_exporter_scrape_duration_seconds", 0,
+	  "Time spent reading the segments and formatting this response.",
+	  "seconds", WRITTEN_BY(w_scrape_seconds) },
+};
+
+#define NSELF (sizeof(self_metrics) / sizeof(self_metrics[0]))
+
+static uint64_t self_u64(const struct self_metric *m,
+			 const struct self_ctx *x)
+{
+	const char *p = m->src == S_CTX ? (const char *)x :
+			m->src == S_SELF ? (const char *)x->self :
+					   (const char *)x->res;
+	uint64_t v;
+
+	memcpy(&v, p + m->off, sizeof(v));
+	return v;
 }
 
 static void write_self(struct tp_buf *b, const struct tp_snapshot *snap,
 		       enum ex_format f, const struct ex_self *self,
 		       const struct ex_result *res, uint64_t t0_ns)
 {
-	unsigned skipped[EX_NSKIP] = { 0 };
-	uint64_t nread = 0;
-	char v[64];
+	struct self_ctx x = { snap, self, res, t0_ns, { 0 }, 0 };
+	char sample[128];
 
 	for (size_t i = 0; i < snap->nskipped; i++)
-		skipped[ex_skip_reason(snap->skipped[i].err)]++;
+		x.skipped[tp_skip_reason(snap->skipped[i].err)]++;
 	for (size_t i = 0; i < snap->nsegs; i++)
-		nread += !snap->segs[i].stale;
+		x.nread += !snap->segs[i].stale;
 
-	seg_metric(b, snap, f, "tally_segment_resident_bytes", "", "gauge",
-		   "Memory the segment file really holds (allocated blocks).",
-		   "bytes", 0);
-	seg_metric(b, snap, f, "tally_segment_file_bytes", "", "gauge",
-		   "The segment file's size (sparse: mostly not memory).",
-		   "bytes", 1);
-	seg_metric(b, snap, f, "tally_segment_capacity_used_ratio", "",
-		   "gauge", "Share of the zone's capacity (chunks) holding "
-		   "blocks; at 1 allocations fail.", "ratio", 2);
-	seg_metric(b, snap, f, "tally_segment_capacity_slots", "", "gauge",
-		   "Slots the zone can hold.", NULL, 3);
-	seg_metric(b, snap, f, "tally_segment_alloc_refused", "_total",
-		   "counter", "Allocations and registrations the zone refused "
-		   "for want of room (ENOSPC).", NULL, 4);
-	seg_metric(b, snap, f, "tally_segment_copies_refused", "_total",
-		   "counter", "Per-CPU pages the file system had no room for "
-		   "at a CPU's first add (the adds were kept in the "
-		   "baselines, not lost).", NULL, 7);
-	seg_metric(b, snap, f, "tally_segment_register_failed", "_total",
-		   "counter", "Registrations that failed (their updates are "
-		   "discarded).", NULL, 8);
-	seg_metric(b, snap, f, "tally_segment_redefinitions", "_total",
-		   "counter", "Metric definitions that changed while the zone "
-		   "held them (a deploy that changed a type, mode or "
-		   "buckets): only the newest definition of a name is "
-		   "exported.", NULL, 9);
-	seg_metric(b, snap, f, "tally_segment_alive", "", "gauge",
-		   "1 while the process that created the segment runs.", NULL,
-		   5);
-	seg_metric(b, snap, f, "tally_segment_series", "", "gauge",
-		   "Series read from the segment in this scrape.", NULL, 6);
+	for (size_t i = 0; i < tp_seg_nfields; i++)
+		if (tp_seg_fields[i].metric)
+			seg_metric(b, snap, f, &tp_seg_fields[i]);
+	for (size_t i = 0; i < NSELF; i++) {
+		const struct self_metric *m = &self_metrics[i];
 
-	self_gauge(b, f, "tally_exporter_build_info",
-		   "tally-exporter's version and libmicrohttpd's.", NULL);
-	put(b, "tally_exporter_build_info{version=\"");
-	tp_buf_label_value(b, self->version ? self->version : "");
-	put(b, "\",libmicrohttpd=\"");
-	tp_buf_label_value(b, self->mhd_version ? self->mhd_version : "");
-	put(b, "\"} 1\n");
-
-	self_value(b, f, "tally_exporter_segments_read",
-		   "Segments read in this scrape.", NULL, nread);
-
-	self_gauge(b, f, "tally_exporter_scrape_segments_skipped",
-		   "Segments skipped in this scrape, by reason.", NULL);
-	for (unsigned r = 0; r < EX_NSKIP; r++) {
-		put(b, "tally_exporter_scrape_segments_skipped{reason=\"");
-		put(b, ex_skip_names[r]);
-		put(b, "\"} ");
-		put_u64(b, skipped[r]);
-		tp_buf_putc(b, '\n');
+		self_header(b, f, m->name, m->counter, m->help, m->unit);
+		snprintf(sample, sizeof(sample), "%s%s", m->name,
+			 m->counter ? "_total" : "");
+		if (m->write)
+			m->write(b, sample, &x);
+		else
+			put_line_u64(b, sample, NULL, self_u64(m, &x));
 	}
-	put_header(b, f == EX_TEXT ? "tally_exporter_segments_skipped_total" :
-		   "tally_exporter_segments_skipped", "counter",
-		   "Segments skipped since the exporter started, by reason.",
-		   NULL, f);
-	for (unsigned r = 0; r < EX_NSKIP; r++) {
-		put(b, "tally_exporter_segments_skipped_total{reason=\"");
-		put(b, ex_skip_names[r]);
-		put(b, "\"} ");
-		put_u64(b, self->skipped_total[r]);
-		tp_buf_putc(b, '\n');
-	}
-
-	self_value(b, f, "tally_exporter_dead_segments",
-		   "Segments whose processes are all gone, kept for "
-		   "post-mortem reading until TALLY_RETAIN has passed.", NULL,
-		   self->dead_segments);
-	self_value(b, f, "tally_exporter_dead_segment_bytes",
-		   "Memory the dead segments hold.", "bytes", self->dead_bytes);
-
-	self_value(b, f, "tally_exporter_series",
-		   "Series exported in this scrape.", NULL, res->series);
-
-	self_value(b, f, "tally_exporter_series_conflicts",
-		   "Series left out in this scrape: a kind or bucket layout "
-		   "that differs from its family's, names that clash, or a "
-		   "label set written already.", NULL, res->conflicts);
-
-	put_header(b, f == EX_TEXT ? "tally_exporter_label_clashes_total" :
-		   "tally_exporter_label_clashes", "counter",
-		   "Series whose label names clashed with the exposition's "
-		   "(le on a histogram) or the exporter's own (pid, process, "
-		   "zone), or repeated a name, since the exporter started: "
-		   "renamed (exported_le, tally_<name>) or dropped, once per "
-		   "scrape.", NULL, f);
-	put(b, "tally_exporter_label_clashes_total{action=\"renamed\"} ");
-	put_u64(b, self->label_clashes_total[0] + res->labels_renamed);
-	put(b, "\ntally_exporter_label_clashes_total{action=\"dropped\"} ");
-	put_u64(b, self->label_clashes_total[1] + res->labels_dropped);
-	tp_buf_putc(b, '\n');
-
-	self_value(b, f, "tally_exporter_retired_series",
-		   "--aggregate: series whose counts are kept for processes "
-		   "that exited.", NULL,
-		   self->retired_series);
-
-	put_header(b, f == EX_TEXT ? "tally_exporter_retired_segments_total" :
-		   "tally_exporter_retired_segments", "counter",
-		   "--aggregate: segments that vanished since the exporter "
-		   "started, whose last counts are kept.", NULL, f);
-	put(b, "tally_exporter_retired_segments_total ");
-	put_u64(b, self->retired_segments);
-	tp_buf_putc(b, '\n');
-
-	put_header(b, f == EX_TEXT ? "tally_exporter_scrapes_total" :
-		   "tally_exporter_scrapes", "counter",
-		   "Scrapes served since the exporter started.", NULL, f);
-	put(b, "tally_exporter_scrapes_total ");
-	put_u64(b, self->scrapes);
-	tp_buf_putc(b, '\n');
-
-	self_gauge(b, f, "tally_exporter_collect_duration_seconds",
-		   "Time spent reading the segments in this scrape.",
-		   "seconds");
-	snprintf(v, sizeof(v), "%.6f", self->collect_seconds);
-	put(b, "tally_exporter_collect_duration_seconds ");
-	put(b, v);
-	tp_buf_putc(b, '\n');
-
-	/* Measured last, so it covers the formatting too (not gzip). */
-	self_gauge(b, f, "tally_exporter_scrape_duration_seconds",
-		   "Time spent reading the segments and formatting this "
-		   "response.", "seconds");
-	snprintf(v, sizeof(v), "%.6f", (double)(ex_now_ns() - t0_ns) / 1e9);
-	put(b, "tally_exporter_scrape_duration_seconds ");
-	put(b, v);
-	tp_buf_putc(b, '\n');
 }
 
-static const char *const self_names[] = {
-	"tally_segment_resident_bytes", "tally_segment_file_bytes",
-	"tally_segment_capacity_used_ratio", "tally_segment_capacity_slots",
-	"tally_segment_alloc_refused", "tally_segment_alloc_refused_total",
-	"tally_segment_copies_refused", "tally_segment_copies_refused_total",
-	"tally_segment_register_failed",
-	"tally_segment_register_failed_total",
-	"tally_segment_redefinitions", "tally_segment_redefinitions_total",
-	"tally_segment_alive", "tally_segment_series",
-	"tally_exporter_build_info", "tally_exporter_segments_read",
-	"tally_exporter_scrape_segments_skipped",
-	"tally_exporter_segments_skipped",
-	"tally_exporter_segments_skipped_total", "tally_exporter_series",
-	"tally_exporter_dead_segments", "tally_exporter_dead_segment_bytes",
-	"tally_exporter_series_conflicts", "tally_exporter_retired_series",
-	"tally_exporter_label_clashes", "tally_exporter_label_clashes_total",
-	"tally_exporter_retired_segments",
-	"tally_exporter_retired_segments_total",
-	"tally_exporter_scrapes", "tally_exporter_scrapes_total",
-	"tally_exporter_collect_duration_seconds",
-	"tally_exporter_scrape_duration_seconds", NULL,
-};
+/* Claim the names of the exporter's own metrics, so that no series of
+ * the segments takes one: a counter's family and its _total sample
+ * both. */
+static void claim_self_names(struct names *nm)
+{
+	static const char *const plain[] = { "", NULL };
+	static const char *const counter[] = { "", "_total", NULL };
+	char name[96];
+
+	for (size_t i = 0; i < tp_seg_nfields; i++) {
+		const struct tp_seg_field *fd = &tp_seg_fields[i];
+
+		if (!fd->metric)
+			continue;
+		snprintf(name, sizeof(name), "tally_segment_%s", fd->metric);
+		names_claim(nm, name, fd->counter ? counter : plain);
+	}
+	for (size_t i = 0; i < NSELF; i++)
+		names_claim(nm, self_metrics[i].name,
+			    self_metrics[i].counter ? counter : plain);
+}
 
 void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
 	      const struct ex_config *c, enum ex_format f,
@@ -1062,15 +925,13 @@ void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
 	struct names nm = { 0 };
 	struct tp_buf lb = { 0 };
 	struct plan pl;
-	static const char *const none[] = { "", NULL };
 	const char *last_name = NULL;
 	size_t last_at = 0;
 
 	memset(res, 0, sizeof(*res));
 	plan_make(&pl, snap, c);
 	if (c->self_metrics)
-		for (const char *const *n = self_names; *n; n++)
-			names_claim(&nm, *n, none);
+		claim_self_names(&nm);
 
 	famof = tp_xmalloc((snap->nseries + 1) * sizeof(*famof));
 	order = tp_xmalloc((snap->nseries + 1) * sizeof(*order));
@@ -1126,7 +987,7 @@ void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
 	if (c->self_metrics)
 		write_self(out, snap, f, self, res, t0_ns);
 	if (f == EX_OPENMETRICS)
-		put(out, "# EOF\n");
+		tp_buf_puts(out, "# EOF\n");
 
 	tp_buf_free(&lb);
 	plan_free(&pl);

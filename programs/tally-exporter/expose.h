@@ -36,6 +36,8 @@
 
 #include <stdint.h>
 
+#include "clock.h"
+#include "lerule.h"
 #include "snapshot.h"
 #include "strbuf.h"
 
@@ -44,38 +46,6 @@ enum ex_format { EX_TEXT, EX_OPENMETRICS };
 #define EX_CT_TEXT "text/plain; version=0.0.4; charset=utf-8"
 #define EX_CT_OPENMETRICS \
 	"application/openmetrics-text; version=1.0.0; charset=utf-8"
-
-/* Which bucket edges of a histogram become le bounds. */
-enum ex_le_kind {
-	EX_LE_OCTAVE,  /* one per power of two: le = 2^k - 1 (the default) */
-	EX_LE_SUB,     /* 2^n per power of two (n <= sub_bits) */
-	EX_LE_ALL,     /* every bucket */
-	EX_LE_LIST,    /* given values, each moved up to its bucket's edge */
-};
-
-struct ex_le_rule {
-	char *pattern;         /* fnmatch(3) glob on the metric name */
-	enum ex_le_kind kind;
-	unsigned sub;          /* EX_LE_SUB */
-	uint64_t *vals;        /* EX_LE_LIST */
-	unsigned nvals;
-};
-
-/*
- * ex_le_rule_parse: "PATTERN=SPEC", SPEC one of octave, all, sub:N or a
- * comma-separated list of non-negative integers.  Return 0, or -EINVAL
- * with a one-line reason in @err.
- */
-int ex_le_rule_parse(const char *arg, struct ex_le_rule *r, char *err,
-		     size_t errlen);
-void ex_le_rule_free(struct ex_le_rule *r);
-
-/*
- * ex_le_select: set sel[b] = 1 for each bucket b (< nbuckets - 1) whose
- * upper edge is exported, 0 for the others.
- */
-void ex_le_select(const struct ex_le_rule *r, unsigned sub_bits,
-		  unsigned max_bits, unsigned nbuckets, unsigned char *sel);
 
 /* What expose writes besides the series. */
 struct ex_config {
@@ -95,7 +65,8 @@ struct ex_config {
 struct ex_self {
 	double collect_seconds;    /* reading the segments */
 	uint64_t scrapes;          /* served so far, this one included */
-	uint64_t skipped_total[8]; /* since start, by ex_skip_reason() */
+	uint64_t skipped_total[TP_NSKIP]; /* since start, by
+					     tp_skip_reason() */
 	uint64_t retired_series;   /* --aggregate: series kept for exited
 				      processes */
 	uint64_t retired_segments; /* --aggregate: segments that vanished,
@@ -107,12 +78,6 @@ struct ex_self {
 					    the scrapes before this one */
 	const char *version, *mhd_version;
 };
-
-/* Skip reasons: "corrupt", "foreign", "version", "vanished", "symlink",
- * "unreadable"; ex_skip_reason() maps an errno to an index. */
-#define EX_NSKIP 6
-extern const char *const ex_skip_names[EX_NSKIP];
-unsigned ex_skip_reason(int err);
 
 /* Numbers of the last ex_write(). */
 struct ex_result {
@@ -132,7 +97,5 @@ void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
 	      const struct ex_config *c, enum ex_format f,
 	      const struct ex_self *self, uint64_t t0_ns,
 	      struct ex_result *res);
-
-uint64_t ex_now_ns(void);
 
 #endif /* TALLY_EXPORTER_EXPOSE_H */

@@ -92,7 +92,7 @@ struct server {
 	struct MHD_Daemon *d;
 	pthread_mutex_t scrape_lock;
 	uint64_t scrapes;
-	uint64_t skipped_total[EX_NSKIP];
+	uint64_t skipped_total[TP_NSKIP];
 	uint64_t label_clashes_total[2]; /* renamed, dropped */
 	char last_dir_error[512];
 	struct tp_buf out;
@@ -148,7 +148,7 @@ static unsigned log_count, log_dropped;
 
 static void mhd_logger(void *cls, const char *fmt, va_list ap)
 {
-	uint64_t now = ex_now_ns();
+	uint64_t now = tp_now_ns();
 	unsigned dropped = 0;
 	char msg[512];
 	size_t n;
@@ -411,7 +411,7 @@ static enum MHD_Result scrape(struct server *s, struct MHD_Connection *c)
 	co.order = TP_ORDER_READ; /* expose groups families itself */
 
 	pthread_mutex_lock(&s->scrape_lock);
-	t0 = ex_now_ns();
+	t0 = tp_now_ns();
 	expire(s, t0);
 	complete = tp_snapshot_collect(&snap, &co, errbuf, sizeof(errbuf)) == 0;
 	dir_error(s, errbuf);
@@ -424,10 +424,10 @@ static enum MHD_Result scrape(struct server *s, struct MHD_Connection *c)
 					   s->retain.ngone, &agg);
 		snap = agg;
 	}
-	t1 = ex_now_ns();
+	t1 = tp_now_ns();
 	s->scrapes++;
 	for (size_t i = 0; i < snap.nskipped; i++)
-		s->skipped_total[ex_skip_reason(snap.skipped[i].err)]++;
+		s->skipped_total[tp_skip_reason(snap.skipped[i].err)]++;
 	self.collect_seconds = (double)(t1 - t0) / 1e9;
 	self.scrapes = s->scrapes;
 	self.retired_series = s->retain.ngone;
@@ -944,7 +944,7 @@ static void notify_conn(void *cls, struct MHD_Connection *c, void **sock_ctx,
 			return;
 		}
 		k->fd = ci->connect_fd;
-		k->deadline_ns = ex_now_ns() +
+		k->deadline_ns = tp_now_ns() +
 				 (uint64_t)s->o.request_timeout * 1000000000u;
 		pthread_mutex_lock(&s->conn_lock);
 		k->next = s->head.next;
@@ -978,7 +978,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **req,
 	/* The next request on this connection gets its own time. */
 	if (k) {
 		pthread_mutex_lock(&s->conn_lock);
-		k->deadline_ns = ex_now_ns() +
+		k->deadline_ns = tp_now_ns() +
 				 (uint64_t)s->o.request_timeout * 1000000000u;
 		pthread_mutex_unlock(&s->conn_lock);
 	}
@@ -991,7 +991,7 @@ static void *watchdog(void *arg)
 	pthread_mutex_lock(&s->conn_lock);
 	while (!s->stopping) {
 		struct timespec ts;
-		uint64_t now = ex_now_ns();
+		uint64_t now = tp_now_ns();
 
 		for (struct conn *k = s->head.next; k != &s->head; k = k->next)
 			if (k->deadline_ns && now > k->deadline_ns) {

@@ -15,43 +15,9 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "parse.h"
 #include "strbuf.h"
 #include "tallystat.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
-
-/* A decimal number from @lo to @hi at *pp, advancing it. */
-static int number(const char **pp, unsigned long lo, unsigned long hi,
-		  unsigned long *out)
-{
-	const char *p = *pp;
-	unsigned long v = 0;
-
-	if (!isdigit((unsigned char)*p))
-		return -1;
-	while (isdigit((unsigned char)*p)) {
-		v = v * 10 + (unsigned long)(*p++ - '0');
-		if (v > hi)
-			return -1;
-	}
-	if (v < lo)
-		return -1;
-	*pp = p;
-	*out = v;
-	return 0;
-}
 
 int ts_parse_cpulist(const char *s, unsigned char *cpus, char *err,
 		     size_t errlen)
@@ -60,19 +26,19 @@ int ts_parse_cpulist(const char *s, unsigned char *cpus, char *err,
 
 	memset(cpus, 0, TS_MAX_CPUS);
 	if (!*p)
-		return fail(err, errlen, "-P: empty CPU list");
+		return tp_fail(err, errlen, "-P: empty CPU list");
 	for (;;) {
 		unsigned long a, b;
 
-		if (number(&p, 0, TS_MAX_CPUS - 1, &a) < 0)
-			return fail(err, errlen, "-P: expected ALL or a CPU "
+		if (tp_parse_ulong(&p, 0, TS_MAX_CPUS - 1, &a) < 0)
+			return tp_fail(err, errlen, "-P: expected ALL or a CPU "
 				    "list such as 0,2-3 (CPUs 0 to %u), got "
 				    "'%s'", TS_MAX_CPUS - 1, s);
 		b = a;
 		if (*p == '-') {
 			p++;
-			if (number(&p, 0, TS_MAX_CPUS - 1, &b) < 0 || b < a)
-				return fail(err, errlen, "-P: bad CPU range in "
+			if (tp_parse_ulong(&p, 0, TS_MAX_CPUS - 1, &b) < 0 || b < a)
+				return tp_fail(err, errlen, "-P: bad CPU range in "
 					    "'%s'", s);
 		}
 		for (unsigned long c = a; c <= b; c++)
@@ -80,7 +46,7 @@ int ts_parse_cpulist(const char *s, unsigned char *cpus, char *err,
 		if (!*p)
 			return 0;
 		if (*p++ != ',' || !*p)
-			return fail(err, errlen, "-P: expected ALL or a CPU "
+			return tp_fail(err, errlen, "-P: expected ALL or a CPU "
 				    "list such as 0,2-3, got '%s'", s);
 	}
 }
@@ -94,7 +60,7 @@ int ts_parse_interval(const char *s, double *out, char *err, size_t errlen)
 	v = strtod(s, &end);
 	if (errno || end == s || *end || !isfinite(v) || v < 0.01 ||
 	    v > 86400 || !(isdigit((unsigned char)s[0]) || s[0] == '.'))
-		return fail(err, errlen, "interval: expected seconds from "
+		return tp_fail(err, errlen, "interval: expected seconds from "
 			    "0.01 to 86400, got '%s'", s);
 	*out = v;
 	return 0;
@@ -106,8 +72,8 @@ int ts_parse_count(const char *s, unsigned long *out, char *err,
 	const char *p = s;
 	unsigned long v;
 
-	if (number(&p, 1, 1000000000ul, &v) < 0 || *p)
-		return fail(err, errlen, "count: expected a whole number "
+	if (tp_parse_ulong(&p, 1, 1000000000ul, &v) < 0 || *p)
+		return tp_fail(err, errlen, "count: expected a whole number "
 			    "from 1 to 1000000000, got '%s'", s);
 	*out = v;
 	return 0;
@@ -127,15 +93,15 @@ int ts_parse_pids(const char *s, int **pids, unsigned *npids, char *err,
 	for (;;) {
 		unsigned long v;
 
-		if (number(&p, 1, 0x7fffffff, &v) < 0 || (*p && *p != ','))
-			return fail(err, errlen, "-p: expected ALL or process "
+		if (tp_parse_ulong(&p, 1, 0x7fffffff, &v) < 0 || (*p && *p != ','))
+			return tp_fail(err, errlen, "-p: expected ALL or process "
 				    "ids (1,2,...), got '%s'", s);
 		*pids = tp_xrealloc(*pids, (*npids + 1) * sizeof(int));
 		(*pids)[(*npids)++] = (int)v;
 		if (!*p)
 			return 0;
 		if (!*++p)
-			return fail(err, errlen, "-p: trailing ',' in '%s'", s);
+			return tp_fail(err, errlen, "-p: trailing ',' in '%s'", s);
 	}
 }
 
@@ -186,19 +152,9 @@ void ts_usage(FILE *f)
 
 /* A bad command line: what is wrong, the synopsis and where the rest is,
  * in two lines (the whole usage only with --help), as sysstat's tools. */
-static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bad(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs(PROG ": ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputs("\nUsage: " PROG " [options] [selector...] [interval [count]]; "
-	      "see " PROG " --help\n", stderr);
-	return -1;
-}
+#define bad(...)                                                             \
+	tp_bad_usage(PROG, "Usage: " PROG " [options] [selector...] "        \
+		     "[interval [count]]; see " PROG " --help", __VA_ARGS__)
 
 static int is_number(const char *s)
 {

@@ -64,7 +64,7 @@ void ts_average_add(struct ts_average *av, const struct tp_snapshot *d,
 	av->intervals++;
 	for (size_t i = 0; i < d->nseries; i++) {
 		const struct tp_series *s = &d->series[i];
-		int gauge = ts_is_gauge(s->kind);
+		int gauge = tp_kind_is_gauge(s->kind);
 		char *id = ident(s);
 		size_t at = tp_strmap_get(&av->map, id);
 		struct acc *a;
@@ -153,7 +153,7 @@ void ts_report_average(struct ts_report *r, const struct ts_average *av,
 		 * (a lower bound), flagged as reset. */
 		if (row->reset && av->seconds > 0)
 			row->rate = (double)row->value / av->seconds;
-		if (!ts_is_gauge(a->s.kind))
+		if (!tp_kind_is_gauge(a->s.kind))
 			continue;
 		row->mean_gauge = a->gsum / (double)a->nsamples;
 		for (unsigned c = 0; c < row->ncpu; c++)

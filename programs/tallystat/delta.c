@@ -103,7 +103,7 @@ void ts_delta(const struct tp_snapshot *prev, const struct tp_snapshot *cur,
 			}
 			continue;
 		}
-		if (ts_is_gauge(c->kind)) {
+		if (tp_kind_is_gauge(c->kind)) {
 			/* Gauges keep their current values. */
 			if (c->value != p->value || c->fvalue != p->fvalue)
 				o->flags |= TS_CHANGED;

@@ -103,7 +103,7 @@ static void row(struct tp_buf *b, const struct ts_row *x,
 		const struct ts_report *r)
 {
 	const struct tp_series *s = x->s;
-	int gauge = ts_is_gauge(s->kind);
+	int gauge = tp_kind_is_gauge(s->kind);
 
 	if (s->pid) {
 		tp_buf_printf(b, "{\"pid\": %d", s->pid);
@@ -147,13 +147,10 @@ static void row(struct tp_buf *b, const struct ts_row *x,
 							       "false");
 	}
 	if (s->kind == TALLY_HISTOGRAM) {
-		static const char *const qn[4] = { "p50", "p99", "p999",
-						   "max" };
-
 		i64(b, "sum", x->sum);
 		num(b, "mean", x->have_q ? x->mean : NAN);
-		for (int q = 0; q < 4; q++)
-			num(b, qn[q], x->have_q ? x->q[q] : NAN);
+		for (int q = 0; q < TS_NQ; q++)
+			num(b, ts_quantiles[q].key, x->have_q ? x->q[q] : NAN);
 	}
 	if (r->ncpus) {
 		tp_buf_puts(b, ", \"percpu\": [");

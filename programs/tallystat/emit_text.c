@@ -193,7 +193,7 @@ static void cpu_cells(struct ts_table *t, struct ts_cell *row, unsigned c,
 		      const struct ts_options *o, int gauge_avg)
 {
 	for (unsigned i = 0; i < x->ncpu && c < t->ncols; i++, c++) {
-		int gauge = ts_is_gauge(x->s->kind);
+		int gauge = tp_kind_is_gauge(x->s->kind);
 
 		if (gauge && !gauge_avg && !isnan(x->cpu[i]))
 			ts_table_set(t, row, c, fmt_int((int64_t)x->cpu[i], u, o),
@@ -230,16 +230,14 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 	ts_table_col(&hi, "Count", 1);
 	ts_table_col(&hi, "/s", 1);
 	ts_table_col(&hi, "Mean", 1);
-	ts_table_col(&hi, "p50", 1);
-	ts_table_col(&hi, "p99", 1);
-	ts_table_col(&hi, "p99.9", 1);
-	ts_table_col(&hi, "Max<=", 1);
+	for (int q = 0; q < TS_NQ; q++)
+		ts_table_col(&hi, ts_quantiles[q].column, 1);
 	cpu_cols(&hi, r, cpunames[1]);
 
 	for (size_t i = 0; i < r->nrows; i++) {
 		const struct ts_row *x = &r->rows[i];
 		enum tp_unit u = tp_unit_of(x->s->name, x->s->unit);
-		int gauge = ts_is_gauge(x->s->kind);
+		int gauge = tp_kind_is_gauge(x->s->kind);
 		struct ts_cell *row;
 		unsigned c;
 
@@ -257,7 +255,7 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 					TP_UNIT_NONE, o, 2), NULL);
 			ts_table_set(&hi, row, c++, fmt_real(x->have_q ? x->mean : NAN,
 						    u, o, 1), NULL);
-			for (int q = 0; q < 4; q++)
+			for (int q = 0; q < TS_NQ; q++)
 				ts_table_set(&hi, row, c++, fmt_real(x->have_q ?
 					x->q[q] : NAN, u, o, -1), NULL);
 			cpu_cells(&hi, row, c, x, TP_UNIT_NONE, o, 0);

@@ -12,7 +12,12 @@
 #include "strbuf.h"
 #include "tallystat.h"
 
-static const double quantiles[4] = { 0.5, 0.99, 0.999, 1.0 };
+const struct ts_quantile ts_quantiles[TS_NQ] = {
+	{ 0.5, "p50", "p50" },
+	{ 0.99, "p99", "p99" },
+	{ 0.999, "p99.9", "p999" },
+	{ 1.0, "Max<=", "max" },
+};
 
 void ts_row_histogram(struct ts_row *row, const struct tp_series *s)
 {
@@ -31,8 +36,9 @@ void ts_row_histogram(struct ts_row *row, const struct tp_series *s)
 	row->have_q = 0;
 	if (s->value <= 0 || !s->buckets)
 		return;
-	for (int i = 0; i < 4; i++)
-		if (tally_histogram_quantile(&v, quantiles[i], &row->q[i]) < 0)
+	for (int i = 0; i < TS_NQ; i++)
+		if (tally_histogram_quantile(&v, ts_quantiles[i].q,
+					     &row->q[i]) < 0)
 			return;
 	row->mean = (double)s->sum / (double)s->value;
 	row->have_q = 1;
@@ -73,7 +79,7 @@ static void fill_cpus(const struct ts_report *r, struct ts_row *row,
 
 		if (c >= s->npercpu || (s->flags & TS_UNKNOWN))
 			row->cpu[i] = NAN;
-		else if (ts_is_gauge(s->kind))
+		else if (tp_kind_is_gauge(s->kind))
 			row->cpu[i] = (double)s->percpu[c];
 		else
 			row->cpu[i] = seconds > 0 ?
@@ -115,7 +121,7 @@ void ts_report_since_start(struct ts_report *r, const struct tp_snapshot *cur,
 		row->s = s;
 		row->value = row->total = s->value;
 		row->rate = NAN;
-		if (!ts_is_gauge(s->kind) && age > 0)
+		if (!tp_kind_is_gauge(s->kind) && age > 0)
 			row->rate = (double)s->value / age;
 		if (s->kind == TALLY_HISTOGRAM)
 			ts_row_histogram(row, s);
@@ -146,7 +152,7 @@ void ts_report_interval(struct ts_report *r, const struct tp_snapshot *d,
 		row->rate = NAN;
 		/* A reset has no rate: the value counted since the reset
 		 * is a lower bound of the increase. */
-		if (!ts_is_gauge(s->kind) && !(s->flags & TS_UNKNOWN) &&
+		if (!tp_kind_is_gauge(s->kind) && !(s->flags & TS_UNKNOWN) &&
 		    !row->reset && seconds > 0)
 			row->rate = (double)s->value / seconds;
 		if (s->kind == TALLY_HISTOGRAM)

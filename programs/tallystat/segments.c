@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "format.h"
+#include "segfield.h"
 #include "strbuf.h"
 #include "table.h"
 #include "tallystat.h"
@@ -102,15 +103,6 @@ static int cmp_entry(const void *a, const void *b)
 			  ((const struct seg_entry *)b)->path);
 }
 
-static const char *state(const struct seg_entry *e)
-{
-	if (e->error)
-		return "unreadable";
-	if (e->info.alive)
-		return "alive";
-	return e->info.in_use ? "dead, in use" : "dead";
-}
-
 /* Dead: nobody holds its locks any more; the memory stays until a
  * clean-up removes the file. */
 static int is_dead(const struct seg_entry *e)
@@ -175,6 +167,29 @@ static void list_free(struct seg_list *l)
 	free(l->e);
 }
 
+/*
+ * What --list shows of a segment (segfield.h describes each field): the
+ * table's columns, and the JSON members after "path", in these orders.
+ * The JSON has the zone's refusal counters besides, as the exporter's
+ * tally_segment_* metrics do.
+ */
+static const char *const list_columns[] = {
+	"pid", "process", "zone", "state", "series", "file_bytes",
+	"resident_bytes", "path", NULL,
+};
+static const char *const list_keys[] = {
+	"pid", "process", "zone", "state", "alive", "in_use", "series",
+	"file_bytes", "resident_bytes", "format", "slabs", "alloc_refused",
+	"copies_refused", "register_failed", "redefinitions", NULL,
+};
+
+static struct tp_seg_row row_of(const struct seg_entry *e)
+{
+	struct tp_seg_row r = { &e->info, e->nseries };
+
+	return r;
+}
+
 static void list_json(const struct seg_list *l, const struct ts_host *h)
 {
 	struct tp_buf b = { 0 };
@@ -187,6 +202,7 @@ static void list_json(const struct seg_list *l, const struct ts_host *h)
 	tp_buf_puts(&b, ", \"report\": \"segments\", \"segments\": [");
 	for (size_t i = 0; i < l->n; i++) {
 		const struct seg_entry *e = &l->e[i];
+		struct tp_seg_row r = row_of(e);
 
 		tp_buf_puts(&b, i ? ",\n    {\"path\": " : "\n    {\"path\": ");
 		tp_buf_json_str(&b, e->path);
@@ -194,22 +210,10 @@ static void list_json(const struct seg_list *l, const struct ts_host *h)
 			tp_buf_puts(&b, ", \"state\": \"unreadable\", "
 				    "\"reason\": ");
 			tp_buf_json_str(&b, e->error);
-			tp_buf_putc(&b, '}');
-			continue;
+		} else {
+			tp_seg_json(&b, list_keys, &r, 0);
 		}
-		tp_buf_printf(&b, ", \"pid\": %d, \"process\": ", e->info.pid);
-		tp_buf_json_str(&b, e->info.proc_name);
-		tp_buf_puts(&b, ", \"zone\": ");
-		tp_buf_json_str(&b, e->info.zone_name);
-		tp_buf_printf(&b, ", \"state\": \"%s\", \"alive\": %s, "
-			      "\"in_use\": %s, \"series\": %d, "
-			      "\"file_bytes\": %" PRIu64 ", "
-			      "\"resident_bytes\": %" PRIu64 ", "
-			      "\"format\": \"%u.%u\", \"slabs\": %u}",
-			      state(e), e->info.alive ? "true" : "false",
-			      e->info.in_use ? "true" : "false", e->nseries,
-			      e->info.file_bytes, e->info.resident_bytes,
-			      e->info.major, e->info.minor, e->info.nslabs);
+		tp_buf_putc(&b, '}');
 	}
 	tp_buf_puts(&b, "]}\n]}]}}\n");
 	fputs(tp_buf_str(&b), stdout);
@@ -221,6 +225,7 @@ int ts_list(const struct ts_options *o, const struct ts_host *h)
 	struct seg_list l;
 	struct ts_table t;
 	int rc = collect(o, &l);
+	unsigned c_pid = 0, c_state = 0, c_path = 0, ncols = 0;
 
 	if (o->json) {
 		list_json(&l, h);
@@ -228,42 +233,36 @@ int ts_list(const struct ts_options *o, const struct ts_host *h)
 		return rc < 0 ? 1 : 0;
 	}
 	memset(&t, 0, sizeof(t));
-	ts_table_col(&t, "PID", 1);
-	ts_table_col(&t, "Command", 0);
-	ts_table_col(&t, "Zone", 0);
-	ts_table_col(&t, "State", 0);
-	ts_table_col(&t, "Series", 1);
-	ts_table_col(&t, "File", 1);
-	ts_table_col(&t, "Memory", 1);
-	ts_table_col(&t, "Path", 0);
+	for (const char *const *k = list_columns; *k; k++, ncols++) {
+		const struct tp_seg_field *f = tp_seg_field_find(*k);
+
+		ts_table_col(&t, f->column, f->type != TP_SF_STR);
+		if (!strcmp(*k, "pid"))
+			c_pid = ncols;
+		else if (!strcmp(*k, "state"))
+			c_state = ncols;
+		else if (!strcmp(*k, "path"))
+			c_path = ncols;
+	}
 	for (size_t i = 0; i < l.n; i++) {
 		const struct seg_entry *e = &l.e[i];
+		struct tp_seg_row r = row_of(e);
 		struct ts_cell *row = ts_table_row(&t);
-		char b[64];
 
 		if (e->error) {
-			ts_table_set(&t, row, 0, tp_xstrdup("-"), NULL);
-			ts_table_set(&t, row, 3, tp_xstrdup(state(e)),
+			ts_table_set(&t, row, c_pid, tp_xstrdup("-"), NULL);
+			ts_table_set(&t, row, c_state, tp_xstrdup("unreadable"),
 				     TS_SGR_RED);
-			ts_table_set(&t, row, 7, tp_xstrdup(e->path), NULL);
+			ts_table_set(&t, row, c_path, tp_xstrdup(e->path), NULL);
 			fprintf(stderr, PROG ": skipping %s: %s\n", e->path,
 				e->error);
 			continue;
 		}
-		snprintf(b, sizeof(b), "%d", e->info.pid);
-		ts_table_set(&t, row, 0, tp_xstrdup(b), NULL);
-		ts_table_set(&t, row, 1, tp_xstrdup(e->info.proc_name), NULL);
-		ts_table_set(&t, row, 2, tp_xstrdup(e->info.zone_name), NULL);
-		ts_table_set(&t, row, 3, tp_xstrdup(state(e)),
-			     e->info.alive ? NULL : TS_SGR_YELLOW);
-		snprintf(b, sizeof(b), "%d", e->nseries);
-		ts_table_set(&t, row, 4, tp_xstrdup(b), NULL);
-		ts_table_set(&t, row, 5, tp_xstrdup(tp_fmt_human(b, sizeof(b),
-			(double)e->info.file_bytes, TP_UNIT_BYTES, 0)), NULL);
-		ts_table_set(&t, row, 6, tp_xstrdup(tp_fmt_human(b, sizeof(b),
-			(double)e->info.resident_bytes, TP_UNIT_BYTES, 0)),
-			     NULL);
-		ts_table_set(&t, row, 7, tp_xstrdup(e->path), NULL);
+		for (unsigned c = 0; c < ncols; c++)
+			ts_table_set(&t, row, c, tp_seg_text(
+				tp_seg_field_find(list_columns[c]), &r),
+				c == c_state && !e->info.alive ?
+				TS_SGR_YELLOW : NULL);
 	}
 	ts_table_print(&t, o->color);
 	ts_table_free(&t);

@@ -65,18 +65,24 @@ struct ts_options {
 
 enum ts_report_kind { TS_SINCE_START, TS_INTERVAL, TS_AVERAGE };
 
-/* Gauges show their current value, not a rate. */
-static inline int ts_is_gauge(unsigned kind)
-{
-	return kind == TALLY_GAUGE || kind == TALLY_GAUGE_SET ||
-	       kind == TALLY_FGAUGE;
-}
-
 /* A gauge's value as a double (a TALLY_FGAUGE's own). */
 static inline double ts_gauge_value(const struct tp_series *s)
 {
 	return s->kind == TALLY_FGAUGE ? s->fvalue : (double)s->value;
 }
+
+/*
+ * The quantiles of a histogram's row, in order: the value, the text
+ * column's heading and the JSON key (docs/tallystat-json.md, whose
+ * schema the tests check the output against).  The last, 1.0, is the
+ * upper bound of the highest bucket used ("Max<=").
+ */
+#define TS_NQ 4
+struct ts_quantile {
+	double q;
+	const char *column, *key;
+};
+extern const struct ts_quantile ts_quantiles[TS_NQ];
 
 /* One line of a report. */
 struct ts_row {
@@ -91,7 +97,7 @@ struct ts_row {
 	/* Histograms. */
 	int64_t sum;
 	int have_q;
-	double mean, q[4];          /* p50, p99, p99.9, max */
+	double mean, q[TS_NQ];      /* of ts_quantiles */
 	/* Per CPU (with -P): rates for counters and histogram counts,
 	 * values for gauges; NAN where the series has no such CPU. */
 	unsigned ncpu;

@@ -2,8 +2,11 @@
  * unit.c: tally-exporter's parsers and formatter, without a server:
  * le selection, Accept and Accept-Encoding negotiation, the web config
  * parser and loader (costs, hashes, files that are not regular files,
- * fail-closed rules, the login cache), --listen parsing, and ex_write() on a hand-made snapshot (exact
- * integers, escapes, cumulative buckets, families, OpenMetrics names).
+ * fail-closed rules, the login cache), --listen parsing, and ex_write()
+ * on a hand-made snapshot (exact integers, escapes, cumulative buckets,
+ * families, OpenMetrics names).
+ *
+ *   exporter-unit [TEST...]     every test, or those named (test/harness.h)
  */
 #define _GNU_SOURCE
 #include <crypt.h>
@@ -24,19 +27,9 @@
 #include "retain.h"
 #include "server.h"
 #include "webconfig.h"
+#include "harness.h"
 
-static int failures;
-
-#define CHECK(c)                                                        \
-	do {                                                            \
-		if (!(c)) {                                             \
-			fprintf(stderr, "%s:%d: CHECK(%s) failed\n",    \
-				__FILE__, __LINE__, #c);                \
-			failures++;                                     \
-		}                                                       \
-	} while (0)
-
-static void test_le(void)
+TEST(le)
 {
 	unsigned char sel[512];
 	unsigned n = (40 - 3 + 1) << 3, count = 0;
@@ -85,7 +78,7 @@ static void test_le(void)
 	CHECK(ex_le_rule_parse("x", &r, err, sizeof(err)) < 0);
 }
 
-static void test_negotiate(void)
+TEST(negotiate)
 {
 	CHECK(server_negotiate(NULL) == EX_TEXT);
 	CHECK(server_negotiate("*/*") == EX_TEXT);
@@ -123,7 +116,7 @@ static void mkhash(const char *pw, unsigned cost, char *out)
 	snprintf(out, 64, "%s", h ? h : "");
 }
 
-static void test_webconfig(void)
+TEST(webconfig)
 {
 	static const char h10[] =
 		"$2y$10$abcdefghijklmnopqrstuu0123456789012345678901234567890";
@@ -218,7 +211,7 @@ static void test_webconfig(void)
 }
 
 /* wc_load() on files that are not what they claim: refused at once. */
-static void test_webconfig_files(void)
+TEST(webconfig_files)
 {
 	char tmpl[] = "/tmp/exporter-unit.XXXXXX", path[200], cfg[600];
 	char err[600], h5[64];
@@ -304,7 +297,7 @@ static void test_webconfig_files(void)
 	CHECK(rmdir(tmpl) == 0);
 }
 
-static void test_listen(void)
+TEST(listen)
 {
 	char host[64], err[200];
 	unsigned port;
@@ -330,7 +323,7 @@ static void test_listen(void)
 }
 
 /* A snapshot by hand: two processes, a counter each, a histogram. */
-static void test_write(void)
+TEST(write)
 {
 	struct tp_snapshot s = { 0 };
 	struct tp_series v[4];
@@ -382,7 +375,7 @@ static void test_write(void)
 	s.nseries = 4;
 	s.segs = seg;
 	s.nsegs = 2;
-	ex_write(&b, &s, &c, EX_TEXT, &self, ex_now_ns(), &res);
+	ex_write(&b, &s, &c, EX_TEXT, &self, tp_now_ns(), &res);
 	t = tp_buf_str(&b);
 	CHECK(strstr(t, "a_total{pid=\"10\",process=\"p\"} -9223372036854775808\n"));
 	CHECK(strstr(t, "a_total{q=\"x\\\"y\\\\z\\n\",pid=\"11\",process=\"p\"} "
@@ -403,7 +396,7 @@ static void test_write(void)
 	tp_buf_reset(&b);
 
 	/* OpenMetrics: family "a", samples a_total, le as floats, # EOF. */
-	ex_write(&b, &s, &c, EX_OPENMETRICS, &self, ex_now_ns(), &res);
+	ex_write(&b, &s, &c, EX_OPENMETRICS, &self, tp_now_ns(), &res);
 	t = tp_buf_str(&b);
 	CHECK(strstr(t, "# TYPE a counter\n"));
 	CHECK(strstr(t, "le=\"7.0\"} 3\n"));
@@ -415,13 +408,13 @@ static void test_write(void)
 	v[2].kind = TALLY_GAUGE;
 	v[2].name = "a";
 	v[2].key = "a";
-	ex_write(&b, &s, &c, EX_OPENMETRICS, &self, ex_now_ns(), &res);
+	ex_write(&b, &s, &c, EX_OPENMETRICS, &self, tp_now_ns(), &res);
 	CHECK(res.conflicts == 2); /* both series of a_total */
 	tp_buf_free(&b);
 }
 
 /* Label names that clash: renamed or left out, never written twice. */
-static void test_label_clashes(void)
+TEST(label_clashes)
 {
 	struct tp_snapshot s = { 0 };
 	struct tp_series v[5];
@@ -482,7 +475,7 @@ static void test_label_clashes(void)
 	s.segs = seg;
 	s.nsegs = 1;
 	c.self_metrics = 1;
-	ex_write(&b, &s, &c, EX_TEXT, &self, ex_now_ns(), &res);
+	ex_write(&b, &s, &c, EX_TEXT, &self, tp_now_ns(), &res);
 	t = tp_buf_str(&b);
 	CHECK(strstr(t, "h_bucket{exported_le=\"x\",pid=\"10\",process=\"p\","
 		      "le=\"+Inf\"} 1\n"));
@@ -560,7 +553,7 @@ static int64_t agg_value(const struct tp_snapshot *a, const char *key)
 	return -1;
 }
 
-static void test_retain(void)
+TEST(retain)
 {
 	struct ex_retain r = { 0 };
 	struct tp_snapshot s1 = { .unsorted = 1 }, s2 = { .unsorted = 1 };
@@ -628,22 +621,4 @@ static void test_retain(void)
 		tp_snapshot_free(&agg);
 	}
 	ex_retain_free(&r);
-}
-
-int main(void)
-{
-	test_le();
-	test_negotiate();
-	test_webconfig();
-	test_webconfig_files();
-	test_listen();
-	test_write();
-	test_label_clashes();
-	test_retain();
-	if (failures) {
-		fprintf(stderr, "exporter-unit: %d checks failed\n", failures);
-		return 1;
-	}
-	printf("exporter-unit: all checks passed\n");
-	return 0;
 }

@@ -4,6 +4,7 @@
  * quantiles over bucket deltas), on snapshots built in memory.
  *
  *   test-tallystat-units [TEST...]     every test, or those named
+ *   (test/harness.h: each in a child process, with a time limit)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -18,28 +19,9 @@
 #include "snapshot.h"
 #include "strbuf.h"
 #include "tallystat.h"
+#include "harness.h"
 
-static int failures;
-
-#define CHECK(cond)                                                          \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			fprintf(stderr, "%s:%d: CHECK(%s) failed\n",         \
-				__FILE__, __LINE__, #cond);                  \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
-#define CHECK_STR(a, b)                                                      \
-	do {                                                                 \
-		const char *a_ = (a), *b_ = (b);                             \
-		if (strcmp(a_, b_) != 0) {                                   \
-			fprintf(stderr, "%s:%d: \"%s\" != \"%s\"\n",         \
-				__FILE__, __LINE__, a_, b_);                 \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
-
-static void test_cpulist(void)
+TEST(cpulist)
 {
 	unsigned char c[TS_MAX_CPUS];
 	char err[256];
@@ -57,7 +39,7 @@ static void test_cpulist(void)
 	CHECK(strstr(err, "99999") != NULL);
 }
 
-static void test_interval_count_pids(void)
+TEST(interval_count_pids)
 {
 	char err[256];
 	double d;
@@ -83,98 +65,10 @@ static void test_interval_count_pids(void)
 	free(pids);
 }
 
-static int sel_match(const char *sel, const char *name, unsigned n,
-		     const char *const *ln, const char *const *lv)
+TEST(display)
 {
-	struct tp_selector s;
-	char err[256];
-	int r;
-
-	if (tp_selector_parse(sel, &s, err, sizeof(err)) < 0) {
-		fprintf(stderr, "selector %s: %s\n", sel, err);
-		return -1;
-	}
-	r = tp_selector_match(&s, name, n, ln, lv);
-	tp_selector_free(&s);
-	return r;
-}
-
-static void test_selectors(void)
-{
-	const char *ln[2] = { "conn", "queue" }, *lv[2] = { "17", "3" };
-	struct tp_selector s;
-	char err[256];
-
-	CHECK(sel_match("requests_total", "requests_total", 2, ln, lv) == 1);
-	CHECK(sel_match("requests_total", "requests", 2, ln, lv) == 0);
-	CHECK(sel_match("req*", "requests_total", 2, ln, lv) == 1);
-	CHECK(sel_match("requests_total{queue=\"3\"}", "requests_total", 2,
-			ln, lv) == 1);
-	CHECK(sel_match("requests_total{queue=\"4\"}", "requests_total", 2,
-			ln, lv) == 0);
-	CHECK(sel_match("{queue!=\"4\", conn=~\"1.*\"}", "x", 2, ln, lv) == 1);
-	CHECK(sel_match("{conn=~\"7\"}", "x", 2, ln, lv) == 0); /* anchored */
-	CHECK(sel_match("{conn!~\"1[0-9]\"}", "x", 2, ln, lv) == 0);
-	CHECK(sel_match("{missing=\"\"}", "x", 2, ln, lv) == 1);
-	CHECK(sel_match("{missing!=\"\"}", "x", 2, ln, lv) == 0);
-	CHECK(sel_match("{__name__=~\"x|y\"}", "y", 2, ln, lv) == 1);
-	CHECK(sel_match("{queue='3',}", "y", 2, ln, lv) == 1);
-	CHECK(tp_selector_parse("", &s, err, sizeof(err)) == -EINVAL);
-	CHECK(tp_selector_parse("a{", &s, err, sizeof(err)) == -EINVAL);
-	CHECK(tp_selector_parse("a{q=3}", &s, err, sizeof(err)) == -EINVAL);
-	CHECK(tp_selector_parse("a{q=\"3}", &s, err, sizeof(err)) == -EINVAL);
-	CHECK(tp_selector_parse("a{q~\"3\"}", &s, err, sizeof(err)) ==
-	      -EINVAL);
-	CHECK(tp_selector_parse("a{q=~\"(\"}", &s, err, sizeof(err)) ==
-	      -EINVAL);
-	CHECK(tp_selector_parse("a b", &s, err, sizeof(err)) == -EINVAL);
-	CHECK(tp_selector_parse("a{}x", &s, err, sizeof(err)) == -EINVAL);
-}
-
-static void test_format(void)
-{
-	char b[64];
-	const char *ln[2] = { "a", "b" }, *lv[2] = { "x\"y", "1\\2\n" };
 	char *k;
 
-	CHECK_STR(tp_fmt_i64(b, 0), "0");
-	CHECK_STR(tp_fmt_i64(b, -42), "-42");
-	CHECK_STR(tp_fmt_i64(b, 9007199254740993ll), "9007199254740993");
-	CHECK_STR(tp_fmt_i64(b, INT64_MIN), "-9223372036854775808");
-	CHECK_STR(tp_fmt_i64(b, INT64_MAX), "9223372036854775807");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 999, TP_UNIT_NONE, 0), "999");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 1234, TP_UNIT_NONE, 0), "1.23k");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 45.6e6, TP_UNIT_NONE, 0),
-		  "45.6M");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 3e9, TP_UNIT_NONE, 1), "3.00G/s");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 1536, TP_UNIT_BYTES, 0),
-		  "1.50KiB");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 12345, TP_UNIT_NANOSECONDS, 0),
-		  "12.3us");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 0.0042, TP_UNIT_SECONDS, 0),
-		  "4.20ms");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 90, TP_UNIT_SECONDS, 0), "90.0s");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 600, TP_UNIT_SECONDS, 0),
-		  "10.0min");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), NAN, TP_UNIT_SECONDS, 0), "-");
-	CHECK(tp_unit_of("x_seconds_total", NULL) == TP_UNIT_SECONDS);
-	CHECK(tp_unit_of("x", "nanoseconds") == TP_UNIT_NANOSECONDS);
-	CHECK(tp_unit_of("x_ns", NULL) == TP_UNIT_NANOSECONDS);
-	CHECK(tp_unit_of("x_total", NULL) == TP_UNIT_NONE);
-	/* Integers of the unit vocabulary (TALLY_UNIT_*) in base units. */
-	CHECK(tp_unit_of("rss", "kibibytes") == TP_UNIT_KIBIBYTES);
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 1536, TP_UNIT_KIBIBYTES, 0),
-		  "1.50MiB");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 3, TP_UNIT_KILOBYTES, 0),
-		  "2.93KiB");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 1500000000,
-			       tp_unit_of("request_duration_ns", "nanoseconds"),
-			       0), "1.50s");
-	CHECK_STR(tp_fmt_human(b, sizeof(b), 1500, TP_UNIT_MILLISECONDS, 0),
-		  "1.50s");
-	k = tp_series_key("m", 2, ln, lv);
-	CHECK_STR(k, "m{a=\"x\\\"y\",b=\"1\\\\2\\n\"}");
-	free(k);
 	k = ts_truncate("abcdefghij", 5);
 	CHECK_STR(k, "abcd\xe2\x80\xa6");
 	CHECK(ts_display_width(k) == 5);
@@ -248,7 +142,7 @@ static const struct tp_series *find(const struct tp_snapshot *s, int pid,
 	return NULL;
 }
 
-static void test_delta_reset_new(void)
+TEST(delta_reset_new)
 {
 	struct tp_series a[3], b[4];
 	struct tp_snapshot p, c, d, agg;
@@ -287,7 +181,7 @@ static void test_delta_reset_new(void)
 	tp_snapshot_free(&c);
 }
 
-static void test_quantiles_of_deltas(void)
+TEST(quantiles_of_deltas)
 {
 	static const uint64_t o1[] = { 1000 }, o2[] = { 1000, 5000, 200000 };
 	static const unsigned t1[] = { 100000 }, t2[] = { 100000, 980, 20 };
@@ -329,7 +223,7 @@ static void test_quantiles_of_deltas(void)
  * The delta is a reset, never a negative bucket delta (which would give
  * negative quantile weights and a nonsense p50).
  */
-static void test_delta_histogram_bucket_falls(void)
+TEST(delta_histogram_bucket_falls)
 {
 	static const uint64_t o1[] = { 1000 }, o2[] = { 5000 };
 	static const unsigned t1[] = { 100 }, t2[] = { 150 };
@@ -353,43 +247,4 @@ static void test_delta_histogram_bucket_falls(void)
 	tp_snapshot_free(&d);
 	tp_snapshot_free(&p);
 	tp_snapshot_free(&c);
-}
-
-static const struct {
-	const char *name;
-	void (*fn)(void);
-} tests[] = {
-	{ "cpulist", test_cpulist },
-	{ "interval_count_pids", test_interval_count_pids },
-	{ "selectors", test_selectors },
-	{ "format", test_format },
-	{ "delta_reset_new", test_delta_reset_new },
-	{ "quantiles_of_deltas", test_quantiles_of_deltas },
-	{ "delta_histogram_bucket_falls", test_delta_histogram_bucket_falls },
-};
-
-int main(int argc, char **argv)
-{
-	size_t n = sizeof(tests) / sizeof(tests[0]);
-	int ran = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		int want = argc < 2;
-
-		for (int a = 1; a < argc; a++)
-			want |= strcmp(argv[a], tests[i].name) == 0;
-		if (!want)
-			continue;
-		int before = failures;
-
-		tests[i].fn();
-		printf("%s %s\n", failures == before ? "ok  " : "FAIL",
-		       tests[i].name);
-		ran++;
-	}
-	if (!ran) {
-		fprintf(stderr, "no such test\n");
-		return 2;
-	}
-	return failures ? 1 : 0;
 }

@@ -875,6 +875,10 @@ class TallystatTest(unittest.TestCase):
         self.assertEqual(segs[a]["series"], 9)
         self.assertGreater(segs[a]["file_bytes"], 0)
         self.assertGreater(segs[a]["resident_bytes"], 0)
+        # The zone's counters, as the exporter's tally_segment_* show them.
+        for k in ("alloc_refused", "copies_refused", "register_failed",
+                  "redefinitions"):
+            self.assertEqual(segs[a][k], 0, k)
         # The memory the dead segment holds, to the byte.
         dead = os.stat(bpath).st_blocks * 512
         self.assertRegex(t.stdout, r"\n1 dead segment holds \S+ of memory "
