@@ -82,8 +82,9 @@ struct tp_series {
  * (neither alive nor in_use: killed, or exited with TALLY_KEEP=1), and
  * stays readable for TALLY_RETAIN.
  *
- * A per-process gauge series (the Python binding's multiprocess_mode:
- * family "<name>:gauge_<mode>", label pid="<pid>:<start ticks>") belongs
+ * A per-process gauge series (the Python binding's multiprocess_mode,
+ * whose names python/tally/_encoding.py owns: family
+ * "<name>:gauge_<mode>", label pid="<pid>:<start ticks>") belongs
  * to that one process, alive while /proc/<pid>/stat shows that start
  * time (the Python reader's rule): in a shared zone that live workers
  * keep alive, the series of a killed worker is dead.  Under the "live"

@@ -40,6 +40,12 @@ would read as a Summary's).
 
 Series that match nothing above are shown as tally-exporter shows them
 (PLAIN): counters, gauges and tally's own histograms registered from C.
+
+One rule of this encoding is read outside Python: the C tools
+(tally-exporter, tallystat) tell a per-process gauge by ":gauge_<mode>"
+and its label pid="<pid>:<start>", to leave out the gauges of dead
+workers as the "live" modes ask (programs/common/snapshot.c,
+series_dead()).  Change the two together.
 """
 from __future__ import annotations
 
