@@ -47,7 +47,6 @@ struct cleanup {
  */
 static int orphaned_tmp(int dfd, const char *name, struct stat *checked)
 {
-	struct flock fl;
 	struct stat st;
 	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
 				   O_NONBLOCK),
@@ -55,14 +54,9 @@ static int orphaned_tmp(int dfd, const char *name, struct stat *checked)
 
 	if (fd < 0)
 		return 0;
-	memset(&fl, 0, sizeof(fl));
-	fl.l_type = F_WRLCK;
-	fl.l_whence = SEEK_SET;
-	fl.l_start = 1;
-	fl.l_len = 1;
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
 	    st.st_uid == geteuid() && time(NULL) - st.st_mtime > TMP_ORPHAN_AGE &&
-	    fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK) {
+	    !tally__byte_locked(fd, TALLY__CREATION_LOCK_BYTE)) {
 		orphan = 1;
 		*checked = st;
 	}
@@ -79,16 +73,9 @@ static int orphaned_tmp(int dfd, const char *name, struct stat *checked)
  */
 static int attach_locked(struct tally_seg *s)
 {
-	struct flock fl;
-
 	if (!(s->hdr.flags & TALLY__HDR_SHARED))
 		return 1;
-	memset(&fl, 0, sizeof(fl));
-	fl.l_type = F_RDLCK;
-	fl.l_whence = SEEK_SET;
-	fl.l_start = TALLY__ATTACH_LOCK_BYTE;
-	fl.l_len = 1;
-	return fcntl(s->fd, F_OFD_SETLK, &fl) == 0;
+	return tally__lock_byte(s->fd, F_RDLCK, TALLY__ATTACH_LOCK_BYTE, 0) == 0;
 }
 
 static int has_suffix(const char *s, size_t n, const char *suffix)

@@ -107,8 +107,15 @@ int tally__proc_alive(int pid, uint64_t start);
 #define TALLY__ATTACH_LOCK_BYTE   3
 /* Zone names: 1 to 63 of [A-Za-z0-9_.-], not starting with a dot. */
 int tally__valid_zone_name(const char *name);
-/* Does a process hold the use lock / the creator lock of the zone file
- * open as @fd (process.c)?  1 when it cannot tell. */
+/* The lock protocol (lock.c).  tally__lock_byte: a lock of @type
+ * (F_RDLCK, F_WRLCK, F_UNLCK) on byte @byte of the file open as @fd,
+ * through @fd's description; with @wait, waiting for a conflicting lock
+ * to go.  0, or -1 with errno.  tally__byte_locked: does a process hold a
+ * lock on that byte through another description than @fd's?  1 when it
+ * cannot tell; _use_locked, _creator_locked and _token_locked ask it of
+ * the use lock, the creator lock and the lock of an owner token. */
+int tally__lock_byte(int fd, short type, uint64_t byte, int wait);
+int tally__byte_locked(int fd, uint64_t byte);
 int tally__use_locked(int fd);
 int tally__creator_locked(int fd);
 
@@ -164,7 +171,7 @@ _Static_assert(TALLY__OWNER_OFF == TALLY__RESV_OFF,
  * and a forked child forgets its parent's (fallback_zone_postfork). */
 #define TALLY__FB_LOCK_BYTE (1ull << 20)
 /* A description of its own (opened with @flags) on the zone file open as
- * @old, known as @path ("" for an anonymous zone): zone.c. */
+ * @old, known as @path ("" for an anonymous zone): lock.c. */
 int tally__reopen_fd(int old, const char *path, int flags);
 /* This process's own description of zone @z's file (add.c), opened at
  * its first use: it holds the locks of the fallback copies and owner
@@ -183,8 +190,6 @@ int tally__own_fd(struct tally_zone *z);
  * a sweeper of another PID namespace would take its chunks back while
  * it uses them (pool.c). */
 int tally__token_lock(struct tally_zone *z, uint32_t token, int lock);
-/* Does a process hold the lock of @token, through another description
- * than @fd's?  1 when it cannot tell (process.c). */
 int tally__token_locked(int fd, uint32_t token);
 void tally__fallback_detach(struct tally_zone *z);
 void tally__fallback_zone_postfork(struct tally_zone *z);
@@ -249,6 +254,9 @@ int tally__chunk_collect(struct tally_zone *z, uint32_t idx);
 void tally__chunk_owner_check(struct tally_zone *z, uint32_t idx,
 			      unsigned word);
 void tally__pool_lock(struct tally_zone *z);
+/* The header's process-shared robust mutexes (lock.c): _lock returns 1
+ * when the last owner died holding it (repair, then make it consistent). */
+int tally__robust_init(pthread_mutex_t *m);
 int tally__robust_lock(pthread_mutex_t *m);
 void tally__pool_repair(struct tally_zone *z);
 void tally__pool_unlock(struct tally_zone *z);

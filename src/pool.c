@@ -282,7 +282,6 @@ static void set_owner(struct tally__chunk *c, uint32_t token)
  */
 int tally__token_lock(struct tally_zone *z, uint32_t token, int lock)
 {
-	struct flock fl;
 	int fd = lock ? tally__own_fd(z) :
 			atomic_load_explicit(&z->fbfd, memory_order_acquire);
 
@@ -290,12 +289,8 @@ int tally__token_lock(struct tally_zone *z, uint32_t token, int lock)
 		return 0;
 	if (fd < 0)
 		return -(errno ? errno : EBADF);
-	memset(&fl, 0, sizeof(fl));
-	fl.l_type = lock ? F_WRLCK : F_UNLCK;
-	fl.l_whence = SEEK_SET;
-	fl.l_start = (off_t)(TALLY__OWNER_LOCK_BYTE + token);
-	fl.l_len = 1;
-	if (fcntl(fd, F_OFD_SETLK, &fl) < 0 && lock)
+	if (tally__lock_byte(fd, lock ? F_WRLCK : F_UNLCK,
+			     TALLY__OWNER_LOCK_BYTE + token, 0) < 0 && lock)
 		return -errno;
 	return 0;
 }

@@ -255,50 +255,6 @@ static void proc_name(char out[16])
 	snprintf(out, 16, "%.15s", buf[0] ? buf : "process");
 }
 
-/* A lock of @type on byte @byte of the file open as @fd; with @wait,
- * waiting for a conflicting lock to go. */
-static int lock_byte(int fd, short type, off_t byte, int wait)
-{
-	struct flock fl;
-
-	memset(&fl, 0, sizeof(fl));
-	fl.l_type = type;
-	fl.l_whence = SEEK_SET;
-	fl.l_start = byte;
-	fl.l_len = 1;
-	if (!wait)
-		return fcntl(fd, F_OFD_SETLK, &fl);
-	while (fcntl(fd, F_OFD_SETLKW, &fl) < 0)
-		if (errno != EINTR)
-			return -1;
-	return 0;
-}
-
-/*
- * A description of its own (opened with @flags) on the file open as
- * @old: reopened through /proc/self/fd, or by @path when /proc is not
- * mounted (then checked to be the same file).
- */
-int tally__reopen_fd(int old, const char *path, int flags)
-{
-	struct stat a, b;
-	char p[64];
-	int fd;
-
-	snprintf(p, sizeof(p), "/proc/self/fd/%d", old);
-	fd = open(p, flags | O_CLOEXEC);
-	if (fd >= 0 || !path[0] || errno == EACCES)
-		return fd;
-	fd = open(path, flags | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0 && (fstat(fd, &a) < 0 || fstat(old, &b) < 0 ||
-			a.st_dev != b.st_dev || a.st_ino != b.st_ino)) {
-		close(fd);
-		errno = ESTALE;
-		fd = -1;
-	}
-	return fd;
-}
-
 /*
  * Take this process's use lock on a zone file (see the top comment) and,
  * for its @creator, the creator lock; the file is known as @path.
@@ -312,8 +268,9 @@ static int take_locks(struct tally_zone *z, int creator, const char *path)
 	fd = tally__reopen_fd(z->fd, path, O_RDONLY);
 	if (fd < 0)
 		return -1;
-	if (lock_byte(fd, F_RDLCK, TALLY__USE_LOCK_BYTE, 0) < 0 ||
-	    (creator && lock_byte(fd, F_RDLCK, TALLY__CREATOR_LOCK_BYTE, 0) < 0)) {
+	if (tally__lock_byte(fd, F_RDLCK, TALLY__USE_LOCK_BYTE, 0) < 0 ||
+	    (creator &&
+	     tally__lock_byte(fd, F_RDLCK, TALLY__CREATOR_LOCK_BYTE, 0) < 0)) {
 		err = errno;
 		close(fd);
 		errno = err;
@@ -392,31 +349,6 @@ void tally__zone_postfork_child(void)
 	}
 }
 
-static int init_robust_lock(pthread_mutex_t *m)
-{
-	pthread_mutexattr_t a;
-	int rc;
-
-	pthread_mutexattr_init(&a);
-	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-	rc = pthread_mutex_init(m, &a);
-	pthread_mutexattr_destroy(&a);
-	return rc;
-}
-
-/*
- * Lock a robust mutex of the header.  Returns 1 when its last owner died
- * holding it: the caller repairs what it guards from the records (which
- * stay valid whatever step the dead process reached), then calls
- * pthread_mutex_consistent().
- */
-int tally__robust_lock(pthread_mutex_t *m)
-{
-	return pthread_mutex_lock(m) == EOWNERDEAD;
-}
-
-
 /*
  * The creation lock: a write lock on byte 1 of a temporary zone file,
  * held through the creating descriptor from the moment the file exists
@@ -425,7 +357,7 @@ int tally__robust_lock(pthread_mutex_t *m)
  */
 static int creation_lock(int fd, short type)
 {
-	return lock_byte(fd, type, TALLY__CREATION_LOCK_BYTE, 0);
+	return tally__lock_byte(fd, type, TALLY__CREATION_LOCK_BYTE, 0);
 }
 
 /*
@@ -665,9 +597,9 @@ static int write_header(struct tally__hdr *h, const struct tally__geometry *g,
 	snprintf(h->zone_name, sizeof(h->zone_name), "%s", name);
 	memcpy((char *)h + g->node_off, tally__env.cpu_node,
 	       h->nslabs * sizeof(uint16_t));
-	rc = init_robust_lock(&h->pool_lock);
+	rc = tally__robust_init(&h->pool_lock);
 	if (!rc)
-		rc = init_robust_lock(&h->metrics_lock);
+		rc = tally__robust_init(&h->metrics_lock);
 	if (rc)
 		return tally__fail(rc, "cannot set up the zone's locks: %s",
 				   strerror(rc));
@@ -951,7 +883,7 @@ static struct tally_zone *attach_shared(const char *path)
 
 	if (fd < 0)
 		return NULL;
-	if (lock_byte(fd, F_WRLCK, TALLY__ATTACH_LOCK_BYTE, 1) < 0) {
+	if (tally__lock_byte(fd, F_WRLCK, TALLY__ATTACH_LOCK_BYTE, 1) < 0) {
 		tally__fail(errno, "cannot lock shared zone %s: %s", path,
 			    strerror(errno));
 		goto fail;
@@ -991,7 +923,7 @@ static struct tally_zone *attach_shared(const char *path)
 	/* Marked dead by a clean-up between open_shared and the lock? */
 	if (fstat(fd, &now) == 0 && !(now.st_mode & S_IWUSR))
 		fchmod(fd, (now.st_mode & 07777) | S_IWUSR);
-	lock_byte(fd, F_UNLCK, TALLY__ATTACH_LOCK_BYTE, 0);
+	tally__lock_byte(fd, F_UNLCK, TALLY__ATTACH_LOCK_BYTE, 0);
 	return z;
 
 fail:
