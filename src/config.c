@@ -459,9 +459,15 @@ static void init_once(void)
  * 0: not read, 1: being read by some thread, 2: done.  Not pthread_once:
  * a fork() while another thread runs the initialisation would leave the
  * child waiting for a thread it does not have, so the child resets an
- * unfinished state (tally__init_fork_child) and reads it again.
+ * unfinished state (init_postfork_child) and reads it again.
  */
 static _Atomic int init_state;
+
+static void init_postfork_child(void)
+{
+	if (atomic_load(&init_state) == 1)
+		atomic_store(&init_state, 0);
+}
 
 void tally__init(void)
 {
@@ -469,7 +475,7 @@ void tally__init(void)
 
 	if (atomic_load_explicit(&init_state, memory_order_acquire) == 2)
 		return;
-	tally__lifecycle_install();
+	tally__hook_child(TALLY__CHILD_INIT, init_postfork_child);
 	if (atomic_compare_exchange_strong(&init_state, &expected, 1)) {
 		init_once();
 		atomic_store_explicit(&init_state, 2, memory_order_release);
@@ -477,12 +483,6 @@ void tally__init(void)
 	}
 	while (atomic_load_explicit(&init_state, memory_order_acquire) != 2)
 		sched_yield();
-}
-
-void tally__init_postfork_child(void)
-{
-	if (atomic_load(&init_state) == 1)
-		atomic_store(&init_state, 0);
 }
 
 int tally_rseq_active(void)

@@ -19,7 +19,7 @@
  * Fork: a child process inherits every table as it was.  Each update of
  * the tables and of the list of families is one store, so that what the
  * child sees is whole; the locks a thread of the parent held are made
- * anew (tally__family_postfork_child, called by lifecycle.c).
+ * anew (family_postfork_child, a fork step of hooks.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -92,7 +92,7 @@ static const union handle *discard(unsigned kind)
 	return &discards[kind];
 }
 
-void tally__family_postfork_child(void)
+static void family_postfork_child(void)
 {
 	pthread_mutex_init(&families_lock, NULL);
 	for (struct tally__ftable *t = atomic_load(&families); t;
@@ -185,6 +185,7 @@ static int family_register(struct tally_zone *z,
 	int rc;
 
 	tally__ok();
+	tally__hook_child(TALLY__CHILD_FAMILY, family_postfork_child);
 	if (!f)
 		return tally__fail(EINVAL, "family register: NULL family");
 	f->table = NULL;

@@ -119,11 +119,34 @@ int tally__byte_locked(int fd, uint64_t byte);
 int tally__use_locked(int fd);
 int tally__creator_locked(int fd);
 
-/* Installs the fork and exit hooks (lifecycle.c); idempotent. */
-void tally__lifecycle_install(void);
+/*
+ * The fork and exit hooks (hooks.c): each layer registers its steps at
+ * its first use, before it first takes a lock a step renews; the hooks run
+ * them in the order of these slots, whoever registered first.  In a child,
+ * this process's identity is renewed before them all.
+ */
+typedef void (*tally__hook_fn)(void);
+enum tally__child_step {
+	TALLY__CHILD_INIT,       /* config.c: tally__init */
+	TALLY__CHILD_ZONE,       /* zone.c: the registry, use locks */
+	TALLY__CHILD_TCACHE,     /* alloc.c: thread caches */
+	TALLY__CHILD_FALLBACK,   /* add.c: fallback copies */
+	TALLY__CHILD_FAMILY,     /* family.c: the families' locks */
+	TALLY__CHILD_STEPS
+};
+enum tally__exit_step {
+	TALLY__EXIT_ZONE_BEGIN,  /* zone.c: lock the registry */
+	TALLY__EXIT_TCACHE,      /* alloc.c: the exiting thread's chunks */
+	TALLY__EXIT_ZONE_END,    /* zone.c: detach every zone */
+	TALLY__EXIT_STEPS
+};
+void tally__hook_child(enum tally__child_step step, tally__hook_fn fn);
+void tally__hook_exit(enum tally__exit_step step, tally__hook_fn fn);
+/* The core's steps (zone.c), registered by zone creation and the
+ * discard block; idempotent. */
+void tally__zone_hooks(void);
 
-/* The lifecycle steps of each file, called by lifecycle.c only. */
-void tally__init_postfork_child(void);
+/* The steps of the core (zone.c, alloc.c, add.c) and of family.c. */
 void tally__zone_postfork_child(void);
 void tally__zone_exit_begin(void);
 void tally__zone_exit_end(void);
@@ -213,7 +236,6 @@ int tally__metric_define(struct tally_zone *z,
 void tally__metric_discard(unsigned kind, struct tally_metric *m);
 int tally__metric_failed(struct tally_zone *z, unsigned kind,
 			 struct tally_metric *m, int rc);
-void tally__family_postfork_child(void);
 
 /* Errors: set errno and this thread's message; return -errno or NULL. */
 int tally__fail(int err, const char *fmt, ...)

@@ -3,7 +3,7 @@
  *
  * It owns:
  *   - this process's identity (pid and start time), renewed in every
- *     child (lifecycle.c calls tally__self_get after fork; a child made
+ *     child (hooks.c calls tally__self_get after fork; a child made
  *     without the hooks is caught by the getpid() key all the same);
  *   - whether another process is alive (tally__proc_alive), the first
  *     liveness test of the pool's chunk owners (their token locks are

@@ -303,7 +303,7 @@ static void detach(struct tally_zone *z)
 	}
 }
 
-/* At exit (lifecycle.c): lock the registry, so that tally__tcache_exit()
+/* At exit (hooks.c): lock the registry, so that tally__tcache_exit()
  * can ask which zones still exist, then detach every zone. */
 void tally__zone_exit_begin(void)
 {
@@ -347,6 +347,28 @@ void tally__zone_postfork_child(void)
 		if (inherited >= 0)
 			close(inherited);
 	}
+}
+
+/*
+ * The core's fork and exit steps (hooks.c), registered before the first
+ * zone is made, and before the first add to the discard block: the
+ * registry's locks, the thread caches and the fallback copies are used
+ * only after one of them.
+ */
+void tally__zone_hooks(void)
+{
+	static _Atomic int done;
+
+	if (atomic_load_explicit(&done, memory_order_acquire))
+		return;
+	tally__hook_child(TALLY__CHILD_ZONE, tally__zone_postfork_child);
+	tally__hook_child(TALLY__CHILD_TCACHE, tally__tcache_postfork_child);
+	tally__hook_child(TALLY__CHILD_FALLBACK,
+			  tally__fallback_postfork_child);
+	tally__hook_exit(TALLY__EXIT_ZONE_BEGIN, tally__zone_exit_begin);
+	tally__hook_exit(TALLY__EXIT_TCACHE, tally__tcache_exit);
+	tally__hook_exit(TALLY__EXIT_ZONE_END, tally__zone_exit_end);
+	atomic_store_explicit(&done, 1, memory_order_release);
 }
 
 /*
@@ -1011,6 +1033,7 @@ struct tally_zone *tally_zone_create(const char *name,
 
 	tally__ok();
 	tally__init();
+	tally__zone_hooks();
 	pthread_mutex_lock(&create_lock);
 	z = create_locked(name, opts);
 	err = errno;
@@ -1069,6 +1092,7 @@ struct tally_zone *tally_zone_default(void)
 	if (z)
 		return z;
 	tally__init(); /* $TALLY_ZONE */
+	tally__zone_hooks();
 	/* Two threads may race to create it: serialise on a separate lock,
 	 * as tally_zone_create() itself takes reg_lock. */
 	pthread_mutex_lock(&create_lock);
