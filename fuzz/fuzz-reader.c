@@ -28,7 +28,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "reader/segment.h"
 #include "tally/metrics.h"
 #include "tally/reader.h"
 

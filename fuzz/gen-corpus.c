@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "../test/kinds.h" /* every kind through one tally_metric */
-#include "internal.h"
+#include "core/core.h"
 #include "tally/reader.h"
 #include "tally/tally.h"
 

@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "core/core.h"
 #include "snap.h"
 #include "tally/reader.h"
 #include "tally/tally.h"

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "core/core.h"
 #include "tally/tally.h"
 
 #define ZONE_CHUNKS 3

@@ -48,8 +48,8 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "internal.h"
-#include "segment.h"
+#include "core/core.h"
+#include "reader/segment.h"
 #include "snap.h"
 #include "tally/reader.h"
 #include "tally/tally.h"

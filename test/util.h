@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "core/core.h"
 #include "kinds.h"
 #include "tally/metrics.h"
 #include "tally/reader.h"

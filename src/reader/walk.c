@@ -20,7 +20,7 @@
 
 #include "tally/metrics.h"
 
-#include "segment.h"
+#include "reader/segment.h"
 
 #define WORDS_PER_PAGE (TALLY__PAGE / 8u)
 

@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "process/process.h"
 
 int tally__lock_byte(int fd, short type, uint64_t byte, int wait)
 {

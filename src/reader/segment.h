@@ -1,6 +1,7 @@
 /*
- * segment.h: what the reader's files share (not installed): the open
- * segment, and the checked ways to read it.  segment.c opens and
+ * reader/segment.h: what the reader's files share (not installed): the
+ * open segment, and the checked ways to read it.  The reader uses the
+ * format and process layers only, never the writer's core or metrics.  segment.c opens and
  * validates a segment, walk.c walks its series, histogram.c does the
  * histogram math, directory.c walks directories.
  */
@@ -11,7 +12,8 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "internal.h"
+#include "format/format.h"
+#include "process/process.h"
 #include "tally/reader.h"
 
 #define BATCH 512u
@@ -103,5 +105,10 @@ int tally__seg_alive(const struct tally_seg *s);
 /* Does anybody use the segment: its creator, or a child that inherited
  * the zone?  A segment nobody uses is dead, and stays so. */
 int tally__seg_used(const struct tally_seg *s);
+
+/* The reader on an open descriptor (for the fuzzer). */
+struct tally_open_opts;
+struct tally_seg *tally__seg_open_fd(int fd, const char *name,
+				     const struct tally_open_opts *opts);
 
 #endif /* TALLY_SEGMENT_H */

@@ -21,7 +21,7 @@
 #include <sys/statvfs.h>
 #include <time.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 #define NOSPACE_RETRY_NS 10000000ull /* 10 ms between retries when full */
 

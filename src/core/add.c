@@ -49,7 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 #ifdef TALLY__MAX_CPUS
 _Static_assert(TALLY__MAX_CPUS == TALLY__MAX_SLABS,

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 static _Atomic(char *) discard;
 

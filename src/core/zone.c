@@ -57,7 +57,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core/core.h"
+#include "tally/reader.h"
 
 #define MAX_ZONES 64
 /* Attempts at attaching or creating a shared zone while others create or
@@ -70,23 +71,6 @@ static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tally_zone *_Atomic reg[MAX_ZONES];
 static uint64_t next_id = 1;
 static struct tally_zone *default_zone;
-
-int tally__valid_zone_name(const char *name)
-{
-	size_t n = 0;
-
-	if (!name || name[0] == '.' || name[0] == 0)
-		return 0;
-	for (const char *p = name; *p; p++, n++) {
-		char c = *p;
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-		      c == '-'))
-			return 0;
-	}
-	return n <= 63;
-}
 
 /*
  * The segment directory as checked by check_dir(), for the creation or
@@ -992,6 +976,24 @@ static struct tally_zone *shared_locked(const char *name,
 }
 
 /*
+ * A writer creating its first zone file applies the retention to its
+ * directory (with the reader's clean-up, tally_dir_expire): a directory written by services that crash now and then
+ * does not fill the memory with their segments, with no clean-up job to
+ * set up.  Once per process (a walk opens every segment), and it never
+ * holds up the creation: errors are ignored.
+ */
+static void expire_once(void)
+{
+	static atomic_int done;
+	int err = errno;
+
+	if (tally__env.retain_s < 0 || atomic_exchange(&done, 1))
+		return;
+	tally_dir_expire(tally__env.dir, tally__env.retain_s, NULL, NULL);
+	errno = err;
+}
+
+/*
  * Zones are created under create_lock, one at a time in a process: two
  * threads creating the same name never race for its temporary file.
  */
@@ -1021,7 +1023,7 @@ static struct tally_zone *create_locked(const char *name,
 		z = create_new(name, &o, &g, nchunks);
 	close_dir();
 	if (z && z->path[0])
-		tally__dir_expire_once();
+		expire_once();
 	return z;
 }
 

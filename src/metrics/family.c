@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "metrics/metrics.h"
 #include "tally/family.h"
 
 #define FIRST_SLOTS 16u

@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "segment.h"
+#include "reader/segment.h"
 
 /* What clean-up removes, and whom it tells. */
 struct cleanup {
@@ -392,22 +392,4 @@ int tally_dir_expire(const char *dir, long long retain_s, tally_clean_fn fn,
 				   "TALLY_RETAIN_ENV", retain_s);
 	}
 	return dir_walk(dir, 0, NULL, NULL, NULL, &c);
-}
-
-/*
- * A writer creating its first zone file applies the retention to its
- * directory: a directory written by services that crash now and then
- * does not fill the memory with their segments, with no clean-up job to
- * set up.  Once per process (a walk opens every segment), and it never
- * holds up the creation: errors are ignored.
- */
-void tally__dir_expire_once(void)
-{
-	static atomic_int done;
-	int err = errno;
-
-	if (tally__env.retain_s < 0 || atomic_exchange(&done, 1))
-		return;
-	tally_dir_expire(tally__env.dir, tally__env.retain_s, NULL, NULL);
-	errno = err;
 }

@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "metrics/metrics.h"
 #include "tally/metrics.h"
 
 _Static_assert(TALLY_COUNTER == TALLY__KIND_COUNTER &&

@@ -45,7 +45,7 @@
 #include <unistd.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 #define RELAXED __ATOMIC_RELAXED
 #define WARM_MAX 4

@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "segment.h"
+#include "reader/segment.h"
 
 int tally__seg_no_memory(const struct tally_seg *s)
 {

@@ -33,7 +33,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "process/process.h"
 
 static _Atomic(tally__hook_fn) child_steps[TALLY__CHILD_STEPS];
 static _Atomic(tally__hook_fn) exit_steps[TALLY__EXIT_STEPS];

@@ -35,7 +35,7 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "process/process.h"
 #include "tally/reader.h"
 
 struct tally__env tally__env;
@@ -483,6 +483,24 @@ void tally__init(void)
 	}
 	while (atomic_load_explicit(&init_state, memory_order_acquire) != 2)
 		sched_yield();
+}
+
+/* Zone names ($TALLY_ZONE, tally_zone_create()). */
+int tally__valid_zone_name(const char *name)
+{
+	size_t n = 0;
+
+	if (!name || name[0] == '.' || name[0] == 0)
+		return 0;
+	for (const char *p = name; *p; p++, n++) {
+		char c = *p;
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+		      c == '-'))
+			return 0;
+	}
+	return n <= 63;
 }
 
 int tally_rseq_active(void)
