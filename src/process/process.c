@@ -87,3 +87,19 @@ int tally__proc_alive(int pid, uint64_t start)
 	now = tally__proc_start(pid);
 	return start == 0 || now == 0 || now == start;
 }
+
+void tally__proc_name(char out[16])
+{
+	char buf[32] = "";
+	int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		n = 0;
+	buf[n] = 0;
+	buf[strcspn(buf, "\n")] = 0;
+	memset(out, 0, 16);
+	snprintf(out, 16, "%.15s", buf[0] ? buf : "process");
+}

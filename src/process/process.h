@@ -189,5 +189,7 @@ int tally__robust_lock(pthread_mutex_t *m);
 
 /* Process start time in clock ticks since boot, 0 if unknown. */
 uint64_t tally__proc_start(int pid);
+/* This process's name (/proc/self/comm), "process" when unknown. */
+void tally__proc_name(char out[16]);
 
 #endif /* TALLY_PROCESS_H */
