@@ -79,7 +79,7 @@
 #define TALLY__MAGIC       "TALLYSEG"
 #define TALLY__FMT_MAJOR   2
 #define TALLY__FMT_MINOR   5
-/* From 2.1 on, the creator holds the creator lock (internal.h) while it
+/* From 2.1 on, the creator holds the creator lock (process/lock.c) while it
  * runs; readers judge older files by pid and start time.  2.2 adds shared
  * zones (TALLY__HDR_SHARED), whose every user holds the creator lock.
  * 2.3 adds a family's value type (TALLY__VT_*).

@@ -94,7 +94,7 @@ static int shared_compatible(const struct tally__hdr *h, uint64_t size,
 /*
  * Open shared zone file @path for writing, through a description of our
  * own.  Clean-up takes the owner's write permission away from a dead
- * file (directory.c): give it back, the zone is about to live again.
+ * file (reader/directory.c): give it back, the zone is about to live again.
  * Sets *@st.  -1 with errno ENOENT when there is no such file.
  */
 static int open_shared(const char *path, struct stat *st)

@@ -10,7 +10,7 @@
 
 #include "core/core.h"
 
-/* Registering series (metrics.c), for the families of family.c. */
+/* Registering series (metrics.c), for the label families of family.c. */
 struct tally_metric_desc;
 struct tally_metric;
 int tally__metric_register(struct tally_zone *z,

@@ -127,11 +127,11 @@ static void env_error(const char *fmt, ...)
 
 /*
  * $TALLY_RETAIN: how long the segment of a dead writer stays, from the
- * moment a clean-up first found it dead (directory.c).  A whole number of
- * seconds, or with a unit (s, m, h, d); 0 removes dead segments at once;
- * "forever" (or "off") keeps them.  Unset or empty: the default, long
- * enough to read a crashed writer's last values.  Returns seconds, -1 for
- * forever, or TALLY__RETAIN_BAD with the reason in @err.  Readers parse
+ * moment a clean-up first found it dead (reader/directory.c).  A whole
+ * number of seconds, or with a unit (s, m, h, d); 0 removes dead segments
+ * at once; "forever" (or "off") keeps them.  Unset or empty: the default,
+ * long enough to read a crashed writer's last values.  Returns seconds, -1
+ * for forever, or TALLY__RETAIN_BAD with the reason in @err.  Readers parse
  * it on each call (tally_dir_expire), writers once.
  */
 long long tally__parse_retain(const char *s, char *err, size_t n)
@@ -310,7 +310,7 @@ static void read_cpus(struct tally__env *e)
  * hsperfdata.  $XDG_RUNTIME_DIR, where it is a directory of this user
  * that nobody else can enter (systemd's per-user tmpfs, /run/user/<uid>),
  * is a place nobody else can create a name in: its "tally" subdirectory
- * is the default there.  Readers read both places (directory.c), since
+ * is the default there.  Readers read both places (reader/directory.c), since
  * the writers of a user do not all have $XDG_RUNTIME_DIR (a system
  * service running as that user has none).  With $TALLY_GROUP, files are
  * for a group that cannot enter $XDG_RUNTIME_DIR: /dev/shm/tally-<uid>

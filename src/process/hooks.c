@@ -10,7 +10,7 @@
  *
  * Each layer registers its own steps at its first use, into a fixed slot,
  * and the hooks run the slots in the order of enum tally__child_step and
- * enum tally__exit_step (internal.h) whoever registered first: in the
+ * enum tally__exit_step (process/process.h) whoever registered first: in the
  * child, identity (process.c, always first), an unfinished initialisation
  * (config.c, registered by tally__init), zone use locks (zone.c), thread
  * caches (alloc.c) and fallback copies (add.c), all three registered by

@@ -70,7 +70,7 @@ int tally__proc_alive(int pid, uint64_t start);
  * a process while it checks that the name still leads to the file and
  * takes its use lock, and a read lock held by clean-up while it checks
  * that nobody uses the file and removes it: neither sees the other half
- * done (zone.c, directory.c). */
+ * done (core/zone-attach.c, reader/directory.c). */
 #define TALLY__ATTACH_LOCK_BYTE   3
 /* Zone names: 1 to 63 of [A-Za-z0-9_.-], not starting with a dot. */
 int tally__valid_zone_name(const char *name);

@@ -4,7 +4,7 @@
  * at once or after a retention.
  *
  * Dead is a state a segment never leaves: nobody holds its creator lock
- * or a use lock (internal.h), and nobody can take them again (only the
+ * or a use lock (process/lock.c), and nobody can take them again (only the
  * creator and the children it forks do, while it lives).  When it died
  * is not recorded anywhere: a SIGKILLed writer writes nothing, and on
  * tmpfs stores through a mapping do not touch the file's times.  So the
@@ -40,9 +40,9 @@ struct cleanup {
 #define TMP_ORPHAN_AGE 10 /* seconds: older unlocked temporaries are dead */
 
 /*
- * A temporary file of a zone being created (*.tally.tmp): its creator
- * holds a write lock on byte 1 from the moment it exists until it is
- * published (zone.c).  Nobody holding it, and a few seconds old (so that
+ * A temporary file of a zone being created (*.tally.tmp): its creator holds
+ * a write lock on byte 1 from the moment it exists until it is published
+ * (core/zone-create.c).  Nobody holding it, and a few seconds old (so that
  * the instant between open and lock is no risk), it is an orphan.
  */
 static int orphaned_tmp(int dfd, const char *name, struct stat *checked)
@@ -65,11 +65,11 @@ static int orphaned_tmp(int dfd, const char *name, struct stat *checked)
 }
 
 /*
- * A shared zone is attached by name (zone.c): hold its attach lock (a
- * read lock, through the segment's descriptor until it is closed) while
- * deciding whether to remove it, so that no process is between finding
- * the file and holding its use lock.  0 when a process is attaching it
- * right now: leave it be.
+ * A shared zone is attached by name (core/zone-attach.c): hold its attach
+ * lock (a read lock, through the segment's descriptor until it is closed)
+ * while deciding whether to remove it, so that no process is between
+ * finding the file and holding its use lock.  0 when a process is attaching
+ * it right now: leave it be.
  */
 static int attach_locked(struct tally_seg *s)
 {

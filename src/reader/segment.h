@@ -1,8 +1,8 @@
 /*
- * reader/segment.h: what the reader's files share (not installed): the
- * open segment, and the checked ways to read it.  The reader uses the
- * format and process layers only, never the writer's core or metrics.  segment.c opens and
- * validates a segment, walk.c walks its series, histogram.c does the
+ * reader/segment.h: what the reader's files share (not installed): the open
+ * segment, and the checked ways to read it.  The reader uses the format and
+ * process layers only, never the writer's core or metrics.  segment.c opens
+ * and validates a segment, walk.c walks its series, histogram.c does the
  * histogram math, directory.c walks directories.
  */
 #ifndef TALLY_SEGMENT_H
