@@ -69,20 +69,20 @@ static int shared_compatible(const struct tally__hdr *h, uint64_t size,
 				   "zone must see the same node count", path,
 				   h->nnodes, tally__env.nnodes);
 	if (h->nchunks < 1 || h->nchunks > (1ull << 23) ||
-	    h->desc_cap > (1u << 24))
+	    h->series_cap > (1u << 24))
 		return tally__fail(EEXIST, "%s: a damaged header (capacity)",
 				   path);
-	tally__geometry(h->nchunks, h->desc_cap, h->nslabs, g);
+	tally__geometry(h->nchunks, h->series_cap, h->nslabs, g);
 	if (h->header_size != sizeof(*h) || h->file_size != g->file_size ||
 	    size != g->file_size || h->chunks_off != g->chunks_off ||
-	    h->meta_off != g->meta_off || h->desc_off != g->desc_off ||
-	    h->fam_off != g->fam_off || h->hash_off != g->hash_off ||
+	    h->meta_off != g->meta_off || h->series_off != g->series_off ||
+	    h->metric_off != g->metric_off || h->hash_off != g->hash_off ||
 	    h->node_off != g->node_off || h->chunk_pages != g->chunk_pages ||
 	    h->hash_buckets != g->hash_buckets ||
-	    h->fam_hash_buckets != g->fam_hash_buckets ||
+	    h->metric_hash_buckets != g->metric_hash_buckets ||
 	    h->meta_rec_size != sizeof(struct tally__chunk) ||
-	    h->desc_rec_size != sizeof(struct tally__series) ||
-	    h->fam_rec_size != sizeof(struct tally__family))
+	    h->series_rec_size != sizeof(struct tally__series) ||
+	    h->metric_rec_size != sizeof(struct tally__metric_rec))
 		return tally__fail(EEXIST, "shared zone %s has a layout this "
 				   "version of libtally does not make (format "
 				   "%u.%u): let its processes finish, or "

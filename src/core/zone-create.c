@@ -143,7 +143,7 @@ static int zone_options(const char *name, const struct tally_zone_opts *opts,
  * its final name in @path; with its creation lock, and
  * given to $TALLY_GROUP), or a memfd; sized (sparse), with the pages that
  * creation writes reserved for real (the header and the CPU-to-node
- * table) and the family index that every registration reads, so that a
+ * table) and the metric index that every registration reads, so that a
  * full file system gives ENOSPC here instead of SIGBUS at the first store.
  * Returns the descriptor, or -1 (the temporary file is gone).
  */
@@ -188,8 +188,8 @@ static int create_file(const char *name, const struct tally_zone_opts *o,
 			    strerror(errno));
 	else if (tally__reserve_fd(fd, 0, g->node_off + g->node_size, what,
 				   tally__env.dir) == 0 &&
-		 tally__reserve_fd(fd, tally__fam_index_off(g),
-				   (uint64_t)g->fam_hash_buckets * 4, what,
+		 tally__reserve_fd(fd, tally__metric_index_off(g),
+				   (uint64_t)g->metric_hash_buckets * 4, what,
 				   tally__env.dir) == 0)
 		return fd;
 	{
@@ -258,18 +258,18 @@ static int write_header(struct tally__hdr *h, const struct tally__geometry *g,
 	h->meta_off = g->meta_off;
 	h->meta_size = g->meta_size;
 	h->meta_rec_size = sizeof(struct tally__chunk);
-	h->fam_off = g->fam_off;
-	h->fam_size = g->fam_size;
-	h->fam_rec_size = sizeof(struct tally__family);
-	h->fam_cap = TALLY__FAM_CAP;
-	h->desc_off = g->desc_off;
-	h->desc_size = g->desc_size;
-	h->desc_rec_size = sizeof(struct tally__series);
-	h->desc_cap = (uint32_t)o->max_series;
+	h->metric_off = g->metric_off;
+	h->metric_size = g->metric_size;
+	h->metric_rec_size = sizeof(struct tally__metric_rec);
+	h->metric_cap = TALLY__METRIC_CAP;
+	h->series_off = g->series_off;
+	h->series_size = g->series_size;
+	h->series_rec_size = sizeof(struct tally__series);
+	h->series_cap = (uint32_t)o->max_series;
 	h->hash_off = g->hash_off;
 	h->hash_size = g->hash_size;
 	h->hash_buckets = g->hash_buckets;
-	h->fam_hash_buckets = g->fam_hash_buckets;
+	h->metric_hash_buckets = g->metric_hash_buckets;
 	h->chunks_off = g->chunks_off;
 	h->chunks_size = g->chunks_size;
 	h->file_size = g->file_size;

@@ -1,11 +1,11 @@
 /*
- * define.c: the family records, one per metric name and generation:
+ * define.c: the metric records, one per metric name and generation:
  * finding, making and re-texting them, and saying what changed.
  *
  * A definition that changes is never refused (a new version of a program
  * meets the old one's in a shared zone): another help text or unit is
  * written over the family's, another kind, mode or layout makes a new
- * generation of the family (layout.h), which the family index points at;
+ * generation of the family (layout.h), which the metric index points at;
  * families keep making their children in the generation they were
  * defined in (family.c pins it), so that an old version runs on.
  */
@@ -34,7 +34,7 @@ static const char *kind_name(unsigned kind, unsigned vtype)
 
 /* What makes @f and @p different generations, in words; "" when they
  * are the same generation. */
-void tally__describe_change(const struct tally__family *f,
+void tally__describe_change(const struct tally__metric_rec *f,
 			    const struct tally__plan *p, char *out, size_t len)
 {
 	static const char *const modes[] = { "percpu", "shared", "pernode",
@@ -58,7 +58,7 @@ void tally__describe_change(const struct tally__family *f,
 /* Under the metrics lock: rewrite family @f's help and unit (another
  * registration gave others: the newest one wins), under its seq, and
  * tell readers to read the families again. */
-static void family_retext(struct tally_zone *z, struct tally__family *f,
+static void family_retext(struct tally_zone *z, struct tally__metric_rec *f,
 			  const struct tally__plan *p)
 {
 	if (!strcmp(f->help, p->help) && !strcmp(f->unit, p->unit))
@@ -71,14 +71,14 @@ static void family_retext(struct tally_zone *z, struct tally__family *f,
 	memcpy(f->unit, p->unit, f->unit_len);
 	memcpy(f->help, p->help, f->help_len);
 	seq_end(&f->seq);
-	atomic_fetch_add_explicit(&z->hdr->fam_changes, 1,
+	atomic_fetch_add_explicit(&z->hdr->metric_changes, 1,
 				  memory_order_release);
 }
 
-/* Under the metrics lock: set @flags in family @f (TALLY__FAM_*: it is
+/* Under the metrics lock: set @flags in family @f (TALLY__METRIC_*: it is
  * superseded by another generation of its name, which readers show in
  * its place), or clear them (@set 0: it is the current one again). */
-void tally__family_flag(struct tally_zone *z, struct tally__family *f,
+void tally__metric_rec_flag(struct tally_zone *z, struct tally__metric_rec *f,
 			unsigned flags, int set)
 {
 	unsigned now = set ? f->flags | flags : f->flags & ~flags;
@@ -88,16 +88,16 @@ void tally__family_flag(struct tally_zone *z, struct tally__family *f,
 	seq_begin(&f->seq);
 	f->flags = (uint8_t)now;
 	seq_end(&f->seq);
-	atomic_fetch_add_explicit(&z->hdr->fam_changes, 1,
+	atomic_fetch_add_explicit(&z->hdr->metric_changes, 1,
 				  memory_order_release);
 }
 
 /* Under the metrics lock: the index bucket of @name's newest family
  * record, or of the empty place where it goes (*@found 0). */
-uint32_t tally__family_find(struct tally_zone *z, const char *name,
+uint32_t tally__metric_rec_find(struct tally_zone *z, const char *name,
 			    uint32_t *found)
 {
-	uint32_t *fb = family_buckets(z), mask = z->hdr->fam_hash_buckets - 1;
+	uint32_t *fb = family_buckets(z), mask = z->hdr->metric_hash_buckets - 1;
 	uint32_t i = name_bucket(z, name);
 
 	*found = 0;
@@ -111,7 +111,7 @@ uint32_t tally__family_find(struct tally_zone *z, const char *name,
 }
 
 /*
- * Under the metrics lock: the family record of @name for @p.
+ * Under the metrics lock: the metric record of @name for @p.
  *
  * @pin (record index + 1, or 0) is the record a family of this process
  * was defined in (family.c): its children go on being made there, in
@@ -122,17 +122,17 @@ uint32_t tally__family_find(struct tally_zone *z, const char *name,
  * generation (layout.h), when @create; a record that does not exist
  * yet is made only when @create too (else -ENOENT, without a message).
  */
-int tally__family_get(struct tally_zone *z, const char *name,
+int tally__metric_rec_get(struct tally_zone *z, const char *name,
 		      const struct tally__plan *p, uint32_t *out, int create,
 		      uint32_t pin, int retext)
 {
 	struct tally__hdr *h = z->hdr;
 	uint32_t *fb = family_buckets(z);
-	struct tally__family *f, *old = NULL;
+	struct tally__metric_rec *f, *old = NULL;
 	uint32_t i, idx, found, last = 0;
 	char change[96] = "";
 
-	if (pin && pin <= atomic_load_explicit(&h->fam_count,
+	if (pin && pin <= atomic_load_explicit(&h->metric_count,
 					       memory_order_relaxed)) {
 		f = &families(z)[pin - 1];
 		tally__describe_change(f, p, change, sizeof(change));
@@ -141,11 +141,11 @@ int tally__family_get(struct tally_zone *z, const char *name,
 			return 0;
 		}
 	}
-	i = tally__family_find(z, name, &found);
+	i = tally__metric_rec_find(z, name, &found);
 	if (found) {
 		old = &families(z)[found - 1];
 		tally__describe_change(old, p, change, sizeof(change));
-		if (!change[0] && !(old->flags & TALLY__FAM_SUPERSEDED)) {
+		if (!change[0] && !(old->flags & TALLY__METRIC_SUPERSEDED)) {
 			if (retext)
 				family_retext(z, old, p);
 			*out = found - 1;
@@ -157,7 +157,7 @@ int tally__family_get(struct tally_zone *z, const char *name,
 	}
 	if (!create)
 		return -ENOENT;
-	idx = atomic_load_explicit(&h->fam_count, memory_order_relaxed);
+	idx = atomic_load_explicit(&h->metric_count, memory_order_relaxed);
 	if (old) {
 		/* The generations of the name: the last one made (the new
 		 * one follows it), and an older one of this very definition
@@ -170,7 +170,7 @@ int tally__family_get(struct tally_zone *z, const char *name,
 		uint32_t back = 0;
 
 		for (uint32_t k = 0; k < idx; k++) {
-			struct tally__family *g = &families(z)[k];
+			struct tally__metric_rec *g = &families(z)[k];
 			char diff[96];
 
 			if (strcmp(g->name, name))
@@ -178,13 +178,13 @@ int tally__family_get(struct tally_zone *z, const char *name,
 			last = k + 1;
 			tally__describe_change(g, p, diff, sizeof(diff));
 			if (k != found - 1 && !diff[0] &&
-			    !(g->flags & TALLY__FAM_RETIRED))
+			    !(g->flags & TALLY__METRIC_RETIRED))
 				back = k + 1;
 		}
 		if (back) {
 			f = &families(z)[back - 1];
-			tally__family_flag(z, old, TALLY__FAM_SUPERSEDED, 1);
-			tally__family_flag(z, f, TALLY__FAM_SUPERSEDED, 0);
+			tally__metric_rec_flag(z, old, TALLY__METRIC_SUPERSEDED, 1);
+			tally__metric_rec_flag(z, f, TALLY__METRIC_SUPERSEDED, 0);
 			if (retext)
 				family_retext(z, f, p);
 			atomic_fetch_add_explicit(&h->redefinitions, 1,
@@ -194,7 +194,7 @@ int tally__family_get(struct tally_zone *z, const char *name,
 			return 0;
 		}
 	}
-	if (idx >= h->fam_cap) {
+	if (idx >= h->metric_cap) {
 		atomic_fetch_add_explicit(&h->alloc_refused, 1,
 					  memory_order_relaxed);
 		if (old)
@@ -203,9 +203,9 @@ int tally__family_get(struct tally_zone *z, const char *name,
 					   "families already: no room for "
 					   "its new definition", name, change,
 					   zone_file(z),
-					   h->fam_cap);
+					   h->metric_cap);
 		return tally__fail(ENOSPC, "zone \"%s\" holds %u metric names "
-				   "already", h->zone_name, h->fam_cap);
+				   "already", h->zone_name, h->metric_cap);
 	}
 	/* The record and its index entry, reserved before they are written. */
 	f = &families(z)[idx];
@@ -244,11 +244,11 @@ int tally__family_get(struct tally_zone *z, const char *name,
 	 * a reader that sees the new record sees the old one superseded
 	 * at its next read of the families. */
 	if (old) {
-		tally__family_flag(z, old, TALLY__FAM_SUPERSEDED, 1);
+		tally__metric_rec_flag(z, old, TALLY__METRIC_SUPERSEDED, 1);
 		atomic_fetch_add_explicit(&h->redefinitions, 1,
 					  memory_order_relaxed);
 	}
-	atomic_store_explicit(&h->fam_count, idx + 1, memory_order_release);
+	atomic_store_explicit(&h->metric_count, idx + 1, memory_order_release);
 	fb[i] = idx + 1;
 	*out = idx;
 	return 0;

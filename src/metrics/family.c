@@ -61,7 +61,7 @@ struct tally__ftable {
 	unsigned kind;
 	unsigned n;                   /* label names the children add */
 	struct tally_zone *zone;
-	uint32_t rec;                 /* its family record + 1 (metrics.c):
+	uint32_t rec;                 /* its metric record + 1 (metrics.c):
 					 its generation */
 	pthread_mutex_t lock;         /* inserts; process-private */
 	uint32_t count;               /* children, under the lock */

@@ -77,21 +77,21 @@ static uint32_t peek_seq(struct tally_zone *z, const _Atomic uint32_t *seq)
 	return v;
 }
 
-/* The family table after a writer died holding the lock. */
+/* The metric table after a writer died holding the lock. */
 static uint32_t repair_families(struct tally_zone *z)
 {
 	struct tally__hdr *h = z->hdr;
-	uint32_t nfam = atomic_load(&h->fam_count);
-	uint32_t *fb = family_buckets(z), fmask = h->fam_hash_buckets - 1;
+	uint32_t nfam = atomic_load(&h->metric_count);
+	uint32_t *fb = family_buckets(z), fmask = h->metric_hash_buckets - 1;
 
-	if (nfam > h->fam_cap)
-		nfam = h->fam_cap;
-	atomic_store(&h->fam_count, nfam);
-	if (nfam < h->fam_cap && (peek_seq(z, &families(z)[nfam].seq) & 1)) {
+	if (nfam > h->metric_cap)
+		nfam = h->metric_cap;
+	atomic_store(&h->metric_count, nfam);
+	if (nfam < h->metric_cap && (peek_seq(z, &families(z)[nfam].seq) & 1)) {
 		families(z)[nfam].state = 0;
 		seq_end(&families(z)[nfam].seq);
 	}
-	memset(fb, 0, h->fam_hash_buckets * sizeof(*fb));
+	memset(fb, 0, h->metric_hash_buckets * sizeof(*fb));
 	/* One entry a name: its generation that is not superseded, else
 	 * the last one made. */
 	for (uint32_t i = 0; i < nfam; i++) {
@@ -104,8 +104,8 @@ static uint32_t repair_families(struct tally_zone *z)
 					TALLY__NAME_MAX))
 			k = (k + 1) & fmask;
 		if (!fb[k] || (families(z)[fb[k] - 1].flags &
-			       TALLY__FAM_SUPERSEDED) ||
-		    !(families(z)[i].flags & TALLY__FAM_SUPERSEDED))
+			       TALLY__METRIC_SUPERSEDED) ||
+		    !(families(z)[i].flags & TALLY__METRIC_SUPERSEDED))
 			fb[k] = i + 1;
 	}
 	return nfam;
@@ -146,9 +146,9 @@ static void repair_series(struct tally_zone *z, uint32_t nfam)
 	struct tally__hdr *h = z->hdr;
 	uint32_t hwm = atomic_load(&h->series_hwm);
 
-	if (hwm > h->desc_cap)
-		hwm = h->desc_cap;
-	if (hwm < h->desc_cap && (peek_seq(z, &series(z)[hwm].seq) & 1))
+	if (hwm > h->series_cap)
+		hwm = h->series_cap;
+	if (hwm < h->series_cap && (peek_seq(z, &series(z)[hwm].seq) & 1))
 		hwm++; /* died before publishing the new high-water mark */
 	atomic_store(&h->series_hwm, hwm);
 	memset(series_buckets(z), 0,
@@ -198,7 +198,7 @@ static void repair_series(struct tally_zone *z, uint32_t nfam)
 /*
  * Under the metrics lock, after a process died holding it: a record it
  * was writing has an odd seq.  Retire such records (their block, if any,
- * is lost to the zone), then rebuild the family index, the series index,
+ * is lost to the zone), then rebuild the metric index, the series index,
  * the free list and the live count from the records.  The series part
  * only once an index exists (no series record is written before).
  */
@@ -209,7 +209,7 @@ void tally__metrics_lock(struct tally_zone *z)
 
 		if (__atomic_load_n(&z->hdr->hash_cur, __ATOMIC_RELAXED))
 			repair_series(z, nfam);
-		atomic_fetch_add(&z->hdr->desc_gen, 1);
+		atomic_fetch_add(&z->hdr->series_gen, 1);
 		pthread_mutex_consistent(&z->hdr->metrics_lock);
 	}
 }

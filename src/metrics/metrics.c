@@ -137,7 +137,7 @@ static int find_and_ref(struct tally_zone *z, const char *name,
 	uint32_t idx = 0;
 	int rc;
 
-	if ((rc = tally__family_get(z, name, p, fam, create, pin, !pin)) < 0)
+	if ((rc = tally__metric_rec_get(z, name, p, fam, create, pin, !pin)) < 0)
 		return rc == -ENOENT ? 0 : rc;
 	if (!tally__series_find(z, *fam, p, bucket, &idx))
 		return 0;
@@ -242,7 +242,7 @@ int tally__metric_define(struct tally_zone *z,
 				   TALLY__LABELS_INLINE,
 				   TALLY__LABELS_INLINE_PAIRS);
 	tally__metrics_lock(z);
-	rc = tally__family_get(z, d->name, &p, &fam, 1, 0, 1);
+	rc = tally__metric_rec_get(z, d->name, &p, &fam, 1, 0, 1);
 	pthread_mutex_unlock(&z->hdr->metrics_lock);
 	if (rc == 0 && rec)
 		*rec = fam + 1;
@@ -275,26 +275,26 @@ int tally_metric_redefine(struct tally_zone *z,
 	if (!z && !(z = tally_zone_default()))
 		return -errno;
 	tally__metrics_lock(z);
-	tally__family_find(z, d->name, &found);
+	tally__metric_rec_find(z, d->name, &found);
 	if (found) {
-		const struct tally__family *f = &families(z)[found - 1];
+		const struct tally__metric_rec *f = &families(z)[found - 1];
 		char change[96];
 
 		tally__describe_change(f, &p, change, sizeof(change));
 		changed = change[0] || strcmp(f->help, p.help) ||
 			  strcmp(f->unit, p.unit) ||
-			  (f->flags & TALLY__FAM_SUPERSEDED);
+			  (f->flags & TALLY__METRIC_SUPERSEDED);
 	}
 	before = atomic_load_explicit(&z->hdr->redefinitions,
 				      memory_order_relaxed);
-	rc = tally__family_get(z, d->name, &p, &fam, 1, 0, 1);
+	rc = tally__metric_rec_get(z, d->name, &p, &fam, 1, 0, 1);
 	if (rc == 0 && changed) {
 		for (unsigned i = 0; i < n; i++) {
-			tally__family_find(z, names[i], &found);
+			tally__metric_rec_find(z, names[i], &found);
 			if (found)
-				tally__family_flag(z, &families(z)[found - 1],
-					    TALLY__FAM_SUPERSEDED |
-					    TALLY__FAM_RETIRED, 1);
+				tally__metric_rec_flag(z, &families(z)[found - 1],
+					    TALLY__METRIC_SUPERSEDED |
+					    TALLY__METRIC_RETIRED, 1);
 		}
 		/* Counted once, also when @d itself made a generation. */
 		if (atomic_load_explicit(&z->hdr->redefinitions,
@@ -351,7 +351,7 @@ int tally_metric_remove(tally_metric *m)
 		return tally__fail(EINVAL, "tally_metric_remove: no series");
 	z = m->zone;
 	h = z->hdr;
-	if (m->series >= h->desc_cap)
+	if (m->series >= h->series_cap)
 		return tally__fail(EINVAL, "not a series of this zone");
 	s = &series(z)[m->series];
 	tally__metrics_lock(z);
@@ -395,7 +395,7 @@ int tally_metric_remove(tally_metric *m)
 	chains(z)[m->series] = h->series_free;
 	h->series_free = m->series + 1;
 	h->series_live--;
-	atomic_fetch_add_explicit(&h->desc_gen, 1, memory_order_release);
+	atomic_fetch_add_explicit(&h->series_gen, 1, memory_order_release);
 	if (h->series_live == 0)
 		tally__series_give_back(z);
 	pthread_mutex_unlock(&h->metrics_lock);

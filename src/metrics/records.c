@@ -89,11 +89,11 @@ static int take_record(struct tally_zone *z, uint32_t *out)
 		return 0;
 	}
 	idx = atomic_load_explicit(&h->series_hwm, memory_order_relaxed);
-	if (idx >= h->desc_cap) {
+	if (idx >= h->series_cap) {
 		atomic_fetch_add_explicit(&h->alloc_refused, 1,
 					  memory_order_relaxed);
 		return tally__fail(ENOSPC, "zone \"%s\" holds %u series "
-				   "already; %s", h->zone_name, h->desc_cap,
+				   "already; %s", h->zone_name, h->series_cap,
 				   z->is_default ? "raise TALLY_ZONE_SERIES, "
 				   "the series limit of the default zone" :
 				   "create it with a larger max_series");
@@ -111,7 +111,7 @@ static int take_record(struct tally_zone *z, uint32_t *out)
 	 * this index can hold, which changed at most once per change of the
 	 * table. */
 	atomic_store_explicit(&series(z)[idx].seq,
-			      (uint32_t)atomic_load(&h->desc_gen) * 2u,
+			      (uint32_t)atomic_load(&h->series_gen) * 2u,
 			      memory_order_relaxed);
 	*out = idx;
 	return 0;
@@ -255,7 +255,7 @@ void tally__series_publish(struct tally_zone *z, uint32_t idx, uint32_t fam,
 	chains(z)[idx] = series_buckets(z)[bucket];
 	series_buckets(z)[bucket] = idx + 1;
 	h->series_live++;
-	atomic_fetch_add_explicit(&h->desc_gen, 1, memory_order_release);
+	atomic_fetch_add_explicit(&h->series_gen, 1, memory_order_release);
 }
 
 #define GIVE_BACK_MIN 1024u /* records: below this, keep them */
@@ -284,7 +284,7 @@ void tally__series_give_back(struct tally_zone *z)
 	tally__release_at(z, series(z), (size_t)hwm * sizeof(struct tally__series));
 	tally__release_at(z, chains(z), (size_t)hwm * sizeof(uint32_t));
 	tally__release_at(z, series_buckets(z), (size_t)cur * sizeof(uint32_t));
-	atomic_fetch_add_explicit(&h->desc_gen, 1, memory_order_release);
+	atomic_fetch_add_explicit(&h->series_gen, 1, memory_order_release);
 }
 
 /*
@@ -305,7 +305,7 @@ int tally__series_gone(const tally_metric *m)
 	if (!m->zone)
 		return 0;
 	h = m->zone->hdr;
-	return m->series >= h->desc_cap ||
+	return m->series >= h->series_cap ||
 	       m->series >= atomic_load_explicit(&h->series_hwm,
 						 memory_order_acquire) ||
 	       atomic_load_explicit(&series(m->zone)[m->series].seq,

@@ -27,14 +27,14 @@ struct tally__plan {
 	char labels[TALLY__LABELS_PACKED_MAX];
 };
 
-static inline struct tally__family *families(struct tally_zone *z)
+static inline struct tally__metric_rec *families(struct tally_zone *z)
 {
-	return (struct tally__family *)((char *)z->hdr + z->hdr->fam_off);
+	return (struct tally__metric_rec *)((char *)z->hdr + z->hdr->metric_off);
 }
 
 static inline struct tally__series *series(struct tally_zone *z)
 {
-	return (struct tally__series *)((char *)z->hdr + z->hdr->desc_off);
+	return (struct tally__series *)((char *)z->hdr + z->hdr->series_off);
 }
 
 /* The writers' index: series buckets, family buckets, series chains. */
@@ -50,7 +50,7 @@ static inline uint32_t *family_buckets(struct tally_zone *z)
 
 static inline uint32_t *chains(struct tally_zone *z)
 {
-	return family_buckets(z) + z->hdr->fam_hash_buckets;
+	return family_buckets(z) + z->hdr->metric_hash_buckets;
 }
 
 static inline uint64_t fnv1a(uint64_t h, const void *p, size_t n)
@@ -88,7 +88,7 @@ static inline const char *zone_file(const struct tally_zone *z)
 static inline uint32_t name_bucket(struct tally_zone *z, const char *name)
 {
 	return (uint32_t)fnv1a(0xcbf29ce484222325ull, name, strlen(name)) &
-	       (z->hdr->fam_hash_buckets - 1);
+	       (z->hdr->metric_hash_buckets - 1);
 }
 
 /* The hash of a series: its family and packed labels. */
@@ -132,14 +132,14 @@ static inline uint64_t record_hash(const struct tally__series *s)
 /* Checking a definition and packing its labels (labels.c). */
 int tally__plan_make(const struct tally_metric_desc *d, struct tally__plan *p);
 
-/* Family records (define.c). */
-void tally__describe_change(const struct tally__family *f,
+/* Metric records (define.c). */
+void tally__describe_change(const struct tally__metric_rec *f,
 			    const struct tally__plan *p, char *out, size_t len);
-void tally__family_flag(struct tally_zone *z, struct tally__family *f,
+void tally__metric_rec_flag(struct tally_zone *z, struct tally__metric_rec *f,
 			unsigned flags, int set);
-uint32_t tally__family_find(struct tally_zone *z, const char *name,
+uint32_t tally__metric_rec_find(struct tally_zone *z, const char *name,
 			    uint32_t *found);
-int tally__family_get(struct tally_zone *z, const char *name,
+int tally__metric_rec_get(struct tally_zone *z, const char *name,
 		      const struct tally__plan *p, uint32_t *out, int create,
 		      uint32_t pin, int retext);
 

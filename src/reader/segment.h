@@ -51,12 +51,12 @@ struct tally_seg {
 	uint64_t chunk_bytes;
 	uint32_t chunk_pages;
 
-	struct tally__family *fams;
-	uint32_t nfams;          /* families read and validated */
-	uint64_t fams_gen;
-	uint32_t fam_changes;    /* the header's fam_changes when the
+	struct tally__metric_rec *mrecs;
+	uint32_t nmrecs;          /* families read and validated */
+	uint64_t mrecs_gen;
+	uint32_t metric_changes;    /* the header's metric_changes when the
 				    families were read (walk.c) */
-	uint32_t live_fam_changes;   /* as tally__seg_read_live() found: */
+	uint32_t live_metric_changes;   /* as tally__seg_read_live() found: */
 	uint64_t live_redefinitions; /* 0 before format 2.5 */
 
 	struct tally__series *rec1, *rec2;
