@@ -32,7 +32,7 @@
  *   page 2 + c             rseq copy of CPU c        (c < nslabs)
  *   page 2 + nslabs + f    fallback copy f           (f < nslabs); at
  *                          TALLY__OWNER_OFF, the token of the thread
- *                          that owns it (src/add.c)
+ *                          that owns it (src/core/add.c)
  *
  * A TALLY_SHARED block uses only page 2 (its one atomic copy) and a
  * TALLY_PERNODE block pages 2 .. 2 + nnodes - 1.  Slot s of a chunk is the
@@ -63,8 +63,9 @@
  * the band -2^61 .. 2^61 - 1, of the 63 bits it has: an add that would
  * take it out promotes the slot too (the copies are full 64-bit words,
  * so a slot holds any int64 and wraps like one), and a fetch-and-add
- * (src/add.c, tally/arch/x86_64.h) adds below 2^31 to a word within the
- * band only, so that the adds in flight never take it past its 63 bits.
+ * (src/core/add.c, tally/arch/x86_64.h) adds below 2^31 to a word within
+ * the band only, so that the adds in flight never take it past its 63
+ * bits.
  * (Writers before this rule kept the word in -2^62 .. 2^62 - 1 with
  * compare-and-swaps only; the two meet only when a value crosses 2^61.)
  * Its value is the word shifted right arithmetically by one, plus the
@@ -92,7 +93,7 @@
  * zones (TALLY__HDR_SHARED), whose every user holds the creator lock.
  * 2.3 adds a family's value type (TALLY__VT_*).
  * 2.4: fallback copies are owned by one thread (the owner line of their
- * pages, the fallback locks), whose adds take no lock (src/add.c).
+ * pages, the fallback locks), whose adds take no lock (src/core/add.c).
  * 2.5: long label sets.  A series whose labels do not fit in its record
  * (more than TALLY__LABELS_INLINE bytes) is a record of state
  * TALLY__SERIES_LONG whose label text lies in extension records

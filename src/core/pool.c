@@ -185,7 +185,7 @@ static int reap_a_warm_chunk(struct tally_zone *z)
 
 /*
  * Reserve the pages of chunk @i that its blocks in @mode write without
- * asking (src/space.c): page 0 (baselines, spills and the reservation
+ * asking (core/space.c): page 0 (baselines, spills and the reservation
  * line) for per-CPU and adaptive chunks, page 1 (the shared words) for
  * adaptive ones, the atomic copies of shared and per-node chunks.  The
  * per-CPU copies are reserved by the adds themselves.
