@@ -91,7 +91,7 @@
 /* From 2.1 on, the creator holds the creator lock (process/lock.c) while it
  * runs; readers judge older files by pid and start time.  2.2 adds shared
  * zones (TALLY__HDR_SHARED), whose every user holds the creator lock.
- * 2.3 adds a family's value type (TALLY__VT_*).
+ * 2.3 adds a metric's value type (TALLY__VT_*).
  * 2.4: fallback copies are owned by one thread (the owner line of their
  * pages, the fallback locks), whose adds take no lock (src/core/add.c).
  * 2.5: long label sets.  A series whose labels do not fit in its record
@@ -101,10 +101,10 @@
  * Readers older than 2.5 skip records whose state is not 1, so they show
  * every other series of the file; writers write long records only into
  * a zone whose header says 2.5 or later.
- * 2.5 also: generations of a family (struct tally__metric_rec: flags, prev,
+ * 2.5 also: generations of a metric (struct tally__metric_rec: flags, prev,
  * generation; header: metric_changes, redefinitions): a definition that
  * changes is a new metric record of the same name, the older one is
- * superseded, and a family's help and unit may change under its seq. */
+ * superseded, and a metric's help and unit may change under its seq. */
 #define TALLY__FMT_MINOR_CREATOR_LOCK 1
 #define TALLY__FMT_MINOR_OWNED_FALLBACK 4
 #define TALLY__FMT_MINOR_LONG_LABELS 5
@@ -243,7 +243,7 @@ struct tally__chunk {
 #define TALLY__KIND_GAUGE_SET 3u
 #define TALLY__KIND_HISTOGRAM 4u
 
-/* What a family's slots hold: int64 (every kind), or the bits of an IEEE
+/* What a metric's slots hold: int64 (every kind), or the bits of an IEEE
  * 754 double (TALLY__KIND_GAUGE_SET only: a TALLY_FGAUGE). */
 #define TALLY__VT_INT64   0u
 #define TALLY__VT_FLOAT64 1u
@@ -335,7 +335,7 @@ struct tally__metric_rec {
 #define TALLY__SERIES_EXT  3u /* an extension record (2.5) */
 
 /*
- * A series: one set of label values of a family, and the block holding
+ * A series: one set of label values of a metric, and the block holding
  * its values.  seq is even while the record is stable and odd while a
  * writer changes it; a reader copies the record, reads the values, and
  * copies the record again: the values belong to the series only if both
@@ -356,7 +356,7 @@ struct tally__series {
 	uint8_t state;           /* 0: free, 1: live */
 	uint8_t nlabels;
 	uint16_t labels_len;
-	uint32_t family;         /* metric index */
+	uint32_t family;         /* its metric record (index) */
 	uint32_t nslots;
 	uint64_t slot_off;
 	uint32_t refs;           /* registrations holding the series; the

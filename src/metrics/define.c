@@ -55,10 +55,10 @@ void tally__describe_change(const struct tally__metric_rec *f,
 		out[0] = 0;
 }
 
-/* Under the metrics lock: rewrite family @f's help and unit (another
+/* Under the metrics lock: rewrite metric record @f's help and unit (another
  * registration gave others: the newest one wins), under its seq, and
- * tell readers to read the families again. */
-static void family_retext(struct tally_zone *z, struct tally__metric_rec *f,
+ * tell readers to read the metric records again. */
+static void metric_retext(struct tally_zone *z, struct tally__metric_rec *f,
 			  const struct tally__plan *p)
 {
 	if (!strcmp(f->help, p->help) && !strcmp(f->unit, p->unit))
@@ -75,9 +75,10 @@ static void family_retext(struct tally_zone *z, struct tally__metric_rec *f,
 				  memory_order_release);
 }
 
-/* Under the metrics lock: set @flags in family @f (TALLY__METRIC_*: it is
- * superseded by another generation of its name, which readers show in
- * its place), or clear them (@set 0: it is the current one again). */
+/* Under the metrics lock: set @flags in metric record @f
+ * (TALLY__METRIC_*: it is superseded by another generation of its name,
+ * which readers show in its place), or clear them (@set 0: it is the
+ * current one again). */
 void tally__metric_rec_flag(struct tally_zone *z, struct tally__metric_rec *f,
 			unsigned flags, int set)
 {
@@ -92,17 +93,17 @@ void tally__metric_rec_flag(struct tally_zone *z, struct tally__metric_rec *f,
 				  memory_order_release);
 }
 
-/* Under the metrics lock: the index bucket of @name's newest family
+/* Under the metrics lock: the index bucket of @name's newest metric record
  * record, or of the empty place where it goes (*@found 0). */
 uint32_t tally__metric_rec_find(struct tally_zone *z, const char *name,
 			    uint32_t *found)
 {
-	uint32_t *fb = family_buckets(z), mask = z->hdr->metric_hash_buckets - 1;
+	uint32_t *fb = metric_buckets(z), mask = z->hdr->metric_hash_buckets - 1;
 	uint32_t i = name_bucket(z, name);
 
 	*found = 0;
 	for (; fb[i]; i = (i + 1) & mask) {
-		if (!strcmp(families(z)[fb[i] - 1].name, name)) {
+		if (!strcmp(metric_recs(z)[fb[i] - 1].name, name)) {
 			*found = fb[i];
 			break;
 		}
@@ -127,14 +128,14 @@ int tally__metric_rec_get(struct tally_zone *z, const char *name,
 		      uint32_t pin, int retext)
 {
 	struct tally__hdr *h = z->hdr;
-	uint32_t *fb = family_buckets(z);
+	uint32_t *fb = metric_buckets(z);
 	struct tally__metric_rec *f, *old = NULL;
 	uint32_t i, idx, found, last = 0;
 	char change[96] = "";
 
 	if (pin && pin <= atomic_load_explicit(&h->metric_count,
 					       memory_order_relaxed)) {
-		f = &families(z)[pin - 1];
+		f = &metric_recs(z)[pin - 1];
 		tally__describe_change(f, p, change, sizeof(change));
 		if (!strcmp(f->name, name) && !change[0]) {
 			*out = pin - 1;
@@ -143,11 +144,11 @@ int tally__metric_rec_get(struct tally_zone *z, const char *name,
 	}
 	i = tally__metric_rec_find(z, name, &found);
 	if (found) {
-		old = &families(z)[found - 1];
+		old = &metric_recs(z)[found - 1];
 		tally__describe_change(old, p, change, sizeof(change));
 		if (!change[0] && !(old->flags & TALLY__METRIC_SUPERSEDED)) {
 			if (retext)
-				family_retext(z, old, p);
+				metric_retext(z, old, p);
 			*out = found - 1;
 			return 0;
 		}
@@ -170,7 +171,7 @@ int tally__metric_rec_get(struct tally_zone *z, const char *name,
 		uint32_t back = 0;
 
 		for (uint32_t k = 0; k < idx; k++) {
-			struct tally__metric_rec *g = &families(z)[k];
+			struct tally__metric_rec *g = &metric_recs(z)[k];
 			char diff[96];
 
 			if (strcmp(g->name, name))
@@ -182,11 +183,11 @@ int tally__metric_rec_get(struct tally_zone *z, const char *name,
 				back = k + 1;
 		}
 		if (back) {
-			f = &families(z)[back - 1];
+			f = &metric_recs(z)[back - 1];
 			tally__metric_rec_flag(z, old, TALLY__METRIC_SUPERSEDED, 1);
 			tally__metric_rec_flag(z, f, TALLY__METRIC_SUPERSEDED, 0);
 			if (retext)
-				family_retext(z, f, p);
+				metric_retext(z, f, p);
 			atomic_fetch_add_explicit(&h->redefinitions, 1,
 						  memory_order_relaxed);
 			fb[i] = back;
@@ -208,7 +209,7 @@ int tally__metric_rec_get(struct tally_zone *z, const char *name,
 				   "already", h->zone_name, h->metric_cap);
 	}
 	/* The record and its index entry, reserved before they are written. */
-	f = &families(z)[idx];
+	f = &metric_recs(z)[idx];
 	{
 		int rc = tally__reserve_at(z, f, sizeof(*f), "a metric family");
 
@@ -228,7 +229,7 @@ int tally__metric_rec_get(struct tally_zone *z, const char *name,
 	f->prev = last;
 	f->generation = 0;
 	if (last) {
-		uint16_t g = families(z)[last - 1].generation;
+		uint16_t g = metric_recs(z)[last - 1].generation;
 
 		f->generation = (uint16_t)(g < UINT16_MAX ? g + 1u : g);
 	}
@@ -242,7 +243,7 @@ int tally__metric_rec_get(struct tally_zone *z, const char *name,
 	seq_end(&f->seq);
 	/* The older generation is marked before the index points past it:
 	 * a reader that sees the new record sees the old one superseded
-	 * at its next read of the families. */
+	 * at its next read of the metric records. */
 	if (old) {
 		tally__metric_rec_flag(z, old, TALLY__METRIC_SUPERSEDED, 1);
 		atomic_fetch_add_explicit(&h->redefinitions, 1,

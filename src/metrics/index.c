@@ -1,5 +1,5 @@
 /*
- * index.c: the writers' hash index of families and series (a reader
+ * index.c: the writers' hash index of metrics and series (a reader
  * never uses it), growing it, and the metrics lock, which repairs the
  * table and its index after a writer died holding it.
  */
@@ -78,34 +78,34 @@ static uint32_t peek_seq(struct tally_zone *z, const _Atomic uint32_t *seq)
 }
 
 /* The metric table after a writer died holding the lock. */
-static uint32_t repair_families(struct tally_zone *z)
+static uint32_t repair_metrics(struct tally_zone *z)
 {
 	struct tally__hdr *h = z->hdr;
 	uint32_t nfam = atomic_load(&h->metric_count);
-	uint32_t *fb = family_buckets(z), fmask = h->metric_hash_buckets - 1;
+	uint32_t *fb = metric_buckets(z), fmask = h->metric_hash_buckets - 1;
 
 	if (nfam > h->metric_cap)
 		nfam = h->metric_cap;
 	atomic_store(&h->metric_count, nfam);
-	if (nfam < h->metric_cap && (peek_seq(z, &families(z)[nfam].seq) & 1)) {
-		families(z)[nfam].state = 0;
-		seq_end(&families(z)[nfam].seq);
+	if (nfam < h->metric_cap && (peek_seq(z, &metric_recs(z)[nfam].seq) & 1)) {
+		metric_recs(z)[nfam].state = 0;
+		seq_end(&metric_recs(z)[nfam].seq);
 	}
 	memset(fb, 0, h->metric_hash_buckets * sizeof(*fb));
 	/* One entry a name: its generation that is not superseded, else
 	 * the last one made. */
 	for (uint32_t i = 0; i < nfam; i++) {
-		const char *name = families(z)[i].name;
+		const char *name = metric_recs(z)[i].name;
 		size_t len = strnlen(name, TALLY__NAME_MAX);
 		uint32_t k = (uint32_t)fnv1a(0xcbf29ce484222325ull, name,
 					     len) & fmask;
 
-		while (fb[k] && strncmp(families(z)[fb[k] - 1].name, name,
+		while (fb[k] && strncmp(metric_recs(z)[fb[k] - 1].name, name,
 					TALLY__NAME_MAX))
 			k = (k + 1) & fmask;
-		if (!fb[k] || (families(z)[fb[k] - 1].flags &
+		if (!fb[k] || (metric_recs(z)[fb[k] - 1].flags &
 			       TALLY__METRIC_SUPERSEDED) ||
-		    !(families(z)[i].flags & TALLY__METRIC_SUPERSEDED))
+		    !(metric_recs(z)[i].flags & TALLY__METRIC_SUPERSEDED))
 			fb[k] = i + 1;
 	}
 	return nfam;
@@ -205,7 +205,7 @@ static void repair_series(struct tally_zone *z, uint32_t nfam)
 void tally__metrics_lock(struct tally_zone *z)
 {
 	if (tally__robust_lock(&z->hdr->metrics_lock)) {
-		uint32_t nfam = repair_families(z);
+		uint32_t nfam = repair_metrics(z);
 
 		if (__atomic_load_n(&z->hdr->hash_cur, __ATOMIC_RELAXED))
 			repair_series(z, nfam);

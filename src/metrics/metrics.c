@@ -277,7 +277,7 @@ int tally_metric_redefine(struct tally_zone *z,
 	tally__metrics_lock(z);
 	tally__metric_rec_find(z, d->name, &found);
 	if (found) {
-		const struct tally__metric_rec *f = &families(z)[found - 1];
+		const struct tally__metric_rec *f = &metric_recs(z)[found - 1];
 		char change[96];
 
 		tally__describe_change(f, &p, change, sizeof(change));
@@ -292,7 +292,7 @@ int tally_metric_redefine(struct tally_zone *z,
 		for (unsigned i = 0; i < n; i++) {
 			tally__metric_rec_find(z, names[i], &found);
 			if (found)
-				tally__metric_rec_flag(z, &families(z)[found - 1],
+				tally__metric_rec_flag(z, &metric_recs(z)[found - 1],
 					    TALLY__METRIC_SUPERSEDED |
 					    TALLY__METRIC_RETIRED, 1);
 		}

@@ -23,11 +23,11 @@ struct tally__plan {
 	const char *help, *unit;
 	size_t labels_len;
 	unsigned nexts;          /* extension records of a long set */
-	uint64_t hash;           /* of the family and labels (series_hash) */
+	uint64_t hash;           /* of the metric and labels (series_hash) */
 	char labels[TALLY__LABELS_PACKED_MAX];
 };
 
-static inline struct tally__metric_rec *families(struct tally_zone *z)
+static inline struct tally__metric_rec *metric_recs(struct tally_zone *z)
 {
 	return (struct tally__metric_rec *)((char *)z->hdr + z->hdr->metric_off);
 }
@@ -37,20 +37,20 @@ static inline struct tally__series *series(struct tally_zone *z)
 	return (struct tally__series *)((char *)z->hdr + z->hdr->series_off);
 }
 
-/* The writers' index: series buckets, family buckets, series chains. */
+/* The writers' index: series buckets, metric buckets, series chains. */
 static inline uint32_t *series_buckets(struct tally_zone *z)
 {
 	return (uint32_t *)((char *)z->hdr + z->hdr->hash_off);
 }
 
-static inline uint32_t *family_buckets(struct tally_zone *z)
+static inline uint32_t *metric_buckets(struct tally_zone *z)
 {
 	return series_buckets(z) + z->hdr->hash_buckets;
 }
 
 static inline uint32_t *chains(struct tally_zone *z)
 {
-	return family_buckets(z) + z->hdr->metric_hash_buckets;
+	return metric_buckets(z) + z->hdr->metric_hash_buckets;
 }
 
 static inline uint64_t fnv1a(uint64_t h, const void *p, size_t n)
@@ -91,7 +91,7 @@ static inline uint32_t name_bucket(struct tally_zone *z, const char *name)
 	       (z->hdr->metric_hash_buckets - 1);
 }
 
-/* The hash of a series: its family and packed labels. */
+/* The hash of a series: its metric and packed labels. */
 static inline uint64_t series_hash64(uint32_t fam, const char *labels,
 				      size_t len)
 {
