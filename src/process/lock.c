@@ -25,7 +25,8 @@
 
 #include "process/process.h"
 
-int tally__lock_byte(int fd, short type, uint64_t byte, int wait)
+/* A lock of @type on byte @byte, as fcntl() takes it. */
+static struct flock one_byte(short type, uint64_t byte)
 {
 	struct flock fl;
 
@@ -34,6 +35,13 @@ int tally__lock_byte(int fd, short type, uint64_t byte, int wait)
 	fl.l_whence = SEEK_SET;
 	fl.l_start = (off_t)byte;
 	fl.l_len = 1;
+	return fl;
+}
+
+int tally__lock_byte(int fd, short type, uint64_t byte, int wait)
+{
+	struct flock fl = one_byte(type, byte);
+
 	if (!wait)
 		return fcntl(fd, F_OFD_SETLK, &fl);
 	while (fcntl(fd, F_OFD_SETLKW, &fl) < 0)
@@ -44,13 +52,8 @@ int tally__lock_byte(int fd, short type, uint64_t byte, int wait)
 
 int tally__byte_locked(int fd, uint64_t byte)
 {
-	struct flock fl;
+	struct flock fl = one_byte(F_WRLCK, byte);
 
-	memset(&fl, 0, sizeof(fl));
-	fl.l_type = F_WRLCK;
-	fl.l_whence = SEEK_SET;
-	fl.l_start = (off_t)byte;
-	fl.l_len = 1;
 	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
 		return 1;
 	return fl.l_type != F_UNLCK;
