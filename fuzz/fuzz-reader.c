@@ -1,6 +1,6 @@
 /*
- * fuzz-reader.c: libFuzzer target for the segment reader (src/segment.c,
- * src/walk.c, src/histogram.c).
+ * fuzz-reader.c: libFuzzer target for the segment reader
+ * (src/reader/segment.c, src/reader/walk.c, src/reader/histogram.c).
  *
  * The input is a segment file.  It is written into a memfd the way a
  * segment lies in /dev/shm: pages that are all zeros are left as holes,
@@ -28,7 +28,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "reader/segment.h"
 #include "tally/metrics.h"
 #include "tally/reader.h"
 

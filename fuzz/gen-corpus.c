@@ -8,7 +8,7 @@
  * series of every kind and mode through the public API, writes values
  * (from several threads, with zeroing, removals, an adaptive counter that
  * gets promoted), and leaves a persistent segment.  A real segment is mostly holes (a 1 MiB
- * family table for 1024 families, one chunk per mode and size class), so
+ * metric table for 1024 families, one chunk per mode and size class), so
  * the seed is the same segment made compact: the tables cut to the
  * records in use, the writers' index dropped, and the blocks of the live
  * series packed into as few chunks as they fit in (every page of each
@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "../test/kinds.h" /* every kind through one tally_metric */
-#include "internal.h"
+#include "core/core.h"
 #include "tally/reader.h"
 #include "tally/tally.h"
 
@@ -318,7 +318,7 @@ static void compact(const char *src, const char *dst)
 {
 	struct tally__hdr h, nh;
 	struct tally__series *rec;
-	struct tally__family *fam;
+	struct tally__metric_rec *fam;
 	uint32_t nser, nfam, nchunks = 1, used = 0;
 	uint64_t chunk_bytes, off;
 	char *out;
@@ -329,12 +329,12 @@ static void compact(const char *src, const char *dst)
 		die(src);
 	read_at(fd, &h, sizeof(h), 0);
 	nser = atomic_load(&h.series_hwm);
-	nfam = atomic_load(&h.fam_count);
+	nfam = atomic_load(&h.metric_count);
 	chunk_bytes = (uint64_t)h.chunk_pages * PAGE;
 	rec = calloc(nser + 1, sizeof(*rec));
 	fam = calloc(nfam + 1, sizeof(*fam));
-	read_at(fd, rec, nser * sizeof(*rec), h.desc_off);
-	read_at(fd, fam, nfam * sizeof(*fam), h.fam_off);
+	read_at(fd, rec, nser * sizeof(*rec), h.series_off);
+	read_at(fd, fam, nfam * sizeof(*fam), h.metric_off);
 	/* Chunks needed: live blocks packed in order. */
 	for (uint32_t i = 0; i < nser; i++) {
 		if (rec[i].state != TALLY__SERIES_LIVE &&
@@ -353,13 +353,13 @@ static void compact(const char *src, const char *dst)
 	nh.node_size = round_page(h.nslabs * 2u);
 	nh.meta_off = nh.node_off + nh.node_size;
 	nh.meta_size = round_page(nchunks * sizeof(struct tally__chunk));
-	nh.fam_cap = nfam ? nfam : 1;
-	nh.fam_off = nh.meta_off + nh.meta_size;
-	nh.fam_size = round_page(nh.fam_cap * sizeof(struct tally__family));
-	nh.desc_cap = nser ? nser : 1;
-	nh.desc_off = nh.fam_off + nh.fam_size;
-	nh.desc_size = round_page(nh.desc_cap * sizeof(struct tally__series));
-	nh.hash_off = nh.desc_off + nh.desc_size;
+	nh.metric_cap = nfam ? nfam : 1;
+	nh.metric_off = nh.meta_off + nh.meta_size;
+	nh.metric_size = round_page(nh.metric_cap * sizeof(struct tally__metric_rec));
+	nh.series_cap = nser ? nser : 1;
+	nh.series_off = nh.metric_off + nh.metric_size;
+	nh.series_size = round_page(nh.series_cap * sizeof(struct tally__series));
+	nh.hash_off = nh.series_off + nh.series_size;
 	nh.hash_size = 0;
 	nh.chunks_off = nh.hash_off;
 	nh.chunks_size = nchunks * chunk_bytes;
@@ -370,9 +370,9 @@ static void compact(const char *src, const char *dst)
 		die("calloc");
 	/* The header page as written, then the new geometry over it. */
 	read_at(fd, out, PAGE, 0);
-	memcpy(out, &nh, offsetof(struct tally__hdr, desc_gen));
+	memcpy(out, &nh, offsetof(struct tally__hdr, series_gen));
 	read_at(fd, out + nh.node_off, h.nslabs * 2u, h.node_off);
-	memcpy(out + nh.fam_off, fam, nfam * sizeof(*fam));
+	memcpy(out + nh.metric_off, fam, nfam * sizeof(*fam));
 
 	/* Each live block moves to its packed place, page by page. */
 	used = 0;
@@ -411,7 +411,7 @@ static void compact(const char *src, const char *dst)
 		used += r->nslots;
 		off++;
 	}
-	memcpy(out + nh.desc_off, rec, nser * sizeof(*rec));
+	memcpy(out + nh.series_off, rec, nser * sizeof(*rec));
 	close(fd);
 
 	ofd = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0644);

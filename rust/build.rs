@@ -1,4 +1,4 @@
-//! Builds libtally from this repository's C sources (../src) with the
+//! Builds libtally from this repository's C sources (../src/*/) with the
 //! `cc` crate and links it statically: no system install and no cmake
 //! are needed.  The flags are those of the CMake build (C11, hidden
 //! visibility, the library's own slow-path call); two small C files of
@@ -16,12 +16,26 @@ fn main() {
     let include = root.join("include");
     let src = root.join("src");
 
-    let mut sources: Vec<PathBuf> = std::fs::read_dir(&src)
-        .expect("../src: the crate is built from the tally tree")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "c"))
-        .collect();
+    // src/ holds one folder per layer (src/process, src/core ...): every
+    // .c file under it, and every folder, so that a file added to a
+    // layer also triggers a rebuild.
+    let mut sources: Vec<PathBuf> = Vec::new();
+    let mut dirs: Vec<PathBuf> = vec![src.clone()];
+    let mut i = 0;
+    while i < dirs.len() {
+        let entries = std::fs::read_dir(&dirs[i])
+            .expect("../src: the crate is built from the tally tree");
+        for p in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "c") {
+                sources.push(p);
+            }
+        }
+        i += 1;
+    }
     sources.sort();
+    dirs.sort();
 
     // TALLY_RS_SANITIZE=address builds the C code with ASan and UBSan, so
     // that the library is checked under the crate's calls (Rust's own
@@ -64,7 +78,9 @@ fn main() {
 
     println!("cargo:rustc-link-lib=pthread");
     println!("cargo:include={}", include.display());
-    println!("cargo:rerun-if-changed={}", src.display());
+    for d in &dirs {
+        println!("cargo:rerun-if-changed={}", d.display());
+    }
     println!("cargo:rerun-if-changed={}", include.display());
     println!("cargo:rerun-if-changed={}", manifest.join("csrc").display());
     for s in &sources {

@@ -7,11 +7,19 @@
  *   node_off          uint16_t cpu_node[nslabs]: the NUMA node of each CPU.
  *   meta_off          struct tally__chunk[nchunks]: allocation state of each
  *                     chunk (written by writers only; readers may ignore it).
- *   fam_off           struct tally__family[fam_cap]: metric families.
- *   desc_off          struct tally__series[desc_cap]: one record a series.
- *   hash_off          uint32_t[hash_buckets + fam_hash_buckets + desc_cap]:
- *                     the writers' index of series and families, and the
- *                     series chains (readers ignore it).
+ *   metric_off        struct tally__metric_rec[metric_cap]: one record a
+ *                     metric (a name, and what its series share).
+ *   series_off        struct tally__series[series_cap]: one record a series.
+ *   hash_off          uint32_t[hash_buckets + metric_hash_buckets +
+ *                     series_cap]: the writers' index of series and
+ *                     metrics, and the series chains (readers ignore it).
+ *
+ * Words: a *metric* is a name with its help, unit, kind and mode (struct
+ * tally__metric_rec; Prometheus's "metric family"); a *series* is one set
+ * of label values of a metric, with the block holding its values (struct
+ * tally__series; the public handle tally_metric stands for one).  The
+ * public tally_family (tally/family.h) is neither: it is a process's
+ * cache of the series of one metric, found by their label values.
  *   chunks_off        nchunks chunks of chunk_pages pages each.
  *
  * A chunk holds 504 slots.  Its pages, in order:
@@ -24,7 +32,7 @@
  *   page 2 + c             rseq copy of CPU c        (c < nslabs)
  *   page 2 + nslabs + f    fallback copy f           (f < nslabs); at
  *                          TALLY__OWNER_OFF, the token of the thread
- *                          that owns it (src/add.c)
+ *                          that owns it (src/core/add.c)
  *
  * A TALLY_SHARED block uses only page 2 (its one atomic copy) and a
  * TALLY_PERNODE block pages 2 .. 2 + nnodes - 1.  Slot s of a chunk is the
@@ -55,8 +63,9 @@
  * the band -2^61 .. 2^61 - 1, of the 63 bits it has: an add that would
  * take it out promotes the slot too (the copies are full 64-bit words,
  * so a slot holds any int64 and wraps like one), and a fetch-and-add
- * (src/add.c, tally/arch/x86_64.h) adds below 2^31 to a word within the
- * band only, so that the adds in flight never take it past its 63 bits.
+ * (src/core/add.c, tally/arch/x86_64.h) adds below 2^31 to a word within
+ * the band only, so that the adds in flight never take it past its 63
+ * bits.
  * (Writers before this rule kept the word in -2^62 .. 2^62 - 1 with
  * compare-and-swaps only; the two meet only when a value crosses 2^61.)
  * Its value is the word shifted right arithmetically by one, plus the
@@ -79,12 +88,12 @@
 #define TALLY__MAGIC       "TALLYSEG"
 #define TALLY__FMT_MAJOR   2
 #define TALLY__FMT_MINOR   5
-/* From 2.1 on, the creator holds the creator lock (internal.h) while it
+/* From 2.1 on, the creator holds the creator lock (process/lock.c) while it
  * runs; readers judge older files by pid and start time.  2.2 adds shared
  * zones (TALLY__HDR_SHARED), whose every user holds the creator lock.
- * 2.3 adds a family's value type (TALLY__VT_*).
+ * 2.3 adds a metric's value type (TALLY__VT_*).
  * 2.4: fallback copies are owned by one thread (the owner line of their
- * pages, the fallback locks), whose adds take no lock (src/add.c).
+ * pages, the fallback locks), whose adds take no lock (src/core/add.c).
  * 2.5: long label sets.  A series whose labels do not fit in its record
  * (more than TALLY__LABELS_INLINE bytes) is a record of state
  * TALLY__SERIES_LONG whose label text lies in extension records
@@ -92,10 +101,10 @@
  * Readers older than 2.5 skip records whose state is not 1, so they show
  * every other series of the file; writers write long records only into
  * a zone whose header says 2.5 or later.
- * 2.5 also: generations of a family (struct tally__family: flags, prev,
- * generation; header: fam_changes, redefinitions): a definition that
- * changes is a new family record of the same name, the older one is
- * superseded, and a family's help and unit may change under its seq. */
+ * 2.5 also: generations of a metric (struct tally__metric_rec: flags, prev,
+ * generation; header: metric_changes, redefinitions): a definition that
+ * changes is a new metric record of the same name, the older one is
+ * superseded, and a metric's help and unit may change under its seq. */
 #define TALLY__FMT_MINOR_CREATOR_LOCK 1
 #define TALLY__FMT_MINOR_OWNED_FALLBACK 4
 #define TALLY__FMT_MINOR_LONG_LABELS 5
@@ -143,8 +152,8 @@ struct tally__hdr {
 	uint64_t nchunks;        /* capacity in chunks */
 	uint64_t node_off, node_size;
 	uint64_t meta_off, meta_size;
-	uint64_t desc_off, desc_size;
-	uint64_t fam_off, fam_size;
+	uint64_t series_off, series_size;
+	uint64_t metric_off, metric_size;
 	uint64_t chunks_off, chunks_size;
 	uint64_t file_size;      /* chunks_off + chunks_size */
 	int32_t creator_pid;
@@ -154,20 +163,20 @@ struct tally__hdr {
 	uint64_t created_ns;     /* CLOCK_REALTIME at creation */
 	char proc_name[16];      /* the creator's comm, NUL-terminated */
 	char zone_name[64];      /* NUL-terminated */
-	uint32_t desc_rec_size;  /* sizeof(struct tally__series) */
-	uint32_t desc_cap;       /* series records in the table */
-	uint32_t fam_rec_size;   /* sizeof(struct tally__family) */
-	uint32_t fam_cap;        /* family records in the table */
+	uint32_t series_rec_size;  /* sizeof(struct tally__series) */
+	uint32_t series_cap;       /* series records in the table */
+	uint32_t metric_rec_size;   /* sizeof(struct tally__metric_rec) */
+	uint32_t metric_cap;        /* metric records in the table */
 	uint64_t hash_off, hash_size;
 	uint32_t hash_buckets;   /* series index buckets (a power of two) */
-	uint32_t fam_hash_buckets; /* family index buckets (a power of two) */
+	uint32_t metric_hash_buckets; /* metric index buckets (a power of two) */
 	uint8_t reserved0[512 - 296];
 
 	/* Live fields. */
-	_Alignas(64) _Atomic uint64_t desc_gen; /* descriptor table changes */
+	_Alignas(64) _Atomic uint64_t series_gen; /* descriptor table changes */
 	_Atomic uint32_t series_hwm;  /* records ever used: readers scan these */
-	_Atomic uint32_t fam_count;   /* families, never removed */
-	_Atomic uint32_t fam_changes; /* 2.5: family records rewritten
+	_Atomic uint32_t metric_count;   /* families, never removed */
+	_Atomic uint32_t metric_changes; /* 2.5: metric records rewritten
 					 (help, unit, superseded): readers
 					 read the families again */
 	_Atomic uint64_t redefinitions; /* 2.5: generations made because a
@@ -234,7 +243,7 @@ struct tally__chunk {
 #define TALLY__KIND_GAUGE_SET 3u
 #define TALLY__KIND_HISTOGRAM 4u
 
-/* What a family's slots hold: int64 (every kind), or the bits of an IEEE
+/* What a metric's slots hold: int64 (every kind), or the bits of an IEEE
  * 754 double (TALLY__KIND_GAUGE_SET only: a TALLY_FGAUGE). */
 #define TALLY__VT_INT64   0u
 #define TALLY__VT_FLOAT64 1u
@@ -275,11 +284,11 @@ static inline int64_t tally__f64_to_i64(double d)
 #define TALLY__LABEL_BYTES_MAX 4096u
 #define TALLY__LABELS_PACKED_MAX \
 	(TALLY__LABEL_BYTES_MAX + 2u * TALLY__LABEL_PAIRS_MAX)
-#define TALLY__FAM_CAP    4096u
+#define TALLY__METRIC_CAP    4096u
 
 /*
- * A metric family: the name, help, unit and kind shared by its series.
- * Families are never removed.  Published like series records (seq).
+ * A metric: the name, help, unit and kind shared by its series.  Never
+ * removed.  Published like series records (seq).
  * A histogram's buckets: sub_bits sub-buckets per power of two, values
  * from 0 to 2^max_bits - 1 (larger ones count in the last bucket).
  *
@@ -287,19 +296,19 @@ static inline int64_t tally__f64_to_i64(double d)
  * histogram layout differs from the current record's makes a new record
  * of the same name (generation + 1 and prev pointing at the last one
  * made), or makes current again an older one of its very definition
- * (not TALLY__FAM_RETIRED); the one it replaces gets
- * TALLY__FAM_SUPERSEDED, and the family index points at the current
+ * (not TALLY__METRIC_RETIRED); the one it replaces gets
+ * TALLY__METRIC_SUPERSEDED, and the metric index points at the current
  * one.  Series keep the record they were made in: processes that
  * registered another definition go on writing its series, which readers
  * do not show while it is superseded.  Help and unit are no part of a generation: a
  * registration that gives others rewrites them (under seq) and bumps
- * the header's fam_changes, so that readers read the record again.
+ * the header's metric_changes, so that readers read the record again.
  */
-#define TALLY__FAM_SUPERSEDED 0x1u
-#define TALLY__FAM_RETIRED    0x2u /* superseded by a binding's new
+#define TALLY__METRIC_SUPERSEDED 0x1u
+#define TALLY__METRIC_RETIRED    0x2u /* superseded by a binding's new
 				      definition: never current again */
 
-struct tally__family {
+struct tally__metric_rec {
 	_Atomic uint32_t seq;    /* odd while being written */
 	uint8_t state;           /* 1: live */
 	uint8_t kind;            /* TALLY__KIND_* */
@@ -307,7 +316,7 @@ struct tally__family {
 	uint8_t sub_bits;        /* histograms */
 	uint8_t max_bits;        /* histograms */
 	uint8_t vtype;           /* TALLY__VT_* (0 before format 2.3) */
-	uint8_t flags;           /* TALLY__FAM_* (0 before format 2.5) */
+	uint8_t flags;           /* TALLY__METRIC_* (0 before format 2.5) */
 	uint8_t pad;
 	uint32_t prev;           /* 2.5: record index + 1 of the
 				    generation made before; 0: none */
@@ -326,7 +335,7 @@ struct tally__family {
 #define TALLY__SERIES_EXT  3u /* an extension record (2.5) */
 
 /*
- * A series: one set of label values of a family, and the block holding
+ * A series: one set of label values of a metric, and the block holding
  * its values.  seq is even while the record is stable and odd while a
  * writer changes it; a reader copies the record, reads the values, and
  * copies the record again: the values belong to the series only if both
@@ -347,7 +356,7 @@ struct tally__series {
 	uint8_t state;           /* 0: free, 1: live */
 	uint8_t nlabels;
 	uint16_t labels_len;
-	uint32_t family;         /* family index */
+	uint32_t family;         /* its metric record (index) */
 	uint32_t nslots;
 	uint64_t slot_off;
 	uint32_t refs;           /* registrations holding the series; the
@@ -405,12 +414,12 @@ struct tally__geometry {
 	uint64_t chunk_pages, chunk_bytes;
 	uint64_t node_off, node_size;
 	uint64_t meta_off, meta_size;
-	uint64_t fam_off, fam_size;
-	uint64_t desc_off, desc_size;
+	uint64_t metric_off, metric_size;
+	uint64_t series_off, series_size;
 	uint64_t hash_off, hash_size;
 	uint64_t chunks_off, chunks_size;
 	uint64_t file_size;
-	uint32_t hash_buckets, fam_hash_buckets;
+	uint32_t hash_buckets, metric_hash_buckets;
 };
 
 static inline uint64_t tally__round_page(uint64_t n)
@@ -465,45 +474,45 @@ static inline int tally__slot_at(uint64_t in)
 	return (int)(off / 8);
 }
 
-/* The geometry of a segment of @nchunks chunks, @desc_cap series records
+/* The geometry of a segment of @nchunks chunks, @series_cap series records
  * and @nslabs slabs. */
-static inline void tally__geometry(uint64_t nchunks, uint32_t desc_cap,
+static inline void tally__geometry(uint64_t nchunks, uint32_t series_cap,
 				   uint32_t nslabs, struct tally__geometry *g)
 {
 	uint64_t hb;
 
-	for (hb = 64; hb < desc_cap; hb *= 2)
+	for (hb = 64; hb < series_cap; hb *= 2)
 		;
 	g->chunk_pages = tally__chunk_pages(nslabs);
 	g->chunk_bytes = g->chunk_pages * TALLY__PAGE;
 	g->hash_buckets = (uint32_t)hb;
-	g->fam_hash_buckets = 2 * TALLY__FAM_CAP;
+	g->metric_hash_buckets = 2 * TALLY__METRIC_CAP;
 	g->node_off = TALLY__PAGE;
 	g->node_size = tally__round_page((uint64_t)nslabs * sizeof(uint16_t));
 	g->meta_off = g->node_off + g->node_size;
 	g->meta_size = tally__round_page(nchunks * sizeof(struct tally__chunk));
-	g->fam_off = g->meta_off + g->meta_size;
-	g->fam_size = tally__round_page((uint64_t)TALLY__FAM_CAP *
-					sizeof(struct tally__family));
-	g->desc_off = g->fam_off + g->fam_size;
-	g->desc_size = tally__round_page((uint64_t)desc_cap *
+	g->metric_off = g->meta_off + g->meta_size;
+	g->metric_size = tally__round_page((uint64_t)TALLY__METRIC_CAP *
+					sizeof(struct tally__metric_rec));
+	g->series_off = g->metric_off + g->metric_size;
+	g->series_size = tally__round_page((uint64_t)series_cap *
 					 sizeof(struct tally__series));
-	g->hash_off = g->desc_off + g->desc_size;
-	g->hash_size = tally__round_page((hb + g->fam_hash_buckets + desc_cap) *
+	g->hash_off = g->series_off + g->series_size;
+	g->hash_size = tally__round_page((hb + g->metric_hash_buckets + series_cap) *
 					 sizeof(uint32_t));
 	g->chunks_off = g->hash_off + g->hash_size;
 	g->chunks_size = nchunks * g->chunk_bytes;
 	g->file_size = g->chunks_off + g->chunks_size;
 }
 
-/* Where the family index starts: after the series buckets. */
-static inline uint64_t tally__fam_index_off(const struct tally__geometry *g)
+/* Where the metric index starts: after the series buckets. */
+static inline uint64_t tally__metric_index_off(const struct tally__geometry *g)
 {
 	return g->hash_off + (uint64_t)g->hash_buckets * sizeof(uint32_t);
 }
 
 _Static_assert(sizeof(struct tally__chunk) == 256, "chunk meta is 4 lines");
-_Static_assert(sizeof(struct tally__family) == 1024, "family record size");
+_Static_assert(sizeof(struct tally__metric_rec) == 1024, "family record size");
 _Static_assert(sizeof(struct tally__series) == 128, "series record size");
 _Static_assert(sizeof(struct tally__series_ext) == 128, "extension size");
 _Static_assert(sizeof(struct tally__long_labels) <= TALLY__LABELS_INLINE,
@@ -514,7 +523,7 @@ _Static_assert(__builtin_offsetof(struct tally__series_ext, state) ==
 _Static_assert(__builtin_offsetof(struct tally__hdr, register_failed) + 8 <=
 		       __builtin_offsetof(struct tally__hdr, next_token) + 64,
 	       "the pool's live counters share one line (read together)");
-_Static_assert(__builtin_offsetof(struct tally__hdr, desc_gen) == 512,
+_Static_assert(__builtin_offsetof(struct tally__hdr, series_gen) == 512,
 	       "live header fields start at 512");
 
 #endif /* TALLY_LAYOUT_H */

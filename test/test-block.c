@@ -478,7 +478,7 @@ TEST(processes_share_counters)
 
 /*
  * The fallback's copies are owned by one thread at a time, in every
- * process (src/add.c), and their owners add without a lock: with
+ * process (src/core/add.c), and their owners add without a lock: with
  * TALLY_NO_RSEQ=1 (the -fallback run of this test) more threads than
  * copies, in a parent, its children and a grandchild (each claims copies
  * of its own), add to one counter while a thread of each process sends

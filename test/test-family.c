@@ -234,7 +234,7 @@ TEST(full_zone_finds_existing_series)
 	/* And a new one is still refused, without a family made for it. */
 	d.name = "other_total";
 	CHECK_EQ(tally_counter_register(z, &d, &c), -ENOSPC);
-	CHECK_EQ(atomic_load(&z->hdr->fam_count), 1);
+	CHECK_EQ(atomic_load(&z->hdr->metric_count), 1);
 }
 
 /* ---- families ---- */

@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "core/core.h"
 #include "snap.h"
 #include "tally/reader.h"
 #include "tally/tally.h"
@@ -141,7 +141,7 @@ TEST(metric_name_rules)
 	CHECK_EQ(sn.n, (int)ARRAY_SIZE(good));
 	for (size_t i = 0; i < ARRAY_SIZE(good); i++)
 		CHECK(snap_find(&sn, good[i], "") != NULL);
-	CHECK_EQ(atomic_load(&hdr(z)->fam_count), ARRAY_SIZE(good));
+	CHECK_EQ(atomic_load(&hdr(z)->metric_count), ARRAY_SIZE(good));
 	snap_free(&sn);
 }
 
@@ -293,7 +293,7 @@ TEST(length_limits)
 	tally_metric m;
 	struct snap sn;
 	const struct seen *e;
-	uint32_t fams, used;
+	uint32_t mrecs, used;
 
 	/* Exactly at each limit: accepted, and stored in full. */
 	d = desc(TALLY_GAUGE, name127);
@@ -318,7 +318,7 @@ TEST(length_limits)
 		d.nlabels = 25;
 		CHECK_EQ(register_any(z, &d, &m), 0);
 	}
-	fams = atomic_load(&hdr(z)->fam_count);
+	mrecs = atomic_load(&hdr(z)->metric_count);
 	used = atomic_load(&hdr(z)->series_hwm);
 
 	/* One byte over: -E2BIG, never a cut string. */
@@ -339,7 +339,7 @@ TEST(length_limits)
 		CHECK(strstr(tally_errmsg(), "long_label") != NULL);
 		free(val4096);
 	}
-	CHECK_EQ(atomic_load(&hdr(z)->fam_count), fams);
+	CHECK_EQ(atomic_load(&hdr(z)->metric_count), mrecs);
 	CHECK_EQ(atomic_load(&hdr(z)->series_hwm), used);
 
 	sn = read_zone(z);
@@ -704,7 +704,7 @@ TEST(failed_register_leaks_nothing)
 		snprintf(v, sizeof(v), "%d", i);
 		CHECK_EQ(reg1(z, "once", "i", v, &ms[i]), 0);
 	}
-	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 1);
+	CHECK_EQ(atomic_load(&hdr(z)->metric_count), 1);
 	CHECK_EQ(atomic_load(&hdr(z)->series_hwm), 9);
 	CHECK_EQ(hdr(z)->series_live, 9);
 }
@@ -768,7 +768,7 @@ TEST(family_conflicts)
 	struct tally_metric_desc d = desc(TALLY_COUNTER, "fam");
 	tally_metric m, first;
 	struct tally_label l = { "k", "1" };
-	const struct tally__family *fams;
+	const struct tally__metric_rec *mrecs;
 	struct snap sn;
 
 	d.help = "Help.";
@@ -783,7 +783,7 @@ TEST(family_conflicts)
 	CHECK_EQ(register_any(z, &d, &m), 0);
 	d.kind = TALLY_HISTOGRAM;
 	CHECK_EQ(register_any(z, &d, &m), 0);
-	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 4);
+	CHECK_EQ(atomic_load(&hdr(z)->metric_count), 4);
 	CHECK_EQ(atomic_load(&hdr(z)->redefinitions), 3);
 	/* Back to the first definition: its record is current again, with
 	 * its series (no new record), and the first handle's adds are
@@ -793,7 +793,7 @@ TEST(family_conflicts)
 	d.nlabels = 0;
 	CHECK_EQ(register_any(z, &d, &m), 0);
 	CHECK(m.block == first.block);
-	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 4);
+	CHECK_EQ(atomic_load(&hdr(z)->metric_count), 4);
 	CHECK_EQ(atomic_load(&hdr(z)->redefinitions), 4);
 	d.labels = &l;
 	d.nlabels = 1;
@@ -810,19 +810,19 @@ TEST(family_conflicts)
 	CHECK_EQ(register_any(z, &d, &m), 0);
 	d.unit = "bytes";
 	CHECK_EQ(register_any(z, &d, &m), 0);
-	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 4);
+	CHECK_EQ(atomic_load(&hdr(z)->metric_count), 4);
 	/* Another mode: a new generation, after the last one made. */
 	d.mode = TALLY_SHARED;
 	CHECK_EQ(register_any(z, &d, &m), 0);
 	CHECK_EQ(tally_block_mode(m.block), TALLY_SHARED);
-	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 5);
-	fams = (const struct tally__family *)((char *)hdr(z) +
-					      hdr(z)->fam_off);
-	CHECK_EQ(fams[4].generation, 4);
-	CHECK_EQ(fams[4].prev, 4);
-	CHECK_EQ(fams[4].flags, 0);
+	CHECK_EQ(atomic_load(&hdr(z)->metric_count), 5);
+	mrecs = (const struct tally__metric_rec *)((char *)hdr(z) +
+					      hdr(z)->metric_off);
+	CHECK_EQ(mrecs[4].generation, 4);
+	CHECK_EQ(mrecs[4].prev, 4);
+	CHECK_EQ(mrecs[4].flags, 0);
 	for (int i = 0; i < 4; i++)
-		CHECK_EQ(fams[i].flags, TALLY__FAM_SUPERSEDED);
+		CHECK_EQ(mrecs[i].flags, TALLY__METRIC_SUPERSEDED);
 	/* The first handle still counts, into its own generation; readers
 	 * show the newest one only. */
 	tally_counter_add(counter_of(&first), 5);
@@ -846,14 +846,14 @@ TEST(family_conflicts)
 	d.hist_sub_bits = 3;
 	d.hist_max_bits = 40; /* the defaults, spelt out: the same family */
 	CHECK_EQ(register_any(z, &d, &m), 0);
-	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 6);
+	CHECK_EQ(atomic_load(&hdr(z)->metric_count), 6);
 	l.value = "2";
 	d.hist_sub_bits = 2;
 	CHECK_EQ(register_any(z, &d, &m), 0);
 	d.hist_sub_bits = 3;
 	d.hist_max_bits = 41;
 	CHECK_EQ(register_any(z, &d, &m), 0);
-	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 8);
+	CHECK_EQ(atomic_load(&hdr(z)->metric_count), 8);
 
 	/* A set gauge is always shared: any mode asked gives one family. */
 	d = desc(TALLY_GAUGE_SET, "temp");
@@ -867,7 +867,7 @@ TEST(family_conflicts)
 	CHECK_EQ(register_any(z, &d, &m), 0);
 	CHECK_EQ(tally_block_mode(m.block), TALLY_SHARED);
 
-	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 9);
+	CHECK_EQ(atomic_load(&hdr(z)->metric_count), 9);
 	CHECK_EQ(atomic_load(&hdr(z)->redefinitions), 7);
 }
 
@@ -916,7 +916,7 @@ TEST(family_children_stay_in_their_generation)
 	CHECK_EQ(sn.s[0].value, 10);
 	CHECK_EQ(sn.s[0].mode, TALLY_SHARED);
 	CHECK(!strcmp(sn.s[0].help, "New help."));
-	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 2);
+	CHECK_EQ(atomic_load(&hdr(z)->metric_count), 2);
 	/* Help only: the same generation, the text replaced, seen by the
 	 * open reader. */
 	d.help = "Newer help.";
@@ -925,7 +925,7 @@ TEST(family_children_stay_in_their_generation)
 	CHECK_EQ(tally_seg_foreach(s, 0, snap_cb, &sn), 1);
 	CHECK(!strcmp(sn.s[0].help, "Newer help."));
 	CHECK_EQ(sn.s[0].value, 10);
-	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 2);
+	CHECK_EQ(atomic_load(&hdr(z)->metric_count), 2);
 	{
 		struct tally_seg_info in;
 
@@ -953,7 +953,7 @@ TEST(alternating_definitions_reuse_their_generations)
 		d.kind = TALLY_GAUGE;
 		CHECK_EQ(register_any(z, &d, &g), 0);
 	}
-	CHECK_EQ(atomic_load(&hdr(z)->fam_count), 2);
+	CHECK_EQ(atomic_load(&hdr(z)->metric_count), 2);
 	CHECK_EQ(fetch(&c), 10000);
 	CHECK_EQ(atomic_load(&hdr(z)->redefinitions), 19999);
 }
@@ -1000,7 +1000,7 @@ TEST(remove_and_reregister)
 	struct tally_zone *z = zone(0, 0);
 	tally_metric m1, copy, m2, m3;
 	struct snap sn;
-	uint64_t gen0 = atomic_load(&hdr(z)->desc_gen);
+	uint64_t gen0 = atomic_load(&hdr(z)->series_gen);
 
 	CHECK_EQ(reg1(z, "conn", "id", "1", &m1), 0);
 	tally_counter_add(counter_of(&m1), 7);
@@ -1048,7 +1048,7 @@ TEST(remove_and_reregister)
 	CHECK_EQ(snap_find(&sn, "conn", "id=2")->value, 0);
 	snap_free(&sn);
 	/* Register, remove, register, remove, register, register. */
-	CHECK_EQ(atomic_load(&hdr(z)->desc_gen) - gen0, 6);
+	CHECK_EQ(atomic_load(&hdr(z)->series_gen) - gen0, 6);
 	CHECK_EQ(hdr(z)->series_live, 2);
 }
 
@@ -1633,11 +1633,11 @@ TEST(enospc_families)
 {
 	/* A series of every family: room for all of them. */
 	struct tally_zone *z = zone(16 * TALLY_CHUNK_SLOTS,
-				    TALLY__FAM_CAP + 1024);
+				    TALLY__METRIC_CAP + 1024);
 	tally_metric m, last;
 	char name[32];
 
-	for (unsigned i = 0; i < TALLY__FAM_CAP; i++) {
+	for (unsigned i = 0; i < TALLY__METRIC_CAP; i++) {
 		snprintf(name, sizeof(name), "family_%u", i);
 		if (reg1(z, name, NULL, NULL, &last) != 0)
 			harness_fail(__FILE__, __LINE__, "%s: %s", name,
@@ -1649,7 +1649,7 @@ TEST(enospc_families)
 	CHECK_EQ(reg1(z, "one_too_many", NULL, NULL, &m), -ENOSPC);
 	/* Existing names still take new series. */
 	CHECK_EQ(reg1(z, "family_7", "k", "v", &m), 0);
-	CHECK_EQ(atomic_load(&hdr(z)->fam_count), TALLY__FAM_CAP);
+	CHECK_EQ(atomic_load(&hdr(z)->metric_count), TALLY__METRIC_CAP);
 }
 
 /* ---- many registrations ---- */
@@ -1699,7 +1699,7 @@ TEST(register_remove_200k)
 	CHECK_EQ(hdr(z)->series_live, 0);
 	/* Records were reused, not leaked. */
 	CHECK(atomic_load(&hdr(z)->series_hwm) <= 32);
-	CHECK_EQ(atomic_load(&hdr(z)->desc_gen), (uint64_t)(2 * n));
+	CHECK_EQ(atomic_load(&hdr(z)->series_gen), (uint64_t)(2 * n));
 	sn = read_zone(z);
 	CHECK_EQ(sn.n, 0);
 	snap_free(&sn);

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "core/core.h"
 #include "tally/reader.h"
 #include "tally/tally.h"
 
@@ -199,7 +199,7 @@ TEST(metrics_lock_owner_died_mid_register)
 	if (pid == 0) {
 		struct tally__hdr *h = z->hdr;
 		struct tally__series *rec = (struct tally__series *)
-			((char *)h + h->desc_off) + atomic_load(&h->series_hwm);
+			((char *)h + h->series_off) + atomic_load(&h->series_hwm);
 
 		pthread_mutex_lock(&h->metrics_lock);
 		atomic_fetch_add(&rec->seq, 1); /* odd: being written */
@@ -257,6 +257,6 @@ TEST(metrics_lock_owner_died_with_generations)
 	CHECK_EQ(waitpid(pid, &status, 0), pid);
 	CHECK_EQ(tally_counter_register(z, &d, &a2), 0);
 	CHECK(a2.metric.block == a.metric.block);
-	CHECK_EQ(atomic_load(&z->hdr->fam_count), 2);
+	CHECK_EQ(atomic_load(&z->hdr->metric_count), 2);
 	CHECK_EQ(atomic_load(&z->hdr->redefinitions), 2);
 }

@@ -1,5 +1,5 @@
 /*
- * test-process.c: process identity and lifecycle (src/process.c).
+ * test-process.c: process identity and lifecycle (src/process/process.c).
  *
  * Proves that a forked child is its own process for the pool: the chunks
  * it takes carry its own pid and start time, so a parent that runs the
@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "core/core.h"
 #include "tally/tally.h"
 
 #define ZONE_CHUNKS 3

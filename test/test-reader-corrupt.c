@@ -5,7 +5,7 @@
  * kind of series); each test copies it (with its holes) and damages the
  * copy: every header field set to a wrong value, every region moved out
  * of place, the file cut at every region boundary and at odd offsets,
- * series and family records broken field by field, random bytes flipped.
+ * series and metric records broken field by field, random bytes flipped.
  * Every case must give NULL or a negative errno, with a tally_errmsg()
  * that names the file, and must not crash (the ASan build checks that no
  * read goes astray); the undamaged file must still open and read right.
@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "core/core.h"
 #include "snap.h"
 #include "tally/reader.h"
 #include "tally/tally.h"
@@ -294,13 +294,13 @@ static const struct hcase {
 	{ "file size -4096", F(file_size), ADD, -4096, EINVAL },
 	{ "file size 0", F(file_size), SET, 0, EINVAL },
 	{ "chunk record size", F(meta_rec_size), ADD, 1, EINVAL },
-	{ "series record size", F(desc_rec_size), ADD, -1, EINVAL },
-	{ "family record size", F(fam_rec_size), ADD, 1024, EINVAL },
-	{ "series capacity 2^24+1", F(desc_cap), SET, (1 << 24) + 1, EINVAL },
-	{ "series capacity > region", F(desc_cap), ADD, 33, EINVAL },
-	{ "family capacity 0", F(fam_cap), SET, 0, EINVAL },
-	{ "family capacity 65537", F(fam_cap), SET, 65537, EINVAL },
-	{ "family capacity > region", F(fam_cap), ADD, 1, EINVAL },
+	{ "series record size", F(series_rec_size), ADD, -1, EINVAL },
+	{ "family record size", F(metric_rec_size), ADD, 1024, EINVAL },
+	{ "series capacity 2^24+1", F(series_cap), SET, (1 << 24) + 1, EINVAL },
+	{ "series capacity > region", F(series_cap), ADD, 33, EINVAL },
+	{ "family capacity 0", F(metric_cap), SET, 0, EINVAL },
+	{ "family capacity 65537", F(metric_cap), SET, 65537, EINVAL },
+	{ "family capacity > region", F(metric_cap), ADD, 1, EINVAL },
 	{ "hash buckets 0", F(hash_buckets), SET, 0, EINVAL },
 	{ "hash buckets 3", F(hash_buckets), SET, 3, EINVAL },
 	{ "hash buckets 96", F(hash_buckets), SET, 96, EINVAL },
@@ -316,10 +316,10 @@ static const struct rcase {
 	  offsetof(struct tally__hdr, node_size), 0 },
 	{ "chunk table", offsetof(struct tally__hdr, meta_off),
 	  offsetof(struct tally__hdr, meta_size), 0 },
-	{ "family table", offsetof(struct tally__hdr, fam_off),
-	  offsetof(struct tally__hdr, fam_size), 0 },
-	{ "series table", offsetof(struct tally__hdr, desc_off),
-	  offsetof(struct tally__hdr, desc_size), 0 },
+	{ "family table", offsetof(struct tally__hdr, metric_off),
+	  offsetof(struct tally__hdr, metric_size), 0 },
+	{ "series table", offsetof(struct tally__hdr, series_off),
+	  offsetof(struct tally__hdr, series_size), 0 },
 	{ "index", offsetof(struct tally__hdr, hash_off),
 	  offsetof(struct tally__hdr, hash_size), 1 },
 	{ "chunks", offsetof(struct tally__hdr, chunks_off),
@@ -399,10 +399,10 @@ TEST(header_regions)
 	{
 		struct tally__hdr b = h;
 
-		b.desc_off = h.fam_off;
-		b.desc_size = h.fam_size;
-		b.fam_off = h.desc_off;
-		b.fam_size = h.desc_size;
+		b.series_off = h.metric_off;
+		b.series_size = h.metric_size;
+		b.metric_off = h.series_off;
+		b.metric_size = h.series_size;
 		copy_sparse(fx->path, work);
 		patch(work, 0, &b, sizeof(b));
 		expect_bad("tables swapped", work, EINVAL, 1);
@@ -431,10 +431,10 @@ TEST(truncated_files)
 	cuts[n++] = 4097;
 	cuts[n++] = h.node_off;
 	cuts[n++] = h.meta_off;
-	cuts[n++] = h.fam_off;
-	cuts[n++] = h.fam_off + 1000;
-	cuts[n++] = h.desc_off;
-	cuts[n++] = h.desc_off + 64;
+	cuts[n++] = h.metric_off;
+	cuts[n++] = h.metric_off + 1000;
+	cuts[n++] = h.series_off;
+	cuts[n++] = h.series_off + 64;
 	cuts[n++] = h.hash_off;
 	cuts[n++] = h.chunks_off;
 	for (uint64_t k = 1; k < h.nchunks; k++)
@@ -468,7 +468,7 @@ TEST(truncated_while_open)
 	copy_sparse(fx->path, work);
 	s = tally_seg_open(work, NULL);
 	CHECK(s != NULL);
-	CHECK_EQ(truncate(work, (off_t)(h.desc_off + 64)), 0);
+	CHECK_EQ(truncate(work, (off_t)(h.series_off + 64)), 0);
 	rc = tally_seg_foreach(s, TALLY_READ_PERCPU, touch_cb, &sink);
 	CHECK(rc < 0);
 	CHECK(has(tally_errmsg(), work));
@@ -513,7 +513,7 @@ static struct tally__series rec_read(const char *path, uint32_t idx)
 	int fd = open(path, O_RDONLY);
 
 	CHECK(fd >= 0);
-	CHECK_EQ(pread(fd, &r, sizeof(r), (off_t)(h.desc_off + idx * sizeof(r))),
+	CHECK_EQ(pread(fd, &r, sizeof(r), (off_t)(h.series_off + idx * sizeof(r))),
 		 (ssize_t)sizeof(r));
 	close(fd);
 	return r;
@@ -524,7 +524,7 @@ static void rec_write(const char *path, uint32_t idx,
 {
 	struct tally__hdr h = pristine_hdr();
 
-	patch(path, h.desc_off + idx * sizeof(*r), r, sizeof(*r));
+	patch(path, h.series_off + idx * sizeof(*r), r, sizeof(*r));
 }
 
 /* Applies @fn to a fresh copy's record @idx, then expects a refusal. */
@@ -571,9 +571,9 @@ static uint64_t chunk_base(const struct tally__series *r,
 		(void)h;                                                     \
 		body;                                                        \
 	}
-SC(fam_next, r->family = atomic_load(&h->fam_count))
-SC(fam_cap, r->family = h->fam_cap)
-SC(fam_cap_m1, r->family = h->fam_cap - 1)
+SC(fam_next, r->family = atomic_load(&h->metric_count))
+SC(fam_cap, r->family = h->metric_cap)
+SC(fam_cap_m1, r->family = h->metric_cap - 1)
 SC(fam_max, r->family = 0xffffffffu)
 SC(fam_hist, r->family = 4)
 SC(nslots_0, r->nslots = 0)
@@ -913,14 +913,14 @@ TEST(long_label_records)
 	for (size_t i = 0; i < sizeof(lfx->value) - 1; i++)
 		lfx->value[i] = (char)('a' + i % 26);
 	CHECK_CHILD_OK(harness_child(write_long_fixture, lfx));
-	CHECK_EQ(pristine_hdr().desc_off, 0 + ({
+	CHECK_EQ(pristine_hdr().series_off, 0 + ({
 		struct tally__hdr lh;
 		int fd = open(lfx->path, O_RDONLY);
 
 		CHECK(fd >= 0);
 		CHECK_EQ(pread(fd, &lh, sizeof(lh), 0), (ssize_t)sizeof(lh));
 		close(fd);
-		lh.desc_off;
+		lh.series_off;
 	}));
 	CHECK_EQ(rec_read(lfx->path, lfx->main).state, TALLY__SERIES_LONG);
 	s = tally_seg_open(lfx->path, NULL);
@@ -957,7 +957,7 @@ TEST(long_label_records)
 					 ext_index(lfx->path, (unsigned)(rnd() % 4));
 			unsigned char b = (unsigned char)rnd();
 
-			patch(work, h.desc_off + rec * 128ull + rnd() % 128, &b, 1);
+			patch(work, h.series_off + rec * 128ull + rnd() % 128, &b, 1);
 		}
 		s = tally_seg_open(work, NULL);
 		CHECK(s != NULL);
@@ -967,36 +967,36 @@ TEST(long_label_records)
 	}
 }
 
-/* ---- family records --------------------------------------------------- */
+/* ---- metric records --------------------------------------------------- */
 
-static struct tally__family fam_read(const char *path, uint32_t idx)
+static struct tally__metric_rec fam_read(const char *path, uint32_t idx)
 {
 	struct tally__hdr h = pristine_hdr();
-	struct tally__family f;
+	struct tally__metric_rec f;
 	int fd = open(path, O_RDONLY);
 
 	CHECK(fd >= 0);
-	CHECK_EQ(pread(fd, &f, sizeof(f), (off_t)(h.fam_off + idx * sizeof(f))),
+	CHECK_EQ(pread(fd, &f, sizeof(f), (off_t)(h.metric_off + idx * sizeof(f))),
 		 (ssize_t)sizeof(f));
 	close(fd);
 	return f;
 }
 
 static void fam_case(const char *what, uint32_t idx,
-		     void (*fn)(struct tally__family *))
+		     void (*fn)(struct tally__metric_rec *))
 {
 	struct tally__hdr h = pristine_hdr();
-	struct tally__family f;
+	struct tally__metric_rec f;
 
 	copy_sparse(fx->path, work);
 	f = fam_read(work, idx);
 	fn(&f);
-	patch(work, h.fam_off + idx * sizeof(f), &f, sizeof(f));
+	patch(work, h.metric_off + idx * sizeof(f), &f, sizeof(f));
 	expect_bad(what, work, EINVAL, 0);
 }
 
 #define FC(name, body)                                                        \
-	static void fc_##name(struct tally__family *f)                       \
+	static void fc_##name(struct tally__metric_rec *f)                       \
 	{                                                                    \
 		body;                                                        \
 	}
@@ -1045,7 +1045,7 @@ TEST(family_records)
 {
 	static const struct {
 		const char *what;
-		void (*fn)(struct tally__family *);
+		void (*fn)(struct tally__metric_rec *);
 		int hist;
 	} cases[] = {
 		{ "kind 0", fc_kind0, 0 },
@@ -1096,7 +1096,7 @@ TEST(family_records)
 	hfam = rec_read(fx->path, fx->hist).family;
 	CHECK_EQ(cfam, 0);
 	CHECK_EQ(hfam, 4);
-	CHECK_EQ(atomic_load(&h.fam_count), 5);
+	CHECK_EQ(atomic_load(&h.metric_count), 5);
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
 		fam_case(cases[i].what, cases[i].hist ? hfam : cfam,
 			 cases[i].fn);
@@ -1108,7 +1108,7 @@ TEST(family_records)
 		uint32_t n = 6;
 
 		copy_sparse(fx->path, work);
-		patch(work, offsetof(struct tally__hdr, fam_count), &n, 4);
+		patch(work, offsetof(struct tally__hdr, metric_count), &n, 4);
 		expect_bad("family count + 1", work, EINVAL, 0);
 	}
 	expect_valid(fx->path);
@@ -1118,7 +1118,7 @@ TEST(family_records)
 TEST(family_being_written)
 {
 	struct tally__hdr h;
-	struct tally__family f;
+	struct tally__metric_rec f;
 	struct tally_seg *s;
 	int n = 0;
 
@@ -1128,7 +1128,7 @@ TEST(family_being_written)
 	f = fam_read(work, 4);
 	f.seq |= 1;
 	f.kind = 0;
-	patch(work, h.fam_off + 4 * sizeof(f), &f, sizeof(f));
+	patch(work, h.metric_off + 4 * sizeof(f), &f, sizeof(f));
 	s = tally_seg_open(work, NULL);
 	CHECK(s != NULL);
 	CHECK_EQ(tally_seg_foreach(s, 0, count_cb, &n), 3);
@@ -1159,9 +1159,9 @@ TEST(random_damage)
 	setup();
 	h = pristine_hdr();
 	spots[0] = 0;
-	spots[1] = h.fam_off;
-	spots[2] = h.fam_off + 4 * 1024;
-	spots[3] = h.desc_off;
+	spots[1] = h.metric_off;
+	spots[2] = h.metric_off + 4 * 1024;
+	spots[3] = h.series_off;
 	spots[4] = rec_read(fx->path, fx->counter).slot_off & ~4095ull;
 	spots[5] = 512;
 	/* The histogram's sum and buckets, in CPU 0's and CPU 1's copies. */
@@ -1321,7 +1321,7 @@ static void foreach_without_memory(void *arg)
 	size_t sink = 0;
 	int rc;
 
-	/* Room for small allocations, not for the 1 MiB family table. */
+	/* Room for small allocations, not for the 1 MiB metric table. */
 	rl.rlim_cur = rl.rlim_max = (rlim_t)(vm_size_kb() + 256) * 1024;
 	CHECK_EQ(setrlimit(RLIMIT_AS, &rl), 0);
 	rc = tally_seg_foreach(s, 0, touch_cb, &sink);
@@ -1343,7 +1343,7 @@ TEST(out_of_memory_names_the_file)
 	setup();
 	copy_sparse(fx->path, work);
 	/* 1024 families to load: a 1 MiB allocation. */
-	patch(work, offsetof(struct tally__hdr, fam_count), &n, 4);
+	patch(work, offsetof(struct tally__hdr, metric_count), &n, 4);
 	s = tally_seg_open(work, NULL);
 	CHECK(s != NULL);
 	CHECK_CHILD_OK(harness_child(foreach_without_memory, s));

@@ -48,8 +48,8 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "internal.h"
-#include "segment.h"
+#include "core/core.h"
+#include "reader/segment.h"
 #include "snap.h"
 #include "tally/reader.h"
 #include "tally/tally.h"
@@ -1010,7 +1010,7 @@ TEST(record_reused_during_copy)
 	/* The reader has copied the record's seq, state, lengths, family
 	 * and slot (its first 28 bytes) when the writer reuses it. */
 	r = (struct reuse){ z, &a, a.series };
-	hook.split_at = z->hdr->desc_off +
+	hook.split_at = z->hdr->series_off +
 			(uint64_t)a.series * sizeof(struct tally__series) +
 			offsetof(struct tally__series, labels);
 	hook.action = reuse_action;
@@ -1997,11 +1997,11 @@ TEST(series_table_holes_are_not_read)
 	fd = open(c->path, O_RDWR);
 	CHECK(fd >= 0);
 	CHECK_EQ(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
-	CHECK_EQ(h.desc_cap, cap);
-	CHECK_EQ(pread(fd, &rec, sizeof(rec), (off_t)h.desc_off),
+	CHECK_EQ(h.series_cap, cap);
+	CHECK_EQ(pread(fd, &rec, sizeof(rec), (off_t)h.series_off),
 		 (ssize_t)sizeof(rec));
 	CHECK_EQ(pwrite(fd, &rec, sizeof(rec),
-			(off_t)(h.desc_off + (uint64_t)(cap - 1) * sizeof(rec))),
+			(off_t)(h.series_off + (uint64_t)(cap - 1) * sizeof(rec))),
 		 (ssize_t)sizeof(rec));
 	CHECK_EQ(pwrite(fd, &cap, sizeof(cap),
 			offsetof(struct tally__hdr, series_hwm)),

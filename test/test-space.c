@@ -1,6 +1,6 @@
 /*
  * test-space.c: pages are reserved for real before they are written
- * (src/space.c), so that a zone fits what it really uses and a full file
+ * (src/core/space.c), so that a zone fits what it really uses and a full file
  * system never kills a writer.
  *
  * Proves that:

@@ -1,6 +1,6 @@
 /*
  * util.h: helpers for tests that need to look at libtally's process-wide
- * state (src/internal.h), and fixtures the tests share: registration of
+ * state (src/core/core.h), and fixtures the tests share: registration of
  * any kind (kinds.h), a test's own directory, a segment's information,
  * a copy of a segment file with its holes.
  */
@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "core/core.h"
 #include "kinds.h"
 #include "tally/metrics.h"
 #include "tally/reader.h"

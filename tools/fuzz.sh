@@ -4,7 +4,7 @@
 #   tools/fuzz.sh [SECONDS]
 #
 # Builds build-fuzz/fuzz-reader (libFuzzer + ASan + UBSan, with clang) from
-# src/*.c and fuzz/fuzz-reader.c, writes the seed corpus from real segments
+# src/*/*.c and fuzz/fuzz-reader.c, writes the seed corpus from real segments
 # into build-fuzz/corpus (fuzz/gen-corpus.c), and runs the fuzzer on it.  New inputs that reach new code are kept in
 # build-fuzz/corpus for the next run.  Exits non-zero on a crash, a leak,
 # undefined behaviour or a timeout, and prints the path of the input that
@@ -31,13 +31,13 @@ flags="-g -O1 -pthread -Iinclude -Isrc"
 echo "fuzz: building $out/fuzz-reader"
 "$cc" $flags -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=undefined -fno-omit-frame-pointer \
-	src/*.c fuzz/fuzz-reader.c -o "$out/fuzz-reader" ||
+	src/*/*.c fuzz/fuzz-reader.c -o "$out/fuzz-reader" ||
 	{ echo "fuzz: build failed (is libclang-rt-14-dev installed?)"; exit 1; }
 
 # The seeds (seed-*) are written again on every run, so that they follow
 # the current format; what the fuzzer found (other names) stays.
 echo "fuzz: generating the seed corpus"
-"$cc" $flags src/*.c fuzz/gen-corpus.c -o "$out/gen-corpus" &&
+"$cc" $flags src/*/*.c fuzz/gen-corpus.c -o "$out/gen-corpus" &&
 	"$out/gen-corpus" "$out/corpus" ||
 	{ echo "fuzz: could not generate the seed corpus"; exit 1; }
 

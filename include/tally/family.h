@@ -23,6 +23,11 @@
  * families of one name in a process, or a family and a series
  * registered by hand, share their series and each holds a reference.
  *
+ * A family lives in this process only: the segment holds its series and
+ * their metric's record as for any series (docs/FORMAT.md), nothing of
+ * the family itself.  (Prometheus calls the name with all its series a
+ * "metric family"; tally calls that a metric.)
+ *
  * One family type per kind, so that a child of one kind cannot be used
  * as another's.  Each holds a tally_family, for tally_family_remove().
  */

@@ -31,9 +31,9 @@ extern "C" {
 #define TALLY__RESV_BACK    (2u * TALLY__STRIDE - 4032u)
 
 /*
- * The thread's rseq stand-in (src/config.c), where tally__cfg.rseq_off
+ * The thread's rseq stand-in (src/process/config.c), where tally__cfg.rseq_off
  * leads when this process does not use rseq, holds after the rseq fields
- * the fallback copy the thread owns (src/add.c): its token, the distance
+ * the fallback copy the thread owns (src/core/add.c): its token, the distance
  * from CPU 0's copy to it (0: the thread owns none) and its reservation
  * bit.  A fallback copy's page keeps the token of the thread that may add
  * to it without a lock at TALLY__OWNER_OFF, where rseq copies have nothing.
@@ -53,7 +53,7 @@ extern "C" {
  * this process may use rseq, else 0, so that one unsigned compare of the
  * CPU id sends both "no rseq" and "CPU beyond the slabs" to the fallback.
  * A per-node add finds its copy with nnodes and cpu_node (the process's
- * NUMA map, src/config.c) without leaving the inline path.
+ * NUMA map, src/process/config.c) without leaving the inline path.
  */
 struct tally__cfg {
 	long rseq_off;        /* glibc's __rseq_offset, or that of a stand-in */

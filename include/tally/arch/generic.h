@@ -2,7 +2,7 @@
  * tally/arch/generic.h: the update path where tally has no restartable
  * sequence (any architecture but x86-64): every add takes the out-of-line
  * path, a relaxed atomic add on the fallback copy the calling thread owns
- * (or on the slot's baseline when it owns none: src/add.c).
+ * (or on the slot's baseline when it owns none: src/core/add.c).
  * Internal: include tally/block.h instead.
  */
 #ifndef TALLY_ARCH_GENERIC_H

@@ -16,7 +16,7 @@
  * commit, the kernel moves it to the abort label (4), which is preceded
  * by glibc's x86 signature 0x53053053, and the add starts again.  No other
  * thread can run on this CPU in between, so the unlocked add never races
- * with another rseq add; fallback adds use other copies (see src/add.c).
+ * with another rseq add; fallback adds use other copies (see src/core/add.c).
  * A CPU id of -1 or -2 (rseq not registered) compares above any limit.
  * A process that does not use rseq at all (rseq_limit is 0) does not
  * enter the sequence: its threads add to the fallback copy each owns
@@ -126,7 +126,7 @@ reserve:
  * chunk, %rax, the flags and the vector registers.  The stack pointer first
  * moves below the caller's red zone (where a leaf function keeps values
  * the compiler does not expect a call to overwrite); the return address
- * goes in %rax and tally__block_add_slow_stub (src/add.c) keeps the
+ * goes in %rax and tally__block_add_slow_stub (src/core/add.c) keeps the
  * general registers a call would clobber, aligns the stack, calls
  * tally__block_add_slow() and jumps back.  Its unwind table
  * gives the caller's stack pointer as it was before the move, so that
@@ -170,7 +170,7 @@ tally__slow_add(struct tally_block *b, int64_t *p, unsigned slot, int64_t v)
 
 /*
  * The fallback without rseq (valgrind, old kernels, TALLY_NO_RSEQ=1): when
- * the thread owns a fallback copy (src/add.c) and finds its token in the
+ * the thread owns a fallback copy (src/core/add.c) and finds its token in the
  * copy's page, nobody else writes that copy, in any process: one unlocked
  * addq, which a signal handler of the same thread cannot split.  The
  * thread's words are read from its rseq stand-in, where rseq_off leads

@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "format/format.h"
 
 /*
  * @off and @len are multiples of the page size.  Runs are widened to whole

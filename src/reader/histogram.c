@@ -7,7 +7,7 @@
 
 #include "tally/metrics.h"
 
-#include "segment.h"
+#include "reader/segment.h"
 
 void tally_histogram_bucket_bounds(unsigned b, unsigned sub_bits,
 				   uint64_t *lo, uint64_t *hi)

@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "segment.h"
+#include "reader/segment.h"
 
 int tally__seg_no_memory(const struct tally_seg *s)
 {
@@ -98,12 +98,12 @@ static int validate_header(struct tally_seg *s, uint64_t st_size)
 			       "%u slabs", h->naux, h->chunk_pages,
 			       h->chunk_slots, h->nslabs);
 	if (h->meta_rec_size != sizeof(struct tally__chunk) ||
-	    h->fam_rec_size != sizeof(struct tally__family) ||
-	    h->desc_rec_size != sizeof(struct tally__series))
+	    h->metric_rec_size != sizeof(struct tally__metric_rec) ||
+	    h->series_rec_size != sizeof(struct tally__series))
 		return tally__seg_corrupt(s, "record sizes %u/%u/%u, expected %zu/%zu/%zu",
-			       h->meta_rec_size, h->fam_rec_size,
-			       h->desc_rec_size, sizeof(struct tally__chunk),
-			       sizeof(struct tally__family),
+			       h->meta_rec_size, h->metric_rec_size,
+			       h->series_rec_size, sizeof(struct tally__chunk),
+			       sizeof(struct tally__metric_rec),
 			       sizeof(struct tally__series));
 	if (h->file_size != st_size)
 		return tally__seg_corrupt(s, "the file is %llu bytes, its header says "
@@ -111,12 +111,12 @@ static int validate_header(struct tally_seg *s, uint64_t st_size)
 			       (unsigned long long)st_size,
 			       (unsigned long long)h->file_size);
 	if (h->nchunks < 1 || h->nchunks > (1ull << 23) ||
-	    h->fam_cap < 1 || h->fam_cap > 65536 || h->desc_cap > (1u << 24) ||
+	    h->metric_cap < 1 || h->metric_cap > 65536 || h->series_cap > (1u << 24) ||
 	    h->hash_buckets == 0 || (h->hash_buckets & (h->hash_buckets - 1)))
 		return tally__seg_corrupt(s, "capacities out of range (chunks "
 					  "%llu, families %u, series %u)",
 					  (unsigned long long)h->nchunks,
-					  h->fam_cap, h->desc_cap);
+					  h->metric_cap, h->series_cap);
 	return check_regions(s, st_size);
 }
 
@@ -142,10 +142,10 @@ static int check_regions(struct tally_seg *s, uint64_t st_size)
 		  (uint64_t)h->nslabs * 2 },
 		{ "chunk table", h->meta_off, h->meta_size,
 		  h->nchunks * sizeof(struct tally__chunk) },
-		{ "family table", h->fam_off, h->fam_size,
-		  (uint64_t)h->fam_cap * sizeof(struct tally__family) },
-		{ "series table", h->desc_off, h->desc_size,
-		  (uint64_t)h->desc_cap * sizeof(struct tally__series) },
+		{ "family table", h->metric_off, h->metric_size,
+		  (uint64_t)h->metric_cap * sizeof(struct tally__metric_rec) },
+		{ "series table", h->series_off, h->series_size,
+		  (uint64_t)h->series_cap * sizeof(struct tally__series) },
 		{ "index", h->hash_off, h->hash_size, 0 },
 		{ "chunks", h->chunks_off, h->chunks_size,
 		  h->nchunks * s->chunk_bytes },
@@ -368,7 +368,7 @@ void tally_seg_close(struct tally_seg *s)
 		free(s->cache[i].present);
 		free(s->cache[i].pages);
 	}
-	free(s->fams);
+	free(s->mrecs);
 	free(s->rec1);
 	free(s->rec2);
 	free(s->res);
@@ -384,7 +384,7 @@ int tally__seg_read_live(struct tally_seg *s, uint64_t *gen, uint32_t *hwm,
 		     uint32_t *nfam)
 {
 	struct tally__hdr live;
-	size_t off = offsetof(struct tally__hdr, desc_gen);
+	size_t off = offsetof(struct tally__hdr, series_gen);
 
 	if (tally__seg_read_at(s, (char *)&live + off, 64, off) < 0)
 		return -errno;
@@ -392,18 +392,18 @@ int tally__seg_read_live(struct tally_seg *s, uint64_t *gen, uint32_t *hwm,
 	*hwm = *(uint32_t *)((char *)&live + offsetof(struct tally__hdr,
 						       series_hwm));
 	*nfam = *(uint32_t *)((char *)&live + offsetof(struct tally__hdr,
-						        fam_count));
+						        metric_count));
 	_Static_assert(offsetof(struct tally__hdr, redefinitions) + 8 <=
-			       offsetof(struct tally__hdr, desc_gen) + 64,
+			       offsetof(struct tally__hdr, series_gen) + 64,
 		       "the descriptor table's live fields are read at once");
-	s->live_fam_changes = *(uint32_t *)((char *)&live +
-		offsetof(struct tally__hdr, fam_changes));
+	s->live_metric_changes = *(uint32_t *)((char *)&live +
+		offsetof(struct tally__hdr, metric_changes));
 	s->live_redefinitions = *(uint64_t *)((char *)&live +
 		offsetof(struct tally__hdr, redefinitions));
-	if (*hwm > s->hdr.desc_cap)
-		*hwm = s->hdr.desc_cap;
-	if (*nfam > s->hdr.fam_cap)
-		*nfam = s->hdr.fam_cap;
+	if (*hwm > s->hdr.series_cap)
+		*hwm = s->hdr.series_cap;
+	if (*nfam > s->hdr.metric_cap)
+		*nfam = s->hdr.metric_cap;
 	return 0;
 }
 

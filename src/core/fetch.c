@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 #define WORDS_PER_PAGE (TALLY__PAGE / sizeof(int64_t))
 

@@ -49,7 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 #ifdef TALLY__MAX_CPUS
 _Static_assert(TALLY__MAX_CPUS == TALLY__MAX_SLABS,
@@ -215,7 +215,6 @@ void tally__fallback_postfork_child(void)
 static int zone_holds(struct tally_zone *z, unsigned f)
 {
 	uint64_t bit = 1ull << (f % 64);
-	struct flock fl;
 	int fd;
 
 	if (atomic_load_explicit(&z->fb_held[f / 64], memory_order_acquire) & bit)
@@ -231,12 +230,7 @@ static int zone_holds(struct tally_zone *z, unsigned f)
 	}
 	if ((fd = tally__own_fd(z)) < 0)
 		return 0;
-	memset(&fl, 0, sizeof(fl));
-	fl.l_type = F_WRLCK;
-	fl.l_whence = SEEK_SET;
-	fl.l_start = (off_t)(TALLY__FB_LOCK_BYTE + f);
-	fl.l_len = 1;
-	if (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
+	if (tally__lock_byte(fd, F_WRLCK, TALLY__FB_LOCK_BYTE + f, 0) < 0) {
 		if (errno == EAGAIN || errno == EACCES)
 			atomic_fetch_or(&z->fb_refused[f / 64], bit);
 		return 0;

@@ -20,7 +20,7 @@
 
 #include "tally/metrics.h"
 
-#include "segment.h"
+#include "reader/segment.h"
 
 #define WORDS_PER_PAGE (TALLY__PAGE / 8u)
 
@@ -31,7 +31,7 @@ static int nul_within(const char *s, size_t cap, size_t len)
 	return len < cap && s[len] == 0 && strlen(s) == len;
 }
 
-static unsigned family_slots(const struct tally__family *f)
+static unsigned family_slots(const struct tally__metric_rec *f)
 {
 	if (f->kind == TALLY__KIND_HISTOGRAM)
 		return 1u + ((unsigned)(f->max_bits - f->sub_bits + 1) << f->sub_bits);
@@ -40,9 +40,9 @@ static unsigned family_slots(const struct tally__family *f)
 	return 1;
 }
 
-/* A family record that is stable (even seq) must be well formed. */
+/* A metric record that is stable (even seq) must be well formed. */
 static int check_family(struct tally_seg *s, uint32_t i,
-			const struct tally__family *f)
+			const struct tally__metric_rec *f)
 {
 	if (f->state != 1 || f->kind < TALLY__KIND_COUNTER ||
 	    f->kind > TALLY__KIND_HISTOGRAM || f->mode > TALLY_ADAPTIVE)
@@ -73,20 +73,20 @@ static int check_family(struct tally_seg *s, uint32_t i,
 	return 0;
 }
 
-/* Read families [nfams, want) and keep those that are stable. */
+/* Read families [nmrecs, want) and keep those that are stable. */
 static int load_families(struct tally_seg *s, uint32_t want)
 {
-	struct tally__family *f, again;
+	struct tally__metric_rec *f, again;
 	uint32_t i;
 
-	if (want <= s->nfams)
+	if (want <= s->nmrecs)
 		return 0;
-	f = realloc(s->fams, want * sizeof(*f));
+	f = realloc(s->mrecs, want * sizeof(*f));
 	if (!f)
 		return tally__seg_no_memory(s);
-	s->fams = f;
-	for (i = s->nfams; i < want; i++) {
-		uint64_t off = s->hdr.fam_off + (uint64_t)i * sizeof(*f);
+	s->mrecs = f;
+	for (i = s->nmrecs; i < want; i++) {
+		uint64_t off = s->hdr.metric_off + (uint64_t)i * sizeof(*f);
 
 		if (tally__seg_read_at(s, &f[i], sizeof(*f), off) < 0 ||
 		    tally__seg_read_at(s, &again, sizeof(again), off) < 0)
@@ -98,7 +98,7 @@ static int load_families(struct tally_seg *s, uint32_t want)
 		if (check_family(s, i, &f[i]) < 0)
 			return -errno;
 	}
-	s->nfams = i;
+	s->nmrecs = i;
 	return 0;
 }
 
@@ -327,11 +327,11 @@ static int long_labels(struct tally_seg *s, uint32_t id,
 	while (at < len) {
 		struct tally__series_ext e;
 
-		if (link == 0 || link > s->hdr.desc_cap)
+		if (link == 0 || link > s->hdr.series_cap)
 			return tally__seg_corrupt(s, "series %u: label "
 						  "extension %u outside the "
 						  "table", id, link);
-		if (tally__seg_read_at(s, &e, sizeof(e), s->hdr.desc_off +
+		if (tally__seg_read_at(s, &e, sizeof(e), s->hdr.series_off +
 				       (uint64_t)(link - 1) * sizeof(e)) < 0)
 			return -errno;
 		if (e.state != TALLY__SERIES_EXT || e.owner != id ||
@@ -366,7 +366,7 @@ static int check_series(struct tally_seg *s, uint32_t id, uint32_t i,
 {
 	const struct tally__hdr *h = &s->hdr;
 	uint64_t rel, in;
-	unsigned need = family_slots(&s->fams[r->family]);
+	unsigned need = family_slots(&s->mrecs[r->family]);
 	int n;
 
 	if (r->nslots != need)
@@ -408,7 +408,7 @@ static int compute(struct tally_seg *s, uint32_t id, uint32_t i,
 		   const struct tally__series *r, unsigned flags,
 		   struct result *out)
 {
-	const struct tally__family *f;
+	const struct tally__metric_rec *f;
 	struct chunk_cache *c;
 	uint64_t chunk = 0;
 	unsigned slot = 0, nslabs = s->hdr.nslabs;
@@ -419,7 +419,7 @@ static int compute(struct tally_seg *s, uint32_t id, uint32_t i,
 	rc = check_series(s, id, i, r, out, &chunk, &slot);
 	if (rc < 0)
 		return rc;
-	f = &s->fams[r->family];
+	f = &s->mrecs[r->family];
 	c = load_chunk(s, chunk);
 	if (!c)
 		return -errno;
@@ -470,7 +470,7 @@ static int emit(struct tally_seg *s, uint32_t id, uint32_t i,
 		const struct tally__series *r, const struct result *res,
 		unsigned flags, tally_series_fn fn, void *arg)
 {
-	const struct tally__family *f = &s->fams[r->family];
+	const struct tally__metric_rec *f = &s->mrecs[r->family];
 	struct tally_series_view v;
 
 	memset(&v, 0, sizeof(v));
@@ -551,18 +551,18 @@ static int compute_batch(struct tally_seg *s, uint32_t first, uint32_t n,
 		    (r->state != TALLY__SERIES_LIVE &&
 		     r->state != TALLY__SERIES_LONG))
 			continue;
-		if (r->family >= s->hdr.fam_cap)
+		if (r->family >= s->hdr.metric_cap)
 			return tally__seg_corrupt(s, "series %u: family %u does "
 						  "not exist", first + i,
 						  r->family);
 		/* A family newer than our copy: read it now. */
-		if (r->family >= s->nfams &&
+		if (r->family >= s->nmrecs &&
 		    (rc = load_families(s, r->family + 1)) < 0)
 			return rc;
-		if (r->family >= s->nfams)
+		if (r->family >= s->nmrecs)
 			continue; /* still being written */
 		/* An older definition of its name: not shown (layout.h). */
-		if (s->fams[r->family].flags & TALLY__FAM_SUPERSEDED)
+		if (s->mrecs[r->family].flags & TALLY__METRIC_SUPERSEDED)
 			continue;
 		rc = compute(s, first + i, i, r, flags, &s->res[i]);
 		if (rc == -EINVAL) {
@@ -618,7 +618,7 @@ static int emit_batch(struct tally_seg *s, uint32_t first, uint32_t n,
 static uint32_t next_run(struct tally_seg *s, uint32_t *first, uint32_t hwm)
 {
 	const uint64_t rec = sizeof(struct tally__series);
-	uint64_t off = s->hdr.desc_off + (uint64_t)*first * rec, end;
+	uint64_t off = s->hdr.series_off + (uint64_t)*first * rec, end;
 	uint32_t n = hwm - *first < BATCH ? hwm - *first : BATCH;
 	off_t d, h;
 
@@ -661,16 +661,16 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 	if ((rc = check_size(s)) < 0 ||
 	    (rc = tally__seg_read_live(s, &gen, &hwm, &nfam)) < 0)
 		return rc;
-	/* A family record was rewritten (help, unit, superseded: format
+	/* A metric record was rewritten (help, unit, superseded: format
 	 * 2.5): read them all again. */
-	if (s->live_fam_changes != s->fam_changes) {
-		s->fam_changes = s->live_fam_changes;
-		s->nfams = 0;
+	if (s->live_metric_changes != s->metric_changes) {
+		s->metric_changes = s->live_metric_changes;
+		s->nmrecs = 0;
 	}
 	if ((rc = load_families(s, nfam)) < 0)
 		return rc;
 	for (; !stop && (n = next_run(s, &first, hwm)) > 0; first += n) {
-		uint64_t off = s->hdr.desc_off +
+		uint64_t off = s->hdr.series_off +
 			       (uint64_t)first * sizeof(struct tally__series);
 		size_t bytes = n * sizeof(struct tally__series);
 

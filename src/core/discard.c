@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 static _Atomic(char *) discard;
 
@@ -28,6 +28,7 @@ tally_block *tally__discard_block(void)
 	if (d)
 		return (tally_block *)(d + tally__page_off(TALLY__PG_COPY0));
 	tally__init();
+	tally__zone_hooks();
 	bytes = (size_t)tally__chunk_pages(tally__env.nslabs) * TALLY__PAGE;
 	d = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

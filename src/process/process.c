@@ -3,18 +3,16 @@
  *
  * It owns:
  *   - this process's identity (pid and start time), renewed in every
- *     child (lifecycle.c calls tally__self_get after fork; a child made
+ *     child (hooks.c calls tally__self_get after fork; a child made
  *     without the hooks is caught by the getpid() key all the same);
  *   - whether another process is alive (tally__proc_alive), the first
- *     liveness test of the pool's chunk owners (their token locks, below,
- *     are the second: a pid means something else in another PID
- *     namespace) and, for files of format 2.0 only, the reader's;
- *   - whether a zone file's creator still runs (tally__creator_locked),
- *     whether any process still uses it (tally__use_locked), and whether
- *     the process of a chunk owner token still runs
- *     (tally__token_locked): locks on the file, never pid numbers, which
- *     another PID namespace sharing the directory would see differently.
- * It calls nothing else in libtally: every file may ask it.
+ *     liveness test of the pool's chunk owners (their token locks are
+ *     the second: a pid means something else in another PID namespace)
+ *     and, for files of format 2.0 only, the reader's.
+ * Whether a zone file's creator still runs, whether a process still uses
+ * it, and whether the process of a chunk owner token still runs are
+ * asked of locks on the file instead (lock.c).  It calls nothing else in
+ * libtally: every file may ask it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "process/process.h"
 
 static struct tally__self self;
 
@@ -90,33 +88,18 @@ int tally__proc_alive(int pid, uint64_t start)
 	return start == 0 || now == 0 || now == start;
 }
 
-/* Does a process hold a lock on byte @byte of the file open as @fd
- * (through a description other than @fd's)?  1 when it cannot tell. */
-static int byte_locked(int fd, off_t byte)
+void tally__proc_name(char out[16])
 {
-	struct flock fl;
+	char buf[32] = "";
+	int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
 
-	memset(&fl, 0, sizeof(fl));
-	fl.l_type = F_WRLCK;
-	fl.l_whence = SEEK_SET;
-	fl.l_start = byte;
-	fl.l_len = 1;
-	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
-		return 1;
-	return fl.l_type != F_UNLCK;
-}
-
-int tally__use_locked(int fd)
-{
-	return byte_locked(fd, TALLY__USE_LOCK_BYTE);
-}
-
-int tally__creator_locked(int fd)
-{
-	return byte_locked(fd, TALLY__CREATOR_LOCK_BYTE);
-}
-
-int tally__token_locked(int fd, uint32_t token)
-{
-	return byte_locked(fd, (off_t)(TALLY__OWNER_LOCK_BYTE + token));
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		n = 0;
+	buf[n] = 0;
+	buf[strcspn(buf, "\n")] = 0;
+	memset(out, 0, 16);
+	snprintf(out, 16, "%.15s", buf[0] ? buf : "process");
 }

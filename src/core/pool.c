@@ -45,7 +45,7 @@
 #include <unistd.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 #define RELAXED __ATOMIC_RELAXED
 #define WARM_MAX 4
@@ -185,7 +185,7 @@ static int reap_a_warm_chunk(struct tally_zone *z)
 
 /*
  * Reserve the pages of chunk @i that its blocks in @mode write without
- * asking (src/space.c): page 0 (baselines, spills and the reservation
+ * asking (core/space.c): page 0 (baselines, spills and the reservation
  * line) for per-CPU and adaptive chunks, page 1 (the shared words) for
  * adaptive ones, the atomic copies of shared and per-node chunks.  The
  * per-CPU copies are reserved by the adds themselves.
@@ -282,7 +282,6 @@ static void set_owner(struct tally__chunk *c, uint32_t token)
  */
 int tally__token_lock(struct tally_zone *z, uint32_t token, int lock)
 {
-	struct flock fl;
 	int fd = lock ? tally__own_fd(z) :
 			atomic_load_explicit(&z->fbfd, memory_order_acquire);
 
@@ -290,12 +289,8 @@ int tally__token_lock(struct tally_zone *z, uint32_t token, int lock)
 		return 0;
 	if (fd < 0)
 		return -(errno ? errno : EBADF);
-	memset(&fl, 0, sizeof(fl));
-	fl.l_type = lock ? F_WRLCK : F_UNLCK;
-	fl.l_whence = SEEK_SET;
-	fl.l_start = (off_t)(TALLY__OWNER_LOCK_BYTE + token);
-	fl.l_len = 1;
-	if (fcntl(fd, F_OFD_SETLK, &fl) < 0 && lock)
+	if (tally__lock_byte(fd, lock ? F_WRLCK : F_UNLCK,
+			     TALLY__OWNER_LOCK_BYTE + token, 0) < 0 && lock)
 		return -errno;
 	return 0;
 }

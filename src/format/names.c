@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "internal.h"
+#include "format/format.h"
 
 enum { FIRST = 1, REST = 2, COLON = 4 };
 

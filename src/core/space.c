@@ -7,7 +7,7 @@
  * is reserved with fallocate(2) before its first store, at a moment when
  * a failure can still be reported: zone creation (header), chunk hand-out
  * (a chunk's fixed pages), registration (records and index), and the
- * first add of a CPU to a chunk (its copy page, src/add.c).  Reserving
+ * first add of a CPU to a chunk (its copy page, core/add.c).  Reserving
  * allocates the page, so a reservation is memory really used, and it is
  * made only for what is about to be written: nothing is promised ahead,
  * and zones (of this process or of others) never count the same free
@@ -21,7 +21,7 @@
 #include <sys/statvfs.h>
 #include <time.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 #define NOSPACE_RETRY_NS 10000000ull /* 10 ms between retries when full */
 

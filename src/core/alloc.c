@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 #define RELAXED memory_order_relaxed
 #define TC_WAYS 4

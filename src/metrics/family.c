@@ -19,7 +19,7 @@
  * Fork: a child process inherits every table as it was.  Each update of
  * the tables and of the list of families is one store, so that what the
  * child sees is whole; the locks a thread of the parent held are made
- * anew (tally__family_postfork_child, called by lifecycle.c).
+ * anew (family_postfork_child, a fork step of hooks.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "metrics/metrics.h"
 #include "tally/family.h"
 
 #define FIRST_SLOTS 16u
@@ -61,7 +61,7 @@ struct tally__ftable {
 	unsigned kind;
 	unsigned n;                   /* label names the children add */
 	struct tally_zone *zone;
-	uint32_t rec;                 /* its family record + 1 (metrics.c):
+	uint32_t rec;                 /* its metric record + 1 (metrics.c):
 					 its generation */
 	pthread_mutex_t lock;         /* inserts; process-private */
 	uint32_t count;               /* children, under the lock */
@@ -92,7 +92,7 @@ static const union handle *discard(unsigned kind)
 	return &discards[kind];
 }
 
-void tally__family_postfork_child(void)
+static void family_postfork_child(void)
 {
 	pthread_mutex_init(&families_lock, NULL);
 	for (struct tally__ftable *t = atomic_load(&families); t;
@@ -185,6 +185,7 @@ static int family_register(struct tally_zone *z,
 	int rc;
 
 	tally__ok();
+	tally__hook_child(TALLY__CHILD_FAMILY, family_postfork_child);
 	if (!f)
 		return tally__fail(EINVAL, "family register: NULL family");
 	f->table = NULL;

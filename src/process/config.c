@@ -35,7 +35,7 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "process/process.h"
 #include "tally/reader.h"
 
 struct tally__env tally__env;
@@ -127,11 +127,11 @@ static void env_error(const char *fmt, ...)
 
 /*
  * $TALLY_RETAIN: how long the segment of a dead writer stays, from the
- * moment a clean-up first found it dead (directory.c).  A whole number of
- * seconds, or with a unit (s, m, h, d); 0 removes dead segments at once;
- * "forever" (or "off") keeps them.  Unset or empty: the default, long
- * enough to read a crashed writer's last values.  Returns seconds, -1 for
- * forever, or TALLY__RETAIN_BAD with the reason in @err.  Readers parse
+ * moment a clean-up first found it dead (reader/directory.c).  A whole
+ * number of seconds, or with a unit (s, m, h, d); 0 removes dead segments
+ * at once; "forever" (or "off") keeps them.  Unset or empty: the default,
+ * long enough to read a crashed writer's last values.  Returns seconds, -1
+ * for forever, or TALLY__RETAIN_BAD with the reason in @err.  Readers parse
  * it on each call (tally_dir_expire), writers once.
  */
 long long tally__parse_retain(const char *s, char *err, size_t n)
@@ -310,7 +310,7 @@ static void read_cpus(struct tally__env *e)
  * hsperfdata.  $XDG_RUNTIME_DIR, where it is a directory of this user
  * that nobody else can enter (systemd's per-user tmpfs, /run/user/<uid>),
  * is a place nobody else can create a name in: its "tally" subdirectory
- * is the default there.  Readers read both places (directory.c), since
+ * is the default there.  Readers read both places (reader/directory.c), since
  * the writers of a user do not all have $XDG_RUNTIME_DIR (a system
  * service running as that user has none).  With $TALLY_GROUP, files are
  * for a group that cannot enter $XDG_RUNTIME_DIR: /dev/shm/tally-<uid>
@@ -459,9 +459,15 @@ static void init_once(void)
  * 0: not read, 1: being read by some thread, 2: done.  Not pthread_once:
  * a fork() while another thread runs the initialisation would leave the
  * child waiting for a thread it does not have, so the child resets an
- * unfinished state (tally__init_fork_child) and reads it again.
+ * unfinished state (init_postfork_child) and reads it again.
  */
 static _Atomic int init_state;
+
+static void init_postfork_child(void)
+{
+	if (atomic_load(&init_state) == 1)
+		atomic_store(&init_state, 0);
+}
 
 void tally__init(void)
 {
@@ -469,7 +475,7 @@ void tally__init(void)
 
 	if (atomic_load_explicit(&init_state, memory_order_acquire) == 2)
 		return;
-	tally__lifecycle_install();
+	tally__hook_child(TALLY__CHILD_INIT, init_postfork_child);
 	if (atomic_compare_exchange_strong(&init_state, &expected, 1)) {
 		init_once();
 		atomic_store_explicit(&init_state, 2, memory_order_release);
@@ -479,10 +485,22 @@ void tally__init(void)
 		sched_yield();
 }
 
-void tally__init_postfork_child(void)
+/* Zone names ($TALLY_ZONE, tally_zone_create()). */
+int tally__valid_zone_name(const char *name)
 {
-	if (atomic_load(&init_state) == 1)
-		atomic_store(&init_state, 0);
+	size_t n = 0;
+
+	if (!name || name[0] == '.' || name[0] == 0)
+		return 0;
+	for (const char *p = name; *p; p++, n++) {
+		char c = *p;
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+		      c == '-'))
+			return 0;
+	}
+	return n <= 63;
 }
 
 int tally_rseq_active(void)

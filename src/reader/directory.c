@@ -4,7 +4,7 @@
  * at once or after a retention.
  *
  * Dead is a state a segment never leaves: nobody holds its creator lock
- * or a use lock (internal.h), and nobody can take them again (only the
+ * or a use lock (process/lock.c), and nobody can take them again (only the
  * creator and the children it forks do, while it lives).  When it died
  * is not recorded anywhere: a SIGKILLed writer writes nothing, and on
  * tmpfs stores through a mapping do not touch the file's times.  So the
@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "segment.h"
+#include "reader/segment.h"
 
 /* What clean-up removes, and whom it tells. */
 struct cleanup {
@@ -40,14 +40,13 @@ struct cleanup {
 #define TMP_ORPHAN_AGE 10 /* seconds: older unlocked temporaries are dead */
 
 /*
- * A temporary file of a zone being created (*.tally.tmp): its creator
- * holds a write lock on byte 1 from the moment it exists until it is
- * published (zone.c).  Nobody holding it, and a few seconds old (so that
+ * A temporary file of a zone being created (*.tally.tmp): its creator holds
+ * a write lock on byte 1 from the moment it exists until it is published
+ * (core/zone-create.c).  Nobody holding it, and a few seconds old (so that
  * the instant between open and lock is no risk), it is an orphan.
  */
 static int orphaned_tmp(int dfd, const char *name, struct stat *checked)
 {
-	struct flock fl;
 	struct stat st;
 	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
 				   O_NONBLOCK),
@@ -55,14 +54,9 @@ static int orphaned_tmp(int dfd, const char *name, struct stat *checked)
 
 	if (fd < 0)
 		return 0;
-	memset(&fl, 0, sizeof(fl));
-	fl.l_type = F_WRLCK;
-	fl.l_whence = SEEK_SET;
-	fl.l_start = 1;
-	fl.l_len = 1;
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
 	    st.st_uid == geteuid() && time(NULL) - st.st_mtime > TMP_ORPHAN_AGE &&
-	    fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK) {
+	    !tally__byte_locked(fd, TALLY__CREATION_LOCK_BYTE)) {
 		orphan = 1;
 		*checked = st;
 	}
@@ -71,24 +65,17 @@ static int orphaned_tmp(int dfd, const char *name, struct stat *checked)
 }
 
 /*
- * A shared zone is attached by name (zone.c): hold its attach lock (a
- * read lock, through the segment's descriptor until it is closed) while
- * deciding whether to remove it, so that no process is between finding
- * the file and holding its use lock.  0 when a process is attaching it
- * right now: leave it be.
+ * A shared zone is attached by name (core/zone-attach.c): hold its attach
+ * lock (a read lock, through the segment's descriptor until it is closed)
+ * while deciding whether to remove it, so that no process is between
+ * finding the file and holding its use lock.  0 when a process is attaching
+ * it right now: leave it be.
  */
 static int attach_locked(struct tally_seg *s)
 {
-	struct flock fl;
-
 	if (!(s->hdr.flags & TALLY__HDR_SHARED))
 		return 1;
-	memset(&fl, 0, sizeof(fl));
-	fl.l_type = F_RDLCK;
-	fl.l_whence = SEEK_SET;
-	fl.l_start = TALLY__ATTACH_LOCK_BYTE;
-	fl.l_len = 1;
-	return fcntl(s->fd, F_OFD_SETLK, &fl) == 0;
+	return tally__lock_byte(s->fd, F_RDLCK, TALLY__ATTACH_LOCK_BYTE, 0) == 0;
 }
 
 static int has_suffix(const char *s, size_t n, const char *suffix)
@@ -405,22 +392,4 @@ int tally_dir_expire(const char *dir, long long retain_s, tally_clean_fn fn,
 				   "TALLY_RETAIN_ENV", retain_s);
 	}
 	return dir_walk(dir, 0, NULL, NULL, NULL, &c);
-}
-
-/*
- * A writer creating its first zone file applies the retention to its
- * directory: a directory written by services that crash now and then
- * does not fill the memory with their segments, with no clean-up job to
- * set up.  Once per process (a walk opens every segment), and it never
- * holds up the creation: errors are ignored.
- */
-void tally__dir_expire_once(void)
-{
-	static atomic_int done;
-	int err = errno;
-
-	if (tally__env.retain_s < 0 || atomic_exchange(&done, 1))
-		return;
-	tally_dir_expire(tally__env.dir, tally__env.retain_s, NULL, NULL);
-	errno = err;
 }

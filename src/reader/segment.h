@@ -1,7 +1,8 @@
 /*
- * segment.h: what the reader's files share (not installed): the open
- * segment, and the checked ways to read it.  segment.c opens and
- * validates a segment, walk.c walks its series, histogram.c does the
+ * reader/segment.h: what the reader's files share (not installed): the open
+ * segment, and the checked ways to read it.  The reader uses the format and
+ * process layers only, never the writer's core or metrics.  segment.c opens
+ * and validates a segment, walk.c walks its series, histogram.c does the
  * histogram math, directory.c walks directories.
  */
 #ifndef TALLY_SEGMENT_H
@@ -11,7 +12,8 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "internal.h"
+#include "format/format.h"
+#include "process/process.h"
 #include "tally/reader.h"
 
 #define BATCH 512u
@@ -49,12 +51,12 @@ struct tally_seg {
 	uint64_t chunk_bytes;
 	uint32_t chunk_pages;
 
-	struct tally__family *fams;
-	uint32_t nfams;          /* families read and validated */
-	uint64_t fams_gen;
-	uint32_t fam_changes;    /* the header's fam_changes when the
+	struct tally__metric_rec *mrecs;
+	uint32_t nmrecs;          /* families read and validated */
+	uint64_t mrecs_gen;
+	uint32_t metric_changes;    /* the header's metric_changes when the
 				    families were read (walk.c) */
-	uint32_t live_fam_changes;   /* as tally__seg_read_live() found: */
+	uint32_t live_metric_changes;   /* as tally__seg_read_live() found: */
 	uint64_t live_redefinitions; /* 0 before format 2.5 */
 
 	struct tally__series *rec1, *rec2;
@@ -103,5 +105,10 @@ int tally__seg_alive(const struct tally_seg *s);
 /* Does anybody use the segment: its creator, or a child that inherited
  * the zone?  A segment nobody uses is dead, and stays so. */
 int tally__seg_used(const struct tally_seg *s);
+
+/* The reader on an open descriptor (for the fuzzer). */
+struct tally_open_opts;
+struct tally_seg *tally__seg_open_fd(int fd, const char *name,
+				     const struct tally_open_opts *opts);
 
 #endif /* TALLY_SEGMENT_H */

@@ -1,0 +1,215 @@
+/*
+ * index.c: the writers' hash index of metrics and series (a reader
+ * never uses it), growing it, and the metrics lock, which repairs the
+ * table and its index after a writer died holding it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <unistd.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics/table.h"
+#include "tally/metrics.h"
+
+/* Insert series record @i (live) into the index. */
+static void index_insert(struct tally_zone *z, uint32_t i)
+{
+	uint32_t k = series_bucket(z, record_hash(&series(z)[i]));
+
+	chains(z)[i] = series_buckets(z)[k];
+	series_buckets(z)[k] = i + 1;
+}
+
+/*
+ * Under the metrics lock: keep the series index at most half full.  It
+ * starts small and doubles, rehashing the live series, so that its memory
+ * follows the number of live series rather than the zone's capacity (a
+ * bucket array sized for the capacity would get a page written at random
+ * for every new label set).
+ */
+int tally__index_grow(struct tally_zone *z)
+{
+	struct tally__hdr *h = z->hdr;
+	uint32_t hwm, *b = series_buckets(z);
+	/* Read by the space check under the pool lock: atomic. */
+	uint32_t cur = __atomic_load_n(&h->hash_cur, __ATOMIC_RELAXED);
+
+	if (cur == 0) {
+		/* Even a lookup reads the buckets: reserve them first. */
+		cur = h->hash_buckets < 1024 ? h->hash_buckets : 1024;
+		if (tally__reserve_at(z, b, (size_t)cur * sizeof(*b),
+				      "the series index") < 0)
+			return -errno;
+		__atomic_store_n(&h->hash_cur, cur, __ATOMIC_RELAXED);
+	}
+	if (h->series_live + 1 <= cur / 2 || cur >= h->hash_buckets ||
+	    tally__reserve_at(z, b, (size_t)cur * 2 * sizeof(*b),
+			      "the series index") < 0)
+		return 0; /* (without room, chains just get longer) */
+	cur *= 2;
+	__atomic_store_n(&h->hash_cur, cur, __ATOMIC_RELAXED);
+	memset(b, 0, cur * sizeof(*b));
+	hwm = atomic_load_explicit(&h->series_hwm, memory_order_relaxed);
+	for (uint32_t i = 0; i < hwm; i++)
+		if (series(z)[i].state == TALLY__SERIES_LIVE ||
+		    series(z)[i].state == TALLY__SERIES_LONG)
+			index_insert(z, i);
+	return 0;
+}
+
+/*
+ * The seq of a record that may lie on a page nobody reserved (the one
+ * past the last record in use): read from the file, where a hole reads as
+ * zero, never through the mapping, where reading a hole allocates it.  A
+ * record on a page that was never reserved was never written.
+ */
+static uint32_t peek_seq(struct tally_zone *z, const _Atomic uint32_t *seq)
+{
+	uint32_t v = 0;
+
+	if (pread(z->fd, &v, sizeof(v),
+		  (off_t)((const char *)seq - (const char *)z->hdr)) !=
+	    (ssize_t)sizeof(v))
+		return 0;
+	return v;
+}
+
+/* The metric table after a writer died holding the lock. */
+static uint32_t repair_metrics(struct tally_zone *z)
+{
+	struct tally__hdr *h = z->hdr;
+	uint32_t nfam = atomic_load(&h->metric_count);
+	uint32_t *fb = metric_buckets(z), fmask = h->metric_hash_buckets - 1;
+
+	if (nfam > h->metric_cap)
+		nfam = h->metric_cap;
+	atomic_store(&h->metric_count, nfam);
+	if (nfam < h->metric_cap && (peek_seq(z, &metric_recs(z)[nfam].seq) & 1)) {
+		metric_recs(z)[nfam].state = 0;
+		seq_end(&metric_recs(z)[nfam].seq);
+	}
+	memset(fb, 0, h->metric_hash_buckets * sizeof(*fb));
+	/* One entry a name: its generation that is not superseded, else
+	 * the last one made. */
+	for (uint32_t i = 0; i < nfam; i++) {
+		const char *name = metric_recs(z)[i].name;
+		size_t len = strnlen(name, TALLY__NAME_MAX);
+		uint32_t k = (uint32_t)fnv1a(0xcbf29ce484222325ull, name,
+					     len) & fmask;
+
+		while (fb[k] && strncmp(metric_recs(z)[fb[k] - 1].name, name,
+					TALLY__NAME_MAX))
+			k = (k + 1) & fmask;
+		if (!fb[k] || (metric_recs(z)[fb[k] - 1].flags &
+			       TALLY__METRIC_SUPERSEDED) ||
+		    !(metric_recs(z)[i].flags & TALLY__METRIC_SUPERSEDED))
+			fb[k] = i + 1;
+	}
+	return nfam;
+}
+
+/* Is the chain of extensions of long record @i whole: each an
+ * extension of this life of @i, their bytes its labels_len? */
+static int chain_whole(struct tally_zone *z, uint32_t i, uint32_t hwm)
+{
+	const struct tally__series *s = &series(z)[i];
+	uint32_t link = long_of(s).first, seq = atomic_load(&s->seq);
+	size_t len = 0;
+
+	for (unsigned k = 0; link; k++) {
+		const struct tally__series_ext *e;
+
+		if (link > hwm || k * TALLY__EXT_DATA > TALLY__LABELS_PACKED_MAX)
+			return 0;
+		e = ext_at(z, link - 1);
+		if (e->state != TALLY__SERIES_EXT || e->owner != i ||
+		    e->owner_seq != seq || e->len > TALLY__EXT_DATA)
+			return 0;
+		len += e->len;
+		link = e->next;
+	}
+	return len == s->labels_len;
+}
+
+/*
+ * The series table and index after a writer died holding the lock.
+ * First the records: one caught mid-write is retired, a long one whose
+ * extensions are not whole too.  Then the extensions: those of a live
+ * long record stay, the others (of a record retired, or never
+ * published) are freed with the free records.
+ */
+static void repair_series(struct tally_zone *z, uint32_t nfam)
+{
+	struct tally__hdr *h = z->hdr;
+	uint32_t hwm = atomic_load(&h->series_hwm);
+
+	if (hwm > h->series_cap)
+		hwm = h->series_cap;
+	if (hwm < h->series_cap && (peek_seq(z, &series(z)[hwm].seq) & 1))
+		hwm++; /* died before publishing the new high-water mark */
+	atomic_store(&h->series_hwm, hwm);
+	memset(series_buckets(z), 0,
+	       __atomic_load_n(&h->hash_cur, __ATOMIC_RELAXED) * sizeof(uint32_t));
+	h->series_free = 0;
+	h->series_live = 0;
+	for (uint32_t i = 0; i < hwm; i++) {
+		struct tally__series *s = &series(z)[i];
+
+		if (atomic_load(&s->seq) & 1) {
+			s->state = TALLY__SERIES_FREE;
+			seq_end(&s->seq);
+		}
+		if ((s->state == TALLY__SERIES_LIVE ||
+		     s->state == TALLY__SERIES_LONG) && s->family >= nfam)
+			s->state = TALLY__SERIES_FREE;
+	}
+	for (uint32_t i = 0; i < hwm; i++) {
+		struct tally__series *s = &series(z)[i];
+
+		if (s->state == TALLY__SERIES_LONG && !chain_whole(z, i, hwm)) {
+			seq_begin(&s->seq);
+			s->state = TALLY__SERIES_FREE;
+			seq_end(&s->seq);
+		}
+	}
+	for (uint32_t i = hwm; i-- > 0;) {
+		struct tally__series *s = &series(z)[i];
+		struct tally__series_ext *e = ext_at(z, i);
+
+		if (s->state == TALLY__SERIES_LIVE ||
+		    s->state == TALLY__SERIES_LONG) {
+			index_insert(z, i);
+			h->series_live++;
+			continue;
+		}
+		if (e->state == TALLY__SERIES_EXT && e->owner < hwm &&
+		    series(z)[e->owner].state == TALLY__SERIES_LONG &&
+		    atomic_load(&series(z)[e->owner].seq) == e->owner_seq)
+			continue;
+		s->state = TALLY__SERIES_FREE;
+		chains(z)[i] = h->series_free;
+		h->series_free = i + 1;
+	}
+}
+
+/*
+ * Under the metrics lock, after a process died holding it: a record it
+ * was writing has an odd seq.  Retire such records (their block, if any,
+ * is lost to the zone), then rebuild the metric index, the series index,
+ * the free list and the live count from the records.  The series part
+ * only once an index exists (no series record is written before).
+ */
+void tally__metrics_lock(struct tally_zone *z)
+{
+	if (tally__robust_lock(&z->hdr->metrics_lock)) {
+		uint32_t nfam = repair_metrics(z);
+
+		if (__atomic_load_n(&z->hdr->hash_cur, __ATOMIC_RELAXED))
+			repair_series(z, nfam);
+		atomic_fetch_add(&z->hdr->series_gen, 1);
+		pthread_mutex_consistent(&z->hdr->metrics_lock);
+	}
+}

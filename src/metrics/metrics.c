@@ -1,0 +1,467 @@
+/*
+ * metrics.c: registering, redefining, removing and fetching named
+ * series: the public calls, put together from the table's steps
+ * (labels.c, define.c, index.c, records.c), and the out-of-line forms of
+ * the update calls.
+ *
+ * Registration is get-or-create: a series registered again with the same
+ * definition is the same series, and its record counts the registrations
+ * (refs, which readers ignore); each removal takes one away, and the last
+ * one retires the record.
+ *
+ * Order of a removal: the record is retired (seq odd, state free, seq
+ * even) before its block is freed, so that a reader never reports the
+ * values of a reused block under the old name.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <unistd.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics/table.h"
+#include "tally/metrics.h"
+
+_Static_assert(TALLY_COUNTER == TALLY__KIND_COUNTER &&
+	       TALLY_HISTOGRAM == TALLY__KIND_HISTOGRAM,
+	       "kinds agree with the format");
+_Static_assert(TALLY_NAME_MAX + 1 == TALLY__NAME_MAX &&
+	       TALLY_LABELS_MAX == TALLY__LABEL_BYTES_MAX &&
+	       TALLY_LABEL_PAIRS_MAX == TALLY__LABEL_PAIRS_MAX &&
+	       TALLY_HELP_MAX + 1 == TALLY__HELP_MAX &&
+	       TALLY_UNIT_MAX + 1 == TALLY__UNIT_MAX,
+	       "limits agree with the format");
+
+_Static_assert(sizeof(tally_counter) == sizeof(tally_metric) &&
+	       sizeof(tally_gauge) == sizeof(tally_metric) &&
+	       sizeof(tally_setgauge) == sizeof(tally_metric) &&
+	       sizeof(tally_histogram) == sizeof(tally_metric) &&
+	       sizeof(tally_fgauge) == sizeof(tally_metric),
+	       "a kind's handle is a tally_metric and nothing more");
+
+void (tally_counter_add)(const tally_counter *c, int64_t v)
+{
+	tally__counter_add(c, v);
+}
+
+void (tally_gauge_add)(const tally_gauge *g, int64_t v)
+{
+	tally__gauge_add(g, v);
+}
+
+void (tally_setgauge_set)(const tally_setgauge *g, int64_t v)
+{
+	tally__setgauge_set(g, v);
+}
+
+void (tally_setgauge_add)(const tally_setgauge *g, int64_t v)
+{
+	tally__setgauge_add(g, v);
+}
+
+void (tally_histogram_observe)(const tally_histogram *h, uint64_t v)
+{
+	tally__histogram_observe(h, v);
+}
+
+void (tally_fgauge_set)(const tally_fgauge *g, double v)
+{
+	tally__fgauge_set(g, v);
+}
+
+void (tally_fgauge_add)(const tally_fgauge *g, double v)
+{
+	tally__fgauge_add(g, v);
+}
+
+/*
+ * A registration failed: @m becomes a handle whose updates go nowhere
+ * (discard.c), so that the service runs on without the series, and the
+ * zone (when there is one) counts the failure for its readers.  errno and
+ * the message stay those of the failure.
+ */
+void tally__metric_discard(unsigned kind, tally_metric *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->block = tally__discard_block();
+	m->kind = (uint8_t)kind;
+	m->sub_bits = 1; /* a histogram's observations: slots 1 .. 4 */
+	m->max_bits = 2;
+}
+
+int tally__metric_failed(struct tally_zone *z, unsigned kind,
+			 tally_metric *m, int rc)
+{
+	tally__metric_discard(kind, m);
+	if (!z)
+		z = tally__zone_default_if_any();
+	if (z)
+		atomic_fetch_add_explicit(&z->hdr->register_failed, 1,
+					  memory_order_relaxed);
+	errno = -rc;
+	return rc;
+}
+
+/* What a handle of series @idx holds. */
+static void fill_handle(tally_metric *m, struct tally_zone *z, uint32_t idx,
+			const struct tally__plan *p)
+{
+	struct tally__series *s = &series(z)[idx];
+
+	m->block = (tally_block *)((char *)z->hdr + s->slot_off +
+				   (p->mode & 3u));
+	m->zone = z;
+	m->series = idx;
+	m->seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
+	m->kind = (uint8_t)(p->vtype == TALLY__VT_FLOAT64 ? TALLY_FGAUGE :
+			    p->kind);
+	m->sub_bits = (uint8_t)p->sub_bits;
+	m->max_bits = (uint8_t)p->max_bits;
+}
+
+/*
+ * Under the metrics lock: when the series of @p exists, take one more
+ * reference to it, fill @m and return 1; else 0 and the index bucket the
+ * new series goes to.  The family's definition is checked first, so that
+ * a conflicting one is refused either way; a new family is made only
+ * when @create (else 0: no such series).
+ */
+static int find_and_ref(struct tally_zone *z, const char *name,
+			struct tally__plan *p, tally_metric *m,
+			uint32_t *fam, uint32_t *bucket, int create,
+			uint32_t pin)
+{
+	struct tally__series *s;
+	uint32_t idx = 0;
+	int rc;
+
+	if ((rc = tally__metric_rec_get(z, name, p, fam, create, pin, !pin)) < 0)
+		return rc == -ENOENT ? 0 : rc;
+	if (!tally__series_find(z, *fam, p, bucket, &idx))
+		return 0;
+	s = &series(z)[idx];
+	if (s->refs == UINT32_MAX)
+		return tally__fail(EOVERFLOW, "series %s is registered %u "
+				   "times already, the most it can be", name,
+				   UINT32_MAX);
+	/* Outside the seq: readers ignore refs (FORMAT.md). */
+	s->refs++;
+	fill_handle(m, z, idx, p);
+	return 1;
+}
+
+/*
+ * Get or create, under one lock: the block is allocated first (the pool
+ * lock is never taken under the metrics lock) and goes back when the
+ * series turns out to exist.  When the allocation fails, the series may
+ * still exist (a full zone still hands out the series it holds): it is
+ * looked up without making anything, and the allocation's error stands
+ * only if it is not there.
+ */
+int tally__metric_register(struct tally_zone *z,
+			   const struct tally_metric_desc *d, unsigned kind,
+			   tally_metric *m)
+{
+	return tally__metric_register_in(z, d, kind, m, 0);
+}
+
+int tally__metric_register_in(struct tally_zone *z,
+			      const struct tally_metric_desc *d, unsigned kind,
+			      tally_metric *m, uint32_t pin)
+{
+	struct tally_metric_desc typed;
+	struct tally__plan p;
+	tally_block *b;
+	uint32_t fam = 0, idx = 0, bucket = 0;
+	uint32_t ext[TALLY__LABELS_PACKED_MAX / TALLY__EXT_DATA + 1];
+	int rc, alloc_rc = 0;
+
+	tally__ok();
+	if (!m)
+		return tally__fail(EINVAL, "register: NULL handle");
+	if (!d)
+		return tally__metric_failed(z, kind, m, tally__fail(EINVAL,
+					    "register: NULL description"));
+	if (d->kind && d->kind != kind)
+		return tally__metric_failed(z, kind, m, tally__fail(EINVAL,
+				"%s: the description's kind is %u, this "
+				"function registers kind %u",
+				d->name ? d->name : "?", d->kind, kind));
+	typed = *d;
+	typed.kind = kind;
+	d = &typed;
+	if ((rc = tally__plan_make(d, &p)) < 0)
+		return tally__metric_failed(z, kind, m, rc);
+	if (!z && !(z = tally_zone_default()))
+		return tally__metric_failed(NULL, kind, m, -errno);
+	if (!(b = tally_block_alloc(z, p.nslots, p.mode)))
+		alloc_rc = -errno;
+
+	tally__metrics_lock(z);
+	if ((b && (rc = tally__index_grow(z)) < 0) ||
+	    (rc = find_and_ref(z, d->name, &p, m, &fam, &bucket, b != NULL,
+			       pin)) != 0 ||
+	    (rc = b ? tally__series_take(z, &p, ext, &idx) : alloc_rc) < 0) {
+		pthread_mutex_unlock(&z->hdr->metrics_lock);
+		if (b) {
+			char failed = tally__err_set;
+
+			tally_block_free(z, b);
+			tally__err_set = failed; /* the failure's message */
+		}
+		if (rc != 1)
+			return tally__metric_failed(z, kind, m, rc);
+		tally__ok(); /* found, whatever the allocation said */
+		return 0;
+	}
+	tally__series_publish(z, idx, fam, &p, d->nlabels, b, bucket, ext);
+	fill_handle(m, z, idx, &p);
+	pthread_mutex_unlock(&z->hdr->metrics_lock);
+	return 0;
+}
+
+/* Check @d and make its family in @z, as registering a series of it
+ * would (family.c: a family is checked before any of its series); its
+ * record index + 1 in *@rec, for tally__metric_register_in(). */
+int tally__metric_define(struct tally_zone *z,
+			 const struct tally_metric_desc *d, uint32_t *rec)
+{
+	struct tally__plan p;
+	uint32_t fam;
+	int rc;
+
+	if ((rc = tally__plan_make(d, &p)) < 0)
+		return rc;
+	if (p.nexts && z->hdr->minor < TALLY__FMT_MINOR_LONG_LABELS)
+		return tally__fail(E2BIG, "the labels of %.60s take %zu bytes, "
+				   "more than a zone made by a libtally older "
+				   "than format 2.5 holds: %u bytes and %u "
+				   "pairs", d->name, p.labels_len,
+				   TALLY__LABELS_INLINE,
+				   TALLY__LABELS_INLINE_PAIRS);
+	tally__metrics_lock(z);
+	rc = tally__metric_rec_get(z, d->name, &p, &fam, 1, 0, 1);
+	pthread_mutex_unlock(&z->hdr->metrics_lock);
+	if (rc == 0 && rec)
+		*rec = fam + 1;
+	return rc;
+}
+
+int tally_metric_redefine(struct tally_zone *z,
+			  const struct tally_metric_desc *d,
+			  const char *const *names, unsigned n)
+{
+	struct tally_metric_desc typed;
+	struct tally__plan p;
+	uint32_t fam, found;
+	uint64_t before;
+	int rc, changed = 0;
+
+	tally__ok();
+	if (!d || (n && !names))
+		return tally__fail(EINVAL, "tally_metric_redefine: NULL "
+				   "argument");
+	typed = *d;
+	if (!typed.kind)
+		typed.kind = TALLY_COUNTER;
+	if ((rc = tally__plan_make(&typed, &p)) < 0)
+		return rc;
+	for (unsigned i = 0; i < n; i++)
+		if (!names[i])
+			return tally__fail(EINVAL, "tally_metric_redefine: name "
+					   "%u is NULL", i);
+	if (!z && !(z = tally_zone_default()))
+		return -errno;
+	tally__metrics_lock(z);
+	tally__metric_rec_find(z, d->name, &found);
+	if (found) {
+		const struct tally__metric_rec *f = &metric_recs(z)[found - 1];
+		char change[96];
+
+		tally__describe_change(f, &p, change, sizeof(change));
+		changed = change[0] || strcmp(f->help, p.help) ||
+			  strcmp(f->unit, p.unit) ||
+			  (f->flags & TALLY__METRIC_SUPERSEDED);
+	}
+	before = atomic_load_explicit(&z->hdr->redefinitions,
+				      memory_order_relaxed);
+	rc = tally__metric_rec_get(z, d->name, &p, &fam, 1, 0, 1);
+	if (rc == 0 && changed) {
+		for (unsigned i = 0; i < n; i++) {
+			tally__metric_rec_find(z, names[i], &found);
+			if (found)
+				tally__metric_rec_flag(z, &metric_recs(z)[found - 1],
+					    TALLY__METRIC_SUPERSEDED |
+					    TALLY__METRIC_RETIRED, 1);
+		}
+		/* Counted once, also when @d itself made a generation. */
+		if (atomic_load_explicit(&z->hdr->redefinitions,
+					 memory_order_relaxed) == before)
+			atomic_fetch_add_explicit(&z->hdr->redefinitions, 1,
+						  memory_order_relaxed);
+		rc = 1;
+	}
+	pthread_mutex_unlock(&z->hdr->metrics_lock);
+	return rc;
+}
+
+int tally_counter_register(struct tally_zone *z,
+			   const struct tally_metric_desc *d, tally_counter *c)
+{
+	return tally__metric_register(z, d, TALLY_COUNTER, c ? &c->metric : NULL);
+}
+
+int tally_gauge_register(struct tally_zone *z,
+			 const struct tally_metric_desc *d, tally_gauge *g)
+{
+	return tally__metric_register(z, d, TALLY_GAUGE, g ? &g->metric : NULL);
+}
+
+int tally_setgauge_register(struct tally_zone *z,
+			    const struct tally_metric_desc *d,
+			    tally_setgauge *g)
+{
+	return tally__metric_register(z, d, TALLY_GAUGE_SET, g ? &g->metric : NULL);
+}
+
+int tally_histogram_register(struct tally_zone *z,
+			     const struct tally_metric_desc *d,
+			     tally_histogram *h)
+{
+	return tally__metric_register(z, d, TALLY_HISTOGRAM, h ? &h->metric : NULL);
+}
+
+int tally_fgauge_register(struct tally_zone *z,
+			  const struct tally_metric_desc *d, tally_fgauge *g)
+{
+	return tally__metric_register(z, d, TALLY_FGAUGE, g ? &g->metric : NULL);
+}
+
+int tally_metric_remove(tally_metric *m)
+{
+	struct tally_zone *z;
+	struct tally__hdr *h;
+	struct tally__series *s;
+	uint32_t *link, bucket;
+
+	tally__ok();
+	if (!m || !m->zone || !m->block)
+		return tally__fail(EINVAL, "tally_metric_remove: no series");
+	z = m->zone;
+	h = z->hdr;
+	if (m->series >= h->series_cap)
+		return tally__fail(EINVAL, "not a series of this zone");
+	s = &series(z)[m->series];
+	tally__metrics_lock(z);
+	/* A copy of a series removed before the records were given back
+	 * points past the records in use: refused without a look (its page
+	 * may be a hole). */
+	if (m->series >= atomic_load_explicit(&h->series_hwm,
+					      memory_order_relaxed) ||
+	    (s->state != TALLY__SERIES_LIVE && s->state != TALLY__SERIES_LONG) ||
+	    atomic_load_explicit(&s->seq, memory_order_relaxed) != m->seq) {
+		pthread_mutex_unlock(&h->metrics_lock);
+		return tally__fail(EINVAL, "series already removed");
+	}
+	/* Another registration still holds it: one reference fewer. */
+	if (s->refs > 1) {
+		s->refs--;
+		pthread_mutex_unlock(&h->metrics_lock);
+		m->block = NULL;
+		return 0;
+	}
+	bucket = series_bucket(z, record_hash(s));
+	for (link = &series_buckets(z)[bucket]; *link;
+	     link = &chains(z)[*link - 1]) {
+		if (*link == m->series + 1) {
+			*link = chains(z)[m->series];
+			break;
+		}
+	}
+	{
+		/* A long record's extensions are freed once it is retired:
+		 * a reader that copied it sees the seq change. */
+		struct tally__long_labels l = long_of(s);
+		int is_long = s->state == TALLY__SERIES_LONG;
+
+		seq_begin(&s->seq);
+		s->state = TALLY__SERIES_FREE;
+		seq_end(&s->seq);
+		if (is_long)
+			tally__series_free_exts(z, &l);
+	}
+	chains(z)[m->series] = h->series_free;
+	h->series_free = m->series + 1;
+	h->series_live--;
+	atomic_fetch_add_explicit(&h->series_gen, 1, memory_order_release);
+	if (h->series_live == 0)
+		tally__series_give_back(z);
+	pthread_mutex_unlock(&h->metrics_lock);
+
+	tally_block_free(z, m->block);
+	m->block = NULL;
+	return 0;
+}
+
+int tally_metric_fetch(const tally_metric *m, int64_t *value)
+{
+	int64_t v, sum = 0;
+	unsigned n;
+	int rc;
+
+	tally__ok();
+	if (!m || !m->block || !value)
+		return tally__fail(EINVAL, "tally_metric_fetch: NULL argument");
+	if (tally__series_gone(m))
+		return tally__fail(EINVAL, "tally_metric_fetch: the series was "
+				   "removed (through a copy of this handle)");
+	if (m->kind == TALLY_GAUGE) {
+		/* Decrements before increments (see tally__gauge_add). */
+		if ((rc = tally_block_fetch(m->block, 1, &sum)) < 0 ||
+		    (rc = tally_block_fetch(m->block, 0, &v)) < 0)
+			return rc;
+		*value = (int64_t)((uint64_t)v + (uint64_t)sum);
+		return 0;
+	}
+	if (m->kind == TALLY_FGAUGE) {
+		double d;
+
+		if ((rc = tally_fgauge_fetch((const tally_fgauge *)m, &d)) < 0)
+			return rc;
+		*value = tally__f64_to_i64(d);
+		return 0;
+	}
+	if (m->kind != TALLY_HISTOGRAM)
+		return tally_block_fetch(m->block, 0, value);
+	n = (m->max_bits - m->sub_bits + 1u) << m->sub_bits;
+	for (unsigned i = 0; i < n; i++) {
+		rc = tally_block_fetch(m->block, 1 + i, &v);
+		if (rc < 0)
+			return rc;
+		sum += v;
+	}
+	*value = sum;
+	return 0;
+}
+
+int tally_fgauge_fetch(const tally_fgauge *g, double *value)
+{
+	int64_t bits;
+	int rc;
+
+	tally__ok();
+	if (!g || !g->metric.block || !value)
+		return tally__fail(EINVAL, "tally_fgauge_fetch: NULL argument");
+	if (g->metric.kind != TALLY_FGAUGE)
+		return tally__fail(EINVAL, "tally_fgauge_fetch: not a "
+				   "TALLY_FGAUGE (kind %u)", g->metric.kind);
+	if (tally__series_gone(&g->metric))
+		return tally__fail(EINVAL, "tally_fgauge_fetch: the series was "
+				   "removed (through a copy of this handle)");
+	if ((rc = tally_block_fetch(g->metric.block, 0, &bits)) < 0)
+		return rc;
+	*value = tally__f64_of(bits);
+	return 0;
+}

@@ -1,0 +1,33 @@
+/*
+ * metrics/metrics.h: what the named series layer shares (not installed):
+ * registering series in a zone's series table, for the label families
+ * of family.c.  The top layer: it may use every layer below.
+ */
+#ifndef TALLY_METRICS_INTERNAL_H
+#define TALLY_METRICS_INTERNAL_H
+
+#include <stdint.h>
+
+#include "core/core.h"
+
+/* Registering series (metrics.c), for the label families of family.c. */
+struct tally_metric_desc;
+struct tally_metric;
+int tally__metric_register(struct tally_zone *z,
+			   const struct tally_metric_desc *d, unsigned kind,
+			   struct tally_metric *m);
+/* _register_in: @pin (record index + 1, 0: none) is the metric record
+ * of the family the series belongs to, as _define made it: its children
+ * stay in its generation (metrics.c). */
+int tally__metric_register_in(struct tally_zone *z,
+			      const struct tally_metric_desc *d, unsigned kind,
+			      struct tally_metric *m, uint32_t pin);
+int tally__metric_define(struct tally_zone *z,
+			 const struct tally_metric_desc *d, uint32_t *rec);
+/* A handle of @kind whose updates go nowhere; _failed also counts the
+ * failure in the zone, sets errno and returns @rc. */
+void tally__metric_discard(unsigned kind, struct tally_metric *m);
+int tally__metric_failed(struct tally_zone *z, unsigned kind,
+			 struct tally_metric *m, int rc);
+
+#endif /* TALLY_METRICS_INTERNAL_H */

@@ -1,0 +1,123 @@
+/*
+ * lock.c: the one owner of the one-byte lock protocol of a zone file
+ * (docs/FORMAT.md, "Where segments live"), and of the header's robust
+ * mutexes.
+ *
+ * Liveness across processes is carried by open-file-description locks on
+ * single bytes of the zone file, never by pid numbers, which another PID
+ * namespace sharing the directory sees differently: the use, creation,
+ * creator and attach bytes (0 to 3), the bytes of the fallback copies
+ * (TALLY__FB_LOCK_BYTE + f) and of the chunk owner tokens
+ * (TALLY__OWNER_LOCK_BYTE + t).  Every other file takes, tests and lets
+ * go of them through the functions here, on a description it chose
+ * (tally__reopen_fd makes one of a process's own).  The pool and the
+ * series table are guarded by process-shared robust mutexes in the
+ * header, made and taken here too.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "process/process.h"
+
+/* A lock of @type on byte @byte, as fcntl() takes it. */
+static struct flock one_byte(short type, uint64_t byte)
+{
+	struct flock fl;
+
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = type;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = (off_t)byte;
+	fl.l_len = 1;
+	return fl;
+}
+
+int tally__lock_byte(int fd, short type, uint64_t byte, int wait)
+{
+	struct flock fl = one_byte(type, byte);
+
+	if (!wait)
+		return fcntl(fd, F_OFD_SETLK, &fl);
+	while (fcntl(fd, F_OFD_SETLKW, &fl) < 0)
+		if (errno != EINTR)
+			return -1;
+	return 0;
+}
+
+int tally__byte_locked(int fd, uint64_t byte)
+{
+	struct flock fl = one_byte(F_WRLCK, byte);
+
+	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
+		return 1;
+	return fl.l_type != F_UNLCK;
+}
+
+int tally__use_locked(int fd)
+{
+	return tally__byte_locked(fd, TALLY__USE_LOCK_BYTE);
+}
+
+int tally__creator_locked(int fd)
+{
+	return tally__byte_locked(fd, TALLY__CREATOR_LOCK_BYTE);
+}
+
+int tally__token_locked(int fd, uint32_t token)
+{
+	return tally__byte_locked(fd, TALLY__OWNER_LOCK_BYTE + token);
+}
+
+/*
+ * A description of its own (opened with @flags) on the file open as
+ * @old: reopened through /proc/self/fd, or by @path when /proc is not
+ * mounted (then checked to be the same file).
+ */
+int tally__reopen_fd(int old, const char *path, int flags)
+{
+	struct stat a, b;
+	char p[64];
+	int fd;
+
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", old);
+	fd = open(p, flags | O_CLOEXEC);
+	if (fd >= 0 || !path[0] || errno == EACCES)
+		return fd;
+	fd = open(path, flags | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 && (fstat(fd, &a) < 0 || fstat(old, &b) < 0 ||
+			a.st_dev != b.st_dev || a.st_ino != b.st_ino)) {
+		close(fd);
+		errno = ESTALE;
+		fd = -1;
+	}
+	return fd;
+}
+
+int tally__robust_init(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+	int rc;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	rc = pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+	return rc;
+}
+
+/*
+ * Returns 1 when its last owner died holding it: the caller repairs what
+ * it guards from the records (which stay valid whatever step the dead
+ * process reached), then calls pthread_mutex_consistent().
+ */
+int tally__robust_lock(pthread_mutex_t *m)
+{
+	return pthread_mutex_lock(m) == EOWNERDEAD;
+}
