@@ -356,7 +356,7 @@ struct tally__series {
 	uint8_t state;           /* 0: free, 1: live */
 	uint8_t nlabels;
 	uint16_t labels_len;
-	uint32_t family;         /* its metric record (index) */
+	uint32_t metric;         /* its metric record (index) */
 	uint32_t nslots;
 	uint64_t slot_off;
 	uint32_t refs;           /* registrations holding the series; the

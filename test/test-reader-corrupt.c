@@ -571,11 +571,11 @@ static uint64_t chunk_base(const struct tally__series *r,
 		(void)h;                                                     \
 		body;                                                        \
 	}
-SC(fam_next, r->family = atomic_load(&h->metric_count))
-SC(fam_cap, r->family = h->metric_cap)
-SC(fam_cap_m1, r->family = h->metric_cap - 1)
-SC(fam_max, r->family = 0xffffffffu)
-SC(fam_hist, r->family = 4)
+SC(fam_next, r->metric = atomic_load(&h->metric_count))
+SC(fam_cap, r->metric = h->metric_cap)
+SC(fam_cap_m1, r->metric = h->metric_cap - 1)
+SC(fam_max, r->metric = 0xffffffffu)
+SC(fam_hist, r->metric = 4)
 SC(nslots_0, r->nslots = 0)
 SC(nslots_2, r->nslots = 2)
 SC(nslots_max, r->nslots = 0xffffffffu)
@@ -727,7 +727,7 @@ TEST(series_records_skipped)
 	copy_sparse(fx->path, work);
 	r = rec_read(work, fx->counter);
 	r.seq |= 1;
-	r.family = 0xdeadbeef; /* what is in it does not matter */
+	r.metric = 0xdeadbeef; /* what is in it does not matter */
 	rec_write(work, fx->counter, &r);
 	s = tally_seg_open(work, NULL);
 	CHECK(s != NULL);
@@ -1092,8 +1092,8 @@ TEST(family_records)
 	setup();
 	h = pristine_hdr();
 	/* Families in registration order: c_total, g, removed_total, gs, h. */
-	cfam = rec_read(fx->path, fx->counter).family;
-	hfam = rec_read(fx->path, fx->hist).family;
+	cfam = rec_read(fx->path, fx->counter).metric;
+	hfam = rec_read(fx->path, fx->hist).metric;
 	CHECK_EQ(cfam, 0);
 	CHECK_EQ(hfam, 4);
 	CHECK_EQ(atomic_load(&h.metric_count), 5);

@@ -163,7 +163,7 @@ static void repair_series(struct tally_zone *z, uint32_t nfam)
 			seq_end(&s->seq);
 		}
 		if ((s->state == TALLY__SERIES_LIVE ||
-		     s->state == TALLY__SERIES_LONG) && s->family >= nfam)
+		     s->state == TALLY__SERIES_LONG) && s->metric >= nfam)
 			s->state = TALLY__SERIES_FREE;
 	}
 	for (uint32_t i = 0; i < hwm; i++) {

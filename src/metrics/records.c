@@ -64,7 +64,7 @@ int tally__series_find(struct tally_zone *z, uint32_t fam,
 	     link = chains(z)[link - 1]) {
 		struct tally__series *s = &series(z)[link - 1];
 
-		if (s->family != fam || s->labels_len != p->labels_len)
+		if (s->metric != fam || s->labels_len != p->labels_len)
 			continue;
 		if (p->nexts ? same_long(z, s, p) :
 			       !memcmp(s->labels, p->labels, p->labels_len)) {
@@ -234,7 +234,7 @@ void tally__series_publish(struct tally_zone *z, uint32_t idx, uint32_t fam,
 	seq_begin(&s->seq);
 	s->nlabels = (uint8_t)nlabels;
 	s->labels_len = (uint16_t)p->labels_len;
-	s->family = fam;
+	s->metric = fam;
 	s->nslots = p->nslots;
 	s->slot_off = (uint64_t)(((uintptr_t)b & ~(uintptr_t)3) -
 				 (uintptr_t)h);

@@ -126,7 +126,7 @@ static inline uint64_t record_hash(const struct tally__series *s)
 {
 	if (s->state == TALLY__SERIES_LONG)
 		return long_of(s).hash;
-	return series_hash64(s->family, s->labels, s->labels_len);
+	return series_hash64(s->metric, s->labels, s->labels_len);
 }
 
 /* Checking a definition and packing its labels (labels.c). */

@@ -366,7 +366,7 @@ static int check_series(struct tally_seg *s, uint32_t id, uint32_t i,
 {
 	const struct tally__hdr *h = &s->hdr;
 	uint64_t rel, in;
-	unsigned need = family_slots(&s->mrecs[r->family]);
+	unsigned need = family_slots(&s->mrecs[r->metric]);
 	int n;
 
 	if (r->nslots != need)
@@ -419,7 +419,7 @@ static int compute(struct tally_seg *s, uint32_t id, uint32_t i,
 	rc = check_series(s, id, i, r, out, &chunk, &slot);
 	if (rc < 0)
 		return rc;
-	f = &s->mrecs[r->family];
+	f = &s->mrecs[r->metric];
 	c = load_chunk(s, chunk);
 	if (!c)
 		return -errno;
@@ -470,7 +470,7 @@ static int emit(struct tally_seg *s, uint32_t id, uint32_t i,
 		const struct tally__series *r, const struct result *res,
 		unsigned flags, tally_series_fn fn, void *arg)
 {
-	const struct tally__metric_rec *f = &s->mrecs[r->family];
+	const struct tally__metric_rec *f = &s->mrecs[r->metric];
 	struct tally_series_view v;
 
 	memset(&v, 0, sizeof(v));
@@ -551,18 +551,18 @@ static int compute_batch(struct tally_seg *s, uint32_t first, uint32_t n,
 		    (r->state != TALLY__SERIES_LIVE &&
 		     r->state != TALLY__SERIES_LONG))
 			continue;
-		if (r->family >= s->hdr.metric_cap)
+		if (r->metric >= s->hdr.metric_cap)
 			return tally__seg_corrupt(s, "series %u: family %u does "
 						  "not exist", first + i,
-						  r->family);
+						  r->metric);
 		/* A family newer than our copy: read it now. */
-		if (r->family >= s->nmrecs &&
-		    (rc = load_families(s, r->family + 1)) < 0)
+		if (r->metric >= s->nmrecs &&
+		    (rc = load_families(s, r->metric + 1)) < 0)
 			return rc;
-		if (r->family >= s->nmrecs)
+		if (r->metric >= s->nmrecs)
 			continue; /* still being written */
 		/* An older definition of its name: not shown (layout.h). */
-		if (s->mrecs[r->family].flags & TALLY__METRIC_SUPERSEDED)
+		if (s->mrecs[r->metric].flags & TALLY__METRIC_SUPERSEDED)
 			continue;
 		rc = compute(s, first + i, i, r, flags, &s->res[i]);
 		if (rc == -EINVAL) {
