@@ -2,12 +2,16 @@
 # check-layers-fails.sh CC: tools/check-layers.sh fails, naming the symbol
 # or header and both files, on a tree whose calls or includes go up: a
 # process-layer file calling the core, a reader file including the core's
-# header; and passes the same tree with calls that go down only.
+# header; and passes the same tree with calls that go down only.  The
+# tree lies in a folder named like the lowest layer, "process", as a
+# checkout may: only the path below src/ may decide a file's layer.
 set -euo pipefail
 cc=$1
-check=$(dirname "$0")/../tools/check-layers.sh
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
+check=$(cd "$(dirname "$0")/.." && pwd)/tools/check-layers.sh
+top=$(mktemp -d)
+trap 'rm -rf "$top"' EXIT
+t=$top/process
+mkdir "$t"
 mkdir -p "$t/src/process" "$t/src/core" "$t/src/reader" "$t/obj/src/process" \
 	"$t/obj/src/core" "$t/obj/src/reader"
 cat >"$t/src/core/core.h" <<'C'

@@ -12,14 +12,17 @@ src=$1
 shift
 layers="process format reader core metrics"
 
-rank() { # the layer's place, bottom 0; "" when the path names none
+rank() { # the layer's place, bottom 0, of a path below src/ ("core/x.c");
+	# "" when it names none.  Only the path below src/ counts: a
+	# checkout under a folder named like a layer must not move a file.
 	local i=0 l
 	for l in $layers; do
-		case $1 in */"$l"/* | "$l"/*) echo $i; return ;; esac
+		case $1 in "$l"/*) echo $i; return ;; esac
 		i=$((i + 1))
 	done
 }
-name() { # src/<layer>/<file>.c of an object or a source path
+name() { # <layer>/<file>.c of an object or a source path: what follows
+	# the last "/src/" (CMake keeps src/<layer>/ in the object's path)
 	sed 's|.*/src/||; s|\.o$||' <<<"$1"
 }
 
@@ -30,12 +33,12 @@ for o in "$@"; do
 	nm --defined-only "$o" | awk -v o="$o" '$2 ~ /^[TDBRVWC]$/ { print $3, o }'
 done | sort -k1,1 >"$defs"
 for o in "$@"; do
-	r=$(rank "$o")
+	r=$(rank "$(name "$o")")
 	[ -n "$r" ] || { echo "check-layers: $o is in no layer"; bad=1; continue; }
 	for sym in $(nm -u "$o" | awk '{ print $2 }' | sort -u); do
 		while read -r _ d; do
 			[ "$d" = "$o" ] && continue
-			rd=$(rank "$d")
+			rd=$(rank "$(name "$d")")
 			if [ -n "$rd" ] && [ "$rd" -gt "$r" ]; then
 				echo "layer: src/$(name "$o") calls $sym of" \
 				     "src/$(name "$d"), a higher layer"

@@ -244,6 +244,9 @@ int tally_zone_destroy(struct tally_zone *z)
 	tally__ok();
 	if (!z)
 		return tally__fail(EINVAL, "tally_zone_destroy(NULL)");
+	/* Before reg_lock is first taken, even when @z is no zone of
+	 * this process: a child forked meanwhile must renew the lock. */
+	tally__zone_hooks();
 	pthread_mutex_lock(&reg_lock);
 	if (z == default_zone) {
 		pthread_mutex_unlock(&reg_lock);
