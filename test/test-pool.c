@@ -9,6 +9,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -225,6 +227,224 @@ TEST(metrics_lock_owner_died_mid_register)
 	CHECK_EQ(tally_metric_remove(&a.metric), 0);
 	CHECK_EQ(tally_metric_remove(&a2.metric), 0);
 	CHECK_EQ(tally_metric_remove(&b.metric), 0);
+}
+
+/* Metric record @i of @z's file, through the mapping. */
+static struct tally__metric_rec *mrec(struct tally_zone *z, uint32_t i)
+{
+	return (struct tally__metric_rec *)((char *)z->hdr +
+					    z->hdr->metric_off) + i;
+}
+
+static int find_view(const struct tally_series_view *v, void *arg)
+{
+	struct tally_series_view *want = arg;
+
+	if (!strcmp(v->name, want->name)) {
+		want->value = v->value;
+		want->help = strdup(v->help);
+		want->id++;
+	}
+	return 0;
+}
+
+/* The one series named @name in @z's file: its value and help (freed by
+ * the caller); id counts the series found. */
+static struct tally_series_view seen_one(struct tally_zone *z,
+					 const char *name)
+{
+	struct tally_series_view v = { .name = name };
+	struct tally_seg *s = tally_seg_open(tally_zone_path(z), NULL);
+
+	CHECK(s != NULL);
+	CHECK(tally_seg_foreach(s, 0, find_view, &v) >= 0);
+	tally_seg_close(s);
+	return v;
+}
+
+/*
+ * A process killed while it rewrites a metric record's help text (a
+ * deploy that edited it) leaves the record's seq odd and the text half
+ * written.  Readers still show that metric and every metric after it,
+ * with the part of the text that is whole, and the next writer to take
+ * the lock makes the record stable again.  Before, readers stopped at
+ * the record: every later metric vanished from the file for good when
+ * no writer came (a crashed service's segment).
+ */
+TEST(metrics_lock_owner_died_mid_retext)
+{
+	struct tally_zone *z = tally_zone_create("metricsretext", NULL);
+	struct tally_metric_desc d = { .kind = TALLY_COUNTER, .name = "a_total",
+				       .help = "the old help" };
+	tally_counter a, b, c;
+	struct tally_series_view v;
+	int status;
+	pid_t pid;
+
+	CHECK(z != NULL);
+	CHECK_EQ(tally_counter_register(z, &d, &a), 0);
+	d.name = "b_total";
+	CHECK_EQ(tally_counter_register(z, &d, &b), 0);
+	tally_counter_add(&a, 5);
+	tally_counter_add(&b, 7);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct tally__metric_rec *f = mrec(z, 0);
+
+		pthread_mutex_lock(&z->hdr->metrics_lock);
+		atomic_fetch_add(&f->seq, 1); /* odd: being rewritten */
+		/* Killed in the middle of the copy of "caf\xc3\xa9 help":
+		 * the length is the new one, the text cut inside the é. */
+		f->help_len = 10;
+		memset(f->help, 0, sizeof(f->help));
+		memcpy(f->help, "caf\xc3", 4);
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	v = seen_one(z, "b_total");
+	CHECK_EQ(v.id, 1);
+	CHECK_EQ(v.value, 7);
+	free((void *)v.help);
+	v = seen_one(z, "a_total");
+	CHECK_EQ(v.id, 1);
+	CHECK_EQ(v.value, 5);
+	CHECK_STR(v.help, "caf"); /* the whole characters written */
+	free((void *)v.help);
+	/* The next writer repairs the record: even seq, lengths that hold. */
+	d.name = "c_total";
+	CHECK_EQ(tally_counter_register(z, &d, &c), 0);
+	CHECK_EQ(atomic_load(&mrec(z, 0)->seq) & 1, 0);
+	CHECK_EQ(mrec(z, 0)->help_len, 3);
+	v = seen_one(z, "a_total");
+	CHECK_EQ(v.id, 1);
+	CHECK_STR(v.help, "caf");
+	free((void *)v.help);
+	/* ... and the help registered next replaces it. */
+	d.name = "a_total";
+	d.help = "the new help";
+	CHECK_EQ(tally_counter_register(z, &d, &a), 0);
+	v = seen_one(z, "a_total");
+	CHECK_STR(v.help, "the new help");
+	free((void *)v.help);
+}
+
+/*
+ * A process killed as it redefines a name, after it marked the old
+ * generation superseded and before it published the new one: the name
+ * must not vanish.  The next writer to take the lock finishes the new
+ * record, which was whole, and the old generation stays superseded.
+ */
+TEST(metrics_lock_owner_died_mid_redefine)
+{
+	struct tally_zone *z = tally_zone_create("metricsredef", NULL);
+	struct tally_metric_desc d = { .kind = TALLY_COUNTER, .name = "r",
+				       .help = "v1" };
+	tally_counter a, other;
+	tally_gauge g;
+	struct tally_series_view v;
+	uint32_t n;
+	int status;
+	pid_t pid;
+
+	CHECK(z != NULL);
+	CHECK_EQ(tally_counter_register(z, &d, &a), 0);
+	tally_counter_add(&a, 3);
+	n = atomic_load(&z->hdr->metric_count);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct tally__metric_rec *f = mrec(z, n);
+
+		pthread_mutex_lock(&z->hdr->metrics_lock);
+		/* The new generation written whole, as define.c writes it,
+		 * the old one superseded, the count not yet published. */
+		CHECK(tally__reserve_at(z, f, sizeof(*f), "test") == 0);
+		atomic_fetch_add(&f->seq, 1);
+		memcpy(f, mrec(z, 0), sizeof(*f));
+		f->seq = 1;
+		f->kind = TALLY__KIND_GAUGE;
+		f->prev = 1;
+		f->generation = 1;
+		f->flags = 0;
+		atomic_store(&f->seq, 2);
+		mrec(z, 0)->flags |= TALLY__METRIC_SUPERSEDED;
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	d.name = "other";
+	CHECK_EQ(tally_counter_register(z, &d, &other), 0);
+	CHECK_EQ(atomic_load(&z->hdr->metric_count), n + 2);
+	CHECK_EQ(mrec(z, n)->kind, TALLY__KIND_GAUGE);
+	CHECK_EQ(mrec(z, n)->flags, 0);
+	/* The gauge is the name's definition now: registering it finds
+	 * that record, it makes no third one. */
+	d.name = "r";
+	d.kind = TALLY_GAUGE;
+	CHECK_EQ(tally_gauge_register(z, &d, &g), 0);
+	CHECK_EQ(atomic_load(&z->hdr->metric_count), n + 2);
+	tally_gauge_add(&g, 9);
+	v = seen_one(z, "r");
+	CHECK_EQ(v.id, 1);
+	CHECK_EQ(v.value, 9);
+	free((void *)v.help);
+}
+
+/*
+ * Killed in a rollback (an older definition made current again) between
+ * its two flags: every generation of the name is superseded, none was
+ * retired.  The next writer makes the one the index points at current,
+ * so the name is shown again; a retired name stays hidden.
+ */
+TEST(metrics_lock_owner_died_mid_rollback)
+{
+	struct tally_zone *z = tally_zone_create("metricsroll", NULL);
+	struct tally_metric_desc d = { .kind = TALLY_COUNTER, .name = "r" };
+	tally_counter a, other;
+	tally_gauge g;
+	struct tally_series_view v;
+	int status;
+	pid_t pid;
+
+	CHECK(z != NULL);
+	CHECK_EQ(tally_counter_register(z, &d, &a), 0);
+	d.kind = TALLY_GAUGE;
+	CHECK_EQ(tally_gauge_register(z, &d, &g), 0); /* record 1, current */
+	tally_gauge_add(&g, 4);
+	CHECK(mrec(z, 0)->flags & TALLY__METRIC_SUPERSEDED);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		pthread_mutex_lock(&z->hdr->metrics_lock);
+		mrec(z, 1)->flags |= TALLY__METRIC_SUPERSEDED;
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	v = seen_one(z, "r");
+	CHECK_EQ(v.id, 0); /* hidden until a writer repairs the table */
+	d.name = "other";
+	d.kind = TALLY_COUNTER;
+	CHECK_EQ(tally_counter_register(z, &d, &other), 0);
+	CHECK_EQ(mrec(z, 1)->flags, 0);
+	CHECK_EQ(mrec(z, 0)->flags, TALLY__METRIC_SUPERSEDED);
+	v = seen_one(z, "r");
+	CHECK_EQ(v.id, 1);
+	CHECK_EQ(v.value, 4);
+	free((void *)v.help);
+	/* A retired name (tally_metric_redefine) is left as the binding
+	 * left it: hidden. */
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		pthread_mutex_lock(&z->hdr->metrics_lock);
+		mrec(z, 1)->flags |= TALLY__METRIC_SUPERSEDED |
+				     TALLY__METRIC_RETIRED;
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK_EQ(tally_counter_register(z, &d, &other), 0);
+	v = seen_one(z, "r");
+	CHECK_EQ(v.id, 0);
 }
 
 /*

@@ -26,6 +26,13 @@ int tally__valid_utf8(const char *s, size_t n);
 int tally__valid_metric_name(const char *s);
 int tally__valid_label_name(const char *s);
 int tally__valid_unit(const char *s);
+/* A text of a metric record (@unit: its unit, else its help) that a
+ * writer may have left half rewritten, killed with the record's seq odd:
+ * cut to its whole part (up to the first NUL, the last whole UTF-8
+ * character; a unit that breaks the unit rule is emptied), zeros after
+ * it.  Returns its length.  Readers apply it to their copy of a record
+ * whose seq stays odd, the writers' repair to the record itself. */
+uint16_t tally__text_settle(char *text, size_t size, int unit);
 int tally__labels_parse(const char *buf, size_t len, const char **names,
 			const char **values, unsigned max);
 

@@ -152,3 +152,17 @@ int tally__labels_parse(const char *buf, size_t len, const char **names,
 	}
 	return (int)n;
 }
+
+uint16_t tally__text_settle(char *text, size_t size, int unit)
+{
+	size_t n = strnlen(text, size - 1);
+
+	while (n && !tally__valid_utf8(text, n))
+		n--;
+	memset(text + n, 0, size - n);
+	if (unit && !tally__valid_unit(text)) {
+		n = 0;
+		text[0] = '\0';
+	}
+	return (uint16_t)n;
+}

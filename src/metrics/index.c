@@ -77,7 +77,54 @@ static uint32_t peek_seq(struct tally_zone *z, const _Atomic uint32_t *seq)
 	return v;
 }
 
-/* The metric table after a writer died holding the lock. */
+/* Is any metric record of @name among the first @n retired? */
+static int name_retired(struct tally_zone *z, const char *name, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if ((metric_recs(z)[i].flags & TALLY__METRIC_RETIRED) &&
+		    !strncmp(metric_recs(z)[i].name, name, TALLY__NAME_MAX))
+			return 1;
+	return 0;
+}
+
+/*
+ * One current record a name, after a writer died changing a name's
+ * definition (define.c): keep the one the index points at (the last one
+ * made that is not superseded) and supersede the others; when every
+ * generation is superseded but none was retired (a rollback cut between
+ * its two flags), the one the index points at becomes current again.
+ */
+static void one_current(struct tally_zone *z, uint32_t nfam)
+{
+	uint32_t *fb = metric_buckets(z), fmask = z->hdr->metric_hash_buckets - 1;
+
+	for (uint32_t i = 0; i < nfam; i++) {
+		struct tally__metric_rec *f = &metric_recs(z)[i];
+		uint32_t k = (uint32_t)fnv1a(0xcbf29ce484222325ull, f->name,
+					     strnlen(f->name, TALLY__NAME_MAX)) &
+			     fmask;
+
+		while (fb[k] && strncmp(metric_recs(z)[fb[k] - 1].name,
+					f->name, TALLY__NAME_MAX))
+			k = (k + 1) & fmask;
+		if (fb[k] != i + 1) {
+			if (!(f->flags & TALLY__METRIC_SUPERSEDED))
+				tally__metric_rec_flag(z, f,
+						TALLY__METRIC_SUPERSEDED, 1);
+		} else if ((f->flags & TALLY__METRIC_SUPERSEDED) &&
+			   !name_retired(z, f->name, nfam)) {
+			tally__metric_rec_flag(z, f, TALLY__METRIC_SUPERSEDED, 0);
+		}
+	}
+}
+
+/*
+ * The metric table after a writer died holding the lock.  The record past
+ * the count was being made: one caught mid-write is retired, one written
+ * whole (its writer died before the count was raised) is published, as
+ * its writer would have.  A record whose help and unit were being
+ * rewritten keeps their whole part (tally__text_settle).
+ */
 static uint32_t repair_metrics(struct tally_zone *z)
 {
 	struct tally__hdr *h = z->hdr;
@@ -86,10 +133,27 @@ static uint32_t repair_metrics(struct tally_zone *z)
 
 	if (nfam > h->metric_cap)
 		nfam = h->metric_cap;
+	if (nfam < h->metric_cap) {
+		struct tally__metric_rec *f = &metric_recs(z)[nfam];
+		uint32_t seq = peek_seq(z, &f->seq);
+
+		if (seq & 1) {
+			f->state = 0;
+			seq_end(&f->seq);
+		} else if (seq && f->state == 1) {
+			nfam++;
+		}
+	}
 	atomic_store(&h->metric_count, nfam);
-	if (nfam < h->metric_cap && (peek_seq(z, &metric_recs(z)[nfam].seq) & 1)) {
-		metric_recs(z)[nfam].state = 0;
-		seq_end(&metric_recs(z)[nfam].seq);
+	for (uint32_t i = 0; i < nfam; i++) {
+		struct tally__metric_rec *f = &metric_recs(z)[i];
+
+		if (!(atomic_load(&f->seq) & 1))
+			continue;
+		f->unit_len = tally__text_settle(f->unit, sizeof(f->unit), 1);
+		f->help_len = tally__text_settle(f->help, sizeof(f->help), 0);
+		seq_end(&f->seq);
+		atomic_fetch_add(&h->metric_changes, 1);
 	}
 	memset(fb, 0, h->metric_hash_buckets * sizeof(*fb));
 	/* One entry a name: its generation that is not superseded, else
@@ -108,6 +172,7 @@ static uint32_t repair_metrics(struct tally_zone *z)
 		    !(metric_recs(z)[i].flags & TALLY__METRIC_SUPERSEDED))
 			fb[k] = i + 1;
 	}
+	one_current(z, nfam);
 	return nfam;
 }
 

@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +74,8 @@ static int check_family(struct tally_seg *s, uint32_t i,
 	return 0;
 }
 
-/* Read families [nmrecs, want) and keep those that are stable. */
+/* Read the metric records [nmrecs, want), all published (want is at most
+ * the live metric_count), and check them. */
 static int load_families(struct tally_seg *s, uint32_t want)
 {
 	struct tally__metric_rec *f, again;
@@ -88,15 +90,40 @@ static int load_families(struct tally_seg *s, uint32_t want)
 	for (i = s->nmrecs; i < want; i++) {
 		uint64_t off = s->hdr.metric_off + (uint64_t)i * sizeof(*f);
 
-		if (tally__seg_read_at(s, &f[i], sizeof(*f), off) < 0 ||
-		    tally__seg_read_at(s, &again, sizeof(again), off) < 0)
-			return -errno;
-		/* Being written: stop here, the next pass will see it. */
-		if ((atomic_load_explicit(&f[i].seq, memory_order_relaxed) & 1) ||
-		    memcmp(&f[i], &again, sizeof(again)))
-			break;
-		if (check_family(s, i, &f[i]) < 0)
-			return -errno;
+		int settled = 0;
+
+		for (int tries = 0;; tries++) {
+			if (tally__seg_read_at(s, &f[i], sizeof(*f), off) < 0 ||
+			    tally__seg_read_at(s, &again, sizeof(again), off) < 0)
+				return -errno;
+			if (!(atomic_load_explicit(&f[i].seq,
+						   memory_order_relaxed) & 1) &&
+			    !memcmp(&f[i], &again, sizeof(again)))
+				break;
+			/* Being rewritten: a live writer is done in a few
+			 * stores; a dead one never is, and must not hide
+			 * this metric and every later one. */
+			if (tries == 3) {
+				/* Its other fields never change once it
+				 * is published; a flag is one byte, old or
+				 * new; of the texts, the whole part. */
+				f[i].unit_len = tally__text_settle(
+					f[i].unit, sizeof(f[i].unit), 1);
+				f[i].help_len = tally__text_settle(
+					f[i].help, sizeof(f[i].help), 0);
+				settled = 1;
+				break;
+			}
+			sched_yield();
+		}
+		if (check_family(s, i, &f[i]) < 0) {
+			if (!settled)
+				return -errno;
+			/* Unreadable while it is rewritten: its series
+			 * wait (state 0 in this copy), the rest is read. */
+			f[i].state = 0;
+			tally__ok();
+		}
 	}
 	s->nmrecs = i;
 	return 0;
@@ -559,7 +586,7 @@ static int compute_batch(struct tally_seg *s, uint32_t first, uint32_t n,
 		if (r->metric >= s->nmrecs &&
 		    (rc = load_families(s, r->metric + 1)) < 0)
 			return rc;
-		if (r->metric >= s->nmrecs)
+		if (r->metric >= s->nmrecs || s->mrecs[r->metric].state != 1)
 			continue; /* still being written */
 		/* An older definition of its name: not shown (layout.h). */
 		if (s->mrecs[r->metric].flags & TALLY__METRIC_SUPERSEDED)
