@@ -40,7 +40,7 @@ def _native_family(zone: _native.Zone, kind: int, base: str, metric: Any,
 
 
 class _MetricMixin:
-    """What Counter, Gauge and Histogram share (the Python half)."""
+    """What every metric class shares (the Python half)."""
 
     _type: str = ""
     _kind: int = 0
@@ -52,6 +52,16 @@ class _MetricMixin:
     _labelvalues: Tuple[str, ...]
     _unit: str
     _registry: Optional[CollectorRegistry]
+
+    # prometheus_client's signature, which Counter and Summary keep as it
+    # is; the others add their own arguments.
+    def __init__(self, name: str, documentation: str,
+                 labelnames: Iterable[str] = (), namespace: str = "",
+                 subsystem: str = "", unit: str = "",
+                 registry: Optional[CollectorRegistry] = _REGISTRY_DEFAULT,
+                 _labelvalues: Optional[Sequence[str]] = None) -> None:
+        self._setup(name, documentation, labelnames, namespace, subsystem,
+                    unit, registry)
 
     def _setup(self, name: str, documentation: str,
                labelnames: Iterable[str], namespace: str, subsystem: str,
@@ -220,14 +230,6 @@ class Counter(_MetricMixin, _native.CounterBase):
 
     _type = "counter"
     _kind = _native.KIND_COUNTER
-
-    def __init__(self, name: str, documentation: str,
-                 labelnames: Iterable[str] = (), namespace: str = "",
-                 subsystem: str = "", unit: str = "",
-                 registry: Optional[CollectorRegistry] = _REGISTRY_DEFAULT,
-                 _labelvalues: Optional[Sequence[str]] = None) -> None:
-        self._setup(name, documentation, labelnames, namespace, subsystem,
-                    unit, registry)
 
     def _make_family(self, zone: _native.Zone) -> _native.Family:
         return _native_family(zone, _native.KIND_COUNTER,
@@ -401,14 +403,6 @@ class Summary(_MetricMixin, _native.HistogramBase):
 
     _type = "summary"
     _kind = _native.KIND_HISTOGRAM
-
-    def __init__(self, name: str, documentation: str,
-                 labelnames: Iterable[str] = (), namespace: str = "",
-                 subsystem: str = "", unit: str = "",
-                 registry: Optional[CollectorRegistry] = _REGISTRY_DEFAULT,
-                 _labelvalues: Optional[Sequence[str]] = None) -> None:
-        self._setup(name, documentation, labelnames, namespace, subsystem,
-                    unit, registry)
 
     def _make_family(self, zone: _native.Zone) -> _native.Family:
         return _native_family(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import http.client
 import os
 import signal
-import subprocess
 import threading
 import time
 
@@ -19,8 +18,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import tally
-from conftest import HERE, child_env
-from test_gunicorn import GUNICORN, _free_port, _get, _workers
+from conftest import child_env
+from gunicorn_server import GUNICORN, Gunicorn, get
 
 pytestmark = pytest.mark.skipif(not os.path.exists(GUNICORN),
                                 reason="gunicorn is not installed")
@@ -30,70 +29,36 @@ BEFORE = 300   # requests served by version 1
 AFTER = 300    # requests served once version 2 runs
 
 
-class Server:
+class Server(Gunicorn):
     """gunicorn with 2 workers on loopback, bounded in time."""
 
     def __init__(self, tally_dir, version_file, change):
-        self.port = _free_port()
         self.gate = version_file + ".gate"
         env = child_env(tally_dir, TALLY_ZONE=ZONE,
                         DEPLOY_VERSION_FILE=version_file,
                         DEPLOY_CHANGE=change, DEPLOY_GATE=self.gate)
-        self.proc = subprocess.Popen(
-            [GUNICORN, "--workers", "2", "--worker-class", "sync",
-             "--bind", f"127.0.0.1:{self.port}", "--graceful-timeout", "25",
-             "--timeout", "30", "--chdir", HERE,
-             "gunicorn_deploy_app:app"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            start_new_session=True)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                _get(self.port, "/version", timeout=2)
-                return
-            except OSError:
-                if self.proc.poll() is not None or \
-                        time.monotonic() > deadline:
-                    err = self.stop()
-                    raise RuntimeError("gunicorn did not start: " + err)
-                time.sleep(0.1)
+        super().__init__("gunicorn_deploy_app:app",
+                         ["--workers", "2", "--worker-class", "sync",
+                          "--graceful-timeout", "25"], env, "/version")
 
     def versions(self):
         """The version each answering worker runs, a few asks."""
         seen = set()
         for _ in range(8):
             try:
-                seen.add(_get(self.port, "/version").decode().split()[0])
+                seen.add(get(self.port, "/version").decode().split()[0])
             except (OSError, http.client.HTTPException):
                 pass
         return seen
 
     def scrape(self):
         """The parsed families of /metrics, by name."""
-        text = _get(self.port, "/metrics").decode()
+        text = get(self.port, "/metrics").decode()
         fams = {}
         for f in text_string_to_metric_families(text):
             assert f.name not in fams, f"{f.name} exported twice:\n{text}"
             fams[f.name] = f
         return fams
-
-    def stop(self):
-        err = ""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        if self.proc.stderr:
-            err = self.proc.stderr.read().decode(errors="replace")
-            self.proc.stderr.close()
-        return err
 
 
 def _requests(server, n):
@@ -102,7 +67,7 @@ def _requests(server, n):
     failed = 0
     for _ in range(n):
         try:
-            _get(server.port, "/")
+            get(server.port, "/")
         except (OSError, http.client.HTTPException):
             failed += 1
     return failed
@@ -180,7 +145,7 @@ def test_hup_reload_under_load_with_changed_definition(
     def client():
         while not stop.is_set() and time.monotonic() < deadline:
             try:
-                _get(server.port, "/")
+                get(server.port, "/")
                 with lock:
                     ok[0] += 1
             except (OSError, http.client.HTTPException):
@@ -204,7 +169,7 @@ def test_hup_reload_under_load_with_changed_definition(
     def slow_request():
         # Taken by an old worker, which answers once version 2 runs.
         try:
-            slow.append(_get(server.port, "/slow", timeout=60).decode())
+            slow.append(get(server.port, "/slow", timeout=60).decode())
         except (OSError, http.client.HTTPException) as e:
             slow.append(repr(e))
 
@@ -212,7 +177,7 @@ def test_hup_reload_under_load_with_changed_definition(
     threads.append(threading.Thread(target=scraper))
     slow_thread = threading.Thread(target=slow_request)
     try:
-        old = set(_workers(server.proc.pid))
+        old = set(server.workers())
         for t in threads:
             t.start()
         while ok[0] < BEFORE and time.monotonic() < deadline:
@@ -233,7 +198,7 @@ def test_hup_reload_under_load_with_changed_definition(
         slow_thread.join(60)
         assert slow and slow[0].startswith("1 "), slow
         while time.monotonic() < deadline:
-            now = set(_workers(server.proc.pid))
+            now = set(server.workers())
             if now and not (now & old):
                 break
             time.sleep(0.05)

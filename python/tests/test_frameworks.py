@@ -12,8 +12,6 @@ import http.client
 import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -21,10 +19,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import tally
-from conftest import HERE, child_env
-from test_gunicorn import _free_port, _get
+from conftest import child_env
+from gunicorn_server import GUNICORN, Gunicorn, get
 
-GUNICORN = os.path.join(os.path.dirname(sys.executable), "gunicorn")
 N = 300
 
 # framework: (gunicorn app, worker class, the sample that counts
@@ -61,14 +58,13 @@ def framework(request):
     return request.param
 
 
-class Server:
+class Server(Gunicorn):
     """gunicorn with 2 workers recycled every 25 requests, in its own
     session, stopped by stop()."""
 
     def __init__(self, framework, mode, tally_dir, tmp_path,
                  multiproc_dir=True):
         app, worker, self.sample, self.labels = FRAMEWORKS[framework]
-        self.port = _free_port()
         mpdir = tmp_path / f"mp-{mode}"
         mpdir.mkdir()
         # The multiprocess mode's variable stays in both modes: the
@@ -82,30 +78,14 @@ class Server:
             env["TALLY_PROMETHEUS_CLIENT"] = "1"
             env["TALLY_ZONE"] = f"fw-{framework}"
         self.mpdir = str(mpdir)
-        self.proc = subprocess.Popen(
-            [GUNICORN, "--workers", "2", "--worker-class", worker,
-             "--max-requests", "25", "--bind", f"127.0.0.1:{self.port}",
-             "--graceful-timeout", "5", "--timeout", "30",
-             "--chdir", HERE, app],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            start_new_session=True)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                _get(self.port, "/pid", timeout=2)
-                return
-            except OSError:
-                if self.proc.poll() is not None or \
-                        time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("gunicorn did not start: " +
-                                       self.proc.stderr.read().decode())
-                time.sleep(0.1)
+        super().__init__(app, ["--workers", "2", "--worker-class", worker,
+                               "--max-requests", "25",
+                               "--graceful-timeout", "5"], env, "/pid")
 
     def metrics(self):
         for _ in range(50):
             try:
-                return _get(self.port, "/metrics").decode()
+                return get(self.port, "/metrics").decode()
             except (OSError, http.client.HTTPException):
                 time.sleep(0.1)  # a worker killed while scraping
         raise RuntimeError("no scrape succeeded")
@@ -117,27 +97,6 @@ class Server:
                 if s.name == self.sample and s.labels == self.labels:
                     return s.value
         return 0.0
-
-    def workers(self):
-        pid = self.proc.pid
-        try:
-            with open(f"/proc/{pid}/task/{pid}/children") as f:
-                return [int(p) for p in f.read().split()]
-        except OSError:
-            return []
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        self.proc.wait(5)
 
 
 def _drive(server, kill=False, scrape=False):
@@ -169,7 +128,7 @@ def _drive(server, kill=False, scrape=False):
                 time.sleep(0.01)
                 continue
             try:
-                _get(server.port, "/")
+                get(server.port, "/")
                 success = True
             except (OSError, http.client.HTTPException):
                 success = False
@@ -186,7 +145,7 @@ def _drive(server, kill=False, scrape=False):
         while not done.is_set() and time.monotonic() < deadline:
             try:
                 scrapes.append(server.count(
-                    _get(server.port, "/metrics", timeout=5).decode()))
+                    get(server.port, "/metrics", timeout=5).decode()))
             except (OSError, http.client.HTTPException):
                 pass
             except Exception as e:  # a parse error fails the test

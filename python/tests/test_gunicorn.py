@@ -7,9 +7,6 @@ import http.client
 import os
 import random
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 
@@ -17,69 +14,26 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import tally
-from conftest import HERE, child_env
+from conftest import child_env
+from gunicorn_server import GUNICORN, Gunicorn, get
 
 N_REQUESTS = 2000
 CLIENTS = 4
-GUNICORN = os.path.join(os.path.dirname(sys.executable), "gunicorn")
 
 pytestmark = pytest.mark.skipif(not os.path.exists(GUNICORN),
                                 reason="gunicorn is not installed")
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _get(port, path, timeout=10.0):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        c.request("GET", path)
-        r = c.getresponse()
-        body = r.read()
-        if r.status != 200:
-            raise OSError(f"HTTP {r.status}")
-        return body
-    finally:
-        c.close()
-
-
-def _workers(master):
-    try:
-        with open(f"/proc/{master}/task/{master}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
-
-
-class Server:
+class Server(Gunicorn):
     def __init__(self, tally_dir):
-        self.port = _free_port()
-        env = child_env(tally_dir, TALLY_ZONE="gunicorn-test")
-        self.proc = subprocess.Popen(
-            [GUNICORN, "--workers", "4", "--worker-class", "sync",
-             "--max-requests", "50", "--bind", f"127.0.0.1:{self.port}",
-             "--graceful-timeout", "5", "--timeout", "30",
-             "--chdir", HERE, "gunicorn_app:app"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            start_new_session=True)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                _get(self.port, "/pid", timeout=2)
-                return
-            except OSError:
-                if self.proc.poll() is not None or \
-                        time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("gunicorn did not start: " +
-                                       self.proc.stderr.read().decode())
-                time.sleep(0.1)
+        super().__init__(
+            "gunicorn_app:app",
+            ["--workers", "4", "--worker-class", "sync",
+             "--max-requests", "50", "--graceful-timeout", "5"],
+            child_env(tally_dir, TALLY_ZONE="gunicorn-test"), "/pid")
 
     def scrape(self):
-        text = _get(self.port, "/metrics").decode()
+        text = get(self.port, "/metrics").decode()
         for fam in text_string_to_metric_families(text):
             if fam.name == "app_requests":
                 for s in fam.samples:
@@ -87,20 +41,6 @@ class Server:
                             s.labels == {"path": "/"}:
                         return s.value, text
         return 0.0, text
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
-        # Workers gunicorn left behind, if any (same session as the master).
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 def _drive(server, kill_workers):
@@ -132,7 +72,7 @@ def _drive(server, kill_workers):
                 time.sleep(0.01)
                 continue
             try:
-                _get(server.port, "/")
+                get(server.port, "/")
                 success = True
             except (OSError, http.client.HTTPException):
                 success = False
@@ -159,7 +99,7 @@ def _drive(server, kill_workers):
         rng = random.Random(1)
         while not done.is_set() and time.monotonic() < deadline:
             time.sleep(0.25)
-            ws = _workers(server.proc.pid)
+            ws = server.workers()
             if ws:
                 try:
                     os.kill(rng.choice(ws), signal.SIGKILL)
