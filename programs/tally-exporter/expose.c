@@ -9,6 +9,17 @@
  * sets are looked for (with a hash set) only where they can occur: when
  * two segments would write the same pid, process and zone labels, or when
  * a summed family mixes histogram layouts.
+ *
+ * Two segments with the same pid, process and zone are incarnations of
+ * one process as Prometheus sees it: every restart of a container's
+ * pid 1, or a pid reused.  One of them speaks for that label set: the
+ * live one, else the one created last (incarnation_cmp()); the others
+ * are left out of every family, tally_segment_* included, and are
+ * counted as tally_exporter_dead_segments (and series_conflicts).
+ * Labels that told incarnations apart would make a new series at every
+ * restart, which the pid label already does where pids change; where
+ * they do not, one series whose counter resets at a restart is what
+ * Prometheus expects of a restarted process.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -398,6 +409,31 @@ static void plan_make(struct plan *p, const struct tp_snapshot *snap,
 	free(v);
 }
 
+/* Which of two incarnations speaks for their labels: the live one,
+ * else the one created last; negative when @a does. */
+static int incarnation_cmp(int a_dead, uint64_t a_created, int b_dead,
+			   uint64_t b_created)
+{
+	if (a_dead != b_dead)
+		return a_dead ? 1 : -1;
+	if (a_created != b_created)
+		return a_created > b_created ? -1 : 1;
+	return 0;
+}
+
+/* A family's order: incarnations that speak for their labels first
+ * (stable: the snapshot's order otherwise). */
+static int cmp_order(const void *a, const void *b, void *arg)
+{
+	const struct tp_snapshot *snap = arg;
+	size_t i = *(const size_t *)a, j = *(const size_t *)b;
+	const struct tp_series *x = &snap->series[i], *y = &snap->series[j];
+	int c = incarnation_cmp(x->dead != TP_LIVE, x->created_ns,
+				y->dead != TP_LIVE, y->created_ns);
+
+	return c ? c : (i > j) - (i < j);
+}
+
 /* 1 when @labels (with the series' key) was written before in this
  * family; records it otherwise. */
 static int plan_seen(struct plan *p, const struct tp_series *s,
@@ -645,10 +681,53 @@ static void self_header(struct tp_buf *b, enum ex_format f, const char *name,
 					  TALLY_GAUGE), help, unit, f);
 }
 
+static int cmp_seg_labels(const void *a, const void *b)
+{
+	const struct tp_segment *x = *(const struct tp_segment *const *)a;
+	const struct tp_segment *y = *(const struct tp_segment *const *)b;
+	int c = cmp_seg(a, b);
+
+	if (!c)
+		c = strcmp(x->info.proc_name, y->info.proc_name);
+	if (!c)
+		c = incarnation_cmp(!x->info.alive && !x->info.in_use,
+				    x->info.created_ns,
+				    !y->info.alive && !y->info.in_use,
+				    y->info.created_ns);
+	return c ? c : (x > y) - (x < y);
+}
+
+/* shadowed[i]: 1 when segment i has the pid, process and zone labels of
+ * an incarnation that speaks for them (see the top of this file). */
+static unsigned char *seg_shadowed(const struct tp_snapshot *snap)
+{
+	unsigned char *sh = tp_xcalloc(snap->nsegs + 1, 1);
+	const struct tp_segment **v = tp_xmalloc((snap->nsegs + 1) *
+						 sizeof(*v));
+	const struct tp_segment *prev = NULL;
+
+	for (size_t i = 0; i < snap->nsegs; i++)
+		v[i] = &snap->segs[i];
+	qsort(v, snap->nsegs, sizeof(*v), cmp_seg_labels);
+	for (size_t i = 0; i < snap->nsegs; i++) {
+		if (v[i]->stale)
+			continue;
+		if (prev && prev->info.pid == v[i]->info.pid &&
+		    strcmp(prev->info.zone_name, v[i]->info.zone_name) == 0 &&
+		    strcmp(prev->info.proc_name, v[i]->info.proc_name) == 0)
+			sh[v[i] - snap->segs] = 1;
+		else
+			prev = v[i];
+	}
+	free(v);
+	return sh;
+}
+
 /* One tally_segment_* metric of segfield.h's table: a sample per
- * segment read in this scrape. */
+ * segment read in this scrape, but one per label set (@shadowed). */
 static void seg_metric(struct tp_buf *b, const struct tp_snapshot *snap,
-		       enum ex_format f, const struct tp_seg_field *fd)
+		       enum ex_format f, const struct tp_seg_field *fd,
+		       const unsigned char *shadowed)
 {
 	char name[96];
 	const char *sfx = fd->counter ? "_total" : "";
@@ -661,7 +740,9 @@ static void seg_metric(struct tp_buf *b, const struct tp_snapshot *snap,
 		struct tp_seg_value v;
 		char t[48];
 
-		if (g->stale) /* not read this time (retain.h) */
+		if (g->stale || shadowed[i]) /* not read this time
+					      * (retain.h), or another
+					      * incarnation's labels */
 			continue;
 		tp_seg_field_value(fd, &r, &v);
 		if (v.type == TP_SF_RATIO)
@@ -876,9 +957,12 @@ static void write_self(struct tp_buf *b, const struct tp_snapshot *snap,
 	for (size_t i = 0; i < snap->nsegs; i++)
 		x.nread += !snap->segs[i].stale;
 
+	unsigned char *shadowed = seg_shadowed(snap);
+
 	for (size_t i = 0; i < tp_seg_nfields; i++)
 		if (tp_seg_fields[i].metric)
-			seg_metric(b, snap, f, &tp_seg_fields[i]);
+			seg_metric(b, snap, f, &tp_seg_fields[i], shadowed);
+	free(shadowed);
 	for (size_t i = 0; i < NSELF; i++) {
 		const struct self_metric *m = &self_metrics[i];
 
@@ -981,6 +1065,9 @@ void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
 	for (size_t i = 0; i < snap->nseries; i++)
 		if (famof[i] != (size_t)-1)
 			order[pos[rank[famof[i]]]++] = i;
+	for (size_t i = 0; pl.dedupe_all && i < nfams; i++)
+		qsort_r(order + fams[i].first, fams[i].n, sizeof(*order),
+			cmp_order, (void *)snap);
 	for (size_t i = 0; i < nfams; i++)
 		write_family(out, snap, &fams[i], order, c, f, &nm, &lb, &pl,
 			     res);
