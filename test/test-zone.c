@@ -28,6 +28,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -826,6 +827,86 @@ TEST(group_opens_a_0700_default_dir)
 	status = harness_child(grp_steps, g);
 	CHECK_EQ(system(cmd), 0);
 	CHECK_CHILD_OK(status);
+}
+
+/*
+ * A container's pid 1 that keeps restarting: each incarnation, pid 1 of
+ * a new PID namespace, creates zone "inc" in the same directory and
+ * leaves it dead (TALLY_KEEP=1).  Each creation keeps the last dead
+ * incarnation and removes the earlier ones: after every run the
+ * directory holds exactly the last two, never a pile.
+ */
+static void pid1_run(void *arg)
+{
+	const char *dir = arg;
+	pid_t c;
+	int st;
+
+	CHECK_EQ(unshare(CLONE_NEWPID), 0);
+	c = fork();
+	CHECK(c >= 0);
+	if (c == 0) {
+		struct tally_zone *z;
+
+		if (getpid() != 1)
+			_exit(3);
+		fresh_setenv("TALLY_DIR", dir);
+		fresh_setenv("TALLY_KEEP", "1");
+		fresh_setenv("TALLY_RETAIN", NULL);
+		z = tally_zone_create("inc", NULL);
+		_exit(z ? 0 : 4);
+	}
+	CHECK_EQ(waitpid(c, &st, 0), c);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* The names of pid 1's files of zone "inc" in @dir, space-separated,
+ * sorted; their number in @n. */
+static void pid1_files(const char *dir, char *out, size_t size, int *n)
+{
+	char cmd[PATH_MAX + 64];
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "cd %s && ls inc.1.*.tally 2>/dev/null",
+		 dir);
+	f = popen(cmd, "r");
+	CHECK(f != NULL);
+	out[0] = 0;
+	*n = 0;
+	for (char line[256]; fgets(line, sizeof(line), f);) {
+		line[strcspn(line, "\n")] = 0;
+		snprintf(out + strlen(out), size - strlen(out), "%s ", line);
+		(*n)++;
+	}
+	pclose(f);
+}
+
+TEST(pid1_restarts_keep_one_dead_incarnation)
+{
+	char dir[PATH_MAX], before[1024], now[1024], last[256] = "";
+	int n;
+
+	if (geteuid() != 0)
+		harness_skip("needs root for a PID namespace");
+	subdir(dir, sizeof(dir), "pid1");
+	CHECK_EQ(mkdir(dir, 0700), 0);
+	for (int run = 1; run <= 6; run++) {
+		char *tok, made[256] = "";
+
+		pid1_files(dir, before, sizeof(before), &n);
+		CHECK_CHILD_OK(harness_child(pid1_run, dir));
+		pid1_files(dir, now, sizeof(now), &n);
+		CHECK_EQ(n, run == 1 ? 1 : 2);
+		/* This run's file, and the last run's: nothing older. */
+		for (tok = strtok(now, " "); tok; tok = strtok(NULL, " ")) {
+			if (strstr(before, tok))
+				CHECK(strcmp(tok, last) == 0);
+			else
+				snprintf(made, sizeof(made), "%s", tok);
+		}
+		CHECK(made[0] != 0);
+		snprintf(last, sizeof(last), "%s", made);
+	}
 }
 
 static int count_entries(const char *dir)
