@@ -98,6 +98,8 @@ struct server {
 	struct tp_buf out;
 	struct ex_retain retain;   /* --aggregate: exited processes' counts */
 	uint64_t next_expire_ns;   /* when to apply TALLY_RETAIN again */
+	uint64_t retain_told;      /* bit i: said why dirs[i] is not
+				      cleaned */
 	/* The watchdog. */
 	pthread_mutex_t conn_lock;
 	pthread_cond_t stop_cond;
@@ -363,14 +365,30 @@ static void expired(const char *path, const char *why, void *arg)
 	logf_("removed %s: %s", path, why);
 }
 
+/*
+ * Only a directory's owner may remove its files: a sidecar reading
+ * another user's directory (--allow-group, --allow-uid) cannot apply
+ * the retention there, and says so once per directory, naming who does.
+ */
 static void expire(struct server *s, uint64_t now)
 {
 	if (now < s->next_expire_ns)
 		return;
 	s->next_expire_ns = now + EXPIRE_PERIOD_NS;
-	for (unsigned i = 0; i < (s->o.ndirs ? s->o.ndirs : 1); i++)
-		tally_dir_expire(s->o.ndirs ? s->o.dirs[i] : NULL,
-				 TALLY_RETAIN_ENV, expired, NULL);
+	for (unsigned i = 0; i < (s->o.ndirs ? s->o.ndirs : 1); i++) {
+		const char *dir = s->o.ndirs ? s->o.dirs[i] : NULL;
+		int rc = tally_dir_expire(dir, TALLY_RETAIN_ENV, expired,
+					  NULL);
+
+		if (rc != -EPERM || i >= 64 || (s->retain_told >> i & 1))
+			continue;
+		s->retain_told |= 1ull << i;
+		logf_("not removing the dead segments of %s (TALLY_RETAIN): "
+		      "only the directory's owner may; its writers do when "
+		      "they create a zone (and keep one dead incarnation of a "
+		      "pid that restarts), or run tallystat --clean as its "
+		      "owner", dir ? dir : "the default directory");
+	}
 }
 
 /* What the dead segments of a raw snapshot hold. */

@@ -58,6 +58,10 @@ grep -qx 'fixture_big_total{pid="'"$writer_pid"'",process="exporter-testwr"} 900
 grep -qx 'tally_exporter_segments_read 1' "$t" || fail "segments_read with --allow-group"
 grep -qx 'tally_exporter_scrape_segments_skipped{reason="foreign"} 0' "$t" || fail "still refused"
 ok "with --allow-group, as uid 65534: fixture_big_total = 9007199254740993 exactly"
+scrape "http://127.0.0.1:$port/metrics" >"$t"
+[ "$(grep -c 'not removing the dead segments of '"$dir"'.*only the directory.s owner' "$exporter_log")" = 1 ] ||
+	fail "the exporter does not say once why it cannot clean up: $(cat "$exporter_log")"
+ok "another user's directory: the exporter says once that its writers clean up"
 
 # What the reader must still refuse: a file the group could write, and a
 # directory the group could write (another member could have put it there).
