@@ -49,6 +49,7 @@
 #include "retain.h"
 #include "server.h"
 #include "strbuf.h"
+#include "strmap.h"
 
 #ifndef TALLY_VERSION
 #define TALLY_VERSION "0"
@@ -100,6 +101,8 @@ struct server {
 	uint64_t next_expire_ns;   /* when to apply TALLY_RETAIN again */
 	uint64_t retain_told;      /* bit i: said why dirs[i] is not
 				      cleaned */
+	struct tp_strmap skip_seen;/* the files skipped by the last scrape */
+	struct tp_arena skip_mem;  /* their paths */
 	/* The watchdog. */
 	pthread_mutex_t conn_lock;
 	pthread_cond_t stop_cond;
@@ -391,6 +394,30 @@ static void expire(struct server *s, uint64_t now)
 	}
 }
 
+/*
+ * A file skipped by this scrape but not by the one before is logged with
+ * the reader's reason, once: a writer started without TALLY_GROUP, whose
+ * files this user may not read, is told, not only counted.
+ */
+static void log_skips(struct server *s, const struct tp_snapshot *snap)
+{
+	struct tp_strmap now = { 0 };
+	struct tp_arena mem = { 0 };
+
+	for (size_t i = 0; i < snap->nskipped; i++) {
+		const struct tp_skipped *k = &snap->skipped[i];
+
+		if (k->err != ENOENT &&
+		    tp_strmap_get(&s->skip_seen, k->path) == (size_t)-1)
+			logf_("skipping %s: %s", k->path, k->reason);
+		tp_strmap_put(&now, tp_arena_strdup(&mem, k->path), 1);
+	}
+	tp_strmap_free(&s->skip_seen);
+	tp_arena_free(&s->skip_mem);
+	s->skip_seen = now;
+	s->skip_mem = mem;
+}
+
 /* What the dead segments of a raw snapshot hold. */
 static void count_dead(const struct tp_snapshot *snap, struct ex_self *self)
 {
@@ -433,6 +460,7 @@ static enum MHD_Result scrape(struct server *s, struct MHD_Connection *c)
 	expire(s, t0);
 	complete = tp_snapshot_collect(&snap, &co, errbuf, sizeof(errbuf)) == 0;
 	dir_error(s, errbuf);
+	log_skips(s, &snap);
 	count_dead(&snap, &self);
 	if (s->o.expose.aggregate) {
 		/* The raw snapshot becomes the retain's "last": not freed
@@ -1144,6 +1172,8 @@ void server_stop(struct server *s)
 	}
 	tp_buf_free(&s->out);
 	ex_retain_free(&s->retain);
+	tp_strmap_free(&s->skip_seen);
+	tp_arena_free(&s->skip_mem);
 	pthread_mutex_destroy(&s->scrape_lock);
 	pthread_mutex_destroy(&s->conn_lock);
 	pthread_cond_destroy(&s->stop_cond);

@@ -134,6 +134,18 @@ static int open_dir(const char *dir, const struct tally_open_opts *opts,
 	rfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	err = errno;
 	close(fd);
+	/* Allowed (allow_uid, say) but not listable: the file system has
+	 * the last word, and the way to share is a group. */
+	if (rfd < 0 && err == EACCES && h->st.st_uid != geteuid())
+		return tally__fail(err, "%s: permission denied: uid %u's "
+				   "directory, mode %04o, group %u; to be "
+				   "read by another user, its writers share "
+				   "it with a group this user is in "
+				   "(TALLY_GROUP: 0750, files 0640), read with "
+				   "allow_group (--allow-group)", dir,
+				   (unsigned)h->st.st_uid,
+				   (unsigned)(h->st.st_mode & 07777),
+				   (unsigned)h->st.st_gid);
 	if (rfd < 0)
 		return tally__fail(err, "%s: %s", dir, strerror(err));
 	fd = rfd;
