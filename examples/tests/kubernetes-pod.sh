@@ -51,7 +51,7 @@ PY
 	vol=$(mktemp -d /tmp/tally-pod.XXXXXX)
 	rc=0
 	POD_VOLUME=$vol unshare --mount --net --propagation private -- \
-		bash "$0" "$@" || rc=$?
+		bash ${POD_TRACE:+-x} "$0" "$@" || rc=$?
 	rmdir "$vol"
 	exit "$rc"
 fi
@@ -183,11 +183,11 @@ for i in $(seq "$restarts"); do
 	# Its segment, and the exporter's view of it.
 	for _ in $(seq 200); do
 		new=$(cd "$appdir" 2>/dev/null && ls -- *.tally 2>/dev/null | while read -r f; do
-			case $seen in *" $f "*) ;; *) echo "$f" ;; esac; done)
+			case $seen in *" $f "*) ;; *) echo "$f" ;; esac; done || true)
 		[ -n "$new" ] && break
 		sleep 0.01
 	done
-	[ -n "$new" ] || fail "restart $i: no segment"
+	[ -n "$new" ] || { cat "$work/app.log" >&2; fail "restart $i: no segment"; }
 	seen="$seen$new "
 	if [ "$i" = 1 ]; then
 		[ "$(stat -c '%a %U %g' "$appdir")" = "2750 #$app_uid $fsgroup" ] ||
@@ -201,7 +201,13 @@ for i in $(seq "$restarts"); do
 	[ "$(echo "$alive" | grep -c .)" = 1 ] && [ "${alive##* }" = 1 ] ||
 		fail "restart $i: want one tally_segment_alive of pid 1, live: $alive"
 	grep -q '^requests_total{.*pid="1"' "$work/m.txt" || fail "restart $i: requests_total of pid 1 missing"
-	n=$(ls "$appdir" | grep -c '\.tally$' || true)
+	# The application removes the earlier incarnations just after it
+	# published its own file: give it that moment.
+	for _ in $(seq 500); do
+		n=$(ls "$appdir" | grep -c '\.tally$' || true)
+		[ "$n" -le 2 ] && break
+		sleep 0.01
+	done
 	[ "$n" -le 2 ] || fail "restart $i: $n segments in $appdir: $(ls "$appdir")"
 	stop_pid1 KILL
 	if [ "$i" = 3 ]; then

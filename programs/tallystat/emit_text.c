@@ -211,11 +211,11 @@ static unsigned lead_cells(struct ts_table *t, struct ts_cell *row,
 		struct timespec ts = {
 			(time_t)(x->s->created_ns / 1000000000u),
 			(long)(x->s->created_ns % 1000000000u) };
-		char hms[20];
+		char hms[20], at[48];
 
 		ts_format_time(hms, sizeof(hms), &ts, 0);
-		snprintf(b, sizeof(b), "%s.%03ld", hms, ts.tv_nsec / 1000000);
-		ts_table_set(t, row, c++, tp_xstrdup(b), NULL);
+		snprintf(at, sizeof(at), "%s.%03ld", hms, ts.tv_nsec / 1000000);
+		ts_table_set(t, row, c++, tp_xstrdup(at), NULL);
 	}
 	ts_table_set(t, row, c++, ts_truncate(x->s->key, o->series_width), NULL);
 	return c;

@@ -25,7 +25,8 @@ else:
 
 
 def test_missing_tally_dir(tmp_path):
-    out = run_py(PROBE, child_env(str(tmp_path / "does-not-exist")))
+    # A missing TALLY_DIR is created when its parent exists; not here.
+    out = run_py(PROBE, child_env(str(tmp_path / "does-not-exist" / "tally")))
     assert out.startswith(f"TallyError {errno.ENOENT} |"), out
     assert "does-not-exist" in out or "TALLY_DIR" in out
 
