@@ -59,9 +59,13 @@ fi
 # --- Inside the pod's mount and network namespaces ---------------------
 vol=$POD_VOLUME
 work=$(mktemp -d /tmp/tally-podwork.XXXXXX)
-pids=()
+# unshare's pids, and the containers' pid 1s: killing a pid 1 ends its
+# PID namespace.  A pid 1 also dies with its unshare (setpriv --pdeathsig:
+# unshare's --kill-child does not survive the change of user).
+pids=() pid1s=()
 cleanup() {
 	local p
+	for p in "${pid1s[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 	umount "$vol" 2>/dev/null || true
@@ -122,8 +126,8 @@ container() {
 	local -n cmd=${n}_cmd env=${n}_env
 	uid=${n}_uid gid=${n}_gid
 	unshare --pid --fork --mount-proc --kill-child -- \
-		setpriv --reuid="${!uid}" --regid="${!gid}" --groups="$fsgroup" -- \
-		env -i PATH=/usr/bin:/bin "${env[@]}" "${cmd[@]}" \
+		setpriv --reuid="${!uid}" --regid="${!gid}" --groups="$fsgroup" \
+		--pdeathsig KILL -- env -i PATH=/usr/bin:/bin "${env[@]}" "${cmd[@]}" \
 		>>"$work/$n.log" 2>&1 &
 	ns=$!
 	pids+=("$ns")
@@ -132,18 +136,33 @@ container() {
 		pid1=$(cat /proc/"$ns"/task/"$ns"/children 2>/dev/null || true)
 		pid1=${pid1%% *}
 		# Past setpriv and env: the program itself runs.
-		[ -n "$pid1" ] && [ "$(readlink /proc/"$pid1"/exe 2>/dev/null)" = "${cmd[0]}" ] && return 0
+		[ -n "$pid1" ] && [ "$(readlink /proc/"$pid1"/exe 2>/dev/null)" = "${cmd[0]}" ] &&
+			{ pid1s+=("$pid1"); return 0; }
 		sleep 0.01
 	done
 	cat "$work/$n.log" >&2
 	fail "container $n did not start"
 }
 
+# forget PID: no longer ours to kill at exit (it was reaped: its number
+# may go to another process).
+forget() {
+	local p keep=() keep1=()
+	for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+	for p in "${pid1s[@]}"; do [ "$p" = "$1" ] || keep1+=("$p"); done
+	pids=("${keep[@]}") pid1s=("${keep1[@]}")
+}
+
 # stop_pid1 SIGNAL: signal $pid1 and wait at most 5 s for its namespace.
 stop_pid1() {
 	kill -"$1" "$pid1"
 	for _ in $(seq 100); do
-		kill -0 "$ns" 2>/dev/null || { wait "$ns" 2>/dev/null || true; return 0; }
+		if ! kill -0 "$ns" 2>/dev/null; then
+			wait "$ns" 2>/dev/null || true
+			forget "$pid1"
+			forget "$ns"
+			return 0
+		fi
 		sleep 0.05
 	done
 	fail "pid 1 did not stop within 5 s of SIG$1"
