@@ -12,14 +12,16 @@
  *
  * Two segments with the same pid, process and zone are incarnations of
  * one process as Prometheus sees it: every restart of a container's
- * pid 1, or a pid reused.  One of them speaks for that label set: the
- * live one, else the one created last (incarnation_cmp()); the others
- * are left out of every family, tally_segment_* included, and are
- * counted as tally_exporter_dead_segments (and series_conflicts).
- * Labels that told incarnations apart would make a new series at every
- * restart, which the pid label already does where pids change; where
- * they do not, one series whose counter resets at a restart is what
- * Prometheus expects of a restarted process.
+ * pid 1, or a pid reused.  One of them speaks for that label set, whole:
+ * the live one, else the one created last (incarnation_cmp()).  The
+ * others are left out, every series and tally_segment_* sample of them
+ * (their series count as series_conflicts; a dead one still counts in
+ * tally_exporter_dead_segments), so that no series of an earlier
+ * incarnation stays under the labels of the current one.  Labels that
+ * told incarnations apart would make a new series at every restart,
+ * which the pid label already does where pids change; where they do
+ * not, one series whose counter resets at a restart is what Prometheus
+ * expects of a restarted process.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -421,19 +423,6 @@ static int incarnation_cmp(int a_dead, uint64_t a_created, int b_dead,
 	return 0;
 }
 
-/* A family's order: incarnations that speak for their labels first
- * (stable: the snapshot's order otherwise). */
-static int cmp_order(const void *a, const void *b, void *arg)
-{
-	const struct tp_snapshot *snap = arg;
-	size_t i = *(const size_t *)a, j = *(const size_t *)b;
-	const struct tp_series *x = &snap->series[i], *y = &snap->series[j];
-	int c = incarnation_cmp(x->dead != TP_LIVE, x->created_ns,
-				y->dead != TP_LIVE, y->created_ns);
-
-	return c ? c : (i > j) - (i < j);
-}
-
 /* 1 when @labels (with the series' key) was written before in this
  * family; records it otherwise. */
 static int plan_seen(struct plan *p, const struct tp_series *s,
@@ -723,6 +712,69 @@ static unsigned char *seg_shadowed(const struct tp_snapshot *snap)
 	return sh;
 }
 
+/* What tells a segment's series from another's, where the snapshot is
+ * sorted: pid, start, creation time and zone. */
+static const char *segment_key(struct tp_buf *k, int pid, uint64_t start,
+			       uint64_t created, const char *zone)
+{
+	tp_buf_reset(k);
+	tp_buf_printf(k, "%d/%llu/%llu/%s", pid, (unsigned long long)start,
+		      (unsigned long long)created, zone);
+	return tp_buf_str(k);
+}
+
+/*
+ * skip[i]: 1 when series i belongs to a segment left out (@shadowed);
+ * NULL when none is.  In the order read (the exporter's), the series of
+ * each segment come together, segment after segment, so they are found
+ * by place, even those of a byte-for-byte copy of a live segment; in a
+ * sorted snapshot, by what their segment says of itself.
+ */
+static unsigned char *shadow_series(const struct tp_snapshot *snap,
+				    const unsigned char *shadowed)
+{
+	struct tp_strmap keys = { 0 };
+	struct tp_arena mem = { 0 };
+	struct tp_buf k = { 0 };
+	unsigned char *skip;
+	size_t any = 0, total = 0;
+
+	for (size_t i = 0; i < snap->nsegs; i++) {
+		any += shadowed[i];
+		total += snap->segs[i].nseries;
+	}
+	if (!any)
+		return NULL;
+	skip = tp_xcalloc(snap->nseries + 1, 1);
+	if (snap->unsorted && total == snap->nseries) {
+		for (size_t i = 0, at = 0; i < snap->nsegs; i++) {
+			if (shadowed[i])
+				memset(skip + at, 1, snap->segs[i].nseries);
+			at += snap->segs[i].nseries;
+		}
+		return skip;
+	}
+	for (size_t i = 0; i < snap->nsegs; i++) {
+		const struct tally_seg_info *in = &snap->segs[i].info;
+
+		if (shadowed[i])
+			tp_strmap_put(&keys, tp_arena_strdup(&mem, segment_key(
+				&k, in->pid, in->start_ticks, in->created_ns,
+				in->zone_name)), 1);
+	}
+	for (size_t i = 0; i < snap->nseries; i++) {
+		const struct tp_series *s = &snap->series[i];
+
+		skip[i] = tp_strmap_get(&keys, segment_key(&k, s->pid,
+					s->start_ticks, s->created_ns,
+					s->zone)) != (size_t)-1;
+	}
+	tp_strmap_free(&keys);
+	tp_arena_free(&mem);
+	tp_buf_free(&k);
+	return skip;
+}
+
 /* One tally_segment_* metric of segfield.h's table: a sample per
  * segment read in this scrape, but one per label set (@shadowed). */
 static void seg_metric(struct tp_buf *b, const struct tp_snapshot *snap,
@@ -947,7 +999,8 @@ static uint64_t self_u64(const struct self_metric *m,
 
 static void write_self(struct tp_buf *b, const struct tp_snapshot *snap,
 		       enum ex_format f, const struct ex_self *self,
-		       const struct ex_result *res, uint64_t t0_ns)
+		       const struct ex_result *res, uint64_t t0_ns,
+		       const unsigned char *shadowed)
 {
 	struct self_ctx x = { snap, self, res, t0_ns, { 0 }, 0 };
 	char sample[128];
@@ -957,12 +1010,9 @@ static void write_self(struct tp_buf *b, const struct tp_snapshot *snap,
 	for (size_t i = 0; i < snap->nsegs; i++)
 		x.nread += !snap->segs[i].stale;
 
-	unsigned char *shadowed = seg_shadowed(snap);
-
 	for (size_t i = 0; i < tp_seg_nfields; i++)
 		if (tp_seg_fields[i].metric)
 			seg_metric(b, snap, f, &tp_seg_fields[i], shadowed);
-	free(shadowed);
 	for (size_t i = 0; i < NSELF; i++) {
 		const struct self_metric *m = &self_metrics[i];
 
@@ -1009,11 +1059,15 @@ void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
 	struct names nm = { 0 };
 	struct tp_buf lb = { 0 };
 	struct plan pl;
+	unsigned char *shadowed, *skip = NULL;
 	const char *last_name = NULL;
 	size_t last_at = 0;
 
 	memset(res, 0, sizeof(*res));
 	plan_make(&pl, snap, c);
+	shadowed = seg_shadowed(snap);
+	if (!c->aggregate)
+		skip = shadow_series(snap, shadowed);
 	if (c->self_metrics)
 		claim_self_names(&nm);
 
@@ -1028,6 +1082,12 @@ void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
 		 * value: left out (snapshot.h, "Whose a series is"). */
 		if (tp_series_gone_gauge(&snap->series[i])) {
 			famof[i] = (size_t)-1;
+			continue;
+		}
+		/* Another incarnation speaks for its labels. */
+		if (skip && skip[i]) {
+			famof[i] = (size_t)-1;
+			res->conflicts++;
 			continue;
 		}
 		/* Neighbours of one family share their name's memory. */
@@ -1065,19 +1125,18 @@ void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
 	for (size_t i = 0; i < snap->nseries; i++)
 		if (famof[i] != (size_t)-1)
 			order[pos[rank[famof[i]]]++] = i;
-	for (size_t i = 0; pl.dedupe_all && i < nfams; i++)
-		qsort_r(order + fams[i].first, fams[i].n, sizeof(*order),
-			cmp_order, (void *)snap);
 	for (size_t i = 0; i < nfams; i++)
 		write_family(out, snap, &fams[i], order, c, f, &nm, &lb, &pl,
 			     res);
 	if (c->self_metrics)
-		write_self(out, snap, f, self, res, t0_ns);
+		write_self(out, snap, f, self, res, t0_ns, shadowed);
 	if (f == EX_OPENMETRICS)
 		tp_buf_puts(out, "# EOF\n");
 
 	tp_buf_free(&lb);
 	plan_free(&pl);
+	free(skip);
+	free(shadowed);
 	names_free(&nm);
 	tp_strmap_free(&famidx);
 	free(famof);

@@ -8,8 +8,9 @@
 #   - Without root: a dead copy of a live writer's segment (the same pid,
 #     process and zone, nobody holding its locks) next to it.
 #   - As root: a writer run as pid 1 of a PID namespace, SIGKILLed, then
-#     another pid 1 (other values) live next to its dead segment, then
-#     killed too: the newer dead one speaks.
+#     another pid 1 (other series) live next to its dead segment, then
+#     killed too: the newer dead one speaks, whole: no series of the
+#     first stays under the labels of pid 1.
 . "$(dirname "$0")/lib.sh"
 
 unset TALLY_RETAIN
@@ -48,11 +49,11 @@ ok "a dead segment with a live one's labels: one sample per label set, the live 
 [ "$(id -u)" = 0 ] || { echo "skipped: the pid-1 part needs root (unshare --pid)"; exit 0; }
 command -v unshare >/dev/null || fail "unshare (util-linux) not installed"
 
-# as_pid1 N: the test writer as pid 1 of a new PID namespace, adding N;
+# as_pid1 ARGS...: the test writer as pid 1 of a new PID namespace;
 # sets $ns_pid (unshare's pid, which the kernel kills with its child).
 as_pid1() {
 	local out=$dir/pid1.$RANDOM.out
-	unshare --pid --fork --kill-child -- "$WRITER" worker "$1" 60 >"$out" 2>&1 &
+	unshare --pid --fork --kill-child -- "$WRITER" "$@" >"$out" 2>&1 &
 	ns_pid=$!
 	pids+=($ns_pid)
 	for _ in $(seq 100); do
@@ -71,8 +72,8 @@ kill_pid1() {
 	wait "$ns_pid" 2>/dev/null || true
 }
 
-as_pid1 111; kill_pid1
-as_pid1 333
+as_pid1 fixture 60; kill_pid1
+as_pid1 worker 333 60
 [ "$(ls "$dir"/*.1.*.tally | wc -l)" = 2 ] || fail "want two segments of pid 1: $(ls "$dir")"
 start_exporter
 scrape "http://127.0.0.1:$port/metrics" >"$t"
@@ -80,6 +81,7 @@ no_duplicates "$t"
 grep -qx 'worker_requests_total{pid="1",process="exporter-testwr"} 333' "$t" ||
 	fail "the live pid 1 does not speak: $(grep '^worker_requests_total' "$t")"
 grep -q '^worker_up{pid="1"[^}]*} 1$' "$t" || fail "the live pid 1's gauge is missing"
+grep -q '^fixture_' "$t" && fail "a series of the dead pid 1 is exported: $(grep -m1 '^fixture_' "$t")"
 [ "$(grep -c '^tally_segment_resident_bytes{pid="1"' "$t")" = 1 ] ||
 	fail "tally_segment_resident_bytes of pid 1, want one sample"
 ok "a dead and a live pid 1 of one zone: one sample per label set, the live one's (333)"
@@ -89,6 +91,7 @@ no_duplicates "$t"
 grep -qx 'worker_requests_total{pid="1",process="exporter-testwr"} 333' "$t" ||
 	fail "the newer dead pid 1 does not speak: $(grep '^worker_requests_total' "$t")"
 grep -q '^worker_up' "$t" && fail "a dead gauge is exported"
+grep -q '^fixture_' "$t" && fail "a series of the older dead pid 1 is exported"
 grep -qx 'tally_exporter_dead_segments 2' "$t" || fail "want two dead segments counted"
 stop "$exporter_pid"
 ok "two dead pid 1s of one zone: the one created last speaks (333)"
