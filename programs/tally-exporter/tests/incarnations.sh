@@ -50,14 +50,20 @@ ok "a dead segment with a live one's labels: one sample per label set, the live 
 command -v unshare >/dev/null || fail "unshare (util-linux) not installed"
 
 # as_pid1 ARGS...: the test writer as pid 1 of a new PID namespace;
-# sets $ns_pid (unshare's pid, which the kernel kills with its child).
+# sets $ns_pid (unshare's pid) and $pid1 (the writer, as seen here),
+# which the test's end kills if it still runs: unshare --fork waits for
+# its child and ignores SIGTERM.
+pid1=
+trap '[ -z "$pid1" ] || kill -KILL "$pid1" 2>/dev/null; cleanup' EXIT
 as_pid1() {
 	local out=$dir/pid1.$RANDOM.out
 	unshare --pid --fork --kill-child -- "$WRITER" "$@" >"$out" 2>&1 &
 	ns_pid=$!
 	pids+=($ns_pid)
 	for _ in $(seq 100); do
-		[ -s "$out" ] && return 0
+		pid1=$(cat /proc/"$ns_pid"/task/"$ns_pid"/children 2>/dev/null || true)
+		pid1=${pid1%% *}
+		[ -s "$out" ] && [ -n "$pid1" ] && return 0
 		sleep 0.05
 	done
 	cat "$out" >&2
@@ -66,10 +72,9 @@ as_pid1() {
 # kill_pid1: SIGKILL the pid 1 of $ns_pid's namespace (its only
 # process), and wait for unshare.
 kill_pid1() {
-	local c
-	c=$(cat /proc/"$ns_pid"/task/"$ns_pid"/children)
-	kill -KILL "$c"
+	kill -KILL "$pid1"
 	wait "$ns_pid" 2>/dev/null || true
+	pid1=
 }
 
 as_pid1 fixture 60; kill_pid1
