@@ -140,9 +140,12 @@ pub struct tally_family {
     pub table: *mut c_void,
 }
 
-/// tally/arch/add.h: the read-mostly settings of the update path.
-#[repr(C, align(64))]
+/// tally/arch/add.h: the read-mostly settings of the update path, at
+/// page offset 4032 of a page of their own (so that no load of a setting
+/// has a slot's page offset: tally/arch/add.h says why).
+#[repr(C, align(4096))]
 pub struct tally__cfg_t {
+    pub pad: [u8; 4032],
     pub rseq_off: c_long,
     pub rseq_limit: c_uint,
     pub nslabs: c_uint,

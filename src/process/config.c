@@ -39,7 +39,15 @@
 #include "tally/reader.h"
 
 struct tally__env tally__env;
-struct tally__cfg tally__cfg = { 0, 0, 1, 1, 1, tally__env.cpu_node };
+struct tally__cfg tally__cfg = {
+	.rseq_off = 0, .rseq_limit = 0, .nslabs = 1, .promoted = 1,
+	.nnodes = 1, .cpu_node = tally__env.cpu_node,
+};
+/* The settings' loads must never have a copy's page offset (add.h). */
+_Static_assert(TALLY__CFG_PAGE_OFF >= TALLY_CHUNK_SLOTS * 8u,
+	       "the update path's settings overlap the slots' offsets");
+_Static_assert(sizeof(struct tally__cfg) == TALLY__STRIDE,
+	       "the update path's settings leave their page");
 
 /*
  * Where the update path's restartable sequence finds "its" rseq area when

@@ -49,13 +49,26 @@ extern "C" {
 
 /*
  * Read-mostly settings of the update path, written once when the library
- * starts and alone on their cache line.  rseq_limit is the slab count when
- * this process may use rseq, else 0, so that one unsigned compare of the
- * CPU id sends both "no rseq" and "CPU beyond the slabs" to the fallback.
- * A per-node add finds its copy with nnodes and cpu_node (the process's
- * NUMA map, src/process/config.c) without leaving the inline path.
+ * starts.  rseq_limit is the slab count when this process may use rseq,
+ * else 0, so that one unsigned compare of the CPU id sends both "no rseq"
+ * and "CPU beyond the slabs" to the fallback.  A per-node add finds its
+ * copy with nnodes and cpu_node (the process's NUMA map,
+ * src/process/config.c) without leaving the inline path.
+ *
+ * The settings lie at TALLY__CFG_PAGE_OFF of a page of their own, past
+ * the last slot's offset in a page (TALLY_CHUNK_SLOTS * 8): a load of a
+ * setting never has the page offset of a copy.  On Intel cores a load
+ * whose address has the same low 12 bits as a locked add just before it
+ * waits for that add to finish (the store buffer compares the low 12 bits
+ * first): a loop of shared or per-node adds to the slot whose offset
+ * matched the setting it loads cost 1.3 times an atomic add
+ * (docs/RESULTS.md), and which slot that is depended on where the linker
+ * put this structure.  The padding makes it 4096-aligned, an alignment a
+ * copy relocation keeps too.
  */
+#define TALLY__CFG_PAGE_OFF 4032u
 struct tally__cfg {
+	char pad[TALLY__CFG_PAGE_OFF]; /* never read or written */
 	long rseq_off;        /* glibc's __rseq_offset, or that of a stand-in */
 	unsigned rseq_limit;  /* CPU ids below this take the rseq path */
 	unsigned nslabs;      /* per-CPU copies of every slot */
@@ -63,7 +76,7 @@ struct tally__cfg {
 				 that have none (see tally__block_add) */
 	unsigned nnodes;      /* NUMA nodes (or $TALLY_NODES) */
 	const uint16_t *cpu_node; /* the node of each CPU below nslabs */
-} __attribute__((aligned(64)));
+} __attribute__((aligned(4096)));
 extern TALLY_API struct tally__cfg tally__cfg;
 
 #if defined(__x86_64__) && defined(__linux__) && !defined(TALLY_NO_RSEQ_INLINE)
