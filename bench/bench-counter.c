@@ -762,7 +762,7 @@ int bench_counter(const struct bench_opts *o)
 				       "contention; rerun on a quiet machine\n", T,
 				       100 * at->overlap_st.median);
 		}
-		printf("SUMMARY %s\n", d.summary);
+		bench_print_summary(&d);
 	}
 	tally_zone_destroy(zone);
 	return bench_finish(&d, o, "a correctness check failed"

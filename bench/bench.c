@@ -333,7 +333,9 @@ void bench_json_targets_end(FILE *f, const struct bench_doc *d)
 		bench_json_str(f, t->note);
 		fprintf(f, "}%s\n", i + 1 < d->ntargets ? "," : "");
 	}
-	fputs("  ],\n  \"summary\": ", f);
+	fputs("  ],\n  ", f);
+	bench_json_host(f);
+	fputs(",\n  \"summary\": ", f);
 	bench_json_str(f, d->summary);
 	fputs("\n}\n", f);
 }
@@ -394,8 +396,9 @@ void bench_print_json(const struct bench_doc *d, const struct bench_opts *o,
 		      FILE *f)
 {
 	(void)o;
-	fprintf(f, "{\"bench\":\"%s\",\"params\":{%s},\"rows\":[\n", d->bench,
-		d->params);
+	fprintf(f, "{\"bench\":\"%s\",", d->bench);
+	bench_json_host(f);
+	fprintf(f, ",\"params\":{%s},\"rows\":[\n", d->params);
 	for (unsigned i = 0; i < d->nrows; i++) {
 		const struct bench_row *r = &d->rows[i];
 		char chk[48];

@@ -255,6 +255,26 @@ void bench_add_tls(uint64_t n, uint64_t *total);
 void bench_add_atomic(uint64_t n, uint64_t *word);
 void bench_add_block(struct tally_block *b, uint64_t n);
 
+/*
+ * Where the run ran (host.c): the CPU (vendor, family, model and its
+ * name), the kernel, whether glibc registered rseq, the CPUs online and
+ * the 1-minute load average.  bench_print_host() prints it as one line
+ * of text ("ran on: ..."), bench_json_host() as the member "host":{...}
+ * of a JSON object, and bench_print_summary() prints that line and then
+ * the SUMMARY line of @d with cpu=, kernel=, glibc_rseq= and load= added.
+ */
+struct bench_host {
+	char vendor[64], family[16], model[16], model_name[128];
+	char kernel[160];
+	int glibc_rseq;
+	long cpus;
+	double load1; /* -1: unknown */
+};
+void bench_host(struct bench_host *h);
+void bench_print_host(FILE *f);
+void bench_json_host(FILE *f);
+void bench_print_summary(const struct bench_doc *d);
+
 /* Declare a chart of --plot (copied into d->plots). */
 void bench_plot_add(struct bench_doc *d, const struct bench_plot *p);
 
