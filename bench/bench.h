@@ -340,6 +340,7 @@ int bench_counter(const struct bench_opts *o);
 int bench_alloc(const struct bench_opts *o);
 int bench_metrics(const struct bench_opts *o);
 int bench_loop(int argc, char **argv);
+int bench_steps(int argc, char **argv);
 int bench_oversub(const struct bench_opts *o);
 int bench_pernode(const struct bench_opts *o);
 int bench_falseshare(const struct bench_opts *o);

@@ -70,7 +70,7 @@ TEST(update_settings_never_share_a_copys_page_offset)
 	      TALLY_CHUNK_SLOTS * 8u);
 	CHECK((uintptr_t)&tally__cfg.promoted % TALLY__STRIDE >=
 	      TALLY_CHUNK_SLOTS * 8u);
-	CHECK((uintptr_t)(&tally__cfg.cpu_node + 1) - at <= TALLY__STRIDE);
+	CHECK((uintptr_t)(&tally__cfg.thread_off + 1) - at <= TALLY__STRIDE);
 }
 
 TEST(rseq_active_matches_the_environment)

@@ -152,6 +152,7 @@ pub struct tally__cfg_t {
     pub promoted: i64,
     pub nnodes: c_uint,
     pub cpu_node: *const u16,
+    pub thread_off: c_long,
 }
 
 #[repr(C)]

@@ -447,9 +447,10 @@ static void set_update_path(const struct tally__env *e)
 	tally__cfg.nnodes = e->nnodes;
 	tally__cfg.cpu_node = e->cpu_node;
 #if defined(__x86_64__)
+	tally__cfg.thread_off = (long)((char *)&tally__thread -
+				       (char *)__builtin_thread_pointer());
 	tally__cfg.rseq_off = rseq_ok ? (long)__rseq_offset :
-			      (long)((char *)&tally__thread -
-				     (char *)__builtin_thread_pointer());
+			      tally__cfg.thread_off;
 #endif
 	__atomic_store_n(&tally__cfg.rseq_limit, rseq_ok ? e->nslabs : 0,
 			 __ATOMIC_RELEASE);

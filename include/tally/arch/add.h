@@ -42,6 +42,14 @@ extern "C" {
 #define TALLY__FB_DELTA_OFF 24
 #define TALLY__FB_BIT_OFF   28
 #define TALLY__OWNER_OFF    4032u
+/*
+ * The two adaptive hints of the thread's stand-in (at thread_off, below):
+ * the words of adaptive slots the thread's last adds found unpromoted and
+ * uncontended (tally__adaptive_hint_add in tally/arch/x86_64.h).  The
+ * stand-in is 32-byte aligned, so hint k has bit 3 of its address equal
+ * to k.
+ */
+#define TALLY__AHINT_OFF    64
 
 /* tally__rseq_add's answers besides 0 (done). */
 #define TALLY__ADD_FALLBACK (-1) /* no rseq here: take the fallback */
@@ -76,6 +84,9 @@ struct tally__cfg {
 				 that have none (see tally__block_add) */
 	unsigned nnodes;      /* NUMA nodes (or $TALLY_NODES) */
 	const uint16_t *cpu_node; /* the node of each CPU below nslabs */
+	long thread_off;      /* the thread's stand-in (src/process/config.c),
+				 from the thread pointer, with or without
+				 rseq: where the adaptive hints are */
 } __attribute__((aligned(4096)));
 extern TALLY_API struct tally__cfg tally__cfg;
 
