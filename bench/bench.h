@@ -82,6 +82,9 @@ struct bench_target {
 	int known;             /* 0: not measured in this run */
 	int met;
 	char note[96];         /* why it was not measured, or "" */
+	const char *cpu_dep;   /* what of the CPU it measures (a target that
+				  depends on the microarchitecture), or NULL:
+				  it holds on every host */
 };
 
 /*
@@ -220,6 +223,9 @@ void bench_target(struct bench_doc *d, const char *what, const char *cmp,
 /* Why the last target added was not measured (its value is then null). */
 void bench_target_note(struct bench_doc *d, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* The last target added depends on the microarchitecture: @why (a
+ * static string) says what of the CPU it measures. */
+void bench_target_cpu(struct bench_doc *d, const char *why);
 void bench_print_targets(const struct bench_doc *d, FILE *f);
 void bench_print_json(const struct bench_doc *d, const struct bench_opts *o,
 		      FILE *f);

@@ -105,7 +105,11 @@ def check_bench_doc(kind, doc):
                  "%s: bytes_per_counter %r" % (where, r["bytes_per_counter"]))
     need(timed, "no timed rows")
     check_targets(doc, ("target", "cmp", "measured", "limit", "unit",
-                        "status", "note"))
+                        "status", "note", "cpu_dependent"))
+    for t in doc["targets"]:
+        need(t["cpu_dependent"] is None or
+             (isinstance(t["cpu_dependent"], str) and t["cpu_dependent"]),
+             "cpu_dependent is null or says what of the CPU: %r" % t)
     configs = {r["config"] for r in doc["rows"]}
     if kind == "counter":
         for c in ("thread-local add", "shared atomic", "racy +=",
