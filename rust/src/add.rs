@@ -18,6 +18,14 @@
 
 use crate::sys;
 
+// The zone's header holds glibc's robust mutexes, which the library
+// built for another C library would take with another layout
+// (docs/FORMAT.md, "Header"): the crate refuses such a target.
+#[cfg(all(target_os = "linux", not(target_env = "gnu")))]
+compile_error!(
+    "tally needs a glibc target (target_env = \"gnu\"): a zone's header holds glibc's robust mutexes"
+);
+
 /// Adds `v` to slot `slot` of block `b`.
 ///
 /// # Safety
