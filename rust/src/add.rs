@@ -7,7 +7,9 @@
 //! on the same things: glibc registered rseq for the thread and tally
 //! found it (`tally__cfg.rseq_limit` is then the slab count, else 0), the
 //! critical-section descriptor lies in the `__rseq_cs` section, and the
-//! abort handler is preceded by glibc's x86 signature 0x53053053.  Every
+//! abort handler is preceded by glibc's x86 signature (every offset,
+//! signature and shift is a constant of src/sys.rs, which tests/abi.rs
+//! checks against include/tally/arch/add.h).  Every
 //! case the header sends out of line goes to the library's exported
 //! functions: a process without rseq (`TALLY_NO_RSEQ=1`, an old kernel,
 //! valgrind) calls `tally_block_add`, whose inline fallback adds to the
@@ -72,9 +74,9 @@ mod x86_64 {
                 ".quad 3b",
                 ".popsection",
                 "leaq 3b(%rip), %rax",
-                "movq %rax, %fs:8({off})",
+                "movq %rax, %fs:{cs}({off})",
                 "1:",
-                "movl %fs:4({off}), %eax",
+                "movl %fs:{cpu_id}({off}), %eax",
                 "cmpl {limit:e}, %eax",
                 "jae {fallback}",
                 "movzbl %al, %edx",
@@ -82,12 +84,12 @@ mod x86_64 {
                 "movl ({resv}, %rdx, 4), %edx",
                 "btl %eax, %edx",
                 "jnc {reserve}",
-                "shlq $12, %rax",
+                "shlq ${shift}, %rax",
                 "addq {v}, ({p}, %rax)",
                 "2:",
                 ".pushsection __rseq_failure, \"ax\"",
                 ".byte 0x0f, 0xb9, 0x3d",
-                ".long 0x53053053",
+                ".long {sig}",
                 "4:",
                 "jmp {abort}",
                 ".popsection",
@@ -96,6 +98,10 @@ mod x86_64 {
                 p = in(reg) copy0,
                 v = in(reg) v,
                 resv = in(reg) resv,
+                cs = const sys::TALLY__RSEQ_CS_OFF,
+                cpu_id = const sys::TALLY__RSEQ_CPU_ID_OFF,
+                shift = const sys::TALLY__STRIDE_SHIFT,
+                sig = const sys::TALLY__RSEQ_SIG,
                 out("rax") _,
                 out("rdx") _,
                 fallback = label { return FALLBACK; },

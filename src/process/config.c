@@ -27,6 +27,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,27 @@ struct tally__cfg tally__cfg = {
 	.rseq_off = 0, .rseq_limit = 0, .nslabs = 1, .promoted = 1,
 	.nnodes = 1, .cpu_node = tally__env.cpu_node,
 };
+/* The rseq ABI the inline add writes in asm (tally/arch/add.h), against
+ * the kernel's and glibc's headers, and the thread's stand-in, which
+ * plays an rseq area when the process does not use rseq. */
+#if defined(__has_include)
+#if __has_include(<linux/rseq.h>)
+#include <linux/rseq.h>
+_Static_assert(offsetof(struct rseq, cpu_id) == TALLY__RSEQ_CPU_ID_OFF &&
+	       offsetof(struct rseq, rseq_cs) == TALLY__RSEQ_CS_OFF,
+	       "the rseq offsets of tally/arch/add.h");
+#endif
+#if __has_include(<sys/rseq.h>) && defined(__x86_64__)
+#include <sys/rseq.h>
+#ifdef RSEQ_SIG
+_Static_assert(RSEQ_SIG == TALLY__RSEQ_SIG, "glibc's rseq signature");
+#endif
+#endif
+#endif
+_Static_assert(offsetof(struct tally__thread, cpu_id) ==
+		       TALLY__RSEQ_CPU_ID_OFF &&
+	       offsetof(struct tally__thread, rseq_cs) == TALLY__RSEQ_CS_OFF,
+	       "the stand-in's rseq fields");
 /* The settings' loads must never have a copy's page offset (add.h). */
 _Static_assert(TALLY__CFG_PAGE_OFF >= TALLY_CHUNK_SLOTS * 8u,
 	       "the update path's settings overlap the slots' offsets");

@@ -19,6 +19,18 @@
 extern "C" {
 #endif
 
+/*
+ * The kernel's rseq ABI (struct rseq, linux/rseq.h) as the inline add
+ * uses it: the CPU id and the critical-section pointer of the thread's
+ * area, and the signature that must precede an abort handler (glibc's
+ * RSEQ_SIG for x86, <sys/rseq.h>; src/process/config.c checks all three
+ * against those headers when it has them, and the Rust crate's test
+ * checks its copies against these).
+ */
+#define TALLY__RSEQ_CPU_ID_OFF 4
+#define TALLY__RSEQ_CS_OFF     8
+#define TALLY__RSEQ_SIG        0x53053053
+
 /* The distance between two CPUs' copies of a slot: one page. */
 #define TALLY__STRIDE_SHIFT 12
 #define TALLY__STRIDE       (1u << TALLY__STRIDE_SHIFT)
@@ -91,7 +103,9 @@ struct tally__cfg {
 extern TALLY_API struct tally__cfg tally__cfg;
 
 #if defined(__x86_64__) && defined(__linux__) && !defined(TALLY_NO_RSEQ_INLINE)
+#define TALLY__ARCH_INSIDE_ADD_H 1
 #include "tally/arch/x86_64.h"
+#undef TALLY__ARCH_INSIDE_ADD_H
 #else
 #include "tally/arch/generic.h"
 #endif

@@ -30,6 +30,12 @@
 #ifndef TALLY_ARCH_X86_64_H
 #define TALLY_ARCH_X86_64_H
 
+/* It relies on tally/arch/add.h's definitions and settings, which it does
+ * not include: include tally/block.h. */
+#ifndef TALLY__ARCH_INSIDE_ADD_H
+#error "Never include tally/arch/x86_64.h directly; include tally/block.h instead."
+#endif
+
 /*
  * What the sequence may write, for the compiler: the copies of one slot
  * of every CPU from CPU 0's (at most TALLY__MAX_CPUS pages from it), as
@@ -80,9 +86,9 @@ tally__rseq_add(int64_t *copy0, int64_t v)
 			".quad 3b\n\t"
 			".popsection\n\t"
 			"leaq 3b(%%rip), %%rax\n\t"
-			"movq %%rax, %%fs:8(%[off])\n\t"
+			"movq %%rax, %%fs:%c[cs](%[off])\n\t"
 			"1:\n\t"
-			"movl %%fs:4(%[off]), %%eax\n\t"
+			"movl %%fs:%c[cpu_id](%[off]), %%eax\n\t"
 			"cmpl %[limit], %%eax\n\t"
 			"jae %l[fallback]\n\t"
 			"movzbl %%al, %%edx\n\t"
@@ -94,8 +100,8 @@ tally__rseq_add(int64_t *copy0, int64_t v)
 			"addq %[v], (%[p], %%rax)\n\t"
 			"2:\n\t"
 			".pushsection __rseq_failure, \"ax\"\n\t"
-			".byte 0x0f, 0xb9, 0x3d\n\t"
-			".long 0x53053053\n\t"
+			".byte 0x0f, 0xb9, 0x3d\n\t" /* ud1 <sig>(%rip), %edi */
+			".long %c[sig]\n\t"
 			"4:\n\t"
 			"jmp %l[abort]\n\t"
 			".popsection\n\t"
@@ -104,7 +110,10 @@ tally__rseq_add(int64_t *copy0, int64_t v)
 			  [limit] "r"(tally__cfg.rseq_limit),
 			  [p] "r"(copy0), [v] "er"(v), [resv] "r"(resv),
 			  [line] "m"(*(const tally__resv_line *)resv),
-			  [shift] "i"(TALLY__STRIDE_SHIFT)
+			  [shift] "i"(TALLY__STRIDE_SHIFT),
+			  [cs] "i"(TALLY__RSEQ_CS_OFF),
+			  [cpu_id] "i"(TALLY__RSEQ_CPU_ID_OFF),
+			  [sig] "i"(TALLY__RSEQ_SIG)
 			: TALLY__ASM_MEMORY "cc", "rax", "rdx"
 			: abort, fallback, reserve);
 		return 0;
@@ -355,9 +364,10 @@ tally__pernode_add(int64_t *copy0, int64_t v)
 	if (__builtin_expect(tally__cfg.nnodes > 1, 0)) {
 		uint32_t cpu;
 
-		__asm__ __volatile__("movl %%fs:4(%[off]), %[cpu]"
+		__asm__ __volatile__("movl %%fs:%c[cpu_id](%[off]), %[cpu]"
 				     : [cpu] "=r"(cpu)
-				     : [off] "r"(tally__cfg.rseq_off));
+				     : [off] "r"(tally__cfg.rseq_off),
+				       [cpu_id] "i"(TALLY__RSEQ_CPU_ID_OFF));
 		if (cpu >= tally__cfg.rseq_limit)
 			return 0;
 		off = (uintptr_t)tally__cfg.cpu_node[cpu] << TALLY__STRIDE_SHIFT;
