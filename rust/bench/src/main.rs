@@ -126,9 +126,18 @@ struct Adders {
     metrics_prom: metrics::Counter,
     metrics_call: metrics::Counter,
     prom: prometheus::IntCounter,
+    adaptive: tally::Counter,
+    pernode: tally::Counter,
 }
 
-const CONFIGS: [&str; 9] = [
+/// The plain atomic add the shared word modes are held to.
+static ATOMIC: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// The configurations measured with one thread only (an adaptive slot
+/// would be promoted by two).
+const ONE_THREAD_ONLY: usize = 9;
+
+const CONFIGS: [&str; 12] = [
     "C inline add (tally_counter_inc)",
     "tally::Counter::increment (asm!)",
     "tally::Counter via tally_block_add",
@@ -138,6 +147,9 @@ const CONFIGS: [&str; 9] = [
     "prometheus local IntCounter::inc",
     "C loop calling tally_block_add",
     "metrics::Counter, tally recorder, tally_block_add",
+    "a plain atomic add (AtomicI64::fetch_add)",
+    "tally::Counter, adaptive, before promotion",
+    "tally::Counter, pernode",
 ];
 
 /// Runs configuration `cfg` for `n` adds on this thread.
@@ -178,6 +190,21 @@ fn run(a: &Adders, cfg: usize, n: u64) {
             }
         }
         7 => unsafe { tally::sys::tally_rs_bench_c_call(a.tally.raw_handle(), n) },
+        9 => {
+            for _ in 0..n {
+                black_box(&ATOMIC).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        10 => {
+            for _ in 0..n {
+                a.adaptive.increment(1);
+            }
+        }
+        11 => {
+            for _ in 0..n {
+                a.pernode.increment(1);
+            }
+        }
         _ => {
             let local = a.prom.local();
             for _ in 0..n {
@@ -213,6 +240,12 @@ fn main() {
         metrics_prom: prom_rec.register_counter(&key, &meta),
         metrics_call: tally_rec.counter_via_call(&key),
         prom: prometheus::IntCounter::new("bench_prom_total", "adds").unwrap(),
+        adaptive: zone
+            .try_counter(&Desc::new("bench_adaptive_total").mode(tally::Mode::Adaptive))
+            .expect("counter"),
+        pernode: zone
+            .try_counter(&Desc::new("bench_pernode_total").mode(tally::Mode::PerNode))
+            .expect("counter"),
     };
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -253,7 +286,7 @@ fn main() {
             one[cfg].push((cputime() - t) / n1 as f64);
         }
         if cpus >= 2 {
-            for &cfg in &order {
+            for &cfg in order.iter().filter(|&&c| c < ONE_THREAD_ONLY) {
                 let barrier = Barrier::new(2);
                 let epoch = Instant::now();
                 let batches: Vec<Vec<Batch>> = std::thread::scope(|s| {
@@ -314,7 +347,7 @@ fn main() {
             "{:<48} {:>12} {:>10} {:>9}",
             "2 threads on 2 CPUs, one counter", "Madds/s", "tally/this", "together"
         );
-        for (i, name) in CONFIGS.iter().enumerate() {
+        for (i, name) in CONFIGS.iter().enumerate().take(ONE_THREAD_ONLY) {
             let together = median(&mut overlap[i]);
             println!(
                 "{:<48} {:>12.1} {:>9.2}x {:>8.0}%",
@@ -430,6 +463,18 @@ fn main() {
     };
     println!();
     target(
+        "1 thread: adaptive before promotion / plain atomic add",
+        m1[10] / m1[9],
+        "<=",
+        1.2,
+    );
+    target(
+        "1 thread: pernode, one node / plain atomic add",
+        m1[11] / m1[9],
+        "<=",
+        1.2,
+    );
+    target(
         "1 thread: tally::Counter::increment / C inline add",
         m1[1] / m1[0],
         "<=",
@@ -465,9 +510,11 @@ fn main() {
     println!(
         "SUMMARY c_ns={:.2} rs_ns={:.2} rs_call_ns={:.2} metrics_tally_ns={:.2} metrics_prom_ns={:.2} prom_ns={:.2} prom_local_ns={:.2} \
          two_tally_Mps={:.1} two_metrics_tally_Mps={:.1} two_metrics_prom_Mps={:.1} two_prom_Mps={:.1} two_prom_local_Mps={:.1} \
-         lookup_tally_ns={:.1} lookup_prom_ns={:.1} family_rs_ns={:.1} family_c_ns={:.1} register_tally_ns={:.1} register_prom_ns={:.1}",
+         lookup_tally_ns={:.1} lookup_prom_ns={:.1} family_rs_ns={:.1} family_c_ns={:.1} register_tally_ns={:.1} register_prom_ns={:.1} \
+         atomic_ns={:.2} adaptive_cold_ns={:.2} pernode_ns={:.2}",
         m1[0], m1[1], m1[2], m1[3], m1[4], m1[5], m1[6],
-        m2[1] / 1e6, m2[3] / 1e6, m2[4] / 1e6, m2[5] / 1e6, m2[6] / 1e6, l[0], l[1], l[2], l[3], g[0], g[1]
+        m2[1] / 1e6, m2[3] / 1e6, m2[4] / 1e6, m2[5] / 1e6, m2[6] / 1e6, l[0], l[1], l[2], l[3], g[0], g[1],
+        m1[9], m1[10], m1[11]
     );
     std::process::exit(if ok { 0 } else { 1 });
 }
