@@ -366,6 +366,9 @@ fn main() {
         .try_counter_family(&Desc::new("bench_family_total"), &["route", "code"])
         .unwrap();
     let mut look = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+    // counter!(existing key) on 2 threads at once: ns per lookup and add
+    // per thread (CPU time), tally and metrics-exporter-prometheus.
+    let mut look2 = [Vec::new(), Vec::new()];
     let mut reg = [Vec::new(), Vec::new()];
     for r in 0..rounds {
         let t = cputime();
@@ -395,6 +398,36 @@ fn main() {
         unsafe { tally::sys::tally_rs_bench_c_family(fam.raw_family(), nl) };
         look[3].push((cputime() - t) / nl as f64);
 
+        if cpus >= 2 {
+            for (i, rec) in [&tally_rec as &dyn Recorder, &prom_rec as &dyn Recorder]
+                .into_iter()
+                .enumerate()
+            {
+                let barrier = Barrier::new(2);
+                let per: Vec<f64> = std::thread::scope(|s| {
+                    let hs: Vec<_> = (0..2)
+                        .map(|c| {
+                            let barrier = &barrier;
+                            s.spawn(move || {
+                                pin(c);
+                                barrier.wait();
+                                let t = cputime();
+                                metrics::with_local_recorder(rec, || {
+                                    for _ in 0..nl {
+                                        counter!("bench_lookup_total", "route" => "/api/items", "code" => "200")
+                                            .increment(1);
+                                    }
+                                });
+                                (cputime() - t) / nl as f64
+                            })
+                        })
+                        .collect();
+                    hs.into_iter().map(|h| h.join().unwrap()).collect()
+                });
+                look2[i].push((per[0] + per[1]) / 2.0);
+            }
+            pin(0);
+        }
         for (i, rec) in [&tally_rec as &dyn Recorder, &prom_rec as &dyn Recorder]
             .into_iter()
             .enumerate()
@@ -410,6 +443,7 @@ fn main() {
         }
     }
     let l: Vec<f64> = look.iter_mut().map(|v| median(v)).collect();
+    let l2: Vec<f64> = look2.iter_mut().map(|v| median(v)).collect();
     let g: Vec<f64> = reg.iter_mut().map(|v| median(v)).collect();
     println!();
     println!(
@@ -425,6 +459,16 @@ fn main() {
     println!(
         "{:<48} {:>12.1} {:>10}",
         "counter!(existing key).increment(1), prometheus", l[1], ""
+    );
+    println!(
+        "{:<48} {:>12.1} {:>9.2}x",
+        "the same, 2 threads at once (per thread), tally",
+        l2[0],
+        l2[0] / l2[1]
+    );
+    println!(
+        "{:<48} {:>12.1} {:>10}",
+        "the same, 2 threads at once, prometheus", l2[1], ""
     );
     println!(
         "{:<48} {:>12.1} {:>9.2}x",
@@ -488,6 +532,18 @@ fn main() {
     );
     if cpus >= 2 {
         target(
+            "counter!(existing key), tally: 2 threads / 1 thread (per thread)",
+            l2[0] / l[0],
+            "<=",
+            1.2,
+        );
+        target(
+            "counter!(existing key), 2 threads: prometheus / tally",
+            l2[1] / l2[0],
+            ">=",
+            10.0,
+        );
+        target(
             "2 threads: metrics::Counter tally / metrics-exporter-prometheus",
             m2[3] / m2[4],
             ">=",
@@ -511,10 +567,10 @@ fn main() {
         "SUMMARY c_ns={:.2} rs_ns={:.2} rs_call_ns={:.2} metrics_tally_ns={:.2} metrics_prom_ns={:.2} prom_ns={:.2} prom_local_ns={:.2} \
          two_tally_Mps={:.1} two_metrics_tally_Mps={:.1} two_metrics_prom_Mps={:.1} two_prom_Mps={:.1} two_prom_local_Mps={:.1} \
          lookup_tally_ns={:.1} lookup_prom_ns={:.1} family_rs_ns={:.1} family_c_ns={:.1} register_tally_ns={:.1} register_prom_ns={:.1} \
-         atomic_ns={:.2} adaptive_cold_ns={:.2} pernode_ns={:.2}",
+         atomic_ns={:.2} adaptive_cold_ns={:.2} pernode_ns={:.2} lookup2_tally_ns={:.1} lookup2_prom_ns={:.1}",
         m1[0], m1[1], m1[2], m1[3], m1[4], m1[5], m1[6],
         m2[1] / 1e6, m2[3] / 1e6, m2[4] / 1e6, m2[5] / 1e6, m2[6] / 1e6, l[0], l[1], l[2], l[3], g[0], g[1],
-        m1[9], m1[10], m1[11]
+        m1[9], m1[10], m1[11], l2[0], l2[1]
     );
     std::process::exit(if ok { 0 } else { 1 });
 }
