@@ -153,10 +153,32 @@ static RECORDERS_DROPPED: AtomicU64 = AtomicU64::new(0);
 
 type ThreadCounters = HashMap<Key, Arc<ThreadCounter>, BuildHasherDefault<PassHasher>>;
 
+/// A thread's handles, by recorder (a few: a list, searched in order).
 #[derive(Default)]
 struct ThreadCache {
     dropped: u64,
-    counters: HashMap<u64, ThreadCounters>,
+    counters: Vec<(u64, ThreadCounters)>,
+}
+
+impl ThreadCache {
+    fn of(&self, id: u64) -> Option<&ThreadCounters> {
+        self.counters.iter().find(|(i, _)| *i == id).map(|(_, m)| m)
+    }
+
+    fn of_mut(&mut self, id: u64) -> &mut ThreadCounters {
+        let at = match self.counters.iter().position(|(i, _)| *i == id) {
+            Some(at) => at,
+            None => {
+                self.counters.push((id, ThreadCounters::default()));
+                self.counters.len() - 1
+            }
+        };
+        &mut self.counters[at].1
+    }
+
+    fn forget(&mut self, id: u64) {
+        self.counters.retain(|(i, _)| *i != id);
+    }
 }
 
 thread_local! {
@@ -265,7 +287,7 @@ pub struct TallyRecorder {
 impl Drop for TallyRecorder {
     fn drop(&mut self) {
         RECORDERS_DROPPED.fetch_add(1, Ordering::Relaxed);
-        let _ = CACHE.try_with(|c| c.borrow_mut().counters.remove(&self.id));
+        let _ = CACHE.try_with(|c| c.borrow_mut().forget(self.id));
     }
 }
 
@@ -494,7 +516,7 @@ impl Recorder for TallyRecorder {
                 c.counters.clear();
                 c.dropped = dropped;
             }
-            c.counters.get(&self.id).and_then(|m| m.get(key)).cloned()
+            c.of(self.id).and_then(|m| m.get(key)).cloned()
         });
         match hit {
             Ok(Some(t)) => Counter::from_arc(t),
@@ -502,11 +524,7 @@ impl Recorder for TallyRecorder {
                 let cell = self.counters.get_or_insert(key, || self.new_counter(key));
                 let t = Arc::new(ThreadCounter { cell });
                 let _ = CACHE.try_with(|c| {
-                    c.borrow_mut()
-                        .counters
-                        .entry(self.id)
-                        .or_default()
-                        .insert(key.clone(), t.clone())
+                    c.borrow_mut().of_mut(self.id).insert(key.clone(), t.clone())
                 });
                 Counter::from_arc(t)
             }
@@ -605,7 +623,7 @@ mod lookup_tests {
         drop(cell);
         let id = rec.id;
         drop(rec);
-        let cached = CACHE.with(|c| c.borrow().counters.contains_key(&id));
+        let cached = CACHE.with(|c| c.borrow().of(id).is_some());
         assert!(!cached, "a dropped recorder's counters stay in this thread's cache");
     }
 }

@@ -191,8 +191,9 @@ fn run(a: &Adders, cfg: usize, n: u64) {
         }
         7 => unsafe { tally::sys::tally_rs_bench_c_call(a.tally.raw_handle(), n) },
         9 => {
+            let a = black_box(&ATOMIC);
             for _ in 0..n {
-                black_box(&ATOMIC).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                a.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         }
         10 => {
@@ -399,9 +400,12 @@ fn main() {
         look[3].push((cputime() - t) / nl as f64);
 
         if cpus >= 2 {
-            for (i, rec) in [&tally_rec as &dyn Recorder, &prom_rec as &dyn Recorder]
-                .into_iter()
-                .enumerate()
+            for (i, rec) in [
+                &tally_rec as &(dyn Recorder + Sync),
+                &prom_rec as &(dyn Recorder + Sync),
+            ]
+            .into_iter()
+            .enumerate()
             {
                 let barrier = Barrier::new(2);
                 let per: Vec<f64> = std::thread::scope(|s| {
