@@ -326,7 +326,11 @@ mod adaptive_tests {
             c.increment(1);
         }
         let word_after = c.value() - copies(b);
-        assert!(word_after - word_before <= 1, "{} adds went to the word", word_after - word_before);
+        assert!(
+            word_after - word_before <= 1,
+            "{} adds went to the word",
+            word_after - word_before
+        );
         assert_eq!(c.value(), 2000);
     }
 }

@@ -893,7 +893,11 @@ mod rules_match_c {
             // SAFETY: theirs is a registered gauge, alive.
             unsafe { tally_gauge_add(theirs.metric, v) };
             for s in 0..2 {
-                assert_eq!(slot(ours.block, s), slot(theirs.block, s), "gauge add {v}, slot {s}");
+                assert_eq!(
+                    slot(ours.block, s),
+                    slot(theirs.block, s),
+                    "gauge add {v}, slot {s}"
+                );
             }
         }
     }
@@ -906,11 +910,19 @@ mod rules_match_c {
             let p = 1u64 << e;
             values.extend([p - 1, p, p + 1]);
         }
-        for (sub, max) in [(3u32, 40u32), (1, 2), (1, 63), (2, 63), (4, 20), (6, 10), (7, 8)] {
+        for (sub, max) in [
+            (3u32, 40u32),
+            (1, 2),
+            (1, 63),
+            (2, 63),
+            (4, 20),
+            (6, 10),
+            (7, 8),
+        ] {
             let desc = |who: &str| Desc::new(format!("h_{who}_{sub}_{max}")).buckets(sub, max);
             let ours = zone.try_histogram(&desc("rust")).unwrap();
             let theirs = zone.try_histogram(&desc("c")).unwrap();
-            let nbuckets = ((max - sub + 1) << sub) as u32;
+            let nbuckets = (max - sub + 1) << sub;
             for &v in &values {
                 ours.observe(v);
                 // SAFETY: theirs is a registered histogram, alive.
@@ -945,7 +957,9 @@ mod rules_match_c {
         ];
         for (i, &start) in edges.iter().enumerate() {
             for (j, &v) in edges.iter().enumerate() {
-                let ours = zone.try_fgauge(&Desc::new(format!("f_rust_{i}_{j}"))).unwrap();
+                let ours = zone
+                    .try_fgauge(&Desc::new(format!("f_rust_{i}_{j}")))
+                    .unwrap();
                 let theirs = zone.try_fgauge(&Desc::new(format!("f_c_{i}_{j}"))).unwrap();
                 ours.set(start);
                 theirs.set(start);

@@ -524,7 +524,9 @@ impl Recorder for TallyRecorder {
                 let cell = self.counters.get_or_insert(key, || self.new_counter(key));
                 let t = Arc::new(ThreadCounter { cell });
                 let _ = CACHE.try_with(|c| {
-                    c.borrow_mut().of_mut(self.id).insert(key.clone(), t.clone())
+                    c.borrow_mut()
+                        .of_mut(self.id)
+                        .insert(key.clone(), t.clone())
                 });
                 Counter::from_arc(t)
             }
@@ -603,8 +605,14 @@ mod lookup_tests {
         first.increment(1);
         let cell = rec.counters.get_or_insert(&key, || unreachable!());
         let before = Arc::strong_count(&cell);
-        let held: Vec<Counter> = (0..10).map(|_| rec.register_counter(&key, &meta())).collect();
-        assert_eq!(Arc::strong_count(&cell), before, "a lookup wrote the shared cell's count");
+        let held: Vec<Counter> = (0..10)
+            .map(|_| rec.register_counter(&key, &meta()))
+            .collect();
+        assert_eq!(
+            Arc::strong_count(&cell),
+            before,
+            "a lookup wrote the shared cell's count"
+        );
         for c in &held {
             c.increment(1);
         }
@@ -624,6 +632,9 @@ mod lookup_tests {
         let id = rec.id;
         drop(rec);
         let cached = CACHE.with(|c| c.borrow().of(id).is_some());
-        assert!(!cached, "a dropped recorder's counters stay in this thread's cache");
+        assert!(
+            !cached,
+            "a dropped recorder's counters stay in this thread's cache"
+        );
     }
 }
