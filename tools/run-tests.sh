@@ -46,6 +46,14 @@ if tools/check-install.sh build >build-install.log 2>&1; then
 else
 	cat build-install.log; total_fail=$((total_fail + 1)); failed=1
 fi
+echo "=== monitoring"
+# monitoring/: promtool check and test rules, the dashboard against the
+# rules and the normal build's exporter (about a second).
+if tools/check-monitoring.sh build >build-monitoring.log 2>&1; then
+	tail -1 build-monitoring.log | sed 's/^/  /'; total_pass=$((total_pass + 1))
+else
+	cat build-monitoring.log; total_fail=$((total_fail + 1)); failed=1
+fi
 echo "=== python"
 if [ -x python/tests/run.sh ]; then
 	# The package in a fresh venv (pip install .) and its pytest suite;
