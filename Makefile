@@ -8,6 +8,8 @@
 #   make fuzz    fuzz the segment reader for longer
 #   make bench-rust  the Rust crate against C's add and the Rust peers
 #                (rust/bench/run.sh; needs cargo)
+#   make deb     the Debian packages of debian/ (libtally2, libtally-dev,
+#                tally-tools) in build-deb/, lintian, and their install check
 #
 # Both install what they need (Debian packages) when it is missing.
 
@@ -21,10 +23,10 @@ DESTDIR    ?=
 
 DEB_PKGS := cmake ninja-build gcc g++ make pkg-config clang libclang-rt-14-dev \
 	valgrind libmicrohttpd-dev libcrypt-dev prometheus python3-venv python3-dev zlib1g-dev \
-	openssl curl gnuplot-nox
+	openssl curl gnuplot-nox debhelper lintian
 
 .PHONY: all deps build demo test test-normal test-asan test-tsan bench bench-rust fuzz \
-	install clean
+	install clean deb
 
 all: build
 
@@ -68,6 +70,9 @@ bench: build
 bench-rust:
 	@rust/bench/run.sh
 
+deb: deps
+	@tools/build-deb.sh build-deb && tools/check-deb.sh build-deb
+
 fuzz: deps
 	@tools/fuzz.sh $(FUZZ_SECS)
 
@@ -78,4 +83,4 @@ install: build
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan build-fuzz
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz build-deb

@@ -54,6 +54,18 @@ if tools/check-monitoring.sh build >build-monitoring.log 2>&1; then
 else
 	cat build-monitoring.log; total_fail=$((total_fail + 1)); failed=1
 fi
+echo "=== debian"
+# make deb's packages (debian/, about 15 s) and their install check: the
+# README's C example against them, the exporter's unit.  Needs debhelper
+# and lintian (make deps installs them).
+if ! command -v dh >/dev/null || ! command -v lintian >/dev/null; then
+	echo "  skipped: no debhelper or lintian (make deps installs them)"
+elif tools/build-deb.sh build-deb >build-deb.log 2>&1 &&
+	tools/check-deb.sh build-deb >>build-deb.log 2>&1; then
+	sed 's/^/  /' build-deb.log; total_pass=$((total_pass + 1))
+else
+	cat build-deb.log; total_fail=$((total_fail + 1)); failed=1
+fi
 echo "=== python"
 if [ -x python/tests/run.sh ]; then
 	# The package in a fresh venv (pip install .) and its pytest suite;
