@@ -108,6 +108,8 @@ else
 	(
 		export TALLY_EXPORTER=$PWD/build/programs/tally-exporter/tally-exporter
 		export TALLY_TALLYSTAT=$PWD/build/programs/tallystat/tallystat
+		# The C sources compile with warnings as errors, as in CMake.
+		export TALLY_WERROR=1
 		cd rust &&
 			"$cargo" test --locked 2>&1 &&
 			TALLY_NO_RSEQ=1 "$cargo" test --locked --tests 2>&1 &&
@@ -138,6 +140,20 @@ else
 		tail -60 build-rust.log
 		total_fail=$((total_fail + f + 1)); failed=1
 	fi
+fi
+echo "=== crate"
+# The crate as cargo package makes it (C sources and headers inside),
+# unpacked alone, its unit and integration tests, and cargo doc without
+# warnings (30-45 s; the doc tests ran in rust/ above).
+if [ ! -x "$cargo" ] || [ "${cargo_minor:-0}" -lt 87 ]; then
+	echo "  skipped: no cargo 1.87 or later"
+elif tools/package-crate.sh --quick build-crate >build-crate.log 2>&1 &&
+	(cd rust && RUSTDOCFLAGS="-D warnings" "$cargo" doc --no-deps --locked) \
+		>>build-crate.log 2>&1; then
+	grep '^crate:' build-crate.log | sed 's/^/  /'; echo "  cargo doc: no warnings"
+	total_pass=$((total_pass + 2))
+else
+	tail -40 build-crate.log; total_fail=$((total_fail + 1)); failed=1
 fi
 if [ -x tools/fuzz.sh ]; then
 	echo "=== fuzz (short)"
