@@ -8,6 +8,10 @@
 #   make fuzz    fuzz the segment reader for longer
 #   make bench-rust  the Rust crate against C's add and the Rust peers
 #                (rust/bench/run.sh; needs cargo)
+#   make wheel   the Python sdist and manylinux wheel in build-wheel/, the
+#                package's tests in a fresh venv holding only the wheel
+#   make crate   the Rust crate as cargo package makes it, in build-crate/,
+#                with cargo test in it unpacked alone
 #   make deb     the Debian packages of debian/ (libtally2, libtally-dev,
 #                tally-tools) in build-deb/, lintian, and their install check
 #
@@ -26,7 +30,7 @@ DEB_PKGS := cmake ninja-build gcc g++ make pkg-config clang libclang-rt-14-dev \
 	openssl curl gnuplot-nox debhelper lintian
 
 .PHONY: all deps build demo test test-normal test-asan test-tsan bench bench-rust fuzz \
-	install clean deb
+	install clean deb wheel crate
 
 all: build
 
@@ -70,6 +74,12 @@ bench: build
 bench-rust:
 	@rust/bench/run.sh
 
+wheel: deps
+	@tools/build-wheel.sh build-wheel
+
+crate:
+	@tools/package-crate.sh build-crate
+
 deb: deps
 	@tools/build-deb.sh build-deb && tools/check-deb.sh build-deb
 
@@ -83,4 +93,4 @@ install: build
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan build-fuzz build-deb
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz build-deb build-wheel build-crate

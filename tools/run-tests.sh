@@ -85,6 +85,15 @@ if [ -x python/tests/run.sh ]; then
 		total_fail=$((total_fail + f + 1)); failed=1
 	fi
 fi
+echo "=== wheel"
+# The sdist and, built from it, the manylinux wheel (auditwheel), and the
+# package's tests that need only pytest and prometheus_client in a fresh
+# venv holding only that wheel (about a minute; make wheel runs them all).
+if tools/build-wheel.sh --quick build-wheel >build-wheel.log 2>&1; then
+	grep '^wheel:' build-wheel.log | sed 's/^/  /'; total_pass=$((total_pass + 1))
+else
+	tail -40 build-wheel.log; total_fail=$((total_fail + 1)); failed=1
+fi
 echo "=== rust"
 # The crate in rust/ (built by cargo from this tree's sources): cargo test
 # (unit, integration and doc tests; tally-exporter and tallystat of the
