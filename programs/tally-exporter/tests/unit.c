@@ -210,6 +210,43 @@ TEST(webconfig)
 	wc_free(&wc);
 }
 
+/*
+ * The login cache remembers exactly the user and password that logged in:
+ * a password of the same length that differs in any one byte (the first,
+ * a middle one, the last), a user and password split at another place,
+ * or the same bytes with user and password swapped, is not a hit.  Only
+ * wc_verify() (bcrypt) can let those in, and it refuses them.
+ */
+TEST(webconfig_cache_exact)
+{
+	static const char pw[] = "right";
+	struct webconfig wc;
+	char err[600], text[400], h5[64], h6[64], other[sizeof(pw)];
+
+	mkhash(pw, 5, h5);
+	mkhash("ur", 5, h6);
+	snprintf(text, sizeof(text),
+		 "basic_auth_users:\n  u: %s\n  uri: %s\n", h5, h6);
+	CHECK(wc_parse(text, "w", &wc, err, sizeof(err)) == 0);
+	CHECK(wc_check_user(&wc, "u", pw));
+	CHECK(wc_cached(&wc, "u", pw));
+	for (size_t i = 0; i < sizeof(pw) - 1; i++) {
+		memcpy(other, pw, sizeof(pw));
+		other[i] ^= 0x20; /* the case of one letter */
+		CHECK(!wc_cached(&wc, "u", other));
+		CHECK(!wc_check_user(&wc, "u", other));
+		CHECK(!wc_cached(&wc, "u", other));
+	}
+	/* "u" NUL "right" against "ur" NUL "ight" and "righ" NUL "t". */
+	CHECK(!wc_cached(&wc, "ur", "ight"));
+	CHECK(!wc_cached(&wc, "", "uright"));
+	CHECK(!wc_cached(&wc, "right", "u"));
+	CHECK(!wc_cached(&wc, "uri", "ght"));
+	CHECK(!wc_check_user(&wc, "uri", "ght"));
+	CHECK(wc_cached(&wc, "u", pw));
+	wc_free(&wc);
+}
+
 /* wc_load() on files that are not what they claim: refused at once. */
 TEST(webconfig_files)
 {
