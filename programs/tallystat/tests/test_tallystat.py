@@ -235,6 +235,7 @@ class TallystatTest(unittest.TestCase):
         self.assertTrue(r, "the writer did not start")
         line = p.stdout.readline().split()
         self.assertEqual(line[0], "ready", line)
+        self.ready = line
         return p, int(line[1]), line[2]
 
     def tallystat(self, *args, timeout=30, env=None):
@@ -537,6 +538,43 @@ class TallystatTest(unittest.TestCase):
         c = self.one(r, 'tw_requests_total{queue="0"}')
         self.assertEqual((c["dead"], c["value"]), (False, 2000))
         self.assertEqual(sorted(c["pids"]), sorted([a, b]))
+
+    def test_dead_forked_child(self):
+        """A segment whose creator is gone while a child it forked still
+        updates it is not dead: its rows are live, its gauge shown, the
+        child's adds counted; once the child is killed, they are dead."""
+        p, a, _ = self.writer("fk", rate=1000, extra=["--fork-child"])
+        child = int(self.ready[3])
+
+        def kill_child():
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.addCleanup(kill_child)
+        p.wait(timeout=10)
+        q1 = 'tw_requests_total{queue="1"}'
+        # The child adds 1000 a second: polled, at most 10 s.
+        for _ in range(200):
+            r = self.json_of(self.tallystat("-o", "JSON"))[0]
+            if self.one(r, q1, a)["value"] > 2000:
+                break
+            time.sleep(0.05)
+        self.assertGreater(self.one(r, q1, a)["value"], 2000)
+        rows = self.rows(r, pid=a)
+        self.assertTrue(rows)
+        for row in rows:
+            self.assertIs(row["dead"], False, row)
+        self.assertEqual(self.one(r, "tw_in_flight", a)["value"], 7)
+        kill_child()
+        # Its locks go with it (it may stay a zombie a while): polled.
+        for _ in range(200):
+            r = self.json_of(self.tallystat("-o", "JSON"))[0]
+            if all(row["dead"] for row in self.rows(r, pid=a)):
+                break
+            time.sleep(0.05)
+        for row in self.rows(r, pid=a):
+            self.assertIs(row["dead"], True, row)
 
     def test_reset(self):
         """A counter zeroed during the run is a reset, not a negative
