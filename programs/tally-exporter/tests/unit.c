@@ -247,6 +247,58 @@ TEST(webconfig_cache_exact)
 	wc_free(&wc);
 }
 
+/*
+ * What a failed login costs, counted rather than timed: one bcrypt, of
+ * the user's cost for a known user with a wrong password, of the largest
+ * cost of the users for an unknown one (the dummy hash), so that neither
+ * answers sooner; a success costs one bcrypt once, then none while the
+ * cache remembers it.  A failure is never remembered.
+ */
+TEST(webconfig_login_cost)
+{
+	struct webconfig wc;
+	char err[600], text[400], h5[64], h6[64];
+	unsigned long n;
+
+	mkhash("right", 5, h5);
+	mkhash("other", 6, h6);
+	snprintf(text, sizeof(text), "basic_auth_users:\n  u: %s\n  v: %s\n",
+		 h5, h6);
+	CHECK(wc_parse(text, "w", &wc, err, sizeof(err)) == 0);
+	CHECK_EQ(wc.checks, 0);
+	for (int i = 0; i < 3; i++) {
+		n = wc.checks;
+		CHECK(!wc_check_user(&wc, "u", "wrong"));
+		CHECK_EQ(wc.checks, n + 1);
+		CHECK_EQ(wc.last_cost, 5);
+		CHECK(!wc_check_user(&wc, "v", "wrong"));
+		CHECK_EQ(wc.checks, n + 2);
+		CHECK_EQ(wc.last_cost, 6);
+		/* Unknown users: the dummy, of the largest cost. */
+		CHECK(!wc_check_user(&wc, "nobody", "wrong"));
+		CHECK_EQ(wc.checks, n + 3);
+		CHECK_EQ(wc.last_cost, 6);
+		CHECK(!wc_check_user(&wc, "", ""));
+		CHECK_EQ(wc.checks, n + 4);
+		CHECK_EQ(wc.last_cost, 6);
+	}
+	n = wc.checks;
+	CHECK(wc_check_user(&wc, "u", "right"));
+	CHECK_EQ(wc.checks, n + 1);
+	for (int i = 0; i < 3; i++)
+		CHECK(wc_check_user(&wc, "u", "right"));
+	CHECK_EQ(wc.checks, n + 1);
+	wc_free(&wc);
+	/* One user: known and unknown cost the same bcrypt. */
+	snprintf(text, sizeof(text), "basic_auth_users:\n  u: %s\n", h5);
+	CHECK(wc_parse(text, "w", &wc, err, sizeof(err)) == 0);
+	CHECK(!wc_check_user(&wc, "u", "wrong"));
+	CHECK(!wc_check_user(&wc, "x", "wrong"));
+	CHECK_EQ(wc.checks, 2);
+	CHECK_EQ(wc.last_cost, 5);
+	wc_free(&wc);
+}
+
 /* wc_load() on files that are not what they claim: refused at once. */
 TEST(webconfig_files)
 {
