@@ -101,13 +101,9 @@ scrape() { # curl args...
 	curl -sS --max-time 10 "$@"
 }
 
-# The Python venv with prometheus_client, created on first use.
+# The tests' Python venv (prometheus_client among its pinned packages):
+# made once per build directory by tools/test-venv.sh, reused after.
 venv() {
-	local v=${VENV:?}
-	if [ ! -x "$v/bin/python" ] || ! "$v/bin/python" -c 'import prometheus_client' 2>/dev/null; then
-		/usr/bin/python3 -m venv "$v" >&2 || fail "python3 -m venv failed (python3-venv missing?)"
-		timeout 300 "$v/bin/pip" install -q prometheus_client >&2 ||
-			fail "pip install prometheus_client failed"
-	fi
-	echo "$v/bin/python"
+	"$TESTS/../../../tools/test-venv.sh" "${VENV:?}" ||
+		fail "no test venv at $VENV (tools/test-venv.sh)"
 }

@@ -5,8 +5,8 @@ tallystat-writer (known values and rates) and of examples/queue-service.
 Run by CTest (programs/tallystat/tests/CMakeLists.txt), one test method
 per CTest test; the environment names the programs:
   TALLYSTAT, TS_WRITER, TS_SERVICE, TS_SCHEMA_DOC (docs/tallystat-json.md,
-  whose ```json block is the schema), TS_VENV (where to install jsonschema
-  if it is missing).
+  whose ```json block is the schema), TS_VENV (the tests' venv, made by
+  tools/test-venv.sh: jsonschema).
 
 Pass or fail does not depend on the machine's speed: a rate is the
 interval's value over the interval's length (value == rate x interval),
@@ -56,30 +56,23 @@ def load_schema():
 
 
 def find_jsonschema():
-    """jsonschema from the system, else from a venv under the build dir
-    (pip install, if the network allows), else None."""
+    """jsonschema from the tests' venv (TS_VENV: tools/test-venv.sh made
+    it from the pinned requirements), else from the system, else None."""
+    if VENV:
+        py = os.path.join(VENV, "bin", "python3")
+        try:
+            site = subprocess.run(
+                [py, "-c", "import jsonschema, os; "
+                 "print(os.path.dirname(os.path.dirname("
+                 "jsonschema.__file__)))"],
+                check=True, timeout=30, capture_output=True, text=True)
+            sys.path.insert(0, site.stdout.strip())
+        except (OSError, subprocess.SubprocessError):
+            pass
     try:
-        import jsonschema  # noqa: F401
+        import jsonschema
         return jsonschema
     except ImportError:
-        pass
-    if not VENV:
-        return None
-    py = os.path.join(VENV, "bin", "python3")
-    try:
-        if not os.path.exists(py):
-            subprocess.run([sys.executable, "-m", "venv", VENV], check=True,
-                           timeout=60, capture_output=True)
-        subprocess.run([py, "-m", "pip", "install", "-q", "jsonschema"],
-                       check=True, timeout=90, capture_output=True)
-        site = subprocess.run(
-            [py, "-c", "import jsonschema, os; "
-             "print(os.path.dirname(os.path.dirname(jsonschema.__file__)))"],
-            check=True, timeout=30, capture_output=True, text=True)
-        sys.path.insert(0, site.stdout.strip())
-        import jsonschema  # noqa: F811
-        return jsonschema
-    except Exception:
         return None
 
 
