@@ -22,6 +22,7 @@
 #include "tally/reader.h"
 
 #include "aggregate.h"
+#include "authq.h"
 #include "expose.h"
 #include "listen.h"
 #include "retain.h"
@@ -764,6 +765,91 @@ TEST(label_clash_rules)
 		CHECK_EQ(res.labels_dropped, dropped);
 		tp_buf_free(&b);
 	}
+}
+
+/* A queue of logins from the addresses named by the letters of @q ("AAB":
+ * two from A, then one from B), in @a. */
+static unsigned mkq(const char *q, unsigned char (*a)[AUTHQ_ADDR])
+{
+	unsigned n = 0;
+
+	for (; *q; q++, n++) {
+		memset(a[n], 0, AUTHQ_ADDR);
+		a[n][0] = 4;
+		a[n][1] = 127;
+		a[n][4] = (unsigned char)*q;
+	}
+	return n;
+}
+
+static const unsigned char *addr_of(char c)
+{
+	static unsigned char a[26][AUTHQ_ADDR];
+	char s[2] = { c, 0 };
+
+	mkq(s, &a[c - 'A']);
+	return a[c - 'A'];
+}
+
+#define CQ (const unsigned char (*)[AUTHQ_ADDR])
+
+/*
+ * The login queue's order among addresses, each rule and each tie: the
+ * next login is the first from the address with the fewest logins queued
+ * (among equals, the first queued), the address checked last after every
+ * other; a full queue drops the most recently queued login of the
+ * address with the most logins queued or being checked (among equals, the
+ * last queued), and only for an address with fewer.
+ */
+TEST(login_queue_order)
+{
+	static const struct { const char *q; char last; unsigned want; } next[] = {
+		{ "A", 0, 0 }, { "AB", 0, 0 }, { "BA", 0, 0 },
+		{ "AAB", 0, 2 }, { "ABB", 0, 0 }, { "BBA", 0, 2 },
+		{ "AB", 'A', 1 }, { "BA", 'B', 1 }, { "AB", 'C', 0 },
+		{ "AA", 'A', 0 }, { "AAB", 'B', 0 }, { "ABBCC", 0, 0 },
+		{ "AABBC", 'C', 0 }, { "AABBCC", 'A', 2 }, { "ABAB", 'A', 1 },
+	};
+	static const struct { const char *q; char running; unsigned same;
+			      int want; } drop[] = {
+		{ "AAB", 0, 1, 1 }, { "AAB", 0, 2, -1 }, { "ABA", 0, 1, 2 },
+		{ "AB", 0, 0, 1 }, { "BA", 0, 0, 1 }, { "AB", 0, 1, -1 },
+		{ "ABAB", 0, 0, 3 }, { "ABAB", 0, 1, 3 }, { "ABAB", 0, 2, -1 },
+		{ "BA", 'A', 1, 1 }, { "AB", 'A', 1, 0 }, { "AB", 'C', 0, 1 },
+		{ "AABB", 'B', 2, 3 }, { "AABB", 'A', 2, 1 },
+		{ "AAAAAAAA", 0, 0, 7 }, { "AAAAAAAA", 0, 7, 7 },
+		{ "AAAAAAAA", 0, 8, -1 },
+	};
+	unsigned char a[8][AUTHQ_ADDR];
+
+	for (unsigned i = 0; i < sizeof(next) / sizeof(next[0]); i++) {
+		unsigned n = mkq(next[i].q, a), got;
+
+		got = authq_next(CQ a, n, next[i].last ? addr_of(next[i].last) :
+				 NULL);
+		if (got != next[i].want)
+			harness_fail(__FILE__, __LINE__, "next of %s (last %c): "
+				     "%u, want %u", next[i].q,
+				     next[i].last ? next[i].last : '-', got,
+				     next[i].want);
+	}
+	for (unsigned i = 0; i < sizeof(drop) / sizeof(drop[0]); i++) {
+		unsigned n = mkq(drop[i].q, a);
+		int got = authq_drop(CQ a, n, drop[i].running ?
+				     addr_of(drop[i].running) : NULL,
+				     drop[i].same);
+
+		if (got != drop[i].want)
+			harness_fail(__FILE__, __LINE__, "drop in %s (running "
+				     "%c) for one with %u: %d, want %d",
+				     drop[i].q, drop[i].running ?
+				     drop[i].running : '-', drop[i].same, got,
+				     drop[i].want);
+	}
+	/* Counts: queued and being checked, by the whole address. */
+	CHECK_EQ(authq_count(CQ a, mkq("ABA", a), addr_of('A'), addr_of('A')), 3);
+	CHECK_EQ(authq_count(CQ a, mkq("ABA", a), NULL, addr_of('B')), 1);
+	CHECK_EQ(authq_count(CQ a, mkq("ABA", a), addr_of('A'), addr_of('C')), 0);
 }
 
 /* --- retain.h, on snapshots made by hand (heap memory, as collected) --- */
