@@ -2,6 +2,9 @@
 #
 #   make demo    build, then run the example service and what a reader sees,
 #                and the counter benchmark's quick mode
+#   make check   the normal build's library and tool tests, in parallel
+#                (not the timing ones, nor the sanitizer builds, Python's
+#                package, Rust's crate or fuzzing)
 #   make test    every test: normal, ASan+UBSan and TSan builds (+ fuzzing)
 #   make bench   the full benchmarks: every scenario of `tally-bench all`,
 #                charts and JSON in $(BENCH_DIR) (default build/bench-results)
@@ -31,7 +34,7 @@ DEB_PKGS := cmake ninja-build gcc g++ make pkg-config clang libclang-rt-14-dev \
 	valgrind libmicrohttpd-dev libcrypt-dev prometheus python3-venv python3-dev zlib1g-dev \
 	openssl curl gnuplot-nox debhelper lintian
 
-.PHONY: all deps build demo test test-normal test-asan test-tsan bench bench-rust fuzz \
+.PHONY: all deps build demo check test test-normal test-asan test-tsan bench bench-rust fuzz \
 	install clean deb deb-fresh wheel crate
 
 all: build
@@ -59,6 +62,9 @@ build: deps
 
 demo: build
 	@tools/demo.sh $(BUILD)
+
+check: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE timing
 
 test: deps
 	@tools/run-tests.sh

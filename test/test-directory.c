@@ -13,7 +13,10 @@
  *   - a bad TALLY_RETAIN makes zone creation fail, naming the variable;
  *   - tally_dir_expire() keeps, stamps and removes as documented;
  *   - clean-up and readers stay in the directory they checked while it is
- *     swapped for a symbolic link to another one, in a loop.
+ *     swapped for a symbolic link to another one, in a loop;
+ *   - every reader of a directory (walks, walks by pid, clean-up, expiry)
+ *     refuses one that its group or others can write to, naming which,
+ *     and reads it again once its mode is back.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -423,4 +426,79 @@ TEST_TIMEOUT(cleanup_stays_in_the_checked_directory, 60)
 	}
 	CHECK_EQ(rmdir(w->dir), 0);
 	CHECK_EQ(rmdir(sh->dir), 0);
+}
+
+/* Counts what a walk opened; a file that failed fails the test. */
+static int opened_ok_fn(const char *path, struct tally_seg *s,
+			const char *error, void *arg)
+{
+	(void)path;
+	if (!s)
+		harness_fail(__FILE__, __LINE__, "%s", error);
+	++*(int *)arg;
+	return 0;
+}
+
+/* Each reader of @dir fails with EPERM and a message naming @who; a walk
+ * calls its function for no file. */
+static void expect_dir_refused(const char *dir, const char *who)
+{
+	struct tally_open_opts opts = { .allow_uid = -1 };
+	int n = 0;
+
+	CHECK_EQ(tally_dir_foreach(dir, NULL, opened_ok_fn, &n), -EPERM);
+	if (!strstr(tally_errmsg(), who) || !strstr(tally_errmsg(), dir))
+		harness_fail(__FILE__, __LINE__, "message \"%s\" does not "
+			     "name %s", tally_errmsg(), who);
+	CHECK_EQ(tally_dir_foreach(dir, &opts, opened_ok_fn, &n), -EPERM);
+	CHECK_EQ(tally_seg_foreach_pid(dir, (int)getpid(), NULL,
+				       opened_ok_fn, &n), -EPERM);
+	CHECK_EQ(tally_dir_cleanup(dir), -EPERM);
+	CHECK_EQ(tally_dir_expire(dir, 0, NULL, NULL), -EPERM);
+	CHECK_EQ(n, 0);
+}
+
+/*
+ * The reader's own rule on directories, without a server: a directory its
+ * group or others can write to is refused by every call that reads one,
+ * with or without options, whatever writers did before the mode changed.
+ */
+TEST(reader_refuses_group_or_other_writable_dir)
+{
+	static const mode_t group_w[] = { 0770, 0730, 0760, 02770 };
+	static const mode_t other_w[] = { 0702, 0703, 0777, 01777 };
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "jobs_total");
+	struct tally_zone *z;
+	char dir[PATH_MAX];
+	tally_metric m;
+	int n = 0;
+
+	snprintf(dir, sizeof(dir), "%s/modes.%d", harness_dir(), (int)getpid());
+	CHECK_EQ(mkdir(dir, 0700), 0);
+	fresh_setenv("TALLY_DIR", dir);
+	z = tally_zone_create("modes", NULL);
+	if (!z)
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+	reg(z, d, NULL, 0, &m);
+	tally_counter_add(counter_of(&m), 7);
+	CHECK_EQ(tally_dir_foreach(dir, NULL, opened_ok_fn, &n), 1);
+	for (unsigned i = 0; i < sizeof(group_w) / sizeof(group_w[0]); i++) {
+		CHECK_EQ(chmod(dir, group_w[i]), 0);
+		expect_dir_refused(dir, "writable by its group");
+	}
+	for (unsigned i = 0; i < sizeof(other_w) / sizeof(other_w[0]); i++) {
+		CHECK_EQ(chmod(dir, other_w[i]), 0);
+		expect_dir_refused(dir, "writable by others");
+	}
+	/* Readable, even listable, by the group and others is fine. */
+	CHECK_EQ(chmod(dir, 0755), 0);
+	n = 0;
+	CHECK_EQ(tally_dir_foreach(dir, NULL, opened_ok_fn, &n), 1);
+	CHECK_EQ(n, 1);
+	CHECK_EQ(tally_seg_foreach_pid(dir, (int)getpid(), NULL,
+				       opened_ok_fn, &n), 1);
+	CHECK_EQ(tally_dir_cleanup(dir), 0);
+	CHECK_EQ(chmod(dir, 0700), 0);
+	tally_zone_destroy(z);
+	CHECK_EQ(rmdir(dir), 0);
 }

@@ -995,6 +995,52 @@ TEST(redefine_supersedes_named_families)
 	CHECK_EQ(tally_metric_redefine(z, &def, NULL, 1), -EINVAL);
 }
 
+/*
+ * A generation that tally_metric_redefine() retired never comes back: not
+ * when a later definition of the name changes again and the old one
+ * registers once more (what a rollback scan makes current again is an
+ * earlier generation that was only superseded).  The old definition gets
+ * a new generation, without the retired one's values.
+ */
+TEST(retired_generation_never_comes_back)
+{
+	struct tally_zone *z = zone(0, 0);
+	struct tally_metric_desc def = desc(TALLY_COUNTER, "jobs");
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "jobs_total");
+	const char *parts[] = { "jobs_total" };
+	tally_metric m, other, again;
+	struct snap sn;
+
+	def.help = "v1";
+	CHECK_EQ(tally_metric_redefine(z, &def, parts, 1), 0);
+	CHECK_EQ(register_any(z, &d, &m), 0);
+	tally_counter_add(counter_of(&m), 4);
+	def.help = "v2";
+	CHECK_EQ(tally_metric_redefine(z, &def, parts, 1), 1);
+	/* Another definition of jobs_total (a gauge): a new generation. */
+	d.kind = TALLY_GAUGE;
+	CHECK_EQ(register_any(z, &d, &other), 0);
+	tally_gauge_add(gauge_of(&other), 9);
+	/* The first definition again: not the retired generation. */
+	d.kind = TALLY_COUNTER;
+	CHECK_EQ(register_any(z, &d, &again), 0);
+	CHECK(again.block != m.block);
+	CHECK_EQ(fetch(&again), 0);
+	tally_counter_add(counter_of(&again), 1);
+	sn = read_zone(z);
+	CHECK_EQ(sn.n, 1);
+	CHECK_EQ(sn.s[0].value, 1);
+	snap_free(&sn);
+	/* And the gauge's generation is one a rollback takes back. */
+	d.kind = TALLY_GAUGE;
+	CHECK_EQ(register_any(z, &d, &other), 0);
+	CHECK_EQ(fetch(&other), 9);
+	sn = read_zone(z);
+	CHECK_EQ(sn.n, 1);
+	CHECK_EQ(sn.s[0].value, 9);
+	snap_free(&sn);
+}
+
 TEST(remove_and_reregister)
 {
 	struct tally_zone *z = zone(0, 0);

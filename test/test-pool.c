@@ -19,6 +19,7 @@
 
 #include "harness.h"
 #include "core/core.h"
+#include "metrics/table.h"
 #include "tally/reader.h"
 #include "tally/tally.h"
 
@@ -227,6 +228,83 @@ TEST(metrics_lock_owner_died_mid_register)
 	CHECK_EQ(tally_metric_remove(&a.metric), 0);
 	CHECK_EQ(tally_metric_remove(&a2.metric), 0);
 	CHECK_EQ(tally_metric_remove(&b.metric), 0);
+}
+
+/* Sums the series named arg->name (id counts them). */
+static int sum_named(const struct tally_series_view *v, void *arg)
+{
+	struct tally_series_view *want = arg;
+
+	if (!strcmp(v->name, want->name)) {
+		want->value += v->value;
+		want->id++;
+	}
+	return 0;
+}
+
+/*
+ * A long series record whose chain leads to an extension of an earlier
+ * life of the record (its owner_seq is not the record's seq: what a
+ * writer killed while it reused the record can leave) is not whole: the
+ * next writer to take the lock after the dead holder retires the record,
+ * so the same labels registered again make a series readers show, with
+ * the new value only.  A repair that did not compare the owner's seq kept
+ * the record in the index, and the updates of the next registration went
+ * to a series no reader shows.
+ */
+TEST(metrics_lock_owner_died_ext_of_earlier_life)
+{
+	struct tally_zone *z = tally_zone_create("metricsext", NULL);
+	struct tally_label route[] = {
+		{ "code", "200" }, { "method", "GET" },
+		{ "route", "/api/v1/organizations/{org_id}/projects/"
+			   "{project_id}/members/{member_id}/roles/"
+			   "{role_id}/permissions" },
+	};
+	struct tally_metric_desc d = { .kind = TALLY_COUNTER,
+				       .name = "req_total", .labels = route,
+				       .nlabels = 3 };
+	struct tally_metric_desc db = { .kind = TALLY_COUNTER,
+					.name = "b_total" };
+	struct tally_series_view v = { .name = "req_total" };
+	struct tally__series *rec;
+	struct tally__series_ext *e;
+	tally_counter a, a2, b;
+	struct tally_seg *s;
+	int status;
+	pid_t pid;
+
+	CHECK(z != NULL);
+	CHECK_EQ(tally_counter_register(z, &d, &a), 0);
+	tally_counter_add(&a, 5);
+	rec = &series(z)[a.metric.series];
+	CHECK_EQ(rec->state, TALLY__SERIES_LONG);
+	CHECK(long_of(rec).first != 0);
+	e = ext_at(z, long_of(rec).first - 1);
+	CHECK_EQ(e->state, TALLY__SERIES_EXT);
+	CHECK_EQ(e->owner_seq, atomic_load(&rec->seq));
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		pthread_mutex_lock(&z->hdr->metrics_lock);
+		e->owner_seq -= 2; /* the record's life before this one */
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	/* The next locker repairs. */
+	CHECK_EQ(tally_counter_register(z, &db, &b), 0);
+	tally_counter_add(&b, 1);
+	CHECK_EQ(tally_counter_register(z, &d, &a2), 0);
+	tally_counter_add(&a2, 3);
+	s = tally_seg_open(tally_zone_path(z), NULL);
+	CHECK(s != NULL);
+	CHECK(tally_seg_foreach(s, 0, sum_named, &v) >= 0);
+	tally_seg_close(s);
+	CHECK_EQ(v.id, 1);
+	CHECK_EQ(v.value, 3);
+	CHECK_EQ(tally_metric_remove(&a2.metric), 0);
+	CHECK_EQ(tally_metric_remove(&b.metric), 0);
+	tally_zone_destroy(z);
 }
 
 /* Metric record @i of @z's file, through the mapping. */

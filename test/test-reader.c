@@ -2022,3 +2022,63 @@ TEST(series_table_holes_are_not_read)
 	tally_seg_close(s);
 	CHECK_EQ(unlink(c->path), 0);
 }
+
+/*
+ * A record after a hole, with the high-water mark right behind it: the
+ * reader reads up to the mark, never on.  Records the writer filled in
+ * beyond it (not yet published, or a header that went back) lie in the
+ * same page as the last published one; a pass that carried the length
+ * of its run over the hole would report them too.
+ */
+TEST(series_after_a_hole_stop_at_the_high_water_mark)
+{
+	struct ctl *c = ctl_new("holehwm");
+	const uint32_t cap = 1u << 24, hwm = (1u << 23) + 7;
+	struct tally__series rec;
+	struct tally__hdr h;
+	struct tally_seg *s;
+	int fd, n = 0;
+
+	CHECK_CHILD_OK(harness_child((void (*)(void *))writer_huge_table, c));
+	fd = open(c->path, O_RDWR);
+	CHECK(fd >= 0);
+	CHECK_EQ(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	CHECK_EQ(h.series_cap, cap);
+	CHECK_EQ(pread(fd, &rec, sizeof(rec), (off_t)h.series_off),
+		 (ssize_t)sizeof(rec));
+	/* The last published record (hwm - 1), then four beyond the mark. */
+	for (uint32_t i = hwm - 1; i < hwm + 4; i++)
+		CHECK_EQ(pwrite(fd, &rec, sizeof(rec),
+				(off_t)(h.series_off + (uint64_t)i * sizeof(rec))),
+			 (ssize_t)sizeof(rec));
+	CHECK_EQ(pwrite(fd, &hwm, sizeof(hwm),
+			offsetof(struct tally__hdr, series_hwm)),
+		 (ssize_t)sizeof(hwm));
+	close(fd);
+	s = tally_seg_open(c->path, NULL);
+	if (!s)
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+	/* The writer's three, and the copy at hwm - 1. */
+	CHECK_EQ(tally_seg_foreach(s, 0, count_cb, &n), 4);
+	CHECK_EQ(n, 4);
+	/* With the mark one lower, the copy is beyond it as well. */
+	tally_seg_close(s);
+	fd = open(c->path, O_RDWR);
+	CHECK(fd >= 0);
+	{
+		uint32_t lower = hwm - 1;
+
+		CHECK_EQ(pwrite(fd, &lower, sizeof(lower),
+				offsetof(struct tally__hdr, series_hwm)),
+			 (ssize_t)sizeof(lower));
+	}
+	close(fd);
+	s = tally_seg_open(c->path, NULL);
+	if (!s)
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+	n = 0;
+	CHECK_EQ(tally_seg_foreach(s, 0, count_cb, &n), 3);
+	CHECK_EQ(n, 3);
+	tally_seg_close(s);
+	CHECK_EQ(unlink(c->path), 0);
+}

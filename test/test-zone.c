@@ -526,13 +526,21 @@ TEST(zone_file_is_0600)
 	CHECK(!exists(expect));
 }
 
+/* A uid nobody has, one per test process (runs of the suite at the same
+ * time, and its -fallback twin, each have their own), as squat_uids(). */
+static uid_t default_dir_uid(void)
+{
+	return 200000 + (uid_t)(getpid() % 100000);
+}
+
 static void default_dir_child(void *arg)
 {
 	struct result *r = arg;
+	uid_t uid = *(uid_t *)r->msg;
 
 	/* Another user, so that the default directory is ours to make. */
-	CHECK_EQ(setgid(54321), 0);
-	CHECK_EQ(setuid(54321), 0);
+	CHECK_EQ(setgid(uid), 0);
+	CHECK_EQ(setuid(uid), 0);
 	umask(0);
 	fresh_setenv("TALLY_DIR", NULL);
 	fresh_setenv("XDG_RUNTIME_DIR", NULL);
@@ -544,22 +552,25 @@ static void default_dir_child(void *arg)
 /* The default directory, /dev/shm/tally-<uid>, is created 0700. */
 TEST(default_dir_is_created_0700)
 {
-	const char *dir = "/dev/shm/tally-54321";
 	struct result *r = shared_result();
+	uid_t uid = default_dir_uid();
+	char dir[64], cmd[128];
 	struct stat st;
-	char cmd[128];
 
 	if (geteuid() != 0)
 		harness_skip("needs root to act as a user without a default "
 			     "directory");
+	snprintf(dir, sizeof(dir), "/dev/shm/tally-%u", (unsigned)uid);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	CHECK_EQ(system(cmd), 0);
+	memcpy(r->msg, &uid, sizeof(uid));
 	CHECK_CHILD_OK(harness_child(default_dir_child, r));
-	CHECK(strncmp(r->path, "/dev/shm/tally-54321/", 21) == 0);
+	CHECK(strncmp(r->path, dir, strlen(dir)) == 0 &&
+	      r->path[strlen(dir)] == '/');
 	CHECK_EQ(lstat(dir, &st), 0);
 	CHECK(S_ISDIR(st.st_mode));
 	CHECK_EQ(st.st_mode & 07777, 0700);
-	CHECK_EQ(st.st_uid, 54321);
+	CHECK_EQ(st.st_uid, uid);
 	CHECK_EQ(lstat(r->path, &st), 0);
 	CHECK_EQ(st.st_mode & 07777, 0600);
 	CHECK_EQ(system(cmd), 0);

@@ -2,9 +2,17 @@
 # Runs every test suite: a normal build, an ASan+UBSan build and a TSan
 # build (each suite also runs with TALLY_NO_RSEQ=1, see test/CMakeLists.txt),
 # then a short fuzzing run of the segment reader.  Prints a summary line.
+#
+# CTest runs each suite's tests in parallel, one job a CPU ($TEST_JOBS):
+# every test works in a directory, on ports and as uids of its own, and
+# the tests that need one resource declare it (RESOURCE_LOCK, fixtures).
+# The tests labelled "timing" (how long things take: they depend on the
+# machine and its load) run after the normal suite, one at a time, and
+# are reported without failing the run.
 set -u
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+test_jobs=${TEST_JOBS:-$jobs}
 failed=0
 total_pass=0
 total_fail=0
@@ -23,7 +31,8 @@ suite() { # name builddir cmake-args env...
 		failed=1; total_fail=$((total_fail + 1)); return
 	fi
 	local out
-	out=$(cd "$dir" && env "$@" ctest --output-on-failure -j 1 2>&1)
+	out=$(cd "$dir" && env "$@" ctest --output-on-failure -j "$test_jobs" \
+		-LE timing 2>&1)
 	echo "$out" | grep -E '^ *[0-9]+/[0-9]+ Test|tests passed|FAIL|Error|error' | sed 's/^/  /'
 	local p f
 	p=$(echo "$out" | grep -c ' Passed ')
@@ -33,8 +42,24 @@ suite() { # name builddir cmake-args env...
 	[ "$f" = 0 ] || { echo "$out" | tail -60; failed=1; }
 }
 
+# timings builddir: the tests labelled "timing", one at a time; reported,
+# never counted as failures.
+timings() {
+	local dir=$1 out
+	[ -f "$dir/CTestTestfile.cmake" ] || return 0
+	echo "=== timing ($dir, reported only)"
+	# The fixtures they require (test-venv) run with them: not counted.
+	out=$(cd "$dir" && ctest --output-on-failure -j 1 -L timing 2>&1 |
+		grep -v ' test-venv ')
+	echo "$out" | grep -E '^ *[0-9]+/[0-9]+ Test' | sed 's/^/  /'
+	echo "$out" | grep -E '^FAIL: |rate [0-9.]+, want' | sed 's/^/    /'
+	echo "  timing: $(echo "$out" | grep -c ' Passed ') within their bounds," \
+		"$(echo "$out" | grep -cE '\*\*\*Failed|\*\*\*Timeout') not (not a failure of the run)"
+}
+
 start=$(date +%s)
 suite normal build ""
+timings build
 suite asan build-asan "-DTALLY_SANITIZE=address -DTALLY_BENCH=OFF" \
 	TALLY_TEST_SCALE=4 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

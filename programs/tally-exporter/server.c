@@ -47,6 +47,7 @@
 
 #include "aggregate.h"
 #include "retain.h"
+#include "authq.h"
 #include "server.h"
 #include "strbuf.h"
 #include "strmap.h"
@@ -571,18 +572,53 @@ static void client_addr(struct MHD_Connection *c, unsigned char out[17])
 	}
 }
 
+/* The queued logins, in order, and their addresses, for authq.h; at
+ * most AUTH_QUEUE are queued (auth_enqueue()).  Called with auth_lock
+ * held. */
+_Static_assert(sizeof(((struct request *)0)->addr) == AUTHQ_ADDR,
+	       "a request's address is what authq.h compares");
+
+struct auth_view {
+	unsigned n;
+	struct request *r[AUTH_QUEUE];
+	unsigned char addr[AUTH_QUEUE][AUTHQ_ADDR];
+};
+
+static void auth_view(const struct server *s, struct auth_view *v)
+{
+	v->n = 0;
+	for (struct request *q = s->auth_head; q && v->n < AUTH_QUEUE;
+	     q = q->next) {
+		v->r[v->n] = q;
+		memcpy(v->addr[v->n++], q->addr, AUTHQ_ADDR);
+	}
+}
+
+/* Unlinks login @k of @v from the queue. */
+static void auth_unlink(struct server *s, const struct auth_view *v,
+			unsigned k)
+{
+	struct request *r = v->r[k], *prev = k ? v->r[k - 1] : NULL;
+
+	if (prev)
+		prev->next = r->next;
+	else
+		s->auth_head = r->next;
+	if (s->auth_tail == r)
+		s->auth_tail = prev;
+	r->next = NULL;
+}
+
 /* How many logins from the address of @r are queued or being checked;
  * called with auth_lock held. */
 static unsigned auth_count(const struct server *s, const struct request *r)
 {
-	unsigned n = 0;
+	struct auth_view v;
 
-	for (const struct request *q = s->auth_head; q; q = q->next)
-		n += memcmp(q->addr, r->addr, sizeof(r->addr)) == 0;
-	if (s->auth_running)
-		n += memcmp(s->auth_running->addr, r->addr,
-			    sizeof(r->addr)) == 0;
-	return n;
+	auth_view(s, &v);
+	return authq_count((const unsigned char (*)[AUTHQ_ADDR])v.addr, v.n,
+			   s->auth_running ? s->auth_running->addr : NULL,
+			   r->addr);
 }
 
 /*
@@ -598,39 +634,26 @@ static void *auth_worker(void *arg)
 
 	pthread_mutex_lock(&s->auth_lock);
 	for (;;) {
-		struct request *r, *prev, *q, *qprev = NULL;
-		unsigned fewest = ~0u;
+		struct auth_view v;
+		struct request *r;
+		unsigned k;
 		int ok;
 
 		while (!s->auth_stopping && !s->auth_head)
 			pthread_cond_wait(&s->auth_cond, &s->auth_lock);
 		if (s->auth_stopping)
 			break;
-		/* Addresses take turns: the first login from the address
-		 * with the fewest logins waiting goes first, the last one
-		 * checked after all others.  So a client that keeps its
-		 * share of the queue full delays another by one bcrypt at
-		 * most, and a few that fill the queue between them delay a
-		 * first login by about one bcrypt each. */
-		r = prev = NULL;
-		for (q = s->auth_head; q; qprev = q, q = q->next) {
-			unsigned n = auth_count(s, q);
-
-			if (!memcmp(q->addr, last, sizeof(last)))
-				n += AUTH_QUEUE;
-			if (n < fewest) {
-				fewest = n;
-				r = q;
-				prev = qprev;
-			}
-		}
-		if (prev)
-			prev->next = r->next;
-		else
-			s->auth_head = r->next;
-		if (s->auth_tail == r)
-			s->auth_tail = prev;
-		r->next = NULL;
+		/* Addresses take turns (authq_next()): the first login from
+		 * the address with the fewest logins waiting goes first, the
+		 * last one checked after all others.  So a client that keeps
+		 * its share of the queue full delays another by one bcrypt
+		 * at most, and a few that fill the queue between them delay
+		 * a first login by about one bcrypt each. */
+		auth_view(s, &v);
+		k = authq_next((const unsigned char (*)[AUTHQ_ADDR])v.addr,
+			       v.n, last);
+		r = v.r[k];
+		auth_unlink(s, &v, k);
 		memcpy(last, r->addr, sizeof(last));
 		s->auth_running = r;
 		pthread_mutex_unlock(&s->auth_lock);
@@ -656,27 +679,17 @@ static void *auth_worker(void *arg)
  */
 static int auth_make_room(struct server *s, unsigned same)
 {
-	struct request *q, *prev = NULL, *drop = NULL, *drop_prev = NULL;
-	unsigned most = 0;
+	struct auth_view v;
+	struct request *drop;
+	int k;
 
-	for (q = s->auth_head; q; prev = q, q = q->next) {
-		unsigned n = auth_count(s, q);
-
-		if (n >= most) {
-			most = n;
-			drop = q;
-			drop_prev = prev;
-		}
-	}
-	if (most <= same)
+	auth_view(s, &v);
+	k = authq_drop((const unsigned char (*)[AUTHQ_ADDR])v.addr, v.n,
+		       s->auth_running ? s->auth_running->addr : NULL, same);
+	if (k < 0)
 		return 0;
-	if (drop_prev)
-		drop_prev->next = drop->next;
-	else
-		s->auth_head = drop->next;
-	if (s->auth_tail == drop)
-		s->auth_tail = drop_prev;
-	drop->next = NULL;
+	drop = v.r[k];
+	auth_unlink(s, &v, (unsigned)k);
 	drop->auth = AUTH_BUSY;
 	s->auth_queued--;
 	MHD_resume_connection(drop->c);

@@ -567,6 +567,8 @@ int wc_verify(struct webconfig *wc, const char *user, const char *password)
 	if (!cd)
 		return 0;
 	out = crypt_r(password, hash, cd);
+	wc->checks++;
+	wc->last_cost = bcrypt_cost(hash);
 	ok = known && out && out[0] != '*' && ct_equal(out, hash);
 	explicit_bzero(cd, sizeof(*cd));
 	free(cd);

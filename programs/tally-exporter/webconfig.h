@@ -67,6 +67,11 @@ struct webconfig {
 	pthread_mutex_t cache_lock;
 	struct wc_cached_login cache[WC_CACHE_SIZE];
 	unsigned ncache, next_slot;
+	/* The bcrypt checks wc_verify() made and the cost of the last one:
+	 * what a login cost, counted rather than timed (by the tests).
+	 * Written by the one thread that calls wc_verify(). */
+	unsigned long checks;
+	int last_cost;
 	int initialized;
 };
 

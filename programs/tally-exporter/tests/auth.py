@@ -1,34 +1,48 @@
-"""Hostile clients for exporter-auth (auth.sh).  argv: COMMAND PORT ...
+"""Hostile clients for exporter-auth (auth.sh) and exporter-auth-timing
+(auth-timing.sh).  argv: COMMAND PORT ...
+
+Pass or fail depends on what the exporter answered (statuses, what the
+attacker held), never on how fast: the time bounds below are checked
+only with AUTH_TIMING=1 in the environment (exporter-auth-timing, CTest
+label "timing", which tools/run-tests.sh reports without failing);
+otherwise the times are printed.
 
 timing PORT USER PASSWORD
     Median time of a failed login with a known user and with an unknown
     one, interleaved (21 each, after 4 of warm-up).  Exit 0 when the two
-    medians are within 10% of each other (3 tries: the machine is shared).
+    medians are within 10% of each other (3 tries: the machine is shared);
+    timing only (exporter-unit webconfig_login_cost counts what each costs).
 flood PORT USER PASSWORD SECONDS
     24 clients from 127.0.0.1 send wrong passwords without pause while a
     client from 127.0.0.2 logs in (the first login: not remembered yet)
     and then scrapes every 0.2 s.  Exit 0 when every scrape of the right
-    client got 200 within SLOW_S (the first login, which waits for bcrypt
-    behind the attacker's, within 5 s).
+    client got 200 (timed: within SLOW_S, and the first login, which waits
+    for bcrypt behind the attacker's, within 5 s).
 spread PORT USER PASSWORD SECONDS
     16 clients, 4 from each of 127.0.0.1 to 127.0.0.4, send wrong
     passwords 10 ms apart (fewer addresses than queue places, so they
     can fill the queue between them) while a client from 127.0.0.9 makes
-    its first login once.  Exit 0 when that login got 200 within 5 s.
+    its first login once.  Exit 0 when that login got 200 (timed: within
+    5 s).
 slow PORT SECONDS NCONN MAXHELD
     NCONN clients from 127.0.0.1 open connections and send a request one
     byte a second, reconnecting when cut, while a client from 127.0.0.2
-    scrapes every 0.5 s.  Exit 0 when every scrape got 200 within SLOW_S and
-    the attacker never held more than MAXHELD connections at once.
+    scrapes every 0.5 s.  Exit 0 when every scrape got 200 (timed: within
+    SLOW_S) and the attacker never held more than MAXHELD connections at
+    once.
 """
-import base64, socket, statistics, subprocess, sys, threading, time
+import base64, os, socket, statistics, subprocess, sys, threading, time
 
 cmd, port = sys.argv[1], int(sys.argv[2])
-# A scrape slower than this counts as starved (see slow()).
-SLOW_S = 2.5
+# A scrape slower than this counts as starved (see slow()), when timed.
+TIMED = os.environ.get("AUTH_TIMING") == "1"
+SLOW_S = 2.5 if TIMED else float("inf")
+FIRST_S = 5.0 if TIMED else float("inf")
+# Without time bounds, a request still ends: a hang is a failure.
+TIMEOUT_S = 10 if TIMED else 30
 
 
-def request(src, path="/metrics", auth=None, timeout=10):
+def request(src, path="/metrics", auth=None, timeout=TIMEOUT_S):
     """One GET on a new connection from address src: (status, seconds)."""
     t = time.monotonic()
     s = socket.socket()
@@ -107,7 +121,7 @@ def flood(user, password, seconds):
     print("flood of wrong passwords (status: count) %s; first login: %d in "
           "%.2f s; then %d scrapes, %d slow or failed, slowest %.2f s" %
           (dict(sorted(codes.items())), st, first, n, bad, worst))
-    return 0 if st == 200 and first < 5.0 and n > 0 and bad == 0 else 1
+    return 0 if st == 200 and first < FIRST_S and n > 0 and bad == 0 else 1
 
 
 def spread(user, password, seconds):
@@ -140,7 +154,7 @@ def spread(user, password, seconds):
     print("wrong passwords from 4 addresses (status: count) %s; first "
           "login from a fifth: %d in %.2f s" %
           (dict(sorted(codes.items())), st, first))
-    return 0 if st == 200 and first < 5.0 else 1
+    return 0 if st == 200 and first < FIRST_S else 1
 
 
 def slow(seconds, nconn, maxheld):
@@ -184,7 +198,7 @@ def slow(seconds, nconn, maxheld):
     time.sleep(1.0)
     worst, n, bad = 0.0, 0, 0
     while time.monotonic() < end - 0.5:
-        st, dt = request("127.0.0.2", timeout=15)
+        st, dt = request("127.0.0.2", timeout=max(15, TIMEOUT_S))
         n += 1
         worst = max(worst, dt)
         # The aim is 1 s (measured: 0.01 s on an idle host); the bound

@@ -3,12 +3,13 @@
 # be exhausted.  At start: a directory, an empty file, an unreadable file,
 # a FIFO as certificate, a bcrypt cost of 31 are one-line errors (status
 # 1, at once); a world-readable file of hashes starts with a warning.
-# Served: a failed login costs the same for a known and an unknown user;
-# a flood of wrong passwords from one address neither delays a scrape with
-# the right password nor a first login from another address, and one
-# from 4 addresses does not refuse a first login from a fifth; SIGTERM
-# stops the exporter at once during the flood; slow connections cycling
-# from one address leave room for a scraper at another.
+# Served: a flood of wrong passwords from one address neither refuses a
+# scrape with the right password nor a first login from another address,
+# and one from 4 addresses does not refuse a first login from a fifth;
+# SIGTERM stops the exporter during the flood; slow connections cycling
+# from one address leave room for a scraper at another.  Statuses only:
+# the time bounds of the same scenarios are exporter-auth-timing's
+# (auth-timing.sh, CTest label "timing").
 . "$(dirname "$0")/lib.sh"
 start_writer fixture 120
 
@@ -70,11 +71,9 @@ nul=$(printf 'prom:right pass\0junk' | base64 -w0)
 [ "$(code -H "Authorization: Basic $nul" "http://127.0.0.1:$port/metrics")" = 401 ] || fail "password<NUL>junk"
 [ "$(code -H "Authorization: Basic $(printf 'prom:right pass' | base64 -w0)" "http://127.0.0.1:$port/metrics")" = 200 ] || fail "header made by hand"
 ok "world-readable web config: $(grep warning "$exporter_log")"
-# Timing: a wrong password of a known user (cost 8) and any password of an
-# unknown user take the same time.
-timeout 60 python3 "$TESTS/auth.py" timing "$port" prom 'right pass' ||
-	fail "a failed login tells known users from unknown ones"
-ok "failed logins: known and unknown users take the same time"
+# That a failed login costs one bcrypt of the same cost for a known and an
+# unknown user is counted by exporter-unit (webconfig_login_cost); how
+# long each takes is measured by exporter-auth-timing.
 stop "$exporter_pid"
 
 # The largest cost: a flood of wrong passwords from 127.0.0.1.
@@ -92,30 +91,30 @@ start_exporter --web.config.file "$dir/web12.yml"
 timeout 60 python3 "$TESTS/auth.py" spread "$port" prom 'right pass' 7 ||
 	fail "wrong passwords from 4 addresses refuse a first login from a fifth"
 ok "a flood of wrong passwords (cost 12) from 4 addresses: a first login from a fifth served"
-# SIGTERM during the flood: gone within 5 s (a clean stop waits for the
-# one bcrypt in progress; STOP_SECONDS, 3 s, bounds the rest; the test
-# allows more for a loaded host).  Before the check thread: 11 s.
+# SIGTERM during the flood: the exporter stops, with status 0.  How long
+# it takes (a clean stop waits for the one bcrypt in progress, and
+# STOP_SECONDS bounds the rest) is exporter-auth-timing's; here 30 s is a
+# bound for a hang.
 timeout 60 python3 "$TESTS/auth.py" flood "$port" prom 'right pass' 6 >/dev/null &
 flood_pid=$!
 pids+=($flood_pid)
 sleep 2
 t0=$(date +%s%N)
 kill -TERM "$exporter_pid"
-for _ in $(seq 100); do
+for _ in $(seq 600); do
 	kill -0 "$exporter_pid" 2>/dev/null || break
 	sleep 0.05
 done
 t1=$(date +%s%N)
-kill -0 "$exporter_pid" 2>/dev/null && { kill -KILL "$exporter_pid"; fail "SIGTERM during a flood of logins: still running after 5 s"; }
+kill -0 "$exporter_pid" 2>/dev/null && { kill -KILL "$exporter_pid"; fail "SIGTERM during a flood of logins: still running after 30 s"; }
 wait "$exporter_pid" || fail "exit status $? after SIGTERM"
 ms=$(( (t1 - t0) / 1000000 ))
-[ "$ms" -lt 5000 ] || fail "SIGTERM during a flood of logins took $ms ms"
 wait "$flood_pid" || true
-ok "SIGTERM during a flood of logins: stopped in $ms ms"
+ok "SIGTERM during a flood of logins: stopped, status 0 (in $ms ms, not judged here)"
 
 # Slow connections from one address: with 64 connections in all, the
 # attacker's 100 cycling connections get at most 8 of them (an eighth),
-# and a scraper at 127.0.0.2 is served every time, within SLOW_S.
+# and a scraper at 127.0.0.2 is served every time (how fast: timing only).
 start_exporter --web.max-connections 64 --web.request-timeout 5
 timeout 60 python3 "$TESTS/auth.py" slow "$port" 9 100 8 || fail "slow connections from one address starve another"
 ok "100 slow connections from 127.0.0.1 (limit 64): scrapes from 127.0.0.2 served"

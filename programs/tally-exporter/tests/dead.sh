@@ -10,6 +10,9 @@
 #     killed worker's +1, as documented); the killed worker's "livesum"
 #     series goes, its "all" series stays (that mode asks for exited
 #     processes).  Once both are killed, the zone's gauge goes too.
+#   - A zone whose creator is gone while a child it forked still updates
+#     it: alive, not dead; its gauge is exported and the child's adds
+#     counted.  Once the child is killed, the gauge goes.
 . "$(dirname "$0")/lib.sh"
 
 unset TALLY_RETAIN
@@ -64,3 +67,34 @@ fi
 grep -qx 'tally_exporter_dead_segments 1' "$t" || fail "the dead zone is not counted"
 stop "$exporter_pid"
 ok "shared zone: per-process livesum of the killed worker left out, all kept; the zone's gauges go with its last process"
+
+rm -f "$dir"/*.tally
+unset TALLY_ZONE
+start_writer forked 300 60
+read -r _ creator child <"$writer_out"
+pids+=("$child")
+wait "$creator" 2>/dev/null || true   # gone already: the child saw it
+start_exporter
+scrape "http://127.0.0.1:$port/metrics" >"$t"
+grep -q "^worker_up{pid=\"$creator\"[^}]*} 1\$" "$t" ||
+	fail "the gauge of a zone a forked child still uses is hidden: $(grep '^worker_up' "$t")"
+grep -q "^worker_requests_total{pid=\"$creator\"[^}]*} 600\$" "$t" ||
+	fail "the child's adds, want 600: $(grep '^worker_requests_total' "$t")"
+grep -qx 'tally_exporter_dead_segments 0' "$t" ||
+	fail "a zone in use counted dead: $(grep '^tally_exporter_dead' "$t")"
+kill -KILL "$child"
+# Not this shell's child (reparented, perhaps a zombie a while): its
+# locks go with it; scrape until the exporter sees that, at most 10 s.
+for _ in $(seq 200); do
+	scrape "http://127.0.0.1:$port/metrics" >"$t"
+	grep -qx 'tally_exporter_dead_segments 1' "$t" && break
+	sleep 0.05
+done
+if grep -q '^worker_up' "$t"; then
+	fail "the gauge of a zone nobody uses is exported: $(grep '^worker_up' "$t")"
+fi
+grep -q "^worker_requests_total{pid=\"$creator\"[^}]*} 600\$" "$t" ||
+	fail "the counter after the child's death: $(grep '^worker_requests_total' "$t")"
+grep -qx 'tally_exporter_dead_segments 1' "$t" || fail "the dead zone is not counted"
+stop "$exporter_pid"
+ok "creator gone, forked child writing: its gauge exported and its adds counted until the child dies"

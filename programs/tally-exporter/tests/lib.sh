@@ -81,16 +81,17 @@ YML
 query() { curl -sS --max-time 5 --data-urlencode "query=$1" "$api/query" 2>/dev/null || true; }
 value() { query "$1" | python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")' 2>/dev/null || true; }
 
-# stop PID: SIGTERM, then wait at most 5 s for it.
+# stop PID: SIGTERM, then wait for it; 30 s is a bound for a hang, not a
+# judgement of speed (exporter-auth-timing times a stop).
 stop() {
 	local p=$1
 	kill -TERM "$p" 2>/dev/null || return 0
-	for _ in $(seq 100); do
+	for _ in $(seq 600); do
 		kill -0 "$p" 2>/dev/null || { wait "$p" 2>/dev/null; return $?; }
 		sleep 0.05
 	done
 	kill -KILL "$p" 2>/dev/null
-	fail "pid $p did not stop within 5 s of SIGTERM"
+	fail "pid $p did not stop within 30 s of SIGTERM"
 }
 
 # With pipefail, never "scrape ... | grep -q": grep -q stops reading at
@@ -100,13 +101,9 @@ scrape() { # curl args...
 	curl -sS --max-time 10 "$@"
 }
 
-# The Python venv with prometheus_client, created on first use.
+# The tests' Python venv (prometheus_client among its pinned packages):
+# made once per build directory by tools/test-venv.sh, reused after.
 venv() {
-	local v=${VENV:?}
-	if [ ! -x "$v/bin/python" ] || ! "$v/bin/python" -c 'import prometheus_client' 2>/dev/null; then
-		/usr/bin/python3 -m venv "$v" >&2 || fail "python3 -m venv failed (python3-venv missing?)"
-		timeout 300 "$v/bin/pip" install -q prometheus_client >&2 ||
-			fail "pip install prometheus_client failed"
-	fi
-	echo "$v/bin/python"
+	"$TESTS/../../../tools/test-venv.sh" "${VENV:?}" ||
+		fail "no test venv at $VENV (tools/test-venv.sh)"
 }

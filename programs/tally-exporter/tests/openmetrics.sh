@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # exporter-openmetrics: the OpenMetrics output passes prometheus_client's
-# strict parser (installed into a venv under the build directory), with
+# strict parser (from the tests' venv, tools/test-venv.sh), with
 # the exact values.
 . "$(dirname "$0")/lib.sh"
 py=$(venv)

@@ -14,7 +14,7 @@ R runs.  Then K more workers write M series each (default 100, as in
 staying (prometheus_client keeps a dead worker's counters in its file:
 that is how it never goes backwards), and the scrape is timed again.
 Prints one JSON object.  Needs the prometheus_client package (the test
-venv has it: build/exporter-venv/bin/python).
+venv has it: build/test-venv/bin/python).
 """
 import argparse
 import json

@@ -12,6 +12,12 @@
  *                                N in worker_latency_ns, worker_up = 1
  *                                (a gauge); then its segment goes when it
  *                                exits (TALLY_KEEP unset)
+ *   testwriter forked N SECONDS  worker's series, then a fork: the creator
+ *                                exits at once (_exit, as a master that
+ *                                died), its child adds N more requests to
+ *                                the inherited zone once the creator is
+ *                                gone, prints "ready <creator> <child>"
+ *                                and holds the zone
  *   testwriter pooled SECONDS    a worker of the shared zone $TALLY_ZONE:
  *                                pool_busy += 1 (one gauge for the zone),
  *                                and per-process gauges as the Python
@@ -284,6 +290,45 @@ static int worker(long n, double seconds)
 	return 0;
 }
 
+/* worker()'s series in a zone whose creator is gone while a child it
+ * forked still updates it. */
+static int forked(long n, double seconds)
+{
+	struct timespec ts = { 0, 10000000 };
+	tally_counter req;
+	tally_gauge up;
+	struct tally_metric_desc d;
+	pid_t creator = getpid(), child;
+
+	memset(&d, 0, sizeof(d));
+	d.kind = TALLY_COUNTER;
+	d.name = "worker_requests_total";
+	d.help = "Requests served by this worker.";
+	must(tally_counter_register(NULL, &d, &req), &d);
+	d.kind = TALLY_GAUGE;
+	d.name = "worker_up";
+	d.help = "1 while the worker runs.";
+	must(tally_gauge_register(NULL, &d, &up), &d);
+	tally_counter_add(&req, n);
+	tally_gauge_add(&up, 1);
+	fflush(stdout);
+	child = fork();
+	if (child < 0)
+		return 1;
+	if (child > 0)
+		_exit(0);
+	/* At most 10 s for the creator to be gone (reparented). */
+	for (int i = 0; i < 1000 && getppid() == creator; i++)
+		nanosleep(&ts, NULL);
+	if (getppid() == creator)
+		return 1;
+	tally_counter_add(&req, n);
+	printf("ready %d %d\n", (int)creator, (int)getpid());
+	fflush(stdout);
+	hold(seconds);
+	return 0;
+}
+
 /* "<pid>:<start ticks>", the Python binding's per-process label value. */
 static void pid_label(char *out, size_t n)
 {
@@ -460,6 +505,8 @@ int main(int argc, char **argv)
 		return many(atol(argv[2]), atof(argv[3]));
 	if (argc == 4 && strcmp(argv[1], "worker") == 0)
 		return worker(atol(argv[2]), atof(argv[3]));
+	if (argc == 4 && strcmp(argv[1], "forked") == 0)
+		return forked(atol(argv[2]), atof(argv[3]));
 	if (argc == 3 && strcmp(argv[1], "pooled") == 0)
 		return pooled(atof(argv[2]));
 	if (argc == 3 && strcmp(argv[1], "clash") == 0)
@@ -491,7 +538,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	fprintf(stderr, "usage: testwriter fixture SECONDS | run SECONDS FINAL "
-		"| many N SECONDS | worker N SECONDS | pooled SECONDS "
+		"| many N SECONDS | worker N SECONDS | forked N SECONDS "
+		"| pooled SECONDS "
 		"| clash SECONDS | cleanup | hash PASSWORD [COST]\n");
 	return 2;
 }

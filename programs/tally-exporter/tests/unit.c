@@ -22,6 +22,7 @@
 #include "tally/reader.h"
 
 #include "aggregate.h"
+#include "authq.h"
 #include "expose.h"
 #include "listen.h"
 #include "retain.h"
@@ -207,6 +208,95 @@ TEST(webconfig)
 	CHECK(!wc_cached(&wc, "u", "righ"));
 	CHECK(wc_check_user(&wc, "v", "other"));
 	CHECK(wc_cached(&wc, "v", "other") && wc_cached(&wc, "u", "right"));
+	wc_free(&wc);
+}
+
+/*
+ * The login cache remembers exactly the user and password that logged in:
+ * a password of the same length that differs in any one byte (the first,
+ * a middle one, the last), a user and password split at another place,
+ * or the same bytes with user and password swapped, is not a hit.  Only
+ * wc_verify() (bcrypt) can let those in, and it refuses them.
+ */
+TEST(webconfig_cache_exact)
+{
+	static const char pw[] = "right";
+	struct webconfig wc;
+	char err[600], text[400], h5[64], h6[64], other[sizeof(pw)];
+
+	mkhash(pw, 5, h5);
+	mkhash("ur", 5, h6);
+	snprintf(text, sizeof(text),
+		 "basic_auth_users:\n  u: %s\n  uri: %s\n", h5, h6);
+	CHECK(wc_parse(text, "w", &wc, err, sizeof(err)) == 0);
+	CHECK(wc_check_user(&wc, "u", pw));
+	CHECK(wc_cached(&wc, "u", pw));
+	for (size_t i = 0; i < sizeof(pw) - 1; i++) {
+		memcpy(other, pw, sizeof(pw));
+		other[i] ^= 0x20; /* the case of one letter */
+		CHECK(!wc_cached(&wc, "u", other));
+		CHECK(!wc_check_user(&wc, "u", other));
+		CHECK(!wc_cached(&wc, "u", other));
+	}
+	/* "u" NUL "right" against "ur" NUL "ight" and "righ" NUL "t". */
+	CHECK(!wc_cached(&wc, "ur", "ight"));
+	CHECK(!wc_cached(&wc, "", "uright"));
+	CHECK(!wc_cached(&wc, "right", "u"));
+	CHECK(!wc_cached(&wc, "uri", "ght"));
+	CHECK(!wc_check_user(&wc, "uri", "ght"));
+	CHECK(wc_cached(&wc, "u", pw));
+	wc_free(&wc);
+}
+
+/*
+ * What a failed login costs, counted rather than timed: one bcrypt, of
+ * the user's cost for a known user with a wrong password, of the largest
+ * cost of the users for an unknown one (the dummy hash), so that neither
+ * answers sooner; a success costs one bcrypt once, then none while the
+ * cache remembers it.  A failure is never remembered.
+ */
+TEST(webconfig_login_cost)
+{
+	struct webconfig wc;
+	char err[600], text[400], h5[64], h6[64];
+	unsigned long n;
+
+	mkhash("right", 5, h5);
+	mkhash("other", 6, h6);
+	snprintf(text, sizeof(text), "basic_auth_users:\n  u: %s\n  v: %s\n",
+		 h5, h6);
+	CHECK(wc_parse(text, "w", &wc, err, sizeof(err)) == 0);
+	CHECK_EQ(wc.checks, 0);
+	for (int i = 0; i < 3; i++) {
+		n = wc.checks;
+		CHECK(!wc_check_user(&wc, "u", "wrong"));
+		CHECK_EQ(wc.checks, n + 1);
+		CHECK_EQ(wc.last_cost, 5);
+		CHECK(!wc_check_user(&wc, "v", "wrong"));
+		CHECK_EQ(wc.checks, n + 2);
+		CHECK_EQ(wc.last_cost, 6);
+		/* Unknown users: the dummy, of the largest cost. */
+		CHECK(!wc_check_user(&wc, "nobody", "wrong"));
+		CHECK_EQ(wc.checks, n + 3);
+		CHECK_EQ(wc.last_cost, 6);
+		CHECK(!wc_check_user(&wc, "", ""));
+		CHECK_EQ(wc.checks, n + 4);
+		CHECK_EQ(wc.last_cost, 6);
+	}
+	n = wc.checks;
+	CHECK(wc_check_user(&wc, "u", "right"));
+	CHECK_EQ(wc.checks, n + 1);
+	for (int i = 0; i < 3; i++)
+		CHECK(wc_check_user(&wc, "u", "right"));
+	CHECK_EQ(wc.checks, n + 1);
+	wc_free(&wc);
+	/* One user: known and unknown cost the same bcrypt. */
+	snprintf(text, sizeof(text), "basic_auth_users:\n  u: %s\n", h5);
+	CHECK(wc_parse(text, "w", &wc, err, sizeof(err)) == 0);
+	CHECK(!wc_check_user(&wc, "u", "wrong"));
+	CHECK(!wc_check_user(&wc, "x", "wrong"));
+	CHECK_EQ(wc.checks, 2);
+	CHECK_EQ(wc.last_cost, 5);
 	wc_free(&wc);
 }
 
@@ -491,6 +581,275 @@ TEST(label_clashes)
 	CHECK(strstr(t, "tally_exporter_label_clashes_total{action=\"dropped\"} "
 		      "3\n"));
 	tp_buf_free(&b);
+}
+
+/*
+ * The label-clash rules, each for every kind: the exposition of one series
+ * a case, with its labels (all values "v") as a segment holds them, from
+ * pid 10 of process "p" (ours: pid and process).  Each case says what is
+ * written between the braces, or NULL when the series is left out, and
+ * whether it counts as renamed:
+ *   - "le" is the histograms' own: a histogram's becomes exported_le; a
+ *     counter's or gauge's stays le;
+ *   - a label named as one of ours keeps its name, and ours is written
+ *     tally_<name> (each of ours that meets one; several count once);
+ *   - tally_<ours> alone is written as it is, and not counted;
+ *   - a name twice, or a renamed one that meets another (pid with
+ *     tally_pid, le with exported_le on a histogram), leaves the series
+ *     out; a counter's exported_le with le is written as it is;
+ *   - labels out of order are written in their order.
+ * With --aggregate nothing is ours: pid stays pid, nothing is renamed.
+ */
+struct clash_case {
+	unsigned n;
+	const char *names[3];
+	const char *want[3];    /* counter, gauge, histogram: the braces */
+	int renamed[3];
+};
+
+TEST(label_clash_rules)
+{
+	static const struct clash_case cases[] = {
+		{ 1, { "le" }, {
+		  "le=\"v\",pid=\"10\",process=\"p\"",
+		  "le=\"v\",pid=\"10\",process=\"p\"",
+		  "exported_le=\"v\",pid=\"10\",process=\"p\"" }, { 0, 0, 1 } },
+		{ 1, { "pid" }, {
+		  "pid=\"v\",tally_pid=\"10\",process=\"p\"",
+		  "pid=\"v\",tally_pid=\"10\",process=\"p\"",
+		  "pid=\"v\",tally_pid=\"10\",process=\"p\"" }, { 1, 1, 1 } },
+		{ 1, { "process" }, {
+		  "process=\"v\",pid=\"10\",tally_process=\"p\"",
+		  "process=\"v\",pid=\"10\",tally_process=\"p\"",
+		  "process=\"v\",pid=\"10\",tally_process=\"p\"" }, { 1, 1, 1 } },
+		{ 2, { "pid", "process" }, {
+		  "pid=\"v\",process=\"v\",tally_pid=\"10\",tally_process=\"p\"",
+		  "pid=\"v\",process=\"v\",tally_pid=\"10\",tally_process=\"p\"",
+		  "pid=\"v\",process=\"v\",tally_pid=\"10\",tally_process=\"p\"" },
+		  { 1, 1, 1 } },
+		{ 1, { "tally_pid" }, {
+		  "tally_pid=\"v\",pid=\"10\",process=\"p\"",
+		  "tally_pid=\"v\",pid=\"10\",process=\"p\"",
+		  "tally_pid=\"v\",pid=\"10\",process=\"p\"" }, { 0, 0, 0 } },
+		{ 2, { "pid", "tally_pid" }, { NULL, NULL, NULL }, { 0, 0, 0 } },
+		{ 2, { "process", "tally_process" }, { NULL, NULL, NULL },
+		  { 0, 0, 0 } },
+		{ 2, { "a", "a" }, { NULL, NULL, NULL }, { 0, 0, 0 } },
+		{ 2, { "exported_le", "le" }, {
+		  "exported_le=\"v\",le=\"v\",pid=\"10\",process=\"p\"",
+		  "exported_le=\"v\",le=\"v\",pid=\"10\",process=\"p\"",
+		  NULL }, { 0, 0, 0 } },
+		{ 2, { "b", "a" }, {
+		  "b=\"v\",a=\"v\",pid=\"10\",process=\"p\"",
+		  "b=\"v\",a=\"v\",pid=\"10\",process=\"p\"",
+		  "b=\"v\",a=\"v\",pid=\"10\",process=\"p\"" }, { 0, 0, 0 } },
+		{ 2, { "zz", "pid" }, {
+		  "zz=\"v\",pid=\"v\",tally_pid=\"10\",process=\"p\"",
+		  "zz=\"v\",pid=\"v\",tally_pid=\"10\",process=\"p\"",
+		  "zz=\"v\",pid=\"v\",tally_pid=\"10\",process=\"p\"" },
+		  { 1, 1, 1 } },
+		{ 1, { "zone" }, {
+		  "zone=\"v\",pid=\"10\",process=\"p\"",
+		  "zone=\"v\",pid=\"10\",process=\"p\"",
+		  "zone=\"v\",pid=\"10\",process=\"p\"" }, { 0, 0, 0 } },
+	};
+	enum { NC = sizeof(cases) / sizeof(cases[0]) };
+	static const unsigned kinds[3] = { TALLY_COUNTER, TALLY_GAUGE,
+					   TALLY_HISTOGRAM };
+	static const char *const vals[3] = { "v", "v", "v" };
+	static char names[3 * NC][16];
+	struct tp_series v[3 * NC];
+	struct tp_segment seg[1];
+	int64_t buckets[16] = { 1 };
+	struct ex_self self = { 0 };
+	struct ex_result res;
+
+	for (int agg = 0; agg < 2; agg++) {
+		struct ex_config c = { .pid_label = "pid",
+				       .process_label = "process",
+				       .zone_label = "zone",
+				       .aggregate = agg };
+		struct tp_snapshot s = { 0 };
+		struct tp_buf b = { 0 };
+		unsigned renamed = 0, dropped = 0;
+		const char *t;
+
+		memset(v, 0, sizeof(v));
+		memset(seg, 0, sizeof(seg));
+		seg[0].info.pid = 10;
+		for (unsigned k = 0; k < 3; k++)
+			for (unsigned i = 0; i < NC; i++) {
+				struct tp_series *x = &v[k * NC + i];
+
+				snprintf(names[k * NC + i], sizeof(names[0]),
+					 "%c%02u%s", "cgh"[k], i,
+					 k == 0 ? "_total" : "");
+				x->name = x->key = names[k * NC + i];
+				x->kind = kinds[k];
+				x->help = x->unit = "";
+				x->pid = 10;
+				strcpy(x->proc, "p");
+				strcpy(x->zone, "z");
+				x->nlabels = cases[i].n;
+				x->label_names = (char **)cases[i].names;
+				x->label_values = (char **)vals;
+				if (kinds[k] == TALLY_HISTOGRAM) {
+					x->sub_bits = 1;
+					x->max_bits = 8;
+					x->nbuckets = 16;
+					x->buckets = buckets;
+					x->value = 1;
+				}
+			}
+		s.series = v;
+		s.nseries = 3 * NC;
+		s.segs = seg;
+		s.nsegs = 1;
+		ex_write(&b, &s, &c, EX_TEXT, &self, tp_now_ns(), &res);
+		t = tp_buf_str(&b);
+		for (unsigned k = 0; k < 3; k++)
+			for (unsigned i = 0; i < NC; i++) {
+				const char *want = cases[i].want[k];
+				char line[300], head[32];
+				int r = cases[i].renamed[k];
+
+				snprintf(head, sizeof(head), "%c%02u%s{", "cgh"[k],
+					 i, k == 0 ? "_total" : k == 2 ?
+					 "_count" : "");
+				if (agg) {
+					/* Nothing is ours: as the segment
+					 * holds them, or out when a name is
+					 * there twice or le meets
+					 * exported_le on a histogram. */
+					int twice = cases[i].n == 2 &&
+						    !strcmp(cases[i].names[0],
+							    cases[i].names[1]);
+					int le_meets = k == 2 &&
+						       !strcmp(cases[i].names[0],
+							       "exported_le");
+
+					want = twice || le_meets ? NULL : "";
+				}
+				if (!want) {
+					if (strstr(t, head))
+						harness_fail(__FILE__, __LINE__,
+							     "case %u kind %u "
+							     "written:\n%s", i,
+							     k, t);
+					dropped++;
+					continue;
+				}
+				if (agg) {
+					char *p = line;
+
+					p += sprintf(p, "%s", head);
+					for (unsigned j = 0; j < cases[i].n; j++)
+						p += sprintf(p, "%s%s=\"v\"",
+							     j ? "," : "",
+							     k == 2 && !strcmp(cases[i].names[j], "le") ?
+							     "exported_le" :
+							     cases[i].names[j]);
+					sprintf(p, "} %d\n", k == 2);
+					r = k == 2 && strstr(line, "exported_le=");
+				} else {
+					snprintf(line, sizeof(line), "%s%s} %d\n",
+						 head, want, k == 2);
+				}
+				if (!strstr(t, line))
+					harness_fail(__FILE__, __LINE__,
+						     "case %u kind %u: no \"%s\" in:\n%s",
+						     i, k, line, t);
+				renamed += (unsigned)r;
+			}
+		CHECK_EQ(res.labels_renamed, renamed);
+		CHECK_EQ(res.labels_dropped, dropped);
+		tp_buf_free(&b);
+	}
+}
+
+/* A queue of logins from the addresses named by the letters of @q ("AAB":
+ * two from A, then one from B), in @a. */
+static unsigned mkq(const char *q, unsigned char (*a)[AUTHQ_ADDR])
+{
+	unsigned n = 0;
+
+	for (; *q; q++, n++) {
+		memset(a[n], 0, AUTHQ_ADDR);
+		a[n][0] = 4;
+		a[n][1] = 127;
+		a[n][4] = (unsigned char)*q;
+	}
+	return n;
+}
+
+static const unsigned char *addr_of(char c)
+{
+	static unsigned char a[26][AUTHQ_ADDR];
+	char s[2] = { c, 0 };
+
+	mkq(s, &a[c - 'A']);
+	return a[c - 'A'];
+}
+
+#define CQ (const unsigned char (*)[AUTHQ_ADDR])
+
+/*
+ * The login queue's order among addresses, each rule and each tie: the
+ * next login is the first from the address with the fewest logins queued
+ * (among equals, the first queued), the address checked last after every
+ * other; a full queue drops the most recently queued login of the
+ * address with the most logins queued or being checked (among equals, the
+ * last queued), and only for an address with fewer.
+ */
+TEST(login_queue_order)
+{
+	static const struct { const char *q; char last; unsigned want; } next[] = {
+		{ "A", 0, 0 }, { "AB", 0, 0 }, { "BA", 0, 0 },
+		{ "AAB", 0, 2 }, { "ABB", 0, 0 }, { "BBA", 0, 2 },
+		{ "AB", 'A', 1 }, { "BA", 'B', 1 }, { "AB", 'C', 0 },
+		{ "AA", 'A', 0 }, { "AAB", 'B', 0 }, { "ABBCC", 0, 0 },
+		{ "AABBC", 'C', 0 }, { "AABBCC", 'A', 2 }, { "ABAB", 'A', 1 },
+	};
+	static const struct { const char *q; char running; unsigned same;
+			      int want; } drop[] = {
+		{ "AAB", 0, 1, 1 }, { "AAB", 0, 2, -1 }, { "ABA", 0, 1, 2 },
+		{ "AB", 0, 0, 1 }, { "BA", 0, 0, 1 }, { "AB", 0, 1, -1 },
+		{ "ABAB", 0, 0, 3 }, { "ABAB", 0, 1, 3 }, { "ABAB", 0, 2, -1 },
+		{ "BA", 'A', 1, 1 }, { "AB", 'A', 1, 0 }, { "AB", 'C', 0, 1 },
+		{ "AABB", 'B', 2, 3 }, { "AABB", 'A', 2, 1 },
+		{ "AAAAAAAA", 0, 0, 7 }, { "AAAAAAAA", 0, 7, 7 },
+		{ "AAAAAAAA", 0, 8, -1 },
+	};
+	unsigned char a[8][AUTHQ_ADDR];
+
+	for (unsigned i = 0; i < sizeof(next) / sizeof(next[0]); i++) {
+		unsigned n = mkq(next[i].q, a), got;
+
+		got = authq_next(CQ a, n, next[i].last ? addr_of(next[i].last) :
+				 NULL);
+		if (got != next[i].want)
+			harness_fail(__FILE__, __LINE__, "next of %s (last %c): "
+				     "%u, want %u", next[i].q,
+				     next[i].last ? next[i].last : '-', got,
+				     next[i].want);
+	}
+	for (unsigned i = 0; i < sizeof(drop) / sizeof(drop[0]); i++) {
+		unsigned n = mkq(drop[i].q, a);
+		int got = authq_drop(CQ a, n, drop[i].running ?
+				     addr_of(drop[i].running) : NULL,
+				     drop[i].same);
+
+		if (got != drop[i].want)
+			harness_fail(__FILE__, __LINE__, "drop in %s (running "
+				     "%c) for one with %u: %d, want %d",
+				     drop[i].q, drop[i].running ?
+				     drop[i].running : '-', drop[i].same, got,
+				     drop[i].want);
+	}
+	/* Counts: queued and being checked, by the whole address. */
+	CHECK_EQ(authq_count(CQ a, mkq("ABA", a), addr_of('A'), addr_of('A')), 3);
+	CHECK_EQ(authq_count(CQ a, mkq("ABA", a), NULL, addr_of('B')), 1);
+	CHECK_EQ(authq_count(CQ a, mkq("ABA", a), addr_of('A'), addr_of('C')), 0);
 }
 
 /* --- retain.h, on snapshots made by hand (heap memory, as collected) --- */

@@ -2,7 +2,7 @@
  * tallystat-writer.c: a process with known series, for tallystat's tests.
  *
  *   tallystat-writer --zone NAME [--comm NAME] [--rate R] [--seconds S]
- *                    [--reset-at S] [--exit-after S]
+ *                    [--reset-at S] [--exit-after S] [--fork-child]
  *
  * It creates the zone NAME in $TALLY_DIR, registers the series below with
  * known values, prints "ready <pid> <path>" and then adds at known rates
@@ -19,6 +19,11 @@
  *                                 R/2 per second: 98% 5000, 2% 200000
  *   tw_long_total{...}            counter  5, with a 2062-byte label set
  *                                 (a long one: segment format 2.5)
+ *
+ * --fork-child: once the series are registered, the creator forks and
+ * exits at once (_exit, as a master that died); its child waits until
+ * the creator is gone, prints "ready <creator pid> <path> <child pid>"
+ * and does the rest in the inherited zone.
  *
  * --reset-at S zeroes tw_requests_total{queue="1"} (tally_block_zero)
  * once, S seconds after start.  Adds are spread over the run in 5 ms
@@ -81,6 +86,7 @@ int main(int argc, char **argv)
 		{ "seconds", required_argument, NULL, 's' },
 		{ "reset-at", required_argument, NULL, 'R' },
 		{ "exit-after", required_argument, NULL, 'x' },
+		{ "fork-child", no_argument, NULL, 'f' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *zone = "tw", *comm = NULL;
@@ -99,7 +105,7 @@ int main(int argc, char **argv)
 		{ "gamma", gamma },
 	};
 	double t0, added = 0, observed = 0;
-	int opt;
+	int opt, fork_child = 0;
 
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (opt) {
@@ -109,10 +115,12 @@ int main(int argc, char **argv)
 		case 's': seconds = atof(optarg); break;
 		case 'R': reset_at = atof(optarg); break;
 		case 'x': exit_after = atof(optarg); break;
+		case 'f': fork_child = 1; break;
 		default:
 			fprintf(stderr, "usage: tallystat-writer --zone NAME "
 				"[--comm NAME] [--rate R] [--seconds S] "
-				"[--reset-at S] [--exit-after S]\n");
+				"[--reset-at S] [--exit-after S] "
+				"[--fork-child]\n");
 			return 2;
 		}
 	}
@@ -146,7 +154,26 @@ int main(int argc, char **argv)
 		tally_histogram_observe(&lat, 1000);
 	tally_counter_add(&lng, 5);
 
-	printf("ready %d %s\n", (int)getpid(), tally_zone_path(z));
+	if (fork_child) {
+		struct timespec wait = { 0, 10000000 };
+		pid_t creator = getpid(), child;
+
+		fflush(stdout);
+		child = fork();
+		if (child < 0)
+			return 1;
+		if (child > 0)
+			_exit(0);
+		/* At most 10 s for the creator to be gone (reparented). */
+		for (int i = 0; i < 1000 && getppid() == creator; i++)
+			nanosleep(&wait, NULL);
+		if (getppid() == creator)
+			return 1;
+		printf("ready %d %s %d\n", (int)creator, tally_zone_path(z),
+		       (int)getpid());
+	} else {
+		printf("ready %d %s\n", (int)getpid(), tally_zone_path(z));
+	}
 	fflush(stdout);
 
 	t0 = now_s();

@@ -5,14 +5,19 @@ tallystat-writer (known values and rates) and of examples/queue-service.
 Run by CTest (programs/tallystat/tests/CMakeLists.txt), one test method
 per CTest test; the environment names the programs:
   TALLYSTAT, TS_WRITER, TS_SERVICE, TS_SCHEMA_DOC (docs/tallystat-json.md,
-  whose ```json block is the schema), TS_VENV (where to install jsonschema
-  if it is missing).
+  whose ```json block is the schema), TS_VENV (the tests' venv, made by
+  tools/test-venv.sh: jsonschema).
 
-Tolerances: a rate over an interval of about 1 s is within 15% of the
-writer's rate (the writer adds in 5 ms steps against the clock; the
-interval is measured on CLOCK_MONOTONIC between the two reads); histogram
-quantiles lie within the bucket of the value observed (the reader's
-resolution, 2^-3 by default).  Everything started here is killed in
+Pass or fail does not depend on the machine's speed: a rate is the
+interval's value over the interval's length (value == rate x interval),
+intervals add up to at least the nominal time (tallystat reads at absolute
+deadlines) and at most the time the run took, and histogram quantiles lie
+within the bucket of the value observed (the reader's resolution, 2^-3 by
+default).  With TS_TIMING=1 (the tallystat-*-timing tests, CTest label
+"timing", which tools/run-tests.sh reports without failing) the timings
+are checked too: a rate over an interval of about 1 s within 15% of the
+writer's (the writer adds in 5 ms steps against the clock), an interval
+within 0.25 s of the nominal one.  Everything started here is killed in
 tearDown, and every wait has a timeout.
 """
 import json
@@ -35,6 +40,8 @@ SCHEMA_DOC = os.environ.get("TS_SCHEMA_DOC", "docs/tallystat-json.md")
 VENV = os.environ.get("TS_VENV", "")
 
 RATE_TOL = 0.15
+# Timings judged (TS_TIMING=1), or only printed.
+TIMED = os.environ.get("TS_TIMING") == "1"
 
 
 # --- The schema ----------------------------------------------------------
@@ -49,30 +56,23 @@ def load_schema():
 
 
 def find_jsonschema():
-    """jsonschema from the system, else from a venv under the build dir
-    (pip install, if the network allows), else None."""
+    """jsonschema from the tests' venv (TS_VENV: tools/test-venv.sh made
+    it from the pinned requirements), else from the system, else None."""
+    if VENV:
+        py = os.path.join(VENV, "bin", "python3")
+        try:
+            site = subprocess.run(
+                [py, "-c", "import jsonschema, os; "
+                 "print(os.path.dirname(os.path.dirname("
+                 "jsonschema.__file__)))"],
+                check=True, timeout=30, capture_output=True, text=True)
+            sys.path.insert(0, site.stdout.strip())
+        except (OSError, subprocess.SubprocessError):
+            pass
     try:
-        import jsonschema  # noqa: F401
+        import jsonschema
         return jsonschema
     except ImportError:
-        pass
-    if not VENV:
-        return None
-    py = os.path.join(VENV, "bin", "python3")
-    try:
-        if not os.path.exists(py):
-            subprocess.run([sys.executable, "-m", "venv", VENV], check=True,
-                           timeout=60, capture_output=True)
-        subprocess.run([py, "-m", "pip", "install", "-q", "jsonschema"],
-                       check=True, timeout=90, capture_output=True)
-        site = subprocess.run(
-            [py, "-c", "import jsonschema, os; "
-             "print(os.path.dirname(os.path.dirname(jsonschema.__file__)))"],
-            check=True, timeout=30, capture_output=True, text=True)
-        sys.path.insert(0, site.stdout.strip())
-        import jsonschema  # noqa: F811
-        return jsonschema
-    except Exception:
         return None
 
 
@@ -235,6 +235,7 @@ class TallystatTest(unittest.TestCase):
         self.assertTrue(r, "the writer did not start")
         line = p.stdout.readline().split()
         self.assertEqual(line[0], "ready", line)
+        self.ready = line
         return p, int(line[1]), line[2]
 
     def tallystat(self, *args, timeout=30, env=None):
@@ -266,10 +267,33 @@ class TallystatTest(unittest.TestCase):
         return r[0]
 
     def assertRate(self, got, want, what):
+        """A writer adding @want a second: within RATE_TOL of it when
+        timed; otherwise it moved (the writer may be starved of CPU for
+        a while, never run ahead), and the rate is printed."""
         self.assertIsNotNone(got, what)
-        self.assertLessEqual(abs(got - want), want * RATE_TOL,
-                             "%s: rate %.1f, want %.1f +- %d%%" %
-                             (what, got, want, RATE_TOL * 100))
+        if TIMED:
+            self.assertLessEqual(abs(got - want), want * RATE_TOL,
+                                 "%s: rate %.1f, want %.1f +- %d%%" %
+                                 (what, got, want, RATE_TOL * 100))
+        else:
+            self.assertGreater(got, 0, what)
+            print("%s: rate %.1f (writer %.1f, not judged)" %
+                  (what, got, want), file=sys.stderr)
+
+    def assertIntervals(self, reports, n, nominal, wall):
+        """The n interval reports' lengths: tallystat reads at absolute
+        deadlines, so the first is at least @nominal and all of them add
+        up to at least n x @nominal, and to at most @wall, the time the
+        run took (printed to the millisecond: 1e-3 of slack).  Timed:
+        each within 0.25 s of @nominal as well."""
+        iv = [r["interval"] for r in reports[:n]]
+        self.assertGreaterEqual(iv[0], nominal - 1e-3, iv)
+        self.assertGreaterEqual(sum(iv), n * nominal - 1e-3, iv)
+        self.assertLessEqual(sum(iv), wall + 1e-3, (iv, wall))
+        for x in iv:
+            self.assertGreater(x, 0, iv)
+            if TIMED:
+                self.assertLess(abs(x - nominal), 0.25, iv)
 
     # Tests.
 
@@ -382,13 +406,15 @@ class TallystatTest(unittest.TestCase):
         bucket deltas, per-CPU columns, Average."""
         _, pid, _ = self.writer("tw", rate=2000)
         time.sleep(0.3)
+        t0 = time.monotonic()
         st = self.json_of(self.tallystat("-y", "-o", "JSON", "-P", "ALL",
                                          "1", "3", timeout=20))
+        wall = time.monotonic() - t0
         self.assertEqual([r["report"] for r in st],
                          ["interval"] * 3 + ["average"])
+        self.assertIntervals(st, 3, 1.0, wall)
         q1 = 'tw_requests_total{queue="1"}'
         for r in st[:3]:
-            self.assertLess(abs(r["interval"] - 1.0), 0.25)
             row = self.one(r, q1, pid)
             self.assertRate(row["rate"], 2000, q1)
             # The rate is the value over the interval (both printed to
@@ -458,8 +484,13 @@ class TallystatTest(unittest.TestCase):
         self.assertEqual([r["report"] for r in st],
                          ["interval"] * 3 + ["average"])
         q1 = 'tw_requests_total{queue="1"}'
-        late = [r for r in st[:3] if r["interval"] > 0.9]
-        self.assertEqual(len(late), 1, [r["interval"] for r in st])
+        # The interval tallystat was stopped in lasted at least the stop
+        # (1 s); the others are about 0.5 s (timed: below 0.9 s).
+        late = [r for r in st[:3] if r["interval"] >= 1.0]
+        self.assertGreaterEqual(len(late), 1, [r["interval"] for r in st])
+        if TIMED:
+            self.assertEqual(len([r for r in st[:3] if r["interval"] > 0.9]),
+                             1, [r["interval"] for r in st])
         for r in st[:3]:
             row = self.one(r, q1, pid)
             self.assertRate(row["rate"], 2000,
@@ -467,7 +498,8 @@ class TallystatTest(unittest.TestCase):
             self.assertLess(abs(row["value"] - row["rate"] * r["interval"]),
                             2 + row["value"] * 1e-3)
         row = self.one(late[0], q1, pid)
-        self.assertGreater(row["value"], 2000 * 0.9 * (1 - RATE_TOL))
+        if TIMED:
+            self.assertGreater(row["value"], 2000 * 0.9 * (1 - RATE_TOL))
         self.assertRate(self.one(st[3], q1, pid)["rate"], 2000,
                         "average " + q1)
 
@@ -537,6 +569,43 @@ class TallystatTest(unittest.TestCase):
         c = self.one(r, 'tw_requests_total{queue="0"}')
         self.assertEqual((c["dead"], c["value"]), (False, 2000))
         self.assertEqual(sorted(c["pids"]), sorted([a, b]))
+
+    def test_dead_forked_child(self):
+        """A segment whose creator is gone while a child it forked still
+        updates it is not dead: its rows are live, its gauge shown, the
+        child's adds counted; once the child is killed, they are dead."""
+        p, a, _ = self.writer("fk", rate=1000, extra=["--fork-child"])
+        child = int(self.ready[3])
+
+        def kill_child():
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.addCleanup(kill_child)
+        p.wait(timeout=10)
+        q1 = 'tw_requests_total{queue="1"}'
+        # The child adds 1000 a second: polled, at most 10 s.
+        for _ in range(200):
+            r = self.json_of(self.tallystat("-o", "JSON"))[0]
+            if self.one(r, q1, a)["value"] > 2000:
+                break
+            time.sleep(0.05)
+        self.assertGreater(self.one(r, q1, a)["value"], 2000)
+        rows = self.rows(r, pid=a)
+        self.assertTrue(rows)
+        for row in rows:
+            self.assertIs(row["dead"], False, row)
+        self.assertEqual(self.one(r, "tw_in_flight", a)["value"], 7)
+        kill_child()
+        # Its locks go with it (it may stay a zombie a while): polled.
+        for _ in range(200):
+            r = self.json_of(self.tallystat("-o", "JSON"))[0]
+            if all(row["dead"] for row in self.rows(r, pid=a)):
+                break
+            time.sleep(0.05)
+        for row in self.rows(r, pid=a):
+            self.assertIs(row["dead"], True, row)
 
     def test_reset(self):
         """A counter zeroed during the run is a reset, not a negative
@@ -663,9 +732,11 @@ class TallystatTest(unittest.TestCase):
                 if f[3].startswith("requests_total{"):
                     total += float(f[6])
             # Since start (n == 0) and per interval: the service's rate,
-            # give or take what a loaded 2-CPU machine does to it.
-            self.assertGreater(total, rate * 0.3, (n, total))
-            self.assertLess(total, rate * 1.5, (n, total))
+            # give or take what a loaded 2-CPU machine does to it (timed);
+            # otherwise it served some.
+            self.assertGreater(total, rate * 0.3 if TIMED else 0, (n, total))
+            if TIMED:
+                self.assertLess(total, rate * 1.5, (n, total))
         dur = [l for l in lines if " request_duration_ns " in l]
         self.assertEqual(len(dur), 4)     # three reports and the average
         for l in dur:
