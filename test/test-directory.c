@@ -422,5 +422,6 @@ TEST_TIMEOUT(cleanup_stays_in_the_checked_directory, 60)
 		CHECK_EQ(unlink(sh->path[i]), 0);
 	}
 	CHECK_EQ(rmdir(w->dir), 0);
+	remove_lock_files(sh->dir);
 	CHECK_EQ(rmdir(sh->dir), 0);
 }

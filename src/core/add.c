@@ -125,7 +125,8 @@ int tally__own_fd(struct tally_zone *z)
 	if (fd < 0) {
 		int expected = -1;
 
-		fd = tally__reopen_fd(z->fd, z->path, O_RDWR);
+		fd = tally__reopen_fd(tally__zone_lock_fd(z),
+				     tally__zone_lock_path(z), O_RDWR);
 		if (fd < 0)
 			return -1;
 		if (!atomic_compare_exchange_strong(&z->fbfd, &expected, fd)) {

@@ -25,6 +25,15 @@ struct tally_zone {
 	size_t map_size;
 	int fd;
 	int lockfd;              /* holds this process's use lock, or -1 */
+	/* Format 2.6 (docs/FORMAT.md): the writers' lock file, open
+	 * read-write through a description that holds no lock, and its
+	 * path; -1 and "" in an anonymous zone or a shared zone of an older
+	 * minor, whose locks are all on the zone file (z->fd). */
+	int lkfd;
+	char lkpath[PATH_MAX];
+	/* A description of the zone file holding this process's presence
+	 * lock (a write lock readers judge liveness by), or -1. */
+	int livefd;
 	int keep_file;           /* could not take the lock: never unlink */
 	struct tally__chunk *meta;
 	char *chunks;            /* chunk 0 */
@@ -50,6 +59,18 @@ struct tally_zone {
 	_Atomic int swept;
 	char path[PATH_MAX];     /* "" for an anonymous zone */
 };
+
+/* The descriptor and path that writers take the locks of @z on: its lock
+ * file, or the zone file itself where it has none. */
+static inline int tally__zone_lock_fd(const struct tally_zone *z)
+{
+	return z->lkfd >= 0 ? z->lkfd : z->fd;
+}
+
+static inline const char *tally__zone_lock_path(const struct tally_zone *z)
+{
+	return z->lkfd >= 0 ? z->lkpath : z->path;
+}
 
 /* The core's steps (zone.c), registered by zone creation and the
  * discard block; idempotent. */

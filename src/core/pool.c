@@ -296,20 +296,31 @@ int tally__token_lock(struct tally_zone *z, uint32_t token, int lock)
 }
 
 /*
- * Is the process that owns @c (with token @owner) gone?  Its pid must be
- * free, or belong to a process started at another time (a recycled pid),
- * and nobody may hold the lock of its token: a process of another PID
- * namespace has a pid that means something else here, but its lock is
- * the same.  A chunk owned in this process is never "dead": its thread
- * releases it.  @alive_pid: the pid's verdict, when known (-1: ask).
+ * Is the process that owns @c (with token @owner) gone?
+ *
+ * In a zone with a writers' lock file (2.6), only the lock of its token
+ * tells: nobody but the writers' user can open that file, so no reader
+ * can hold it, and a new process that got the owner's pid (every
+ * incarnation of a container's service is pid 1) does not hold it.  This
+ * process's own tokens are locked through its own description, which
+ * the test through the lock file's common description sees.
+ *
+ * In an older zone, the token's lock lies in the zone file, which
+ * readers may lock too: there the pid must also be free, or belong to a
+ * process started at another time.  @alive_pid: the pid's verdict, when
+ * known (-1: ask).
  */
 static int owner_dead(struct tally_zone *z, struct tally__chunk *c,
 		      uint32_t owner, int alive_pid)
 {
 	int32_t pid = __atomic_load_n(&c->owner_pid, RELAXED);
 	uint64_t start = __atomic_load_n(&c->owner_start, RELAXED);
+	struct tally__self me;
 
-	if (pid <= 0 || pid == (int32_t)getpid())
+	if (z->lkfd >= 0)
+		return !tally__token_locked(z->lkfd, owner);
+	tally__self_get(&me);
+	if (pid <= 0 || (pid == me.pid && start == me.start))
 		return 0;
 	if (alive_pid < 0)
 		alive_pid = tally__proc_alive(pid, start);
@@ -390,7 +401,7 @@ static int verdict_dead(struct verdicts *v, int32_t pid, uint64_t start)
  * lock only if its owner is still the one found dead (a token is never
  * given twice in a zone's life, until it wraps).  Returns how many.
  */
-static unsigned sweep_dead(struct tally_zone *z, int me)
+static unsigned sweep_dead(struct tally_zone *z)
 {
 	uint64_t n = atomic_load(&z->hdr->chunks_bumped);
 	struct verdicts v;
@@ -409,8 +420,9 @@ static unsigned sweep_dead(struct tally_zone *z, int me)
 			continue;
 		pid = __atomic_load_n(&c->owner_pid, RELAXED);
 		start = __atomic_load_n(&c->owner_start, RELAXED);
-		if (pid <= 0 || pid == me || !verdict_dead(&v, pid, start) ||
-		    !owner_dead(z, c, owner, 0))
+		if (z->lkfd >= 0 ? !owner_dead(z, c, owner, 0) :
+		    (pid <= 0 || !verdict_dead(&v, pid, start) ||
+		     !owner_dead(z, c, owner, 0)))
 			continue;
 		tally__pool_lock(z);
 		if (atomic_load(&c->owner) == owner &&
@@ -538,7 +550,7 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 	 * may be the partial chunk this allocation takes. */
 	if (!atomic_load_explicit(&z->swept, memory_order_relaxed) &&
 	    !atomic_exchange(&z->swept, 1))
-		sweep_dead(z, (int)getpid());
+		sweep_dead(z);
 	tally__pool_lock(z);
 	for (;;) {
 		if (take_partial(z, mode, cls, token, &i)) {

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "process/process.h"
@@ -57,6 +58,81 @@ int tally__byte_locked(int fd, uint64_t byte)
 	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
 		return 1;
 	return fl.l_type != F_UNLCK;
+}
+
+int tally__write_held(int fd, uint64_t start, uint64_t len)
+{
+	struct flock fl = one_byte(F_RDLCK, start);
+
+	fl.l_len = (off_t)len;
+	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
+		return 1;
+	return fl.l_type != F_UNLCK;
+}
+
+int tally__any_lock_held(int fd)
+{
+	struct flock fl = one_byte(F_WRLCK, 0);
+
+	fl.l_len = 0;
+	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
+		return 1;
+	return fl.l_type != F_UNLCK;
+}
+
+int tally__lock_byte_bounded(int fd, short type, uint64_t byte)
+{
+	struct timespec t0, now, nap = { 0, 1000000 };
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		if (tally__lock_byte(fd, type, byte, 0) == 0)
+			return 0;
+		if (errno != EAGAIN && errno != EACCES && errno != EINTR)
+			return -1;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec - t0.tv_sec >= TALLY__WAIT_BOUND_S) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		nanosleep(&nap, NULL);
+		if (nap.tv_nsec < 64000000)
+			nap.tv_nsec *= 2;
+	}
+}
+
+void tally__lockfile_name(char *out, size_t n, uint64_t ino)
+{
+	snprintf(out, n, TALLY__LOCKFILE_PREFIX "%llu",
+		 (unsigned long long)ino);
+}
+
+int tally__lockfile_open(int dfd, uint64_t ino, int create)
+{
+	char name[64];
+	struct stat st;
+	int fd, flags = O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, err;
+
+	tally__lockfile_name(name, sizeof(name), ino);
+	if (create == 2) {
+		/* The zone file is new, so a lock file of its inode number is
+		 * the leftover of a removed file that had it. */
+		unlinkat(dfd, name, 0);
+		flags |= O_CREAT | O_EXCL;
+	} else if (create) {
+		flags |= O_CREAT;
+	}
+	fd = openat(dfd, name, flags, 0600);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_uid != geteuid() || (st.st_mode & 077)) {
+		err = EPERM;
+		close(fd);
+		errno = err;
+		return -1;
+	}
+	return fd;
 }
 
 int tally__use_locked(int fd)

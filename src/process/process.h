@@ -83,6 +83,44 @@ int tally__valid_zone_name(const char *name);
  * the use lock, the creator lock and the lock of an owner token. */
 int tally__lock_byte(int fd, short type, uint64_t byte, int wait);
 int tally__byte_locked(int fd, uint64_t byte);
+/* Does a process hold a *write* lock on a byte of [@start, @start + @len)
+ * (@len 0: to the end of any file) through another description than
+ * @fd's?  Readers open files read-only and can only take read locks, so a
+ * reader cannot make this true (docs/FORMAT.md, "Readers have no power
+ * over writers").  1 when it cannot tell. */
+int tally__write_held(int fd, uint64_t start, uint64_t len);
+/* Does a process hold any lock on any byte of the file, through another
+ * description than @fd's?  1 when it cannot tell. */
+int tally__any_lock_held(int fd);
+/* The wait for a lock that another process holds (the attach lock, the
+ * header's mutexes) has this bound, in seconds; past it the call fails
+ * with ETIMEDOUT (docs/FORMAT.md). */
+#define TALLY__WAIT_BOUND_S 5
+/* tally__lock_byte with a bounded wait: 0, or -1 with errno (ETIMEDOUT
+ * once TALLY__WAIT_BOUND_S passed). */
+int tally__lock_byte_bounded(int fd, short type, uint64_t byte);
+/*
+ * The writers' lock file of a zone file (format 2.6): ".tally-lock.<ino>"
+ * in its directory, where <ino> is the zone file's inode number; mode
+ * 0600, never given to a group, so that only the writers' own user opens
+ * it.  Every lock that a writer decides anything from is taken there
+ * (docs/FORMAT.md, "Readers have no power over writers").
+ * tally__lockfile_name: its name, for the zone file of inode @ino.
+ * tally__lockfile_open: open (or create, with @create; with O_EXCL, after
+ * removing a stale one, when @create is 2) it in the directory open as
+ * @dfd, read-write, checked to be a regular file of this user that no
+ * one else may open.  The descriptor, or -1 with errno.
+ */
+#define TALLY__LOCKFILE_PREFIX ".tally-lock."
+void tally__lockfile_name(char *out, size_t n, uint64_t ino);
+int tally__lockfile_open(int dfd, uint64_t ino, int create);
+/* The presence locks of a zone file of format 2.6: the creator's write
+ * lock on byte TALLY__CREATOR_LOCK_BYTE, and the write lock each other
+ * user takes on a byte of [TALLY__PRESENCE_BYTE, + TALLY__PRESENCE_SPAN)
+ * when nobody holds a read lock there (readers judge liveness by them;
+ * writers never do). */
+#define TALLY__PRESENCE_BYTE (1ull << 40)
+#define TALLY__PRESENCE_SPAN (1ull << 32)
 int tally__use_locked(int fd);
 int tally__creator_locked(int fd);
 

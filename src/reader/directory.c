@@ -56,7 +56,7 @@ static int orphaned_tmp(int dfd, const char *name, struct stat *checked)
 		return 0;
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
 	    st.st_uid == geteuid() && time(NULL) - st.st_mtime > TMP_ORPHAN_AGE &&
-	    !tally__byte_locked(fd, TALLY__CREATION_LOCK_BYTE)) {
+	    !tally__write_held(fd, TALLY__CREATION_LOCK_BYTE, 1)) {
 		orphan = 1;
 		*checked = st;
 	}
@@ -65,17 +65,69 @@ static int orphaned_tmp(int dfd, const char *name, struct stat *checked)
 }
 
 /*
- * A shared zone is attached by name (core/zone-attach.c): hold its attach
- * lock (a read lock, through the segment's descriptor until it is closed)
- * while deciding whether to remove it, so that no process is between
- * finding the file and holding its use lock.  0 when a process is attaching
- * it right now: leave it be.
+ * A writers' lock file (format 2.6, process/lock.c) that nobody holds a
+ * lock on, a few seconds old (its creator takes its locks at once): the
+ * zone file it served is gone or dead, and a writer that needs it again
+ * makes it anew.
  */
-static int attach_locked(struct tally_seg *s)
+static int orphaned_lock_file(int dfd, const char *name, struct stat *checked)
+{
+	struct stat st;
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
+				   O_NONBLOCK),
+	    orphan = 0;
+
+	if (fd < 0)
+		return 0;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    st.st_uid == geteuid() && time(NULL) - st.st_mtime > TMP_ORPHAN_AGE &&
+	    !tally__any_lock_held(fd)) {
+		orphan = 1;
+		*checked = st;
+	}
+	close(fd);
+	return orphan;
+}
+
+/*
+ * Where clean-up reads the writers' locks of segment @s: its lock file
+ * (format 2.6; made when missing, as writers do, so that an attaching
+ * writer and this clean-up meet on the same attach lock), else the
+ * segment itself.  Sets *@lkfd (-1: the segment).  0 when the lock file
+ * cannot be opened: then nothing is decided about @s.
+ */
+static int writers_locks(int dfd, struct tally_seg *s, const struct stat *st,
+			 int *lkfd)
+{
+	*lkfd = -1;
+	if (s->hdr.minor < TALLY__FMT_MINOR_LOCK_FILE)
+		return 1;
+	*lkfd = tally__lockfile_open(dfd, (uint64_t)st->st_ino, 1);
+	return *lkfd >= 0;
+}
+
+/*
+ * A shared zone is attached by name (core/zone-attach.c): hold its attach
+ * lock (a read lock, through the descriptor @fd of its lock file, or of
+ * the segment, until it is closed) while deciding whether to remove it,
+ * so that no process is between finding the file and holding its use
+ * lock.  0 when a process is attaching it right now: leave it be.
+ */
+static int attach_locked(struct tally_seg *s, int fd)
 {
 	if (!(s->hdr.flags & TALLY__HDR_SHARED))
 		return 1;
-	return tally__lock_byte(s->fd, F_RDLCK, TALLY__ATTACH_LOCK_BYTE, 0) == 0;
+	return tally__lock_byte(fd, F_RDLCK, TALLY__ATTACH_LOCK_BYTE, 0) == 0;
+}
+
+/* Does a process use segment @s?  From 2.6 on, the use and creator locks
+ * lie in its lock file @lkfd, where no reader can hold them. */
+static int seg_used(struct tally_seg *s, int lkfd)
+{
+	if (lkfd < 0)
+		return tally__seg_used(s);
+	return tally__use_locked(lkfd) || tally__creator_locked(lkfd) ||
+	       tally__seg_used(s);
 }
 
 static int has_suffix(const char *s, size_t n, const char *suffix)
@@ -202,9 +254,19 @@ static int clean_entry(int dfd, const struct stat *dst, const char *path,
 {
 	struct tally_seg *s = NULL;
 	struct stat checked, now;
-	char why[160] = "";
-	int removed = 0;
+	char why[160] = "", lkname[64] = "";
+	int removed = 0, lkfd = -1;
 
+	if (strncmp(name, TALLY__LOCKFILE_PREFIX,
+		    strlen(TALLY__LOCKFILE_PREFIX)) == 0) {
+		/* Not reported: a lock file holds no values. */
+		if (orphaned_lock_file(dfd, name, &checked) &&
+		    fstatat(dfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    now.st_dev == checked.st_dev &&
+		    now.st_ino == checked.st_ino)
+			unlinkat(dfd, name, 0);
+		return 0;
+	}
 	if (has_suffix(name, strlen(name), ".tally.tmp")) {
 		if (orphaned_tmp(dfd, name, &checked))
 			snprintf(why, sizeof(why), "a temporary file whose "
@@ -212,16 +274,32 @@ static int clean_entry(int dfd, const struct stat *dst, const char *path,
 	} else if (has_suffix(name, strlen(name), ".tally")) {
 		s = tally__seg_openat(dfd, dst, name, path, NULL);
 		if (s && !(s->hdr.flags & TALLY__HDR_PERSIST) &&
-		    attach_locked(s) && !tally__seg_used(s) &&
 		    fstat(s->fd, &checked) == 0 &&
+		    writers_locks(dfd, s, &checked, &lkfd) &&
+		    attach_locked(s, lkfd >= 0 ? lkfd : s->fd) &&
+		    !seg_used(s, lkfd) &&
 		    !expired(s, &checked, c, why, sizeof(why)))
 			why[0] = 0;
 	}
-	/* Unlinked before the segment is closed, so under its attach lock. */
+	/* Unlinked before the segment and its lock file are closed, so
+	 * under its attach lock, and while its inode number (which names
+	 * the lock file) is not another file's. */
 	if (why[0] && fstatat(dfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    now.st_dev == checked.st_dev && now.st_ino == checked.st_ino &&
 	    unlinkat(dfd, name, 0) == 0)
 		removed = 1;
+	if (removed && lkfd >= 0) {
+		struct stat a, b;
+
+		tally__lockfile_name(lkname, sizeof(lkname),
+				     (uint64_t)checked.st_ino);
+		if (fstatat(dfd, lkname, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    fstat(lkfd, &b) == 0 && a.st_dev == b.st_dev &&
+		    a.st_ino == b.st_ino)
+			unlinkat(dfd, lkname, 0);
+	}
+	if (lkfd >= 0)
+		close(lkfd);
 	tally_seg_close(s);
 	if (removed && c->fn)
 		c->fn(path, why, c->arg);
