@@ -115,7 +115,9 @@ void tally__chunk_remote_freed(struct tally_zone *z, uint32_t idx,
 int tally__chunk_collect(struct tally_zone *z, uint32_t idx);
 void tally__chunk_owner_check(struct tally_zone *z, uint32_t idx,
 			      unsigned word);
-void tally__pool_lock(struct tally_zone *z);
+/* 0, or -errno with a message (ETIMEDOUT: held too long by another
+ * process, see tally__robust_lock). */
+int tally__pool_lock(struct tally_zone *z);
 void tally__pool_repair(struct tally_zone *z);
 void tally__pool_unlock(struct tally_zone *z);
 

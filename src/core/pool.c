@@ -50,12 +50,21 @@
 #define RELAXED __ATOMIC_RELAXED
 #define WARM_MAX 4
 
-void tally__pool_lock(struct tally_zone *z)
+int tally__pool_lock(struct tally_zone *z)
 {
-	if (tally__robust_lock(&z->hdr->pool_lock)) {
+	char what[PATH_MAX + 32];
+	int rc;
+
+	snprintf(what, sizeof(what), "the pool lock of zone %s",
+		 z->path[0] ? z->path : z->hdr->zone_name);
+	rc = tally__robust_lock(&z->hdr->pool_lock, what);
+	if (rc < 0)
+		return rc;
+	if (rc) {
 		tally__pool_repair(z);
 		pthread_mutex_consistent(&z->hdr->pool_lock);
 	}
+	return 0;
 }
 
 void tally__pool_unlock(struct tally_zone *z)
@@ -424,7 +433,8 @@ static unsigned sweep_dead(struct tally_zone *z)
 		    (pid <= 0 || !verdict_dead(&v, pid, start) ||
 		     !owner_dead(z, c, owner, 0)))
 			continue;
-		tally__pool_lock(z);
+		if (tally__pool_lock(z) < 0)
+			break;
 		if (atomic_load(&c->owner) == owner &&
 		    __atomic_load_n(&c->owner_pid, RELAXED) == pid &&
 		    __atomic_load_n(&c->owner_start, RELAXED) == start) {
@@ -551,7 +561,8 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 	if (!atomic_load_explicit(&z->swept, memory_order_relaxed) &&
 	    !atomic_exchange(&z->swept, 1))
 		sweep_dead(z);
-	tally__pool_lock(z);
+	if ((rc = tally__pool_lock(z)) < 0)
+		return rc;
 	for (;;) {
 		if (take_partial(z, mode, cls, token, &i)) {
 			tally__pool_unlock(z);
@@ -582,7 +593,10 @@ void tally__chunk_release(struct tally_zone *z, uint32_t i)
 {
 	struct tally__chunk *c = meta(z, i);
 
-	tally__pool_lock(z);
+	/* Not taken in time: the chunk stays the token's, whose lock goes
+	 * with the thread; a sweep takes it back then. */
+	if (tally__pool_lock(z) < 0)
+		return;
 	disown(c);
 	settle(z, i);
 	tally__pool_unlock(z);
@@ -608,7 +622,10 @@ void tally__chunk_remote_freed(struct tally_zone *z, uint32_t i, unsigned w)
 	/* Nothing to do for a listed chunk that still has live blocks. */
 	if (__atomic_load_n(&c->listed, RELAXED) && !all_free(c, w))
 		return;
-	tally__pool_lock(z);
+	/* Not taken in time: the free stays in the remote bitmap, for the
+	 * next settling of the chunk. */
+	if (tally__pool_lock(z) < 0)
+		return;
 	settle(z, i);
 	tally__pool_unlock(z);
 }
@@ -624,9 +641,9 @@ void tally__chunk_owner_check(struct tally_zone *z, uint32_t i, unsigned w)
 	struct tally__chunk *c = meta(z, i);
 	uint32_t owner = atomic_load(&c->owner);
 
-	if (!owner || !all_free(c, w) || !owner_dead(z, c, owner, -1))
+	if (!owner || !all_free(c, w) || !owner_dead(z, c, owner, -1) ||
+	    tally__pool_lock(z) < 0)
 		return;
-	tally__pool_lock(z);
 	if (atomic_load(&c->owner) == owner) {
 		disown(c);
 		settle(z, i);

@@ -191,9 +191,42 @@ int tally__robust_init(pthread_mutex_t *m)
 /*
  * Returns 1 when its last owner died holding it: the caller repairs what
  * it guards from the records (which stay valid whatever step the dead
- * process reached), then calls pthread_mutex_consistent().
+ * process reached), then calls pthread_mutex_consistent().  The wait is
+ * bounded (TALLY__WAIT_BOUND_S): a process that holds the mutex for ever,
+ * or a participant that wrote a live thread's id into it, makes this
+ * return -ETIMEDOUT with a message naming @what and the holder.
+ * (CLOCK_REALTIME, as pthread_mutex_timedlock takes it: a clock set back
+ * meanwhile lengthens the wait, never makes it endless.)
  */
-int tally__robust_lock(pthread_mutex_t *m)
+int tally__robust_lock(pthread_mutex_t *m, const char *what)
 {
-	return pthread_mutex_lock(m) == EOWNERDEAD;
+	struct timespec t;
+	int rc;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	t.tv_sec += TALLY__WAIT_BOUND_S;
+	rc = pthread_mutex_timedlock(m, &t);
+	if (rc == EOWNERDEAD)
+		return 1;
+	if (rc == 0)
+		return 0;
+	if (rc == ETIMEDOUT) {
+		int holder = 0;
+
+#ifdef __GLIBC__
+		/* glibc keeps the holder's thread id in the mutex; it is in
+		 * the shared mapping, so any participant may have written
+		 * it: a hint for the message, nothing more. */
+		holder = (int)(__atomic_load_n(&m->__data.__owner,
+					       __ATOMIC_RELAXED) & 0x3fffffff);
+#endif
+		if (holder)
+			return tally__fail(ETIMEDOUT, "%s has been held for "
+					   "more than %d s by thread %d: given "
+					   "up", what, TALLY__WAIT_BOUND_S,
+					   holder);
+		return tally__fail(ETIMEDOUT, "%s has been held for more than "
+				   "%d s: given up", what, TALLY__WAIT_BOUND_S);
+	}
+	return tally__fail(rc, "%s: %s", what, strerror(rc));
 }
