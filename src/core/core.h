@@ -82,6 +82,9 @@ void tally__zone_exit_begin(void);
 void tally__zone_exit_end(void);
 void tally__tcache_postfork_child(void);
 void tally__tcache_exit(void);
+/* The owner token of the calling thread in @z, 0 when it has none
+ * (alloc.c). */
+uint32_t tally__tcache_token(struct tally_zone *z);
 void tally__fallback_postfork_child(void);
 
 /* This process's own description of zone @z's file (add.c), opened at

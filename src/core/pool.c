@@ -52,12 +52,9 @@
 
 int tally__pool_lock(struct tally_zone *z)
 {
-	char what[PATH_MAX + 32];
-	int rc;
+	int rc = tally__robust_lock(&z->hdr->pool_lock, "pool",
+				    z->path[0] ? z->path : z->hdr->zone_name);
 
-	snprintf(what, sizeof(what), "the pool lock of zone %s",
-		 z->path[0] ? z->path : z->hdr->zone_name);
-	rc = tally__robust_lock(&z->hdr->pool_lock, what);
 	if (rc < 0)
 		return rc;
 	if (rc) {
@@ -326,6 +323,10 @@ static int owner_dead(struct tally_zone *z, struct tally__chunk *c,
 	uint64_t start = __atomic_load_n(&c->owner_start, RELAXED);
 	struct tally__self me;
 
+	/* The calling thread's own chunk (a free of its own block, the
+	 * common case) is alive without asking the kernel. */
+	if (owner == tally__tcache_token(z))
+		return 0;
 	if (z->lkfd >= 0)
 		return !tally__token_locked(z->lkfd, owner);
 	tally__self_get(&me);

@@ -269,12 +269,9 @@ static void repair_series(struct tally_zone *z, uint32_t nfam)
  */
 int tally__metrics_lock(struct tally_zone *z)
 {
-	char what[PATH_MAX + 32];
-	int rc;
+	int rc = tally__robust_lock(&z->hdr->metrics_lock, "metrics",
+				    z->path[0] ? z->path : z->hdr->zone_name);
 
-	snprintf(what, sizeof(what), "the metrics lock of zone %s",
-		 z->path[0] ? z->path : z->hdr->zone_name);
-	rc = tally__robust_lock(&z->hdr->metrics_lock, what);
 	if (rc < 0)
 		return rc;
 	if (rc) {

@@ -194,11 +194,13 @@ int tally__robust_init(pthread_mutex_t *m)
  * process reached), then calls pthread_mutex_consistent().  The wait is
  * bounded (TALLY__WAIT_BOUND_S): a process that holds the mutex for ever,
  * or a participant that wrote a live thread's id into it, makes this
- * return -ETIMEDOUT with a message naming @what and the holder.
+ * return -ETIMEDOUT with a message naming the lock (@which), @zone and
+ * the holder.
  * (CLOCK_REALTIME, as pthread_mutex_timedlock takes it: a clock set back
  * meanwhile lengthens the wait, never makes it endless.)
  */
-int tally__robust_lock(pthread_mutex_t *m, const char *what)
+int tally__robust_lock(pthread_mutex_t *m, const char *which,
+		       const char *zone)
 {
 	struct timespec t;
 	int rc;
@@ -221,12 +223,14 @@ int tally__robust_lock(pthread_mutex_t *m, const char *what)
 					       __ATOMIC_RELAXED) & 0x3fffffff);
 #endif
 		if (holder)
-			return tally__fail(ETIMEDOUT, "%s has been held for "
-					   "more than %d s by thread %d: given "
-					   "up", what, TALLY__WAIT_BOUND_S,
-					   holder);
-		return tally__fail(ETIMEDOUT, "%s has been held for more than "
-				   "%d s: given up", what, TALLY__WAIT_BOUND_S);
+			return tally__fail(ETIMEDOUT, "the %s lock of zone %s "
+					   "has been held for more than %d s "
+					   "by thread %d: given up", which,
+					   zone, TALLY__WAIT_BOUND_S, holder);
+		return tally__fail(ETIMEDOUT, "the %s lock of zone %s has been "
+				   "held for more than %d s: given up", which,
+				   zone, TALLY__WAIT_BOUND_S);
 	}
-	return tally__fail(rc, "%s: %s", what, strerror(rc));
+	return tally__fail(rc, "the %s lock of zone %s: %s", which, zone,
+			   strerror(rc));
 }

@@ -222,10 +222,11 @@ static inline unsigned tally__class_of(unsigned nslots)
 
 /* The header's process-shared robust mutexes (lock.c): _lock returns 1
  * when the last owner died holding it (repair, then make it consistent),
- * 0 when taken, or -errno with a message naming @what (-ETIMEDOUT once
- * TALLY__WAIT_BOUND_S passed). */
+ * 0 when taken, or -errno with a message naming the lock (@which) and
+ * @zone (-ETIMEDOUT once TALLY__WAIT_BOUND_S passed). */
 int tally__robust_init(pthread_mutex_t *m);
-int tally__robust_lock(pthread_mutex_t *m, const char *what);
+int tally__robust_lock(pthread_mutex_t *m, const char *which,
+		       const char *zone);
 
 /* Process start time in clock ticks since boot, 0 if unknown. */
 uint64_t tally__proc_start(int pid);
