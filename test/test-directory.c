@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "reader/segment.h"
 #include "tally/reader.h"
 #include "tally/tally.h"
 #include "util.h"
@@ -424,4 +425,56 @@ TEST_TIMEOUT(cleanup_stays_in_the_checked_directory, 60)
 	CHECK_EQ(rmdir(w->dir), 0);
 	remove_lock_files(sh->dir);
 	CHECK_EQ(rmdir(sh->dir), 0);
+}
+
+/*
+ * A writer can hard-link its own segment under many names in its
+ * directory.  A pass reads a file (device and inode) once, whatever its
+ * names: with 150 more names, a walk meets one segment, and reads the
+ * bytes a walk of one name reads.
+ */
+struct links_acc {
+	int segments;
+	int64_t sum;
+	uint64_t bytes;
+};
+
+static int links_fn(const char *path, struct tally_seg *s, const char *error,
+		    void *arg)
+{
+	struct links_acc *a = arg;
+
+	(void)path;
+	CHECK(s != NULL && error == NULL);
+	a->segments++;
+	CHECK_EQ(tally_seg_foreach(s, 0, sum_fn, &a->sum), SERIES);
+	a->bytes += s->bytes_read;
+	return 0;
+}
+
+TEST(a_file_is_read_once_whatever_its_names)
+{
+	struct shared *sh = shared_new("links");
+	struct links_acc one = { 0, 0, 0 }, many = { 0, 0, 0 };
+	int64_t want = 0;
+
+	kill_victims(sh);
+	for (int i = 1; i < VICTIMS; i++)
+		CHECK_EQ(unlink(sh->path[i]), 0);
+	for (int k = 0; k < SERIES; k++)
+		want += k + 1;
+	CHECK_EQ(tally_dir_foreach(sh->dir, NULL, links_fn, &one), 1);
+	CHECK_EQ(one.segments, 1);
+	CHECK_EQ(one.sum, want);
+	for (int i = 0; i < 150; i++) {
+		char name[PATH_MAX + 64];
+
+		snprintf(name, sizeof(name), "%s/link%d.1.%016x.tally",
+			 sh->dir, i, i);
+		CHECK_EQ(link(sh->path[0], name), 0);
+	}
+	CHECK_EQ(tally_dir_foreach(sh->dir, NULL, links_fn, &many), 1);
+	CHECK_EQ(many.segments, 1);
+	CHECK_EQ(many.sum, want);
+	CHECK_EQ(many.bytes, one.bytes);
 }

@@ -191,6 +191,8 @@ TALLY_API int tally_histogram_quantile(const struct tally_series_view *v, double
  * the reason when it could not be opened (the reader skips it and goes
  * on).  The segment is closed when @fn returns.  When @s is NULL, errno
  * holds the reason's errno (as tally_seg_open() sets it) while @fn runs.
+ * A file is met once per walk, whatever its names: a hard link to a
+ * segment met already (the same device and inode) is skipped.
  *
  * The directory is checked once, on its descriptor, and every file is
  * opened relative to that descriptor: a directory renamed or swapped for

@@ -14,6 +14,10 @@
  * or 0640).  A dead segment is removed once its stamp is older than the
  * retention, so a crashed writer's values stay readable at least that
  * long after the crash.
+ *
+ * A walk reads each file once (by device and inode), whatever its names:
+ * a writer may hard-link its segment under many names, and a reader's
+ * cost must follow what was written, not the names.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -334,9 +338,53 @@ static int name_has_pid(const char *name, int pid)
 	return n > k && memcmp(name + n - k, want, k) == 0;
 }
 
+/*
+ * The files a pass has read, by device and inode: a file hard-linked
+ * under many names in a directory (its writer can do that) is read once,
+ * so a pass costs what was written, not what the names multiply.  An
+ * open-addressing hash set; a pass that cannot grow it reads on, as it
+ * did before it existed.
+ */
+struct seen {
+	struct { dev_t dev; ino_t ino; } *slot;
+	size_t n, cap;
+};
+
+/* 1 when (@dev, @ino) was in @v already; adds it otherwise. */
+static int seen_before(struct seen *v, dev_t dev, ino_t ino)
+{
+	size_t h;
+
+	if (2 * (v->n + 1) > v->cap) {
+		struct seen w = { NULL, 0, v->cap ? 2 * v->cap : 64 };
+
+		w.slot = calloc(w.cap, sizeof(*w.slot));
+		if (!w.slot)
+			return 0;
+		for (size_t i = 0; i < v->cap; i++)
+			if (v->slot[i].ino || v->slot[i].dev)
+				seen_before(&w, v->slot[i].dev,
+					    v->slot[i].ino);
+		free(v->slot);
+		*v = w;
+	}
+	h = (size_t)((ino * 0x9e3779b97f4a7c15ull) ^ dev) & (v->cap - 1);
+	for (;; h = (h + 1) & (v->cap - 1)) {
+		if (!v->slot[h].ino && !v->slot[h].dev) {
+			v->slot[h].dev = dev;
+			v->slot[h].ino = ino;
+			v->n++;
+			return 0;
+		}
+		if (v->slot[h].dev == dev && v->slot[h].ino == ino)
+			return 1;
+	}
+}
+
 static int walk_one(const char *dir, int pid,
 		    const struct tally_open_opts *opts, tally_seg_fn fn,
-		    void *arg, const struct cleanup *cleanup, int *stop)
+		    void *arg, const struct cleanup *cleanup, int *stop,
+		    struct seen *seen)
 {
 	char path[PATH_MAX];
 	struct dir_handle h;
@@ -360,6 +408,15 @@ static int walk_one(const char *dir, int pid,
 			      !has_suffix(e->d_name, strlen(e->d_name), ".tally"))
 			continue;
 		s = tally__seg_openat(h.fd, &h.st, e->d_name, path, opts);
+		if (s) {
+			struct stat st;
+
+			if (fstat(s->fd, &st) == 0 &&
+			    seen_before(seen, st.st_dev, st.st_ino)) {
+				tally_seg_close(s);
+				continue;
+			}
+		}
 		rc = fn(path, s, s ? NULL : tally_errmsg(), arg);
 		if (s)
 			count++;
@@ -380,12 +437,13 @@ static int walk_one(const char *dir, int pid,
  */
 static int walk_places(const char *dir, int pid,
 		       const struct tally_open_opts *opts, tally_seg_fn fn,
-		       void *arg, const struct cleanup *cleanup)
+		       void *arg, const struct cleanup *cleanup,
+		       struct seen *seen)
 {
 	int rc, rc2, stop = 0;
 
 	if (dir) {
-		rc = walk_one(dir, pid, opts, fn, arg, cleanup, &stop);
+		rc = walk_one(dir, pid, opts, fn, arg, cleanup, &stop, seen);
 		return stop ? stop : rc;
 	}
 	tally__init();
@@ -393,10 +451,12 @@ static int walk_places(const char *dir, int pid,
 	 * not that "" does not exist. */
 	if (!tally__env.dir[0])
 		return tally__fail(EINVAL, "%s", tally__env.error);
-	rc = walk_one(tally__env.dir, pid, opts, fn, arg, cleanup, &stop);
+	rc = walk_one(tally__env.dir, pid, opts, fn, arg, cleanup, &stop,
+		      seen);
 	if (stop || !tally__env.dir_alt[0] || (rc < 0 && rc != -ENOENT))
 		return stop ? stop : rc;
-	rc2 = walk_one(tally__env.dir_alt, pid, opts, fn, arg, cleanup, &stop);
+	rc2 = walk_one(tally__env.dir_alt, pid, opts, fn, arg, cleanup, &stop,
+		       seen);
 	if (stop)
 		return stop;
 	/* Writers never write to a default place they cannot use (taken by
@@ -413,7 +473,10 @@ static int walk_places(const char *dir, int pid,
 static int dir_walk(const char *dir, int pid, const struct tally_open_opts *opts,
 		    tally_seg_fn fn, void *arg, const struct cleanup *cleanup)
 {
-	int rc = walk_places(dir, pid, opts, fn, arg, cleanup);
+	struct seen seen = { NULL, 0, 0 };
+	int rc = walk_places(dir, pid, opts, fn, arg, cleanup, &seen);
+
+	free(seen.slot);
 
 	/* The files that failed were @fn's to report: a walk that went
 	 * through leaves no message (tally__ok()). */
