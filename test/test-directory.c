@@ -478,3 +478,57 @@ TEST(a_file_is_read_once_whatever_its_names)
 	CHECK_EQ(many.sum, want);
 	CHECK_EQ(many.bytes, one.bytes);
 }
+
+/*
+ * A clean-up whose directory is moved away while it runs (a directory
+ * above renamed, and another put at the old path) goes on in the
+ * directory it checked, and names what it removed where it really was,
+ * not at the configured path, which now leads elsewhere.
+ */
+struct moved {
+	char top[PATH_MAX], dir[PATH_MAX + 8], moved[PATH_MAX + 8];
+	int n;
+	char reported[VICTIMS][PATH_MAX + 300];
+};
+
+static void moved_fn(const char *path, const char *why, void *arg)
+{
+	struct moved *m = arg;
+
+	(void)why;
+	snprintf(m->reported[m->n], sizeof(m->reported[0]), "%s", path);
+	/* After the first removal: the parent moves, a decoy takes its
+	 * place. */
+	if (m->n++ == 0) {
+		CHECK_EQ(rename(m->top, m->moved), 0);
+		CHECK_EQ(mkdir(m->top, 0700), 0);
+		CHECK_EQ(mkdir(m->dir, 0700), 0);
+	}
+}
+
+TEST(cleanup_names_the_directory_it_really_cleaned)
+{
+	struct shared *sh = shared_new("moved");
+	struct moved *m = calloc(1, sizeof(*m));
+	char want[PATH_MAX + 300];
+
+	CHECK(m != NULL);
+	/* sh->dir is the parent; the victims' directory is below it. */
+	snprintf(m->top, sizeof(m->top), "%s", sh->dir);
+	snprintf(m->dir, sizeof(m->dir), "%s/segs", sh->dir);
+	snprintf(m->moved, sizeof(m->moved), "%s.old", sh->dir);
+	CHECK_EQ(mkdir(m->dir, 0700), 0);
+	snprintf(sh->dir, sizeof(sh->dir), "%.4000s", m->dir);
+	kill_victims(sh);
+	CHECK(tally_dir_cleanup_report(m->dir, moved_fn, m) == VICTIMS);
+	CHECK_EQ(m->n, VICTIMS);
+	CHECK(strncmp(m->reported[0], m->dir, strlen(m->dir)) == 0);
+	for (int i = 1; i < VICTIMS; i++) {
+		snprintf(want, sizeof(want), "%s/segs/", m->moved);
+		if (strncmp(m->reported[i], want, strlen(want)) != 0)
+			harness_fail(__FILE__, __LINE__, "reported %s, not in "
+				     "%s, the directory it cleaned",
+				     m->reported[i], want);
+	}
+	free(m);
+}

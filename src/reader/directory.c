@@ -248,14 +248,46 @@ static int expired(struct tally_seg *s, const struct stat *st,
 }
 
 /*
- * Clean-up of one entry @name of the directory open as @dfd (@path
+ * The name under which clean-up reports what it removed from the
+ * directory open as @h, configured as @dir: @dir while it still leads to
+ * that directory, else (a directory above it was renamed or swapped
+ * meanwhile; the walk stayed where it was) the directory's real path
+ * now, as the kernel names its descriptor.  In @buf (PATH_MAX bytes).
+ */
+static const char *cleaned_dir(const char *dir, const struct dir_handle *h,
+			       char *buf)
+{
+	char proc[64];
+	struct stat st;
+	ssize_t n;
+
+	if (stat(dir, &st) == 0 && st.st_dev == h->st.st_dev &&
+	    st.st_ino == h->st.st_ino)
+		return dir;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", h->fd);
+	n = readlink(proc, buf, PATH_MAX - 1);
+	if (n <= 0 || buf[0] != '/') {
+		snprintf(buf, PATH_MAX, "%.*s (no longer at that path)",
+			 PATH_MAX - 32, dir);
+		return buf;
+	}
+	buf[n] = 0;
+	return buf;
+}
+
+/*
+ * Clean-up of one entry @name of the directory @dir open as @h (@path
  * names it in messages): 1 when it was removed.  The decision is made on
  * an open descriptor; the name is unlinked only if it still names that
- * file, in that directory.
+ * file, in that directory, and reported under the directory's real name
+ * (cleaned_dir).
  */
-static int clean_entry(int dfd, const struct stat *dst, const char *path,
-		       const char *name, const struct cleanup *c)
+static int clean_entry(const char *dir, const struct dir_handle *h,
+		       const char *path, const char *name,
+		       const struct cleanup *c)
 {
+	int dfd = h->fd;
+	const struct stat *dst = &h->st;
 	struct tally_seg *s = NULL;
 	struct stat checked, now;
 	char why[160] = "", lkname[64] = "";
@@ -305,8 +337,17 @@ static int clean_entry(int dfd, const struct stat *dst, const char *path,
 	if (lkfd >= 0)
 		close(lkfd);
 	tally_seg_close(s);
-	if (removed && c->fn)
+	if (removed && c->fn) {
+		char real[PATH_MAX], at[PATH_MAX];
+		const char *d = cleaned_dir(dir, h, real);
+
+		/* Named where it really was, should a directory above have
+		 * moved since the walk checked its own. */
+		if (d != dir && snprintf(at, sizeof(at), "%s/%s", d, name) <
+					(int)sizeof(at))
+			path = at;
 		c->fn(path, why, c->arg);
+	}
 	return removed;
 }
 
@@ -400,7 +441,7 @@ static int walk_one(const char *dir, int pid,
 		    (int)sizeof(path))
 			continue;
 		if (cleanup) {
-			count += clean_entry(h.fd, &h.st, path, e->d_name,
+			count += clean_entry(dir, &h, path, e->d_name,
 					     cleanup);
 			continue;
 		}
