@@ -26,7 +26,13 @@
  * client address) answer a flood of failed logins with 429 instead of
  * letting it grow; a full queue makes room for a login from an address
  * with fewer logins in it than another, so a flood from a few addresses
- * cannot refuse every other client.  At stop the queue is emptied and its connections
+ * cannot refuse every other client.  Addresses are cheap, though (a
+ * flood from a hundred loopback addresses, or an IPv6 /48), so a login of
+ * a configured user whose password failed nowhere in the last
+ * AUTH_FAIL_MEMORY_S seconds is *clean*: it is checked before the others
+ * and never dropped to make room for an unclean one.  A flood of wrong
+ * passwords, which makes only the users it names unclean, then delays
+ * the first login of another user by one bcrypt at most.  At stop the queue is emptied and its connections
  * resumed (libmicrohttpd must not stop with suspended connections), and
  * the thread finishes at most the one bcrypt it is in.
  */
@@ -60,6 +66,9 @@
  * queue is worked through in under 2 s. */
 #define AUTH_QUEUE 8
 #define AUTH_QUEUE_PER_ADDR 2
+/* A configured user whose password failed within this many seconds is
+ * not clean (see the top). */
+#define AUTH_FAIL_MEMORY_S 60
 
 /* What a request's login came to. */
 enum auth_state {
@@ -77,6 +86,10 @@ struct request {
 	enum auth_state auth;
 	char *user, *pass;
 	unsigned char addr[17];    /* family, then the address bytes */
+	int clean;                 /* a configured user without recent
+				      failures (see the top) when queued */
+	int uidx;                  /* that user's index */
+	uint64_t queued_ns;        /* CLOCK_MONOTONIC when queued */
 	struct MHD_Connection *c;
 	struct request *next;
 };
@@ -110,6 +123,8 @@ struct server {
 	pthread_cond_t auth_cond;
 	struct request *auth_head, *auth_tail, *auth_running;
 	unsigned auth_queued;      /* waiting, plus the one being checked */
+	uint64_t *user_fail_ns;    /* per configured user: CLOCK_MONOTONIC
+				      of its last failed check, 0: none */
 	int auth_stopping;
 	pthread_t auth_thread;
 	int auth_started;
@@ -525,6 +540,57 @@ static void client_addr(struct MHD_Connection *c, unsigned char out[17])
 	}
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The index of configured user @name, or -1. */
+static int user_index(const struct server *s, const char *name)
+{
+	for (unsigned i = 0; s->o.web && i < s->o.web->nusers; i++)
+		if (!strcmp(s->o.web->users[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+/* Is queued login @q still clean: no failure of its user since it was
+ * queued?  Called with auth_lock held. */
+static int still_clean(const struct server *s, const struct request *q)
+{
+	return q->clean && s->user_fail_ns[q->uidx] < q->queued_ns;
+}
+
+/*
+ * Is a login of @r's user clean (see the top)?  A configured user, no
+ * failure in the last AUTH_FAIL_MEMORY_S seconds, and no clean login of
+ * that user queued or being checked already: so clean logins are at most
+ * one a user, and a user named by a flood is clean for one check a
+ * while.  Sets r->uidx.  Called with auth_lock held.
+ */
+static int user_clean(struct server *s, struct request *r)
+{
+	int i = user_index(s, r->user);
+	uint64_t at;
+
+	r->uidx = i < 0 ? 0 : i;
+	if (i < 0 || !s->user_fail_ns)
+		return 0;
+	at = s->user_fail_ns[i];
+	if (at && r->queued_ns - at <= AUTH_FAIL_MEMORY_S * 1000000000ull)
+		return 0;
+	for (const struct request *q = s->auth_head; q; q = q->next)
+		if (q->clean && q->uidx == i)
+			return 0;
+	if (s->auth_running && s->auth_running->clean &&
+	    s->auth_running->uidx == i)
+		return 0;
+	return 1;
+}
+
 /* How many logins from the address of @r are queued or being checked;
  * called with auth_lock held. */
 static unsigned auth_count(const struct server *s, const struct request *r)
@@ -572,6 +638,11 @@ static void *auth_worker(void *arg)
 
 			if (!memcmp(q->addr, last, sizeof(last)))
 				n += AUTH_QUEUE;
+			/* Clean logins first, in the order they came. */
+			if (still_clean(s, q))
+				n = 0;
+			else
+				n += 2 * AUTH_QUEUE;
 			if (n < fewest) {
 				fewest = n;
 				r = q;
@@ -590,6 +661,12 @@ static void *auth_worker(void *arg)
 		pthread_mutex_unlock(&s->auth_lock);
 		ok = wc_verify(s->o.web, r->user, r->pass);
 		pthread_mutex_lock(&s->auth_lock);
+		if (!ok && s->user_fail_ns) {
+			int u = user_index(s, r->user);
+
+			if (u >= 0)
+				s->user_fail_ns[u] = mono_ns();
+		}
 		r->auth = ok ? AUTH_OK : AUTH_BAD;
 		s->auth_running = NULL;
 		s->auth_queued--;
@@ -605,24 +682,31 @@ static void *auth_worker(void *arg)
  * address with the most logins in it (the last one queued among equals) is
  * unlinked and resumed to be answered 429.  So while fewer addresses
  * than AUTH_QUEUE flood, a client at another address gets a place in the
- * queue, and the addresses that fill it get fewer.  Returns whether a
- * place was made; called with auth_lock held.
+ * queue, and the addresses that fill it get fewer.  A @clean login makes
+ * room by dropping any unclean one; clean ones are never dropped.
+ * Returns whether a place was made; called with auth_lock held.
  */
-static int auth_make_room(struct server *s, unsigned same)
+static int auth_make_room(struct server *s, unsigned same, int clean)
 {
 	struct request *q, *prev = NULL, *drop = NULL, *drop_prev = NULL;
 	unsigned most = 0;
 
+	/* A clean login is never dropped; a clean newcomer takes the place
+	 * of an unclean login, wherever it came from. */
 	for (q = s->auth_head; q; prev = q, q = q->next) {
 		unsigned n = auth_count(s, q);
 
+		if (still_clean(s, q))
+			continue;
+		if (clean)
+			n += AUTH_QUEUE + 1;
 		if (n >= most) {
 			most = n;
 			drop = q;
 			drop_prev = prev;
 		}
 	}
-	if (most <= same)
+	if (!drop || most <= same)
 		return 0;
 	if (drop_prev)
 		drop_prev->next = drop->next;
@@ -656,8 +740,11 @@ static int auth_enqueue(struct server *s, struct MHD_Connection *c,
 		return -ESHUTDOWN;
 	}
 	same = auth_count(s, r);
+	r->queued_ns = mono_ns();
+	r->clean = user_clean(s, r);
 	if (same >= AUTH_QUEUE_PER_ADDR ||
-	    (s->auth_queued >= AUTH_QUEUE && !auth_make_room(s, same))) {
+	    (s->auth_queued >= AUTH_QUEUE &&
+	     !auth_make_room(s, same, r->clean))) {
 		pthread_mutex_unlock(&s->auth_lock);
 		return -EBUSY;
 	}
@@ -1045,7 +1132,9 @@ struct server *server_start(const struct server_opts *o, char *err,
 	}
 	s->watchdog_started = 1;
 	if (o->web && o->web->nusers) {
-		if (pthread_create(&s->auth_thread, NULL, auth_worker, s)) {
+		s->user_fail_ns = calloc(o->web->nusers, sizeof(uint64_t));
+		if (!s->user_fail_ns ||
+		    pthread_create(&s->auth_thread, NULL, auth_worker, s)) {
 			snprintf(err, errlen, "cannot start a thread");
 			server_stop(s);
 			return NULL;
@@ -1126,6 +1215,7 @@ void server_stop(struct server *s)
 	}
 	tp_buf_free(&s->out);
 	ex_retain_free(&s->retain);
+	free(s->user_fail_ns);
 	pthread_mutex_destroy(&s->scrape_lock);
 	pthread_mutex_destroy(&s->conn_lock);
 	pthread_cond_destroy(&s->stop_cond);
