@@ -817,6 +817,10 @@ static const struct self_metric {
 	  "Corrupt records skipped in the segments read in this scrape, "
 	  "each hiding only its own series.", NULL, NULL,
 	  FROM_CTX(records_skipped) },
+	{ "tally_exporter_connections_evicted", 1,
+	  "Connections that had not sent a whole request, closed (the "
+	  "oldest first) because the connection table was full, since the "
+	  "exporter started.", NULL, NULL, FROM_SELF(conns_evicted) },
 	{ "tally_exporter_dead_segments", 0,
 	  "Segments whose processes are all gone, kept for post-mortem "
 	  "reading until TALLY_RETAIN has passed.", NULL, NULL,

@@ -13,7 +13,11 @@
  * connections with the time each must have sent its request by, and a
  * watchdog thread shuts down (shutdown(2), not close) the sockets that
  * are late; libmicrohttpd then sees the connection fail and closes it
- * itself.  A connection leaves the list in the CLOSED notification,
+ * itself.  When the table is full (--web.max-connections), the oldest
+ * connection that has not sent a whole request is shut down the same
+ * way, so that slow clients holding every place cannot keep a complete
+ * request out (tally_exporter_connections_evicted_total).
+ * A connection leaves the list in the CLOSED notification,
  * which libmicrohttpd sends before it closes the socket, so the watchdog
  * never touches a descriptor that was reused.
  *
@@ -115,7 +119,9 @@ struct server {
 	pthread_mutex_t conn_lock;
 	pthread_cond_t stop_cond;
 	int stopping;
-	struct conn head;          /* a ring */
+	struct conn head;          /* a ring, the newest first */
+	unsigned nconns;           /* in the ring */
+	uint64_t conns_evicted;    /* closed to make room (notify_conn) */
 	pthread_t watchdog;
 	int watchdog_started;
 	/* The login queue and its thread. */
@@ -453,6 +459,9 @@ static enum MHD_Result scrape(struct server *s, struct MHD_Connection *c)
 	tp_buf_reset(&s->out);
 	memcpy(self.label_clashes_total, s->label_clashes_total,
 	       sizeof(s->label_clashes_total));
+	pthread_mutex_lock(&s->conn_lock);
+	self.conns_evicted = s->conns_evicted;
+	pthread_mutex_unlock(&s->conn_lock);
 	ex_write(&s->out, &snap, &s->o.expose, f, &self, t0, &res);
 	s->label_clashes_total[0] += res.labels_renamed;
 	s->label_clashes_total[1] += res.labels_dropped;
@@ -1038,6 +1047,18 @@ static void notify_conn(void *cls, struct MHD_Connection *c, void **sock_ctx,
 		k->prev = &s->head;
 		s->head.next->prev = k;
 		s->head.next = k;
+		/* Full: libmicrohttpd would refuse the next connection.
+		 * Make room now: the oldest that is still sending its
+		 * request goes (never this new one, nor a request being
+		 * answered). */
+		if (++s->nconns >= s->o.max_conns)
+			for (struct conn *o = s->head.prev; o != k; o = o->prev)
+				if (o->deadline_ns) {
+					shutdown(o->fd, SHUT_RDWR);
+					o->deadline_ns = 0;
+					s->conns_evicted++;
+					break;
+				}
 		pthread_mutex_unlock(&s->conn_lock);
 		*sock_ctx = k;
 		return;
@@ -1048,6 +1069,7 @@ static void notify_conn(void *cls, struct MHD_Connection *c, void **sock_ctx,
 	pthread_mutex_lock(&s->conn_lock);
 	k->prev->next = k->next;
 	k->next->prev = k->prev;
+	s->nconns--;
 	pthread_mutex_unlock(&s->conn_lock);
 	free(k);
 	*sock_ctx = NULL;
