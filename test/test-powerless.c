@@ -140,6 +140,7 @@ static void attacker(void *arg)
 	int n = 0, in, dfd;
 
 	become(A_UID);
+	alarm(STEP_ALARM * 8); /* gone, whatever becomes of the test */
 	dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	CHECK(dfd >= 0 && in >= 0);
@@ -519,6 +520,7 @@ static void hold_a_mutex(void *arg)
 
 	fresh_setenv("TALLY_DIR", h->dir);
 	fresh_setenv("TALLY_ZONE", "held");
+	alarm(STEP_ALARM * 2);
 	z = tally_zone_default();
 	if (!z)
 		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());

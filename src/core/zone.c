@@ -10,9 +10,11 @@
  * children that inherited it) holds a read lock on byte 0 through an open
  * file description of its own (an OFD lock on a descriptor reopened from
  * /proc/self/fd, closed on exec); the creator's description also holds a
- * read lock on byte 2, the creator lock, which readers take as "alive".
- * Both are taken before the file gets its final name, so no reader ever
- * sees a published file nobody holds.  A process that exits normally
+ * read lock on byte 2, the creator lock.  From format 2.6 on both lie in
+ * the zone's writers' lock file, which no reader can open (lkfd), and
+ * readers tell "alive" by presence locks: write locks on the zone file
+ * (livefd), the creator's on byte 2.  All are taken before the file gets
+ * its final name, so no reader ever sees a published file nobody holds.  A process that exits normally
  * drops its locks and removes the file if no other description holds
  * one.  A child that execs or dies drops its lock with its descriptor, so
  * neither fork+exec nor _exit() leaves a stale user behind.  After a

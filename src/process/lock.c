@@ -4,11 +4,14 @@
  * mutexes.
  *
  * Liveness across processes is carried by open-file-description locks on
- * single bytes of the zone file, never by pid numbers, which another PID
- * namespace sharing the directory sees differently: the use, creation,
- * creator and attach bytes (0 to 3), the bytes of the fallback copies
- * (TALLY__FB_LOCK_BYTE + f) and of the chunk owner tokens
- * (TALLY__OWNER_LOCK_BYTE + t).  Every other file takes, tests and lets
+ * single bytes, never by pid numbers, which another PID namespace sharing
+ * the directory sees differently: the use, creation, creator and attach
+ * bytes (0 to 3), the bytes of the fallback copies (TALLY__FB_LOCK_BYTE +
+ * f) and of the chunk owner tokens (TALLY__OWNER_LOCK_BYTE + t).  From
+ * format 2.6 on they lie in the zone's writers' lock file, which readers
+ * cannot open, and readers judge liveness by write locks on the zone file
+ * (presence), which a reader cannot take: a reader has no power over a
+ * writer (docs/FORMAT.md).  Every other file takes, tests and lets
  * go of them through the functions here, on a description it chose
  * (tally__reopen_fd makes one of a process's own).  The pool and the
  * series table are guarded by process-shared robust mutexes in the

@@ -182,15 +182,17 @@ _Static_assert(__builtin_offsetof(struct tally__thread, fb_token) ==
 _Static_assert(TALLY__OWNER_OFF == TALLY__RESV_OFF,
 	       "a fallback copy's owner line ends its page");
 
-/* Byte TALLY__FB_LOCK_BYTE + f of a zone file: the write lock of the
- * process that owns fallback copy f (docs/FORMAT.md).  The process lets
+/* Byte TALLY__FB_LOCK_BYTE + f of a zone's writers' lock file (of the
+ * zone file before format 2.6): the write lock of the process that owns
+ * fallback copy f (docs/FORMAT.md).  The process lets
  * go of its copies of a zone in tally_zone_destroy() (fallback_detach),
  * and a forked child forgets its parent's (fallback_zone_postfork). */
 #define TALLY__FB_LOCK_BYTE (1ull << 20)
 /* A description of its own (opened with @flags) on the zone file open as
  * @old, known as @path ("" for an anonymous zone): lock.c. */
 int tally__reopen_fd(int old, const char *path, int flags);
-/* Byte TALLY__OWNER_LOCK_BYTE + t of a zone file: a write lock held,
+/* Byte TALLY__OWNER_LOCK_BYTE + t of a zone's writers' lock file (of the
+ * zone file before format 2.6): a write lock held,
  * through its own description, by the process whose thread has owner
  * token t in that zone (alloc.c, docs/FORMAT.md).  A chunk whose owner's
  * byte is locked is never taken back, whatever its pid says: its process
