@@ -901,7 +901,7 @@ int bench_alloc(const struct bench_opts *o)
 		if (d.headline[0])
 			printf("\n%s", d.headline);
 		bench_print_targets(&d, stdout);
-		printf("SUMMARY %s\n", d.summary);
+		bench_print_summary(&d);
 	}
 	tally_zone_destroy(zone);
 	return bench_finish(&d, o, "a correctness check failed"

@@ -589,14 +589,21 @@ int bench_counter(const struct bench_opts *o)
 
 		bench_target(&d, "percpu add vs thread-local add, 1 thread", "<=",
 			     2.6, pc1 ? pc1->ratio[0] : NAN, "x");
+		bench_target_cpu(&d, "this CPU's rseq cost against a "
+				 "load-add-store");
 		snprintf(what, sizeof(what),
 			 "percpu total throughput vs shared atomic, %u threads", T);
 		bench_target(&d, what, ">=", 30, pcT ? pcT->ratio[1] : NAN, "x");
+		bench_target_cpu(&d, "this CPU's rseq cost against a contended "
+				 "locked add");
 		bench_target(&d, "fallback add, 1 thread", "<=", 10,
 			     fb1 ? fb1->ns_st.median : NAN, "ns");
+		bench_target_cpu(&d, "an unlocked add's time on this CPU");
 		bench_target(&d, "fallback add vs percpu add, 1 thread", "<=",
 			     2, fb1 && pc1 ? fb1->ns_st.median /
 					     pc1->ns_st.median : NAN, "x");
+		bench_target_cpu(&d, "this CPU's rseq cost against an owned "
+				 "copy's check");
 		bench_target(&d, "tally_counter_inc vs percpu block add, 1 thread",
 			     "<=", 1.1, ci1 && pc1 ? ci1->ns_st.median /
 						   pc1->ns_st.median : NAN, "x");
@@ -762,7 +769,7 @@ int bench_counter(const struct bench_opts *o)
 				       "contention; rerun on a quiet machine\n", T,
 				       100 * at->overlap_st.median);
 		}
-		printf("SUMMARY %s\n", d.summary);
+		bench_print_summary(&d);
 	}
 	tally_zone_destroy(zone);
 	return bench_finish(&d, o, "a correctness check failed"

@@ -808,7 +808,7 @@ int bench_exporter(const struct bench_opts *o)
 		for (unsigned i = 0; i < R_N; i++)
 			print_row(&rows[i]);
 		bench_print_targets(d, stdout);
-		printf("SUMMARY %s\n", d->summary);
+		bench_print_summary(d);
 	}
 	free(resp.p);
 	free(d);

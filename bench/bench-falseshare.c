@@ -267,7 +267,7 @@ int bench_falseshare(const struct bench_opts *o)
 			       "cache line: %.2fx (packed / padded ns/op)\n", T,
 			       d.rows[0].ratio[0]);
 		printf("note: %s\n", where);
-		printf("SUMMARY %s\n", d.summary);
+		bench_print_summary(&d);
 	}
 	tally_zone_destroy(zone);
 	return bench_finish(&d, o, "a correctness check failed"

@@ -337,7 +337,7 @@ int bench_inflight(const struct bench_opts *o)
 		       "no accounting gave +42%% IOPS, on a server\nwhere many "
 		       "CPUs share the counter; here %u CPU%s share it, so the "
 		       "atomic's share is a floor.\n", T, T > 1 ? "s" : "");
-		printf("SUMMARY %s\n", d.summary);
+		bench_print_summary(&d);
 	}
 	tally_zone_destroy(zone);
 	return bench_finish(&d, o, "the gauge did not read 0"

@@ -450,7 +450,7 @@ int bench_metrics(const struct bench_opts *o)
 				print_row(&rows[8], ratio);
 			}
 			bench_print_targets(d, stdout);
-			printf("SUMMARY %s\n", d->summary);
+			bench_print_summary(d);
 		}
 	}
 	for (uint64_t i = 0; i < nseries; i++)

@@ -392,7 +392,7 @@ int bench_oversub(const struct bench_opts *o)
 			       "by the %u CPUs while the per-thread counter's "
 			       "grows with the threads.\n", ncpu,
 			       ncpu > 1 ? "s" : "", ncpu, ncpu, ncpu);
-		printf("SUMMARY %s\n", d.summary);
+		bench_print_summary(&d);
 	}
 	tally_zone_destroy(zone);
 	return bench_finish(&d, o, "a correctness check failed"

@@ -493,7 +493,7 @@ int bench_pernode(const struct bench_opts *o)
 		       "here.\n", real_nodes ? real_nodes : 1,
 		       real_nodes > 1 ? "s" : "", ncpu, ncpu > 1 ? "s" : "",
 		       ncpu < 4 ? ncpu : 4);
-		printf("SUMMARY %s\n", d.summary);
+		bench_print_summary(&d);
 	}
 	return bench_finish(&d, o, "a correctness check failed"
 			    " (see the check and note columns)",

@@ -469,7 +469,7 @@ int bench_wakeup(const struct bench_opts *o)
 		       "rescheduling interrupts (~10^5/s) cannot\nshow here; "
 		       "RES counts the whole machine (other processes too); "
 		       "4 threads share these CPUs");
-		printf("SUMMARY %s\n", d.summary);
+		bench_print_summary(&d);
 	}
 	tally_zone_destroy(zone);
 	/*

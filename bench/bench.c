@@ -226,6 +226,12 @@ void bench_target_note(struct bench_doc *d, const char *fmt, ...)
 	va_end(ap);
 }
 
+void bench_target_cpu(struct bench_doc *d, const char *why)
+{
+	if (d->ntargets)
+		d->targets[d->ntargets - 1].cpu_dep = why;
+}
+
 static void fmt_value(char *buf, size_t n, double v, const char *unit)
 {
 	if (!isfinite(v))
@@ -238,22 +244,28 @@ static void fmt_value(char *buf, size_t n, double v, const char *unit)
 
 void bench_print_targets(const struct bench_doc *d, FILE *f)
 {
-	unsigned met = 0;
+	unsigned met = 0, cpu = 0;
 
-	fprintf(f, "\ntargets (medians of this run):\n");
+	fprintf(f, "\ntargets (medians of this run; [cpu]: depends on the "
+		"microarchitecture, judged on the machine it ran on):\n");
 	for (unsigned i = 0; i < d->ntargets; i++) {
 		const struct bench_target *t = &d->targets[i];
 		char lim[32], val[32];
 
 		fmt_value(lim, sizeof(lim), t->limit, t->unit);
 		fmt_value(val, sizeof(val), t->value, t->unit);
-		fprintf(f, "  %-58s %s %-9s %11s  %s%s%s\n", t->what, t->cmp,
+		fprintf(f, "  %-58s %s %-9s %11s  %s%s%s%s%s\n", t->what, t->cmp,
 			lim, val, !t->known ? "UNKNOWN" : t->met ? "MET" : "MISSED",
 			!t->known && t->note[0] ? ": " : "",
-			!t->known ? t->note : "");
+			!t->known ? t->note : "", t->cpu_dep ? " [cpu] " : "",
+			t->cpu_dep ? t->cpu_dep : "");
 		met += (unsigned)t->met;
+		cpu += t->cpu_dep != NULL;
 	}
-	fprintf(f, "  %u of %u targets met\n", met, d->ntargets);
+	fprintf(f, "  %u of %u targets met", met, d->ntargets);
+	if (cpu)
+		fprintf(f, " (%u of them depend on the microarchitecture)", cpu);
+	fputc('\n', f);
 }
 
 int bench_failed(const struct bench_doc *d)
@@ -333,7 +345,9 @@ void bench_json_targets_end(FILE *f, const struct bench_doc *d)
 		bench_json_str(f, t->note);
 		fprintf(f, "}%s\n", i + 1 < d->ntargets ? "," : "");
 	}
-	fputs("  ],\n  \"summary\": ", f);
+	fputs("  ],\n  ", f);
+	bench_json_host(f);
+	fputs(",\n  \"summary\": ", f);
 	bench_json_str(f, d->summary);
 	fputs("\n}\n", f);
 }
@@ -394,8 +408,9 @@ void bench_print_json(const struct bench_doc *d, const struct bench_opts *o,
 		      FILE *f)
 {
 	(void)o;
-	fprintf(f, "{\"bench\":\"%s\",\"params\":{%s},\"rows\":[\n", d->bench,
-		d->params);
+	fprintf(f, "{\"bench\":\"%s\",", d->bench);
+	bench_json_host(f);
+	fprintf(f, ",\"params\":{%s},\"rows\":[\n", d->params);
 	for (unsigned i = 0; i < d->nrows; i++) {
 		const struct bench_row *r = &d->rows[i];
 		char chk[48];
@@ -464,6 +479,11 @@ void bench_print_json(const struct bench_doc *d, const struct bench_opts *o,
 		bench_json_str(f, t->unit);
 		fputs(",\"note\":", f);
 		bench_json_str(f, t->note);
+		fputs(",\"cpu_dependent\":", f);
+		if (t->cpu_dep)
+			bench_json_str(f, t->cpu_dep);
+		else
+			fputs("null", f);
 		fprintf(f, ",\"status\":\"%s\"}%s\n",
 			!t->known ? "UNKNOWN" : t->met ? "MET" : "MISSED",
 			i + 1 < d->ntargets ? "," : "");

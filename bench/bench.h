@@ -82,6 +82,9 @@ struct bench_target {
 	int known;             /* 0: not measured in this run */
 	int met;
 	char note[96];         /* why it was not measured, or "" */
+	const char *cpu_dep;   /* what of the CPU it measures (a target that
+				  depends on the microarchitecture), or NULL:
+				  it holds on every host */
 };
 
 /*
@@ -220,6 +223,9 @@ void bench_target(struct bench_doc *d, const char *what, const char *cmp,
 /* Why the last target added was not measured (its value is then null). */
 void bench_target_note(struct bench_doc *d, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* The last target added depends on the microarchitecture: @why (a
+ * static string) says what of the CPU it measures. */
+void bench_target_cpu(struct bench_doc *d, const char *why);
 void bench_print_targets(const struct bench_doc *d, FILE *f);
 void bench_print_json(const struct bench_doc *d, const struct bench_opts *o,
 		      FILE *f);
@@ -254,6 +260,26 @@ struct tally_block;
 void bench_add_tls(uint64_t n, uint64_t *total);
 void bench_add_atomic(uint64_t n, uint64_t *word);
 void bench_add_block(struct tally_block *b, uint64_t n);
+
+/*
+ * Where the run ran (host.c): the CPU (vendor, family, model and its
+ * name), the kernel, whether glibc registered rseq, the CPUs online and
+ * the 1-minute load average.  bench_print_host() prints it as one line
+ * of text ("ran on: ..."), bench_json_host() as the member "host":{...}
+ * of a JSON object, and bench_print_summary() prints that line and then
+ * the SUMMARY line of @d with cpu=, kernel=, glibc_rseq= and load= added.
+ */
+struct bench_host {
+	char vendor[64], family[16], model[16], model_name[128];
+	char kernel[160];
+	int glibc_rseq;
+	long cpus;
+	double load1; /* -1: unknown */
+};
+void bench_host(struct bench_host *h);
+void bench_print_host(FILE *f);
+void bench_json_host(FILE *f);
+void bench_print_summary(const struct bench_doc *d);
 
 /* Declare a chart of --plot (copied into d->plots). */
 void bench_plot_add(struct bench_doc *d, const struct bench_plot *p);
@@ -320,6 +346,7 @@ int bench_counter(const struct bench_opts *o);
 int bench_alloc(const struct bench_opts *o);
 int bench_metrics(const struct bench_opts *o);
 int bench_loop(int argc, char **argv);
+int bench_steps(int argc, char **argv);
 int bench_oversub(const struct bench_opts *o);
 int bench_pernode(const struct bench_opts *o);
 int bench_falseshare(const struct bench_opts *o);

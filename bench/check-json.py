@@ -105,7 +105,11 @@ def check_bench_doc(kind, doc):
                  "%s: bytes_per_counter %r" % (where, r["bytes_per_counter"]))
     need(timed, "no timed rows")
     check_targets(doc, ("target", "cmp", "measured", "limit", "unit",
-                        "status", "note"))
+                        "status", "note", "cpu_dependent"))
+    for t in doc["targets"]:
+        need(t["cpu_dependent"] is None or
+             (isinstance(t["cpu_dependent"], str) and t["cpu_dependent"]),
+             "cpu_dependent is null or says what of the CPU: %r" % t)
     configs = {r["config"] for r in doc["rows"]}
     if kind == "counter":
         for c in ("thread-local add", "shared atomic", "racy +=",
@@ -132,8 +136,20 @@ def check_bench_doc(kind, doc):
                  "RES is null without a note")
 
 
+def check_host(doc):
+    """Every document says where it ran (bench/host.c)."""
+    need("host" in doc, "no 'host' (where the run ran)")
+    h = doc["host"]
+    for k in ("vendor", "family", "model", "model_name", "kernel"):
+        need(isinstance(h.get(k), str) and h[k], "host without %r: %r" % (k, h))
+    need(isinstance(h.get("glibc_rseq"), bool), "host glibc_rseq %r" % (h,))
+    need(is_num(h.get("cpus")) and h["cpus"] > 0, "host cpus %r" % (h,))
+    need(number_or_null(h.get("load1")), "host load1 %r" % (h,))
+
+
 def check_doc(kind, doc):
     need(doc.get("bench") == kind, "bench is %r, not %r" % (doc.get("bench"), kind))
+    check_host(doc)
     need(doc["rows"], "no rows")
     if kind in DOC_KINDS:
         check_bench_doc(kind, doc)

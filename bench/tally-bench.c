@@ -431,6 +431,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(sub, "_loop") == 0) /* hidden: for bench/callgrind.sh */
 		return bench_loop(argc - 2, argv + 2);
+	if (strcmp(sub, "_steps") == 0) /* hidden: docs/RESULTS.md */
+		return bench_steps(argc - 2, argv + 2);
 	for (unsigned i = 0; i < NSCENARIOS; i++)
 		if (strcmp(sub, scenarios[i].name) == 0)
 			sc = &scenarios[i];

@@ -939,6 +939,33 @@ TEST(adaptive_single_thread_never_promotes)
 }
 
 /*
+ * A thread whose last adds found an adaptive word unpromoted adds to it
+ * without reading it first (tally/arch/x86_64.h: its hint).  Once the
+ * slot is promoted, at most one more of its adds lands in the word: the
+ * add sees the promoted bit in what it found and drops the hint, and the
+ * adds after it go to the per-CPU copies.  Exact throughout.
+ */
+TEST(adaptive_add_after_promotion_leaves_the_word)
+{
+	tally_block *b = tally_block_alloc(NULL, 1, TALLY_ADAPTIVE);
+	int64_t word_before, word_after;
+
+	CHECK(b != NULL);
+	for (int k = 0; k < 1000; k++)
+		tally_block_add(b, 0, 1);
+	CHECK_EQ(tally_block_promoted(b, 0), 0);
+	CHECK_EQ(tally_block_promote(b, 0), 0);
+	word_before = fetch(b, 0) - copies_sum(b, 0);
+	CHECK_EQ(word_before, 1000);
+	for (int k = 0; k < 1000; k++)
+		tally_block_add(b, 0, 1);
+	word_after = fetch(b, 0) - copies_sum(b, 0);
+	CHECK(word_after - word_before <= 1);
+	CHECK_EQ(fetch(b, 0), 2000);
+	CHECK_EQ(tally_block_free(NULL, b), 0);
+}
+
+/*
  * Adds racing with the promotion of their slot: threads started together
  * add 1 (the inline add) and, every 64th add, MIX_BIG (above what the
  * inline add takes: the slow path's compare-and-swap) to one slot, and -1

@@ -55,6 +55,24 @@ TEST(add_leaves_the_thread_control_block_alone)
 	CHECK_EQ(v, 500000);
 }
 
+/*
+ * The settings the inline add loads lie past every slot's offset in a
+ * page, so that no load of the add has the page offset of the copy it
+ * adds to (tally/arch/add.h: on Intel cores such a load waits for the
+ * locked add before it, a third more time a shared or per-node add).
+ */
+TEST(update_settings_never_share_a_copys_page_offset)
+{
+	uintptr_t at = (uintptr_t)&tally__cfg;
+
+	CHECK_EQ(at % TALLY__STRIDE, 0);
+	CHECK((uintptr_t)&tally__cfg.rseq_off % TALLY__STRIDE >=
+	      TALLY_CHUNK_SLOTS * 8u);
+	CHECK((uintptr_t)&tally__cfg.promoted % TALLY__STRIDE >=
+	      TALLY_CHUNK_SLOTS * 8u);
+	CHECK((uintptr_t)(&tally__cfg.thread_off + 1) - at <= TALLY__STRIDE);
+}
+
 TEST(rseq_active_matches_the_environment)
 {
 	const char *no = getenv("TALLY_NO_RSEQ");

@@ -28,6 +28,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -141,11 +142,84 @@ static void expect_env_error(const char *var, const char *val, int err,
 
 TEST(dir_missing_is_enoent)
 {
-	char dir[PATH_MAX];
+	char dir[PATH_MAX + 8], parent[PATH_MAX];
 
-	subdir(dir, sizeof(dir), "missing");
+	subdir(parent, sizeof(parent), "missing");
+	snprintf(dir, sizeof(dir), "%s/below", parent);
 	expect_env_error("TALLY_DIR", dir, ENOENT, dir);
-	CHECK(!exists(dir)); /* only the default directory is created */
+	CHECK(!exists(parent)); /* only the last component is created */
+}
+
+/* A missing TALLY_DIR whose parent exists is created, 0700. */
+TEST(dir_missing_is_created)
+{
+	char dir[PATH_MAX];
+	struct stat st;
+
+	subdir(dir, sizeof(dir), "made");
+	expect_env_error("TALLY_DIR", dir, 0, NULL);
+	CHECK_EQ(lstat(dir, &st), 0);
+	CHECK(S_ISDIR(st.st_mode));
+	CHECK_EQ(st.st_mode & 0777, 0700);
+	CHECK_EQ(st.st_uid, geteuid());
+}
+
+/*
+ * A volume as Kubernetes makes an in-memory emptyDir with an fsGroup:
+ * root's, mode 2777, group G.  A writer of another uid, in group G, with
+ * TALLY_GROUP=G and TALLY_DIR a name in the volume, creates that
+ * directory itself: its own, 0750, group G (and the volume's setgid
+ * bit), so that a monitoring user of group G reads it.
+ */
+struct vol {
+	uid_t writer;
+	gid_t group;
+	char root[PATH_MAX], dir[PATH_MAX + 8];
+};
+
+static void vol_writer(void *arg)
+{
+	const struct vol *v = arg;
+	char gid[16];
+
+	snprintf(gid, sizeof(gid), "%u", (unsigned)v->group);
+	CHECK_EQ(setgroups(1, &v->group), 0);
+	CHECK_EQ(setgid(v->writer), 0);
+	CHECK_EQ(setuid(v->writer), 0);
+	fresh_setenv("TALLY_DIR", v->dir);
+	fresh_setenv("TALLY_GROUP", gid);
+	if (!tally_zone_create("app", NULL))
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+}
+
+TEST(dir_created_in_a_kubernetes_volume)
+{
+	struct vol *v = mmap(NULL, sizeof(*v), PROT_READ | PROT_WRITE,
+			     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct stat st;
+	char cmd[PATH_MAX + 16];
+	int status;
+
+	CHECK(v != MAP_FAILED);
+	if (geteuid() != 0)
+		harness_skip("needs root to play another user");
+	v->writer = 600000 + (uid_t)(getpid() % 100000);
+	v->group = (gid_t)v->writer + 1000000;
+	snprintf(v->root, sizeof(v->root), "/dev/shm/tally-vol.%d", getpid());
+	snprintf(v->dir, sizeof(v->dir), "%s/tally", v->root);
+	CHECK_EQ(mkdir(v->root, 0700), 0);
+	CHECK_EQ(chown(v->root, 0, v->group), 0);
+	CHECK_EQ(chmod(v->root, 02777), 0);
+	status = harness_child(vol_writer, v);
+	if (status == 0) {
+		CHECK_EQ(lstat(v->dir, &st), 0);
+		CHECK_EQ(st.st_uid, v->writer);
+		CHECK_EQ(st.st_gid, v->group);
+		CHECK_EQ(st.st_mode & 0777, 0750);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", v->root);
+	CHECK_EQ(system(cmd), 0);
+	CHECK_CHILD_OK(status);
 }
 
 TEST(dir_that_is_a_file_is_enotdir)
@@ -753,6 +827,86 @@ TEST(group_opens_a_0700_default_dir)
 	status = harness_child(grp_steps, g);
 	CHECK_EQ(system(cmd), 0);
 	CHECK_CHILD_OK(status);
+}
+
+/*
+ * A container's pid 1 that keeps restarting: each incarnation, pid 1 of
+ * a new PID namespace, creates zone "inc" in the same directory and
+ * leaves it dead (TALLY_KEEP=1).  Each creation keeps the last dead
+ * incarnation and removes the earlier ones: after every run the
+ * directory holds exactly the last two, never a pile.
+ */
+static void pid1_run(void *arg)
+{
+	const char *dir = arg;
+	pid_t c;
+	int st;
+
+	CHECK_EQ(unshare(CLONE_NEWPID), 0);
+	c = fork();
+	CHECK(c >= 0);
+	if (c == 0) {
+		struct tally_zone *z;
+
+		if (getpid() != 1)
+			_exit(3);
+		fresh_setenv("TALLY_DIR", dir);
+		fresh_setenv("TALLY_KEEP", "1");
+		fresh_setenv("TALLY_RETAIN", NULL);
+		z = tally_zone_create("inc", NULL);
+		_exit(z ? 0 : 4);
+	}
+	CHECK_EQ(waitpid(c, &st, 0), c);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* The names of pid 1's files of zone "inc" in @dir, space-separated,
+ * sorted; their number in @n. */
+static void pid1_files(const char *dir, char *out, size_t size, int *n)
+{
+	char cmd[PATH_MAX + 64];
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "cd %s && ls inc.1.*.tally 2>/dev/null",
+		 dir);
+	f = popen(cmd, "r");
+	CHECK(f != NULL);
+	out[0] = 0;
+	*n = 0;
+	for (char line[256]; fgets(line, sizeof(line), f);) {
+		line[strcspn(line, "\n")] = 0;
+		snprintf(out + strlen(out), size - strlen(out), "%s ", line);
+		(*n)++;
+	}
+	pclose(f);
+}
+
+TEST(pid1_restarts_keep_one_dead_incarnation)
+{
+	char dir[PATH_MAX], before[1024], now[1024], last[256] = "";
+	int n;
+
+	if (geteuid() != 0)
+		harness_skip("needs root for a PID namespace");
+	subdir(dir, sizeof(dir), "pid1");
+	CHECK_EQ(mkdir(dir, 0700), 0);
+	for (int run = 1; run <= 6; run++) {
+		char *tok, made[256] = "";
+
+		pid1_files(dir, before, sizeof(before), &n);
+		CHECK_CHILD_OK(harness_child(pid1_run, dir));
+		pid1_files(dir, now, sizeof(now), &n);
+		CHECK_EQ(n, run == 1 ? 1 : 2);
+		/* This run's file, and the last run's: nothing older. */
+		for (tok = strtok(now, " "); tok; tok = strtok(NULL, " ")) {
+			if (strstr(before, tok))
+				CHECK(strcmp(tok, last) == 0);
+			else
+				snprintf(made, sizeof(made), "%s", tok);
+		}
+		CHECK(made[0] != 0);
+		snprintf(last, sizeof(last), "%s", made);
+	}
 }
 
 static int count_entries(const char *dir)

@@ -3,7 +3,9 @@
 # runs a consumer through pkg-config and through the CMake package; checks
 # that `make install` honours PREFIX and DESTDIR, that the programs (and
 # tally-dump with its man page) are installed and run from the prefix, and
-# that the shared library carries the ABI number of docs/VERSIONING.md.
+# that the shared library carries the ABI number of docs/VERSIONING.md, and
+# that the README's C example builds with the README's pkg-config and CMake
+# lines.
 set -eu
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -57,6 +59,18 @@ cmake -S test/install -B "$prefix/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" >/d
 cmake --build "$prefix/cmake-build" >/dev/null
 "$prefix/cmake-build/consumer"
 
+# The README's own example and build lines (tools/readme-examples.sh):
+# its pkg-config line, and its CMake lines with the version they ask for.
+readme=$prefix/readme
+tools/readme-examples.sh "$readme"
+(cd "$readme" && sh pkg-config.sh) || { echo "install: the README's pkg-config line fails"; exit 1; }
+LD_LIBRARY_PATH=$prefix/lib "$readme/myservice-pc" ||
+	{ echo "install: the README's example (pkg-config) fails"; exit 1; }
+cmake -S "$readme" -B "$readme/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" >"$readme/cmake.log" 2>&1 &&
+	cmake --build "$readme/cmake-build" >>"$readme/cmake.log" 2>&1 ||
+	{ cat "$readme/cmake.log"; echo "install: the README's CMake lines fail"; exit 1; }
+"$readme/cmake-build/myservice" || { echo "install: the README's example (CMake) fails"; exit 1; }
+
 # make install PREFIX=... DESTDIR=...: the files under DESTDIR/PREFIX, and
 # nothing in /usr/local.  BUILD names this build, already configured.
 # -o build -o deps: install what is built, without checking the host's
@@ -72,4 +86,4 @@ done
 [ -z "$(find /usr/local -newer "$stage/.stamp" -path '*tally*' 2>/dev/null)" ] ||
 	{ echo "make install PREFIX=... wrote into /usr/local"; exit 1; }
 echo "install: headers, library (ABI $abi), pkg-config, CMake package, programs," \
-	"man pages and make install PREFIX/DESTDIR work"
+	"man pages, the README's build lines and make install PREFIX/DESTDIR work"

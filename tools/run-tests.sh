@@ -46,6 +46,26 @@ if tools/check-install.sh build >build-install.log 2>&1; then
 else
 	cat build-install.log; total_fail=$((total_fail + 1)); failed=1
 fi
+echo "=== monitoring"
+# monitoring/: promtool check and test rules, the dashboard against the
+# rules and the normal build's exporter (about a second).
+if tools/check-monitoring.sh build >build-monitoring.log 2>&1; then
+	tail -1 build-monitoring.log | sed 's/^/  /'; total_pass=$((total_pass + 1))
+else
+	cat build-monitoring.log; total_fail=$((total_fail + 1)); failed=1
+fi
+echo "=== debian"
+# make deb's packages (debian/, about 15 s) and their install check: the
+# README's C example against them, the exporter's unit.  Needs debhelper
+# and lintian (make deps installs them).
+if ! command -v dh >/dev/null || ! command -v lintian >/dev/null; then
+	echo "  skipped: no debhelper or lintian (make deps installs them)"
+elif tools/build-deb.sh build-deb >build-deb.log 2>&1 &&
+	tools/check-deb.sh build-deb >>build-deb.log 2>&1; then
+	sed 's/^/  /' build-deb.log; total_pass=$((total_pass + 1))
+else
+	cat build-deb.log; total_fail=$((total_fail + 1)); failed=1
+fi
 echo "=== python"
 if [ -x python/tests/run.sh ]; then
 	# The package in a fresh venv (pip install .) and its pytest suite;
@@ -64,6 +84,15 @@ if [ -x python/tests/run.sh ]; then
 		tail -60 build-python.log
 		total_fail=$((total_fail + f + 1)); failed=1
 	fi
+fi
+echo "=== wheel"
+# The sdist and, built from it, the manylinux wheel (auditwheel), and the
+# package's tests that need only pytest and prometheus_client in a fresh
+# venv holding only that wheel (about a minute; make wheel runs them all).
+if tools/build-wheel.sh --quick build-wheel >build-wheel.log 2>&1; then
+	grep '^wheel:' build-wheel.log | sed 's/^/  /'; total_pass=$((total_pass + 1))
+else
+	tail -40 build-wheel.log; total_fail=$((total_fail + 1)); failed=1
 fi
 echo "=== rust"
 # The crate in rust/ (built by cargo from this tree's sources): cargo test
@@ -88,6 +117,8 @@ else
 	(
 		export TALLY_EXPORTER=$PWD/build/programs/tally-exporter/tally-exporter
 		export TALLY_TALLYSTAT=$PWD/build/programs/tallystat/tallystat
+		# The C sources compile with warnings as errors, as in CMake.
+		export TALLY_WERROR=1
 		cd rust &&
 			"$cargo" test --locked 2>&1 &&
 			TALLY_NO_RSEQ=1 "$cargo" test --locked --tests 2>&1 &&
@@ -118,6 +149,20 @@ else
 		tail -60 build-rust.log
 		total_fail=$((total_fail + f + 1)); failed=1
 	fi
+fi
+echo "=== crate"
+# The crate as cargo package makes it (C sources and headers inside),
+# unpacked alone, its unit and integration tests, and cargo doc without
+# warnings (30-45 s; the doc tests ran in rust/ above).
+if [ ! -x "$cargo" ] || [ "${cargo_minor:-0}" -lt 87 ]; then
+	echo "  skipped: no cargo 1.87 or later"
+elif tools/package-crate.sh --quick build-crate >build-crate.log 2>&1 &&
+	(cd rust && RUSTDOCFLAGS="-D warnings" "$cargo" doc --no-deps --locked) \
+		>>build-crate.log 2>&1; then
+	grep '^crate:' build-crate.log | sed 's/^/  /'; echo "  cargo doc: no warnings"
+	total_pass=$((total_pass + 2))
+else
+	tail -40 build-crate.log; total_fail=$((total_fail + 1)); failed=1
 fi
 if [ -x tools/fuzz.sh ]; then
 	echo "=== fuzz (short)"

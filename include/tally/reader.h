@@ -265,7 +265,10 @@ TALLY_API int tally_dir_cleanup_report(const char *dir, tally_clean_fn fn, void 
  * @retain_s is 0 (remove dead segments at once, as tally_dir_cleanup
  * does), TALLY_RETAIN_FOREVER (only stamp them), or TALLY_RETAIN_ENV
  * ($TALLY_RETAIN, by default one hour).  Writers apply $TALLY_RETAIN
- * themselves when they create their first zone file.
+ * themselves when they create their first zone file, and when they
+ * create a zone file they remove the dead segments of their own pid and
+ * zone name but the newest (the earlier incarnations of a container's
+ * pid 1), unless the retention is forever.
  * Return: the number of files removed, or -errno: EINVAL for a bad
  * @retain_s or $TALLY_RETAIN (tally_errmsg() says which), or as
  * tally_dir_cleanup.

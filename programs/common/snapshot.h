@@ -83,7 +83,7 @@ struct tp_series {
  * stays readable for TALLY_RETAIN.
  *
  * A per-process gauge series (the Python binding's multiprocess_mode,
- * whose names python/tally/_encoding.py owns: family
+ * whose names python/tally_metrics/_encoding.py owns: family
  * "<name>:gauge_<mode>", label pid="<pid>:<start ticks>") belongs
  * to that one process, alive while /proc/<pid>/stat shows that start
  * time (the Python reader's rule): in a shared zone that live workers

@@ -69,7 +69,8 @@ static const char usage_text[] =
 "  -V, --version            the version\n"
 "\n"
 "Exit status: 0 after SIGTERM or SIGINT, 1 when it cannot start (address\n"
-"in use, missing directory, bad web config), 2 for bad options.\n"
+"in use, unreadable directory, bad web config), 2 for bad options; a\n"
+"directory that does not exist yet is waited for.\n"
 "See tally-exporter(1).\n";
 
 /* A bad option: what is wrong, and where the rest is. */

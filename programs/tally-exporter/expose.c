@@ -9,6 +9,19 @@
  * sets are looked for (with a hash set) only where they can occur: when
  * two segments would write the same pid, process and zone labels, or when
  * a summed family mixes histogram layouts.
+ *
+ * Two segments with the same pid, process and zone are incarnations of
+ * one process as Prometheus sees it: every restart of a container's
+ * pid 1, or a pid reused.  One of them speaks for that label set, whole:
+ * the live one, else the one created last (incarnation_cmp()).  The
+ * others are left out, every series and tally_segment_* sample of them
+ * (their series count as series_conflicts; a dead one still counts in
+ * tally_exporter_dead_segments), so that no series of an earlier
+ * incarnation stays under the labels of the current one.  Labels that
+ * told incarnations apart would make a new series at every restart,
+ * which the pid label already does where pids change; where they do
+ * not, one series whose counter resets at a restart is what Prometheus
+ * expects of a restarted process.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -398,6 +411,18 @@ static void plan_make(struct plan *p, const struct tp_snapshot *snap,
 	free(v);
 }
 
+/* Which of two incarnations speaks for their labels: the live one,
+ * else the one created last; negative when @a does. */
+static int incarnation_cmp(int a_dead, uint64_t a_created, int b_dead,
+			   uint64_t b_created)
+{
+	if (a_dead != b_dead)
+		return a_dead ? 1 : -1;
+	if (a_created != b_created)
+		return a_created > b_created ? -1 : 1;
+	return 0;
+}
+
 /* 1 when @labels (with the series' key) was written before in this
  * family; records it otherwise. */
 static int plan_seen(struct plan *p, const struct tp_series *s,
@@ -645,10 +670,116 @@ static void self_header(struct tp_buf *b, enum ex_format f, const char *name,
 					  TALLY_GAUGE), help, unit, f);
 }
 
+static int cmp_seg_labels(const void *a, const void *b)
+{
+	const struct tp_segment *x = *(const struct tp_segment *const *)a;
+	const struct tp_segment *y = *(const struct tp_segment *const *)b;
+	int c = cmp_seg(a, b);
+
+	if (!c)
+		c = strcmp(x->info.proc_name, y->info.proc_name);
+	if (!c)
+		c = incarnation_cmp(!x->info.alive && !x->info.in_use,
+				    x->info.created_ns,
+				    !y->info.alive && !y->info.in_use,
+				    y->info.created_ns);
+	return c ? c : (x > y) - (x < y);
+}
+
+/* shadowed[i]: 1 when segment i has the pid, process and zone labels of
+ * an incarnation that speaks for them (see the top of this file). */
+static unsigned char *seg_shadowed(const struct tp_snapshot *snap)
+{
+	unsigned char *sh = tp_xcalloc(snap->nsegs + 1, 1);
+	const struct tp_segment **v = tp_xmalloc((snap->nsegs + 1) *
+						 sizeof(*v));
+	const struct tp_segment *prev = NULL;
+
+	for (size_t i = 0; i < snap->nsegs; i++)
+		v[i] = &snap->segs[i];
+	qsort(v, snap->nsegs, sizeof(*v), cmp_seg_labels);
+	for (size_t i = 0; i < snap->nsegs; i++) {
+		if (v[i]->stale)
+			continue;
+		if (prev && prev->info.pid == v[i]->info.pid &&
+		    strcmp(prev->info.zone_name, v[i]->info.zone_name) == 0 &&
+		    strcmp(prev->info.proc_name, v[i]->info.proc_name) == 0)
+			sh[v[i] - snap->segs] = 1;
+		else
+			prev = v[i];
+	}
+	free(v);
+	return sh;
+}
+
+/* What tells a segment's series from another's, where the snapshot is
+ * sorted: pid, start, creation time and zone. */
+static const char *segment_key(struct tp_buf *k, int pid, uint64_t start,
+			       uint64_t created, const char *zone)
+{
+	tp_buf_reset(k);
+	tp_buf_printf(k, "%d/%llu/%llu/%s", pid, (unsigned long long)start,
+		      (unsigned long long)created, zone);
+	return tp_buf_str(k);
+}
+
+/*
+ * skip[i]: 1 when series i belongs to a segment left out (@shadowed);
+ * NULL when none is.  In the order read (the exporter's), the series of
+ * each segment come together, segment after segment, so they are found
+ * by place, even those of a byte-for-byte copy of a live segment; in a
+ * sorted snapshot, by what their segment says of itself.
+ */
+static unsigned char *shadow_series(const struct tp_snapshot *snap,
+				    const unsigned char *shadowed)
+{
+	struct tp_strmap keys = { 0 };
+	struct tp_arena mem = { 0 };
+	struct tp_buf k = { 0 };
+	unsigned char *skip;
+	size_t any = 0, total = 0;
+
+	for (size_t i = 0; i < snap->nsegs; i++) {
+		any += shadowed[i];
+		total += snap->segs[i].nseries;
+	}
+	if (!any)
+		return NULL;
+	skip = tp_xcalloc(snap->nseries + 1, 1);
+	if (snap->unsorted && total == snap->nseries) {
+		for (size_t i = 0, at = 0; i < snap->nsegs; i++) {
+			if (shadowed[i])
+				memset(skip + at, 1, snap->segs[i].nseries);
+			at += snap->segs[i].nseries;
+		}
+		return skip;
+	}
+	for (size_t i = 0; i < snap->nsegs; i++) {
+		const struct tally_seg_info *in = &snap->segs[i].info;
+
+		if (shadowed[i])
+			tp_strmap_put(&keys, tp_arena_strdup(&mem, segment_key(
+				&k, in->pid, in->start_ticks, in->created_ns,
+				in->zone_name)), 1);
+	}
+	for (size_t i = 0; i < snap->nseries; i++) {
+		const struct tp_series *s = &snap->series[i];
+
+		skip[i] = tp_strmap_get(&keys, segment_key(&k, s->pid,
+					s->start_ticks, s->created_ns,
+					s->zone)) != (size_t)-1;
+	}
+	tp_strmap_free(&keys);
+	tp_arena_free(&mem);
+	tp_buf_free(&k);
+	return skip;
+}
+
 /* One tally_segment_* metric of segfield.h's table: a sample per
- * segment read in this scrape. */
+ * segment read in this scrape, but one per label set (@shadowed). */
 static void seg_metric(struct tp_buf *b, const struct tp_snapshot *snap,
-		       enum ex_format f, const struct tp_seg_field *fd)
+		       enum ex_format f, const struct tp_seg_field *fd,
+		       const unsigned char *shadowed)
 {
 	char name[96];
 	const char *sfx = fd->counter ? "_total" : "";
@@ -661,7 +792,9 @@ static void seg_metric(struct tp_buf *b, const struct tp_snapshot *snap,
 		struct tp_seg_value v;
 		char t[48];
 
-		if (g->stale) /* not read this time (retain.h) */
+		if (g->stale || shadowed[i]) /* not read this time
+					      * (retain.h), or another
+					      * incarnation's labels */
 			continue;
 		tp_seg_field_value(fd, &r, &v);
 		if (v.type == TP_SF_RATIO)
@@ -875,7 +1008,8 @@ static uint64_t self_u64(const struct self_metric *m,
 
 static void write_self(struct tp_buf *b, const struct tp_snapshot *snap,
 		       enum ex_format f, const struct ex_self *self,
-		       const struct ex_result *res, uint64_t t0_ns)
+		       const struct ex_result *res, uint64_t t0_ns,
+		       const unsigned char *shadowed)
 {
 	struct self_ctx x = { snap, self, res, t0_ns, { 0 }, 0, 0 };
 	char sample[128];
@@ -890,7 +1024,7 @@ static void write_self(struct tp_buf *b, const struct tp_snapshot *snap,
 
 	for (size_t i = 0; i < tp_seg_nfields; i++)
 		if (tp_seg_fields[i].metric)
-			seg_metric(b, snap, f, &tp_seg_fields[i]);
+			seg_metric(b, snap, f, &tp_seg_fields[i], shadowed);
 	for (size_t i = 0; i < NSELF; i++) {
 		const struct self_metric *m = &self_metrics[i];
 
@@ -937,11 +1071,15 @@ void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
 	struct names nm = { 0 };
 	struct tp_buf lb = { 0 };
 	struct plan pl;
+	unsigned char *shadowed, *skip = NULL;
 	const char *last_name = NULL;
 	size_t last_at = 0;
 
 	memset(res, 0, sizeof(*res));
 	plan_make(&pl, snap, c);
+	shadowed = seg_shadowed(snap);
+	if (!c->aggregate)
+		skip = shadow_series(snap, shadowed);
 	if (c->self_metrics)
 		claim_self_names(&nm);
 
@@ -956,6 +1094,12 @@ void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
 		 * value: left out (snapshot.h, "Whose a series is"). */
 		if (tp_series_gone_gauge(&snap->series[i])) {
 			famof[i] = (size_t)-1;
+			continue;
+		}
+		/* Another incarnation speaks for its labels. */
+		if (skip && skip[i]) {
+			famof[i] = (size_t)-1;
+			res->conflicts++;
 			continue;
 		}
 		/* Neighbours of one family share their name's memory. */
@@ -997,12 +1141,14 @@ void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
 		write_family(out, snap, &fams[i], order, c, f, &nm, &lb, &pl,
 			     res);
 	if (c->self_metrics)
-		write_self(out, snap, f, self, res, t0_ns);
+		write_self(out, snap, f, self, res, t0_ns, shadowed);
 	if (f == EX_OPENMETRICS)
 		tp_buf_puts(out, "# EOF\n");
 
 	tp_buf_free(&lb);
 	plan_free(&pl);
+	free(skip);
+	free(shadowed);
 	names_free(&nm);
 	tp_strmap_free(&famidx);
 	free(famof);

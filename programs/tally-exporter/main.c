@@ -56,15 +56,20 @@ static int no_segment(const char *path, struct tally_seg *s,
 
 /*
  * A directory (NULL: the default places) must be one the library will
- * walk: it exists, is a directory (not a symbolic link), and is this
- * user's or allowed by @oo, writable by its owner only.
+ * walk: a directory (not a symbolic link), this user's or allowed by
+ * @oo, writable by its owner only.  One that does not exist yet is
+ * waited for: a sidecar may start before the writer that creates it
+ * (a container's volume), and scrapes serve what is there meanwhile.
  */
 static void check_dir(const char *dir, const struct tally_open_opts *oo)
 {
 	int rc = tally_dir_foreach(dir, oo, no_segment, NULL);
 
-	if (rc == -ENOENT && dir)
-		fatal("cannot read %s: no such directory", dir);
+	if (rc == -ENOENT && dir) {
+		fprintf(stderr, PROG ": %s does not exist yet: serving "
+			"without it until a writer creates it\n", dir);
+		return;
+	}
 	if (rc < 0)
 		fatal("cannot read %s", tally_errmsg());
 }

@@ -59,6 +59,7 @@
 #include "retain.h"
 #include "server.h"
 #include "strbuf.h"
+#include "strmap.h"
 
 #ifndef TALLY_VERSION
 #define TALLY_VERSION "0"
@@ -115,6 +116,10 @@ struct server {
 	struct tp_buf out;
 	struct ex_retain retain;   /* --aggregate: exited processes' counts */
 	uint64_t next_expire_ns;   /* when to apply TALLY_RETAIN again */
+	uint64_t retain_told;      /* bit i: said why dirs[i] is not
+				      cleaned */
+	struct tp_strmap skip_seen;/* the files skipped by the last scrape */
+	struct tp_arena skip_mem;  /* their paths */
 	/* The watchdog. */
 	pthread_mutex_t conn_lock;
 	pthread_cond_t stop_cond;
@@ -384,14 +389,54 @@ static void expired(const char *path, const char *why, void *arg)
 	logf_("removed %s: %s", path, why);
 }
 
+/*
+ * Only a directory's owner may remove its files: a sidecar reading
+ * another user's directory (--allow-group, --allow-uid) cannot apply
+ * the retention there, and says so once per directory, naming who does.
+ */
 static void expire(struct server *s, uint64_t now)
 {
 	if (now < s->next_expire_ns)
 		return;
 	s->next_expire_ns = now + EXPIRE_PERIOD_NS;
-	for (unsigned i = 0; i < (s->o.ndirs ? s->o.ndirs : 1); i++)
-		tally_dir_expire(s->o.ndirs ? s->o.dirs[i] : NULL,
-				 TALLY_RETAIN_ENV, expired, NULL);
+	for (unsigned i = 0; i < (s->o.ndirs ? s->o.ndirs : 1); i++) {
+		const char *dir = s->o.ndirs ? s->o.dirs[i] : NULL;
+		int rc = tally_dir_expire(dir, TALLY_RETAIN_ENV, expired,
+					  NULL);
+
+		if (rc != -EPERM || i >= 64 || (s->retain_told >> i & 1))
+			continue;
+		s->retain_told |= 1ull << i;
+		logf_("not removing the dead segments of %s (TALLY_RETAIN): "
+		      "only the directory's owner may; its writers do when "
+		      "they create a zone (and keep one dead incarnation of a "
+		      "pid that restarts), or run tallystat --clean as its "
+		      "owner", dir ? dir : "the default directory");
+	}
+}
+
+/*
+ * A file skipped by this scrape but not by the one before is logged with
+ * the reader's reason, once: a writer started without TALLY_GROUP, whose
+ * files this user may not read, is told, not only counted.
+ */
+static void log_skips(struct server *s, const struct tp_snapshot *snap)
+{
+	struct tp_strmap now = { 0 };
+	struct tp_arena mem = { 0 };
+
+	for (size_t i = 0; i < snap->nskipped; i++) {
+		const struct tp_skipped *k = &snap->skipped[i];
+
+		if (k->err != ENOENT &&
+		    tp_strmap_get(&s->skip_seen, k->path) == (size_t)-1)
+			logf_("skipping %s: %s", k->path, k->reason);
+		tp_strmap_put(&now, tp_arena_strdup(&mem, k->path), 1);
+	}
+	tp_strmap_free(&s->skip_seen);
+	tp_arena_free(&s->skip_mem);
+	s->skip_seen = now;
+	s->skip_mem = mem;
 }
 
 /* What the dead segments of a raw snapshot hold. */
@@ -436,6 +481,7 @@ static enum MHD_Result scrape(struct server *s, struct MHD_Connection *c)
 	expire(s, t0);
 	complete = tp_snapshot_collect(&snap, &co, errbuf, sizeof(errbuf)) == 0;
 	dir_error(s, errbuf);
+	log_skips(s, &snap);
 	count_dead(&snap, &self);
 	if (s->o.expose.aggregate) {
 		/* The raw snapshot becomes the retain's "last": not freed
@@ -1238,6 +1284,8 @@ void server_stop(struct server *s)
 	tp_buf_free(&s->out);
 	ex_retain_free(&s->retain);
 	free(s->user_fail_ns);
+	tp_strmap_free(&s->skip_seen);
+	tp_arena_free(&s->skip_mem);
 	pthread_mutex_destroy(&s->scrape_lock);
 	pthread_mutex_destroy(&s->conn_lock);
 	pthread_cond_destroy(&s->stop_cond);

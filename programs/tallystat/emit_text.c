@@ -139,9 +139,30 @@ static int has_state_column(const struct ts_report *r)
 	return 0;
 }
 
+/* Does the report hold two incarnations of one pid and zone (a
+ * container's pid 1 restarted, a pid reused)?  Then every table gets a
+ * Started column, the time each segment was made, to tell them apart.
+ * The rows come sorted by pid, start time and zone. */
+static int has_started_column(const struct ts_report *r)
+{
+	for (size_t i = 0; i < r->nrows; i++)
+		for (size_t j = i + 1; j < r->nrows; j++) {
+			const struct tp_series *a = r->rows[i].s,
+					       *b = r->rows[j].s;
+
+			if (a->pid != b->pid)
+				break;
+			if (a->pid && strcmp(a->zone, b->zone) == 0 &&
+			    (a->start_ticks != b->start_ticks ||
+			     a->created_ns != b->created_ns))
+				return 1;
+		}
+	return 0;
+}
+
 /* The columns every table starts with; returns the next column. */
 static unsigned lead_cols(struct ts_table *t, const char *timecol, int zone,
-			  int state)
+			  int state, int started)
 {
 	ts_table_col(t, timecol, 0);
 	ts_table_col(t, "PID", 1);
@@ -150,6 +171,8 @@ static unsigned lead_cols(struct ts_table *t, const char *timecol, int zone,
 		ts_table_col(t, "Zone", 0);
 	if (state)
 		ts_table_col(t, "State", 0);
+	if (started)
+		ts_table_col(t, "Started", 0);
 	ts_table_col(t, "Series", 0);
 	return t->ncols;
 }
@@ -166,7 +189,7 @@ static void cpu_cols(struct ts_table *t, const struct ts_report *r,
 /* Fills the lead columns of @row; returns the next column. */
 static unsigned lead_cells(struct ts_table *t, struct ts_cell *row,
 			   const char *when, const struct ts_row *x, int zone,
-			   int state, const struct ts_options *o)
+			   int state, int started, const struct ts_options *o)
 {
 	unsigned c = 0;
 	char b[32];
@@ -184,6 +207,16 @@ static unsigned lead_cells(struct ts_table *t, struct ts_cell *row,
 		ts_table_set(t, row, c++, tp_xstrdup(x->s->dead ? "dead" :
 						     "live"),
 			     x->s->dead ? TS_SGR_YELLOW : NULL);
+	if (started) {
+		struct timespec ts = {
+			(time_t)(x->s->created_ns / 1000000000u),
+			(long)(x->s->created_ns % 1000000000u) };
+		char hms[20], at[48];
+
+		ts_format_time(hms, sizeof(hms), &ts, 0);
+		snprintf(at, sizeof(at), "%s.%03ld", hms, ts.tv_nsec / 1000000);
+		ts_table_set(t, row, c++, tp_xstrdup(at), NULL);
+	}
 	ts_table_set(t, row, c++, ts_truncate(x->s->key, o->series_width), NULL);
 	return c;
 }
@@ -211,7 +244,7 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 	static char cpunames[2][TS_MAXCOLS][16];
 	char when[64];
 	int zone = has_zone_column(r), avg = r->kind == TS_AVERAGE;
-	int state = has_state_column(r);
+	int state = has_state_column(r), started = has_started_column(r);
 	const char *red = TS_SGR_RED;
 
 	memset(&sc, 0, sizeof(sc));
@@ -221,12 +254,12 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 	else
 		ts_format_time(when, sizeof(when), &r->when, 0);
 
-	lead_cols(&sc, when, zone, state);
+	lead_cols(&sc, when, zone, state, started);
 	ts_table_col(&sc, "Type", 0);
 	ts_table_col(&sc, "Value", 1);
 	ts_table_col(&sc, "/s", 1);
 	cpu_cols(&sc, r, cpunames[0]);
-	lead_cols(&hi, when, zone, state);
+	lead_cols(&hi, when, zone, state, started);
 	ts_table_col(&hi, "Count", 1);
 	ts_table_col(&hi, "/s", 1);
 	ts_table_col(&hi, "Mean", 1);
@@ -243,7 +276,7 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 
 		if (x->s->kind == TALLY_HISTOGRAM) {
 			row = ts_table_row(&hi);
-			c = lead_cells(&hi, row, when, x, zone, state, o);
+			c = lead_cells(&hi, row, when, x, zone, state, started, o);
 			/* The count is a number of observations, not of
 			 * the histogram's unit. */
 			ts_table_set(&hi, row, c++, fmt_int(x->value, TP_UNIT_NONE, o),
@@ -262,7 +295,7 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 			continue;
 		}
 		row = ts_table_row(&sc);
-		c = lead_cells(&sc, row, when, x, zone, state, o);
+		c = lead_cells(&sc, row, when, x, zone, state, started, o);
 		ts_table_set(&sc, row, c++, tp_xstrdup(tp_kind_name(x->s->kind)), NULL);
 		if (gauge && avg)
 			ts_table_set(&sc, row, c++, fmt_real(x->mean_gauge, u, o, 2),

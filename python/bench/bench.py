@@ -180,7 +180,7 @@ def tally_scrape(series, per_worker, repeat):
 
 
 def _tally_scrape_child(series, per_worker, repeat):
-    import tally
+    import tally_metrics as tally
     c = tally.Counter("bench_requests", "Requests.", ["route"])
     for i in range(series):
         c.labels(f"/r{i}").inc()
@@ -246,7 +246,7 @@ def main():
     os.environ["TALLY_DIR"] = d
     try:
         import prometheus_client
-        import tally
+        import tally_metrics as tally
         rows = {
             "tally": micro(tally, a.number, a.repeat),
             "prometheus_client": micro(prometheus_client, a.number,

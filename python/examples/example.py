@@ -8,7 +8,7 @@ processes for TALLY_RETAIN.
 """
 import os
 
-import tally
+import tally_metrics as tally
 
 REQUESTS = tally.Counter("http_requests", "Requests served.",
                          ["method", "code"])

@@ -1,5 +1,5 @@
 /*
- * family.c: tally._native.Family, the series one Python metric keeps in
+ * family.c: tally_metrics._native.Family, the series one Python metric keeps in
  * a zone, registered once per metric object.
  *
  * A Python metric is held in up to four parts, each a tally family when
@@ -398,7 +398,7 @@ static PyGetSetDef family_getset[] = {
 
 PyTypeObject TpyFamily_Type = {
 	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "tally._native.Family",
+	.tp_name = "tally_metrics._native.Family",
 	.tp_basicsize = sizeof(TpyFamily),
 	.tp_flags = Py_TPFLAGS_DEFAULT,
 	.tp_doc = "The series of one Python metric in a zone (internal).",

@@ -726,7 +726,7 @@ static PyGetSetDef metric_getset[] = {
 		.tp_getset = metric_getset,                                  \
 	}
 
-METRIC_TYPE(TpyCounter_Type, "tally._native.CounterBase", counter_methods);
-METRIC_TYPE(TpyGauge_Type, "tally._native.GaugeBase", gauge_methods);
-METRIC_TYPE(TpyHistogram_Type, "tally._native.HistogramBase",
+METRIC_TYPE(TpyCounter_Type, "tally_metrics._native.CounterBase", counter_methods);
+METRIC_TYPE(TpyGauge_Type, "tally_metrics._native.GaugeBase", gauge_methods);
+METRIC_TYPE(TpyHistogram_Type, "tally_metrics._native.HistogramBase",
 	    histogram_methods);

@@ -1,5 +1,5 @@
 /*
- * module.c: the tally._native module: its types, read(), TallyError and
+ * module.c: the tally_metrics._native module: its types, read(), TallyError and
  * the constants the Python layer shares with the C one.
  */
 #include "native.h"
@@ -43,7 +43,7 @@ static int module_exec(PyObject *m)
 	    add_type(m, &TpyHistogram_Type, "HistogramBase") < 0)
 		return -1;
 	if (!TpyError) {
-		TpyError = PyErr_NewExceptionWithDoc("tally.TallyError",
+		TpyError = PyErr_NewExceptionWithDoc("tally_metrics.TallyError",
 			"A libtally call failed: errno and tally's message.",
 			PyExc_OSError, NULL);
 		if (!TpyError)
@@ -87,7 +87,7 @@ static PyModuleDef_Slot module_slots[] = {
 
 static struct PyModuleDef module_def = {
 	PyModuleDef_HEAD_INIT,
-	.m_name = "tally._native",
+	.m_name = "tally_metrics._native",
 	.m_doc = "libtally for Python: the C half of the tally package.",
 	.m_size = 0,
 	.m_methods = module_methods,

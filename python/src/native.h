@@ -1,5 +1,5 @@
 /*
- * native.h: what the files of tally._native share.
+ * native.h: what the files of tally_metrics._native share.
  *
  * The extension is a thin layer over libtally's public headers: zones
  * (zone.c), families of series registered for one Python metric
@@ -97,7 +97,7 @@ int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
 		 const tally_metric **h);
 /* Registers the fraction part of @f if needed: 0 or -errno. */
 int tpy_family_frac_ready(TpyFamily *f);
-/* tally._native.claim(zone, name, definition) (family.c). */
+/* tally_metrics._native.claim(zone, name, definition) (family.c). */
 PyObject *tpy_claim(PyObject *unused, PyObject *args);
 
 /* --- metric.c -------------------------------------------------------- */

@@ -1,5 +1,5 @@
 /*
- * read.c: tally._native.read(), the series of every readable segment of
+ * read.c: tally_metrics._native.read(), the series of every readable segment of
  * a directory (one zone's, or all), through libtally's reader API.
  *
  * The reader never trusts a file: a segment it cannot open (corrupt,

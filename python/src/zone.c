@@ -1,5 +1,5 @@
 /*
- * zone.c: tally._native.Zone, the zone a Python metric's series live in,
+ * zone.c: tally_metrics._native.Zone, the zone a Python metric's series live in,
  * and the exception every failing libtally call raises.
  *
  * Zone() is the process's default zone (named after the process, or the
@@ -152,7 +152,7 @@ static PyGetSetDef zone_getset[] = {
 
 PyTypeObject TpyZone_Type = {
 	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "tally._native.Zone",
+	.tp_name = "tally_metrics._native.Zone",
 	.tp_basicsize = sizeof(TpyZone),
 	.tp_flags = Py_TPFLAGS_DEFAULT,
 	.tp_doc = "Zone(name=None, shared=False): the default zone, or a "

@@ -18,7 +18,7 @@ if not os.environ.get("TALLY_PYTEST_CHILD"):
     os.environ["TALLY_DIR"] = _SESSION_DIR
     os.environ.pop("TALLY_ZONE", None)
 
-import tally  # noqa: E402
+import tally_metrics as tally  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 _counter = itertools.count()

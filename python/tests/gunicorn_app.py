@@ -5,7 +5,7 @@ import os
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, \
     generate_latest
 
-import tally
+import tally_metrics as tally
 
 REQUESTS = tally.Counter("app_requests", "Requests served.", ["path"])
 INFLIGHT = tally.Gauge("app_inflight", "Requests in flight.",

@@ -10,7 +10,7 @@ import time
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, \
     generate_latest
 
-import tally
+import tally_metrics as tally
 
 with open(os.environ["DEPLOY_VERSION_FILE"]) as f:
     VERSION = int(f.read().strip())

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Python package's tests, as tools/run-tests.sh runs them: a fresh
 # venv under build-python/, `pip install` of the package from the source
-# tree (scikit-build-core builds tally._native with libtally linked in),
+# tree (scikit-build-core builds tally_metrics._native with libtally linked in),
 # pytest, prometheus_client, gunicorn and the framework instrumentators
 # test_frameworks.py serves (Flask with prometheus_flask_exporter,
 # Starlette with starlette-exporter under uvicorn workers) from PyPI:

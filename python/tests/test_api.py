@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-import tally
+import tally_metrics as tally
 from conftest import value_of
 
 

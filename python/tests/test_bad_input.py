@@ -8,11 +8,11 @@ import subprocess
 
 import pytest
 
-import tally
+import tally_metrics as tally
 from conftest import child_env, run_py, segment_names
 
 PROBE = """
-import tally
+import tally_metrics as tally
 try:
     tally.Counter("x", "doc").inc()
 except tally.TallyError as e:
@@ -25,7 +25,8 @@ else:
 
 
 def test_missing_tally_dir(tmp_path):
-    out = run_py(PROBE, child_env(str(tmp_path / "does-not-exist")))
+    # A missing TALLY_DIR is created when its parent exists; not here.
+    out = run_py(PROBE, child_env(str(tmp_path / "does-not-exist" / "tally")))
     assert out.startswith(f"TallyError {errno.ENOENT} |"), out
     assert "does-not-exist" in out or "TALLY_DIR" in out
 
@@ -52,7 +53,7 @@ def test_reading_a_missing_dir_raises(tmp_path):
 
 def _good_segment(tally_dir, name):
     run_py(f"""
-import tally
+import tally_metrics as tally
 tally.Counter({name!r}, "doc").inc(41)
 """, child_env(tally_dir, TALLY_KEEP=1))
 
@@ -110,7 +111,7 @@ def test_a_refused_metric_writes_nothing(uniq, tally_dir):
     # A name taken in the registry by another kind is refused before any
     # series reaches the zone: the exposition keeps one family.
     out = run_py(f"""
-import tally
+import tally_metrics as tally
 tally.Counter({uniq!r}, "h").inc(3)
 for make in (lambda: tally.Gauge({uniq!r} + "_total", "h"),
              lambda: tally.Histogram({uniq!r}, "h"),
@@ -142,7 +143,8 @@ def test_nul_characters_are_refused(uniq):
 # of the program, while the zone of the old one is kept): the new
 # definition is taken, and readers show it alone, never both.
 _DEFINE = """
-import sys, tally
+import sys
+import tally_metrics as tally
 try:
     {make}
 except ValueError as e:
@@ -217,7 +219,7 @@ def test_refusal_names_metric_and_file(uniq, tally_dir):
     keeps) is a ValueError that names the metric, the zone's file and
     what is wrong."""
     env = child_env(tally_dir, TALLY_ZONE=uniq)
-    code = (f"import tally\n"
+    code = (f"import tally_metrics as tally\n"
             f"try:\n"
             f"    tally.Counter({uniq!r}, 'h' * 2000)\n"
             f"except ValueError as e:\n"

@@ -9,9 +9,9 @@ import re
 import prometheus_client
 import pytest
 
-import tally
-from tally import _encoding as enc
-from tally import _native
+import tally_metrics as tally
+from tally_metrics import _encoding as enc
+from tally_metrics import _native
 
 prometheus_client.disable_created_metrics()
 

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-import tally
+import tally_metrics as tally
 from conftest import child_env, run_py, value_of, segment_names
 
 THREADS, R = 4, 50_000
@@ -73,7 +73,7 @@ def test_multiprocessing_fork_exact(uniq):
 
 
 def _spawn_worker(name, r):
-    import tally as t
+    import tally_metrics as t
     c = t.Counter(name, "doc", ["k"])
     for _ in range(r):
         c.labels("w").inc()
@@ -107,7 +107,7 @@ def test_multiprocessing_spawn_exact(uniq, tally_dir):
 
 
 CHILD = """
-import tally, sys
+import tally_metrics as tally, sys
 name, r = sys.argv[1] if len(sys.argv) > 1 else {name!r}, {r}
 c = tally.Counter(name, "doc", ["k"])
 h = tally.Histogram(name + "_h", "doc", buckets=[1])
@@ -160,7 +160,7 @@ def test_unrelated_processes_share_a_zone(uniq, tally_dir):
 
 def test_zone_function_picks_a_shared_zone(uniq, tally_dir):
     code = f"""
-import tally
+import tally_metrics as tally
 reg = tally.zone("jobs")
 c = tally.Counter({uniq!r}, "doc", registry=reg)
 c.inc(3)

@@ -7,14 +7,15 @@ import subprocess
 import sys
 import time
 
-import tally
+import tally_metrics as tally
 from conftest import child_env
 
 MODES = ["all", "liveall", "sum", "livesum", "max", "livemax", "min",
          "livemin", "mostrecent", "livemostrecent"]
 
 CHILD = """
-import sys, tally
+import sys
+import tally_metrics as tally
 name, v, stay = sys.argv[1], float(sys.argv[2]), sys.argv[3] == "1"
 for mode in {modes!r}:
     tally.Gauge(name + "_" + mode, "doc", ["k"],

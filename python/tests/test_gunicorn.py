@@ -13,7 +13,7 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-import tally
+import tally_metrics as tally
 from conftest import child_env
 from gunicorn_server import GUNICORN, Gunicorn, get
 

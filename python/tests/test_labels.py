@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-import tally
-from tally import _names
+import tally_metrics as tally
+from tally_metrics import _names
 from conftest import child_env, run_py, value_of, segment_names
 
 
@@ -76,7 +76,7 @@ def test_labels_past_the_limits_are_refused(uniq):
 def test_long_labels_in_a_shared_zone(uniq, tally_dir):
     """Processes of one shared zone add to one series of long labels."""
     code = f"""
-import tally
+import tally_metrics as tally
 c = tally.Counter({uniq!r}, "doc", ["route"])
 c.labels({_route(2500)!r}).inc(1000)
 """

@@ -7,7 +7,7 @@ import prometheus_client
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-import tally
+import tally_metrics as tally
 
 prometheus_client.disable_created_metrics()
 

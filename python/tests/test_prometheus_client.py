@@ -9,7 +9,7 @@ import textwrap
 import prometheus_client
 import pytest
 
-import tally
+import tally_metrics as tally
 from conftest import child_env, run_py
 
 # An unchanged prometheus_client program: its metrics, updated by three
@@ -82,7 +82,7 @@ def test_unchanged_app_on_tally(how, tally_dir, tmp_path):
         env["TALLY_PROMETHEUS_CLIENT"] = "1"
         switch = ""
     else:
-        switch = "import tally; tally.use_in_prometheus_client()"
+        switch = "import tally_metrics as tally; tally.use_in_prometheus_client()"
     out = json.loads(run_py(APP.format(switch=switch), env))
     assert out["value_class"] == "TallyValue"
     # get() of a value is the zone's total, every worker's adds in.
@@ -179,7 +179,7 @@ def test_info_keys_are_fixed_in_a_zone(uniq):
 # their places, and the exposition still works.
 REMADE = textwrap.dedent('''
     import json
-    import tally; tally.use_in_prometheus_client()
+    import tally_metrics as tally; tally.use_in_prometheus_client()
     from prometheus_client import CollectorRegistry, Histogram, \\
         generate_latest
     H = Histogram("remade_seconds", "Remade.", ["route"], buckets=[1, 2])
@@ -217,7 +217,7 @@ def test_histogram_children_made_again(tally_dir):
 def test_counter_reset_says_why(tally_dir):
     env = child_env(tally_dir, TALLY_ZONE="reset")
     out = run_py(textwrap.dedent('''
-        import tally; tally.use_in_prometheus_client()
+        import tally_metrics as tally; tally.use_in_prometheus_client()
         from prometheus_client import Counter
         c = Counter("resets_total", "Resets.")
         c.inc()

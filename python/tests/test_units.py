@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-import tally
-from tally import _native
+import tally_metrics as tally
+from tally_metrics import _native
 
 
 @pytest.mark.parametrize("v, unit, text", [

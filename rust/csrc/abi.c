@@ -57,5 +57,9 @@ const uint64_t tally_rs_abi[] = {
 	TALLY_READ_PERCPU,
 	TALLY__STRIDE, TALLY__STRIDE_SHIFT, TALLY__RESV_BACK,
 	(uint64_t)TALLY__MODE_MASK,
+	TALLY__RSEQ_CPU_ID_OFF, TALLY__RSEQ_CS_OFF, TALLY__RSEQ_SIG,
+	TALLY__CFG_PAGE_OFF, TALLY__AHINT_OFF,
+	OFF(struct tally__cfg, rseq_off), OFF(struct tally__cfg, nnodes),
+	OFF(struct tally__cfg, cpu_node), OFF(struct tally__cfg, thread_off),
 };
 const size_t tally_rs_abi_len = sizeof(tally_rs_abi) / sizeof(tally_rs_abi[0]);

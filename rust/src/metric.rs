@@ -845,3 +845,133 @@ impl Zone {
         "histogram"
     );
 }
+
+/// The rules above the add, written again here (the histogram's bucket,
+/// the gauge's slot by sign, the float gauge's compare-and-swap add),
+/// against the C library's exported update functions over edge values:
+/// a change on either side fails here.
+#[cfg(test)]
+mod rules_match_c {
+    use super::*;
+    use crate::{Desc, Zone, ZoneOptions};
+
+    extern "C" {
+        fn tally_gauge_add(g: *const sys::tally_metric, v: i64);
+        fn tally_histogram_observe(h: *const sys::tally_metric, v: u64);
+        fn tally_fgauge_add(g: *const sys::tally_metric, v: f64);
+    }
+
+    fn slot(b: *mut sys::tally_block, s: u32) -> i64 {
+        let mut v = 0i64;
+        // SAFETY: b is a live block of the test's zone and s within it.
+        assert_eq!(unsafe { sys::tally_block_fetch(b, s, &mut v) }, 0);
+        v
+    }
+
+    const INTS: [i64; 12] = [
+        0,
+        1,
+        -1,
+        2,
+        -2,
+        i64::MAX,
+        i64::MIN,
+        i64::MIN + 1,
+        1 << 31,
+        -(1 << 31),
+        (1 << 31) - 1,
+        -(1 << 62),
+    ];
+
+    #[test]
+    fn gauge_slot_by_sign() {
+        let zone = Zone::create("rules_gauge", &ZoneOptions::new().anonymous()).unwrap();
+        for (i, &v) in INTS.iter().enumerate() {
+            let ours = zone.try_gauge(&Desc::new(format!("g_rust_{i}"))).unwrap();
+            let theirs = zone.try_gauge(&Desc::new(format!("g_c_{i}"))).unwrap();
+            ours.add(v);
+            // SAFETY: theirs is a registered gauge, alive.
+            unsafe { tally_gauge_add(theirs.metric, v) };
+            for s in 0..2 {
+                assert_eq!(
+                    slot(ours.block, s),
+                    slot(theirs.block, s),
+                    "gauge add {v}, slot {s}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn histogram_bucket_rule() {
+        let zone = Zone::create("rules_hist", &ZoneOptions::new().anonymous()).unwrap();
+        let mut values: Vec<u64> = vec![0, 1, 7, 8, 9, 15, 16, 17, u64::MAX, u64::MAX - 1, 1 << 63];
+        for e in 0..64u32 {
+            let p = 1u64 << e;
+            values.extend([p - 1, p, p + 1]);
+        }
+        for (sub, max) in [
+            (3u32, 40u32),
+            (1, 2),
+            (1, 63),
+            (2, 63),
+            (4, 20),
+            (6, 10),
+            (7, 8),
+        ] {
+            let desc = |who: &str| Desc::new(format!("h_{who}_{sub}_{max}")).buckets(sub, max);
+            let ours = zone.try_histogram(&desc("rust")).unwrap();
+            let theirs = zone.try_histogram(&desc("c")).unwrap();
+            let nbuckets = (max - sub + 1) << sub;
+            for &v in &values {
+                ours.observe(v);
+                // SAFETY: theirs is a registered histogram, alive.
+                unsafe { tally_histogram_observe(theirs.metric, v) };
+            }
+            for s in 0..=nbuckets {
+                assert_eq!(
+                    slot(ours.block, s),
+                    slot(theirs.block, s),
+                    "sub_bits {sub}, max_bits {max}: slot {s}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn float_gauge_add() {
+        let zone = Zone::create("rules_fgauge", &ZoneOptions::new().anonymous()).unwrap();
+        let edges = [
+            0.0,
+            -0.0,
+            1.5,
+            -2.25,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            f64::MIN_POSITIVE / 4.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            1e308,
+            -1e-310,
+        ];
+        for (i, &start) in edges.iter().enumerate() {
+            for (j, &v) in edges.iter().enumerate() {
+                let ours = zone
+                    .try_fgauge(&Desc::new(format!("f_rust_{i}_{j}")))
+                    .unwrap();
+                let theirs = zone.try_fgauge(&Desc::new(format!("f_c_{i}_{j}"))).unwrap();
+                ours.set(start);
+                theirs.set(start);
+                ours.add(v);
+                // SAFETY: theirs is a registered float gauge, alive.
+                unsafe { tally_fgauge_add(theirs.metric, v) };
+                let (a, b) = (ours.value(), theirs.value());
+                assert!(
+                    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                    "{start} + {v}: Rust {a}, C {b}"
+                );
+            }
+        }
+    }
+}

@@ -40,6 +40,7 @@
 //! code that wants no call at all registers a [`Counter`](crate::Counter)
 //! with [`Zone::try_counter`](crate::Zone::try_counter).
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -120,6 +121,68 @@ impl metrics::CounterFn for CounterCell {
             self.c.increment(value - cur);
         }
     }
+}
+
+/// A thread's own handle of a counter cell: what a lookup of a key this
+/// thread has seen before returns, so that the lookup writes only what
+/// the thread owns (the reference count of this `Arc`, its cache), and
+/// nothing another thread's lookup of the same key writes too (a shard's
+/// lock, the cell's reference count).  The cell is read, never written.
+struct ThreadCounter {
+    cell: Arc<CounterCell>,
+}
+
+impl metrics::CounterFn for ThreadCounter {
+    #[inline]
+    fn increment(&self, value: u64) {
+        self.cell.c.increment(value)
+    }
+
+    fn absolute(&self, value: u64) {
+        metrics::CounterFn::absolute(&*self.cell, value)
+    }
+}
+
+/// Recorders' ids, never reused, so that a thread's cache tells them
+/// apart.
+static NEXT_RECORDER: AtomicU64 = AtomicU64::new(1);
+/// Recorders dropped so far: a thread empties its cache at its next
+/// lookup when this changed, so that it keeps no series (and no zone)
+/// of a recorder that is gone for longer than that.
+static RECORDERS_DROPPED: AtomicU64 = AtomicU64::new(0);
+
+type ThreadCounters = HashMap<Key, Arc<ThreadCounter>, BuildHasherDefault<PassHasher>>;
+
+/// A thread's handles, by recorder (a few: a list, searched in order).
+#[derive(Default)]
+struct ThreadCache {
+    dropped: u64,
+    counters: Vec<(u64, ThreadCounters)>,
+}
+
+impl ThreadCache {
+    fn of(&self, id: u64) -> Option<&ThreadCounters> {
+        self.counters.iter().find(|(i, _)| *i == id).map(|(_, m)| m)
+    }
+
+    fn of_mut(&mut self, id: u64) -> &mut ThreadCounters {
+        let at = match self.counters.iter().position(|(i, _)| *i == id) {
+            Some(at) => at,
+            None => {
+                self.counters.push((id, ThreadCounters::default()));
+                self.counters.len() - 1
+            }
+        };
+        &mut self.counters[at].1
+    }
+
+    fn forget(&mut self, id: u64) {
+        self.counters.retain(|(i, _)| *i != id);
+    }
+}
+
+thread_local! {
+    static CACHE: RefCell<ThreadCache> = RefCell::new(ThreadCache::default());
 }
 
 /// A counter whose increment calls the exported C function
@@ -217,6 +280,15 @@ pub struct TallyRecorder {
     described: Mutex<HashMap<String, Described>>,
     seconds_as_nanoseconds: bool,
     failures: AtomicU64,
+    /// This recorder in the threads' caches of counters.
+    id: u64,
+}
+
+impl Drop for TallyRecorder {
+    fn drop(&mut self) {
+        RECORDERS_DROPPED.fetch_add(1, Ordering::Relaxed);
+        let _ = CACHE.try_with(|c| c.borrow_mut().forget(self.id));
+    }
 }
 
 impl std::fmt::Debug for TallyRecorder {
@@ -281,6 +353,7 @@ impl TallyRecorder {
             described: Mutex::new(HashMap::new()),
             seconds_as_nanoseconds: true,
             failures: AtomicU64::new(0),
+            id: NEXT_RECORDER.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -430,8 +503,36 @@ impl Recorder for TallyRecorder {
         self.describe(key, unit, description)
     }
 
+    /// A key this thread looked up before comes from its own cache: the
+    /// lookup reads the shared maps and cells only, and two threads
+    /// looking up one key write nothing in common.  The first lookup of
+    /// a key in a thread goes to the shared map (a read lock, or the
+    /// registration) and fills the cache.
     fn register_counter(&self, key: &Key, _metadata: &Metadata<'_>) -> Counter {
-        Counter::from_arc(self.counters.get_or_insert(key, || self.new_counter(key)))
+        let dropped = RECORDERS_DROPPED.load(Ordering::Relaxed);
+        let hit = CACHE.try_with(|c| {
+            let mut c = c.borrow_mut();
+            if c.dropped != dropped {
+                c.counters.clear();
+                c.dropped = dropped;
+            }
+            c.of(self.id).and_then(|m| m.get(key)).cloned()
+        });
+        match hit {
+            Ok(Some(t)) => Counter::from_arc(t),
+            Ok(None) => {
+                let cell = self.counters.get_or_insert(key, || self.new_counter(key));
+                let t = Arc::new(ThreadCounter { cell });
+                let _ = CACHE.try_with(|c| {
+                    c.borrow_mut()
+                        .of_mut(self.id)
+                        .insert(key.clone(), t.clone())
+                });
+                Counter::from_arc(t)
+            }
+            // The thread is exiting: its cache is gone.
+            Err(_) => Counter::from_arc(self.counters.get_or_insert(key, || self.new_counter(key))),
+        }
     }
 
     fn register_gauge(&self, key: &Key, _metadata: &Metadata<'_>) -> Gauge {
@@ -480,4 +581,60 @@ impl Recorder for TallyRecorder {
 pub fn install(zone: Zone) -> Result<()> {
     metrics::set_global_recorder(TallyRecorder::new(zone))
         .map_err(|_| Error::new(16, "a global metrics recorder is installed already"))
+}
+
+/// A lookup of a key the thread has seen writes nothing shared: the
+/// handles it returns hold the thread's own `Arc`, so the shared cell's
+/// reference count does not move however many the thread holds.
+#[cfg(test)]
+mod lookup_tests {
+    use super::*;
+    use crate::ZoneOptions;
+    use metrics::Level;
+
+    fn meta() -> Metadata<'static> {
+        Metadata::new("test", Level::INFO, None)
+    }
+
+    #[test]
+    fn lookups_of_a_registered_key_leave_the_shared_cell_alone() {
+        let zone = Zone::create("rs_lookup", &ZoneOptions::new().anonymous()).unwrap();
+        let rec = TallyRecorder::new(zone);
+        let key = Key::from_parts("lookups_total", vec![metrics::Label::new("k", "v")]);
+        let first = rec.register_counter(&key, &meta());
+        first.increment(1);
+        let cell = rec.counters.get_or_insert(&key, || unreachable!());
+        let before = Arc::strong_count(&cell);
+        let held: Vec<Counter> = (0..10)
+            .map(|_| rec.register_counter(&key, &meta()))
+            .collect();
+        assert_eq!(
+            Arc::strong_count(&cell),
+            before,
+            "a lookup wrote the shared cell's count"
+        );
+        for c in &held {
+            c.increment(1);
+        }
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    for _ in 0..1000 {
+                        rec.register_counter(&key, &meta()).increment(1);
+                    }
+                });
+            }
+        });
+        assert_eq!(cell.c.value(), 2011);
+        drop(held);
+        drop(first);
+        drop(cell);
+        let id = rec.id;
+        drop(rec);
+        let cached = CACHE.with(|c| c.borrow().of(id).is_some());
+        assert!(
+            !cached,
+            "a dropped recorder's counters stay in this thread's cache"
+        );
+    }
 }

@@ -63,6 +63,16 @@ pub const TALLY__STRIDE: usize = 1 << TALLY__STRIDE_SHIFT;
 /// From a chunk's first copy page back to its reservation line.
 pub const TALLY__RESV_BACK: usize = 2 * TALLY__STRIDE - 4032;
 pub const TALLY__MODE_MASK: usize = 3;
+/// tally/arch/add.h: the kernel's rseq ABI as the inline add uses it
+/// (the CPU id and critical-section fields of the thread's area, and
+/// glibc's x86 signature before an abort handler).
+pub const TALLY__RSEQ_CPU_ID_OFF: usize = 4;
+pub const TALLY__RSEQ_CS_OFF: usize = 8;
+pub const TALLY__RSEQ_SIG: u32 = 0x5305_3053;
+/// The page offset of the update path's settings (tally__cfg_t).
+pub const TALLY__CFG_PAGE_OFF: usize = 4032;
+/// The thread's two adaptive hints, from its stand-in (thread_off).
+pub const TALLY__AHINT_OFF: usize = 64;
 
 #[repr(C)]
 #[derive(Default, Clone, Copy)]
@@ -140,15 +150,19 @@ pub struct tally_family {
     pub table: *mut c_void,
 }
 
-/// tally/arch/add.h: the read-mostly settings of the update path.
-#[repr(C, align(64))]
+/// tally/arch/add.h: the read-mostly settings of the update path, at
+/// page offset 4032 of a page of their own (so that no load of a setting
+/// has a slot's page offset: tally/arch/add.h says why).
+#[repr(C, align(4096))]
 pub struct tally__cfg_t {
+    pub pad: [u8; TALLY__CFG_PAGE_OFF],
     pub rseq_off: c_long,
     pub rseq_limit: c_uint,
     pub nslabs: c_uint,
     pub promoted: i64,
     pub nnodes: c_uint,
     pub cpu_node: *const u16,
+    pub thread_off: c_long,
 }
 
 #[repr(C)]

@@ -148,6 +148,27 @@ fn abi_matches_the_headers() {
         ("TALLY__STRIDE_SHIFT", TALLY__STRIDE_SHIFT as u64),
         ("TALLY__RESV_BACK", TALLY__RESV_BACK as u64),
         ("TALLY__MODE_MASK", TALLY__MODE_MASK as u64),
+        ("TALLY__RSEQ_CPU_ID_OFF", TALLY__RSEQ_CPU_ID_OFF as u64),
+        ("TALLY__RSEQ_CS_OFF", TALLY__RSEQ_CS_OFF as u64),
+        ("TALLY__RSEQ_SIG", TALLY__RSEQ_SIG as u64),
+        ("TALLY__CFG_PAGE_OFF", TALLY__CFG_PAGE_OFF as u64),
+        ("TALLY__AHINT_OFF", TALLY__AHINT_OFF as u64),
+        (
+            "offsetof tally__cfg.rseq_off",
+            offset_of!(tally__cfg_t, rseq_off) as u64,
+        ),
+        (
+            "offsetof tally__cfg.nnodes",
+            offset_of!(tally__cfg_t, nnodes) as u64,
+        ),
+        (
+            "offsetof tally__cfg.cpu_node",
+            offset_of!(tally__cfg_t, cpu_node) as u64,
+        ),
+        (
+            "offsetof tally__cfg.thread_off",
+            offset_of!(tally__cfg_t, thread_off) as u64,
+        ),
     ];
     // SAFETY: the C table has tally_rs_abi_len entries.
     let theirs = unsafe {

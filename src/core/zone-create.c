@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "core/zone.h"
+#include "reader/segment.h"
 #include "tally/reader.h"
 
 /*
@@ -498,6 +499,17 @@ struct tally_zone *tally__zone_create_locked(const char *name,
 		z = tally__zone_shared_locked(name, &o, &g, nchunks);
 	else
 		z = tally__zone_create_new(name, &o, &g, nchunks);
+	/* The earlier incarnations of this pid and zone but the last go
+	 * (reader/directory.c), unless dead segments are kept for good;
+	 * like the retention, this never holds up the creation. */
+	if (z && z->path[0] && !(o.flags & TALLY_ZONE_SHARED) &&
+	    tally__env.retain_s >= 0) {
+		int err = errno;
+
+		tally__dir_supersede(tally__zone_dirfd, tally__env.dir,
+				     (int)getpid(), name);
+		errno = err;
+	}
 	tally__zone_dir_close();
 	if (z && z->path[0])
 		expire_once();

@@ -74,15 +74,17 @@ static int dir_taken(const char *dir, const struct stat *st)
 /*
  * With TALLY_GROUP, a default directory made 0700 by an earlier run
  * without it is opened to the group (0750, its group TALLY_GROUP): files
- * shared with a group it cannot enter would be of no use.  On the
- * descriptor, so the directory changed is the one checked.  A directory
- * named by TALLY_DIR is the user's to set up and is left as it is.
+ * shared with a group it cannot enter would be of no use.  So is a
+ * TALLY_DIR this process has just created (@created), whose group would
+ * otherwise be its parent's or the process's.  On the descriptor, so the
+ * directory changed is the one checked.  A TALLY_DIR that was there
+ * before is the user's to set up and is left as it is.
  */
-static int share_dir(int fd, const char *dir, struct stat *st)
+static int share_dir(int fd, const char *dir, struct stat *st, int created)
 {
 	int rfd, err = 0;
 
-	if (tally__env.gid < 0 || !tally__env.dir_is_default ||
+	if (tally__env.gid < 0 || (!tally__env.dir_is_default && !created) ||
 	    (st->st_gid == (gid_t)tally__env.gid &&
 	     (st->st_mode & 0750) == 0750))
 		return 0;
@@ -107,16 +109,33 @@ static int share_dir(int fd, const char *dir, struct stat *st)
 int tally__zone_dir_check(void)
 {
 	const char *dir = tally__env.dir;
+	mode_t mode = tally__env.gid >= 0 ? 0750 : 0700;
 	struct stat st;
-	int fd, err;
+	int fd, err, created = 0;
 
 	/* O_PATH: a directory of another user that we may not read is
-	 * still checked, and named as taken, not just "permission denied". */
+	 * still checked, and named as taken, not just "permission denied".
+	 * A missing directory, the default or TALLY_DIR, is created (its
+	 * last component only): a container's volume is a root-owned
+	 * directory that everybody may write to (an emptyDir with an
+	 * fsGroup is 2777), where the writer makes its own.  What it finds
+	 * there instead, made by someone else, is checked as any other. */
 	fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 && errno == ENOENT && tally__env.dir_is_default) {
-		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+	if (fd < 0 && errno == ENOENT) {
+		if (mkdir(dir, mode) == 0)
+			created = 1;
+		else if (errno != EEXIST && tally__env.dir_is_default)
 			return tally__fail(errno, "cannot create %s: %s", dir,
 					   strerror(errno));
+		else if (errno != EEXIST)
+			return tally__fail(errno, "TALLY_DIR %s does not "
+					   "exist and cannot be created (%s): "
+					   "create it with mode %04o%s, or "
+					   "unset TALLY_DIR", dir,
+					   strerror(errno), (unsigned)mode,
+					   tally__env.gid >= 0 ?
+					   " and the group of TALLY_GROUP" :
+					   "");
 		fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	}
 	if (fd < 0) {
@@ -125,8 +144,9 @@ int tally__zone_dir_check(void)
 		err = errno;
 		if (err == ENOENT)
 			return tally__fail(ENOENT, "TALLY_DIR %s does not "
-					   "exist: create it with mode 0700, "
-					   "or unset TALLY_DIR", dir);
+					   "exist: create it with mode %04o, "
+					   "or unset TALLY_DIR", dir,
+					   (unsigned)mode);
 		if (err == ELOOP || (err == ENOTDIR && lstat(dir, &ls) == 0 &&
 				     S_ISLNK(ls.st_mode)))
 			return tally__fail(ENOTDIR, "%s is a symbolic link; "
@@ -147,13 +167,16 @@ int tally__zone_dir_check(void)
 		err = dir_taken(dir, &st);
 	else if (st.st_mode & 002)
 		err = tally__fail(EPERM, "%s is writable by others (mode %o), "
-				   "as a shared directory like /dev/shm is: "
-				   "tally keeps its files in a private "
-				   "subdirectory (mkdir -m 0700 %s/tally-%u, "
-				   "then TALLY_DIR=%s/tally-%u), or unset "
-				   "TALLY_DIR for the default", dir,
-				   (unsigned)(st.st_mode & 07777), dir,
-				   (unsigned)geteuid(), dir, (unsigned)geteuid());
+				   "as a shared directory like /dev/shm or a "
+				   "container's volume is: tally keeps its "
+				   "files in a private subdirectory, which it "
+				   "creates itself (mode %04o%s): set "
+				   "TALLY_DIR=%s/tally-%u, or unset TALLY_DIR "
+				   "for the default", dir,
+				   (unsigned)(st.st_mode & 07777),
+				   (unsigned)mode, tally__env.gid >= 0 ?
+				   ", group TALLY_GROUP" : "", dir,
+				   (unsigned)geteuid());
 	else if (st.st_mode & 020)
 		err = tally__fail(EPERM, "%s is writable by its group (mode "
 				   "%o): another member could plant or remove "
@@ -162,7 +185,7 @@ int tally__zone_dir_check(void)
 				   "TALLY_GROUP)", dir,
 				   (unsigned)(st.st_mode & 07777));
 	if (err == 0)
-		err = share_dir(fd, dir, &st);
+		err = share_dir(fd, dir, &st, created);
 	if (err < 0) {
 		close(fd);
 		return err;

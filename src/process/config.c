@@ -27,6 +27,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,36 @@
 #include "tally/reader.h"
 
 struct tally__env tally__env;
-struct tally__cfg tally__cfg = { 0, 0, 1, 1, 1, tally__env.cpu_node };
+struct tally__cfg tally__cfg = {
+	.rseq_off = 0, .rseq_limit = 0, .nslabs = 1, .promoted = 1,
+	.nnodes = 1, .cpu_node = tally__env.cpu_node,
+};
+/* The rseq ABI the inline add writes in asm (tally/arch/add.h), against
+ * the kernel's and glibc's headers, and the thread's stand-in, which
+ * plays an rseq area when the process does not use rseq. */
+#if defined(__has_include)
+#if __has_include(<linux/rseq.h>)
+#include <linux/rseq.h>
+_Static_assert(offsetof(struct rseq, cpu_id) == TALLY__RSEQ_CPU_ID_OFF &&
+	       offsetof(struct rseq, rseq_cs) == TALLY__RSEQ_CS_OFF,
+	       "the rseq offsets of tally/arch/add.h");
+#endif
+#if __has_include(<sys/rseq.h>) && defined(__x86_64__)
+#include <sys/rseq.h>
+#ifdef RSEQ_SIG
+_Static_assert(RSEQ_SIG == TALLY__RSEQ_SIG, "glibc's rseq signature");
+#endif
+#endif
+#endif
+_Static_assert(offsetof(struct tally__thread, cpu_id) ==
+		       TALLY__RSEQ_CPU_ID_OFF &&
+	       offsetof(struct tally__thread, rseq_cs) == TALLY__RSEQ_CS_OFF,
+	       "the stand-in's rseq fields");
+/* The settings' loads must never have a copy's page offset (add.h). */
+_Static_assert(TALLY__CFG_PAGE_OFF >= TALLY_CHUNK_SLOTS * 8u,
+	       "the update path's settings overlap the slots' offsets");
+_Static_assert(sizeof(struct tally__cfg) == TALLY__STRIDE,
+	       "the update path's settings leave their page");
 
 /*
  * Where the update path's restartable sequence finds "its" rseq area when
@@ -439,9 +469,10 @@ static void set_update_path(const struct tally__env *e)
 	tally__cfg.nnodes = e->nnodes;
 	tally__cfg.cpu_node = e->cpu_node;
 #if defined(__x86_64__)
+	tally__cfg.thread_off = (long)((char *)&tally__thread -
+				       (char *)__builtin_thread_pointer());
 	tally__cfg.rseq_off = rseq_ok ? (long)__rseq_offset :
-			      (long)((char *)&tally__thread -
-				     (char *)__builtin_thread_pointer());
+			      tally__cfg.thread_off;
 #endif
 	__atomic_store_n(&tally__cfg.rseq_limit, rseq_ok ? e->nslabs : 0,
 			 __ATOMIC_RELEASE);

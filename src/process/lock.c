@@ -29,6 +29,16 @@
 
 #include "process/process.h"
 
+/*
+ * The pool and metrics locks are glibc's pthread_mutex_t, laid out in the
+ * shared header (docs/FORMAT.md, "Header"): a writer built on another C
+ * library (musl) would take them with another layout and nothing would
+ * notice.  Such a build is refused.
+ */
+#if defined(__linux__) && !defined(__GLIBC__)
+#error "tally needs glibc: the zone's header holds glibc's robust mutexes"
+#endif
+
 /* A lock of @type on byte @byte, as fcntl() takes it. */
 static struct flock one_byte(short type, uint64_t byte)
 {

@@ -170,6 +170,10 @@ struct tally__thread {
 	uint32_t fb_probe;       /* the next copy whose owner a retry asks
 				    the kernel about */
 	int32_t fb_tid, fb_pid;  /* gettid() and getpid(), 0 until asked */
+	/* The adaptive words this thread's last adds found unpromoted
+	 * and uncontended (tally__adaptive_hint_add, tally/arch/x86_64.h),
+	 * at TALLY__AHINT_OFF wherever rseq_off leads. */
+	uintptr_t ahint[2] __attribute__((aligned(16)));
 } __attribute__((aligned(32)));
 extern __thread struct tally__thread tally__thread
 	__attribute__((tls_model("initial-exec")));
@@ -178,7 +182,9 @@ _Static_assert(__builtin_offsetof(struct tally__thread, fb_token) ==
 	       __builtin_offsetof(struct tally__thread, fb_delta) ==
 		       TALLY__FB_DELTA_OFF &&
 	       __builtin_offsetof(struct tally__thread, fb_bit) ==
-		       TALLY__FB_BIT_OFF, "the inline fallback's offsets");
+		       TALLY__FB_BIT_OFF &&
+	       __builtin_offsetof(struct tally__thread, ahint) ==
+		       TALLY__AHINT_OFF, "the inline fallback's offsets");
 _Static_assert(TALLY__OWNER_OFF == TALLY__RESV_OFF,
 	       "a fallback copy's owner line ends its page");
 

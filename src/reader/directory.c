@@ -190,6 +190,18 @@ static int open_dir(const char *dir, const struct tally_open_opts *opts,
 	rfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	err = errno;
 	close(fd);
+	/* Allowed (allow_uid, say) but not listable: the file system has
+	 * the last word, and the way to share is a group. */
+	if (rfd < 0 && err == EACCES && h->st.st_uid != geteuid())
+		return tally__fail(err, "%s: permission denied: uid %u's "
+				   "directory, mode %04o, group %u; to be "
+				   "read by another user, its writers share "
+				   "it with a group this user is in "
+				   "(TALLY_GROUP: 0750, files 0640), read with "
+				   "allow_group (--allow-group)", dir,
+				   (unsigned)h->st.st_uid,
+				   (unsigned)(h->st.st_mode & 07777),
+				   (unsigned)h->st.st_gid);
 	if (rfd < 0)
 		return tally__fail(err, "%s: %s", dir, strerror(err));
 	fd = rfd;
@@ -420,6 +432,86 @@ static int seen_before(struct seen *v, dev_t dev, ino_t ino)
 		if (v->slot[h].dev == dev && v->slot[h].ino == ino)
 			return 1;
 	}
+}
+
+/*
+ * The incarnations of one pid and zone: a container's pid 1 restarted
+ * after each crash leaves a dead segment with the same pid and zone
+ * every time, which no retention bounds while it crash-loops (a 64 MiB
+ * volume holds a few hundred), and which readers show under the same
+ * labels anyway.  A writer creating its zone file keeps the last of them
+ * (the previous incarnation's values, for a post-mortem, until the
+ * retention) and removes the others, as clean-up would.
+ */
+struct supersede {
+	int pid;
+	const char *zone;
+	char newest[NAME_MAX + 1];  /* the newest dead one so far, or "" */
+	uint64_t newest_ns;
+};
+
+/* @name, open as @s, is a dead, non-persistent segment of the pid and
+ * zone of @u: its creation time in @created_ns. */
+static int incarnation(struct tally_seg *s, const struct supersede *u,
+		       uint64_t *created_ns)
+{
+	struct tally_seg_info info;
+
+	if (!s || (s->hdr.flags & (TALLY__HDR_PERSIST | TALLY__HDR_SHARED)) ||
+	    tally__seg_used(s) || tally_seg_info(s, &info) < 0 ||
+	    info.pid != u->pid || strcmp(info.zone_name, u->zone) != 0)
+		return 0;
+	*created_ns = info.created_ns;
+	return 1;
+}
+
+int tally__dir_supersede(int dfd, const char *dir, int pid, const char *zone)
+{
+	struct cleanup now = { NULL, NULL, 0, 0 };
+	struct supersede u = { pid, zone, "", 0 };
+	char path[PATH_MAX];
+	struct dir_handle h;
+	struct dirent *e;
+	struct stat st;
+	int removed = 0, rfd;
+	DIR *d;
+
+	rfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0 || fstat(rfd, &st) < 0 || !(d = fdopendir(rfd))) {
+		if (rfd >= 0)
+			close(rfd);
+		return -errno;
+	}
+	h.d = d;
+	h.fd = rfd;
+	h.st = st;
+	while ((e = readdir(d))) {
+		struct tally_seg *s;
+		uint64_t ns;
+		int is;
+
+		if (!name_has_pid(e->d_name, pid) ||
+		    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >=
+		    (int)sizeof(path))
+			continue;
+		s = tally__seg_openat(rfd, &st, e->d_name, path, NULL);
+		is = incarnation(s, &u, &ns);
+		tally_seg_close(s);
+		if (!is)
+			continue;
+		if (u.newest[0] && ns < u.newest_ns) {
+			removed += clean_entry(dir, &h, path, e->d_name, &now);
+			continue;
+		}
+		if (u.newest[0]) {
+			snprintf(path, sizeof(path), "%s/%s", dir, u.newest);
+			removed += clean_entry(dir, &h, path, u.newest, &now);
+		}
+		snprintf(u.newest, sizeof(u.newest), "%s", e->d_name);
+		u.newest_ns = ns;
+	}
+	closedir(d);
+	return removed;
 }
 
 static int walk_one(const char *dir, int pid,

@@ -303,7 +303,23 @@ struct tally_seg *tally__seg_openat(int dfd, const struct stat *dir,
 
 	if (fd < 0) {
 		int err = errno;
+		struct stat st;
 
+		/* Another user's file this one may not read: most often a
+		 * writer that was to share it and was started without
+		 * TALLY_GROUP (0600). */
+		if (err == EACCES && fstatat(dfd, name, &st,
+					     AT_SYMLINK_NOFOLLOW) == 0 &&
+		    st.st_uid != geteuid()) {
+			tally__fail(err, "%s: permission denied: uid %u's, "
+				    "mode %04o, group %u; a writer shares its "
+				    "segments with a group (0640) only when "
+				    "started with TALLY_GROUP", path,
+				    (unsigned)st.st_uid,
+				    (unsigned)(st.st_mode & 07777),
+				    (unsigned)st.st_gid);
+			return NULL;
+		}
 		tally__fail(err, err == ELOOP ? "%s: a symbolic link; tally "
 			    "does not follow them" : "%s: %s", path,
 			    strerror(err));

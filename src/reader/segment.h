@@ -111,6 +111,15 @@ int tally__seg_alive(const struct tally_seg *s);
  * the zone?  A segment nobody uses is dead, and stays so. */
 int tally__seg_used(const struct tally_seg *s);
 
+/*
+ * tally__dir_supersede: in the directory open as @dfd (@dir names it in
+ * messages), remove the dead, non-persistent, unshared segments of pid
+ * @pid and zone @zone but the one created last: the earlier incarnations
+ * of a pid that restarts as the same pid (a container's pid 1).
+ * directory.c says why.  Return: the number removed, or -errno.
+ */
+int tally__dir_supersede(int dfd, const char *dir, int pid, const char *zone);
+
 /* The reader on an open descriptor (for the fuzzer). */
 struct tally_open_opts;
 struct tally_seg *tally__seg_open_fd(int fd, const char *name,

@@ -19,6 +19,18 @@
 extern "C" {
 #endif
 
+/*
+ * The kernel's rseq ABI (struct rseq, linux/rseq.h) as the inline add
+ * uses it: the CPU id and the critical-section pointer of the thread's
+ * area, and the signature that must precede an abort handler (glibc's
+ * RSEQ_SIG for x86, <sys/rseq.h>; src/process/config.c checks all three
+ * against those headers when it has them, and the Rust crate's test
+ * checks its copies against these).
+ */
+#define TALLY__RSEQ_CPU_ID_OFF 4
+#define TALLY__RSEQ_CS_OFF     8
+#define TALLY__RSEQ_SIG        0x53053053
+
 /* The distance between two CPUs' copies of a slot: one page. */
 #define TALLY__STRIDE_SHIFT 12
 #define TALLY__STRIDE       (1u << TALLY__STRIDE_SHIFT)
@@ -42,6 +54,14 @@ extern "C" {
 #define TALLY__FB_DELTA_OFF 24
 #define TALLY__FB_BIT_OFF   28
 #define TALLY__OWNER_OFF    4032u
+/*
+ * The two adaptive hints of the thread's stand-in (at thread_off, below):
+ * the words of adaptive slots the thread's last adds found unpromoted and
+ * uncontended (tally__adaptive_hint_add in tally/arch/x86_64.h).  The
+ * stand-in is 32-byte aligned, so hint k has bit 3 of its address equal
+ * to k.
+ */
+#define TALLY__AHINT_OFF    64
 
 /* tally__rseq_add's answers besides 0 (done). */
 #define TALLY__ADD_FALLBACK (-1) /* no rseq here: take the fallback */
@@ -49,13 +69,26 @@ extern "C" {
 
 /*
  * Read-mostly settings of the update path, written once when the library
- * starts and alone on their cache line.  rseq_limit is the slab count when
- * this process may use rseq, else 0, so that one unsigned compare of the
- * CPU id sends both "no rseq" and "CPU beyond the slabs" to the fallback.
- * A per-node add finds its copy with nnodes and cpu_node (the process's
- * NUMA map, src/process/config.c) without leaving the inline path.
+ * starts.  rseq_limit is the slab count when this process may use rseq,
+ * else 0, so that one unsigned compare of the CPU id sends both "no rseq"
+ * and "CPU beyond the slabs" to the fallback.  A per-node add finds its
+ * copy with nnodes and cpu_node (the process's NUMA map,
+ * src/process/config.c) without leaving the inline path.
+ *
+ * The settings lie at TALLY__CFG_PAGE_OFF of a page of their own, past
+ * the last slot's offset in a page (TALLY_CHUNK_SLOTS * 8): a load of a
+ * setting never has the page offset of a copy.  On Intel cores a load
+ * whose address has the same low 12 bits as a locked add just before it
+ * waits for that add to finish (the store buffer compares the low 12 bits
+ * first): a loop of shared or per-node adds to the slot whose offset
+ * matched the setting it loads cost 1.3 times an atomic add
+ * (docs/RESULTS.md), and which slot that is depended on where the linker
+ * put this structure.  The padding makes it 4096-aligned, an alignment a
+ * copy relocation keeps too.
  */
+#define TALLY__CFG_PAGE_OFF 4032u
 struct tally__cfg {
+	char pad[TALLY__CFG_PAGE_OFF]; /* never read or written */
 	long rseq_off;        /* glibc's __rseq_offset, or that of a stand-in */
 	unsigned rseq_limit;  /* CPU ids below this take the rseq path */
 	unsigned nslabs;      /* per-CPU copies of every slot */
@@ -63,11 +96,16 @@ struct tally__cfg {
 				 that have none (see tally__block_add) */
 	unsigned nnodes;      /* NUMA nodes (or $TALLY_NODES) */
 	const uint16_t *cpu_node; /* the node of each CPU below nslabs */
-} __attribute__((aligned(64)));
+	long thread_off;      /* the thread's stand-in (src/process/config.c),
+				 from the thread pointer, with or without
+				 rseq: where the adaptive hints are */
+} __attribute__((aligned(4096)));
 extern TALLY_API struct tally__cfg tally__cfg;
 
 #if defined(__x86_64__) && defined(__linux__) && !defined(TALLY_NO_RSEQ_INLINE)
+#define TALLY__ARCH_INSIDE_ADD_H 1
 #include "tally/arch/x86_64.h"
+#undef TALLY__ARCH_INSIDE_ADD_H
 #else
 #include "tally/arch/generic.h"
 #endif

@@ -30,6 +30,12 @@
 #ifndef TALLY_ARCH_X86_64_H
 #define TALLY_ARCH_X86_64_H
 
+/* It relies on tally/arch/add.h's definitions and settings, which it does
+ * not include: include tally/block.h. */
+#ifndef TALLY__ARCH_INSIDE_ADD_H
+#error "Never include tally/arch/x86_64.h directly; include tally/block.h instead."
+#endif
+
 /*
  * What the sequence may write, for the compiler: the copies of one slot
  * of every CPU from CPU 0's (at most TALLY__MAX_CPUS pages from it), as
@@ -80,9 +86,9 @@ tally__rseq_add(int64_t *copy0, int64_t v)
 			".quad 3b\n\t"
 			".popsection\n\t"
 			"leaq 3b(%%rip), %%rax\n\t"
-			"movq %%rax, %%fs:8(%[off])\n\t"
+			"movq %%rax, %%fs:%c[cs](%[off])\n\t"
 			"1:\n\t"
-			"movl %%fs:4(%[off]), %%eax\n\t"
+			"movl %%fs:%c[cpu_id](%[off]), %%eax\n\t"
 			"cmpl %[limit], %%eax\n\t"
 			"jae %l[fallback]\n\t"
 			"movzbl %%al, %%edx\n\t"
@@ -94,8 +100,8 @@ tally__rseq_add(int64_t *copy0, int64_t v)
 			"addq %[v], (%[p], %%rax)\n\t"
 			"2:\n\t"
 			".pushsection __rseq_failure, \"ax\"\n\t"
-			".byte 0x0f, 0xb9, 0x3d\n\t"
-			".long 0x53053053\n\t"
+			".byte 0x0f, 0xb9, 0x3d\n\t" /* ud1 <sig>(%rip), %edi */
+			".long %c[sig]\n\t"
 			"4:\n\t"
 			"jmp %l[abort]\n\t"
 			".popsection\n\t"
@@ -104,7 +110,10 @@ tally__rseq_add(int64_t *copy0, int64_t v)
 			  [limit] "r"(tally__cfg.rseq_limit),
 			  [p] "r"(copy0), [v] "er"(v), [resv] "r"(resv),
 			  [line] "m"(*(const tally__resv_line *)resv),
-			  [shift] "i"(TALLY__STRIDE_SHIFT)
+			  [shift] "i"(TALLY__STRIDE_SHIFT),
+			  [cs] "i"(TALLY__RSEQ_CS_OFF),
+			  [cpu_id] "i"(TALLY__RSEQ_CPU_ID_OFF),
+			  [sig] "i"(TALLY__RSEQ_SIG)
 			: TALLY__ASM_MEMORY "cc", "rax", "rdx"
 			: abort, fallback, reserve);
 		return 0;
@@ -212,6 +221,38 @@ tally__owner_add(int64_t *copy0, int64_t v)
 }
 
 /*
+ * The thread's adaptive hint for @word: hint k of its stand-in, where k
+ * is the opposite of bit 3 of the word's address.  So the hint's address
+ * and the word's never have the same low 12 bits: on Intel cores a load
+ * with the low 12 bits of a locked add just before it waits for that add
+ * to finish (docs/RESULTS.md), and the hint is loaded right after the
+ * previous add to the word.  Read and written with asm volatile: another
+ * add (or the same in a signal handler) may have changed it, so a loop
+ * must not keep it in a register.
+ */
+static inline __attribute__((always_inline)) uintptr_t
+tally__ahint_get(const int64_t *word, uintptr_t *k)
+{
+	uintptr_t h;
+
+	*k = (((uintptr_t)word >> 3) & 1u) ^ 1u;
+	__asm__ __volatile__("movq %%fs:%c[at](%[off], %[k], 8), %[h]"
+			     : [h] "=r"(h)
+			     : [off] "r"(tally__cfg.thread_off), [k] "r"(*k),
+			       [at] "i"(TALLY__AHINT_OFF));
+	return h;
+}
+
+static inline __attribute__((always_inline)) void
+tally__ahint_set(uintptr_t k, uintptr_t h)
+{
+	__asm__ __volatile__("movq %[h], %%fs:%c[at](%[off], %[k], 8)"
+			     :
+			     : [off] "r"(tally__cfg.thread_off), [k] "r"(k),
+			       [h] "er"(h), [at] "i"(TALLY__AHINT_OFF));
+}
+
+/*
  * An adaptive slot that is not promoted: its shared word holds
  * (value << 1) | 0 (src/layout.h).  The add is the word's value, @old
  * (just loaded), then one atomic fetch-and-add of v << 1, which never
@@ -235,9 +276,11 @@ tally__owner_add(int64_t *copy0, int64_t v)
  * signal handler it is nested in), each below 2^32 in the word: it
  * stays within its 63 bits.  Returns 0 when the slow path must add (a
  * bigger value, or a word near the band's edge).
+ * An add that found the word as it read it leaves the word in the
+ * thread's hint k (tally__adaptive_hint_add).
  */
 static inline __attribute__((always_inline)) int
-tally__shared_word_add(int64_t *word, int64_t old, int64_t v)
+tally__shared_word_add(int64_t *word, int64_t old, int64_t v, uintptr_t k)
 {
 	int64_t twice_old, prev;
 
@@ -250,6 +293,57 @@ tally__shared_word_add(int64_t *word, int64_t old, int64_t v)
 	if (__builtin_expect(prev != old, 0))
 		__asm__ __volatile__("lock orq $1, %[w]"
 				     : [w] "+m"(*word) : : "cc");
+	else
+		tally__ahint_set(k, (uintptr_t)word);
+	return 1;
+}
+
+/*
+ * The add to an adaptive slot whose word is the thread's hint: the word
+ * was unpromoted and within its band after this thread's last add to
+ * it, so the add does not read it first (one lock xaddq, as a shared
+ * add).  On Intel cores reading the word just after the previous locked
+ * add to it costs 1.7 times the add alone (docs/RESULTS.md): the read
+ * waits for that add to finish, and the next add for the read.
+ * What the add returns says what the read would have: when the word
+ * was promoted meanwhile (the add still counts: readers sum the word
+ * with the copies), or near its band's edge, the hint goes, so that the
+ * thread's next add reads the word and takes the per-CPU copies or the
+ * slow path.  The band argument of tally__shared_word_add holds: a
+ * thread adds at most once to a word past the band before it reads it
+ * again.  Contention is told as before, by an add that reads the word
+ * first and finds another write before its own: the hint also goes
+ * after one add in about 256 (when the value it found has equal low two
+ * bytes), so that a thread keeps testing for contention while it adds.
+ * (Adds of one multiple of 2^16 to a word whose low two bytes differ
+ * never drop the hint that way: such a slot is promoted when its
+ * threads' hints go for another reason, or stays a shared word.)
+ * Returns 0 when
+ * the word is not the hint or @v not below 2^31 in magnitude.
+ */
+static inline __attribute__((always_inline)) int
+tally__adaptive_hint_add(int64_t *word, int64_t v)
+{
+	uintptr_t k;
+	int64_t prev;
+	uint64_t x;
+
+	if (tally__ahint_get(word, &k) != (uintptr_t)word ||
+	    v < -((int64_t)1 << 31) || v >= ((int64_t)1 << 31))
+		return 0;
+	prev = v * 2;
+	__asm__ __volatile__("lock xaddq %[prev], %[w]"
+			     : [w] "+m"(*word), [prev] "+r"(prev) : : "cc");
+	/* The next locked add waits for these branches: chains of one to
+	 * three instructions from prev.  x's bit 63 is set when the word
+	 * was past its band, bit 0 when it was promoted; the value's low
+	 * byte equals its next byte once in 256 adds of any value below
+	 * 2^16, and of most others. */
+	x = (uint64_t)prev + ((uint64_t)1 << 62);
+	if (__builtin_expect((x & (((uint64_t)1 << 63) | 1u)) != 0, 0) ||
+	    __builtin_expect((((uint64_t)prev ^ ((uint64_t)prev >> 8)) &
+			      0x1feu) == 0, 0))
+		tally__ahint_set(k, 0);
 	return 1;
 }
 
@@ -270,9 +364,10 @@ tally__pernode_add(int64_t *copy0, int64_t v)
 	if (__builtin_expect(tally__cfg.nnodes > 1, 0)) {
 		uint32_t cpu;
 
-		__asm__ __volatile__("movl %%fs:4(%[off]), %[cpu]"
+		__asm__ __volatile__("movl %%fs:%c[cpu_id](%[off]), %[cpu]"
 				     : [cpu] "=r"(cpu)
-				     : [off] "r"(tally__cfg.rseq_off));
+				     : [off] "r"(tally__cfg.rseq_off),
+				       [cpu_id] "i"(TALLY__RSEQ_CPU_ID_OFF));
 		if (cpu >= tally__cfg.rseq_limit)
 			return 0;
 		off = (uintptr_t)tally__cfg.cpu_node[cpu] << TALLY__STRIDE_SHIFT;
@@ -295,8 +390,10 @@ tally__pernode_add(int64_t *copy0, int64_t v)
  * branch more than the sequence itself, whatever the mode).  A shared
  * block (tag 1) is one atomic add on its one copy, nothing else; a
  * per-node block (tag 2) the same on its node's copy; an adaptive slot
- * not promoted one atomic add to its shared word.  The per-CPU path
- * comes first, and the others add nothing to it.
+ * not promoted one atomic add to its shared word, without reading it
+ * first when the thread's hint says it was unpromoted at its last add
+ * (tally__adaptive_hint_add: tested first, so that nothing reads the
+ * word before the add; the per-CPU path pays one compare of the tag).
  * In a process without rseq (rseq_limit, which the sequence loads
  * anyway, is 0), a thread adds to the fallback copy it owns, if it owns
  * one (tally__owner_add), without the sequence's store.  Everything else
@@ -311,7 +408,11 @@ tally__block_add(struct tally_block *b, unsigned slot, int64_t v)
 	int64_t *p = (int64_t *)(h - tag) + slot;
 	uintptr_t percpu_like = ~(tag ^ (tag >> 1)) & 1u;
 	int64_t *word = p - TALLY__STRIDE / 8u, w;
+	uintptr_t k;
 	unsigned char both;
+
+	if (tag == TALLY_ADAPTIVE && tally__adaptive_hint_add(word, v))
+		return;
 
 	/* A conditional move, which the compiler would make a branch of
 	 * (and not hoist out of a loop) if it were written in C. */
@@ -343,7 +444,8 @@ tally__block_add(struct tally_block *b, unsigned slot, int64_t v)
 		return;
 	} else if (tag == TALLY_ADAPTIVE) {
 		/* Not promoted: w is the word, (value << 1) | 0. */
-		if (__builtin_expect(tally__shared_word_add(word, w, v), 1))
+		k = (((uintptr_t)word >> 3) & 1u) ^ 1u;
+		if (__builtin_expect(tally__shared_word_add(word, w, v, k), 1))
 			return;
 	} else if (__builtin_expect(tally__pernode_add(p, v), 1)) {
 		return;

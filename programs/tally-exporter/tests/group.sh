@@ -58,6 +58,21 @@ grep -qx 'fixture_big_total{pid="'"$writer_pid"'",process="exporter-testwr"} 900
 grep -qx 'tally_exporter_segments_read 1' "$t" || fail "segments_read with --allow-group"
 grep -qx 'tally_exporter_scrape_segments_skipped{reason="foreign"} 0' "$t" || fail "still refused"
 ok "with --allow-group, as uid 65534: fixture_big_total = 9007199254740993 exactly"
+scrape "http://127.0.0.1:$port/metrics" >"$t"
+[ "$(grep -c 'not removing the dead segments of '"$dir"'.*only the directory.s owner' "$exporter_log")" = 1 ] ||
+	fail "the exporter does not say once why it cannot clean up: $(cat "$exporter_log")"
+ok "another user's directory: the exporter says once that its writers clean up"
+
+# A writer started without TALLY_GROUP: its file is 0600, which the
+# exporter cannot read: it says so once, naming the variable.
+start_writer worker 5 60; forgot=$writer_pid
+scrape "http://127.0.0.1:$port/metrics" >"$t"
+scrape "http://127.0.0.1:$port/metrics" >"$t"
+[ "$(grep -c "skipping $dir/[^ ]*\.$forgot\..*started with TALLY_GROUP" "$exporter_log")" = 1 ] ||
+	fail "a writer without TALLY_GROUP is not logged once: $(cat "$exporter_log")"
+grep -qx 'tally_exporter_scrape_segments_skipped{reason="unreadable"} 1' "$t" || fail "not counted as unreadable"
+stop "$forgot"
+ok "a writer without TALLY_GROUP: logged once, naming the variable"
 
 # What the reader must still refuse: a file the group could write, and a
 # directory the group could write (another member could have put it there).
@@ -74,3 +89,13 @@ scrape "http://127.0.0.1:$port/metrics" >"$t"
 grep -q '^fixture_big_total{.*} 9007199254740993$' "$t" || fail "not served again"
 ok "group-writable file or directory: refused"
 stop "$exporter_pid" || fail "exporter exit status after SIGTERM"
+
+# --allow-uid for a directory this user may not list (0700): the reason
+# and the way (a group), not just "Permission denied".
+chmod 0700 "$dir"
+out=$(as_monitor timeout 10 "$EXPORTER" --listen 127.0.0.1:0 --dir "$dir" --allow-uid 0 2>&1 >/dev/null) &&
+	fail "started on a directory it cannot list"
+echo "$out" | grep -q "permission denied: uid 0's directory, mode 0700.*TALLY_GROUP.*--allow-group" ||
+	fail "--allow-uid without group access: $out"
+chmod 0750 "$dir"
+ok "--allow-uid on a directory it cannot list: says how to share it ($out)"

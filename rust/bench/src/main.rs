@@ -126,9 +126,18 @@ struct Adders {
     metrics_prom: metrics::Counter,
     metrics_call: metrics::Counter,
     prom: prometheus::IntCounter,
+    adaptive: tally::Counter,
+    pernode: tally::Counter,
 }
 
-const CONFIGS: [&str; 9] = [
+/// The plain atomic add the shared word modes are held to.
+static ATOMIC: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// The configurations measured with one thread only (an adaptive slot
+/// would be promoted by two).
+const ONE_THREAD_ONLY: usize = 9;
+
+const CONFIGS: [&str; 12] = [
     "C inline add (tally_counter_inc)",
     "tally::Counter::increment (asm!)",
     "tally::Counter via tally_block_add",
@@ -138,6 +147,9 @@ const CONFIGS: [&str; 9] = [
     "prometheus local IntCounter::inc",
     "C loop calling tally_block_add",
     "metrics::Counter, tally recorder, tally_block_add",
+    "a plain atomic add (AtomicI64::fetch_add)",
+    "tally::Counter, adaptive, before promotion",
+    "tally::Counter, pernode",
 ];
 
 /// Runs configuration `cfg` for `n` adds on this thread.
@@ -178,6 +190,22 @@ fn run(a: &Adders, cfg: usize, n: u64) {
             }
         }
         7 => unsafe { tally::sys::tally_rs_bench_c_call(a.tally.raw_handle(), n) },
+        9 => {
+            let a = black_box(&ATOMIC);
+            for _ in 0..n {
+                a.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        10 => {
+            for _ in 0..n {
+                a.adaptive.increment(1);
+            }
+        }
+        11 => {
+            for _ in 0..n {
+                a.pernode.increment(1);
+            }
+        }
         _ => {
             let local = a.prom.local();
             for _ in 0..n {
@@ -213,6 +241,12 @@ fn main() {
         metrics_prom: prom_rec.register_counter(&key, &meta),
         metrics_call: tally_rec.counter_via_call(&key),
         prom: prometheus::IntCounter::new("bench_prom_total", "adds").unwrap(),
+        adaptive: zone
+            .try_counter(&Desc::new("bench_adaptive_total").mode(tally::Mode::Adaptive))
+            .expect("counter"),
+        pernode: zone
+            .try_counter(&Desc::new("bench_pernode_total").mode(tally::Mode::PerNode))
+            .expect("counter"),
     };
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -253,7 +287,7 @@ fn main() {
             one[cfg].push((cputime() - t) / n1 as f64);
         }
         if cpus >= 2 {
-            for &cfg in &order {
+            for &cfg in order.iter().filter(|&&c| c < ONE_THREAD_ONLY) {
                 let barrier = Barrier::new(2);
                 let epoch = Instant::now();
                 let batches: Vec<Vec<Batch>> = std::thread::scope(|s| {
@@ -314,7 +348,7 @@ fn main() {
             "{:<48} {:>12} {:>10} {:>9}",
             "2 threads on 2 CPUs, one counter", "Madds/s", "tally/this", "together"
         );
-        for (i, name) in CONFIGS.iter().enumerate() {
+        for (i, name) in CONFIGS.iter().enumerate().take(ONE_THREAD_ONLY) {
             let together = median(&mut overlap[i]);
             println!(
                 "{:<48} {:>12.1} {:>9.2}x {:>8.0}%",
@@ -333,6 +367,9 @@ fn main() {
         .try_counter_family(&Desc::new("bench_family_total"), &["route", "code"])
         .unwrap();
     let mut look = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+    // counter!(existing key) on 2 threads at once: ns per lookup and add
+    // per thread (CPU time), tally and metrics-exporter-prometheus.
+    let mut look2 = [Vec::new(), Vec::new()];
     let mut reg = [Vec::new(), Vec::new()];
     for r in 0..rounds {
         let t = cputime();
@@ -362,6 +399,39 @@ fn main() {
         unsafe { tally::sys::tally_rs_bench_c_family(fam.raw_family(), nl) };
         look[3].push((cputime() - t) / nl as f64);
 
+        if cpus >= 2 {
+            for (i, rec) in [
+                &tally_rec as &(dyn Recorder + Sync),
+                &prom_rec as &(dyn Recorder + Sync),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let barrier = Barrier::new(2);
+                let per: Vec<f64> = std::thread::scope(|s| {
+                    let hs: Vec<_> = (0..2)
+                        .map(|c| {
+                            let barrier = &barrier;
+                            s.spawn(move || {
+                                pin(c);
+                                barrier.wait();
+                                let t = cputime();
+                                metrics::with_local_recorder(rec, || {
+                                    for _ in 0..nl {
+                                        counter!("bench_lookup_total", "route" => "/api/items", "code" => "200")
+                                            .increment(1);
+                                    }
+                                });
+                                (cputime() - t) / nl as f64
+                            })
+                        })
+                        .collect();
+                    hs.into_iter().map(|h| h.join().unwrap()).collect()
+                });
+                look2[i].push((per[0] + per[1]) / 2.0);
+            }
+            pin(0);
+        }
         for (i, rec) in [&tally_rec as &dyn Recorder, &prom_rec as &dyn Recorder]
             .into_iter()
             .enumerate()
@@ -377,6 +447,7 @@ fn main() {
         }
     }
     let l: Vec<f64> = look.iter_mut().map(|v| median(v)).collect();
+    let l2: Vec<f64> = look2.iter_mut().map(|v| median(v)).collect();
     let g: Vec<f64> = reg.iter_mut().map(|v| median(v)).collect();
     println!();
     println!(
@@ -392,6 +463,16 @@ fn main() {
     println!(
         "{:<48} {:>12.1} {:>10}",
         "counter!(existing key).increment(1), prometheus", l[1], ""
+    );
+    println!(
+        "{:<48} {:>12.1} {:>9.2}x",
+        "the same, 2 threads at once (per thread), tally",
+        l2[0],
+        l2[0] / l2[1]
+    );
+    println!(
+        "{:<48} {:>12.1} {:>10}",
+        "the same, 2 threads at once, prometheus", l2[1], ""
     );
     println!(
         "{:<48} {:>12.1} {:>9.2}x",
@@ -430,6 +511,18 @@ fn main() {
     };
     println!();
     target(
+        "1 thread: adaptive before promotion / plain atomic add",
+        m1[10] / m1[9],
+        "<=",
+        1.2,
+    );
+    target(
+        "1 thread: pernode, one node / plain atomic add",
+        m1[11] / m1[9],
+        "<=",
+        1.2,
+    );
+    target(
         "1 thread: tally::Counter::increment / C inline add",
         m1[1] / m1[0],
         "<=",
@@ -442,6 +535,18 @@ fn main() {
         2.0,
     );
     if cpus >= 2 {
+        target(
+            "counter!(existing key), tally: 2 threads / 1 thread (per thread)",
+            l2[0] / l[0],
+            "<=",
+            1.2,
+        );
+        target(
+            "counter!(existing key), 2 threads: prometheus / tally",
+            l2[1] / l2[0],
+            ">=",
+            10.0,
+        );
         target(
             "2 threads: metrics::Counter tally / metrics-exporter-prometheus",
             m2[3] / m2[4],
@@ -465,9 +570,11 @@ fn main() {
     println!(
         "SUMMARY c_ns={:.2} rs_ns={:.2} rs_call_ns={:.2} metrics_tally_ns={:.2} metrics_prom_ns={:.2} prom_ns={:.2} prom_local_ns={:.2} \
          two_tally_Mps={:.1} two_metrics_tally_Mps={:.1} two_metrics_prom_Mps={:.1} two_prom_Mps={:.1} two_prom_local_Mps={:.1} \
-         lookup_tally_ns={:.1} lookup_prom_ns={:.1} family_rs_ns={:.1} family_c_ns={:.1} register_tally_ns={:.1} register_prom_ns={:.1}",
+         lookup_tally_ns={:.1} lookup_prom_ns={:.1} family_rs_ns={:.1} family_c_ns={:.1} register_tally_ns={:.1} register_prom_ns={:.1} \
+         atomic_ns={:.2} adaptive_cold_ns={:.2} pernode_ns={:.2} lookup2_tally_ns={:.1} lookup2_prom_ns={:.1}",
         m1[0], m1[1], m1[2], m1[3], m1[4], m1[5], m1[6],
-        m2[1] / 1e6, m2[3] / 1e6, m2[4] / 1e6, m2[5] / 1e6, m2[6] / 1e6, l[0], l[1], l[2], l[3], g[0], g[1]
+        m2[1] / 1e6, m2[3] / 1e6, m2[4] / 1e6, m2[5] / 1e6, m2[6] / 1e6, l[0], l[1], l[2], l[3], g[0], g[1],
+        m1[9], m1[10], m1[11], l2[0], l2[1]
     );
     std::process::exit(if ok { 0 } else { 1 });
 }

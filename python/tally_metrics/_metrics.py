@@ -1,7 +1,7 @@
 """Counter, Gauge, Histogram, Summary, Info and Enum with
 prometheus_client's API, over tally.
 
-Each class derives from a C base (tally._native) whose update methods
+Each class derives from a C base (tally_metrics._native) whose update methods
 (inc, dec, set, observe) and labels() lookup run in C: an update is one
 of libtally's adds into shared memory, so totals are exact across
 threads and processes, with or without a GIL.  What is Python here is

@@ -6,7 +6,7 @@ programs that name the same shared zone) adds into the same series, in C,
 without a lock; a dead worker's counts stay; a scrape reads one value per
 series however many processes came and went.
 
-    from tally import Counter, Histogram, generate_latest, CONTENT_TYPE_LATEST
+    from tally_metrics import Counter, Histogram, generate_latest, CONTENT_TYPE_LATEST
 
     REQUESTS = Counter("requests", "Requests served.", ["method"])
     LATENCY = Histogram("request_seconds", "Time to serve a request.")

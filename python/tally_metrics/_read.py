@@ -2,7 +2,7 @@
 Prometheus metrics they hold.
 
 read() reads every segment of a zone through libtally's reader
-(tally._native.read), sums each series over the segments (as
+(tally_metrics._native.read), sums each series over the segments (as
 tally-exporter --aggregate does: one value per series, whatever the
 number of processes that wrote it), and rebuilds the Python metrics from
 their series (_encoding.py says how they are named), in passes:

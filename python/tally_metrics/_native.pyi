@@ -1,4 +1,4 @@
-"""Types of tally._native (the C half of the package)."""
+"""Types of tally_metrics._native (the C half of the package)."""
 from typing import Any, Dict, List, Optional, Tuple
 
 FRAC_SCALE: int

@@ -1,7 +1,7 @@
 """TallyCollector: a zone's metrics in a prometheus_client registry.
 
     from prometheus_client import CollectorRegistry, start_http_server
-    from tally import TallyCollector
+    from tally_metrics import TallyCollector
 
     registry = CollectorRegistry()
     registry.register(TallyCollector())   # was: MultiProcessCollector(registry)

@@ -2,7 +2,7 @@
 series, and how a reader tells them apart again.
 
 This module is the one owner of the names.  _metrics.py asks it for the
-names of a metric's series, tally._native (family.c) registers the names
+names of a metric's series, tally_metrics._native (family.c) registers the names
 it is given, and _read.py decodes the names of a zone's series with it.
 
 A tally series has a name, a kind, labels and one value.  A Python metric
