@@ -87,7 +87,7 @@
 
 #define TALLY__MAGIC       "TALLYSEG"
 #define TALLY__FMT_MAJOR   2
-#define TALLY__FMT_MINOR   5
+#define TALLY__FMT_MINOR   6
 /* From 2.1 on, the creator holds the creator lock (process/lock.c) while it
  * runs; readers judge older files by pid and start time.  2.2 adds shared
  * zones (TALLY__HDR_SHARED), whose every user holds the creator lock.
@@ -104,11 +104,16 @@
  * 2.5 also: generations of a metric (struct tally__metric_rec: flags, prev,
  * generation; header: metric_changes, redefinitions): a definition that
  * changes is a new metric record of the same name, the older one is
- * superseded, and a metric's help and unit may change under its seq. */
+ * superseded, and a metric's help and unit may change under its seq.
+ * 2.6: readers have no power over writers.  Every lock writers decide
+ * anything from lies in a lock file only their user may open
+ * (process/lock.c, tally__lockfile_open); readers judge liveness by write
+ * locks on the zone file, which they cannot take. */
 #define TALLY__FMT_MINOR_CREATOR_LOCK 1
 #define TALLY__FMT_MINOR_OWNED_FALLBACK 4
 #define TALLY__FMT_MINOR_LONG_LABELS 5
 #define TALLY__FMT_MINOR_GENERATIONS 5
+#define TALLY__FMT_MINOR_LOCK_FILE 6
 #define TALLY__BYTE_ORDER  0x0102030405060708ull
 #define TALLY__PAGE        4096u
 #define TALLY__NAUX        2u

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "reader/segment.h"
 #include "tally/reader.h"
 #include "tally/tally.h"
 #include "util.h"
@@ -425,6 +426,7 @@ TEST_TIMEOUT(cleanup_stays_in_the_checked_directory, 60)
 		CHECK_EQ(unlink(sh->path[i]), 0);
 	}
 	CHECK_EQ(rmdir(w->dir), 0);
+	remove_lock_files(sh->dir);
 	CHECK_EQ(rmdir(sh->dir), 0);
 }
 
@@ -501,4 +503,110 @@ TEST(reader_refuses_group_or_other_writable_dir)
 	CHECK_EQ(chmod(dir, 0700), 0);
 	tally_zone_destroy(z);
 	CHECK_EQ(rmdir(dir), 0);
+}
+
+/*
+ * A writer can hard-link its own segment under many names in its
+ * directory.  A pass reads a file (device and inode) once, whatever its
+ * names: with 150 more names, a walk meets one segment, and reads the
+ * bytes a walk of one name reads.
+ */
+struct links_acc {
+	int segments;
+	int64_t sum;
+	uint64_t bytes;
+};
+
+static int links_fn(const char *path, struct tally_seg *s, const char *error,
+		    void *arg)
+{
+	struct links_acc *a = arg;
+
+	(void)path;
+	CHECK(s != NULL && error == NULL);
+	a->segments++;
+	CHECK_EQ(tally_seg_foreach(s, 0, sum_fn, &a->sum), SERIES);
+	a->bytes += s->bytes_read;
+	return 0;
+}
+
+TEST(a_file_is_read_once_whatever_its_names)
+{
+	struct shared *sh = shared_new("links");
+	struct links_acc one = { 0, 0, 0 }, many = { 0, 0, 0 };
+	int64_t want = 0;
+
+	kill_victims(sh);
+	for (int i = 1; i < VICTIMS; i++)
+		CHECK_EQ(unlink(sh->path[i]), 0);
+	for (int k = 0; k < SERIES; k++)
+		want += k + 1;
+	CHECK_EQ(tally_dir_foreach(sh->dir, NULL, links_fn, &one), 1);
+	CHECK_EQ(one.segments, 1);
+	CHECK_EQ(one.sum, want);
+	for (int i = 0; i < 150; i++) {
+		char name[PATH_MAX + 64];
+
+		snprintf(name, sizeof(name), "%s/link%d.1.%016x.tally",
+			 sh->dir, i, i);
+		CHECK_EQ(link(sh->path[0], name), 0);
+	}
+	CHECK_EQ(tally_dir_foreach(sh->dir, NULL, links_fn, &many), 1);
+	CHECK_EQ(many.segments, 1);
+	CHECK_EQ(many.sum, want);
+	CHECK_EQ(many.bytes, one.bytes);
+}
+
+/*
+ * A clean-up whose directory is moved away while it runs (a directory
+ * above renamed, and another put at the old path) goes on in the
+ * directory it checked, and names what it removed where it really was,
+ * not at the configured path, which now leads elsewhere.
+ */
+struct moved {
+	char top[PATH_MAX], dir[PATH_MAX + 8], moved[PATH_MAX + 8];
+	int n;
+	char reported[VICTIMS][PATH_MAX + 300];
+};
+
+static void moved_fn(const char *path, const char *why, void *arg)
+{
+	struct moved *m = arg;
+
+	(void)why;
+	snprintf(m->reported[m->n], sizeof(m->reported[0]), "%s", path);
+	/* After the first removal: the parent moves, a decoy takes its
+	 * place. */
+	if (m->n++ == 0) {
+		CHECK_EQ(rename(m->top, m->moved), 0);
+		CHECK_EQ(mkdir(m->top, 0700), 0);
+		CHECK_EQ(mkdir(m->dir, 0700), 0);
+	}
+}
+
+TEST(cleanup_names_the_directory_it_really_cleaned)
+{
+	struct shared *sh = shared_new("moved");
+	struct moved *m = calloc(1, sizeof(*m));
+	char want[PATH_MAX + 300];
+
+	CHECK(m != NULL);
+	/* sh->dir is the parent; the victims' directory is below it. */
+	snprintf(m->top, sizeof(m->top), "%s", sh->dir);
+	snprintf(m->dir, sizeof(m->dir), "%s/segs", sh->dir);
+	snprintf(m->moved, sizeof(m->moved), "%s.old", sh->dir);
+	CHECK_EQ(mkdir(m->dir, 0700), 0);
+	snprintf(sh->dir, sizeof(sh->dir), "%.4000s", m->dir);
+	kill_victims(sh);
+	CHECK(tally_dir_cleanup_report(m->dir, moved_fn, m) == VICTIMS);
+	CHECK_EQ(m->n, VICTIMS);
+	CHECK(strncmp(m->reported[0], m->dir, strlen(m->dir)) == 0);
+	for (int i = 1; i < VICTIMS; i++) {
+		snprintf(want, sizeof(want), "%s/segs/", m->moved);
+		if (strncmp(m->reported[i], want, strlen(want)) != 0)
+			harness_fail(__FILE__, __LINE__, "reported %s, not in "
+				     "%s, the directory it cleaned",
+				     m->reported[i], want);
+	}
+	free(m);
 }

@@ -1755,6 +1755,7 @@ TEST(group_shared_files)
 	CHECK(chown(g->path, (uid_t)-1, 65534) == 0);
 	expect_refused(g->path, &grp, EPERM);
 	CHECK(unlink(g->path) == 0);
+	remove_lock_files(g->dir);
 	CHECK(rmdir(g->dir) == 0);
 }
 

@@ -953,6 +953,128 @@ TEST(chunks_of_another_pid_namespace_stay_its_own)
 }
 
 /*
+ * Start worker "hold" as pid 1 of a PID namespace of its own, with a
+ * /proc of its own, attached to zone @zone of @dir; waits until it holds
+ * its chunks.  *@outer is the process to wait for, *@pid1 the worker
+ * (as this namespace sees it).  0, or -1 when no namespace can be made.
+ */
+static int start_pid1(const char *dir, const char *zone, pid_t *outer,
+		      pid_t *pid1)
+{
+	int ready[2], pidp[2], st;
+	pid_t c1, c2 = 0;
+	char b;
+
+	CHECK_EQ(pipe(ready), 0);
+	CHECK_EQ(pipe(pidp), 0);
+	c1 = fork();
+	CHECK(c1 >= 0);
+	if (c1 == 0) {
+		close(ready[0]);
+		close(pidp[0]);
+		if (unshare(CLONE_NEWPID | CLONE_NEWNS) < 0)
+			_exit(77);
+		c2 = fork();
+		if (c2 == 0) {
+			if (mount("none", "/", NULL, MS_REC | MS_PRIVATE,
+				  NULL) < 0 ||
+			    mount("proc", "/proc", "proc", 0, NULL) < 0)
+				_exit(78);
+			dup2(ready[1], 1);
+			setenv("TALLY_TEST_WORKER", "hold", 1);
+			setenv("TALLY_DIR", dir, 1);
+			setenv("TALLY_ZONE", zone, 1);
+			setenv("TALLY_TEST_ADDS", "0", 1);
+			execl("/proc/self/exe", "test-shared-worker",
+			      (char *)NULL);
+			_exit(127);
+		}
+		close(ready[1]);
+		if (c2 < 0 || write(pidp[1], &c2, sizeof(c2)) != sizeof(c2))
+			_exit(2);
+		waitpid(c2, &st, 0);
+		_exit(0);
+	}
+	close(ready[1]);
+	close(pidp[1]);
+	if (read(pidp[0], &c2, sizeof(c2)) != sizeof(c2) ||
+	    read(ready[0], &b, 1) != 1) {
+		CHECK_EQ(waitpid(c1, &st, 0), c1);
+		close(ready[0]);
+		close(pidp[0]);
+		return -1;
+	}
+	close(ready[0]);
+	close(pidp[0]);
+	*outer = c1;
+	*pid1 = c2;
+	return 0;
+}
+
+static uint64_t resident_of(const char *path)
+{
+	struct stat st;
+
+	CHECK_EQ(stat(path, &st), 0);
+	return (uint64_t)st.st_blocks * 512u;
+}
+
+/*
+ * A container's service restarted again and again: every incarnation is
+ * pid 1 of its PID namespace, and most end in SIGKILL.  Each new one
+ * takes back the chunks of the killed one at its first chunk, although
+ * their owner's pid is its own: a chunk's owner is judged by the lock of
+ * its token, which a new pid 1 does not hold.  After 40 kills the zone
+ * holds the chunks of one incarnation, and no more memory than after 3.
+ * Needs root (skipped otherwise).
+ */
+TEST_TIMEOUT(a_killed_pid_1_leaves_no_chunks_behind, 240)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+	uint64_t after3 = 0, last = 0;
+	cpu_set_t all, one;
+	pid_t outer, pid1;
+	int n0 = 0, st;
+
+	/* Every incarnation on one CPU: a first add on another CPU makes
+	 * that CPU's pages of the slab, which is growth by CPUs that wrote,
+	 * not by kills. */
+	CHECK_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+	CPU_ZERO(&one);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &all)) {
+			CPU_SET(c, &one);
+			break;
+		}
+	CHECK_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+	own_subdir(dir, sizeof(dir), "pid1");
+	snprintf(path, sizeof(path), "%s/app.tally", dir);
+	wait_ok(spawn("count", dir, "app", 1));
+	for (int k = 1; k <= 40; k++) {
+		if (start_pid1(dir, "app", &outer, &pid1) < 0)
+			harness_skip("cannot make a PID namespace (not "
+				     "root?)");
+		if (k == 1)
+			n0 = owned_by(path, 1);
+		CHECK(n0 > 0);
+		/* The chunks of pid 1: this incarnation's only. */
+		CHECK_EQ(owned_by(path, 1), n0);
+		kill(pid1, SIGKILL);
+		CHECK_EQ(waitpid(outer, &st, 0), outer);
+		CHECK_CHILD_OK(st);
+		last = resident_of(path);
+		if (k == 3)
+			after3 = last;
+	}
+	printf("    resident after 3 kills %llu bytes, after 40 %llu\n",
+	       (unsigned long long)after3, (unsigned long long)last);
+	CHECK(last <= after3);
+	CHECK_EQ(owned_by(path, 1), n0);
+	CHECK_EQ(scan_file(path, "hold_hits_total").value, 40);
+	CHECK_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
+}
+
+/*
  * A thread's chunks are its own through the lock of its owner token, on
  * a description of the zone file this process opens at its first chunk.
  * When that description cannot be opened (no file descriptor left), the

@@ -21,6 +21,17 @@
 #include "tally/metrics.h"
 #include "tally/reader.h"
 
+/* Removes the writers' lock files (format 2.6) left in @dir by writers
+ * that were killed, whose zone files a test removed itself. */
+static inline void remove_lock_files(const char *dir)
+{
+	char cmd[PATH_MAX + 64];
+
+	snprintf(cmd, sizeof(cmd), "rm -f '%s'/.tally-lock.*", dir);
+	if (system(cmd) != 0)
+		harness_fail(__FILE__, __LINE__, "%s failed", cmd);
+}
+
 /* Whether libtally has read its environment in this process yet. */
 static inline int tally_initialised(void)
 {

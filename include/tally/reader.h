@@ -170,6 +170,18 @@ TALLY_API int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_serie
 		      void *arg);
 
 /*
+ * tally_seg_skipped: the corrupt records that the last tally_seg_foreach()
+ * of @s skipped (written so by any participant of a shared zone, or left
+ * so by a crash): a metric record, which hides its own series, or a
+ * series record, which hides only itself; the rest of the file was read.
+ * When @msg is not NULL, *@msg names the file and the first of them ("" when
+ * none), until the next pass over @s.
+ * Return: their number, or -EINVAL (NULL @s).
+ * A segment is used by one thread at a time.
+ */
+TALLY_API int tally_seg_skipped(const struct tally_seg *s, const char **msg);
+
+/*
  * Histogram helpers.  tally_histogram_bucket_bounds: the smallest and largest
  * value of bucket @b.  tally_histogram_quantile: the @q quantile (0 <= q <= 1)
  * of a histogram view: the middle of the bucket holding the value of rank
@@ -191,6 +203,8 @@ TALLY_API int tally_histogram_quantile(const struct tally_series_view *v, double
  * the reason when it could not be opened (the reader skips it and goes
  * on).  The segment is closed when @fn returns.  When @s is NULL, errno
  * holds the reason's errno (as tally_seg_open() sets it) while @fn runs.
+ * A file is met once per walk, whatever its names: a hard link to a
+ * segment met already (the same device and inode) is skipped.
  *
  * The directory is checked once, on its descriptor, and every file is
  * opened relative to that descriptor: a directory renamed or swapped for

@@ -315,6 +315,19 @@ static int seg_cb(const char *path, struct tally_seg *seg, const char *error,
 	g->info = info;
 	g->info.path = g->path;
 	g->nseries = (unsigned)(snap->nseries - c->first);
+	{
+		const char *msg = "";
+		int n = tally_seg_skipped(seg, &msg);
+		size_t plen = strlen(path);
+
+		/* The reader's messages start with the path. */
+		if (strncmp(msg, path, plen) == 0)
+			for (msg += plen; *msg == ':' || *msg == ' '; msg++)
+				;
+		g->records_skipped = n > 0 ? (unsigned)n : 0;
+		snprintf(g->records_msg, sizeof(g->records_msg), "%s",
+			 n > 0 ? msg : "");
+	}
 	return 0;
 }
 

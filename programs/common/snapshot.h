@@ -117,6 +117,10 @@ struct tp_segment {
 				       series are those of an earlier read,
 				       carried over (tally-exporter
 				       --aggregate, retain.h) */
+	unsigned records_skipped;   /* corrupt records the read skipped,
+				       each hiding only its own series
+				       (tally_seg_skipped) */
+	char records_msg[200];      /* the first of them, without the path */
 };
 
 /* One file that could not be read, and why. */
@@ -183,7 +187,8 @@ struct tp_collect_opts {
  *
  * A segment the reader refuses, or that turns out corrupt while it is
  * walked, is added to snap->skipped with the reader's reason and the
- * others are read.  Series are sorted by pid, then zone, then key (numbers
+ * others are read; a corrupt record hides only itself (its segment's
+ * records_skipped and records_msg say so).  Series are sorted by pid, then zone, then key (numbers
  * in numeric order), unless opts->order is TP_ORDER_READ.
  * Return: 0, or -errno when a directory cannot be read; then @errbuf says
  * which and why (the series of the other directories are still there).

@@ -20,11 +20,15 @@ unsigned authq_count(const unsigned char (*addr)[AUTHQ_ADDR], unsigned n,
 	return c;
 }
 
-unsigned authq_next(const unsigned char (*addr)[AUTHQ_ADDR], unsigned n,
+unsigned authq_next(const unsigned char (*addr)[AUTHQ_ADDR],
+		    const unsigned char *clean, unsigned n,
 		    const unsigned char *last)
 {
 	unsigned fewest = ~0u, pick = 0;
 
+	for (unsigned i = 0; i < n; i++)
+		if (clean && clean[i])
+			return i;
 	for (unsigned i = 0; i < n; i++) {
 		unsigned c = authq_count(addr, n, NULL, addr[i]);
 
@@ -39,8 +43,10 @@ unsigned authq_next(const unsigned char (*addr)[AUTHQ_ADDR], unsigned n,
 	return pick;
 }
 
-int authq_drop(const unsigned char (*addr)[AUTHQ_ADDR], unsigned n,
-	       const unsigned char *running, unsigned same)
+int authq_drop(const unsigned char (*addr)[AUTHQ_ADDR],
+	       const unsigned char *clean, unsigned n,
+	       const unsigned char *running, unsigned same,
+	       int newcomer_clean)
 {
 	unsigned most = 0;
 	int drop = -1;
@@ -48,6 +54,11 @@ int authq_drop(const unsigned char (*addr)[AUTHQ_ADDR], unsigned n,
 	for (unsigned i = 0; i < n; i++) {
 		unsigned c = authq_count(addr, n, running, addr[i]);
 
+		if (clean && clean[i])
+			continue;
+		/* Above any @same, which is at most n + 1. */
+		if (newcomer_clean)
+			c += n + 2;
 		if (c >= most) {
 			most = c;
 			drop = (int)i;

@@ -819,6 +819,7 @@ struct self_ctx {
 	uint64_t t0_ns;
 	uint64_t skipped[TP_NSKIP];  /* in this scrape, by reason */
 	uint64_t nread;              /* segments read in this scrape */
+	uint64_t records_skipped;    /* corrupt records they hid */
 };
 
 /* A sample: @name{@labels} @value (no braces without labels). */
@@ -945,6 +946,14 @@ static const struct self_metric {
 	{ "tally_exporter_segments_skipped", 1,
 	  "Segments skipped since the exporter started, by reason.", NULL,
 	  WRITTEN_BY(w_skipped_total) },
+	{ "tally_exporter_scrape_records_skipped", 0,
+	  "Corrupt records skipped in the segments read in this scrape, "
+	  "each hiding only its own series.", NULL, NULL,
+	  FROM_CTX(records_skipped) },
+	{ "tally_exporter_connections_evicted", 1,
+	  "Connections that had not sent a whole request, closed (the "
+	  "oldest first) because the connection table was full, since the "
+	  "exporter started.", NULL, NULL, FROM_SELF(conns_evicted) },
 	{ "tally_exporter_dead_segments", 0,
 	  "Segments whose processes are all gone, kept for post-mortem "
 	  "reading until TALLY_RETAIN has passed.", NULL, NULL,
@@ -1002,13 +1011,16 @@ static void write_self(struct tp_buf *b, const struct tp_snapshot *snap,
 		       const struct ex_result *res, uint64_t t0_ns,
 		       const unsigned char *shadowed)
 {
-	struct self_ctx x = { snap, self, res, t0_ns, { 0 }, 0 };
+	struct self_ctx x = { snap, self, res, t0_ns, { 0 }, 0, 0 };
 	char sample[128];
 
 	for (size_t i = 0; i < snap->nskipped; i++)
 		x.skipped[tp_skip_reason(snap->skipped[i].err)]++;
-	for (size_t i = 0; i < snap->nsegs; i++)
+	for (size_t i = 0; i < snap->nsegs; i++) {
 		x.nread += !snap->segs[i].stale;
+		if (!snap->segs[i].stale)
+			x.records_skipped += snap->segs[i].records_skipped;
+	}
 
 	for (size_t i = 0; i < tp_seg_nfields; i++)
 		if (tp_seg_fields[i].metric)

@@ -76,6 +76,8 @@ struct ex_self {
 	uint64_t dead_bytes;       /* the memory those hold */
 	uint64_t label_clashes_total[2]; /* series renamed, dropped, in
 					    the scrapes before this one */
+	uint64_t conns_evicted;    /* incomplete connections closed to make
+				      room in a full table, since start */
 	const char *version, *mhd_version;
 };
 

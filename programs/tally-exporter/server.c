@@ -13,7 +13,11 @@
  * connections with the time each must have sent its request by, and a
  * watchdog thread shuts down (shutdown(2), not close) the sockets that
  * are late; libmicrohttpd then sees the connection fail and closes it
- * itself.  A connection leaves the list in the CLOSED notification,
+ * itself.  When the table is full (--web.max-connections), the oldest
+ * connection that has not sent a whole request is shut down the same
+ * way, so that slow clients holding every place cannot keep a complete
+ * request out (tally_exporter_connections_evicted_total).
+ * A connection leaves the list in the CLOSED notification,
  * which libmicrohttpd sends before it closes the socket, so the watchdog
  * never touches a descriptor that was reused.
  *
@@ -26,7 +30,13 @@
  * client address) answer a flood of failed logins with 429 instead of
  * letting it grow; a full queue makes room for a login from an address
  * with fewer logins in it than another, so a flood from a few addresses
- * cannot refuse every other client.  At stop the queue is emptied and its connections
+ * cannot refuse every other client.  Addresses are cheap, though (a
+ * flood from a hundred loopback addresses, or an IPv6 /48), so a login of
+ * a configured user whose password failed nowhere in the last
+ * AUTH_FAIL_MEMORY_S seconds is *clean*: it is checked before the others
+ * and never dropped to make room for an unclean one.  A flood of wrong
+ * passwords, which makes only the users it names unclean, then delays
+ * the first login of another user by one bcrypt at most.  At stop the queue is emptied and its connections
  * resumed (libmicrohttpd must not stop with suspended connections), and
  * the thread finishes at most the one bcrypt it is in.
  */
@@ -62,6 +72,9 @@
  * queue is worked through in under 2 s. */
 #define AUTH_QUEUE 8
 #define AUTH_QUEUE_PER_ADDR 2
+/* A configured user whose password failed within this many seconds is
+ * not clean (see the top). */
+#define AUTH_FAIL_MEMORY_S 60
 
 /* What a request's login came to. */
 enum auth_state {
@@ -79,6 +92,10 @@ struct request {
 	enum auth_state auth;
 	char *user, *pass;
 	unsigned char addr[17];    /* family, then the address bytes */
+	int clean;                 /* a configured user without recent
+				      failures (see the top) when queued */
+	int uidx;                  /* that user's index */
+	uint64_t queued_ns;        /* CLOCK_MONOTONIC when queued */
 	struct MHD_Connection *c;
 	struct request *next;
 };
@@ -108,7 +125,9 @@ struct server {
 	pthread_mutex_t conn_lock;
 	pthread_cond_t stop_cond;
 	int stopping;
-	struct conn head;          /* a ring */
+	struct conn head;          /* a ring, the newest first */
+	unsigned nconns;           /* in the ring */
+	uint64_t conns_evicted;    /* closed to make room (notify_conn) */
 	pthread_t watchdog;
 	int watchdog_started;
 	/* The login queue and its thread. */
@@ -116,6 +135,8 @@ struct server {
 	pthread_cond_t auth_cond;
 	struct request *auth_head, *auth_tail, *auth_running;
 	unsigned auth_queued;      /* waiting, plus the one being checked */
+	uint64_t *user_fail_ns;    /* per configured user: CLOCK_MONOTONIC
+				      of its last failed check, 0: none */
 	int auth_stopping;
 	pthread_t auth_thread;
 	int auth_started;
@@ -485,6 +506,9 @@ static enum MHD_Result scrape(struct server *s, struct MHD_Connection *c)
 	tp_buf_reset(&s->out);
 	memcpy(self.label_clashes_total, s->label_clashes_total,
 	       sizeof(s->label_clashes_total));
+	pthread_mutex_lock(&s->conn_lock);
+	self.conns_evicted = s->conns_evicted;
+	pthread_mutex_unlock(&s->conn_lock);
 	ex_write(&s->out, &snap, &s->o.expose, f, &self, t0, &res);
 	s->label_clashes_total[0] += res.labels_renamed;
 	s->label_clashes_total[1] += res.labels_dropped;
@@ -572,6 +596,57 @@ static void client_addr(struct MHD_Connection *c, unsigned char out[17])
 	}
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The index of configured user @name, or -1. */
+static int user_index(const struct server *s, const char *name)
+{
+	for (unsigned i = 0; s->o.web && i < s->o.web->nusers; i++)
+		if (!strcmp(s->o.web->users[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+/* Is queued login @q still clean: no failure of its user since it was
+ * queued?  Called with auth_lock held. */
+static int still_clean(const struct server *s, const struct request *q)
+{
+	return q->clean && s->user_fail_ns[q->uidx] < q->queued_ns;
+}
+
+/*
+ * Is a login of @r's user clean (see the top)?  A configured user, no
+ * failure in the last AUTH_FAIL_MEMORY_S seconds, and no clean login of
+ * that user queued or being checked already: so clean logins are at most
+ * one a user, and a user named by a flood is clean for one check a
+ * while.  Sets r->uidx.  Called with auth_lock held.
+ */
+static int user_clean(struct server *s, struct request *r)
+{
+	int i = user_index(s, r->user);
+	uint64_t at;
+
+	r->uidx = i < 0 ? 0 : i;
+	if (i < 0 || !s->user_fail_ns)
+		return 0;
+	at = s->user_fail_ns[i];
+	if (at && r->queued_ns - at <= AUTH_FAIL_MEMORY_S * 1000000000ull)
+		return 0;
+	for (const struct request *q = s->auth_head; q; q = q->next)
+		if (q->clean && q->uidx == i)
+			return 0;
+	if (s->auth_running && s->auth_running->clean &&
+	    s->auth_running->uidx == i)
+		return 0;
+	return 1;
+}
+
 /* The queued logins, in order, and their addresses, for authq.h; at
  * most AUTH_QUEUE are queued (auth_enqueue()).  Called with auth_lock
  * held. */
@@ -582,6 +657,7 @@ struct auth_view {
 	unsigned n;
 	struct request *r[AUTH_QUEUE];
 	unsigned char addr[AUTH_QUEUE][AUTHQ_ADDR];
+	unsigned char clean[AUTH_QUEUE];
 };
 
 static void auth_view(const struct server *s, struct auth_view *v)
@@ -590,6 +666,7 @@ static void auth_view(const struct server *s, struct auth_view *v)
 	for (struct request *q = s->auth_head; q && v->n < AUTH_QUEUE;
 	     q = q->next) {
 		v->r[v->n] = q;
+		v->clean[v->n] = (unsigned char)still_clean(s, q);
 		memcpy(v->addr[v->n++], q->addr, AUTHQ_ADDR);
 	}
 }
@@ -643,7 +720,8 @@ static void *auth_worker(void *arg)
 			pthread_cond_wait(&s->auth_cond, &s->auth_lock);
 		if (s->auth_stopping)
 			break;
-		/* Addresses take turns (authq_next()): the first login from
+		/* Clean logins first, in the order they came; then
+		 * addresses take turns (authq_next()): the first login from
 		 * the address with the fewest logins waiting goes first, the
 		 * last one checked after all others.  So a client that keeps
 		 * its share of the queue full delays another by one bcrypt
@@ -651,7 +729,7 @@ static void *auth_worker(void *arg)
 		 * a first login by about one bcrypt each. */
 		auth_view(s, &v);
 		k = authq_next((const unsigned char (*)[AUTHQ_ADDR])v.addr,
-			       v.n, last);
+			       v.clean, v.n, last);
 		r = v.r[k];
 		auth_unlink(s, &v, k);
 		memcpy(last, r->addr, sizeof(last));
@@ -659,6 +737,12 @@ static void *auth_worker(void *arg)
 		pthread_mutex_unlock(&s->auth_lock);
 		ok = wc_verify(s->o.web, r->user, r->pass);
 		pthread_mutex_lock(&s->auth_lock);
+		if (!ok && s->user_fail_ns) {
+			int u = user_index(s, r->user);
+
+			if (u >= 0)
+				s->user_fail_ns[u] = mono_ns();
+		}
 		r->auth = ok ? AUTH_OK : AUTH_BAD;
 		s->auth_running = NULL;
 		s->auth_queued--;
@@ -674,18 +758,20 @@ static void *auth_worker(void *arg)
  * address with the most logins in it (the last one queued among equals) is
  * unlinked and resumed to be answered 429.  So while fewer addresses
  * than AUTH_QUEUE flood, a client at another address gets a place in the
- * queue, and the addresses that fill it get fewer.  Returns whether a
- * place was made; called with auth_lock held.
+ * queue, and the addresses that fill it get fewer.  A @clean login makes
+ * room by dropping any unclean one; clean ones are never dropped.
+ * Returns whether a place was made; called with auth_lock held.
  */
-static int auth_make_room(struct server *s, unsigned same)
+static int auth_make_room(struct server *s, unsigned same, int clean)
 {
 	struct auth_view v;
 	struct request *drop;
 	int k;
 
 	auth_view(s, &v);
-	k = authq_drop((const unsigned char (*)[AUTHQ_ADDR])v.addr, v.n,
-		       s->auth_running ? s->auth_running->addr : NULL, same);
+	k = authq_drop((const unsigned char (*)[AUTHQ_ADDR])v.addr, v.clean,
+		       v.n, s->auth_running ? s->auth_running->addr : NULL,
+		       same, clean);
 	if (k < 0)
 		return 0;
 	drop = v.r[k];
@@ -715,8 +801,11 @@ static int auth_enqueue(struct server *s, struct MHD_Connection *c,
 		return -ESHUTDOWN;
 	}
 	same = auth_count(s, r);
+	r->queued_ns = mono_ns();
+	r->clean = user_clean(s, r);
 	if (same >= AUTH_QUEUE_PER_ADDR ||
-	    (s->auth_queued >= AUTH_QUEUE && !auth_make_room(s, same))) {
+	    (s->auth_queued >= AUTH_QUEUE &&
+	     !auth_make_room(s, same, r->clean))) {
 		pthread_mutex_unlock(&s->auth_lock);
 		return -EBUSY;
 	}
@@ -1010,6 +1099,18 @@ static void notify_conn(void *cls, struct MHD_Connection *c, void **sock_ctx,
 		k->prev = &s->head;
 		s->head.next->prev = k;
 		s->head.next = k;
+		/* Full: libmicrohttpd would refuse the next connection.
+		 * Make room now: the oldest that is still sending its
+		 * request goes (never this new one, nor a request being
+		 * answered). */
+		if (++s->nconns >= s->o.max_conns)
+			for (struct conn *o = s->head.prev; o != k; o = o->prev)
+				if (o->deadline_ns) {
+					shutdown(o->fd, SHUT_RDWR);
+					o->deadline_ns = 0;
+					s->conns_evicted++;
+					break;
+				}
 		pthread_mutex_unlock(&s->conn_lock);
 		*sock_ctx = k;
 		return;
@@ -1020,6 +1121,7 @@ static void notify_conn(void *cls, struct MHD_Connection *c, void **sock_ctx,
 	pthread_mutex_lock(&s->conn_lock);
 	k->prev->next = k->next;
 	k->next->prev = k->prev;
+	s->nconns--;
 	pthread_mutex_unlock(&s->conn_lock);
 	free(k);
 	*sock_ctx = NULL;
@@ -1104,7 +1206,9 @@ struct server *server_start(const struct server_opts *o, char *err,
 	}
 	s->watchdog_started = 1;
 	if (o->web && o->web->nusers) {
-		if (pthread_create(&s->auth_thread, NULL, auth_worker, s)) {
+		s->user_fail_ns = calloc(o->web->nusers, sizeof(uint64_t));
+		if (!s->user_fail_ns ||
+		    pthread_create(&s->auth_thread, NULL, auth_worker, s)) {
 			snprintf(err, errlen, "cannot start a thread");
 			server_stop(s);
 			return NULL;
@@ -1185,6 +1289,7 @@ void server_stop(struct server *s)
 	}
 	tp_buf_free(&s->out);
 	ex_retain_free(&s->retain);
+	free(s->user_fail_ns);
 	tp_strmap_free(&s->skip_seen);
 	tp_arena_free(&s->skip_mem);
 	pthread_mutex_destroy(&s->scrape_lock);

@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -107,6 +108,21 @@ static int collect(const struct ts_options *o, struct tp_snapshot *snap,
 		fprintf(stderr, PROG ": skipping %s: %s\n", t.path, t.reason);
 		snap->skipped[i] = snap->skipped[w];
 		snap->skipped[w++] = t;
+	}
+	/* Records skipped in a segment read: said once per file too. */
+	for (size_t i = 0; i < snap->nsegs; i++) {
+		const struct tp_segment *g = &snap->segs[i];
+		char key[PATH_MAX + 16];
+
+		if (!g->records_skipped || g->stale)
+			continue;
+		snprintf(key, sizeof(key), "%s#records", g->path);
+		if (tp_strmap_get(&reported, key) != (size_t)-1)
+			continue;
+		tp_strmap_put(&reported, tp_xstrdup(key), 1);
+		fprintf(stderr, PROG ": %s: skipped %u corrupt record%s, "
+			"the rest is shown: %s\n", g->path, g->records_skipped,
+			g->records_skipped == 1 ? "" : "s", g->records_msg);
 	}
 	if (r) {
 		r->skipped = snap->skipped;

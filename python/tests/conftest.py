@@ -39,6 +39,13 @@ def tally_dir(tmp_path):
     return str(d)
 
 
+def segment_names(tally_dir):
+    """The names in tally_dir but the writers' lock files (format 2.6:
+    .tally-lock.<inode>, which only writers open)."""
+    return sorted(n for n in os.listdir(tally_dir)
+                  if not n.startswith(".tally-lock."))
+
+
 def child_env(tally_dir, **extra):
     env = dict(os.environ)
     env["TALLY_DIR"] = tally_dir

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 import tally_metrics as tally
-from conftest import child_env, run_py
+from conftest import child_env, run_py, segment_names
 
 PROBE = """
 import tally_metrics as tally
@@ -60,7 +60,7 @@ tally.Counter({name!r}, "doc").inc(41)
 
 def test_bad_files_are_skipped_and_reported(uniq, tally_dir):
     _good_segment(tally_dir, uniq)
-    [good] = os.listdir(tally_dir)
+    [good] = segment_names(tally_dir)
     bad = {
         "junk.1.0000000000000001.tally": b"not a segment at all" * 10,
         "empty.2.0000000000000002.tally": b"",
@@ -96,7 +96,7 @@ def test_bad_files_are_skipped_and_reported(uniq, tally_dir):
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown")
 def test_another_users_segment_is_skipped(uniq, tally_dir):
     _good_segment(tally_dir, uniq)
-    [good] = os.listdir(tally_dir)
+    [good] = segment_names(tally_dir)
     other = os.path.join(tally_dir, "other.9.0000000000000009.tally")
     subprocess.run(["cp", "--sparse=always", os.path.join(tally_dir, good),
                     other], check=True)

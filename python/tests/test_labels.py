@@ -8,7 +8,7 @@ import pytest
 
 import tally_metrics as tally
 from tally_metrics import _names
-from conftest import child_env, run_py, value_of
+from conftest import child_env, run_py, value_of, segment_names
 
 
 def test_reserved_names_name_the_metric_and_the_label(uniq):
@@ -83,7 +83,7 @@ c.labels({_route(2500)!r}).inc(1000)
     env = child_env(tally_dir, TALLY_ZONE="web")
     for _ in range(3):
         run_py(code, env)
-    assert os.listdir(tally_dir) == ["web.tally"]
+    assert segment_names(tally_dir) == ["web.tally"]
     res = tally.read(dir=tally_dir, zone="web")
     assert value_of(res.families, uniq + "_total",
                     {"route": _route(2500)}) == 3000

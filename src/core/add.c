@@ -13,7 +13,8 @@
  *     holds; a thread claims a free copy, or one whose thread is gone
  *     (tgkill says ESRCH), with a compare-and-swap;
  *   - across processes, the process holds a write lock (F_OFD_SETLK) on
- *     byte TALLY__FB_LOCK_BYTE + f of the zone's file, through a
+ *     byte TALLY__FB_LOCK_BYTE + f of the zone's writers' lock file (the
+ *     zone file itself in zones older than format 2.6), through a
  *     description of its own (fbfd), taken at its first add through copy
  *     f in that zone and kept until tally_zone_destroy() or the end of
  *     the process (not at exit(), where other threads may still add: the
@@ -125,7 +126,8 @@ int tally__own_fd(struct tally_zone *z)
 	if (fd < 0) {
 		int expected = -1;
 
-		fd = tally__reopen_fd(z->fd, z->path, O_RDWR);
+		fd = tally__reopen_fd(tally__zone_lock_fd(z),
+				     tally__zone_lock_path(z), O_RDWR);
 		if (fd < 0)
 			return -1;
 		if (!atomic_compare_exchange_strong(&z->fbfd, &expected, fd)) {

@@ -189,6 +189,13 @@ static inline struct tc_ent *tc_find(struct tally_zone *z)
 	return tc_search(tc, z);
 }
 
+uint32_t tally__tcache_token(struct tally_zone *z)
+{
+	struct tc_ent *e = tc_find(z);
+
+	return e ? e->token : 0;
+}
+
 /*
  * A token no other thread of the zone has, in @e, and its lock, which
  * tells every process of the zone, in any PID namespace, that this one

@@ -25,6 +25,15 @@ struct tally_zone {
 	size_t map_size;
 	int fd;
 	int lockfd;              /* holds this process's use lock, or -1 */
+	/* Format 2.6 (docs/FORMAT.md): the writers' lock file, open
+	 * read-write through a description that holds no lock, and its
+	 * path; -1 and "" in an anonymous zone or a shared zone of an older
+	 * minor, whose locks are all on the zone file (z->fd). */
+	int lkfd;
+	char lkpath[PATH_MAX];
+	/* A description of the zone file holding this process's presence
+	 * lock (a write lock readers judge liveness by), or -1. */
+	int livefd;
 	int keep_file;           /* could not take the lock: never unlink */
 	struct tally__chunk *meta;
 	char *chunks;            /* chunk 0 */
@@ -51,6 +60,18 @@ struct tally_zone {
 	char path[PATH_MAX];     /* "" for an anonymous zone */
 };
 
+/* The descriptor and path that writers take the locks of @z on: its lock
+ * file, or the zone file itself where it has none. */
+static inline int tally__zone_lock_fd(const struct tally_zone *z)
+{
+	return z->lkfd >= 0 ? z->lkfd : z->fd;
+}
+
+static inline const char *tally__zone_lock_path(const struct tally_zone *z)
+{
+	return z->lkfd >= 0 ? z->lkpath : z->path;
+}
+
 /* The core's steps (zone.c), registered by zone creation and the
  * discard block; idempotent. */
 void tally__zone_hooks(void);
@@ -61,6 +82,9 @@ void tally__zone_exit_begin(void);
 void tally__zone_exit_end(void);
 void tally__tcache_postfork_child(void);
 void tally__tcache_exit(void);
+/* The owner token of the calling thread in @z, 0 when it has none
+ * (alloc.c). */
+uint32_t tally__tcache_token(struct tally_zone *z);
 void tally__fallback_postfork_child(void);
 
 /* This process's own description of zone @z's file (add.c), opened at
@@ -94,7 +118,9 @@ void tally__chunk_remote_freed(struct tally_zone *z, uint32_t idx,
 int tally__chunk_collect(struct tally_zone *z, uint32_t idx);
 void tally__chunk_owner_check(struct tally_zone *z, uint32_t idx,
 			      unsigned word);
-void tally__pool_lock(struct tally_zone *z);
+/* 0, or -errno with a message (ETIMEDOUT: held too long by another
+ * process, see tally__robust_lock). */
+int tally__pool_lock(struct tally_zone *z);
 void tally__pool_repair(struct tally_zone *z);
 void tally__pool_unlock(struct tally_zone *z);
 

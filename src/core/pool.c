@@ -50,12 +50,18 @@
 #define RELAXED __ATOMIC_RELAXED
 #define WARM_MAX 4
 
-void tally__pool_lock(struct tally_zone *z)
+int tally__pool_lock(struct tally_zone *z)
 {
-	if (tally__robust_lock(&z->hdr->pool_lock)) {
+	int rc = tally__robust_lock(&z->hdr->pool_lock, "pool",
+				    z->path[0] ? z->path : z->hdr->zone_name);
+
+	if (rc < 0)
+		return rc;
+	if (rc) {
 		tally__pool_repair(z);
 		pthread_mutex_consistent(&z->hdr->pool_lock);
 	}
+	return 0;
 }
 
 void tally__pool_unlock(struct tally_zone *z)
@@ -296,20 +302,35 @@ int tally__token_lock(struct tally_zone *z, uint32_t token, int lock)
 }
 
 /*
- * Is the process that owns @c (with token @owner) gone?  Its pid must be
- * free, or belong to a process started at another time (a recycled pid),
- * and nobody may hold the lock of its token: a process of another PID
- * namespace has a pid that means something else here, but its lock is
- * the same.  A chunk owned in this process is never "dead": its thread
- * releases it.  @alive_pid: the pid's verdict, when known (-1: ask).
+ * Is the process that owns @c (with token @owner) gone?
+ *
+ * In a zone with a writers' lock file (2.6), only the lock of its token
+ * tells: nobody but the writers' user can open that file, so no reader
+ * can hold it, and a new process that got the owner's pid (every
+ * incarnation of a container's service is pid 1) does not hold it.  This
+ * process's own tokens are locked through its own description, which
+ * the test through the lock file's common description sees.
+ *
+ * In an older zone, the token's lock lies in the zone file, which
+ * readers may lock too: there the pid must also be free, or belong to a
+ * process started at another time.  @alive_pid: the pid's verdict, when
+ * known (-1: ask).
  */
 static int owner_dead(struct tally_zone *z, struct tally__chunk *c,
 		      uint32_t owner, int alive_pid)
 {
 	int32_t pid = __atomic_load_n(&c->owner_pid, RELAXED);
 	uint64_t start = __atomic_load_n(&c->owner_start, RELAXED);
+	struct tally__self me;
 
-	if (pid <= 0 || pid == (int32_t)getpid())
+	/* The calling thread's own chunk (a free of its own block, the
+	 * common case) is alive without asking the kernel. */
+	if (owner == tally__tcache_token(z))
+		return 0;
+	if (z->lkfd >= 0)
+		return !tally__token_locked(z->lkfd, owner);
+	tally__self_get(&me);
+	if (pid <= 0 || (pid == me.pid && start == me.start))
 		return 0;
 	if (alive_pid < 0)
 		alive_pid = tally__proc_alive(pid, start);
@@ -390,7 +411,7 @@ static int verdict_dead(struct verdicts *v, int32_t pid, uint64_t start)
  * lock only if its owner is still the one found dead (a token is never
  * given twice in a zone's life, until it wraps).  Returns how many.
  */
-static unsigned sweep_dead(struct tally_zone *z, int me)
+static unsigned sweep_dead(struct tally_zone *z)
 {
 	uint64_t n = atomic_load(&z->hdr->chunks_bumped);
 	struct verdicts v;
@@ -409,10 +430,12 @@ static unsigned sweep_dead(struct tally_zone *z, int me)
 			continue;
 		pid = __atomic_load_n(&c->owner_pid, RELAXED);
 		start = __atomic_load_n(&c->owner_start, RELAXED);
-		if (pid <= 0 || pid == me || !verdict_dead(&v, pid, start) ||
-		    !owner_dead(z, c, owner, 0))
+		if (z->lkfd >= 0 ? !owner_dead(z, c, owner, 0) :
+		    (pid <= 0 || !verdict_dead(&v, pid, start) ||
+		     !owner_dead(z, c, owner, 0)))
 			continue;
-		tally__pool_lock(z);
+		if (tally__pool_lock(z) < 0)
+			break;
 		if (atomic_load(&c->owner) == owner &&
 		    __atomic_load_n(&c->owner_pid, RELAXED) == pid &&
 		    __atomic_load_n(&c->owner_start, RELAXED) == start) {
@@ -538,8 +561,9 @@ int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
 	 * may be the partial chunk this allocation takes. */
 	if (!atomic_load_explicit(&z->swept, memory_order_relaxed) &&
 	    !atomic_exchange(&z->swept, 1))
-		sweep_dead(z, (int)getpid());
-	tally__pool_lock(z);
+		sweep_dead(z);
+	if ((rc = tally__pool_lock(z)) < 0)
+		return rc;
 	for (;;) {
 		if (take_partial(z, mode, cls, token, &i)) {
 			tally__pool_unlock(z);
@@ -570,7 +594,10 @@ void tally__chunk_release(struct tally_zone *z, uint32_t i)
 {
 	struct tally__chunk *c = meta(z, i);
 
-	tally__pool_lock(z);
+	/* Not taken in time: the chunk stays the token's, whose lock goes
+	 * with the thread; a sweep takes it back then. */
+	if (tally__pool_lock(z) < 0)
+		return;
 	disown(c);
 	settle(z, i);
 	tally__pool_unlock(z);
@@ -596,7 +623,10 @@ void tally__chunk_remote_freed(struct tally_zone *z, uint32_t i, unsigned w)
 	/* Nothing to do for a listed chunk that still has live blocks. */
 	if (__atomic_load_n(&c->listed, RELAXED) && !all_free(c, w))
 		return;
-	tally__pool_lock(z);
+	/* Not taken in time: the free stays in the remote bitmap, for the
+	 * next settling of the chunk. */
+	if (tally__pool_lock(z) < 0)
+		return;
 	settle(z, i);
 	tally__pool_unlock(z);
 }
@@ -612,9 +642,9 @@ void tally__chunk_owner_check(struct tally_zone *z, uint32_t i, unsigned w)
 	struct tally__chunk *c = meta(z, i);
 	uint32_t owner = atomic_load(&c->owner);
 
-	if (!owner || !all_free(c, w) || !owner_dead(z, c, owner, -1))
+	if (!owner || !all_free(c, w) || !owner_dead(z, c, owner, -1) ||
+	    tally__pool_lock(z) < 0)
 		return;
-	tally__pool_lock(z);
 	if (atomic_load(&c->owner) == owner) {
 		disown(c);
 		settle(z, i);

@@ -99,8 +99,11 @@ static int shared_compatible(const struct tally__hdr *h, uint64_t size,
  */
 static int open_shared(const char *path, struct stat *st)
 {
+	/* O_NONBLOCK: a FIFO of that name must not hold the open up; its
+	 * type is refused below. */
 	int fd = openat(tally__zone_dirfd, tally__zone_base_name(path),
-			O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rw = -1;
+			O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK),
+	    rw = -1;
 
 	if (fd < 0) {
 		if (errno != ENOENT)
@@ -132,6 +135,45 @@ static int open_shared(const char *path, struct stat *st)
 }
 
 /*
+ * The writers' lock file of shared zone file @fd (of inode @st), in a
+ * zone of format 2.6: its attach lock is there.  Sets *@lkfd (-1 for an
+ * older zone, whose locks are in the zone file).  0, or -1 with errno and
+ * a message.
+ */
+static int open_lock_file(int fd, const struct stat *st, const char *path,
+			  int *lkfd)
+{
+	struct tally__hdr h;
+	char name[64];
+
+	*lkfd = -1;
+	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+	    memcmp(h.magic, TALLY__MAGIC, 8) ||
+	    h.minor < TALLY__FMT_MINOR_LOCK_FILE)
+		return 0; /* judged under the lock */
+	*lkfd = tally__lockfile_open(tally__zone_dirfd, (uint64_t)st->st_ino,
+				     1);
+	if (*lkfd >= 0)
+		return 0;
+	tally__lockfile_name(name, sizeof(name), (uint64_t)st->st_ino);
+	return tally__fail(errno, "shared zone %s: cannot open its writers' "
+			   "lock file %s: %s", path, name,
+			   errno == EPERM ? "not a file of this user that only "
+			   "it may open" : strerror(errno));
+}
+
+/* Does the name @name in the zone directory still lead to the file open
+ * as @fd? */
+static int still_named(const char *name, int fd)
+{
+	struct stat a, b;
+
+	return fstatat(tally__zone_dirfd, name, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       fstat(fd, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+/*
  * Attach the shared zone whose file is @path, under its attach lock,
  * once sure that the name still leads to the file (clean-up may have
  * removed it meanwhile).  NULL with errno ENOENT when there is no such
@@ -143,22 +185,34 @@ static struct tally_zone *attach_shared(const char *path)
 	struct tally__hdr h;
 	struct stat st, now;
 	struct tally_zone *z;
-	int fd = open_shared(path, &st);
+	int fd = open_shared(path, &st), lkfd = -1, lockbase;
+	char lkname[64];
 
 	if (fd < 0)
 		return NULL;
-	if (tally__lock_byte(fd, F_WRLCK, TALLY__ATTACH_LOCK_BYTE, 1) < 0) {
-		tally__fail(errno, "cannot lock shared zone %s: %s", path,
-			    strerror(errno));
+	if (open_lock_file(fd, &st, path, &lkfd) < 0)
+		goto fail;
+	lockbase = lkfd >= 0 ? lkfd : fd;
+	if (tally__lock_byte_bounded(lockbase, F_WRLCK,
+				     TALLY__ATTACH_LOCK_BYTE) < 0) {
+		if (errno == ETIMEDOUT)
+			tally__fail(ETIMEDOUT, "cannot attach shared zone %s: "
+				    "another process of this user has held its "
+				    "attach lock for more than %d s",
+				    path, TALLY__WAIT_BOUND_S);
+		else
+			tally__fail(errno, "cannot lock shared zone %s: %s",
+				    path, strerror(errno));
 		goto fail;
 	}
-	if (fstatat(tally__zone_dirfd, tally__zone_base_name(path), &now,
-		    AT_SYMLINK_NOFOLLOW) < 0 ||
-	    now.st_dev != st.st_dev || now.st_ino != st.st_ino) {
+	tally__lockfile_name(lkname, sizeof(lkname), (uint64_t)st.st_ino);
+	if (!still_named(tally__zone_base_name(path), fd) ||
+	    (lkfd >= 0 && !still_named(lkname, lkfd))) {
 		errno = ENOENT; /* removed meanwhile: as if never there */
 		goto fail;
 	}
-	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
+	if (fstat(fd, &now) < 0 ||
+	    pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
 		tally__fail(EEXIST, "%s: cannot read its header (a creator "
 			    "that died?)", path);
 		goto fail;
@@ -171,7 +225,10 @@ static struct tally_zone *attach_shared(const char *path)
 		goto fail;
 	}
 	z->fbfd = -1;
+	z->livefd = -1;
+	z->lkfd = lkfd;
 	snprintf(z->path, sizeof(z->path), "%s", path);
+	tally__zone_set_lkpath(z, path, (uint64_t)st.st_ino);
 	if (tally__zone_map(z, fd, &g, h.nchunks, TALLY_ZONE_SHARED |
 		     ((h.flags & TALLY__HDR_PERSIST) ? TALLY_ZONE_PERSIST : 0)) < 0) {
 		free(z);
@@ -184,16 +241,19 @@ static struct tally_zone *attach_shared(const char *path)
 		free(z);
 		goto fail;
 	}
+	tally__zone_take_presence(z, path);
 	/* Marked dead by a clean-up between open_shared and the lock? */
 	if (fstat(fd, &now) == 0 && !(now.st_mode & S_IWUSR))
 		fchmod(fd, (now.st_mode & 07777) | S_IWUSR);
-	tally__lock_byte(fd, F_UNLCK, TALLY__ATTACH_LOCK_BYTE, 0);
+	tally__lock_byte(lockbase, F_UNLCK, TALLY__ATTACH_LOCK_BYTE, 0);
 	return z;
 
 fail:
 	{
 		int err = errno;
 
+		if (lkfd >= 0)
+			close(lkfd);
 		close(fd);
 		errno = err;
 	}
@@ -216,6 +276,7 @@ struct tally_zone *tally__zone_shared_locked(const char *name,
 			if (tally__zone_register(z) == 0)
 				return z;
 			close(z->lockfd);
+			tally__zone_close_locks(z);
 			munmap(z->hdr, z->map_size);
 			close(z->fd);
 			free(z);

@@ -139,6 +139,48 @@ static int zone_options(const char *name, const struct tally_zone_opts *opts,
 	return 0;
 }
 
+/* Remove the lock file of a zone file that was never published. */
+static void drop_lock_file(struct tally_zone *z)
+{
+	if (z->lkfd >= 0)
+		unlinkat(tally__zone_dirfd,
+			 tally__zone_base_name(z->lkpath), 0);
+	tally__zone_close_locks(z);
+}
+
+/*
+ * The locks a creator takes on its new temporary file @fd (known as
+ * @tmp, to be published as @path) while only its user may open it, so
+ * that no reader can have taken a lock first (it is given to
+ * $TALLY_GROUP only afterwards): the creation lock, and its presence
+ * lock, a write lock on the creator byte that readers judge it alive by;
+ * then the writers' lock file of the file's inode, made anew (format
+ * 2.6).  Fills @st.  0, or -1 with errno and a message.
+ */
+static int take_own_locks(struct tally_zone *z, int fd, const char *tmp,
+			  struct stat *st)
+{
+	if (creation_lock(fd, F_WRLCK) < 0 || fstat(fd, st) < 0)
+		return tally__fail(errno, "cannot lock the zone file %s: %s",
+				   tmp, strerror(errno));
+	z->livefd = tally__reopen_fd(fd, tmp, O_RDWR);
+	if (z->livefd < 0 ||
+	    tally__lock_byte(z->livefd, F_WRLCK, TALLY__CREATOR_LOCK_BYTE,
+			     0) < 0)
+		return tally__fail(errno, "cannot lock the zone file %s: %s; "
+				   "readers tell a live writer by its lock, so "
+				   "TALLY_DIR must be on a file system with "
+				   "open file description locks (tmpfs, ext4, "
+				   "xfs)", tmp, strerror(errno));
+	tally__zone_set_lkpath(z, tmp, (uint64_t)st->st_ino);
+	z->lkfd = tally__lockfile_open(tally__zone_dirfd,
+				       (uint64_t)st->st_ino, 2);
+	if (z->lkfd < 0)
+		return tally__fail(errno, "cannot create the writers' lock "
+				   "file %s: %s", z->lkpath, strerror(errno));
+	return 0;
+}
+
 /*
  * Step 2: the file, under a temporary name of its own (picked here, with
  * its final name in @path; with its creation lock, and
@@ -148,10 +190,12 @@ static int zone_options(const char *name, const struct tally_zone_opts *opts,
  * full file system gives ENOSPC here instead of SIGBUS at the first store.
  * Returns the descriptor, or -1 (the temporary file is gone).
  */
-static int create_file(const char *name, const struct tally_zone_opts *o,
+static int create_file(struct tally_zone *z, const char *name,
+		       const struct tally_zone_opts *o,
 		       const struct tally__geometry *g, char *path, char *tmp)
 {
 	char what[96];
+	struct stat st;
 	int fd = -1;
 
 	if (o->flags & TALLY_ZONE_ANON) {
@@ -175,10 +219,10 @@ static int create_file(const char *name, const struct tally_zone_opts *o,
 			    tmp[0] ? tmp : "(memfd)", strerror(errno));
 		return -1;
 	}
-	if (tmp[0])
-		creation_lock(fd, F_WRLCK);
 	snprintf(what, sizeof(what), "zone \"%s\"", name);
-	if (tmp[0] && tally__env.gid >= 0 &&
+	if (tmp[0] && take_own_locks(z, fd, tmp, &st) < 0)
+		; /* the message is set */
+	else if (tmp[0] && tally__env.gid >= 0 &&
 	    (fchown(fd, (uid_t)-1, (gid_t)tally__env.gid) < 0 ||
 	     fchmod(fd, 0640) < 0))
 		tally__fail(errno, "cannot share %s with group %ld: %s", tmp,
@@ -199,6 +243,7 @@ static int create_file(const char *name, const struct tally_zone_opts *o,
 		close(fd);
 		if (tmp[0])
 			unlinkat(tally__zone_dirfd, tally__zone_base_name(tmp), 0);
+		drop_lock_file(z);
 		errno = err;
 	}
 	return -1;
@@ -362,7 +407,9 @@ struct tally_zone *tally__zone_create_new(const char *name,
 	}
 	z->fbfd = -1;
 	z->lockfd = -1;
-	fd = create_file(name, o, g, z->path, tmp);
+	z->lkfd = -1;
+	z->livefd = -1;
+	fd = create_file(z, name, o, g, z->path, tmp);
 	if (fd < 0)
 		goto fail;
 	if (tally__zone_map(z, fd, g, nchunks, o->flags) < 0)
@@ -377,8 +424,10 @@ struct tally_zone *tally__zone_create_new(const char *name,
 	}
 	if (tally__zone_register(z) < 0) {
 		/* Others may have attached a shared zone already. */
-		if (z->path[0] && !(o->flags & TALLY_ZONE_SHARED))
+		if (z->path[0] && !(o->flags & TALLY_ZONE_SHARED)) {
 			unlinkat(tally__zone_dirfd, tally__zone_base_name(z->path), 0);
+			drop_lock_file(z);
+		}
 		goto fail_map;
 	}
 	return z;
@@ -392,8 +441,11 @@ fail_map:
 fail_fd:
 	err = errno;
 	close(fd);
-	if (tmp[0])
+	if (tmp[0]) {
 		unlinkat(tally__zone_dirfd, tally__zone_base_name(tmp), 0);
+		drop_lock_file(z);
+	}
+	tally__zone_close_locks(z);
 	errno = err;
 fail:
 	free(z);

@@ -10,9 +10,11 @@
  * children that inherited it) holds a read lock on byte 0 through an open
  * file description of its own (an OFD lock on a descriptor reopened from
  * /proc/self/fd, closed on exec); the creator's description also holds a
- * read lock on byte 2, the creator lock, which readers take as "alive".
- * Both are taken before the file gets its final name, so no reader ever
- * sees a published file nobody holds.  A process that exits normally
+ * read lock on byte 2, the creator lock.  From format 2.6 on both lie in
+ * the zone's writers' lock file, which no reader can open (lkfd), and
+ * readers tell "alive" by presence locks: write locks on the zone file
+ * (livefd), the creator's on byte 2.  All are taken before the file gets
+ * its final name, so no reader ever sees a published file nobody holds.  A process that exits normally
  * drops its locks and removes the file if no other description holds
  * one.  A child that execs or dies drops its lock with its descriptor, so
  * neither fork+exec nor _exit() leaves a stale user behind.  After a
@@ -45,15 +47,17 @@ static struct tally_zone *default_zone;
 
 /*
  * Take this process's use lock on a zone file (see the top comment) and,
- * for its @creator, the creator lock; the file is known as @path.
- * Returns 0, or -1 with errno (then z->lockfd is -1).
+ * for its @creator, the creator lock; the file is known as @path.  In a
+ * zone with a lock file (2.6) they are taken there, where no reader can
+ * take or hold them.  Returns 0, or -1 with errno (then z->lockfd is -1).
  */
 int tally__zone_take_locks(struct tally_zone *z, int creator, const char *path)
 {
 	int fd, err;
 
 	z->lockfd = -1;
-	fd = tally__reopen_fd(z->fd, path, O_RDONLY);
+	fd = tally__reopen_fd(tally__zone_lock_fd(z),
+			      z->lkfd >= 0 ? z->lkpath : path, O_RDONLY);
 	if (fd < 0)
 		return -1;
 	if (tally__lock_byte(fd, F_RDLCK, TALLY__USE_LOCK_BYTE, 0) < 0 ||
@@ -68,6 +72,68 @@ int tally__zone_take_locks(struct tally_zone *z, int creator, const char *path)
 	return 0;
 }
 
+/*
+ * A zone of format 2.6 that this process did not create (a shared zone
+ * it attached, or one it inherited across fork): a write lock on a byte
+ * of the zone file's presence range, which tells readers that a process
+ * uses it.  A reader holding read locks there may refuse it: then this
+ * process is not seen by readers, and nothing else changes, for no
+ * writer decides anything from these locks.
+ */
+void tally__zone_take_presence(struct tally_zone *z, const char *path)
+{
+	uint64_t r = 0;
+	int fd;
+
+	z->livefd = -1;
+	if (z->lkfd < 0)
+		return;
+	fd = tally__reopen_fd(z->fd, path, O_RDWR);
+	if (fd < 0)
+		return;
+	for (int i = 0; i < 4; i++) {
+		if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
+			r = z->id * 0x9e3779b97f4a7c15ull + (uint64_t)getpid() + (uint64_t)i;
+		if (tally__lock_byte(fd, F_WRLCK, TALLY__PRESENCE_BYTE +
+				     r % TALLY__PRESENCE_SPAN, 0) == 0) {
+			z->livefd = fd;
+			return;
+		}
+	}
+	close(fd);
+}
+
+void tally__zone_set_lkpath(struct tally_zone *z, const char *path,
+			    uint64_t ino)
+{
+	const char *slash = strrchr(path, '/');
+	int dlen = slash ? (int)(slash - path) + 1 : 0;
+	char name[64];
+
+	tally__lockfile_name(name, sizeof(name), ino);
+	snprintf(z->lkpath, sizeof(z->lkpath), "%.*s%s", dlen, path, name);
+}
+
+/* Close the lock file and the presence description of @z, if any. */
+void tally__zone_close_locks(struct tally_zone *z)
+{
+	if (z->livefd >= 0)
+		close(z->livefd);
+	if (z->lkfd >= 0)
+		close(z->lkfd);
+	z->livefd = z->lkfd = -1;
+}
+
+/* Remove @path while it still names the file open as @fd. */
+static void unlink_if_same(const char *path, int fd)
+{
+	struct stat a, b;
+
+	if (lstat(path, &a) == 0 && fstat(fd, &b) == 0 &&
+	    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		unlink(path);
+}
+
 void tally__zone_detach(struct tally_zone *z)
 {
 	if (z->lockfd >= 0) {
@@ -76,18 +142,22 @@ void tally__zone_detach(struct tally_zone *z)
 	} else if (z->path[0]) {
 		z->keep_file = 1;
 	}
+	if (z->livefd >= 0) {
+		close(z->livefd);
+		z->livefd = -1;
+	}
 	/* A shared zone stays for the retention (see the top).  The
 	 * directory is no longer open here (a process keeps no descriptor
 	 * of it): the name is removed only while it names this zone's file,
-	 * a name with 64 random bits nobody else picks. */
+	 * a name with 64 random bits nobody else picks; its lock file after
+	 * it, while the zone file's inode (and so the lock file's name)
+	 * cannot be another file's. */
 	if (z->path[0] && !z->keep_file &&
 	    !(z->flags & (TALLY_ZONE_PERSIST | TALLY_ZONE_SHARED)) &&
-	    !tally__env.keep && !tally__use_locked(z->fd)) {
-		struct stat a, b;
-
-		if (lstat(z->path, &a) == 0 && fstat(z->fd, &b) == 0 &&
-		    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-			unlink(z->path);
+	    !tally__env.keep && !tally__use_locked(tally__zone_lock_fd(z))) {
+		unlink_if_same(z->path, z->fd);
+		if (z->lkfd >= 0)
+			unlink_if_same(z->lkpath, z->lkfd);
 	}
 }
 
@@ -123,7 +193,7 @@ void tally__zone_postfork_child(void)
 		/* The inherited descriptor shares the parent's lock: take a
 		 * lock of our own first, then close our copy (in the other
 		 * order, a parent exiting in between would see no user). */
-		int inherited = z->lockfd;
+		int inherited = z->lockfd, inherited_live = z->livefd;
 
 		tally__fallback_zone_postfork(z);
 		/* The child takes back dead owners' chunks at its first
@@ -132,8 +202,12 @@ void tally__zone_postfork_child(void)
 		if (z->path[0] &&
 		    tally__zone_take_locks(z, !!(z->flags & TALLY_ZONE_SHARED), z->path) < 0)
 			z->keep_file = 1; /* cannot tell who uses it: keep it */
+		if (z->path[0])
+			tally__zone_take_presence(z, z->path);
 		if (inherited >= 0)
 			close(inherited);
+		if (inherited_live >= 0)
+			close(inherited_live);
 	}
 }
 
@@ -266,6 +340,7 @@ int tally_zone_destroy(struct tally_zone *z)
 	 * fallback locks go when the last thread does. */
 	tally__fallback_detach(z);
 	tally__zone_detach(z);
+	tally__zone_close_locks(z);
 	munmap(z->hdr, z->map_size);
 	close(z->fd);
 	free(z);

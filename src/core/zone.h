@@ -26,6 +26,13 @@ int tally__zone_room(const char *name, unsigned flags);
 int tally__zone_take_locks(struct tally_zone *z, int creator,
 			   const char *path);
 void tally__zone_detach(struct tally_zone *z);
+/* Format 2.6 (docs/FORMAT.md): this process's presence lock on the zone
+ * file, for a process that did not create it (best effort); the path of
+ * the lock file of the zone file @path of inode @ino; closing both. */
+void tally__zone_take_presence(struct tally_zone *z, const char *path);
+void tally__zone_set_lkpath(struct tally_zone *z, const char *path,
+			    uint64_t ino);
+void tally__zone_close_locks(struct tally_zone *z);
 
 /* Creation (zone-create.c), under the create lock. */
 struct tally_zone *tally__zone_create_locked(const char *name,

@@ -267,9 +267,14 @@ static void repair_series(struct tally_zone *z, uint32_t nfam)
  * the free list and the live count from the records.  The series part
  * only once an index exists (no series record is written before).
  */
-void tally__metrics_lock(struct tally_zone *z)
+int tally__metrics_lock(struct tally_zone *z)
 {
-	if (tally__robust_lock(&z->hdr->metrics_lock)) {
+	int rc = tally__robust_lock(&z->hdr->metrics_lock, "metrics",
+				    z->path[0] ? z->path : z->hdr->zone_name);
+
+	if (rc < 0)
+		return rc;
+	if (rc) {
 		uint32_t nfam = repair_metrics(z);
 
 		if (__atomic_load_n(&z->hdr->hash_cur, __ATOMIC_RELAXED))
@@ -277,4 +282,5 @@ void tally__metrics_lock(struct tally_zone *z)
 		atomic_fetch_add(&z->hdr->series_gen, 1);
 		pthread_mutex_consistent(&z->hdr->metrics_lock);
 	}
+	return 0;
 }

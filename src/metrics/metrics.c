@@ -199,7 +199,15 @@ int tally__metric_register_in(struct tally_zone *z,
 	if (!(b = tally_block_alloc(z, p.nslots, p.mode)))
 		alloc_rc = -errno;
 
-	tally__metrics_lock(z);
+	if ((rc = tally__metrics_lock(z)) < 0) {
+		if (b) {
+			char failed = tally__err_set;
+
+			tally_block_free(z, b);
+			tally__err_set = failed; /* the lock's message */
+		}
+		return tally__metric_failed(z, kind, m, rc);
+	}
 	if ((b && (rc = tally__index_grow(z)) < 0) ||
 	    (rc = find_and_ref(z, d->name, &p, m, &fam, &bucket, b != NULL,
 			       pin)) != 0 ||
@@ -241,7 +249,8 @@ int tally__metric_define(struct tally_zone *z,
 				   "pairs", d->name, p.labels_len,
 				   TALLY__LABELS_INLINE,
 				   TALLY__LABELS_INLINE_PAIRS);
-	tally__metrics_lock(z);
+	if ((rc = tally__metrics_lock(z)) < 0)
+		return rc;
 	rc = tally__metric_rec_get(z, d->name, &p, &fam, 1, 0, 1);
 	pthread_mutex_unlock(&z->hdr->metrics_lock);
 	if (rc == 0 && rec)
@@ -274,7 +283,8 @@ int tally_metric_redefine(struct tally_zone *z,
 					   "%u is NULL", i);
 	if (!z && !(z = tally_zone_default()))
 		return -errno;
-	tally__metrics_lock(z);
+	if ((rc = tally__metrics_lock(z)) < 0)
+		return rc;
 	tally__metric_rec_find(z, d->name, &found);
 	if (found) {
 		const struct tally__metric_rec *f = &metric_recs(z)[found - 1];
@@ -354,7 +364,8 @@ int tally_metric_remove(tally_metric *m)
 	if (m->series >= h->series_cap)
 		return tally__fail(EINVAL, "not a series of this zone");
 	s = &series(z)[m->series];
-	tally__metrics_lock(z);
+	if (tally__metrics_lock(z) < 0)
+		return -errno;
 	/* A copy of a series removed before the records were given back
 	 * points past the records in use: refused without a look (its page
 	 * may be a hole). */

@@ -145,7 +145,9 @@ int tally__metric_rec_get(struct tally_zone *z, const char *name,
 
 /* The index, and the metrics lock that repairs it (index.c). */
 int tally__index_grow(struct tally_zone *z);
-void tally__metrics_lock(struct tally_zone *z);
+/* 0, or -errno with a message (ETIMEDOUT: held too long by another
+ * process, see tally__robust_lock). */
+int tally__metrics_lock(struct tally_zone *z);
 
 /* Series records (records.c). */
 int tally__series_find(struct tally_zone *z, uint32_t fam,

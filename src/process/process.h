@@ -83,6 +83,44 @@ int tally__valid_zone_name(const char *name);
  * the use lock, the creator lock and the lock of an owner token. */
 int tally__lock_byte(int fd, short type, uint64_t byte, int wait);
 int tally__byte_locked(int fd, uint64_t byte);
+/* Does a process hold a *write* lock on a byte of [@start, @start + @len)
+ * (@len 0: to the end of any file) through another description than
+ * @fd's?  Readers open files read-only and can only take read locks, so a
+ * reader cannot make this true (docs/FORMAT.md, "Readers have no power
+ * over writers").  1 when it cannot tell. */
+int tally__write_held(int fd, uint64_t start, uint64_t len);
+/* Does a process hold any lock on any byte of the file, through another
+ * description than @fd's?  1 when it cannot tell. */
+int tally__any_lock_held(int fd);
+/* The wait for a lock that another process holds (the attach lock, the
+ * header's mutexes) has this bound, in seconds; past it the call fails
+ * with ETIMEDOUT (docs/FORMAT.md). */
+#define TALLY__WAIT_BOUND_S 5
+/* tally__lock_byte with a bounded wait: 0, or -1 with errno (ETIMEDOUT
+ * once TALLY__WAIT_BOUND_S passed). */
+int tally__lock_byte_bounded(int fd, short type, uint64_t byte);
+/*
+ * The writers' lock file of a zone file (format 2.6): ".tally-lock.<ino>"
+ * in its directory, where <ino> is the zone file's inode number; mode
+ * 0600, never given to a group, so that only the writers' own user opens
+ * it.  Every lock that a writer decides anything from is taken there
+ * (docs/FORMAT.md, "Readers have no power over writers").
+ * tally__lockfile_name: its name, for the zone file of inode @ino.
+ * tally__lockfile_open: open (or create, with @create; with O_EXCL, after
+ * removing a stale one, when @create is 2) it in the directory open as
+ * @dfd, read-write, checked to be a regular file of this user that no
+ * one else may open.  The descriptor, or -1 with errno.
+ */
+#define TALLY__LOCKFILE_PREFIX ".tally-lock."
+void tally__lockfile_name(char *out, size_t n, uint64_t ino);
+int tally__lockfile_open(int dfd, uint64_t ino, int create);
+/* The presence locks of a zone file of format 2.6: the creator's write
+ * lock on byte TALLY__CREATOR_LOCK_BYTE, and the write lock each other
+ * user takes on a byte of [TALLY__PRESENCE_BYTE, + TALLY__PRESENCE_SPAN)
+ * when nobody holds a read lock there (readers judge liveness by them;
+ * writers never do). */
+#define TALLY__PRESENCE_BYTE (1ull << 40)
+#define TALLY__PRESENCE_SPAN (1ull << 32)
 int tally__use_locked(int fd);
 int tally__creator_locked(int fd);
 
@@ -150,15 +188,17 @@ _Static_assert(__builtin_offsetof(struct tally__thread, fb_token) ==
 _Static_assert(TALLY__OWNER_OFF == TALLY__RESV_OFF,
 	       "a fallback copy's owner line ends its page");
 
-/* Byte TALLY__FB_LOCK_BYTE + f of a zone file: the write lock of the
- * process that owns fallback copy f (docs/FORMAT.md).  The process lets
+/* Byte TALLY__FB_LOCK_BYTE + f of a zone's writers' lock file (of the
+ * zone file before format 2.6): the write lock of the process that owns
+ * fallback copy f (docs/FORMAT.md).  The process lets
  * go of its copies of a zone in tally_zone_destroy() (fallback_detach),
  * and a forked child forgets its parent's (fallback_zone_postfork). */
 #define TALLY__FB_LOCK_BYTE (1ull << 20)
 /* A description of its own (opened with @flags) on the zone file open as
  * @old, known as @path ("" for an anonymous zone): lock.c. */
 int tally__reopen_fd(int old, const char *path, int flags);
-/* Byte TALLY__OWNER_LOCK_BYTE + t of a zone file: a write lock held,
+/* Byte TALLY__OWNER_LOCK_BYTE + t of a zone's writers' lock file (of the
+ * zone file before format 2.6): a write lock held,
  * through its own description, by the process whose thread has owner
  * token t in that zone (alloc.c, docs/FORMAT.md).  A chunk whose owner's
  * byte is locked is never taken back, whatever its pid says: its process
@@ -189,9 +229,12 @@ static inline unsigned tally__class_of(unsigned nslots)
 }
 
 /* The header's process-shared robust mutexes (lock.c): _lock returns 1
- * when the last owner died holding it (repair, then make it consistent). */
+ * when the last owner died holding it (repair, then make it consistent),
+ * 0 when taken, or -errno with a message naming the lock (@which) and
+ * @zone (-ETIMEDOUT once TALLY__WAIT_BOUND_S passed). */
 int tally__robust_init(pthread_mutex_t *m);
-int tally__robust_lock(pthread_mutex_t *m);
+int tally__robust_lock(pthread_mutex_t *m, const char *which,
+		       const char *zone);
 
 /* Process start time in clock ticks since boot, 0 if unknown. */
 uint64_t tally__proc_start(int pid);

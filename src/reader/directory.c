@@ -14,6 +14,10 @@
  * or 0640).  A dead segment is removed once its stamp is older than the
  * retention, so a crashed writer's values stay readable at least that
  * long after the crash.
+ *
+ * A walk reads each file once (by device and inode), whatever its names:
+ * a writer may hard-link its segment under many names, and a reader's
+ * cost must follow what was written, not the names.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -56,7 +60,7 @@ static int orphaned_tmp(int dfd, const char *name, struct stat *checked)
 		return 0;
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
 	    st.st_uid == geteuid() && time(NULL) - st.st_mtime > TMP_ORPHAN_AGE &&
-	    !tally__byte_locked(fd, TALLY__CREATION_LOCK_BYTE)) {
+	    !tally__write_held(fd, TALLY__CREATION_LOCK_BYTE, 1)) {
 		orphan = 1;
 		*checked = st;
 	}
@@ -65,17 +69,69 @@ static int orphaned_tmp(int dfd, const char *name, struct stat *checked)
 }
 
 /*
- * A shared zone is attached by name (core/zone-attach.c): hold its attach
- * lock (a read lock, through the segment's descriptor until it is closed)
- * while deciding whether to remove it, so that no process is between
- * finding the file and holding its use lock.  0 when a process is attaching
- * it right now: leave it be.
+ * A writers' lock file (format 2.6, process/lock.c) that nobody holds a
+ * lock on, a few seconds old (its creator takes its locks at once): the
+ * zone file it served is gone or dead, and a writer that needs it again
+ * makes it anew.
  */
-static int attach_locked(struct tally_seg *s)
+static int orphaned_lock_file(int dfd, const char *name, struct stat *checked)
+{
+	struct stat st;
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
+				   O_NONBLOCK),
+	    orphan = 0;
+
+	if (fd < 0)
+		return 0;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    st.st_uid == geteuid() && time(NULL) - st.st_mtime > TMP_ORPHAN_AGE &&
+	    !tally__any_lock_held(fd)) {
+		orphan = 1;
+		*checked = st;
+	}
+	close(fd);
+	return orphan;
+}
+
+/*
+ * Where clean-up reads the writers' locks of segment @s: its lock file
+ * (format 2.6; made when missing, as writers do, so that an attaching
+ * writer and this clean-up meet on the same attach lock), else the
+ * segment itself.  Sets *@lkfd (-1: the segment).  0 when the lock file
+ * cannot be opened: then nothing is decided about @s.
+ */
+static int writers_locks(int dfd, struct tally_seg *s, const struct stat *st,
+			 int *lkfd)
+{
+	*lkfd = -1;
+	if (s->hdr.minor < TALLY__FMT_MINOR_LOCK_FILE)
+		return 1;
+	*lkfd = tally__lockfile_open(dfd, (uint64_t)st->st_ino, 1);
+	return *lkfd >= 0;
+}
+
+/*
+ * A shared zone is attached by name (core/zone-attach.c): hold its attach
+ * lock (a read lock, through the descriptor @fd of its lock file, or of
+ * the segment, until it is closed) while deciding whether to remove it,
+ * so that no process is between finding the file and holding its use
+ * lock.  0 when a process is attaching it right now: leave it be.
+ */
+static int attach_locked(struct tally_seg *s, int fd)
 {
 	if (!(s->hdr.flags & TALLY__HDR_SHARED))
 		return 1;
-	return tally__lock_byte(s->fd, F_RDLCK, TALLY__ATTACH_LOCK_BYTE, 0) == 0;
+	return tally__lock_byte(fd, F_RDLCK, TALLY__ATTACH_LOCK_BYTE, 0) == 0;
+}
+
+/* Does a process use segment @s?  From 2.6 on, the use and creator locks
+ * lie in its lock file @lkfd, where no reader can hold them. */
+static int seg_used(struct tally_seg *s, int lkfd)
+{
+	if (lkfd < 0)
+		return tally__seg_used(s);
+	return tally__use_locked(lkfd) || tally__creator_locked(lkfd) ||
+	       tally__seg_used(s);
 }
 
 static int has_suffix(const char *s, size_t n, const char *suffix)
@@ -204,19 +260,61 @@ static int expired(struct tally_seg *s, const struct stat *st,
 }
 
 /*
- * Clean-up of one entry @name of the directory open as @dfd (@path
+ * The name under which clean-up reports what it removed from the
+ * directory open as @h, configured as @dir: @dir while it still leads to
+ * that directory, else (a directory above it was renamed or swapped
+ * meanwhile; the walk stayed where it was) the directory's real path
+ * now, as the kernel names its descriptor.  In @buf (PATH_MAX bytes).
+ */
+static const char *cleaned_dir(const char *dir, const struct dir_handle *h,
+			       char *buf)
+{
+	char proc[64];
+	struct stat st;
+	ssize_t n;
+
+	if (stat(dir, &st) == 0 && st.st_dev == h->st.st_dev &&
+	    st.st_ino == h->st.st_ino)
+		return dir;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", h->fd);
+	n = readlink(proc, buf, PATH_MAX - 1);
+	if (n <= 0 || buf[0] != '/') {
+		snprintf(buf, PATH_MAX, "%.*s (no longer at that path)",
+			 PATH_MAX - 32, dir);
+		return buf;
+	}
+	buf[n] = 0;
+	return buf;
+}
+
+/*
+ * Clean-up of one entry @name of the directory @dir open as @h (@path
  * names it in messages): 1 when it was removed.  The decision is made on
  * an open descriptor; the name is unlinked only if it still names that
- * file, in that directory.
+ * file, in that directory, and reported under the directory's real name
+ * (cleaned_dir).
  */
-static int clean_entry(int dfd, const struct stat *dst, const char *path,
-		       const char *name, const struct cleanup *c)
+static int clean_entry(const char *dir, const struct dir_handle *h,
+		       const char *path, const char *name,
+		       const struct cleanup *c)
 {
+	int dfd = h->fd;
+	const struct stat *dst = &h->st;
 	struct tally_seg *s = NULL;
 	struct stat checked, now;
-	char why[160] = "";
-	int removed = 0;
+	char why[160] = "", lkname[64] = "";
+	int removed = 0, lkfd = -1;
 
+	if (strncmp(name, TALLY__LOCKFILE_PREFIX,
+		    strlen(TALLY__LOCKFILE_PREFIX)) == 0) {
+		/* Not reported: a lock file holds no values. */
+		if (orphaned_lock_file(dfd, name, &checked) &&
+		    fstatat(dfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    now.st_dev == checked.st_dev &&
+		    now.st_ino == checked.st_ino)
+			unlinkat(dfd, name, 0);
+		return 0;
+	}
 	if (has_suffix(name, strlen(name), ".tally.tmp")) {
 		if (orphaned_tmp(dfd, name, &checked))
 			snprintf(why, sizeof(why), "a temporary file whose "
@@ -224,19 +322,44 @@ static int clean_entry(int dfd, const struct stat *dst, const char *path,
 	} else if (has_suffix(name, strlen(name), ".tally")) {
 		s = tally__seg_openat(dfd, dst, name, path, NULL);
 		if (s && !(s->hdr.flags & TALLY__HDR_PERSIST) &&
-		    attach_locked(s) && !tally__seg_used(s) &&
 		    fstat(s->fd, &checked) == 0 &&
+		    writers_locks(dfd, s, &checked, &lkfd) &&
+		    attach_locked(s, lkfd >= 0 ? lkfd : s->fd) &&
+		    !seg_used(s, lkfd) &&
 		    !expired(s, &checked, c, why, sizeof(why)))
 			why[0] = 0;
 	}
-	/* Unlinked before the segment is closed, so under its attach lock. */
+	/* Unlinked before the segment and its lock file are closed, so
+	 * under its attach lock, and while its inode number (which names
+	 * the lock file) is not another file's. */
 	if (why[0] && fstatat(dfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    now.st_dev == checked.st_dev && now.st_ino == checked.st_ino &&
 	    unlinkat(dfd, name, 0) == 0)
 		removed = 1;
+	if (removed && lkfd >= 0) {
+		struct stat a, b;
+
+		tally__lockfile_name(lkname, sizeof(lkname),
+				     (uint64_t)checked.st_ino);
+		if (fstatat(dfd, lkname, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    fstat(lkfd, &b) == 0 && a.st_dev == b.st_dev &&
+		    a.st_ino == b.st_ino)
+			unlinkat(dfd, lkname, 0);
+	}
+	if (lkfd >= 0)
+		close(lkfd);
 	tally_seg_close(s);
-	if (removed && c->fn)
+	if (removed && c->fn) {
+		char real[PATH_MAX], at[PATH_MAX];
+		const char *d = cleaned_dir(dir, h, real);
+
+		/* Named where it really was, should a directory above have
+		 * moved since the walk checked its own. */
+		if (d != dir && snprintf(at, sizeof(at), "%s/%s", d, name) <
+					(int)sizeof(at))
+			path = at;
 		c->fn(path, why, c->arg);
+	}
 	return removed;
 }
 
@@ -266,6 +389,49 @@ static int name_has_pid(const char *name, int pid)
 		return 0;
 	k -= 6; /* ".<pid>" */
 	return n > k && memcmp(name + n - k, want, k) == 0;
+}
+
+/*
+ * The files a pass has read, by device and inode: a file hard-linked
+ * under many names in a directory (its writer can do that) is read once,
+ * so a pass costs what was written, not what the names multiply.  An
+ * open-addressing hash set; a pass that cannot grow it reads on, as it
+ * did before it existed.
+ */
+struct seen {
+	struct { dev_t dev; ino_t ino; } *slot;
+	size_t n, cap;
+};
+
+/* 1 when (@dev, @ino) was in @v already; adds it otherwise. */
+static int seen_before(struct seen *v, dev_t dev, ino_t ino)
+{
+	size_t h;
+
+	if (2 * (v->n + 1) > v->cap) {
+		struct seen w = { NULL, 0, v->cap ? 2 * v->cap : 64 };
+
+		w.slot = calloc(w.cap, sizeof(*w.slot));
+		if (!w.slot)
+			return 0;
+		for (size_t i = 0; i < v->cap; i++)
+			if (v->slot[i].ino || v->slot[i].dev)
+				seen_before(&w, v->slot[i].dev,
+					    v->slot[i].ino);
+		free(v->slot);
+		*v = w;
+	}
+	h = (size_t)((ino * 0x9e3779b97f4a7c15ull) ^ dev) & (v->cap - 1);
+	for (;; h = (h + 1) & (v->cap - 1)) {
+		if (!v->slot[h].ino && !v->slot[h].dev) {
+			v->slot[h].dev = dev;
+			v->slot[h].ino = ino;
+			v->n++;
+			return 0;
+		}
+		if (v->slot[h].dev == dev && v->slot[h].ino == ino)
+			return 1;
+	}
 }
 
 /*
@@ -304,6 +470,7 @@ int tally__dir_supersede(int dfd, const char *dir, int pid, const char *zone)
 	struct cleanup now = { NULL, NULL, 0, 0 };
 	struct supersede u = { pid, zone, "", 0 };
 	char path[PATH_MAX];
+	struct dir_handle h;
 	struct dirent *e;
 	struct stat st;
 	int removed = 0, rfd;
@@ -315,6 +482,9 @@ int tally__dir_supersede(int dfd, const char *dir, int pid, const char *zone)
 			close(rfd);
 		return -errno;
 	}
+	h.d = d;
+	h.fd = rfd;
+	h.st = st;
 	while ((e = readdir(d))) {
 		struct tally_seg *s;
 		uint64_t ns;
@@ -330,12 +500,12 @@ int tally__dir_supersede(int dfd, const char *dir, int pid, const char *zone)
 		if (!is)
 			continue;
 		if (u.newest[0] && ns < u.newest_ns) {
-			removed += clean_entry(rfd, &st, path, e->d_name, &now);
+			removed += clean_entry(dir, &h, path, e->d_name, &now);
 			continue;
 		}
 		if (u.newest[0]) {
 			snprintf(path, sizeof(path), "%s/%s", dir, u.newest);
-			removed += clean_entry(rfd, &st, path, u.newest, &now);
+			removed += clean_entry(dir, &h, path, u.newest, &now);
 		}
 		snprintf(u.newest, sizeof(u.newest), "%s", e->d_name);
 		u.newest_ns = ns;
@@ -346,7 +516,8 @@ int tally__dir_supersede(int dfd, const char *dir, int pid, const char *zone)
 
 static int walk_one(const char *dir, int pid,
 		    const struct tally_open_opts *opts, tally_seg_fn fn,
-		    void *arg, const struct cleanup *cleanup, int *stop)
+		    void *arg, const struct cleanup *cleanup, int *stop,
+		    struct seen *seen)
 {
 	char path[PATH_MAX];
 	struct dir_handle h;
@@ -362,7 +533,7 @@ static int walk_one(const char *dir, int pid,
 		    (int)sizeof(path))
 			continue;
 		if (cleanup) {
-			count += clean_entry(h.fd, &h.st, path, e->d_name,
+			count += clean_entry(dir, &h, path, e->d_name,
 					     cleanup);
 			continue;
 		}
@@ -370,6 +541,15 @@ static int walk_one(const char *dir, int pid,
 			      !has_suffix(e->d_name, strlen(e->d_name), ".tally"))
 			continue;
 		s = tally__seg_openat(h.fd, &h.st, e->d_name, path, opts);
+		if (s) {
+			struct stat st;
+
+			if (fstat(s->fd, &st) == 0 &&
+			    seen_before(seen, st.st_dev, st.st_ino)) {
+				tally_seg_close(s);
+				continue;
+			}
+		}
 		rc = fn(path, s, s ? NULL : tally_errmsg(), arg);
 		if (s)
 			count++;
@@ -390,12 +570,13 @@ static int walk_one(const char *dir, int pid,
  */
 static int walk_places(const char *dir, int pid,
 		       const struct tally_open_opts *opts, tally_seg_fn fn,
-		       void *arg, const struct cleanup *cleanup)
+		       void *arg, const struct cleanup *cleanup,
+		       struct seen *seen)
 {
 	int rc, rc2, stop = 0;
 
 	if (dir) {
-		rc = walk_one(dir, pid, opts, fn, arg, cleanup, &stop);
+		rc = walk_one(dir, pid, opts, fn, arg, cleanup, &stop, seen);
 		return stop ? stop : rc;
 	}
 	tally__init();
@@ -403,10 +584,12 @@ static int walk_places(const char *dir, int pid,
 	 * not that "" does not exist. */
 	if (!tally__env.dir[0])
 		return tally__fail(EINVAL, "%s", tally__env.error);
-	rc = walk_one(tally__env.dir, pid, opts, fn, arg, cleanup, &stop);
+	rc = walk_one(tally__env.dir, pid, opts, fn, arg, cleanup, &stop,
+		      seen);
 	if (stop || !tally__env.dir_alt[0] || (rc < 0 && rc != -ENOENT))
 		return stop ? stop : rc;
-	rc2 = walk_one(tally__env.dir_alt, pid, opts, fn, arg, cleanup, &stop);
+	rc2 = walk_one(tally__env.dir_alt, pid, opts, fn, arg, cleanup, &stop,
+		       seen);
 	if (stop)
 		return stop;
 	/* Writers never write to a default place they cannot use (taken by
@@ -423,7 +606,10 @@ static int walk_places(const char *dir, int pid,
 static int dir_walk(const char *dir, int pid, const struct tally_open_opts *opts,
 		    tally_seg_fn fn, void *arg, const struct cleanup *cleanup)
 {
-	int rc = walk_places(dir, pid, opts, fn, arg, cleanup);
+	struct seen seen = { NULL, 0, 0 };
+	int rc = walk_places(dir, pid, opts, fn, arg, cleanup, &seen);
+
+	free(seen.slot);
 
 	/* The files that failed were @fn's to report: a walk that went
 	 * through leaves no message (tally__ok()). */

@@ -444,23 +444,43 @@ static void read_pool_live(struct tally_seg *s, struct tally_seg_info *info)
 }
 
 /*
- * A segment is alive while its creator holds the creator lock.  The lock
+ * A segment is alive while its creator runs.  Files of format 2.0 predate
+ * the locks: for them only the pid and its start time can tell, as they
+ * always did.  From 2.1 on the creator holds the creator lock, which
  * belongs to the file, so a writer in another PID namespace (whose pid
- * means another process here, or none) is judged right.  Files of format
- * 2.0 predate the lock: for them only the pid and its start time can
- * tell, as they always did.
+ * means another process here, or none) is judged right.  Up to 2.5 it is
+ * a read lock, which any reader could hold too; from 2.6 on it is a
+ * write lock, which a reader cannot take (it opens the file read-only),
+ * and in a shared zone any write lock on the file (the presence of any
+ * user) makes it alive (docs/FORMAT.md).
  */
 int tally__seg_alive(const struct tally_seg *s)
 {
 	if (s->hdr.minor < TALLY__FMT_MINOR_CREATOR_LOCK)
 		return tally__proc_alive(s->hdr.creator_pid,
 					 s->hdr.creator_start);
+	if (s->hdr.minor >= TALLY__FMT_MINOR_LOCK_FILE)
+		return (s->hdr.flags & TALLY__HDR_SHARED) ?
+			       tally__write_held(s->fd, 0, 0) :
+			       tally__write_held(s->fd,
+						 TALLY__CREATOR_LOCK_BYTE, 1);
 	return tally__creator_locked(s->fd);
+}
+
+/* Does any process use the segment (its creator, a child of it, another
+ * process attached to its shared zone)?  From 2.6 on, any write lock on
+ * the file says so; the use locks lie in the writers' lock file, which
+ * clean-up reads (directory.c). */
+static int seg_in_use(const struct tally_seg *s)
+{
+	if (s->hdr.minor >= TALLY__FMT_MINOR_LOCK_FILE)
+		return tally__write_held(s->fd, 0, 0);
+	return tally__use_locked(s->fd);
 }
 
 int tally__seg_used(const struct tally_seg *s)
 {
-	return tally__use_locked(s->fd) || tally__seg_alive(s);
+	return seg_in_use(s) || tally__seg_alive(s);
 }
 
 int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info)
@@ -488,7 +508,7 @@ int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info)
 	info->nslabs = s->hdr.nslabs;
 	info->nnodes = s->hdr.nnodes;
 	info->alive = tally__seg_alive(s);
-	info->in_use = tally__use_locked(s->fd);
+	info->in_use = seg_in_use(s);
 	info->shared = !!(s->hdr.flags & TALLY__HDR_SHARED);
 	info->file_bytes = (uint64_t)st.st_size;
 	info->resident_bytes = (uint64_t)st.st_blocks * 512u;

@@ -77,6 +77,11 @@ struct tally_seg {
 	size_t ltext_cap, ltext_used;
 	const char *long_names[TALLY__LABEL_PAIRS_MAX];
 	const char *long_values[TALLY__LABEL_PAIRS_MAX];
+	/* Corrupt records skipped (walk.c): metric records among those
+	 * read (they stay skipped while mrecs holds them), and series
+	 * records of the last pass; the message of the first of each. */
+	uint32_t bad_metrics, bad_series;
+	char bad_metric_msg[256], bad_series_msg[256];
 };
 
 /* Open segment @name of the directory open as @dfd (whose fstat is

@@ -83,6 +83,8 @@ static int load_families(struct tally_seg *s, uint32_t want)
 
 	if (want <= s->nmrecs)
 		return 0;
+	if (s->nmrecs == 0)
+		s->bad_metrics = 0;
 	f = realloc(s->mrecs, want * sizeof(*f));
 	if (!f)
 		return tally__seg_no_memory(s);
@@ -117,10 +119,14 @@ static int load_families(struct tally_seg *s, uint32_t want)
 			sched_yield();
 		}
 		if (check_family(s, i, &f[i]) < 0) {
-			if (!settled)
-				return -errno;
-			/* Unreadable while it is rewritten: its series
-			 * wait (state 0 in this copy), the rest is read. */
+			/* Corrupt (from any participant of a shared zone,
+			 * or a crash), or unreadable while it is rewritten:
+			 * it and its series are skipped (state 0 in this
+			 * copy), the rest is read. */
+			if (!settled && s->bad_metrics++ == 0)
+				snprintf(s->bad_metric_msg,
+					 sizeof(s->bad_metric_msg), "%s",
+					 tally_errmsg());
 			f[i].state = 0;
 			tally__ok();
 		}
@@ -565,6 +571,7 @@ static int compute_batch(struct tally_seg *s, uint32_t first, uint32_t n,
 {
 	int rc;
 
+	badmsg[0] = 0;
 	for (unsigned i = 0; i < CACHE; i++)
 		s->cache[i].chunk = UINT64_MAX;
 	s->percpu_used = s->bucket_used = s->ltext_used = 0;
@@ -578,10 +585,14 @@ static int compute_batch(struct tally_seg *s, uint32_t first, uint32_t n,
 		    (r->state != TALLY__SERIES_LIVE &&
 		     r->state != TALLY__SERIES_LONG))
 			continue;
-		if (r->metric >= s->hdr.metric_cap)
-			return tally__seg_corrupt(s, "series %u: family %u does "
-						  "not exist", first + i,
-						  r->metric);
+		if (r->metric >= s->hdr.metric_cap) {
+			s->res[i].bad = 1;
+			if (!badmsg[0])
+				snprintf(badmsg, badlen, "%.200s: series %u: "
+					 "metric record %u does not exist",
+					 s->path, first + i, r->metric);
+			continue;
+		}
 		/* A family newer than our copy: read it now. */
 		if (r->metric >= s->nmrecs &&
 		    (rc = load_families(s, r->metric + 1)) < 0)
@@ -594,7 +605,9 @@ static int compute_batch(struct tally_seg *s, uint32_t first, uint32_t n,
 		rc = compute(s, first + i, i, r, flags, &s->res[i]);
 		if (rc == -EINVAL) {
 			s->res[i].bad = 1;
-			snprintf(badmsg, badlen, "%s", tally_errmsg());
+			if (!badmsg[0])
+				snprintf(badmsg, badlen, "%s", tally_errmsg());
+			tally__ok();
 		} else if (rc < 0) {
 			return rc;
 		}
@@ -617,8 +630,24 @@ static int emit_batch(struct tally_seg *s, uint32_t first, uint32_t n,
 		s->rec2[i].refs = s->rec1[i].refs;
 		same = !memcmp(&s->rec1[i], &s->rec2[i], sizeof(s->rec1[i]));
 
-		if (s->res[i].bad && same)
-			return tally__fail(EINVAL, "%s", badmsg);
+		/* Corrupt (its two copies agree): it alone is skipped,
+		 * counted, and the first one named. */
+		if (s->res[i].bad && same && s->bad_series++ == 0) {
+			char mine[32];
+
+			/* The batch's message is the first bad record's,
+			 * which may have been torn, not this one. */
+			snprintf(mine, sizeof(mine), "series %u:", first + i);
+			if (strstr(badmsg, mine))
+				snprintf(s->bad_series_msg,
+					 sizeof(s->bad_series_msg), "%s",
+					 badmsg);
+			else
+				snprintf(s->bad_series_msg,
+					 sizeof(s->bad_series_msg),
+					 "%.200s: series %u: failed its checks",
+					 s->path, first + i);
+		}
 		if (!s->res[i].ok || !same)
 			continue;
 		rc = emit(s, first + i, i, &s->rec1[i], &s->res[i], flags, fn,
@@ -694,6 +723,7 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 		s->metric_changes = s->live_metric_changes;
 		s->nmrecs = 0;
 	}
+	s->bad_series = 0;
 	if ((rc = load_families(s, nfam)) < 0)
 		return rc;
 	for (; !stop && (n = next_run(s, &first, hwm)) > 0; first += n) {
@@ -712,4 +742,14 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 		count += rc;
 	}
 	return stop ? stop : count;
+}
+
+int tally_seg_skipped(const struct tally_seg *s, const char **msg)
+{
+	if (!s)
+		return tally__fail(EINVAL, "tally_seg_skipped: NULL segment");
+	if (msg)
+		*msg = s->bad_metrics ? s->bad_metric_msg :
+		       s->bad_series ? s->bad_series_msg : "";
+	return (int)(s->bad_metrics + s->bad_series);
 }

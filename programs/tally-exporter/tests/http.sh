@@ -122,6 +122,24 @@ grep -q '^fixture_big_total{.*} 9007199254740993$' "$t" || fail "good segment lo
 rm -f "$dir/junk.1.tally" "$dir/link.2.tally"
 ok "corrupt segment and symlink skipped and counted"
 
+# One corrupt series record (its labels' length past the record) hides
+# only itself: the segment is read, the record counted.
+src=$(ls "$dir"/*.tally | head -1)
+cp --sparse=always "$src" "$dir/onebad.3.0000000000000001.tally"
+python3 - "$dir/onebad.3.0000000000000001.tally" <<'PY'
+import struct, sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(96)
+    series_off = struct.unpack("<Q", f.read(8))[0]
+    f.seek(series_off + 6)
+    f.write(struct.pack("<H", 200))
+PY
+scrape "$base/metrics" >"$t"
+grep -qx 'tally_exporter_scrape_records_skipped 1' "$t" || fail "bad record not counted: $(grep records_skipped "$t")"
+grep -qx 'tally_exporter_scrape_segments_skipped{reason="corrupt"} 0' "$t" || fail "segment skipped whole for one record"
+rm -f "$dir/onebad.3.0000000000000001.tally"
+ok "a corrupt record hides only itself, counted"
+
 # Start-up errors: one line each, exit status 1 (2 for bad options).
 err() { # expected-status pattern args...
 	local want=$1 pat=$2 rc=0 out

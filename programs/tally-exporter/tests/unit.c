@@ -794,6 +794,59 @@ static const unsigned char *addr_of(char c)
 #define CQ (const unsigned char (*)[AUTHQ_ADDR])
 
 /*
+ * Clean logins (a configured user with no recent failure, marked 'c' in
+ * @clean): the first clean one is checked next, whatever the turns of
+ * addresses; a clean one is never dropped; a clean newcomer makes room by
+ * dropping an unclean login even from an address with fewer logins than
+ * its own (so a flood from many addresses cannot keep it out), and finds
+ * no room only when every queued login is clean.
+ */
+static void login_queue_clean(unsigned char (*a)[AUTHQ_ADDR])
+{
+	static const struct { const char *q, *clean; char last; unsigned want;
+	} next[] = {
+		{ "AB", ".c", 0, 1 }, { "ABC", ".cc", 0, 1 },
+		{ "AAB", "c..", 'A', 0 }, { "AB", "..", 0, 0 },
+	};
+	static const struct { const char *q, *clean; unsigned same;
+			      int newcomer, want; } drop[] = {
+		{ "AAB", "c..", 1, 0, 1 }, { "AAB", "cc.", 1, 0, -1 },
+		{ "AB", "..", 3, 1, 1 }, { "AB", "c.", 3, 1, 1 },
+		{ "AB", "cc", 0, 1, -1 }, { "ABB", "...", 2, 0, -1 },
+		{ "ABB", "...", 2, 1, 2 },
+	};
+	unsigned char c[8];
+
+	for (unsigned i = 0; i < sizeof(next) / sizeof(next[0]); i++) {
+		unsigned n = mkq(next[i].q, a), got;
+
+		for (unsigned k = 0; k < n; k++)
+			c[k] = next[i].clean[k] == 'c';
+		got = authq_next(CQ a, c, n, next[i].last ?
+				 addr_of(next[i].last) : NULL);
+		if (got != next[i].want)
+			harness_fail(__FILE__, __LINE__, "next of %s (clean "
+				     "%s): %u, want %u", next[i].q,
+				     next[i].clean, got, next[i].want);
+	}
+	for (unsigned i = 0; i < sizeof(drop) / sizeof(drop[0]); i++) {
+		unsigned n = mkq(drop[i].q, a);
+		int got;
+
+		for (unsigned k = 0; k < n; k++)
+			c[k] = drop[i].clean[k] == 'c';
+		got = authq_drop(CQ a, c, n, NULL, drop[i].same,
+				 drop[i].newcomer);
+		if (got != drop[i].want)
+			harness_fail(__FILE__, __LINE__, "drop in %s (clean %s, "
+				     "newcomer %s) for one with %u: %d, want "
+				     "%d", drop[i].q, drop[i].clean,
+				     drop[i].newcomer ? "clean" : "not clean",
+				     drop[i].same, got, drop[i].want);
+	}
+}
+
+/*
  * The login queue's order among addresses, each rule and each tie: the
  * next login is the first from the address with the fewest logins queued
  * (among equals, the first queued), the address checked last after every
@@ -825,8 +878,8 @@ TEST(login_queue_order)
 	for (unsigned i = 0; i < sizeof(next) / sizeof(next[0]); i++) {
 		unsigned n = mkq(next[i].q, a), got;
 
-		got = authq_next(CQ a, n, next[i].last ? addr_of(next[i].last) :
-				 NULL);
+		got = authq_next(CQ a, NULL, n, next[i].last ?
+				 addr_of(next[i].last) : NULL);
 		if (got != next[i].want)
 			harness_fail(__FILE__, __LINE__, "next of %s (last %c): "
 				     "%u, want %u", next[i].q,
@@ -835,9 +888,9 @@ TEST(login_queue_order)
 	}
 	for (unsigned i = 0; i < sizeof(drop) / sizeof(drop[0]); i++) {
 		unsigned n = mkq(drop[i].q, a);
-		int got = authq_drop(CQ a, n, drop[i].running ?
+		int got = authq_drop(CQ a, NULL, n, drop[i].running ?
 				     addr_of(drop[i].running) : NULL,
-				     drop[i].same);
+				     drop[i].same, 0);
 
 		if (got != drop[i].want)
 			harness_fail(__FILE__, __LINE__, "drop in %s (running "
@@ -848,6 +901,7 @@ TEST(login_queue_order)
 	}
 	/* Counts: queued and being checked, by the whole address. */
 	CHECK_EQ(authq_count(CQ a, mkq("ABA", a), addr_of('A'), addr_of('A')), 3);
+	login_queue_clean(a);
 	CHECK_EQ(authq_count(CQ a, mkq("ABA", a), NULL, addr_of('B')), 1);
 	CHECK_EQ(authq_count(CQ a, mkq("ABA", a), addr_of('A'), addr_of('C')), 0);
 }

@@ -1,0 +1,141 @@
+"""Clients of exporter-flood (flood.sh).  argv: COMMAND PORT ...
+
+addresses PORT SECONDS USERS...
+    100 clients, one from each of 127.0.1.1 to 127.0.1.100, send wrong
+    passwords without pause (for user alice, which is configured, and
+    for users that are not) while a client from 127.0.0.2 makes the
+    first login of each of USERS (configured, password 'right pass')
+    once, one after the other.  Prints the status of each login; exit 0
+slow PORT SECONDS NADDR NCONN
+    NCONN clients from each of NADDR addresses (127.0.2.1 ...) open a
+    connection and send a request one byte a second, reconnecting when
+    cut or refused, while a client from 127.0.0.2 scrapes every 0.5 s
+    (without keep-alive), giving up after SCRAPE_TIMEOUT_S as Prometheus
+    does.  Prints the scrapes' statuses; exit 0 when every one got 200.
+    (A bound, not a measurement: a scrape that finds no place waits for
+    the exporter to cut a slow connection, its request timeout of 10 s.)
+"""
+import base64, socket, sys, threading, time
+
+cmd, port = sys.argv[1], int(sys.argv[2])
+SCRAPE_TIMEOUT_S = 5
+
+
+def request(src, auth, timeout=20):
+    """One GET /metrics on a new connection from address src: status."""
+    s = socket.socket()
+    s.settimeout(timeout)
+    try:
+        s.bind((src, 0))
+        s.connect(("127.0.0.1", port))
+        s.sendall(("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                   "Authorization: Basic %s\r\n\r\n" %
+                   base64.b64encode(auth.encode()).decode()).encode())
+        data = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+        return int(data.split(b" ", 2)[1]) if data else 0
+    except (OSError, ValueError, IndexError):
+        return 0
+    finally:
+        s.close()
+
+
+def addresses(seconds, users):
+    stop = time.monotonic() + seconds
+    counts = {}
+
+    def flood(i):
+        src = "127.0.1.%d" % (1 + i)
+        k = 0
+        while time.monotonic() < stop:
+            user = "alice" if k % 2 else "mallory%d" % i
+            st = request(src, "%s:wrong %d" % (user, k), timeout=5)
+            counts[st] = counts.get(st, 0) + 1
+            k += 1
+
+    threads = [threading.Thread(target=flood, args=(i,), daemon=True)
+               for i in range(100)]
+    for t in threads:
+        t.start()
+    time.sleep(1.5)  # the queue is full of wrong passwords by now
+    got = []
+    for u in users:
+        got.append(request("127.0.0.2", "%s:right pass" % u))
+    for t in threads:
+        t.join()
+    print("  first logins of %s: %s; the flood's answers: %s" %
+          (" ".join(users), " ".join(map(str, got)),
+           ", ".join("%d x%d" % kv for kv in sorted(counts.items()))))
+    return all(st == 200 for st in got)
+
+
+def get(src, timeout=10):
+    """A GET /metrics without credentials: status (0: none in time)."""
+    s = socket.socket()
+    s.settimeout(timeout)
+    try:
+        s.bind((src, 0))
+        s.connect(("127.0.0.1", port))
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n"
+                  b"Connection: close\r\n\r\n")
+        data = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+        return int(data.split(b" ", 2)[1]) if data else 0
+    except (OSError, ValueError, IndexError):
+        return 0
+    finally:
+        s.close()
+
+
+def slow(seconds, naddr, nconn):
+    stop = time.monotonic() + seconds
+    req = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200
+
+    def client(src):
+        while time.monotonic() < stop:
+            s = socket.socket()
+            s.settimeout(2)
+            try:
+                s.bind((src, 0))
+                s.connect(("127.0.0.1", port))
+                for b in req:
+                    if time.monotonic() >= stop:
+                        break
+                    s.sendall(bytes([b]))
+                    time.sleep(1)
+            except OSError:
+                time.sleep(0.05)
+            finally:
+                s.close()
+
+    threads = [threading.Thread(target=client, args=("127.0.2.%d" % (1 + a),),
+                                daemon=True)
+               for a in range(naddr) for _ in range(nconn)]
+    for t in threads:
+        t.start()
+    time.sleep(3)  # every place is taken by now
+    got = []
+    while time.monotonic() < stop - 1:
+        got.append(get("127.0.0.2", SCRAPE_TIMEOUT_S))
+        time.sleep(0.5)
+    for t in threads:
+        t.join()
+    print("  %d scrapes during the slow flood: %s" %
+          (len(got), " ".join(map(str, got))))
+    return got and all(st == 200 for st in got)
+
+
+if cmd == "slow":
+    sys.exit(0 if slow(float(sys.argv[3]), int(sys.argv[4]),
+                       int(sys.argv[5])) else 1)
+if cmd == "addresses":
+    sys.exit(0 if addresses(float(sys.argv[3]), sys.argv[4:]) else 1)
+sys.exit(2)
