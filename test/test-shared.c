@@ -1198,7 +1198,9 @@ TEST_TIMEOUT(long_labels_in_a_shared_zone, 120)
 	CHECK(sc.long_ok);
 	CHECK_EQ(sc.value, 15000);
 	CHECK_EQ(scan_file(path, "hits_total").value, 2);
-	CHECK(scan_file(path, "churn_long_total").found <= 1);
+	/* Each churner, killed between a registration and its removal, may
+	 * leave its one series: at most one a round. */
+	CHECK(scan_file(path, "churn_long_total").found <= 5);
 
 	/* A 2.4 zone: no long labels, and it says why. */
 	wait_ok(spawn("count", dir, "old", 1));
