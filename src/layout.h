@@ -87,7 +87,7 @@
 
 #define TALLY__MAGIC       "TALLYSEG"
 #define TALLY__FMT_MAJOR   2
-#define TALLY__FMT_MINOR   5
+#define TALLY__FMT_MINOR   6
 /* From 2.1 on, the creator holds the creator lock (process/lock.c) while it
  * runs; readers judge older files by pid and start time.  2.2 adds shared
  * zones (TALLY__HDR_SHARED), whose every user holds the creator lock.
@@ -104,11 +104,20 @@
  * 2.5 also: generations of a metric (struct tally__metric_rec: flags, prev,
  * generation; header: metric_changes, redefinitions): a definition that
  * changes is a new metric record of the same name, the older one is
- * superseded, and a metric's help and unit may change under its seq. */
+ * superseded, and a metric's help and unit may change under its seq.
+ * 2.6: types of a metric (struct tally__metric_rec: type; the tail of
+ * its help field, struct tally__metric_tail): what a metric's series
+ * mean beyond their kind (per-process gauges and their combine mode, see
+ * "Types" below).  Their series records have the states
+ * TALLY__SERIES_TYPED and _TYPED_LONG, which readers older than 2.6
+ * skip as they skip every state they do not know: they show every other
+ * series of the file, and their checks of the metric record pass (its
+ * kind, value type, mode and texts are those of an older kind). */
 #define TALLY__FMT_MINOR_CREATOR_LOCK 1
 #define TALLY__FMT_MINOR_OWNED_FALLBACK 4
 #define TALLY__FMT_MINOR_LONG_LABELS 5
 #define TALLY__FMT_MINOR_GENERATIONS 5
+#define TALLY__FMT_MINOR_TYPES 6
 #define TALLY__BYTE_ORDER  0x0102030405060708ull
 #define TALLY__PAGE        4096u
 #define TALLY__NAUX        2u
@@ -317,7 +326,7 @@ struct tally__metric_rec {
 	uint8_t max_bits;        /* histograms */
 	uint8_t vtype;           /* TALLY__VT_* (0 before format 2.3) */
 	uint8_t flags;           /* TALLY__METRIC_* (0 before format 2.5) */
-	uint8_t pad;
+	uint8_t type;            /* 2.6: TALLY__TYPE_* (0 before) */
 	uint32_t prev;           /* 2.5: record index + 1 of the
 				    generation made before; 0: none */
 	uint16_t name_len, unit_len, help_len;
@@ -328,11 +337,99 @@ struct tally__metric_rec {
 	char help[TALLY__HELP_MAX];  /* NUL-terminated, may be empty */
 };
 
+/*
+ * Types of a metric (2.6): what its series mean beyond their kind, for
+ * readers that know them.  The record's kind, value type and mode are
+ * those an older reader accepts (so that its check of every record
+ * passes), its series records have a typed state (older readers skip
+ * them), and what the type needs besides lies in the tail of the help
+ * field (struct tally__metric_tail), past the help text's NUL.
+ *
+ *   TALLY__TYPE_PGAUGE  a per-process gauge: kind TALLY__KIND_GAUGE_SET,
+ *                       TALLY__VT_FLOAT64, TALLY_SHARED.  Each series is
+ *                       one process's value: its labels hold
+ *                       pid="<pid>:<token>", the writer's pid in its own
+ *                       PID namespace (for people) and its process token
+ *                       in the zone, whose lock byte
+ *                       (TALLY__OWNER_LOCK_BYTE + token, src/process)
+ *                       the process holds while it runs: readers judge
+ *                       its liveness by that lock, from any PID
+ *                       namespace.  Slot 0 the value (a double's bits),
+ *                       slot 1 the CLOCK_REALTIME nanoseconds of its last
+ *                       set.  tail.combine says how readers combine the
+ *                       series of one label set (TALLY__COMBINE_*).
+ */
+#define TALLY__TYPE_NONE   0u
+#define TALLY__TYPE_PGAUGE 1u
+#define TALLY__TYPE_MAX    1u
+
+/* How the per-process series of one label set are shown (prometheus_
+ * client's multiprocess modes, in this order); the "live" ones leave out
+ * the series of processes that are gone. */
+#define TALLY__COMBINE_ALL            0u /* each, with its pid label */
+#define TALLY__COMBINE_LIVEALL        1u
+#define TALLY__COMBINE_SUM            2u
+#define TALLY__COMBINE_LIVESUM        3u
+#define TALLY__COMBINE_MAX            4u
+#define TALLY__COMBINE_LIVEMAX        5u
+#define TALLY__COMBINE_MIN            6u
+#define TALLY__COMBINE_LIVEMIN        7u
+#define TALLY__COMBINE_MOSTRECENT     8u /* the last one set */
+#define TALLY__COMBINE_LIVEMOSTRECENT 9u
+#define TALLY__COMBINE_MAX_MODE       9u
+
+static inline int tally__combine_live(unsigned combine)
+{
+	return combine & 1u;
+}
+
+/*
+ * The tail of a typed metric record (2.6): the last TALLY__TAIL_BYTES
+ * bytes of its help field, which the help text of a typed metric leaves
+ * free (its help_len + 1 is at most TALLY__HELP_MAX - TALLY__TAIL_BYTES).
+ * Readers older than 2.6 check the help text up to its NUL only.
+ */
+#define TALLY__TAIL_BYTES 8u
+struct tally__metric_tail {
+	uint8_t combine;         /* TALLY__TYPE_PGAUGE: TALLY__COMBINE_* */
+	uint8_t zero[7];
+};
+
+static inline struct tally__metric_tail *
+tally__metric_tail(const struct tally__metric_rec *f)
+{
+	return (struct tally__metric_tail *)(f->help + TALLY__HELP_MAX -
+					     TALLY__TAIL_BYTES);
+}
+
+/* The bytes of the help field that its text and NUL may take. */
+static inline unsigned tally__help_room(const struct tally__metric_rec *f)
+{
+	return f->type ? TALLY__HELP_MAX - TALLY__TAIL_BYTES : TALLY__HELP_MAX;
+}
+
 /* Series record states. */
 #define TALLY__SERIES_FREE 0u
 #define TALLY__SERIES_LIVE 1u /* labels in the record */
 #define TALLY__SERIES_LONG 2u /* labels in extension records (2.5) */
 #define TALLY__SERIES_EXT  3u /* an extension record (2.5) */
+#define TALLY__SERIES_TYPED 4u      /* LIVE, of a typed metric (2.6) */
+#define TALLY__SERIES_TYPED_LONG 5u /* LONG, of a typed metric (2.6) */
+
+/* A series that is live (in any of its states), and one whose labels lie
+ * in extension records. */
+static inline int tally__series_live(unsigned state)
+{
+	return state == TALLY__SERIES_LIVE || state == TALLY__SERIES_LONG ||
+	       state == TALLY__SERIES_TYPED ||
+	       state == TALLY__SERIES_TYPED_LONG;
+}
+
+static inline int tally__series_long(unsigned state)
+{
+	return state == TALLY__SERIES_LONG ||
+	       state == TALLY__SERIES_TYPED_LONG;
+}
 
 /*
  * A series: one set of label values of a metric, and the block holding
@@ -515,6 +612,8 @@ _Static_assert(sizeof(struct tally__chunk) == 256, "chunk meta is 4 lines");
 _Static_assert(sizeof(struct tally__metric_rec) == 1024, "family record size");
 _Static_assert(sizeof(struct tally__series) == 128, "series record size");
 _Static_assert(sizeof(struct tally__series_ext) == 128, "extension size");
+_Static_assert(sizeof(struct tally__metric_tail) == TALLY__TAIL_BYTES,
+	       "a typed record's tail");
 _Static_assert(sizeof(struct tally__long_labels) <= TALLY__LABELS_INLINE,
 	       "a long record's reference fits its label field");
 _Static_assert(__builtin_offsetof(struct tally__series_ext, state) ==

@@ -113,6 +113,15 @@ struct tally_series_view {
 	const int64_t *buckets;
 	/* TALLY_FGAUGE: the value (0 for other kinds). */
 	double fvalue;
+	/* A per-process gauge (TALLY_PGAUGE, format 2.6), shown as a
+	 * TALLY_FGAUGE: per_process is 1, combine its TALLY_COMBINE_* and
+	 * nprocs the processes whose values fvalue combines (1 under
+	 * TALLY_COMBINE_ALL and _LIVEALL, whose views carry pid="<pid>").
+	 * The views of the modes that combine come after the other series
+	 * of the pass, one per label set, without a pid label; id is the
+	 * record of one of their series. */
+	int per_process;
+	unsigned combine, nprocs;
 };
 
 /* Flags of tally_seg_foreach(). */
@@ -149,6 +158,11 @@ TALLY_API int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info);
 
 /*
  * tally_seg_foreach: call @fn for every live series with its values.
+ *
+ * A per-process gauge's series are shown combined, as its combine mode
+ * says (tally/metrics.h, TALLY_COMBINE_*): under the "live" modes, the
+ * values of processes that are gone are left out, judged by a lock the
+ * process holds on the file (the same from any PID namespace).
  *
  * Only the current definition of a name is shown: the series of a
  * family superseded by another generation (another kind, mode or

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "metrics/table.h"
 #include "tally/metrics.h"
@@ -115,9 +116,11 @@ static void fill_handle(tally_metric *m, struct tally_zone *z, uint32_t idx,
 	m->zone = z;
 	m->series = idx;
 	m->seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
-	m->kind = (uint8_t)(p->vtype == TALLY__VT_FLOAT64 ? TALLY_FGAUGE :
+	m->kind = (uint8_t)(p->type == TALLY__TYPE_PGAUGE ? TALLY_PGAUGE :
+			    p->vtype == TALLY__VT_FLOAT64 ? TALLY_FGAUGE :
 			    p->kind);
-	m->sub_bits = (uint8_t)p->sub_bits;
+	m->sub_bits = (uint8_t)(p->type == TALLY__TYPE_PGAUGE ? p->combine :
+				p->sub_bits);
 	m->max_bits = (uint8_t)p->max_bits;
 }
 
@@ -167,9 +170,20 @@ int tally__metric_register(struct tally_zone *z,
 	return tally__metric_register_in(z, d, kind, m, 0);
 }
 
+static int register_combine(struct tally_zone *z,
+			    const struct tally_metric_desc *d, unsigned kind,
+			    tally_metric *m, uint32_t pin, unsigned combine);
+
 int tally__metric_register_in(struct tally_zone *z,
 			      const struct tally_metric_desc *d, unsigned kind,
 			      tally_metric *m, uint32_t pin)
+{
+	return register_combine(z, d, kind, m, pin, 0);
+}
+
+static int register_combine(struct tally_zone *z,
+			    const struct tally_metric_desc *d, unsigned kind,
+			    tally_metric *m, uint32_t pin, unsigned combine)
 {
 	struct tally_metric_desc typed;
 	struct tally__plan p;
@@ -194,6 +208,7 @@ int tally__metric_register_in(struct tally_zone *z,
 	d = &typed;
 	if ((rc = tally__plan_make(d, &p)) < 0)
 		return tally__metric_failed(z, kind, m, rc);
+	p.combine = combine;
 	if (!z && !(z = tally_zone_default()))
 		return tally__metric_failed(NULL, kind, m, -errno);
 	if (!(b = tally_block_alloc(z, p.nslots, p.mode)))
@@ -339,6 +354,90 @@ int tally_fgauge_register(struct tally_zone *z,
 	return tally__metric_register(z, d, TALLY_FGAUGE, g ? &g->metric : NULL);
 }
 
+int tally_pgauge_register(struct tally_zone *z,
+			  const struct tally_metric_desc *d, unsigned combine,
+			  tally_pgauge *g)
+{
+	struct tally_label labels[TALLY_LABEL_PAIRS_MAX + 1];
+	struct tally_metric_desc mine;
+	char pid[32];
+	uint32_t token;
+	int rc;
+
+	tally__ok();
+	if (!g)
+		return tally__fail(EINVAL, "register: NULL handle");
+	if (!d || (d->nlabels && !d->labels) ||
+	    d->nlabels > TALLY_LABEL_PAIRS_MAX)
+		return tally__metric_register(z, d, TALLY_PGAUGE, &g->metric);
+	if (combine > TALLY_COMBINE_LIVEMOSTRECENT)
+		return tally__metric_failed(z, TALLY_PGAUGE, &g->metric,
+				tally__fail(EINVAL, "%.60s: unknown combine "
+					    "mode %u", d->name ? d->name : "?",
+					    combine));
+	for (unsigned i = 0; i < d->nlabels; i++)
+		if (d->labels[i].name && !strcmp(d->labels[i].name, "pid"))
+			return tally__metric_failed(z, TALLY_PGAUGE,
+				&g->metric, tally__fail(EINVAL, "%.60s: label "
+				"name \"pid\" is reserved on a per-process "
+				"gauge (it says which process a value is "
+				"of)", d->name ? d->name : "?"));
+	if (!z && !(z = tally_zone_default()))
+		return tally__metric_failed(NULL, TALLY_PGAUGE, &g->metric,
+					    -errno);
+	if (z->hdr->minor < TALLY__FMT_MINOR_TYPES)
+		return tally__metric_failed(z, TALLY_PGAUGE, &g->metric,
+				tally__fail(EPROTONOSUPPORT, "%.60s: zone "
+				"file %s was made by a libtally older than "
+				"format 2.6, whose readers would not show a "
+				"per-process gauge", d->name ? d->name : "?",
+				zone_file(z)));
+	if ((rc = tally__process_token(z, &token)) < 0)
+		return tally__metric_failed(z, TALLY_PGAUGE, &g->metric, rc);
+	mine = *d;
+	memcpy(labels, d->labels, d->nlabels * sizeof(*labels));
+	snprintf(pid, sizeof(pid), "%d:%u", (int)getpid(), token);
+	labels[d->nlabels].name = "pid";
+	labels[d->nlabels].value = pid;
+	mine.labels = labels;
+	mine.nlabels = d->nlabels + 1;
+	return register_combine(z, &mine, TALLY_PGAUGE, &g->metric, 0,
+				combine);
+}
+
+void tally__pgauge_stamp(const tally_pgauge *g)
+{
+	struct timespec ts;
+	int64_t *w = (int64_t *)((uintptr_t)g->metric.block & ~(uintptr_t)3);
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	__atomic_store_n(w + 1, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
+			 __ATOMIC_RELAXED);
+}
+
+void (tally_pgauge_set)(const tally_pgauge *g, double v)
+{
+	tally__pgauge_set(g, v);
+}
+
+void (tally_pgauge_add)(const tally_pgauge *g, double v)
+{
+	tally__pgauge_add(g, v);
+}
+
+int tally_pgauge_fetch(const tally_pgauge *g, double *value)
+{
+	tally_fgauge f;
+
+	if (g && g->metric.kind == TALLY_PGAUGE) {
+		f.metric = g->metric;
+		f.metric.kind = TALLY_FGAUGE;
+		return tally_fgauge_fetch(&f, value);
+	}
+	tally__ok();
+	return tally__fail(EINVAL, "tally_pgauge_fetch: not a TALLY_PGAUGE");
+}
+
 int tally_metric_remove(tally_metric *m)
 {
 	struct tally_zone *z;
@@ -360,7 +459,7 @@ int tally_metric_remove(tally_metric *m)
 	 * may be a hole). */
 	if (m->series >= atomic_load_explicit(&h->series_hwm,
 					      memory_order_relaxed) ||
-	    (s->state != TALLY__SERIES_LIVE && s->state != TALLY__SERIES_LONG) ||
+	    !tally__series_live(s->state) ||
 	    atomic_load_explicit(&s->seq, memory_order_relaxed) != m->seq) {
 		pthread_mutex_unlock(&h->metrics_lock);
 		return tally__fail(EINVAL, "series already removed");
@@ -384,7 +483,7 @@ int tally_metric_remove(tally_metric *m)
 		/* A long record's extensions are freed once it is retired:
 		 * a reader that copied it sees the seq change. */
 		struct tally__long_labels l = long_of(s);
-		int is_long = s->state == TALLY__SERIES_LONG;
+		int is_long = tally__series_long(s->state);
 
 		seq_begin(&s->seq);
 		s->state = TALLY__SERIES_FREE;
@@ -425,10 +524,12 @@ int tally_metric_fetch(const tally_metric *m, int64_t *value)
 		*value = (int64_t)((uint64_t)v + (uint64_t)sum);
 		return 0;
 	}
-	if (m->kind == TALLY_FGAUGE) {
+	if (m->kind == TALLY_FGAUGE || m->kind == TALLY_PGAUGE) {
 		double d;
+		tally_fgauge f = { *m };
 
-		if ((rc = tally_fgauge_fetch((const tally_fgauge *)m, &d)) < 0)
+		f.metric.kind = TALLY_FGAUGE;
+		if ((rc = tally_fgauge_fetch(&f, &d)) < 0)
 			return rc;
 		*value = tally__f64_to_i64(d);
 		return 0;

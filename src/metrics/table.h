@@ -20,6 +20,8 @@
  * labels, packed (labels.c). */
 struct tally__plan {
 	unsigned kind, vtype, mode, sub_bits, max_bits, nslots;
+	unsigned type;           /* TALLY__TYPE_* (layout.h) */
+	unsigned combine;        /* TALLY__TYPE_PGAUGE: TALLY__COMBINE_* */
 	const char *help, *unit;
 	size_t labels_len;
 	unsigned nexts;          /* extension records of a long set */
@@ -124,7 +126,7 @@ static inline struct tally__long_labels long_of(const struct tally__series *s)
 /* The hash of live record @s: a long one keeps it in its record. */
 static inline uint64_t record_hash(const struct tally__series *s)
 {
-	if (s->state == TALLY__SERIES_LONG)
+	if (tally__series_long(s->state))
 		return long_of(s).hash;
 	return series_hash64(s->metric, s->labels, s->labels_len);
 }

@@ -24,6 +24,8 @@
 #include "reader/segment.h"
 
 #define WORDS_PER_PAGE (TALLY__PAGE / 8u)
+/* emit(): a per-process series that was not passed on (yet). */
+#define PG_HELD INT32_MIN
 
 /* --- Families ---------------------------------------------------------- */
 
@@ -34,6 +36,8 @@ static int nul_within(const char *s, size_t cap, size_t len)
 
 static unsigned family_slots(const struct tally__metric_rec *f)
 {
+	if (f->type == TALLY__TYPE_PGAUGE)
+		return 2; /* the value, the time of its last set */
 	if (f->kind == TALLY__KIND_HISTOGRAM)
 		return 1u + ((unsigned)(f->max_bits - f->sub_bits + 1) << f->sub_bits);
 	if (f->kind == TALLY__KIND_GAUGE)
@@ -59,7 +63,14 @@ static int check_family(struct tally_seg *s, uint32_t i,
 	if (!nul_within(f->unit, sizeof(f->unit), f->unit_len) ||
 	    !tally__valid_unit(f->unit))
 		return tally__seg_corrupt(s, "family %u: bad unit", i);
-	if (!nul_within(f->help, sizeof(f->help), f->help_len) ||
+	/* A type newer than this reader: its series are skipped
+	 * (compute_batch), the record is checked as its kind says. */
+	if (f->type == TALLY__TYPE_PGAUGE &&
+	    (f->kind != TALLY__KIND_GAUGE_SET || f->vtype != TALLY__VT_FLOAT64 ||
+	     tally__metric_tail(f)->combine > TALLY__COMBINE_MAX_MODE))
+		return tally__seg_corrupt(s, "family %u: type %u on a kind %u",
+					  i, f->type, f->kind);
+	if (!nul_within(f->help, tally__help_room(f), f->help_len) ||
 	    !tally__valid_utf8(f->help, f->help_len))
 		return tally__seg_corrupt(s, "family %u: bad help text", i);
 	if (f->kind == TALLY__KIND_HISTOGRAM) {
@@ -110,7 +121,7 @@ static int load_families(struct tally_seg *s, uint32_t want)
 				f[i].unit_len = tally__text_settle(
 					f[i].unit, sizeof(f[i].unit), 1);
 				f[i].help_len = tally__text_settle(
-					f[i].help, sizeof(f[i].help), 0);
+					f[i].help, tally__help_room(&f[i]), 0);
 				settled = 1;
 				break;
 			}
@@ -414,7 +425,7 @@ static int check_series(struct tally_seg *s, uint32_t id, uint32_t i,
 	    (unsigned)tally__slot_at(in) + r->nslots > TALLY_CHUNK_SLOTS)
 		return tally__seg_corrupt(s, "series %u: slot offset %llu is not a "
 			       "block", id, (unsigned long long)r->slot_off);
-	if (__builtin_expect(r->state == TALLY__SERIES_LONG, 0)) {
+	if (__builtin_expect(tally__series_long(r->state), 0)) {
 		if ((n = long_labels(s, id, r, res)) < 0)
 			return n;
 	} else if (r->labels_len > TALLY__LABELS_INLINE) {
@@ -468,6 +479,8 @@ static int compute(struct tally_seg *s, uint32_t id, uint32_t i,
 			return rc;
 	} else if (f->kind != TALLY__KIND_HISTOGRAM) {
 		out->value = slot_value(s, c, f->mode, slot, percpu);
+		if (f->type == TALLY__TYPE_PGAUGE)
+			out->sum = slot_value(s, c, f->mode, slot + 1, NULL);
 	} else {
 		unsigned nb = r->nslots - 1;
 		int64_t *b;
@@ -536,6 +549,15 @@ static int emit(struct tally_seg *s, uint32_t id, uint32_t i,
 		v.nbuckets = r->nslots - 1;
 		v.buckets = s->bucket_arena + res->buckets_at;
 	}
+	if (f->type == TALLY__TYPE_PGAUGE) {
+		int passed, rc;
+
+		rc = tally__pg_take(s, &v, f, v.fvalue, res->sum, fn, arg,
+				    &passed);
+		if (rc < 0)
+			return rc;
+		return rc ? rc : passed ? 0 : PG_HELD;
+	}
 	return fn(&v, arg);
 }
 
@@ -575,8 +597,7 @@ static int compute_batch(struct tally_seg *s, uint32_t first, uint32_t n,
 		s->res[i].bad = 0;
 		s->res[i].long_labels = 0;
 		if ((atomic_load_explicit(&r->seq, memory_order_relaxed) & 1) ||
-		    (r->state != TALLY__SERIES_LIVE &&
-		     r->state != TALLY__SERIES_LONG))
+		    !tally__series_live(r->state))
 			continue;
 		if (r->metric >= s->hdr.metric_cap)
 			return tally__seg_corrupt(s, "series %u: family %u does "
@@ -591,6 +612,21 @@ static int compute_batch(struct tally_seg *s, uint32_t first, uint32_t n,
 		/* An older definition of its name: not shown (layout.h). */
 		if (s->mrecs[r->metric].flags & TALLY__METRIC_SUPERSEDED)
 			continue;
+		/* A type this reader does not know (a newer minor). */
+		if (s->mrecs[r->metric].type > TALLY__TYPE_MAX)
+			continue;
+		/* A typed series of an untyped metric, or the reverse. */
+		if (!s->mrecs[r->metric].type !=
+		    (r->state == TALLY__SERIES_LIVE ||
+		     r->state == TALLY__SERIES_LONG)) {
+			s->res[i].bad = 1;
+			tally__seg_corrupt(s, "series %u: state %u does not "
+					   "go with its metric's type %u",
+					   first + i, r->state,
+					   s->mrecs[r->metric].type);
+			snprintf(badmsg, badlen, "%s", tally_errmsg());
+			continue;
+		}
 		rc = compute(s, first + i, i, r, flags, &s->res[i]);
 		if (rc == -EINVAL) {
 			s->res[i].bad = 1;
@@ -623,6 +659,10 @@ static int emit_batch(struct tally_seg *s, uint32_t first, uint32_t n,
 			continue;
 		rc = emit(s, first + i, i, &s->rec1[i], &s->res[i], flags, fn,
 			  arg);
+		if (rc == PG_HELD)
+			continue; /* combined at the end, or left out */
+		if (rc < 0 && s->rec1[i].state >= TALLY__SERIES_TYPED)
+			return rc;
 		if (rc) {
 			*stop = rc;
 			return count;
@@ -696,6 +736,7 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 	}
 	if ((rc = load_families(s, nfam)) < 0)
 		return rc;
+	tally__pg_free(s); /* what a pass that failed left */
 	for (; !stop && (n = next_run(s, &first, hwm)) > 0; first += n) {
 		uint64_t off = s->hdr.series_off +
 			       (uint64_t)first * sizeof(struct tally__series);
@@ -711,5 +752,11 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 			return rc;
 		count += rc;
 	}
+	if (!stop)
+		stop = tally__pg_flush(s, fn, arg, &count);
+	else
+		tally__pg_free(s);
+	if (stop < 0)
+		return stop;
 	return stop ? stop : count;
 }
