@@ -549,3 +549,59 @@ TEST(a_type_this_reader_does_not_know_is_skipped)
 	}
 	tally_zone_destroy(z);
 }
+
+/*
+ * A family of per-process gauges: a child made by fork() looks up the
+ * same label values and gets a value of its own, not its parent's, and
+ * the reader sums the two under livesum until the child is killed.
+ */
+TEST(a_family_forgets_its_parents_children_after_fork)
+{
+	char dir[PATH_MAX];
+	struct tally_metric_desc d = desc(TALLY_PGAUGE, "g");
+	const char *names[] = { "route" }, *vals[] = { "a" };
+	const char *bad[] = { "pid" };
+	struct tally_zone *z;
+	tally_pgauge_family f, fb;
+	const tally_pgauge *g, *again;
+	int p[2], st;
+	char c;
+	pid_t pid;
+
+	own_subdir(dir, sizeof(dir), "family");
+	setenv("TALLY_DIR", dir, 1);
+	z = tally_zone_create("pg", &(struct tally_zone_opts){
+					     0, 0, TALLY_ZONE_SHARED });
+	CHECK(z != NULL);
+	CHECK_EQ(tally_pgauge_family_register(z, &d, bad, 1,
+					      TALLY_COMBINE_LIVESUM, &fb),
+		 -EINVAL);
+	CHECK_EQ(tally_pgauge_family_register(z, &d, names, 1,
+					      TALLY_COMBINE_LIVESUM, &f), 0);
+	CHECK_EQ(tally_pgauge_family_get(&f, vals, 1, &g), 0);
+	tally_pgauge_set(g, 1);
+	CHECK_EQ(tally_pgauge_family_get(&f, vals, 1, &again), 0);
+	CHECK(again == g);
+	CHECK_EQ(pipe(p), 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		CHECK_EQ(tally_pgauge_family_get(&f, vals, 1, &again), 0);
+		CHECK(again->metric.series != g->metric.series);
+		tally_pgauge_set(again, 5);
+		if (write(p[1], "r", 1) != 1)
+			_exit(4);
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	CHECK_EQ(read(p[0], &c, 1), 1);
+	close(p[0]);
+	CHECK(one_value(dir) == 6.0);
+	kill(pid, SIGKILL);
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(one_value(dir) == 1.0);
+	CHECK_EQ(tally_family_remove(&f.family), 0);
+	tally_zone_destroy(z);
+}

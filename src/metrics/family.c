@@ -41,6 +41,7 @@ union handle {
 	tally_setgauge s;
 	tally_histogram h;
 	tally_fgauge f;
+	tally_pgauge p;
 };
 
 struct child {
@@ -59,6 +60,7 @@ struct slots {
 struct tally__ftable {
 	_Atomic(struct slots *) slots;
 	unsigned kind;
+	unsigned combine;             /* TALLY_PGAUGE: TALLY_COMBINE_* */
 	unsigned n;                   /* label names the children add */
 	struct tally_zone *zone;
 	uint32_t rec;                 /* its metric record + 1 (metrics.c):
@@ -77,12 +79,12 @@ static _Atomic(struct tally__ftable *) families;
 static pthread_mutex_t families_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* What a failed lookup points at: one discard handle per kind. */
-static union handle discards[TALLY_FGAUGE + 1];
+static union handle discards[TALLY_PGAUGE + 1];
 static pthread_once_t discards_once = PTHREAD_ONCE_INIT;
 
 static void make_discards(void)
 {
-	for (unsigned k = TALLY_COUNTER; k <= TALLY_FGAUGE; k++)
+	for (unsigned k = TALLY_COUNTER; k <= TALLY_PGAUGE; k++)
 		tally__metric_discard(k, &discards[k].m);
 }
 
@@ -92,12 +94,32 @@ static const union handle *discard(unsigned kind)
 	return &discards[kind];
 }
 
+/* A per-process gauge's child is the parent's value: the forked child
+ * starts a new table (the parent's children stay allocated, as replaced
+ * arrays do, until the family is removed; when no memory is left, the
+ * table stays and the child updates the parent's values). */
+static void forget_children(struct tally__ftable *t)
+{
+	struct slots *old = atomic_load(&t->slots), *s;
+
+	s = calloc(1, sizeof(*s) + FIRST_SLOTS * sizeof(s->e[0]));
+	if (!s)
+		return;
+	s->mask = FIRST_SLOTS - 1;
+	s->older = old;
+	t->count = 0;
+	atomic_store(&t->slots, s);
+}
+
 static void family_postfork_child(void)
 {
 	pthread_mutex_init(&families_lock, NULL);
 	for (struct tally__ftable *t = atomic_load(&families); t;
-	     t = atomic_load(&t->next))
+	     t = atomic_load(&t->next)) {
 		pthread_mutex_init(&t->lock, NULL);
+		if (t->kind == TALLY_PGAUGE)
+			forget_children(t);
+	}
 }
 
 /* --- Registering a family ------------------------------------------ */
@@ -175,7 +197,7 @@ static struct tally__ftable *table_new(struct tally_zone *z, unsigned kind,
 static int family_register(struct tally_zone *z,
 			   const struct tally_metric_desc *d,
 			   const char *const *names, unsigned n, unsigned kind,
-			   tally_family *f)
+			   unsigned combine, tally_family *f)
 {
 	struct tally_metric_desc check;
 	struct tally_label *l;
@@ -221,6 +243,7 @@ static int family_register(struct tally_zone *z,
 
 	/* The description with every label, the variable ones empty: the
 	 * zone checks it as it would a child's, and makes the family. */
+	rc = 0;
 	l = calloc(nl, sizeof(*l));
 	if (!l)
 		return tally__fail(ENOMEM, "no memory for a family of %.60s",
@@ -233,7 +256,17 @@ static int family_register(struct tally_zone *z,
 	check.kind = kind;
 	check.labels = l;
 	check.nlabels = nl;
-	rc = tally__metric_define(z, &check, &rec);
+	for (unsigned i = 0; kind == TALLY_PGAUGE && i < nl; i++)
+		if (l[i].name && !strcmp(l[i].name, "pid"))
+			rc = tally__fail(EINVAL, "%.60s: label name \"pid\" "
+					 "is reserved on a per-process gauge "
+					 "(it says which process a value is "
+					 "of)", d->name ? d->name : "?");
+	if (kind == TALLY_PGAUGE && combine > TALLY_COMBINE_LIVEMOSTRECENT)
+		rc = tally__fail(EINVAL, "%.60s: unknown combine mode %u",
+				 d->name ? d->name : "?", combine);
+	if (rc == 0)
+		rc = tally__metric_define(z, &check, combine, &rec);
 	free(l);
 	if (rc < 0)
 		return rc;
@@ -243,6 +276,7 @@ static int family_register(struct tally_zone *z,
 	/* Its children go to the generation it was defined in, also once a
 	 * newer process defines the name otherwise (a rolling deploy). */
 	t->rec = rec;
+	t->combine = combine;
 	pthread_mutex_lock(&families_lock);
 	atomic_store(&t->next, atomic_load(&families));
 	atomic_store(&families, t);
@@ -256,7 +290,7 @@ int tally_counter_family_register(struct tally_zone *z,
 				  const char *const *label_names, unsigned n,
 				  tally_counter_family *f)
 {
-	return family_register(z, d, label_names, n, TALLY_COUNTER,
+	return family_register(z, d, label_names, n, TALLY_COUNTER, 0,
 			       f ? &f->family : NULL);
 }
 
@@ -265,7 +299,7 @@ int tally_gauge_family_register(struct tally_zone *z,
 				const char *const *label_names, unsigned n,
 				tally_gauge_family *f)
 {
-	return family_register(z, d, label_names, n, TALLY_GAUGE,
+	return family_register(z, d, label_names, n, TALLY_GAUGE, 0,
 			       f ? &f->family : NULL);
 }
 
@@ -274,7 +308,7 @@ int tally_setgauge_family_register(struct tally_zone *z,
 				   const char *const *label_names, unsigned n,
 				   tally_setgauge_family *f)
 {
-	return family_register(z, d, label_names, n, TALLY_GAUGE_SET,
+	return family_register(z, d, label_names, n, TALLY_GAUGE_SET, 0,
 			       f ? &f->family : NULL);
 }
 
@@ -283,7 +317,7 @@ int tally_histogram_family_register(struct tally_zone *z,
 				    const char *const *label_names, unsigned n,
 				    tally_histogram_family *f)
 {
-	return family_register(z, d, label_names, n, TALLY_HISTOGRAM,
+	return family_register(z, d, label_names, n, TALLY_HISTOGRAM, 0,
 			       f ? &f->family : NULL);
 }
 
@@ -292,7 +326,16 @@ int tally_fgauge_family_register(struct tally_zone *z,
 				 const char *const *label_names, unsigned n,
 				 tally_fgauge_family *f)
 {
-	return family_register(z, d, label_names, n, TALLY_FGAUGE,
+	return family_register(z, d, label_names, n, TALLY_FGAUGE, 0,
+			       f ? &f->family : NULL);
+}
+
+int tally_pgauge_family_register(struct tally_zone *z,
+				 const struct tally_metric_desc *d,
+				 const char *const *label_names, unsigned n,
+				 unsigned combine, tally_pgauge_family *f)
+{
+	return family_register(z, d, label_names, n, TALLY_PGAUGE, combine,
 			       f ? &f->family : NULL);
 }
 
@@ -422,8 +465,11 @@ static int get_slow(struct tally__ftable *t, const char *const *v,
 	}
 	for (unsigned i = 0; i < n; i++)
 		t->labels[t->desc.nlabels - n + i].value = v[i];
-	rc = tally__metric_register_in(t->zone, &t->desc, t->kind, &c->u.m,
-				       t->rec);
+	rc = t->kind == TALLY_PGAUGE ?
+		tally__pgauge_register_in(t->zone, &t->desc, t->combine,
+					  &c->u.m, t->rec) :
+		tally__metric_register_in(t->zone, &t->desc, t->kind, &c->u.m,
+					  t->rec);
 	if (rc < 0) {
 		pthread_mutex_unlock(&t->lock);
 		free(c);
@@ -570,6 +616,19 @@ int tally_fgauge_family_get(const tally_fgauge_family *f,
 
 	if (g)
 		*g = &u->f;
+	return rc;
+}
+
+int tally_pgauge_family_get(const tally_pgauge_family *f,
+			    const char *const *values, unsigned n,
+			    const tally_pgauge **g)
+{
+	const union handle *u;
+	int rc = family_get(f ? &f->family : NULL, TALLY_PGAUGE, values, n,
+			    g ? &u : NULL);
+
+	if (g)
+		*g = &u->p;
 	return rc;
 }
 

@@ -241,7 +241,8 @@ static int register_combine(struct tally_zone *z,
  * would (family.c: a family is checked before any of its series); its
  * record index + 1 in *@rec, for tally__metric_register_in(). */
 int tally__metric_define(struct tally_zone *z,
-			 const struct tally_metric_desc *d, uint32_t *rec)
+			 const struct tally_metric_desc *d, unsigned combine,
+			 uint32_t *rec)
 {
 	struct tally__plan p;
 	uint32_t fam;
@@ -249,6 +250,12 @@ int tally__metric_define(struct tally_zone *z,
 
 	if ((rc = tally__plan_make(d, &p)) < 0)
 		return rc;
+	p.combine = combine;
+	if (p.type && z->hdr->minor < TALLY__FMT_MINOR_TYPES)
+		return tally__fail(EPROTONOSUPPORT, "%.60s: zone file %s was "
+				   "made by a libtally older than format 2.6, "
+				   "whose readers would not show a per-process "
+				   "gauge", d->name, zone_file(z));
 	if (p.nexts && z->hdr->minor < TALLY__FMT_MINOR_LONG_LABELS)
 		return tally__fail(E2BIG, "the labels of %.60s take %zu bytes, "
 				   "more than a zone made by a libtally older "
@@ -358,51 +365,59 @@ int tally_pgauge_register(struct tally_zone *z,
 			  const struct tally_metric_desc *d, unsigned combine,
 			  tally_pgauge *g)
 {
+	tally__ok();
+	if (!g)
+		return tally__fail(EINVAL, "register: NULL handle");
+	return tally__pgauge_register_in(z, d, combine, &g->metric, 0);
+}
+
+/* Its labels, and pid="<pid>:<token>" (layout.h, TALLY__TYPE_PGAUGE). */
+int tally__pgauge_register_in(struct tally_zone *z,
+			      const struct tally_metric_desc *d,
+			      unsigned combine, tally_metric *m, uint32_t pin)
+{
 	struct tally_label labels[TALLY_LABEL_PAIRS_MAX + 1];
 	struct tally_metric_desc mine;
 	char pid[32];
 	uint32_t token;
 	int rc;
 
-	tally__ok();
-	if (!g)
-		return tally__fail(EINVAL, "register: NULL handle");
 	if (!d || (d->nlabels && !d->labels) ||
 	    d->nlabels > TALLY_LABEL_PAIRS_MAX)
-		return tally__metric_register(z, d, TALLY_PGAUGE, &g->metric);
+		return tally__metric_register(z, d, TALLY_PGAUGE, m);
 	if (combine > TALLY_COMBINE_LIVEMOSTRECENT)
-		return tally__metric_failed(z, TALLY_PGAUGE, &g->metric,
+		return tally__metric_failed(z, TALLY_PGAUGE, m,
 				tally__fail(EINVAL, "%.60s: unknown combine "
 					    "mode %u", d->name ? d->name : "?",
 					    combine));
 	for (unsigned i = 0; i < d->nlabels; i++)
 		if (d->labels[i].name && !strcmp(d->labels[i].name, "pid"))
 			return tally__metric_failed(z, TALLY_PGAUGE,
-				&g->metric, tally__fail(EINVAL, "%.60s: label "
+				m, tally__fail(EINVAL, "%.60s: label "
 				"name \"pid\" is reserved on a per-process "
 				"gauge (it says which process a value is "
 				"of)", d->name ? d->name : "?"));
 	if (!z && !(z = tally_zone_default()))
-		return tally__metric_failed(NULL, TALLY_PGAUGE, &g->metric,
+		return tally__metric_failed(NULL, TALLY_PGAUGE, m,
 					    -errno);
 	if (z->hdr->minor < TALLY__FMT_MINOR_TYPES)
-		return tally__metric_failed(z, TALLY_PGAUGE, &g->metric,
+		return tally__metric_failed(z, TALLY_PGAUGE, m,
 				tally__fail(EPROTONOSUPPORT, "%.60s: zone "
 				"file %s was made by a libtally older than "
 				"format 2.6, whose readers would not show a "
 				"per-process gauge", d->name ? d->name : "?",
 				zone_file(z)));
 	if ((rc = tally__process_token(z, &token)) < 0)
-		return tally__metric_failed(z, TALLY_PGAUGE, &g->metric, rc);
+		return tally__metric_failed(z, TALLY_PGAUGE, m, rc);
 	mine = *d;
-	memcpy(labels, d->labels, d->nlabels * sizeof(*labels));
+	if (d->nlabels)
+		memcpy(labels, d->labels, d->nlabels * sizeof(*labels));
 	snprintf(pid, sizeof(pid), "%d:%u", (int)getpid(), token);
 	labels[d->nlabels].name = "pid";
 	labels[d->nlabels].value = pid;
 	mine.labels = labels;
 	mine.nlabels = d->nlabels + 1;
-	return register_combine(z, &mine, TALLY_PGAUGE, &g->metric, 0,
-				combine);
+	return register_combine(z, &mine, TALLY_PGAUGE, m, pin, combine);
 }
 
 void tally__pgauge_stamp(const tally_pgauge *g)
