@@ -10,6 +10,11 @@
  *              frac   COUNTER   the fractions, in 1e-6
  *   gauge      main   FGAUGE    a double
  *              setns  GAUGE_SET time of the last change (timestamps=True)
+ *   per-process gauge (combine >= 0)
+ *              main   PGAUGE    this process's double; libtally adds the
+ *                               label pid and keeps the time of its last
+ *                               set, and readers combine the processes
+ *                               (format 2.6)
  *   histogram  bucket COUNTER   one per bound (label le), not cumulative
  *              main   GAUGE     the sum's integer part
  *              frac   GAUGE     its fractions, in 1e-6
@@ -83,6 +88,9 @@ static int part_register(TpyFamily *f, struct tpy_part *p,
 	int rc;
 
 	p->family = n > 0;
+	p->zone = f->zone;
+	p->help = f->help;
+	p->unit = f->unit;
 	if (p->family) {
 		switch (p->kind) {
 		case TALLY_COUNTER:
@@ -96,6 +104,11 @@ static int part_register(TpyFamily *f, struct tpy_part *p,
 		case TALLY_FGAUGE:
 			rc = tally_fgauge_family_register(f->zone, &d, names, n,
 							  &p->fam.f);
+			break;
+		case TALLY_PGAUGE:
+			rc = tally_pgauge_family_register(f->zone, &d, names, n,
+							  p->combine,
+							  &p->fam.p);
 			break;
 		default:
 			rc = tally_setgauge_family_register(f->zone, &d, names,
@@ -113,6 +126,11 @@ static int part_register(TpyFamily *f, struct tpy_part *p,
 		case TALLY_FGAUGE:
 			rc = tally_fgauge_register(f->zone, &d, &p->one.f);
 			break;
+		case TALLY_PGAUGE:
+			rc = tally_pgauge_register(f->zone, &d, p->combine,
+						   &p->one.p);
+			p->pid = (int)getpid();
+			break;
 		default:
 			rc = tally_setgauge_register(f->zone, &d, &p->one.s);
 			break;
@@ -129,9 +147,23 @@ int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
 	const tally_gauge *g;
 	const tally_setgauge *s;
 	const tally_fgauge *fg;
+	const tally_pgauge *pg;
 	int rc;
 
 	if (!p->family) {
+		/* A forked child's value is its own: registered again, in
+		 * the child, the first time it asks. */
+		if (p->kind == TALLY_PGAUGE && p->pid != (int)getpid()) {
+			struct tally_metric_desc d = { .kind = TALLY_PGAUGE,
+				.name = p->name, .help = p->help,
+				.unit = p->unit };
+
+			rc = tally_pgauge_register(p->zone, &d, p->combine,
+						   &p->one.p);
+			p->pid = (int)getpid();
+			*h = &p->one.any;
+			return rc;
+		}
 		*h = &p->one.any;
 		return 0;
 	}
@@ -147,6 +179,10 @@ int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
 	case TALLY_FGAUGE:
 		rc = tally_fgauge_family_get(&p->fam.f, values, n, &fg);
 		*h = &fg->metric;
+		break;
+	case TALLY_PGAUGE:
+		rc = tally_pgauge_family_get(&p->fam.p, values, n, &pg);
+		*h = &pg->metric;
 		break;
 	default:
 		rc = tally_setgauge_family_get(&p->fam.s, values, n, &s);
@@ -172,19 +208,20 @@ int tpy_family_frac_ready(TpyFamily *f)
 static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "zone", "kind", "parts", "help", "unit",
-		"labelnames", "buckets", "bucket_labels", "timestamps", NULL };
+		"labelnames", "buckets", "bucket_labels", "timestamps",
+		"combine", NULL };
 	PyObject *zone, *parts, *help, *unit, *labelnames;
 	PyObject *buckets = Py_None, *bucket_labels = Py_None;
-	int kind, timestamps = 0, rc = 0;
+	int kind, timestamps = 0, rc = 0, combine = -1;
 	const char *name, *pmain, *pfrac, *psetns, *pbucket;
 	const char **names = NULL;
 	Py_ssize_t n;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OiO!UUO!|OOp:Family",
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OiO!UUO!|OOpi:Family",
 					 kwlist, &zone, &kind, &PyTuple_Type,
 					 &parts, &help, &unit, &PyTuple_Type,
 					 &labelnames, &buckets, &bucket_labels,
-					 &timestamps))
+					 &timestamps, &combine))
 		return -1;
 	/* _encoding.Parts: the metric's name (for messages), then the
 	 * series names of the parts, "" for those the kind has not. */
@@ -206,7 +243,14 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 	self->zone = zone == Py_None ? NULL : ((TpyZone *)zone)->zone;
 	Py_INCREF(zone);
 	self->zone_obj = zone;
-	self->timestamps = kind == TPY_GAUGE && timestamps;
+	if (combine >= 0 && (kind != TPY_GAUGE ||
+			     combine > (int)TALLY_COMBINE_LIVEMOSTRECENT)) {
+		PyErr_SetString(PyExc_ValueError, "a combine mode is for a "
+				"gauge, 0 .. 9");
+		return -1;
+	}
+	/* A per-process gauge keeps the time of its last set itself. */
+	self->timestamps = kind == TPY_GAUGE && timestamps && combine < 0;
 	if (!(self->help = dup_utf8(help, "help")) ||
 	    !(self->unit = dup_utf8(unit, "unit")))
 		goto fail;
@@ -278,7 +322,8 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 		self->main.kind = self->frac.kind = TALLY_COUNTER;
 		break;
 	case TPY_GAUGE:
-		self->main.kind = TALLY_FGAUGE;
+		self->main.kind = combine >= 0 ? TALLY_PGAUGE : TALLY_FGAUGE;
+		self->main.combine = combine >= 0 ? (unsigned)combine : 0;
 		self->setns.kind = TALLY_GAUGE_SET;
 		break;
 	default:

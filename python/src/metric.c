@@ -260,6 +260,11 @@ static int64_t now_ns(void)
 
 static void gauge_touched(TpyMetric *self)
 {
+	/* A per-process gauge of a "mostrecent" mode keeps the time of its
+	 * last set in its own series. */
+	if (self->h_main->kind == TALLY_PGAUGE &&
+	    self->h_main->sub_bits >= TALLY_COMBINE_MOSTRECENT)
+		tally__pgauge_stamp((const tally_pgauge *)self->h_main);
 	if (self->h_setns)
 		tally_setgauge_set((const tally_setgauge *)self->h_setns,
 				   now_ns());

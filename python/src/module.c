@@ -63,6 +63,7 @@ static int module_exec(PyObject *m)
 	    PyModule_AddIntConstant(m, "TALLY_GAUGE_SET", TALLY_GAUGE_SET) < 0 ||
 	    PyModule_AddIntConstant(m, "TALLY_HISTOGRAM", TALLY_HISTOGRAM) < 0 ||
 	    PyModule_AddIntConstant(m, "TALLY_FGAUGE", TALLY_FGAUGE) < 0 ||
+	    PyModule_AddIntConstant(m, "TALLY_PGAUGE", TALLY_PGAUGE) < 0 ||
 	    PyModule_AddIntConstant(m, "LABELS_MAX", TALLY_LABELS_MAX) < 0 ||
 	    PyModule_AddIntConstant(m, "LABEL_PAIRS_MAX",
 				    TALLY_LABEL_PAIRS_MAX) < 0 ||

@@ -58,6 +58,7 @@ struct tpy_part {
 		tally_gauge_family g;
 		tally_setgauge_family s;
 		tally_fgauge_family f;
+		tally_pgauge_family p;
 		tally_family any;
 	} fam;
 	union {
@@ -65,8 +66,15 @@ struct tpy_part {
 		tally_gauge g;
 		tally_setgauge s;
 		tally_fgauge f;
+		tally_pgauge p;
 		tally_metric any;
 	} one;
+	unsigned combine;  /* TALLY_PGAUGE: TALLY_COMBINE_* */
+	int pid;           /* TALLY_PGAUGE without labels: the process that
+			      registered .one (a forked child registers its
+			      own), and what it registers it with */
+	struct tally_zone *zone;
+	const char *help, *unit;
 	char *name;
 };
 

@@ -285,19 +285,20 @@ class Gauge(_MetricMixin, _native.GaugeBase):
                     unit, registry)
 
     def _make_family(self, zone: _native.Zone) -> _native.Family:
-        names = self._labelnames + \
-            ((enc.PID_LABEL,) if self._per_process else ())
+        # A per-process gauge is one of the format (2.6): libtally adds
+        # each process's pid label and keeps the time of its last set,
+        # and every reader combines the processes as the mode says,
+        # judging which run by a lock, from any PID namespace.
+        combine = enc.COMBINE[self._multiprocess_mode] \
+            if self._per_process else -1
         return _native_family(
             zone, _native.KIND_GAUGE,
-            enc.gauge(self._name, self._multiprocess_mode), self, names,
-            self._unit, timestamps=self._multiprocess_mode == "livemostrecent")
+            enc.gauge(self._name, self._multiprocess_mode), self,
+            self._labelnames, self._unit, combine=combine)
 
     def _definition(self) -> str:
         return "%s mode=%s" % (super()._definition(),
                                self._multiprocess_mode or "shared")
-
-    def _extra_values(self) -> Tuple[str, ...]:
-        return (_process.pid_label(),) if self._per_process else ()
 
     def _bind_values(self, values: Tuple[str, ...]) -> None:
         super()._bind_values(values)

@@ -115,7 +115,7 @@ def _sum_segments(series: List[Any]) -> _Sums:
         if kind == _native.TALLY_HISTOGRAM:
             if hist is not None:
                 _add_tally_histogram(s.tally_hists, key, value, hist)
-        elif kind == _native.TALLY_FGAUGE:
+        elif kind in (_native.TALLY_FGAUGE, _native.TALLY_PGAUGE):
             s.floats[key] = s.floats.get(key, 0.0) + value
         elif enc.is_set_time(name):
             s.ints[key] = max(s.ints.get(key, 0), value)
@@ -228,7 +228,9 @@ def _place_series(sums: _Sums, scrape: _Scrape) -> None:
             rest, state = _without(labels, d.metric)
             scrape.enums.setdefault(name, {}).setdefault(rest, []).append(
                 (state or "", float(v)))
-        elif d.mode is None:
+        elif d.mode is None or kind == _native.TALLY_PGAUGE:
+            # A shared gauge, or a per-process one that the reader
+            # combined as its mode says (format 2.6).
             f.samples.append(Sample(d.metric, dict(labels), float(v)))
         else:
             rest, pid = _without(labels, enc.PID_LABEL)
@@ -244,7 +246,7 @@ def _place_plain(sums: _Sums, scrape: _Scrape, name: str, kind: int,
     _kind, help_, unit = sums.meta[name]
     shown, unit = _native.unit_name(name, unit)
     scaled = _native.unit_value(int(v), sums.meta[name][2]) \
-        if kind != _native.TALLY_FGAUGE else None
+        if kind not in (_native.TALLY_FGAUGE, _native.TALLY_PGAUGE) else None
     if kind == _native.TALLY_COUNTER:
         frac = sums.fracs.get((name, labels), 0)
         value = int(v) + frac / _SCALE if frac else float(v)
