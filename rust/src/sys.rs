@@ -207,6 +207,9 @@ pub struct tally_series_view {
     pub nbuckets: c_uint,
     pub buckets: *const i64,
     pub fvalue: f64,
+    pub per_process: c_int,
+    pub combine: c_uint,
+    pub nprocs: c_uint,
 }
 
 pub type tally_series_fn =
