@@ -448,6 +448,23 @@ static double pow10u(unsigned n)
 	return d;
 }
 
+/* Do @s and @s0, of one family, define the name alike: the same help
+ * text and the same label names (the exporter's own aside)? */
+static int same_definition(const struct tp_series *s,
+			   const struct tp_series *s0)
+{
+	if (s == s0)
+		return 1;
+	if (strcmp(s->help ? s->help : "", s0->help ? s0->help : "") ||
+	    s->nlabels != s0->nlabels)
+		return 0;
+	for (unsigned i = 0; i < s->nlabels; i++)
+		if (s->label_names[i] != s0->label_names[i] &&
+		    strcmp(s->label_names[i], s0->label_names[i]))
+			return 0;
+	return 1;
+}
+
 static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
 			 const struct fam *fm, const size_t *order,
 			 const struct ex_config *c, enum ex_format f,
@@ -519,6 +536,10 @@ static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
 			res->conflicts++;
 			continue;
 		}
+		/* Another definition of the name (help, label names): shown
+		 * under the first one's HELP, and said so. */
+		if (!same_definition(s, s0))
+			res->redefined++;
 		if (s->pid != cur_pid) {
 			cur_pid = s->pid;
 			snprintf(pid, sizeof(pid), "%d", s->pid);
@@ -826,6 +847,11 @@ static const struct self_metric {
 	  "Series left out in this scrape: a kind or bucket layout that "
 	  "differs from its family's, names that clash, or a label set "
 	  "written already.", NULL, NULL, FROM_RES(conflicts) },
+	{ "tally_exporter_series_redefined", 0,
+	  "Series written in this scrape under the HELP of another "
+	  "definition of their name: segments (services) that give one "
+	  "name another help text or other label names; the family shows "
+	  "the first one's.", NULL, NULL, FROM_RES(redefined) },
 	{ "tally_exporter_label_clashes", 1,
 	  "Series whose label names clashed with the exposition's (le on a "
 	  "histogram) or the exporter's own (pid, process, zone), or "
