@@ -358,10 +358,21 @@ struct tally__metric_rec {
  *                       slot 1 the CLOCK_REALTIME nanoseconds of its last
  *                       set.  tail.combine says how readers combine the
  *                       series of one label set (TALLY__COMBINE_*).
+ *   TALLY__TYPE_FCOUNTER a counter with fractional increments, exact to
+ *                       10^-9: kind TALLY__KIND_COUNTER, TALLY__VT_INT64,
+ *                       any mode.  Slot 0 counts whole units, slot 1
+ *                       billionths (each add puts its fraction there,
+ *                       0 .. 10^9 - 1, never a negative amount), read
+ *                       as an unsigned 64-bit sum: the value is
+ *                       slot 0 + slot 1 / 10^9, exactly, as long as the
+ *                       fractions added come to less than 2^64
+ *                       billionths (1.8 * 10^10 units).
  */
-#define TALLY__TYPE_NONE   0u
-#define TALLY__TYPE_PGAUGE 1u
-#define TALLY__TYPE_MAX    1u
+#define TALLY__TYPE_NONE     0u
+#define TALLY__TYPE_PGAUGE   1u
+#define TALLY__TYPE_FCOUNTER 2u
+#define TALLY__TYPE_MAX      2u
+#define TALLY__FRAC_SCALE    1000000000ull /* TALLY__TYPE_FCOUNTER */
 
 /* How the per-process series of one label set are shown (prometheus_
  * client's multiprocess modes, in this order); the "live" ones leave out

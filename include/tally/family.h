@@ -64,6 +64,9 @@ typedef struct tally_fgauge_family {
 typedef struct tally_pgauge_family {
 	tally_family family;
 } tally_pgauge_family;
+typedef struct tally_fcounter_family {
+	tally_family family;
+} tally_fcounter_family;
 
 /*
  * tally_counter_family_register, tally_gauge_family_register,
@@ -118,6 +121,12 @@ TALLY_API int tally_fgauge_family_register(struct tally_zone *z,
  * or an unknown @combine.  In a child made by fork(), such a family
  * forgets the children its parent had: each process's are its own.
  */
+/* tally_fcounter_family_register: a family of fractional counters
+ * (tally_fcounter_register(), tally/metrics.h); as the others. */
+TALLY_API int tally_fcounter_family_register(struct tally_zone *z,
+			const struct tally_metric_desc *d,
+			const char *const *label_names, unsigned n,
+			tally_fcounter_family *f);
 TALLY_API int tally_pgauge_family_register(struct tally_zone *z,
 			const struct tally_metric_desc *d,
 			const char *const *label_names, unsigned n,
@@ -126,7 +135,8 @@ TALLY_API int tally_pgauge_family_register(struct tally_zone *z,
 /*
  * tally_counter_family_get, tally_gauge_family_get,
  * tally_setgauge_family_get, tally_histogram_family_get,
- * tally_fgauge_family_get, tally_pgauge_family_get: the child of
+ * tally_fgauge_family_get, tally_pgauge_family_get,
+ * tally_fcounter_family_get: the child of
  * @f whose label values are @values[0 .. @n - 1] (in the order of the
  * family's label names), registered first if this process has not
  * asked for it yet; *@c points at its handle, which stays valid until
@@ -167,6 +177,9 @@ TALLY_API int tally_fgauge_family_get(const tally_fgauge_family *f,
 TALLY_API int tally_pgauge_family_get(const tally_pgauge_family *f,
 			const char *const *values, unsigned n,
 			const tally_pgauge **g);
+TALLY_API int tally_fcounter_family_get(const tally_fcounter_family *f,
+			const char *const *values, unsigned n,
+			const tally_fcounter **c);
 
 /*
  * tally_family_remove: remove the family (pass &family.family): each of

@@ -35,6 +35,10 @@
  *                    the default sub_bits = 3.  Values from 0 to
  *                    2^max_bits - 1 (default 2^40); larger ones count in
  *                    the last bucket.  Readers compute quantiles.
+ *   TALLY_FCOUNTER   tally_fcounter: a counter of fractional amounts
+ *                    (tally_fcounter_add(c, 0.25)), per-CPU, exact to
+ *                    10^-9: whole units and billionths in two slots,
+ *                    which readers show as one exact decimal.
  *   TALLY_PGAUGE     tally_pgauge: a per-process floating-point gauge
  *                    (tally_pgauge_register): each process that uses the
  *                    zone has a value of its own, and readers combine
@@ -63,6 +67,7 @@ extern "C" {
 #define TALLY_HISTOGRAM 4u
 #define TALLY_FGAUGE    5u
 #define TALLY_PGAUGE    6u
+#define TALLY_FCOUNTER  7u
 
 /* How readers combine the values of a TALLY_PGAUGE's processes for one
  * label set: prometheus_client's multiprocess modes.  ALL and LIVEALL show
@@ -164,6 +169,7 @@ typedef struct tally_setgauge  { tally_metric metric; } tally_setgauge;
 typedef struct tally_histogram { tally_metric metric; } tally_histogram;
 typedef struct tally_fgauge    { tally_metric metric; } tally_fgauge;
 typedef struct tally_pgauge    { tally_metric metric; } tally_pgauge;
+typedef struct tally_fcounter  { tally_metric metric; } tally_fcounter;
 
 /*
  * tally_counter_register, tally_gauge_register, tally_setgauge_register,
@@ -228,6 +234,26 @@ TALLY_API int tally_histogram_register(struct tally_zone *z,
 			const struct tally_metric_desc *d, tally_histogram *h);
 TALLY_API int tally_fgauge_register(struct tally_zone *z,
 			const struct tally_metric_desc *d, tally_fgauge *g);
+
+/*
+ * tally_fcounter_register: get or create the fractional counter described
+ * by @d in @z (NULL: the default zone) and fill @c, as
+ * tally_counter_register() (the same rules, errors and handle), with a
+ * help text of at most TALLY_HELP_MAX - 8 bytes.  Its adds
+ * (tally_fcounter_add) are exact to 10^-9: 0.1 added ten times is 1.
+ * In a zone made by a libtally older than format 2.6, which would not
+ * show it: -EPROTONOSUPPORT.
+ * This API is MT-safe and safe after fork().  Not async-signal-safe.
+ */
+TALLY_API int tally_fcounter_register(struct tally_zone *z,
+			const struct tally_metric_desc *d, tally_fcounter *c);
+
+/*
+ * tally_fcounter_fetch: the counter's value in this process's zone, as
+ * a double (tally_metric_fetch() gives its whole part).
+ * Return: 0 or -EINVAL, as tally_metric_fetch().  MT-safe.
+ */
+TALLY_API int tally_fcounter_fetch(const tally_fcounter *c, double *value);
 
 /*
  * tally_pgauge_register: get or create this process's series of the
@@ -336,6 +362,7 @@ TALLY_API void (tally_histogram_observe)(const tally_histogram *h,
 					 uint64_t v);
 TALLY_API void (tally_fgauge_set)(const tally_fgauge *g, double v);
 TALLY_API void (tally_fgauge_add)(const tally_fgauge *g, double v);
+TALLY_API void (tally_fcounter_add)(const tally_fcounter *c, double v);
 TALLY_API void (tally_pgauge_set)(const tally_pgauge *g, double v);
 TALLY_API void (tally_pgauge_add)(const tally_pgauge *g, double v);
 
@@ -426,6 +453,28 @@ static inline void tally__pgauge_add(const tally_pgauge *g, double v)
 		tally__pgauge_stamp(g);
 }
 
+/* A TALLY_FCOUNTER adds the whole part of @v to slot 0 and its
+ * fraction, in billionths rounded to the nearest, to slot 1: two per-CPU
+ * adds, each exact.  An amount that is not positive and finite, or not
+ * below 2^63, is ignored (a counter only goes up). */
+static inline void tally__fcounter_add(const tally_fcounter *c, double v)
+{
+	int64_t whole, nanos;
+
+	if (!(v > 0.0) || !(v < 9223372036854775808.0))
+		return;
+	whole = (int64_t)v;
+	nanos = (int64_t)((v - (double)whole) * 1e9 + 0.5);
+	if (nanos >= 1000000000) {
+		whole++;
+		nanos -= 1000000000;
+	}
+	if (whole)
+		tally__block_add(c->metric.block, 0, whole);
+	if (nanos)
+		tally__block_add(c->metric.block, 1, nanos);
+}
+
 #define tally_counter_add(c, v)       tally__counter_add((c), (v))
 #define tally_counter_inc(c)          tally__counter_add((c), 1)
 #define tally_gauge_add(g, v)         tally__gauge_add((g), (v))
@@ -436,6 +485,7 @@ static inline void tally__pgauge_add(const tally_pgauge *g, double v)
 #define tally_histogram_observe(h, v) tally__histogram_observe((h), (v))
 #define tally_fgauge_set(g, v)        tally__fgauge_set((g), (v))
 #define tally_fgauge_add(g, v)        tally__fgauge_add((g), (v))
+#define tally_fcounter_add(c, v)      tally__fcounter_add((c), (v))
 #define tally_pgauge_set(g, v)        tally__pgauge_set((g), (v))
 #define tally_pgauge_add(g, v)        tally__pgauge_add((g), (v))
 #define tally_pgauge_inc(g)           tally__pgauge_add((g), 1.0)

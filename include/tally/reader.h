@@ -122,6 +122,12 @@ struct tally_series_view {
 	 * record of one of their series. */
 	int per_process;
 	unsigned combine, nprocs;
+	/* A fractional counter (TALLY_FCOUNTER, format 2.6), shown as a
+	 * TALLY_COUNTER: fractional is 1, value its whole part and frac the
+	 * billionths beyond it (0 .. 999999999): the exact value is
+	 * value + frac / 10^9; fvalue holds it as a double. */
+	int fractional;
+	unsigned frac;
 };
 
 /* Flags of tally_seg_foreach(). */

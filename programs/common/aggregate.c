@@ -133,6 +133,13 @@ static void add_one(struct agg *g, const struct tp_series *s, int extra)
 	d = &out->series[at];
 	d->value = add64(d->value, s->value);
 	d->fvalue += s->fvalue;
+	/* Billionths carried into the whole units: exact. */
+	d->fractional |= s->fractional;
+	d->frac += s->frac;
+	if (d->frac >= 1000000000u) {
+		d->frac -= 1000000000u;
+		d->value = add64(d->value, 1);
+	}
 	d->sum = add64(d->sum, s->sum);
 	add_i64(a, &d->buckets, &d->nbuckets, s->buckets, s->nbuckets);
 	add_i64(a, &d->percpu, &d->npercpu, s->percpu, s->npercpu);

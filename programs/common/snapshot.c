@@ -213,6 +213,8 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 	s->dead = series_dead(c, v, c->tmpl.dead);
 	s->value = v->value;
 	s->fvalue = v->fvalue;
+	s->fractional = v->fractional;
+	s->frac = v->frac;
 	if (v->kind == TALLY_HISTOGRAM) {
 		s->sum = v->sum;
 		s->sub_bits = v->sub_bits;

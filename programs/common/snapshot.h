@@ -59,7 +59,12 @@ struct tp_series {
 	 * count, plus sum and buckets). */
 	int64_t value, sum;
 	double fvalue;          /* TALLY_FGAUGE: the value (value holds it
-				   rounded toward zero) */
+				   rounded toward zero); a fractional
+				   counter's as a double */
+	int fractional;         /* a counter with fractions (format 2.6,
+				   tally_series_view.fractional): its exact
+				   value is value + frac / 10^9 */
+	unsigned frac;
 	unsigned sub_bits, max_bits, nbuckets;
 	int64_t *buckets;
 	unsigned npercpu;       /* 0 unless read with TALLY_READ_PERCPU */

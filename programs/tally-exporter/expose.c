@@ -439,6 +439,18 @@ static char *fmt_scaled(char *out, int64_t v,
 	return out;
 }
 
+/* A fractional counter's value, @whole + @frac / 10^9, as an exact
+ * decimal without trailing zeros, in @buf (TP_F64_LEN bytes). */
+static const char *fmt_frac(char *buf, int64_t whole, unsigned frac)
+{
+	int n = snprintf(buf, TP_F64_LEN, "%lld.%09u", (long long)whole,
+			 frac);
+
+	while (n > 0 && buf[n - 1] == '0')
+		buf[--n] = '\0';
+	return buf;
+}
+
 static double pow10u(unsigned n)
 {
 	double d = 1;
@@ -565,6 +577,13 @@ static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
 			continue;
 		}
 		res->series++;
+		if (s->fractional && s->frac && !scaled) {
+			/* value.frac, exact (format 2.6). */
+			put_sample(b, base, sample_sfx, tp_buf_str(lb), lb->len,
+				   NULL, fmt_frac(val, s->value, s->frac));
+			res->samples++;
+			continue;
+		}
 		if (kind != TALLY_HISTOGRAM) {
 			put_sample(b, base, sample_sfx, tp_buf_str(lb), lb->len,
 				   NULL, s->kind == TALLY_FGAUGE ?

@@ -136,7 +136,7 @@ static void row(struct tp_buf *b, const struct ts_row *x,
 	tp_buf_printf(b, ", \"dead\": %s", s->dead ? "true" : "false");
 	if (gauge && r->kind == TS_AVERAGE)
 		num(b, "value", x->mean_gauge);
-	else if (s->kind == TALLY_FGAUGE)
+	else if (s->kind == TALLY_FGAUGE || s->fractional)
 		f64(b, "value", s->fvalue);
 	else
 		i64(b, s->kind == TALLY_HISTOGRAM ? "count" : "value",

@@ -267,7 +267,7 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 		if (gauge && avg)
 			ts_table_set(&sc, row, c++, fmt_real(x->mean_gauge, u, o, 2),
 			    NULL);
-		else if (x->s->kind == TALLY_FGAUGE)
+		else if (x->s->kind == TALLY_FGAUGE || x->s->fractional)
 			ts_table_set(&sc, row, c++, fmt_f64(x->s->fvalue, u, o),
 				     NULL);
 		else

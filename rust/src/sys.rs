@@ -210,6 +210,8 @@ pub struct tally_series_view {
     pub per_process: c_int,
     pub combine: c_uint,
     pub nprocs: c_uint,
+    pub fractional: c_int,
+    pub frac: c_uint,
 }
 
 pub type tally_series_fn =

@@ -32,6 +32,15 @@ static const char *kind_name(unsigned kind, unsigned vtype)
 	return kind < 5 ? names[kind] : "?";
 }
 
+static const char *type_name(unsigned type, unsigned kind, unsigned vtype)
+{
+	if (type == TALLY__TYPE_PGAUGE)
+		return "per-process gauge";
+	if (type == TALLY__TYPE_FCOUNTER)
+		return "fractional counter";
+	return kind_name(kind, vtype);
+}
+
 /* What makes @f and @p different generations, in words; "" when they
  * are the same generation. */
 void tally__describe_change(const struct tally__metric_rec *f,
@@ -42,9 +51,10 @@ void tally__describe_change(const struct tally__metric_rec *f,
 
 	if (f->type != p->type)
 		snprintf(out, len, "type %s, was %s",
-			 p->type ? "per-process gauge" : kind_name(p->kind, p->vtype),
-			 f->type ? "per-process gauge" : kind_name(f->kind, f->vtype));
-	else if (f->type && tally__metric_tail(f)->combine != p->combine)
+			 type_name(p->type, p->kind, p->vtype),
+			 type_name(f->type, f->kind, f->vtype));
+	else if (f->type == TALLY__TYPE_PGAUGE &&
+		 tally__metric_tail(f)->combine != p->combine)
 		snprintf(out, len, "combine mode %u, was %u", p->combine,
 			 tally__metric_tail(f)->combine);
 	else if (f->kind != p->kind || f->vtype != p->vtype)

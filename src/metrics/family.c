@@ -42,6 +42,7 @@ union handle {
 	tally_histogram h;
 	tally_fgauge f;
 	tally_pgauge p;
+	tally_fcounter fc;
 };
 
 struct child {
@@ -79,12 +80,12 @@ static _Atomic(struct tally__ftable *) families;
 static pthread_mutex_t families_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* What a failed lookup points at: one discard handle per kind. */
-static union handle discards[TALLY_PGAUGE + 1];
+static union handle discards[TALLY_FCOUNTER + 1];
 static pthread_once_t discards_once = PTHREAD_ONCE_INIT;
 
 static void make_discards(void)
 {
-	for (unsigned k = TALLY_COUNTER; k <= TALLY_PGAUGE; k++)
+	for (unsigned k = TALLY_COUNTER; k <= TALLY_FCOUNTER; k++)
 		tally__metric_discard(k, &discards[k].m);
 }
 
@@ -327,6 +328,15 @@ int tally_fgauge_family_register(struct tally_zone *z,
 				 tally_fgauge_family *f)
 {
 	return family_register(z, d, label_names, n, TALLY_FGAUGE, 0,
+			       f ? &f->family : NULL);
+}
+
+int tally_fcounter_family_register(struct tally_zone *z,
+				   const struct tally_metric_desc *d,
+				   const char *const *label_names, unsigned n,
+				   tally_fcounter_family *f)
+{
+	return family_register(z, d, label_names, n, TALLY_FCOUNTER, 0,
 			       f ? &f->family : NULL);
 }
 
@@ -629,6 +639,19 @@ int tally_pgauge_family_get(const tally_pgauge_family *f,
 
 	if (g)
 		*g = &u->p;
+	return rc;
+}
+
+int tally_fcounter_family_get(const tally_fcounter_family *f,
+			    const char *const *values, unsigned n,
+			    const tally_fcounter **g)
+{
+	const union handle *u;
+	int rc = family_get(f ? &f->family : NULL, TALLY_FCOUNTER, values, n,
+			    g ? &u : NULL);
+
+	if (g)
+		*g = &u->fc;
 	return rc;
 }
 

@@ -117,7 +117,7 @@ int tally__plan_make(const struct tally_metric_desc *d, struct tally__plan *p)
 
 	/* Not the label buffer: it is written as far as it is used. */
 	memset(p, 0, offsetof(struct tally__plan, labels));
-	if (d->kind < TALLY_COUNTER || d->kind > TALLY_PGAUGE)
+	if (d->kind < TALLY_COUNTER || d->kind > TALLY_FCOUNTER)
 		return tally__fail(EINVAL, "unknown metric kind %u", d->kind);
 	if (!d->name)
 		return tally__fail(EINVAL, "NULL metric name");
@@ -143,11 +143,24 @@ int tally__plan_make(const struct tally_metric_desc *d, struct tally__plan *p)
 	 * holds a double: a reader older than format 2.3 shows the bits as
 	 * an integer instead of refusing the segment. */
 	p->kind = d->kind == TALLY_FGAUGE || d->kind == TALLY_PGAUGE ?
-		  TALLY_GAUGE_SET : d->kind;
+		  TALLY_GAUGE_SET : d->kind == TALLY_FCOUNTER ? TALLY_COUNTER :
+		  d->kind;
 	p->vtype = p->kind == TALLY_GAUGE_SET && d->kind != TALLY_GAUGE_SET ?
 		   TALLY__VT_FLOAT64 : TALLY__VT_INT64;
 	p->mode = p->kind == TALLY_GAUGE_SET ? TALLY_SHARED : d->mode;
 	p->nslots = d->kind == TALLY_GAUGE ? 2 : 1; /* increments, decrements */
+	if (d->kind == TALLY_FCOUNTER) {
+		/* A counter for older readers (which skip its series),
+		 * whole units and billionths for newer ones (layout.h). */
+		p->type = TALLY__TYPE_FCOUNTER;
+		p->nslots = 2;
+		if (strlen(p->help) + 1 > TALLY__HELP_MAX - TALLY__TAIL_BYTES)
+			return tally__fail(E2BIG, "the help text of %.60s is "
+					   "longer than the %u bytes a "
+					   "fractional counter's may take",
+					   d->name, TALLY__HELP_MAX -
+					   TALLY__TAIL_BYTES - 1);
+	}
 	if (d->kind == TALLY_PGAUGE) {
 		/* A float gauge's record for older readers, typed for newer
 		 * ones: the value, and the time of its last set

@@ -117,6 +117,7 @@ static void fill_handle(tally_metric *m, struct tally_zone *z, uint32_t idx,
 	m->series = idx;
 	m->seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
 	m->kind = (uint8_t)(p->type == TALLY__TYPE_PGAUGE ? TALLY_PGAUGE :
+			    p->type == TALLY__TYPE_FCOUNTER ? TALLY_FCOUNTER :
 			    p->vtype == TALLY__VT_FLOAT64 ? TALLY_FGAUGE :
 			    p->kind);
 	m->sub_bits = (uint8_t)(p->type == TALLY__TYPE_PGAUGE ? p->combine :
@@ -361,6 +362,57 @@ int tally_fgauge_register(struct tally_zone *z,
 	return tally__metric_register(z, d, TALLY_FGAUGE, g ? &g->metric : NULL);
 }
 
+int tally_fcounter_register(struct tally_zone *z,
+			    const struct tally_metric_desc *d,
+			    tally_fcounter *c)
+{
+	int rc;
+
+	tally__ok();
+	if (!c)
+		return tally__fail(EINVAL, "register: NULL handle");
+	if (!z && !(z = tally_zone_default()))
+		return tally__metric_failed(NULL, TALLY_FCOUNTER, &c->metric,
+					    -errno);
+	if (z->hdr->minor < TALLY__FMT_MINOR_TYPES)
+		return tally__metric_failed(z, TALLY_FCOUNTER, &c->metric,
+				tally__fail(EPROTONOSUPPORT, "%.60s: zone "
+				"file %s was made by a libtally older than "
+				"format 2.6, whose readers would not show a "
+				"fractional counter", d && d->name ? d->name :
+				"?", zone_file(z)));
+	rc = tally__metric_register(z, d, TALLY_FCOUNTER, &c->metric);
+	return rc;
+}
+
+void (tally_fcounter_add)(const tally_fcounter *c, double v)
+{
+	tally__fcounter_add(c, v);
+}
+
+int tally_fcounter_fetch(const tally_fcounter *c, double *value)
+{
+	int64_t whole, frac;
+	int rc;
+
+	tally__ok();
+	if (!c || !c->metric.block || !value ||
+	    c->metric.kind != TALLY_FCOUNTER)
+		return tally__fail(EINVAL, "tally_fcounter_fetch: NULL "
+				   "argument or not a TALLY_FCOUNTER");
+	if (tally__series_gone(&c->metric))
+		return tally__fail(EINVAL, "tally_fcounter_fetch: the series "
+				   "was removed (through a copy of this "
+				   "handle)");
+	if ((rc = tally_block_fetch(c->metric.block, 1, &frac)) < 0 ||
+	    (rc = tally_block_fetch(c->metric.block, 0, &whole)) < 0)
+		return rc;
+	*value = (double)whole +
+		 (double)((uint64_t)frac / TALLY__FRAC_SCALE) +
+		 (double)((uint64_t)frac % TALLY__FRAC_SCALE) / 1e9;
+	return 0;
+}
+
 int tally_pgauge_register(struct tally_zone *z,
 			  const struct tally_metric_desc *d, unsigned combine,
 			  tally_pgauge *g)
@@ -547,6 +599,15 @@ int tally_metric_fetch(const tally_metric *m, int64_t *value)
 		if ((rc = tally_fgauge_fetch(&f, &d)) < 0)
 			return rc;
 		*value = tally__f64_to_i64(d);
+		return 0;
+	}
+	if (m->kind == TALLY_FCOUNTER) {
+		/* The whole units, the fractions' whole part in. */
+		if ((rc = tally_block_fetch(m->block, 1, &sum)) < 0 ||
+		    (rc = tally_block_fetch(m->block, 0, &v)) < 0)
+			return rc;
+		*value = (int64_t)((uint64_t)v +
+				   (uint64_t)sum / TALLY__FRAC_SCALE);
 		return 0;
 	}
 	if (m->kind != TALLY_HISTOGRAM)

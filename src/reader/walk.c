@@ -38,6 +38,8 @@ static unsigned family_slots(const struct tally__metric_rec *f)
 {
 	if (f->type == TALLY__TYPE_PGAUGE)
 		return 2; /* the value, the time of its last set */
+	if (f->type == TALLY__TYPE_FCOUNTER)
+		return 2; /* whole units, billionths */
 	if (f->kind == TALLY__KIND_HISTOGRAM)
 		return 1u + ((unsigned)(f->max_bits - f->sub_bits + 1) << f->sub_bits);
 	if (f->kind == TALLY__KIND_GAUGE)
@@ -65,9 +67,11 @@ static int check_family(struct tally_seg *s, uint32_t i,
 		return tally__seg_corrupt(s, "family %u: bad unit", i);
 	/* A type newer than this reader: its series are skipped
 	 * (compute_batch), the record is checked as its kind says. */
-	if (f->type == TALLY__TYPE_PGAUGE &&
-	    (f->kind != TALLY__KIND_GAUGE_SET || f->vtype != TALLY__VT_FLOAT64 ||
-	     tally__metric_tail(f)->combine > TALLY__COMBINE_MAX_MODE))
+	if ((f->type == TALLY__TYPE_PGAUGE &&
+	     (f->kind != TALLY__KIND_GAUGE_SET || f->vtype != TALLY__VT_FLOAT64 ||
+	      tally__metric_tail(f)->combine > TALLY__COMBINE_MAX_MODE)) ||
+	    (f->type == TALLY__TYPE_FCOUNTER &&
+	     (f->kind != TALLY__KIND_COUNTER || f->vtype != TALLY__VT_INT64)))
 		return tally__seg_corrupt(s, "family %u: type %u on a kind %u",
 					  i, f->type, f->kind);
 	if (!nul_within(f->help, tally__help_room(f), f->help_len) ||
@@ -479,7 +483,8 @@ static int compute(struct tally_seg *s, uint32_t id, uint32_t i,
 			return rc;
 	} else if (f->kind != TALLY__KIND_HISTOGRAM) {
 		out->value = slot_value(s, c, f->mode, slot, percpu);
-		if (f->type == TALLY__TYPE_PGAUGE)
+		if (f->type == TALLY__TYPE_PGAUGE ||
+		    f->type == TALLY__TYPE_FCOUNTER)
 			out->sum = slot_value(s, c, f->mode, slot + 1, NULL);
 	} else {
 		unsigned nb = r->nslots - 1;
@@ -548,6 +553,17 @@ static int emit(struct tally_seg *s, uint32_t id, uint32_t i,
 		v.max_bits = f->max_bits;
 		v.nbuckets = r->nslots - 1;
 		v.buckets = s->bucket_arena + res->buckets_at;
+	}
+	if (f->type == TALLY__TYPE_FCOUNTER) {
+		/* Billionths, an unsigned sum (layout.h): their whole units
+		 * go to the value. */
+		uint64_t nanos = (uint64_t)res->sum;
+
+		v.fractional = 1;
+		v.value = (int64_t)((uint64_t)res->value +
+				    nanos / TALLY__FRAC_SCALE);
+		v.frac = (unsigned)(nanos % TALLY__FRAC_SCALE);
+		v.fvalue = (double)v.value + v.frac / 1e9;
 	}
 	if (f->type == TALLY__TYPE_PGAUGE) {
 		int passed, rc;

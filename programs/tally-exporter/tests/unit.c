@@ -464,6 +464,49 @@ TEST(redefined)
 	tp_buf_free(&b);
 }
 
+/* A fractional counter (format 2.6) is written as an exact decimal. */
+TEST(fractional)
+{
+	struct tp_snapshot s = { 0 };
+	struct tp_series v[2];
+	struct tp_segment seg[2];
+	struct ex_config c = { .pid_label = "pid", .process_label = "process",
+			       .zone_label = "zone" };
+	struct ex_self self = { 0 };
+	struct ex_result res;
+	struct tp_buf b = { 0 };
+	const char *t;
+
+	memset(v, 0, sizeof(v));
+	memset(seg, 0, sizeof(seg));
+	for (int i = 0; i < 2; i++) {
+		seg[i].info.pid = 10 + i;
+		v[i].kind = TALLY_COUNTER;
+		v[i].name = i ? "b_total" : "a_total";
+		v[i].key = v[i].name;
+		v[i].help = "";
+		v[i].unit = "";
+		v[i].pid = 10 + i;
+		v[i].fractional = 1;
+		strcpy(v[i].proc, "p");
+		strcpy(v[i].zone, "z");
+	}
+	v[0].value = 3;
+	v[0].frac = 750000001;
+	v[1].value = 9007199254740993ll; /* beyond a double's integers */
+	v[1].frac = 500000000;
+	s.series = v;
+	s.nseries = 2;
+	s.segs = seg;
+	s.nsegs = 2;
+	ex_write(&b, &s, &c, EX_TEXT, &self, tp_now_ns(), &res);
+	t = tp_buf_str(&b);
+	CHECK(strstr(t, "a_total{pid=\"10\",process=\"p\"} 3.750000001\n"));
+	CHECK(strstr(t, "b_total{pid=\"11\",process=\"p\"} "
+		      "9007199254740993.5\n"));
+	tp_buf_free(&b);
+}
+
 /* Label names that clash: renamed or left out, never written twice. */
 TEST(label_clashes)
 {
