@@ -6,8 +6,8 @@
  * the metric has labels (its children are then found by their values
  * without a lock: tally_*_family_get) or one series registered directly:
  *
- *   counter    main   COUNTER   the integer part
- *              frac   COUNTER   the fractions, in 1e-6
+ *   counter    main   FCOUNTER  whole units and billionths (format 2.6:
+ *                               every reader shows the exact value)
  *   gauge      main   FGAUGE    a double
  *              setns  GAUGE_SET time of the last change (timestamps=True)
  *   per-process gauge (combine >= 0)
@@ -105,6 +105,10 @@ static int part_register(TpyFamily *f, struct tpy_part *p,
 			rc = tally_fgauge_family_register(f->zone, &d, names, n,
 							  &p->fam.f);
 			break;
+		case TALLY_FCOUNTER:
+			rc = tally_fcounter_family_register(f->zone, &d, names,
+							    n, &p->fam.fc);
+			break;
 		case TALLY_PGAUGE:
 			rc = tally_pgauge_family_register(f->zone, &d, names, n,
 							  p->combine,
@@ -125,6 +129,9 @@ static int part_register(TpyFamily *f, struct tpy_part *p,
 			break;
 		case TALLY_FGAUGE:
 			rc = tally_fgauge_register(f->zone, &d, &p->one.f);
+			break;
+		case TALLY_FCOUNTER:
+			rc = tally_fcounter_register(f->zone, &d, &p->one.fc);
 			break;
 		case TALLY_PGAUGE:
 			rc = tally_pgauge_register(f->zone, &d, p->combine,
@@ -148,6 +155,7 @@ int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
 	const tally_setgauge *s;
 	const tally_fgauge *fg;
 	const tally_pgauge *pg;
+	const tally_fcounter *fcn;
 	int rc;
 
 	if (!p->family) {
@@ -183,6 +191,10 @@ int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
 	case TALLY_PGAUGE:
 		rc = tally_pgauge_family_get(&p->fam.p, values, n, &pg);
 		*h = &pg->metric;
+		break;
+	case TALLY_FCOUNTER:
+		rc = tally_fcounter_family_get(&p->fam.fc, values, n, &fcn);
+		*h = &fcn->metric;
 		break;
 	default:
 		rc = tally_setgauge_family_get(&p->fam.s, values, n, &s);
@@ -319,7 +331,8 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 	}
 	switch (kind) {
 	case TPY_COUNTER:
-		self->main.kind = self->frac.kind = TALLY_COUNTER;
+		self->main.kind = TALLY_FCOUNTER;
+		self->frac.kind = TALLY_COUNTER; /* unused: main holds them */
 		break;
 	case TPY_GAUGE:
 		self->main.kind = combine >= 0 ? TALLY_PGAUGE : TALLY_FGAUGE;
@@ -350,7 +363,7 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 	rc = part_register(self, &self->main, names, self->nlabels);
 	/* A fraction part without labels waits for its first fraction; a
 	 * family costs no series, so families are made at once. */
-	if (rc == 0 && self->kind != TPY_GAUGE && self->nlabels)
+	if (rc == 0 && self->kind == TPY_HISTOGRAM && self->nlabels)
 		rc = part_register(self, &self->frac, names, self->nlabels);
 	if (rc == 0 && self->timestamps)
 		rc = part_register(self, &self->setns, names, self->nlabels);

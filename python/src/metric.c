@@ -236,6 +236,17 @@ static PyObject *counter_inc(TpyMetric *self, PyObject *const *args,
 				"incremented by non-negative amounts.");
 		return NULL;
 	}
+	/* A fractional counter (format 2.6): whole units and billionths
+	 * of the amount, each added exactly. */
+	if (self->h_main->kind == TALLY_FCOUNTER) {
+		if (a.d != (double)a.whole || !PyLong_Check(o))
+			tally_fcounter_add((const tally_fcounter *)self->h_main,
+					   a.d);
+		else if (a.whole)
+			tally_counter_add((const tally_counter *)self->h_main,
+					  a.whole);
+		Py_RETURN_NONE;
+	}
 	if (add_amount(self, &a, 0) < 0)
 		return NULL;
 	Py_RETURN_NONE;
@@ -245,6 +256,12 @@ static PyObject *counter_inc(TpyMetric *self, PyObject *const *args,
 static PyObject *counter_get(TpyMetric *self, PyObject *unused)
 {
 	(void)unused;
+	if (self->bound && self->h_main->kind == TALLY_FCOUNTER) {
+		double v = 0;
+
+		tally_fcounter_fetch((const tally_fcounter *)self->h_main, &v);
+		return PyFloat_FromDouble(v);
+	}
 	return amount_value(self);
 }
 

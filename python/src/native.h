@@ -59,6 +59,7 @@ struct tpy_part {
 		tally_setgauge_family s;
 		tally_fgauge_family f;
 		tally_pgauge_family p;
+		tally_fcounter_family fc;
 		tally_family any;
 	} fam;
 	union {
@@ -67,6 +68,7 @@ struct tpy_part {
 		tally_setgauge s;
 		tally_fgauge f;
 		tally_pgauge p;
+		tally_fcounter fc;
 		tally_metric any;
 	} one;
 	unsigned combine;  /* TALLY_PGAUGE: TALLY_COMBINE_* */

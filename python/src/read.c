@@ -76,10 +76,11 @@ static int one_series(const struct tally_series_view *v, void *arg)
 	} else {
 		Py_INCREF(hist);
 	}
-	/* A floating-point gauge's value is a float, any other an int; a
+	/* A floating-point gauge's value is a float, any other an int (a
+	 * fractional counter's when it has no fraction, else a float); a
 	 * per-process gauge's, combined by the reader (format 2.6), says
 	 * TALLY_PGAUGE. */
-	t = v->kind == TALLY_FGAUGE ?
+	t = v->kind == TALLY_FGAUGE || (v->fractional && v->frac) ?
 		Py_BuildValue("(NINNNdN)", str_or_empty(v->name),
 			      v->per_process ? TALLY_PGAUGE : v->kind,
 			      str_or_empty(v->help), str_or_empty(v->unit),

@@ -9,8 +9,12 @@ A tally series has a name, a kind, labels and one value.  A Python metric
 @n is held in the series below; each suffix is the metric's kind, so a
 reader can rebuild the metric from the names alone:
 
-  Counter    <n>_total                COUNTER   the integer part
-             <n>_total:frac_u         COUNTER   fractions, in millionths
+  Counter    <n>_total                FCOUNTER  a fractional counter of the
+                                                format (2.6): every reader
+                                                shows its exact value
+                                                (0.3 wrote the fractions
+                                                in millionths, as
+                                                <n>_total:frac_u)
   Gauge      <n>:gauge                FGAUGE    shared by every process
              <n>:gauge_<mode>         PGAUGE    per-process gauges of the
                                                 format (2.6): libtally

@@ -246,7 +246,7 @@ def _place_plain(sums: _Sums, scrape: _Scrape, name: str, kind: int,
     _kind, help_, unit = sums.meta[name]
     shown, unit = _native.unit_name(name, unit)
     scaled = _native.unit_value(int(v), sums.meta[name][2]) \
-        if kind not in (_native.TALLY_FGAUGE, _native.TALLY_PGAUGE) else None
+        if isinstance(v, int) else None
     if kind == _native.TALLY_COUNTER:
         frac = sums.fracs.get((name, labels), 0)
         value = int(v) + frac / _SCALE if frac else float(v)
