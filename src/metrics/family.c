@@ -61,11 +61,11 @@ struct slots {
 struct tally__ftable {
 	_Atomic(struct slots *) slots;
 	unsigned kind;
-	unsigned combine;             /* TALLY_PGAUGE: TALLY_COMBINE_* */
 	unsigned n;                   /* label names the children add */
 	struct tally_zone *zone;
 	uint32_t rec;                 /* its metric record + 1 (metrics.c):
 					 its generation */
+	unsigned combine;             /* TALLY_PGAUGE: TALLY_COMBINE_* */
 	pthread_mutex_t lock;         /* inserts; process-private */
 	uint32_t count;               /* children, under the lock */
 	struct tally_metric_desc desc;/* the strings point into strings[] */
@@ -331,15 +331,6 @@ int tally_fgauge_family_register(struct tally_zone *z,
 			       f ? &f->family : NULL);
 }
 
-int tally_fcounter_family_register(struct tally_zone *z,
-				   const struct tally_metric_desc *d,
-				   const char *const *label_names, unsigned n,
-				   tally_fcounter_family *f)
-{
-	return family_register(z, d, label_names, n, TALLY_FCOUNTER, 0,
-			       f ? &f->family : NULL);
-}
-
 int tally_pgauge_family_register(struct tally_zone *z,
 				 const struct tally_metric_desc *d,
 				 const char *const *label_names, unsigned n,
@@ -508,6 +499,9 @@ static int get_slow(struct tally__ftable *t, const char *const *v,
 	return 0;
 }
 
+/* Aligned to a cache line: the lookup's few nanoseconds would otherwise
+ * move by a fifth with the size of the code linked before it. */
+__attribute__((aligned(64)))
 static int family_get(const tally_family *f, unsigned kind,
 		      const char *const *v, unsigned n,
 		      const union handle **out)
@@ -699,4 +693,13 @@ int tally_family_remove(tally_family *f)
 	free(t);
 	tally__ok(); /* past the children's removals */
 	return 0;
+}
+
+int tally_fcounter_family_register(struct tally_zone *z,
+				   const struct tally_metric_desc *d,
+				   const char *const *label_names, unsigned n,
+				   tally_fcounter_family *f)
+{
+	return family_register(z, d, label_names, n, TALLY_FCOUNTER, 0,
+			       f ? &f->family : NULL);
 }
