@@ -43,6 +43,8 @@ pub const TALLY_GAUGE: c_uint = 2;
 pub const TALLY_GAUGE_SET: c_uint = 3;
 pub const TALLY_HISTOGRAM: c_uint = 4;
 pub const TALLY_FGAUGE: c_uint = 5;
+pub const TALLY_PGAUGE: c_uint = 6;
+pub const TALLY_FCOUNTER: c_uint = 7;
 
 pub const TALLY_NAME_MAX: usize = 127;
 pub const TALLY_UNIT_MAX: usize = 31;
@@ -260,6 +262,15 @@ extern "C" {
         d: *const tally_metric_desc,
         g: *mut tally_handle,
     ) -> c_int;
+    pub fn tally_pgauge_register(
+        z: *mut tally_zone,
+        d: *const tally_metric_desc,
+        combine: c_uint,
+        g: *mut tally_handle,
+    ) -> c_int;
+    pub fn tally_pgauge_set(g: *const tally_handle, v: f64);
+    pub fn tally_pgauge_add(g: *const tally_handle, v: f64);
+    pub fn tally_pgauge_fetch(g: *const tally_handle, value: *mut f64) -> c_int;
     pub fn tally_metric_remove(m: *mut tally_metric) -> c_int;
     pub fn tally_metric_fetch(m: *const tally_metric, value: *mut i64) -> c_int;
     pub fn tally_fgauge_fetch(g: *const tally_handle, value: *mut f64) -> c_int;
