@@ -74,10 +74,22 @@ static const struct {
 };
 #define NQ (sizeof(quantiles) / sizeof(quantiles[0]))
 
+/* A fractional counter's value (format 2.6), @whole + @frac / 10^9, as
+ * an exact decimal without trailing zeros, in @buf. */
+static const char *frac_str(int64_t whole, unsigned frac, char buf[40])
+{
+	int n = snprintf(buf, 40, "%" PRId64 ".%09u", whole, frac);
+
+	while (n > 0 && buf[n - 1] == '0')
+		buf[--n] = '\0';
+	return buf;
+}
+
 static int series_cb(const struct tally_series_view *v, void *arg)
 {
 	struct walk *w = arg;
 	struct tp_buf key = { 0 }, t = { 0 };
+	char num[40];
 	double q[NQ];
 	int have_q = v->kind == TALLY_HISTOGRAM && v->value > 0;
 
@@ -136,6 +148,10 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 					      v->fvalue);
 			else
 				tp_buf_puts(&t, ", \"value\": null");
+		} else if (v->fractional && v->frac) {
+			/* A fractional counter (format 2.6): exact. */
+			tp_buf_printf(&t, ", \"value\": %s",
+				      frac_str(v->value, v->frac, num));
 		} else {
 			tp_buf_printf(&t, ", \"value\": %" PRId64, v->value);
 		}
@@ -160,6 +176,9 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 				tp_buf_printf(&t, " (%s)", v->unit);
 		} else if (v->kind == TALLY_FGAUGE) {
 			tp_buf_printf(&t, " %.17g", v->fvalue);
+		} else if (v->fractional && v->frac) {
+			tp_buf_printf(&t, " %s", frac_str(v->value, v->frac,
+							  num));
 		} else {
 			tp_buf_printf(&t, " %" PRId64, v->value);
 		}
