@@ -367,12 +367,29 @@ struct tally__metric_rec {
  *                       slot 0 + slot 1 / 10^9, exactly, as long as the
  *                       fractions added come to less than 2^64
  *                       billionths (1.8 * 10^10 units).
+ *   TALLY__TYPE_CHISTO  a classic histogram with the application's own
+ *                       bucket bounds (prometheus_client's buckets):
+ *                       kind TALLY__KIND_COUNTER, TALLY__VT_INT64, any
+ *                       mode.  tail.nbounds finite upper bounds, strictly
+ *                       increasing IEEE 754 doubles, lie in the
+ *                       TALLY__BOUNDS_MAX doubles before the tail (struct
+ *                       tally__metric_bounds), the first nbounds of them
+ *                       used.  Slot 0 the sum's whole part, floor(v)
+ *                       (signed), slot 1 its billionths, v - floor(v),
+ *                       read as an unsigned sum as a fractional
+ *                       counter's; slots 2 .. 2 + nbounds the count of
+ *                       each bucket, not cumulative: bucket i counts the
+ *                       values v <= bound i and above bound i - 1, the
+ *                       last one those above every bound (+Inf).
+ *                       The count is the sum of the buckets.
  */
 #define TALLY__TYPE_NONE     0u
 #define TALLY__TYPE_PGAUGE   1u
 #define TALLY__TYPE_FCOUNTER 2u
-#define TALLY__TYPE_MAX      2u
+#define TALLY__TYPE_CHISTO   3u
+#define TALLY__TYPE_MAX      3u
 #define TALLY__FRAC_SCALE    1000000000ull /* TALLY__TYPE_FCOUNTER */
+#define TALLY__BOUNDS_MAX    40u /* TALLY__TYPE_CHISTO's finite bounds */
 
 /* How the per-process series of one label set are shown (prometheus_
  * client's multiprocess modes, in this order); the "live" ones leave out
@@ -403,7 +420,17 @@ static inline int tally__combine_live(unsigned combine)
 #define TALLY__TAIL_BYTES 8u
 struct tally__metric_tail {
 	uint8_t combine;         /* TALLY__TYPE_PGAUGE: TALLY__COMBINE_* */
-	uint8_t zero[7];
+	uint8_t nbounds;         /* TALLY__TYPE_CHISTO: 0 .. TALLY__BOUNDS_MAX */
+	uint8_t zero[6];
+};
+
+/* A TALLY__TYPE_CHISTO record's bucket bounds: the TALLY__BOUNDS_BYTES
+ * bytes of its help field before the tail, so that its help text and
+ * NUL take at most TALLY__HELP_MAX - TALLY__TAIL_BYTES -
+ * TALLY__BOUNDS_BYTES bytes. */
+#define TALLY__BOUNDS_BYTES (8u * TALLY__BOUNDS_MAX)
+struct tally__metric_bounds {
+	double bound[TALLY__BOUNDS_MAX];
 };
 
 static inline struct tally__metric_tail *
@@ -413,10 +440,25 @@ tally__metric_tail(const struct tally__metric_rec *f)
 					     TALLY__TAIL_BYTES);
 }
 
+static inline struct tally__metric_bounds *
+tally__metric_bounds(const struct tally__metric_rec *f)
+{
+	return (struct tally__metric_bounds *)(f->help + TALLY__HELP_MAX -
+					       TALLY__TAIL_BYTES -
+					       TALLY__BOUNDS_BYTES);
+}
+
 /* The bytes of the help field that its text and NUL may take. */
+static inline unsigned tally__help_room_of(unsigned type)
+{
+	return type == TALLY__TYPE_CHISTO ?
+		       TALLY__HELP_MAX - TALLY__TAIL_BYTES - TALLY__BOUNDS_BYTES :
+	       type ? TALLY__HELP_MAX - TALLY__TAIL_BYTES : TALLY__HELP_MAX;
+}
+
 static inline unsigned tally__help_room(const struct tally__metric_rec *f)
 {
-	return f->type ? TALLY__HELP_MAX - TALLY__TAIL_BYTES : TALLY__HELP_MAX;
+	return tally__help_room_of(f->type);
 }
 
 /* Series record states. */
@@ -625,6 +667,9 @@ _Static_assert(sizeof(struct tally__series) == 128, "series record size");
 _Static_assert(sizeof(struct tally__series_ext) == 128, "extension size");
 _Static_assert(sizeof(struct tally__metric_tail) == TALLY__TAIL_BYTES,
 	       "a typed record's tail");
+_Static_assert((__builtin_offsetof(struct tally__metric_rec, help) +
+		TALLY__HELP_MAX - TALLY__TAIL_BYTES - TALLY__BOUNDS_BYTES) % 8 == 0,
+	       "a histogram's bounds are aligned doubles");
 _Static_assert(sizeof(struct tally__long_labels) <= TALLY__LABELS_INLINE,
 	       "a long record's reference fits its label field");
 _Static_assert(__builtin_offsetof(struct tally__series_ext, state) ==

@@ -39,6 +39,13 @@
  *                    (tally_fcounter_add(c, 0.25)), per-CPU, exact to
  *                    10^-9: whole units and billionths in two slots,
  *                    which readers show as one exact decimal.
+ *   TALLY_CHISTOGRAM tally_chistogram: a classic histogram with the
+ *                    application's own bucket bounds
+ *                    (tally_chistogram_register, prometheus_client's
+ *                    buckets): per-CPU counts of the values at or below
+ *                    each bound, and their sum, exact to 10^-9.
+ *                    Readers show it as a TALLY_HISTOGRAM whose view
+ *                    carries the bounds.
  *   TALLY_PGAUGE     tally_pgauge: a per-process floating-point gauge
  *                    (tally_pgauge_register): each process that uses the
  *                    zone has a value of its own, and readers combine
@@ -68,6 +75,12 @@ extern "C" {
 #define TALLY_FGAUGE    5u
 #define TALLY_PGAUGE    6u
 #define TALLY_FCOUNTER  7u
+#define TALLY_CHISTOGRAM 8u
+
+/* The most finite bucket bounds a TALLY_CHISTOGRAM takes (the +Inf
+ * bucket comes on top), and the longest help text it may have. */
+#define TALLY_CHISTOGRAM_BOUNDS_MAX 40u
+#define TALLY_CHISTOGRAM_HELP_MAX   511u
 
 /* How readers combine the values of a TALLY_PGAUGE's processes for one
  * label set: prometheus_client's multiprocess modes.  ALL and LIVEALL show
@@ -170,6 +183,13 @@ typedef struct tally_histogram { tally_metric metric; } tally_histogram;
 typedef struct tally_fgauge    { tally_metric metric; } tally_fgauge;
 typedef struct tally_pgauge    { tally_metric metric; } tally_pgauge;
 typedef struct tally_fcounter  { tally_metric metric; } tally_fcounter;
+/* A classic histogram's handle also points at its bounds, in the zone's
+ * metric record (they never change there). */
+typedef struct tally_chistogram {
+	tally_metric metric;
+	const double *bounds;
+	unsigned nbounds;
+} tally_chistogram;
 
 /*
  * tally_counter_register, tally_gauge_register, tally_setgauge_register,
@@ -254,6 +274,38 @@ TALLY_API int tally_fcounter_register(struct tally_zone *z,
  * Return: 0 or -EINVAL, as tally_metric_fetch().  MT-safe.
  */
 TALLY_API int tally_fcounter_fetch(const tally_fcounter *c, double *value);
+
+/*
+ * tally_chistogram_register: get or create the classic histogram described
+ * by @d in @z (NULL: the default zone) whose finite bucket upper bounds are
+ * @bounds[0 .. @nbounds - 1] (strictly increasing, finite; at most
+ * TALLY_CHISTOGRAM_BOUNDS_MAX; a +Inf bucket is always added, so a last
+ * bound of +Inf is dropped), and fill @h, as tally_counter_register() (the
+ * same rules, errors and handle), with a help text of at most
+ * TALLY_CHISTOGRAM_HELP_MAX bytes.  A histogram of the same name with
+ * other bounds is another definition (a new generation of the name, see
+ * tally(3)).
+ * Errors besides tally_counter_register()'s: -EINVAL for bounds that are
+ * not finite and strictly increasing, -E2BIG for too many bounds or too
+ * long a help text, -EPROTONOSUPPORT in a zone made by a libtally older
+ * than format 2.6, whose readers would not show it.
+ * This API is MT-safe and safe after fork().  Not async-signal-safe.
+ */
+TALLY_API int tally_chistogram_register(struct tally_zone *z,
+			const struct tally_metric_desc *d,
+			const double *bounds, unsigned nbounds,
+			tally_chistogram *h);
+
+/*
+ * tally_chistogram_fetch: the histogram's count and sum in this process's
+ * zone, and, when @buckets is not NULL, the count of each of its
+ * nbounds + 1 buckets (not cumulative: bucket i counts the values above
+ * bound i - 1 and at or below bound i; the last one those above every
+ * bound) into @buckets[0 .. @h->nbounds].
+ * Return: 0 or -EINVAL, as tally_metric_fetch().  MT-safe.
+ */
+TALLY_API int tally_chistogram_fetch(const tally_chistogram *h,
+			int64_t *count, double *sum, int64_t *buckets);
 
 /*
  * tally_pgauge_register: get or create this process's series of the
@@ -363,6 +415,8 @@ TALLY_API void (tally_histogram_observe)(const tally_histogram *h,
 TALLY_API void (tally_fgauge_set)(const tally_fgauge *g, double v);
 TALLY_API void (tally_fgauge_add)(const tally_fgauge *g, double v);
 TALLY_API void (tally_fcounter_add)(const tally_fcounter *c, double v);
+TALLY_API void (tally_chistogram_observe)(const tally_chistogram *h,
+					  double v);
 TALLY_API void (tally_pgauge_set)(const tally_pgauge *g, double v);
 TALLY_API void (tally_pgauge_add)(const tally_pgauge *g, double v);
 
@@ -475,6 +529,45 @@ static inline void tally__fcounter_add(const tally_fcounter *c, double v)
 		tally__block_add(c->metric.block, 1, nanos);
 }
 
+/* A TALLY_CHISTOGRAM counts @v in the first bucket whose bound is at
+ * least @v (the +Inf bucket past the last), and adds it to the sum: its
+ * floor to slot 0, the rest, in billionths rounded to the nearest, to
+ * slot 1; three per-CPU adds.  A NaN is ignored; beyond +-2^63 the sum
+ * takes +-2^63 (prometheus_client would give an infinite sum). */
+static inline void tally__chistogram_observe(const tally_chistogram *h,
+					     double v)
+{
+	unsigned i = 0, n = h->nbounds;
+	int64_t whole, nanos;
+
+	if (v != v)
+		return;
+	while (i < n && v > h->bounds[i])
+		i++;
+	tally__block_add(h->metric.block, 2u + i, 1);
+	if (v >= 9223372036854775807.0) {
+		whole = INT64_MAX;
+		nanos = 0;
+	} else if (v <= -9223372036854775808.0) {
+		whole = INT64_MIN;
+		nanos = 0;
+	} else {
+		/* The floor, without libm: truncation, one less below 0. */
+		whole = (int64_t)v;
+		if ((double)whole > v)
+			whole--;
+		nanos = (int64_t)((v - (double)whole) * 1e9 + 0.5);
+		if (nanos >= 1000000000) {
+			whole++;
+			nanos -= 1000000000;
+		}
+	}
+	if (whole)
+		tally__block_add(h->metric.block, 0, whole);
+	if (nanos)
+		tally__block_add(h->metric.block, 1, nanos);
+}
+
 #define tally_counter_add(c, v)       tally__counter_add((c), (v))
 #define tally_counter_inc(c)          tally__counter_add((c), 1)
 #define tally_gauge_add(g, v)         tally__gauge_add((g), (v))
@@ -486,6 +579,7 @@ static inline void tally__fcounter_add(const tally_fcounter *c, double v)
 #define tally_fgauge_set(g, v)        tally__fgauge_set((g), (v))
 #define tally_fgauge_add(g, v)        tally__fgauge_add((g), (v))
 #define tally_fcounter_add(c, v)      tally__fcounter_add((c), (v))
+#define tally_chistogram_observe(h, v) tally__chistogram_observe((h), (v))
 #define tally_pgauge_set(g, v)        tally__pgauge_set((g), (v))
 #define tally_pgauge_add(g, v)        tally__pgauge_add((g), (v))
 #define tally_pgauge_inc(g)           tally__pgauge_add((g), 1.0)

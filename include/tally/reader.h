@@ -128,6 +128,18 @@ struct tally_series_view {
 	 * value + frac / 10^9; fvalue holds it as a double. */
 	int fractional;
 	unsigned frac;
+	/* A classic histogram (TALLY_CHISTOGRAM, format 2.6), shown as a
+	 * TALLY_HISTOGRAM: classic is 1, sub_bits and max_bits 0, bounds
+	 * its nbounds finite bucket upper bounds (strictly increasing),
+	 * buckets the count of each of its nbuckets = nbounds + 1 buckets,
+	 * not cumulative (bucket i: the values above bounds[i - 1] and at
+	 * or below bounds[i]; the last one, +Inf: those above every
+	 * bound), value their total (the count).  The exact sum is
+	 * sum + frac / 10^9 (sum the floor), fsum that as a double. */
+	int classic;
+	unsigned nbounds;
+	const double *bounds;
+	double fsum;
 };
 
 /* Flags of tally_seg_foreach(). */
@@ -197,7 +209,10 @@ TALLY_API int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_serie
  * quantile of the observed values; for q = 1, the largest value of the
  * highest bucket used.  Values of 2^max_bits and more were counted in the
  * last bucket, whose bounds stop below 2^max_bits: their quantiles come
- * out as that bucket's.  Returns 0, or -EINVAL (not a histogram, q out of
+ * out as that bucket's.  Of a classic histogram (classic 1), as
+ * Prometheus's histogram_quantile(): interpolated linearly within the
+ * bucket of that rank, the highest finite bound when it is the +Inf
+ * bucket.  Returns 0, or -EINVAL (not a histogram, q out of
  * range) or -ENODATA (no observations).
  */
 TALLY_API void tally_histogram_bucket_bounds(unsigned b, unsigned sub_bits,

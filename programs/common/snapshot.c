@@ -221,6 +221,11 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 		s->max_bits = v->max_bits;
 		s->nbuckets = v->nbuckets;
 		s->buckets = arena_i64(a, v->buckets, v->nbuckets);
+		s->classic = v->classic;
+		s->nbounds = v->nbounds;
+		s->fsum = v->fsum;
+		s->bounds = v->nbounds ? tp_arena_memdup(a, v->bounds,
+				v->nbounds * sizeof(double)) : NULL;
 	}
 	if (v->percpu && v->npercpu) {
 		s->npercpu = v->npercpu;
@@ -396,6 +401,8 @@ void tp_series_copy_to(struct tp_arena *a, struct tp_series *d,
 							s->label_values[i]);
 	}
 	d->buckets = arena_i64(a, s->buckets, s->nbuckets);
+	d->bounds = s->nbounds ? tp_arena_memdup(a, s->bounds, s->nbounds *
+						 sizeof(double)) : NULL;
 	d->percpu = arena_i64(a, s->percpu, s->npercpu);
 }
 
@@ -420,6 +427,11 @@ void tp_series_copy(struct tp_series *d, const struct tp_series *s)
 		}
 	}
 	d->buckets = dup_i64(s->buckets, s->nbuckets);
+	d->bounds = NULL;
+	if (s->nbounds) {
+		d->bounds = tp_xmalloc(s->nbounds * sizeof(double));
+		memcpy(d->bounds, s->bounds, s->nbounds * sizeof(double));
+	}
 	d->percpu = dup_i64(s->percpu, s->npercpu);
 }
 
@@ -441,6 +453,7 @@ void tp_series_free(struct tp_series *s)
 	free(s->label_names);
 	free(s->label_values);
 	free(s->buckets);
+	free(s->bounds);
 	free(s->percpu);
 	memset(s, 0, sizeof(*s));
 }

@@ -64,7 +64,14 @@ struct tp_series {
 	int fractional;         /* a counter with fractions (format 2.6,
 				   tally_series_view.fractional): its exact
 				   value is value + frac / 10^9 */
-	unsigned frac;
+	unsigned frac;          /* a classic histogram's: of its sum */
+	/* A classic histogram (format 2.6, tally_series_view.classic):
+	 * its nbounds finite bucket bounds; nbuckets is nbounds + 1, sum
+	 * + frac / 10^9 the exact sum, fsum that as a double. */
+	int classic;
+	unsigned nbounds;
+	double *bounds;
+	double fsum;
 	unsigned sub_bits, max_bits, nbuckets;
 	int64_t *buckets;
 	unsigned npercpu;       /* 0 unless read with TALLY_READ_PERCPU */

@@ -460,6 +460,41 @@ static double pow10u(unsigned n)
 	return d;
 }
 
+/*
+ * The samples of classic histogram @s (format 2.6): its buckets made
+ * cumulative, each with its bound as le (times @mul when the exporter
+ * @scaled its unit), then +Inf, _count and _sum.  The sum is the exact
+ * decimal when it needs no scaling and is not negative.
+ */
+static void put_classic(struct tp_buf *b, const char *base,
+			const struct tp_buf *lb, const struct tp_series *s,
+			int f, double mul, int scaled)
+{
+	char val[TP_F64_LEN], e[TP_F64_LEN], le[TP_F64_LEN + 8];
+	uint64_t cum = 0;
+
+	for (unsigned bk = 0; bk < s->nbuckets; bk++) {
+		cum += (uint64_t)s->buckets[bk];
+		if (bk >= s->nbounds)
+			break;
+		tp_fmt_f64(e, s->bounds[bk] * mul);
+		/* OpenMetrics spells a bound as a float ("1.0"). */
+		snprintf(le, sizeof(le), "le=\"%s%s\"", e,
+			 f == EX_OPENMETRICS && !strpbrk(e, ".eEnI") ? ".0" :
+			 "");
+		put_sample(b, base, "_bucket", tp_buf_str(lb), lb->len, le,
+			   tp_fmt_i64(val, (int64_t)cum));
+	}
+	tp_fmt_i64(val, (int64_t)cum);
+	put_sample(b, base, "_bucket", tp_buf_str(lb), lb->len,
+		   "le=\"+Inf\"", val);
+	put_sample(b, base, "_count", tp_buf_str(lb), lb->len, NULL, val);
+	put_sample(b, base, "_sum", tp_buf_str(lb), lb->len, NULL,
+		   scaled || s->sum < 0 ? tp_fmt_f64(val, s->fsum * mul) :
+		   s->frac ? fmt_frac(val, s->sum, s->frac) :
+		   tp_fmt_i64(val, s->sum));
+}
+
 /* Do @s and @s0, of one family, define the name alike: the same help
  * text and the same label names (the exporter's own aside)? */
 static int same_definition(const struct tp_series *s,
@@ -593,6 +628,13 @@ static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
 				   scaled ? fmt_scaled(val, s->value, &sc) :
 				   tp_fmt_i64(val, s->value));
 			res->samples++;
+			continue;
+		}
+		if (s->classic) {
+			put_classic(b, base, lb, s, f, scaled ?
+				    (double)sc.mul / pow10u(sc.div10) : 1.0,
+				    scaled);
+			res->samples += s->nbuckets + 2;
 			continue;
 		}
 		if (s->nbuckets > sizeof(sel) || s->nbuckets == 0) {

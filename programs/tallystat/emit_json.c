@@ -147,7 +147,10 @@ static void row(struct tp_buf *b, const struct ts_row *x,
 							       "false");
 	}
 	if (s->kind == TALLY_HISTOGRAM) {
-		i64(b, "sum", x->sum);
+		if (s->classic)
+			f64(b, "sum", x->fsum);
+		else
+			i64(b, "sum", x->sum);
 		num(b, "mean", x->have_q ? x->mean : NAN);
 		for (int q = 0; q < TS_NQ; q++)
 			num(b, ts_quantiles[q].key, x->have_q ? x->q[q] : NAN);

@@ -38,6 +38,8 @@ static const char *type_name(unsigned type, unsigned kind, unsigned vtype)
 		return "per-process gauge";
 	if (type == TALLY__TYPE_FCOUNTER)
 		return "fractional counter";
+	if (type == TALLY__TYPE_CHISTO)
+		return "classic histogram";
 	return kind_name(kind, vtype);
 }
 
@@ -57,6 +59,12 @@ void tally__describe_change(const struct tally__metric_rec *f,
 		 tally__metric_tail(f)->combine != p->combine)
 		snprintf(out, len, "combine mode %u, was %u", p->combine,
 			 tally__metric_tail(f)->combine);
+	else if (f->type == TALLY__TYPE_CHISTO &&
+		 (tally__metric_tail(f)->nbounds != p->nbounds ||
+		  memcmp(tally__metric_bounds(f)->bound, p->bounds,
+			 p->nbounds * sizeof(double))))
+		snprintf(out, len, "%u bucket bounds, were %u other ones",
+			 p->nbounds, tally__metric_tail(f)->nbounds);
 	else if (f->kind != p->kind || f->vtype != p->vtype)
 		snprintf(out, len, "type %s, was %s",
 			 kind_name(p->kind, p->vtype),
@@ -263,6 +271,16 @@ int tally__metric_rec_get(struct tally_zone *z, const char *name,
 
 		memset(t, 0, sizeof(*t));
 		t->combine = (uint8_t)p->combine;
+		if (p->type == TALLY__TYPE_CHISTO) {
+			struct tally__metric_bounds *bd =
+				tally__metric_bounds(f);
+
+			memset(bd, 0, sizeof(*bd));
+			memcpy(bd->bound, p->bounds,
+			       p->nbounds * sizeof(double));
+			t->combine = 0;
+			t->nbounds = (uint8_t)p->nbounds;
+		}
 	}
 	f->state = 1;
 	seq_end(&f->seq);

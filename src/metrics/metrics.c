@@ -118,6 +118,7 @@ static void fill_handle(tally_metric *m, struct tally_zone *z, uint32_t idx,
 	m->seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
 	m->kind = (uint8_t)(p->type == TALLY__TYPE_PGAUGE ? TALLY_PGAUGE :
 			    p->type == TALLY__TYPE_FCOUNTER ? TALLY_FCOUNTER :
+			    p->type == TALLY__TYPE_CHISTO ? TALLY_CHISTOGRAM :
 			    p->vtype == TALLY__VT_FLOAT64 ? TALLY_FGAUGE :
 			    p->kind);
 	m->sub_bits = (uint8_t)(p->type == TALLY__TYPE_PGAUGE ? p->combine :
@@ -171,20 +172,30 @@ int tally__metric_register(struct tally_zone *z,
 	return tally__metric_register_in(z, d, kind, m, 0);
 }
 
+/* What a typed registration adds to its description: a per-process
+ * gauge's combine mode, a classic histogram's bounds. */
+struct typed_extra {
+	unsigned combine;
+	const double *bounds;
+	unsigned nbounds;
+};
+
 static int register_combine(struct tally_zone *z,
 			    const struct tally_metric_desc *d, unsigned kind,
-			    tally_metric *m, uint32_t pin, unsigned combine);
+			    tally_metric *m, uint32_t pin,
+			    const struct typed_extra *x);
 
 int tally__metric_register_in(struct tally_zone *z,
 			      const struct tally_metric_desc *d, unsigned kind,
 			      tally_metric *m, uint32_t pin)
 {
-	return register_combine(z, d, kind, m, pin, 0);
+	return register_combine(z, d, kind, m, pin, NULL);
 }
 
 static int register_combine(struct tally_zone *z,
 			    const struct tally_metric_desc *d, unsigned kind,
-			    tally_metric *m, uint32_t pin, unsigned combine)
+			    tally_metric *m, uint32_t pin,
+			    const struct typed_extra *x)
 {
 	struct tally_metric_desc typed;
 	struct tally__plan p;
@@ -209,7 +220,15 @@ static int register_combine(struct tally_zone *z,
 	d = &typed;
 	if ((rc = tally__plan_make(d, &p)) < 0)
 		return tally__metric_failed(z, kind, m, rc);
-	p.combine = combine;
+	if (x) {
+		p.combine = x->combine;
+		p.nbounds = x->nbounds;
+		if (x->nbounds)
+			memcpy(p.bounds, x->bounds,
+			       x->nbounds * sizeof(double));
+		if (p.type == TALLY__TYPE_CHISTO)
+			p.nslots = 3 + x->nbounds;
+	}
 	if (!z && !(z = tally_zone_default()))
 		return tally__metric_failed(NULL, kind, m, -errno);
 	if (!(b = tally_block_alloc(z, p.nslots, p.mode)))
@@ -413,6 +432,101 @@ int tally_fcounter_fetch(const tally_fcounter *c, double *value)
 	return 0;
 }
 
+int tally_chistogram_register(struct tally_zone *z,
+			      const struct tally_metric_desc *d,
+			      const double *bounds, unsigned nbounds,
+			      tally_chistogram *h)
+{
+	struct typed_extra x = { .bounds = bounds, .nbounds = nbounds };
+	const char *name = d && d->name ? d->name : "?";
+	int rc;
+
+	tally__ok();
+	if (!h)
+		return tally__fail(EINVAL, "register: NULL handle");
+	h->bounds = NULL;
+	h->nbounds = 0;
+	/* prometheus_client's buckets end with +Inf, which every classic
+	 * histogram of the format has. */
+	if (nbounds && bounds && bounds[nbounds - 1] == __builtin_inf())
+		x.nbounds = --nbounds;
+	if (nbounds && !bounds)
+		rc = tally__fail(EINVAL, "%.60s: NULL bucket bounds", name);
+	else if (nbounds > TALLY_CHISTOGRAM_BOUNDS_MAX)
+		rc = tally__fail(E2BIG, "%.60s: %u bucket bounds, more than "
+				 "the %u a classic histogram takes", name,
+				 nbounds, TALLY_CHISTOGRAM_BOUNDS_MAX);
+	else
+		rc = 0;
+	for (unsigned i = 0; rc == 0 && i < nbounds; i++)
+		if (!__builtin_isfinite(bounds[i]) ||
+		    (i && !(bounds[i] > bounds[i - 1])))
+			rc = tally__fail(EINVAL, "%.60s: bucket bound %u (%g) "
+					 "is not finite and above the one "
+					 "before", name, i, bounds[i]);
+	if (rc < 0)
+		return tally__metric_failed(z, TALLY_CHISTOGRAM, &h->metric,
+					    rc);
+	if (!z && !(z = tally_zone_default()))
+		return tally__metric_failed(NULL, TALLY_CHISTOGRAM,
+					    &h->metric, -errno);
+	if (z->hdr->minor < TALLY__FMT_MINOR_TYPES)
+		return tally__metric_failed(z, TALLY_CHISTOGRAM, &h->metric,
+				tally__fail(EPROTONOSUPPORT, "%.60s: zone "
+				"file %s was made by a libtally older than "
+				"format 2.6, whose readers would not show a "
+				"classic histogram", name, zone_file(z)));
+	rc = register_combine(z, d, TALLY_CHISTOGRAM, &h->metric, 0, &x);
+	if (rc == 0) {
+		/* The record the series was made in holds the bounds for as
+		 * long as the zone is mapped. */
+		const struct tally__metric_rec *f =
+			&metric_recs(z)[series(z)[h->metric.series].metric];
+
+		h->bounds = tally__metric_bounds(f)->bound;
+		h->nbounds = tally__metric_tail(f)->nbounds;
+	}
+	return rc;
+}
+
+void (tally_chistogram_observe)(const tally_chistogram *h, double v)
+{
+	tally__chistogram_observe(h, v);
+}
+
+int tally_chistogram_fetch(const tally_chistogram *h, int64_t *count,
+			   double *sum, int64_t *buckets)
+{
+	int64_t whole, nanos, b;
+	uint64_t n = 0;
+	int rc;
+
+	tally__ok();
+	if (!h || !h->metric.block || !count || !sum ||
+	    h->metric.kind != TALLY_CHISTOGRAM)
+		return tally__fail(EINVAL, "tally_chistogram_fetch: NULL "
+				   "argument or not a TALLY_CHISTOGRAM");
+	if (tally__series_gone(&h->metric))
+		return tally__fail(EINVAL, "tally_chistogram_fetch: the series "
+				   "was removed (through a copy of this "
+				   "handle)");
+	for (unsigned i = 0; i <= h->nbounds; i++) {
+		if ((rc = tally_block_fetch(h->metric.block, 2 + i, &b)) < 0)
+			return rc;
+		if (buckets)
+			buckets[i] = b;
+		n += (uint64_t)b;
+	}
+	if ((rc = tally_block_fetch(h->metric.block, 1, &nanos)) < 0 ||
+	    (rc = tally_block_fetch(h->metric.block, 0, &whole)) < 0)
+		return rc;
+	*count = (int64_t)n;
+	*sum = (double)whole +
+	       (double)((uint64_t)nanos / TALLY__FRAC_SCALE) +
+	       (double)((uint64_t)nanos % TALLY__FRAC_SCALE) / 1e9;
+	return 0;
+}
+
 int tally_pgauge_register(struct tally_zone *z,
 			  const struct tally_metric_desc *d, unsigned combine,
 			  tally_pgauge *g)
@@ -469,7 +583,9 @@ int tally__pgauge_register_in(struct tally_zone *z,
 	labels[d->nlabels].value = pid;
 	mine.labels = labels;
 	mine.nlabels = d->nlabels + 1;
-	return register_combine(z, &mine, TALLY_PGAUGE, m, pin, combine);
+	struct typed_extra x = { .combine = combine };
+
+	return register_combine(z, &mine, TALLY_PGAUGE, m, pin, &x);
 }
 
 void tally__pgauge_stamp(const tally_pgauge *g)
@@ -600,6 +716,20 @@ int tally_metric_fetch(const tally_metric *m, int64_t *value)
 			return rc;
 		*value = tally__f64_to_i64(d);
 		return 0;
+	}
+	if (m->kind == TALLY_CHISTOGRAM) {
+		/* The count: the sum of the buckets (slots 2 on; the block
+		 * of a discarded handle has three). */
+		tally_chistogram h = { .metric = *m };
+		double fsum;
+
+		if (m->zone) {
+			const struct tally__series *r =
+				&series(m->zone)[m->series];
+
+			h.nbounds = r->nslots > 3 ? r->nslots - 3 : 0;
+		}
+		return tally_chistogram_fetch(&h, value, &fsum, NULL);
 	}
 	if (m->kind == TALLY_FCOUNTER) {
 		/* The whole units, the fractions' whole part in. */

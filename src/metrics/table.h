@@ -22,6 +22,8 @@ struct tally__plan {
 	unsigned kind, vtype, mode, sub_bits, max_bits, nslots;
 	unsigned type;           /* TALLY__TYPE_* (layout.h) */
 	unsigned combine;        /* TALLY__TYPE_PGAUGE: TALLY__COMBINE_* */
+	unsigned nbounds;        /* TALLY__TYPE_CHISTO: its finite bounds */
+	double bounds[TALLY__BOUNDS_MAX];
 	const char *help, *unit;
 	size_t labels_len;
 	unsigned nexts;          /* extension records of a long set */

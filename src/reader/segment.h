@@ -37,6 +37,8 @@ struct result {
 	int long_labels;         /* labels at labels_at in the long text */
 	size_t labels_at;
 	int64_t value, sum;
+	int64_t count;           /* a classic histogram's (value and sum
+				    hold its sum's two slots) */
 	size_t percpu_at, buckets_at; /* offsets into the arenas */
 };
 

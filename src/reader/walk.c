@@ -40,6 +40,8 @@ static unsigned family_slots(const struct tally__metric_rec *f)
 		return 2; /* the value, the time of its last set */
 	if (f->type == TALLY__TYPE_FCOUNTER)
 		return 2; /* whole units, billionths */
+	if (f->type == TALLY__TYPE_CHISTO) /* the sum's two, the buckets */
+		return 3u + tally__metric_tail(f)->nbounds;
 	if (f->kind == TALLY__KIND_HISTOGRAM)
 		return 1u + ((unsigned)(f->max_bits - f->sub_bits + 1) << f->sub_bits);
 	if (f->kind == TALLY__KIND_GAUGE)
@@ -70,10 +72,25 @@ static int check_family(struct tally_seg *s, uint32_t i,
 	if ((f->type == TALLY__TYPE_PGAUGE &&
 	     (f->kind != TALLY__KIND_GAUGE_SET || f->vtype != TALLY__VT_FLOAT64 ||
 	      tally__metric_tail(f)->combine > TALLY__COMBINE_MAX_MODE)) ||
-	    (f->type == TALLY__TYPE_FCOUNTER &&
+	    ((f->type == TALLY__TYPE_FCOUNTER || f->type == TALLY__TYPE_CHISTO) &&
 	     (f->kind != TALLY__KIND_COUNTER || f->vtype != TALLY__VT_INT64)))
 		return tally__seg_corrupt(s, "family %u: type %u on a kind %u",
 					  i, f->type, f->kind);
+	if (f->type == TALLY__TYPE_CHISTO) {
+		const struct tally__metric_tail *t = tally__metric_tail(f);
+		double b[TALLY__BOUNDS_MAX];
+
+		memcpy(b, tally__metric_bounds(f)->bound, sizeof(b));
+		if (t->nbounds > TALLY__BOUNDS_MAX)
+			return tally__seg_corrupt(s, "family %u: %u bucket "
+						  "bounds", i, t->nbounds);
+		for (unsigned k = 0; k < t->nbounds; k++)
+			if (!__builtin_isfinite(b[k]) ||
+			    (k && !(b[k] > b[k - 1])))
+				return tally__seg_corrupt(s, "family %u: bucket "
+							  "bounds not finite "
+							  "and increasing", i);
+	}
 	if (!nul_within(f->help, tally__help_room(f), f->help_len) ||
 	    !tally__valid_utf8(f->help, f->help_len))
 		return tally__seg_corrupt(s, "family %u: bad help text", i);
@@ -486,6 +503,28 @@ static int compute(struct tally_seg *s, uint32_t id, uint32_t i,
 		if (f->type == TALLY__TYPE_PGAUGE ||
 		    f->type == TALLY__TYPE_FCOUNTER)
 			out->sum = slot_value(s, c, f->mode, slot + 1, NULL);
+		if (f->type == TALLY__TYPE_CHISTO) {
+			/* The sum's whole part in sum, its billionths in
+			 * value; then the buckets, whose total is the
+			 * count, as the log-linear histograms' below. */
+			unsigned nb = r->nslots - 2;
+			uint64_t count = 0;
+			int64_t *b;
+
+			out->sum = out->value;
+			out->value = slot_value(s, c, f->mode, slot + 1, NULL);
+			out->buckets_at = s->bucket_used;
+			b = arena_take(&s->bucket_arena, &s->bucket_cap,
+				       &s->bucket_used, nb);
+			if (!b)
+				return tally__seg_no_memory(s);
+			for (unsigned k = 0; k < nb; k++) {
+				b[k] = slot_value(s, c, f->mode, slot + 2 + k,
+						  percpu);
+				count += (uint64_t)b[k];
+			}
+			out->count = (int64_t)count;
+		}
 	} else {
 		unsigned nb = r->nslots - 1;
 		int64_t *b;
@@ -564,6 +603,22 @@ static int emit(struct tally_seg *s, uint32_t id, uint32_t i,
 				    nanos / TALLY__FRAC_SCALE);
 		v.frac = (unsigned)(nanos % TALLY__FRAC_SCALE);
 		v.fvalue = (double)v.value + v.frac / 1e9;
+	}
+	if (f->type == TALLY__TYPE_CHISTO) {
+		/* The sum: floors, a signed sum, and billionths, an unsigned
+		 * one (layout.h), as one exact value. */
+		uint64_t nanos = (uint64_t)res->value;
+
+		v.kind = TALLY_HISTOGRAM;
+		v.classic = 1;
+		v.value = res->count;
+		v.sum = (int64_t)((uint64_t)res->sum + nanos / TALLY__FRAC_SCALE);
+		v.frac = (unsigned)(nanos % TALLY__FRAC_SCALE);
+		v.fsum = (double)v.sum + v.frac / 1e9;
+		v.nbounds = tally__metric_tail(f)->nbounds;
+		v.bounds = tally__metric_bounds(f)->bound;
+		v.nbuckets = r->nslots - 2;
+		v.buckets = s->bucket_arena + res->buckets_at;
 	}
 	if (f->type == TALLY__TYPE_PGAUGE) {
 		int passed, rc;
