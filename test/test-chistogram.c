@@ -295,3 +295,49 @@ TEST(older_readers_skip_it)
 	close(fd);
 	tally_zone_destroy(z);
 }
+
+/* A family: each child has the family's bounds and counts apart. */
+TEST(a_family_of_classic_histograms)
+{
+	struct tally_zone *z = zone_in("family");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
+					  "order_value_dollars");
+	const char *names[] = { "shop" }, *a[] = { "a" }, *b[] = { "b" };
+	double down[] = { 2, 1 };
+	tally_chistogram_family f, bad;
+	const tally_chistogram *ha, *hb, *again;
+	struct seen s;
+
+	CHECK_EQ(tally_chistogram_family_register(z, &d, down, 2, names, 1,
+						  &bad), -EINVAL);
+	CHECK_EQ(tally_chistogram_family_register(z, &d, bounds, 6, names, 1,
+						  &f), 0);
+	CHECK_EQ(tally_chistogram_family_get(&f, a, 1, &ha), 0);
+	CHECK_EQ(tally_chistogram_family_get(&f, b, 1, &hb), 0);
+	CHECK_EQ(tally_chistogram_family_get(&f, a, 1, &again), 0);
+	CHECK(again == ha);
+	CHECK_EQ(ha->nbounds, 5u);
+	tally_chistogram_observe(ha, 5);
+	tally_chistogram_observe(hb, 500);
+	tally_chistogram_observe(hb, 0.5);
+	{
+		int64_t count, bk[6];
+		double sum;
+
+		CHECK_EQ(tally_chistogram_fetch(hb, &count, &sum, bk), 0);
+		CHECK_EQ(count, 2);
+		CHECK(sum == 500.5);
+		CHECK_EQ(bk[0], 1);
+		CHECK_EQ(bk[5], 1);
+		CHECK_EQ(tally_chistogram_fetch(ha, &count, &sum, bk), 0);
+		CHECK_EQ(count, 1);
+		CHECK_EQ(bk[2], 1);
+	}
+	s = read_zone(z);
+	CHECK_EQ(s.n, 2);
+	CHECK_EQ(s.nbounds, 5u);
+	CHECK_EQ(tally_family_remove(&f.family), 0);
+	s = read_zone(z);
+	CHECK_EQ(s.n, 0);
+	tally_zone_destroy(z);
+}

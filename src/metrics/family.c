@@ -43,6 +43,7 @@ union handle {
 	tally_fgauge f;
 	tally_pgauge p;
 	tally_fcounter fc;
+	tally_chistogram ch;
 };
 
 struct child {
@@ -66,6 +67,8 @@ struct tally__ftable {
 	uint32_t rec;                 /* its metric record + 1 (metrics.c):
 					 its generation */
 	unsigned combine;             /* TALLY_PGAUGE: TALLY_COMBINE_* */
+	unsigned nbounds;             /* TALLY_CHISTOGRAM: its bounds */
+	double bounds[TALLY_CHISTOGRAM_BOUNDS_MAX];
 	pthread_mutex_t lock;         /* inserts; process-private */
 	uint32_t count;               /* children, under the lock */
 	struct tally_metric_desc desc;/* the strings point into strings[] */
@@ -80,12 +83,12 @@ static _Atomic(struct tally__ftable *) families;
 static pthread_mutex_t families_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* What a failed lookup points at: one discard handle per kind. */
-static union handle discards[TALLY_FCOUNTER + 1];
+static union handle discards[TALLY_CHISTOGRAM + 1];
 static pthread_once_t discards_once = PTHREAD_ONCE_INIT;
 
 static void make_discards(void)
 {
-	for (unsigned k = TALLY_COUNTER; k <= TALLY_FCOUNTER; k++)
+	for (unsigned k = TALLY_COUNTER; k <= TALLY_CHISTOGRAM; k++)
 		tally__metric_discard(k, &discards[k].m);
 }
 
@@ -195,10 +198,26 @@ static struct tally__ftable *table_new(struct tally_zone *z, unsigned kind,
 	return t;
 }
 
+static int family_register_bounds(struct tally_zone *z,
+			   const struct tally_metric_desc *d,
+			   const char *const *names, unsigned n, unsigned kind,
+			   unsigned combine, const double *bounds,
+			   unsigned nbounds, tally_family *f);
+
 static int family_register(struct tally_zone *z,
 			   const struct tally_metric_desc *d,
 			   const char *const *names, unsigned n, unsigned kind,
 			   unsigned combine, tally_family *f)
+{
+	return family_register_bounds(z, d, names, n, kind, combine, NULL, 0,
+				      f);
+}
+
+static int family_register_bounds(struct tally_zone *z,
+			   const struct tally_metric_desc *d,
+			   const char *const *names, unsigned n, unsigned kind,
+			   unsigned combine, const double *bounds,
+			   unsigned nbounds, tally_family *f)
 {
 	struct tally_metric_desc check;
 	struct tally_label *l;
@@ -266,8 +285,11 @@ static int family_register(struct tally_zone *z,
 	if (kind == TALLY_PGAUGE && combine > TALLY_COMBINE_LIVEMOSTRECENT)
 		rc = tally__fail(EINVAL, "%.60s: unknown combine mode %u",
 				 d->name ? d->name : "?", combine);
+	if (rc == 0 && kind == TALLY_CHISTOGRAM)
+		rc = tally__chistogram_check(d, bounds, &nbounds);
 	if (rc == 0)
-		rc = tally__metric_define(z, &check, combine, &rec);
+		rc = tally__metric_define(z, &check, combine, bounds, nbounds,
+					  &rec);
 	free(l);
 	if (rc < 0)
 		return rc;
@@ -278,6 +300,9 @@ static int family_register(struct tally_zone *z,
 	 * newer process defines the name otherwise (a rolling deploy). */
 	t->rec = rec;
 	t->combine = combine;
+	t->nbounds = nbounds;
+	if (nbounds)
+		memcpy(t->bounds, bounds, nbounds * sizeof(double));
 	pthread_mutex_lock(&families_lock);
 	atomic_store(&t->next, atomic_load(&families));
 	atomic_store(&families, t);
@@ -329,6 +354,17 @@ int tally_fgauge_family_register(struct tally_zone *z,
 {
 	return family_register(z, d, label_names, n, TALLY_FGAUGE, 0,
 			       f ? &f->family : NULL);
+}
+
+int tally_chistogram_family_register(struct tally_zone *z,
+				     const struct tally_metric_desc *d,
+				     const double *bounds, unsigned nbounds,
+				     const char *const *label_names,
+				     unsigned n, tally_chistogram_family *f)
+{
+	return family_register_bounds(z, d, label_names, n, TALLY_CHISTOGRAM,
+				      0, bounds, nbounds,
+				      f ? &f->family : NULL);
 }
 
 int tally_pgauge_family_register(struct tally_zone *z,
@@ -469,6 +505,9 @@ static int get_slow(struct tally__ftable *t, const char *const *v,
 	rc = t->kind == TALLY_PGAUGE ?
 		tally__pgauge_register_in(t->zone, &t->desc, t->combine,
 					  &c->u.m, t->rec) :
+	     t->kind == TALLY_CHISTOGRAM ?
+		tally__chistogram_register_in(t->zone, &t->desc, t->bounds,
+					      t->nbounds, &c->u.ch, t->rec) :
 		tally__metric_register_in(t->zone, &t->desc, t->kind, &c->u.m,
 					  t->rec);
 	if (rc < 0) {
@@ -646,6 +685,19 @@ int tally_fcounter_family_get(const tally_fcounter_family *f,
 
 	if (g)
 		*g = &u->fc;
+	return rc;
+}
+
+int tally_chistogram_family_get(const tally_chistogram_family *f,
+				const char *const *values, unsigned n,
+				const tally_chistogram **h)
+{
+	const union handle *u;
+	int rc = family_get(f ? &f->family : NULL, TALLY_CHISTOGRAM, values,
+			    n, h ? &u : NULL);
+
+	if (h)
+		*h = &u->ch;
 	return rc;
 }
 

@@ -262,7 +262,7 @@ static int register_combine(struct tally_zone *z,
  * record index + 1 in *@rec, for tally__metric_register_in(). */
 int tally__metric_define(struct tally_zone *z,
 			 const struct tally_metric_desc *d, unsigned combine,
-			 uint32_t *rec)
+			 const double *bounds, unsigned nbounds, uint32_t *rec)
 {
 	struct tally__plan p;
 	uint32_t fam;
@@ -271,6 +271,12 @@ int tally__metric_define(struct tally_zone *z,
 	if ((rc = tally__plan_make(d, &p)) < 0)
 		return rc;
 	p.combine = combine;
+	if (p.type == TALLY__TYPE_CHISTO) {
+		p.nbounds = nbounds;
+		if (nbounds)
+			memcpy(p.bounds, bounds, nbounds * sizeof(double));
+		p.nslots = 3 + nbounds;
+	}
 	if (p.type && z->hdr->minor < TALLY__FMT_MINOR_TYPES)
 		return tally__fail(EPROTONOSUPPORT, "%.60s: zone file %s was "
 				   "made by a libtally older than format 2.6, "
@@ -432,41 +438,65 @@ int tally_fcounter_fetch(const tally_fcounter *c, double *value)
 	return 0;
 }
 
-int tally_chistogram_register(struct tally_zone *z,
-			      const struct tally_metric_desc *d,
-			      const double *bounds, unsigned nbounds,
-			      tally_chistogram *h)
+int tally__chistogram_check(const struct tally_metric_desc *d,
+			    const double *bounds, unsigned *nbounds)
 {
-	struct typed_extra x = { .bounds = bounds, .nbounds = nbounds };
 	const char *name = d && d->name ? d->name : "?";
+	unsigned n = *nbounds;
 	int rc;
 
-	tally__ok();
-	if (!h)
-		return tally__fail(EINVAL, "register: NULL handle");
-	h->bounds = NULL;
-	h->nbounds = 0;
 	/* prometheus_client's buckets end with +Inf, which every classic
 	 * histogram of the format has. */
-	if (nbounds && bounds && bounds[nbounds - 1] == __builtin_inf())
-		x.nbounds = --nbounds;
-	if (nbounds && !bounds)
+	if (n && bounds && bounds[n - 1] == __builtin_inf())
+		*nbounds = --n;
+	if (n && !bounds)
 		rc = tally__fail(EINVAL, "%.60s: NULL bucket bounds", name);
-	else if (nbounds > TALLY_CHISTOGRAM_BOUNDS_MAX)
+	else if (n > TALLY_CHISTOGRAM_BOUNDS_MAX)
 		rc = tally__fail(E2BIG, "%.60s: %u bucket bounds, more than "
 				 "the %u a classic histogram takes", name,
-				 nbounds, TALLY_CHISTOGRAM_BOUNDS_MAX);
+				 n, TALLY_CHISTOGRAM_BOUNDS_MAX);
 	else
 		rc = 0;
-	for (unsigned i = 0; rc == 0 && i < nbounds; i++)
+	for (unsigned i = 0; rc == 0 && i < n; i++)
 		if (!__builtin_isfinite(bounds[i]) ||
 		    (i && !(bounds[i] > bounds[i - 1])))
 			rc = tally__fail(EINVAL, "%.60s: bucket bound %u (%g) "
 					 "is not finite and above the one "
 					 "before", name, i, bounds[i]);
-	if (rc < 0)
+	return rc;
+}
+
+int tally_chistogram_register(struct tally_zone *z,
+			      const struct tally_metric_desc *d,
+			      const double *bounds, unsigned nbounds,
+			      tally_chistogram *h)
+{
+	int rc;
+
+	tally__ok();
+	if (!h)
+		return tally__fail(EINVAL, "register: NULL handle");
+	rc = tally__chistogram_check(d, bounds, &nbounds);
+	if (rc < 0) {
+		h->bounds = NULL;
+		h->nbounds = 0;
 		return tally__metric_failed(z, TALLY_CHISTOGRAM, &h->metric,
 					    rc);
+	}
+	return tally__chistogram_register_in(z, d, bounds, nbounds, h, 0);
+}
+
+int tally__chistogram_register_in(struct tally_zone *z,
+				  const struct tally_metric_desc *d,
+				  const double *bounds, unsigned nbounds,
+				  tally_chistogram *h, uint32_t pin)
+{
+	struct typed_extra x = { .bounds = bounds, .nbounds = nbounds };
+	const char *name = d && d->name ? d->name : "?";
+	int rc;
+
+	h->bounds = NULL;
+	h->nbounds = 0;
 	if (!z && !(z = tally_zone_default()))
 		return tally__metric_failed(NULL, TALLY_CHISTOGRAM,
 					    &h->metric, -errno);
@@ -476,7 +506,7 @@ int tally_chistogram_register(struct tally_zone *z,
 				"file %s was made by a libtally older than "
 				"format 2.6, whose readers would not show a "
 				"classic histogram", name, zone_file(z)));
-	rc = register_combine(z, d, TALLY_CHISTOGRAM, &h->metric, 0, &x);
+	rc = register_combine(z, d, TALLY_CHISTOGRAM, &h->metric, pin, &x);
 	if (rc == 0) {
 		/* The record the series was made in holds the bounds for as
 		 * long as the zone is mapped. */
