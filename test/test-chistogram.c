@@ -341,3 +341,67 @@ TEST(a_family_of_classic_histograms)
 	CHECK_EQ(s.n, 0);
 	tally_zone_destroy(z);
 }
+
+static int count_named(const struct tally_series_view *v, void *arg)
+{
+	int *n = arg;
+
+	if (!strcmp(v->name, "order_value_dollars:bucket"))
+		(*n)++;
+	return 0;
+}
+
+/*
+ * A binding's definition (tally_chistogram_redefine): the histogram's own
+ * record is it.  An older version's definition under the name (a
+ * series-less counter) and its parts are superseded; the histogram
+ * registered after it is in the generation it made, and the same
+ * definition again changes nothing.
+ */
+TEST(the_histogram_record_is_the_binding_definition)
+{
+	struct tally_zone *z = zone_in("claim");
+	struct tally_metric_desc old = desc(TALLY_COUNTER,
+					    "order_value_dollars");
+	struct tally_metric_desc part = desc(TALLY_COUNTER,
+					     "order_value_dollars:bucket");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
+					  "order_value_dollars");
+	const char *parts[] = { "order_value_dollars:bucket" };
+	tally_counter c;
+	tally_chistogram h;
+	struct tally_seg *seg;
+	struct seen s;
+	int n = 0;
+
+	old.help = "tally-python histogram labels= buckets=1,+Inf";
+	d.help = "What orders were worth.";
+	CHECK_EQ(tally_metric_redefine(z, &old, parts, 1), 0);
+	CHECK_EQ(tally_counter_register(z, &part, &c), 0);
+	tally_counter_add(&c, 3);
+	CHECK_EQ(tally_chistogram_redefine(z, &d, bounds, 6, parts, 1), 1);
+	CHECK_EQ(tally_chistogram_register(z, &d, bounds, 6, &h), 0);
+	tally_chistogram_observe(&h, 2);
+	CHECK_EQ(tally_chistogram_redefine(z, &d, bounds, 6, parts, 1), 0);
+	d.kind = TALLY_CHISTOGRAM;
+	CHECK_EQ(tally_metric_redefine(z, &d, parts, 1), -EINVAL);
+	s = read_zone(z);
+	CHECK_EQ(s.n, 1);
+	CHECK_EQ(s.count, 1);
+	CHECK_EQ(s.buckets[1], 1);
+	seg = tally_seg_open(tally_zone_path(z), NULL);
+	CHECK(seg != NULL);
+	CHECK(tally_seg_foreach(seg, 0, count_named, &n) >= 0);
+	tally_seg_close(seg);
+	CHECK_EQ(n, 0); /* the old version's part is not shown */
+	{
+		struct tally_seg_info info;
+
+		seg = tally_seg_open(tally_zone_path(z), NULL);
+		CHECK(seg != NULL);
+		CHECK_EQ(tally_seg_info(seg, &info), 0);
+		CHECK_EQ(info.redefinitions, 1u);
+		tally_seg_close(seg);
+	}
+	tally_zone_destroy(z);
+}

@@ -355,6 +355,22 @@ TALLY_API int tally_metric_redefine(struct tally_zone *z,
 				    const char *const *names, unsigned n);
 
 /*
+ * tally_chistogram_redefine: tally_metric_redefine() for a classic
+ * histogram whose series the binding registers under @d->name itself
+ * (tally_chistogram_register(), with these @bounds): its metric record is
+ * the definition, so the histogram's own name must not be among @names.
+ * The definition changed when the name's current record is not a
+ * classic histogram of these bounds, help and unit (label names are no
+ * part of it, as for every series of C code).  Returns as
+ * tally_metric_redefine(), with the errors of
+ * tally_chistogram_register() for the bounds.
+ */
+TALLY_API int tally_chistogram_redefine(struct tally_zone *z,
+				    const struct tally_metric_desc *d,
+				    const double *bounds, unsigned nbounds,
+				    const char *const *names, unsigned n);
+
+/*
  * tally_metric_remove: give back the registration of the series (pass
  * &handle.metric); the last registration's removal removes the series:
  * readers stop seeing it at once, and its block is freed for reuse.  No

@@ -297,9 +297,52 @@ int tally__metric_define(struct tally_zone *z,
 	return rc;
 }
 
+static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
+		    const double *bounds, unsigned nbounds,
+		    const char *const *names, unsigned n);
+
 int tally_metric_redefine(struct tally_zone *z,
 			  const struct tally_metric_desc *d,
 			  const char *const *names, unsigned n)
+{
+	tally__ok();
+	if (d && d->kind == TALLY_CHISTOGRAM)
+		return tally__fail(EINVAL, "tally_metric_redefine: a classic "
+				   "histogram is redefined with "
+				   "tally_chistogram_redefine");
+	return redefine(z, d, NULL, 0, names, n);
+}
+
+int tally_chistogram_redefine(struct tally_zone *z,
+			      const struct tally_metric_desc *d,
+			      const double *bounds, unsigned nbounds,
+			      const char *const *names, unsigned n)
+{
+	struct tally_metric_desc typed;
+	int rc;
+
+	tally__ok();
+	if (!d)
+		return tally__fail(EINVAL, "tally_chistogram_redefine: NULL "
+				   "argument");
+	typed = *d;
+	typed.kind = TALLY_CHISTOGRAM;
+	if ((rc = tally__chistogram_check(&typed, bounds, &nbounds)) < 0)
+		return rc;
+	if (!z && !(z = tally_zone_default()))
+		return -errno;
+	if (z->hdr->minor < TALLY__FMT_MINOR_TYPES)
+		return tally__fail(EPROTONOSUPPORT, "%.60s: zone file %s was "
+				   "made by a libtally older than format 2.6, "
+				   "whose readers would not show a classic "
+				   "histogram", typed.name ? typed.name : "?",
+				   zone_file(z));
+	return redefine(z, &typed, bounds, nbounds, names, n);
+}
+
+static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
+		    const double *bounds, unsigned nbounds,
+		    const char *const *names, unsigned n)
 {
 	struct tally_metric_desc typed;
 	struct tally__plan p;
@@ -307,7 +350,6 @@ int tally_metric_redefine(struct tally_zone *z,
 	uint64_t before;
 	int rc, changed = 0;
 
-	tally__ok();
 	if (!d || (n && !names))
 		return tally__fail(EINVAL, "tally_metric_redefine: NULL "
 				   "argument");
@@ -316,6 +358,12 @@ int tally_metric_redefine(struct tally_zone *z,
 		typed.kind = TALLY_COUNTER;
 	if ((rc = tally__plan_make(&typed, &p)) < 0)
 		return rc;
+	if (p.type == TALLY__TYPE_CHISTO) {
+		p.nbounds = nbounds;
+		if (nbounds)
+			memcpy(p.bounds, bounds, nbounds * sizeof(double));
+		p.nslots = 3 + nbounds;
+	}
 	for (unsigned i = 0; i < n; i++)
 		if (!names[i])
 			return tally__fail(EINVAL, "tally_metric_redefine: name "
