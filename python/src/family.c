@@ -15,7 +15,10 @@
  *                               label pid and keeps the time of its last
  *                               set, and readers combine the processes
  *                               (format 2.6)
- *   histogram  bucket COUNTER   one per bound (label le), not cumulative
+ *   histogram  main   CHISTOGRAM a classic histogram of the format (2.6,
+ *                               classic=True: the Python Histogram), its
+ *                               bounds in its record
+ *   summary    bucket COUNTER   its one bound, +Inf (label le)
  *              main   GAUGE     the sum's integer part
  *              frac   GAUGE     its fractions, in 1e-6
  *
@@ -114,6 +117,11 @@ static int part_register(TpyFamily *f, struct tpy_part *p,
 							  p->combine,
 							  &p->fam.p);
 			break;
+		case TALLY_CHISTOGRAM:
+			rc = tally_chistogram_family_register(f->zone, &d,
+					f->bounds, f->nbounds, names, n,
+					&p->fam.ch);
+			break;
 		default:
 			rc = tally_setgauge_family_register(f->zone, &d, names,
 							    n, &p->fam.s);
@@ -138,6 +146,10 @@ static int part_register(TpyFamily *f, struct tpy_part *p,
 						   &p->one.p);
 			p->pid = (int)getpid();
 			break;
+		case TALLY_CHISTOGRAM:
+			rc = tally_chistogram_register(f->zone, &d, f->bounds,
+						       f->nbounds, &p->one.ch);
+			break;
 		default:
 			rc = tally_setgauge_register(f->zone, &d, &p->one.s);
 			break;
@@ -156,6 +168,7 @@ int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
 	const tally_fgauge *fg;
 	const tally_pgauge *pg;
 	const tally_fcounter *fcn;
+	const tally_chistogram *ch;
 	int rc;
 
 	if (!p->family) {
@@ -196,6 +209,11 @@ int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
 		rc = tally_fcounter_family_get(&p->fam.fc, values, n, &fcn);
 		*h = &fcn->metric;
 		break;
+	case TALLY_CHISTOGRAM:
+		/* The metric is the histogram handle's first member. */
+		rc = tally_chistogram_family_get(&p->fam.ch, values, n, &ch);
+		*h = &ch->metric;
+		break;
 	default:
 		rc = tally_setgauge_family_get(&p->fam.s, values, n, &s);
 		*h = &s->metric;
@@ -221,19 +239,19 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "zone", "kind", "parts", "help", "unit",
 		"labelnames", "buckets", "bucket_labels", "timestamps",
-		"combine", NULL };
+		"combine", "classic", NULL };
 	PyObject *zone, *parts, *help, *unit, *labelnames;
 	PyObject *buckets = Py_None, *bucket_labels = Py_None;
-	int kind, timestamps = 0, rc = 0, combine = -1;
+	int kind, timestamps = 0, rc = 0, combine = -1, classic = 0;
 	const char *name, *pmain, *pfrac, *psetns, *pbucket;
 	const char **names = NULL;
 	Py_ssize_t n;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OiO!UUO!|OOpi:Family",
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OiO!UUO!|OOpip:Family",
 					 kwlist, &zone, &kind, &PyTuple_Type,
 					 &parts, &help, &unit, &PyTuple_Type,
 					 &labelnames, &buckets, &bucket_labels,
-					 &timestamps, &combine))
+					 &timestamps, &combine, &classic))
 		return -1;
 	/* _encoding.Parts: the metric's name (for messages), then the
 	 * series names of the parts, "" for those the kind has not. */
@@ -340,13 +358,18 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 		self->setns.kind = TALLY_GAUGE_SET;
 		break;
 	default:
+		/* A classic histogram of the format (2.6): buckets, sum and
+		 * count in the one series every reader shows as it is. */
+		self->classic = classic;
 		self->bucket.kind = TALLY_COUNTER;
 		self->main.kind = self->frac.kind = TALLY_GAUGE;
+		if (classic)
+			self->main.kind = TALLY_CHISTOGRAM;
 		break;
 	}
-	if (!*pmain || (kind != TPY_GAUGE && !*pfrac) ||
-	    (kind == TPY_GAUGE && !*psetns) ||
-	    (kind == TPY_HISTOGRAM && !*pbucket)) {
+	if (!*pmain || (kind == TPY_COUNTER && !*pfrac) ||
+	    (kind == TPY_HISTOGRAM && !classic && (!*pfrac || !*pbucket)) ||
+	    (kind == TPY_GAUGE && !*psetns)) {
 		PyErr_SetString(PyExc_ValueError, "a part of the kind has no "
 				"name");
 		goto fail;
@@ -363,11 +386,12 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 	rc = part_register(self, &self->main, names, self->nlabels);
 	/* A fraction part without labels waits for its first fraction; a
 	 * family costs no series, so families are made at once. */
-	if (rc == 0 && self->kind == TPY_HISTOGRAM && self->nlabels)
+	if (rc == 0 && self->kind == TPY_HISTOGRAM && !self->classic &&
+	    self->nlabels)
 		rc = part_register(self, &self->frac, names, self->nlabels);
 	if (rc == 0 && self->timestamps)
 		rc = part_register(self, &self->setns, names, self->nlabels);
-	if (rc == 0 && self->kind == TPY_HISTOGRAM) {
+	if (rc == 0 && self->kind == TPY_HISTOGRAM && !self->classic) {
 		names[self->nlabels] = "le";
 		rc = part_register(self, &self->bucket, names,
 				   self->nlabels + 1);
@@ -467,29 +491,51 @@ PyTypeObject TpyFamily_Type = {
 };
 
 /*
- * claim(zone, name, definition, parts=()): record @definition as the
- * definition of the metric @name in @zone: a metric family named @name
- * with @definition as its help and no series (readers show nothing of
- * it).  When the zone holds another one (an earlier version of the
+ * claim(zone, name, definition, parts=(), bounds=None, unit=None): record
+ * @definition as the definition of the metric @name in @zone: a metric
+ * family named @name with @definition as its help and no series (readers
+ * show nothing of it); with @bounds, a classic histogram's (whose series
+ * are registered under @name itself, with @definition its help and
+ * @unit its unit: tally_chistogram_redefine).  When the zone holds another one (an earlier version of the
  * program, still running or not), the families @parts (every tally name
  * a metric of that name may use, whatever its type) are superseded at
  * once: readers show only the series the new definition makes, and the
  * processes of the old one go on writing theirs (tally_metric_redefine).
  * Returns True when the definition changed, else False.
  */
-PyObject *tpy_claim(PyObject *unused, PyObject *args)
+PyObject *tpy_claim(PyObject *unused, PyObject *args, PyObject *kw)
 {
+	static char *kwlist[] = { "zone", "name", "definition", "parts",
+		"bounds", "unit", NULL };
 	struct tally_metric_desc d = { .kind = TALLY_COUNTER };
 	struct tally_zone *z;
-	PyObject *zone, *parts = NULL;
+	PyObject *zone, *parts = NULL, *bounds = NULL;
+	double b[TALLY_CHISTOGRAM_BOUNDS_MAX + 1];
+	Py_ssize_t nb = 0;
 	const char **names;
 	Py_ssize_t n;
 	int rc;
 
 	(void)unused;
-	if (!PyArg_ParseTuple(args, "Oss|O!:claim", &zone, &d.name, &d.help,
-			      &PyTuple_Type, &parts))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "Oss|O!O!z:claim", kwlist,
+					 &zone, &d.name, &d.help,
+					 &PyTuple_Type, &parts,
+					 &PyTuple_Type, &bounds, &d.unit))
 		return NULL;
+	if (bounds) {
+		nb = PyTuple_GET_SIZE(bounds);
+		if (nb > (Py_ssize_t)TALLY_CHISTOGRAM_BOUNDS_MAX + 1) {
+			PyErr_Format(PyExc_ValueError, "%s: %zd buckets, more "
+				     "than the %u a histogram takes", d.name,
+				     nb, TALLY_CHISTOGRAM_BOUNDS_MAX + 1);
+			return NULL;
+		}
+		for (Py_ssize_t i = 0; i < nb; i++) {
+			b[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(bounds, i));
+			if (b[i] == -1.0 && PyErr_Occurred())
+				return NULL;
+		}
+	}
 	if (zone != Py_None && !PyObject_TypeCheck(zone, &TpyZone_Type)) {
 		PyErr_SetString(PyExc_TypeError, "zone must be a Zone or None");
 		return NULL;
@@ -511,7 +557,11 @@ PyObject *tpy_claim(PyObject *unused, PyObject *args)
 		}
 	}
 	Py_BEGIN_ALLOW_THREADS
-	rc = tally_metric_redefine(z, &d, names, (unsigned)n);
+	/* A classic histogram's record, under the name, is its
+	 * definition. */
+	rc = bounds ? tally_chistogram_redefine(z, &d, b, (unsigned)nb, names,
+						(unsigned)n) :
+		      tally_metric_redefine(z, &d, names, (unsigned)n);
 	Py_END_ALLOW_THREADS
 	free(names);
 	if (rc < 0) {

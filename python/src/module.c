@@ -8,7 +8,8 @@ static PyMethodDef module_methods[] = {
 	{ "read", (PyCFunction)(void (*)(void))tpy_read,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "read(dir=None, zone=None) -> (series, skipped, segments)" },
-	{ "claim", tpy_claim, METH_VARARGS,
+	{ "claim", (PyCFunction)(void (*)(void))tpy_claim,
+	  METH_VARARGS | METH_KEYWORDS,
 	  "claim(zone, name, definition, parts=()) -> bool: define @name "
 	  "in "
 	  "@zone; a changed definition supersedes the families @parts "

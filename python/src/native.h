@@ -60,6 +60,7 @@ struct tpy_part {
 		tally_fgauge_family f;
 		tally_pgauge_family p;
 		tally_fcounter_family fc;
+		tally_chistogram_family ch;
 		tally_family any;
 	} fam;
 	union {
@@ -69,6 +70,7 @@ struct tpy_part {
 		tally_fgauge f;
 		tally_pgauge p;
 		tally_fcounter fc;
+		tally_chistogram ch;
 		tally_metric any;
 	} one;
 	unsigned combine;  /* TALLY_PGAUGE: TALLY_COMBINE_* */
@@ -95,6 +97,9 @@ typedef struct {
 	unsigned nbounds;        /* histograms: upper bounds, +Inf last */
 	double *bounds;
 	char **bound_labels;
+	int classic;             /* histograms: one classic histogram of the
+				    format (2.6) in .main, not buckets, sum
+				    and fraction parts */
 	pthread_mutex_t lock;    /* lazy registration of fraction parts */
 } TpyFamily;
 
@@ -108,7 +113,7 @@ int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
 /* Registers the fraction part of @f if needed: 0 or -errno. */
 int tpy_family_frac_ready(TpyFamily *f);
 /* tally._native.claim(zone, name, definition) (family.c). */
-PyObject *tpy_claim(PyObject *unused, PyObject *args);
+PyObject *tpy_claim(PyObject *unused, PyObject *args, PyObject *kw);
 
 /* --- metric.c -------------------------------------------------------- */
 

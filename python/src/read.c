@@ -67,8 +67,28 @@ static int one_series(const struct tally_series_view *v, void *arg)
 			Py_DECREF(labels);
 			goto fail;
 		}
-		hist = Py_BuildValue("(LIIN)", (long long)v->sum, v->sub_bits,
-				     v->max_bits, b);
+		/* A classic histogram (format 2.6): its exact sum as a
+		 * float, and its bounds; tally's own, None. */
+		if (v->classic) {
+			PyObject *bd = PyTuple_New(v->nbounds);
+
+			for (unsigned i = 0; bd && i < v->nbounds; i++) {
+				PyObject *x = PyFloat_FromDouble(v->bounds[i]);
+
+				if (!x)
+					Py_CLEAR(bd);
+				else
+					PyTuple_SET_ITEM(bd, i, x);
+			}
+			hist = bd ? Py_BuildValue("(dIINN)", v->fsum, 0u, 0u, b,
+						  bd) : NULL;
+			if (!bd)
+				Py_DECREF(b);
+		} else {
+			hist = Py_BuildValue("(LIINO)", (long long)v->sum,
+					     v->sub_bits, v->max_bits, b,
+					     Py_None);
+		}
 		if (!hist) {
 			Py_DECREF(labels);
 			goto fail;

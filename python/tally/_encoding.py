@@ -22,10 +22,15 @@ reader can rebuild the metric from the names alone:
                                                 the time of last set, and
                                                 its reader combines the
                                                 processes as <mode> says
-  Histogram  <n>:bucket               COUNTER   one per bound (label le),
-                                                not cumulative
-             <n>_sum                  GAUGE     the sum's integer part
-             <n>_sum:frac_u           GAUGE     its fractions
+  Histogram  <n>                      CHISTOGRAM a classic histogram of the
+                                                format (2.6), its buckets
+                                                in its record: every
+                                                reader shows its buckets,
+                                                _count and _sum (0.3
+                                                wrote <n>:bucket{le} per
+                                                bound, <n>_sum and
+                                                <n>_sum:frac_u; still
+                                                decoded here)
   Summary    <n>:summary:bucket, <n>:summary_sum, <n>:summary_sum:frac_u
                                                 a histogram of the one
                                                 bucket le="+Inf"
@@ -139,6 +144,12 @@ def parts(kind: int, base: str) -> Parts:
     if kind == _native.KIND_GAUGE:
         return Parts(base, base, "", base + SETNS, "")
     return Parts(base, base + SUM, base + SUM + FRAC, "", base + BUCKET)
+
+
+def classic_parts(name: str) -> Parts:
+    """The one part of a Histogram: a classic histogram of the format
+    (2.6) under the metric's own name."""
+    return Parts(name, name, "", "", "")
 
 
 def every_series(name: str) -> Tuple[str, ...]:

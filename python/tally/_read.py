@@ -30,6 +30,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 
 from . import _encoding as enc
 from . import _native, _process
+from ._format import float_to_go_string
 from ._registry import REGISTRY, CollectorRegistry
 
 _SCALE = float(_native.FRAC_SCALE)
@@ -98,7 +99,9 @@ class _Sums:
         self.meta: Dict[str, Tuple[int, str, str]] = {}
         self.ints: Dict[Key, int] = {}
         self.floats: Dict[Key, float] = {}
-        # tally's own histograms: [count, sub_bits, sum, bucket counts].
+        # tally's own histograms: [count, sub_bits, sum, bucket counts,
+        # bounds]; bounds is None but for a classic histogram (format
+        # 2.6), whose sum is a float.
         self.tally_hists: Dict[Key, List[Any]] = {}
         # Per series name, what it is (filled once every name is known).
         self.decoded: Dict[str, enc.Series] = {}
@@ -135,12 +138,13 @@ def _add_tally_histogram(hists: Dict[Key, List[Any]], key: Key,
                          count: int, hist: Any) -> None:
     """Sums tally's own histograms bucket by bucket over the segments
     that have the same layout (the first segment's)."""
-    hsum, sub_bits, _max_bits, counts = hist
+    hsum, sub_bits, _max_bits, counts, bounds = hist
     cur = hists.get(key)
     if cur is None:
-        hists[key] = [count, sub_bits, hsum, list(counts)]
+        hists[key] = [count, sub_bits, hsum, list(counts), bounds]
         return
-    if cur[1] != sub_bits or len(cur[3]) != len(counts):
+    if cur[1] != sub_bits or len(cur[3]) != len(counts) or \
+            cur[4] != bounds:
         return
     cur[0] += count
     cur[2] += hsum
@@ -267,9 +271,13 @@ def _place_plain(sums: _Sums, scrape: _Scrape, name: str, kind: int,
 def _show_tally_histograms(sums: _Sums, scrape: _Scrape) -> None:
     """tally's own histograms: the edges of one bucket per power of two
     (tally-exporter's default), cumulative, in the base unit."""
-    for (name, labels), (count, sub_bits, total, counts) in \
+    for (name, labels), (count, sub_bits, total, counts, bounds) in \
             sums.tally_hists.items():
         _kind, help_, unit = sums.meta[name]
+        if bounds is not None:
+            _show_classic(scrape, name, labels, help_, unit, count, total,
+                          counts, bounds)
+            continue
         shown, base_unit = _native.unit_name(name, unit)
         f = scrape.family(name, shown, "histogram", help_, base_unit)
         acc = 0
@@ -292,6 +300,27 @@ def _show_tally_histograms(sums: _Sums, scrape: _Scrape) -> None:
         sv = _native.unit_value(total, unit)
         f.samples.append(Sample(shown + "_sum", dict(labels),
                                 float(sv if sv is not None else total)))
+
+
+def _show_classic(scrape: _Scrape, name: str, labels: Labels, help_: str,
+                  unit: str, count: int, total: float, counts: List[int],
+                  bounds: Tuple[float, ...]) -> None:
+    """A classic histogram of the format (2.6), the Python Histogram's:
+    its own bounds as le, spelled as prometheus_client spells them,
+    cumulative; then +Inf, _count and the sum (not for negative buckets,
+    as prometheus_client)."""
+    f = scrape.family(name, name, "histogram", help_, unit)
+    acc = 0
+    for b, c in zip(bounds, counts):
+        acc += c
+        f.samples.append(Sample(name + "_bucket",
+                                dict(labels + (("le", float_to_go_string(b)),)),
+                                float(acc)))
+    f.samples.append(Sample(name + "_bucket",
+                            dict(labels + (("le", "+Inf"),)), float(count)))
+    f.samples.append(Sample(name + "_count", dict(labels), float(count)))
+    if not bounds or bounds[0] >= 0:
+        f.samples.append(Sample(name + "_sum", dict(labels), float(total)))
 
 
 def _show_enums(scrape: _Scrape) -> None:
