@@ -49,6 +49,7 @@
 #include "retain.h"
 #include "server.h"
 #include "strbuf.h"
+#include "strmap.h"
 
 #ifndef TALLY_VERSION
 #define TALLY_VERSION "0"
@@ -95,6 +96,11 @@ struct server {
 	uint64_t skipped_total[TP_NSKIP];
 	uint64_t label_clashes_total[2]; /* renamed, dropped */
 	char last_dir_error[512];
+	/* Segments refused for their version (a zone of tally 0.3's Python
+	 * package, say), each said once in the log: their paths. */
+	struct tp_strmap refused;
+	char **refused_paths;
+	size_t nrefused;
 	struct tp_buf out;
 	struct ex_retain retain;   /* --aggregate: exited processes' counts */
 	uint64_t next_expire_ns;   /* when to apply TALLY_RETAIN again */
@@ -357,6 +363,35 @@ static void dir_error(struct server *s, const char *msg)
  */
 #define EXPIRE_PERIOD_NS (60ull * 1000000000u)
 
+/* The reason of a segment refused for its version says what to do (restart
+ * the service with a newer tally): logged once per segment, at most for
+ * the first 1024 of them. */
+#define REFUSED_LOGGED_MAX 1024u
+
+static void log_refused(struct server *s, const struct tp_snapshot *snap)
+{
+	for (size_t i = 0; i < snap->nskipped; i++) {
+		const struct tp_skipped *k = &snap->skipped[i];
+		char **grown;
+
+		if (tp_skip_reason(k->err) != 2 ||
+		    s->nrefused >= REFUSED_LOGGED_MAX ||
+		    tp_strmap_get(&s->refused, k->path) != (size_t)-1)
+			continue;
+		grown = realloc(s->refused_paths, (s->nrefused + 1) *
+				sizeof(*grown));
+		if (!grown || !(grown[s->nrefused] = strdup(k->path))) {
+			if (grown)
+				s->refused_paths = grown;
+			return;
+		}
+		s->refused_paths = grown;
+		tp_strmap_put(&s->refused, grown[s->nrefused], s->nrefused);
+		s->nrefused++;
+		logf_("skipping %s: %s", k->path, k->reason);
+	}
+}
+
 static void expired(const char *path, const char *why, void *arg)
 {
 	(void)arg;
@@ -428,6 +463,7 @@ static enum MHD_Result scrape(struct server *s, struct MHD_Connection *c)
 	s->scrapes++;
 	for (size_t i = 0; i < snap.nskipped; i++)
 		s->skipped_total[tp_skip_reason(snap.skipped[i].err)]++;
+	log_refused(s, &snap);
 	self.collect_seconds = (double)(t1 - t0) / 1e9;
 	self.scrapes = s->scrapes;
 	self.retired_series = s->retain.ngone;
@@ -1126,6 +1162,10 @@ void server_stop(struct server *s)
 	}
 	tp_buf_free(&s->out);
 	ex_retain_free(&s->retain);
+	tp_strmap_free(&s->refused);
+	for (size_t i = 0; i < s->nrefused; i++)
+		free(s->refused_paths[i]);
+	free(s->refused_paths);
 	pthread_mutex_destroy(&s->scrape_lock);
 	pthread_mutex_destroy(&s->conn_lock);
 	pthread_cond_destroy(&s->stop_cond);

@@ -106,6 +106,34 @@ static int check_family(struct tally_seg *s, uint32_t i,
 	return 0;
 }
 
+/*
+ * The suffixes that tally 0.3's Python package gave the series of its
+ * metrics (python/tally/_encoding.py of 0.3): fractions in millionths,
+ * buckets that are not cumulative, per-process gauges told by a pid
+ * label, which only that package decoded.  Found in a zone older than
+ * format 2.6 (0.3 made no other), they would be shown as garbage; such a
+ * zone is refused instead.  A C program's own names with colons (a
+ * recording rule's level:metric:operations) end otherwise.
+ */
+static const char *const py03_suffixes[] = {
+	":frac_u", ":bucket", ":set_ns", ":gauge", ":summary_sum", ":info",
+	":info_keys", ":enum", ":gauge_all", ":gauge_liveall", ":gauge_sum",
+	":gauge_livesum", ":gauge_max", ":gauge_livemax", ":gauge_min",
+	":gauge_livemin", ":gauge_mostrecent", ":gauge_livemostrecent",
+};
+
+static int py03_name(const char *name, size_t len)
+{
+	for (size_t i = 0; i < sizeof(py03_suffixes) / sizeof(*py03_suffixes);
+	     i++) {
+		size_t n = strlen(py03_suffixes[i]);
+
+		if (len > n && !memcmp(name + len - n, py03_suffixes[i], n))
+			return 1;
+	}
+	return 0;
+}
+
 /* Read the metric records [nmrecs, want), all published (want is at most
  * the live metric_count), and check them. */
 static int load_families(struct tally_seg *s, uint32_t want)
@@ -155,6 +183,13 @@ static int load_families(struct tally_seg *s, uint32_t want)
 			 * wait (state 0 in this copy), the rest is read. */
 			f[i].state = 0;
 			tally__ok();
+		} else if (s->hdr.minor < TALLY__FMT_MINOR_TYPES &&
+			   py03_name(f[i].name, f[i].name_len)) {
+			return tally__fail(EPROTONOSUPPORT, "%s: written by "
+					   "tally 0.3's Python package (series "
+					   "%.60s), whose encoded names only "
+					   "it read; restart the service with "
+					   "tally 0.4", s->path, f[i].name);
 		}
 	}
 	s->nmrecs = i;
