@@ -79,5 +79,27 @@ PY
 out=$("$tallystat" --dir "$dir" request_seconds) || fail "tallystat: exit $?"
 grep -Eq "request_seconds +5 +[0-9.]+ +2\.5486 +0\.02125 +10 +10 +10$" <<<"$out" || fail "tallystat: $out"
 
+# Two processes' histograms of the same bounds, summed (--aggregate):
+# the buckets add up, and the billionths of the sums carry exactly.
+TALLY_DIR=$dir TALLY_KEEP=1 "$typed" >/dev/null || { echo "typed-segment failed"; exit 1; }
+kill "$epid" 2>/dev/null; wait "$epid" 2>/dev/null
+: >"$dir/log"
+timeout 30 "$exporter" --dir "$dir" --aggregate --listen 127.0.0.1:0 2>"$dir/log" &
+epid=$!
+port=
+for _ in $(seq 100); do
+	port=$(sed -n 's|.*listening on https\{0,1\}://127.0.0.1:\([0-9]*\)/.*|\1|p' "$dir/log")
+	[ -n "$port" ] && break
+	sleep 0.05
+done
+[ -n "$port" ] || { cat "$dir/log"; echo "the exporter did not start"; exit 1; }
+curl -sS --max-time 10 "http://127.0.0.1:$port/metrics" >"$dir/a.txt" || fail "scrape (--aggregate)"
+for want in 'request_seconds_bucket{le="0.025"} 6' 'request_seconds_bucket{le="+Inf"} 10' \
+	'request_seconds_count 10' 'request_seconds_sum 25.486'; do
+	grep -qxF "$want" "$dir/a.txt" || fail "--aggregate: no $want: $(grep '^request_seconds' "$dir/a.txt")"
+done
+out=$(promtool check metrics <"$dir/a.txt" 2>&1) || fail "promtool (--aggregate): status $?"
+[ -z "$out" ] || fail "promtool (--aggregate) printed: $out"
+
 [ $bad -eq 0 ] && echo "a classic histogram reads the same in every reader; promtool is silent"
 exit $bad
