@@ -74,10 +74,37 @@ static const struct {
 };
 #define NQ (sizeof(quantiles) / sizeof(quantiles[0]))
 
+/* A fractional counter's value (format 2.6), @whole + @frac / 10^9, as
+ * an exact decimal without trailing zeros, in @buf. */
+static const char *frac_str(int64_t whole, unsigned frac, char buf[40])
+{
+	int n = snprintf(buf, 40, "%" PRId64 ".%09u", whole, frac);
+
+	while (n > 0 && buf[n - 1] == '0')
+		buf[--n] = '\0';
+	return buf;
+}
+
+/* A classic histogram's sum (format 2.6): exact when not negative. */
+static const char *classic_sum(const struct tally_series_view *v,
+			       char buf[40])
+{
+	if (v->sum < 0) {
+		snprintf(buf, 40, "%.17g", v->fsum);
+		return buf;
+	}
+	if (!v->frac) {
+		snprintf(buf, 40, "%" PRId64, v->sum);
+		return buf;
+	}
+	return frac_str(v->sum, v->frac, buf);
+}
+
 static int series_cb(const struct tally_series_view *v, void *arg)
 {
 	struct walk *w = arg;
 	struct tp_buf key = { 0 }, t = { 0 };
+	char num[40], f64[TP_F64_LEN];
 	double q[NQ];
 	int have_q = v->kind == TALLY_HISTOGRAM && v->value > 0;
 
@@ -118,7 +145,30 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 			tp_buf_json_str(&t, v->label_values[i]);
 		}
 		tp_buf_putc(&t, '}');
-		if (v->kind == TALLY_HISTOGRAM) {
+		if (v->kind == TALLY_HISTOGRAM && v->classic) {
+			/* A classic histogram (format 2.6): its bounds, the
+			 * count of each bucket, the exact sum. */
+			tp_buf_printf(&t, ", \"count\": %" PRId64 ", \"sum\": %s"
+				      ", \"bounds\": [", v->value,
+				      classic_sum(v, num));
+			for (unsigned i = 0; i < v->nbounds; i++)
+				tp_buf_printf(&t, "%s%s", i ? ", " : "",
+					      tp_fmt_f64(f64, v->bounds[i]));
+			tp_buf_puts(&t, "], \"buckets\": [");
+			for (unsigned i = 0; i < v->nbuckets; i++)
+				tp_buf_printf(&t, "%s%" PRId64, i ? ", " : "",
+					      v->buckets[i]);
+			tp_buf_putc(&t, ']');
+			for (size_t i = 0; i < NQ; i++) {
+				if (have_q)
+					tp_buf_printf(&t, ", \"%s\": %s",
+						      quantiles[i].json,
+						      tp_fmt_f64(f64, q[i]));
+				else
+					tp_buf_printf(&t, ", \"%s\": null",
+						      quantiles[i].json);
+			}
+		} else if (v->kind == TALLY_HISTOGRAM) {
 			tp_buf_printf(&t, ", \"count\": %" PRId64 ", \"sum\": %"
 				      PRId64, v->value, v->sum);
 			for (size_t i = 0; i < NQ; i++) {
@@ -136,6 +186,10 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 					      v->fvalue);
 			else
 				tp_buf_puts(&t, ", \"value\": null");
+		} else if (v->fractional && v->frac) {
+			/* A fractional counter (format 2.6): exact. */
+			tp_buf_printf(&t, ", \"value\": %s",
+				      frac_str(v->value, v->frac, num));
 		} else {
 			tp_buf_printf(&t, ", \"value\": %" PRId64, v->value);
 		}
@@ -150,7 +204,24 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 	} else {
 		tp_buf_printf(&t, "  %-9s %-40s", tp_kind_name(v->kind),
 			      tp_buf_str(&key));
-		if (v->kind == TALLY_HISTOGRAM) {
+		if (v->kind == TALLY_HISTOGRAM && v->classic) {
+			tp_buf_printf(&t, " count=%" PRId64 " sum=%s",
+				      v->value, classic_sum(v, num));
+			for (unsigned i = 0; i < v->nbuckets; i++) {
+				char bound[32];
+
+				snprintf(bound, sizeof(bound), "%g",
+					 i < v->nbounds ? v->bounds[i] : INFINITY);
+				tp_buf_printf(&t, "%s%s:%" PRId64,
+					      i ? " " : " buckets=", bound,
+					      v->buckets[i]);
+			}
+			for (size_t i = 0; have_q && i < NQ; i++)
+				tp_buf_printf(&t, " %s=%g", quantiles[i].text,
+					      q[i]);
+			if (v->unit && v->unit[0])
+				tp_buf_printf(&t, " (%s)", v->unit);
+		} else if (v->kind == TALLY_HISTOGRAM) {
 			tp_buf_printf(&t, " count=%" PRId64 " sum=%" PRId64,
 				      v->value, v->sum);
 			for (size_t i = 0; have_q && i < NQ; i++)
@@ -160,6 +231,9 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 				tp_buf_printf(&t, " (%s)", v->unit);
 		} else if (v->kind == TALLY_FGAUGE) {
 			tp_buf_printf(&t, " %.17g", v->fvalue);
+		} else if (v->fractional && v->frac) {
+			tp_buf_printf(&t, " %s", frac_str(v->value, v->frac,
+							  num));
 		} else {
 			tp_buf_printf(&t, " %" PRId64, v->value);
 		}

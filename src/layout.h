@@ -108,12 +108,21 @@
  * 2.6: readers have no power over writers.  Every lock writers decide
  * anything from lies in a lock file only their user may open
  * (process/lock.c, tally__lockfile_open); readers judge liveness by write
- * locks on the zone file, which they cannot take. */
+ * locks on the zone file, which they cannot take.
+ * 2.6 also: types of a metric (struct tally__metric_rec: type; the tail of
+ * its help field, struct tally__metric_tail): what a metric's series
+ * mean beyond their kind (per-process gauges and their combine mode, see
+ * "Types" below).  Their series records have the states
+ * TALLY__SERIES_TYPED and _TYPED_LONG, which readers older than 2.6
+ * skip as they skip every state they do not know: they show every other
+ * series of the file, and their checks of the metric record pass (its
+ * kind, value type, mode and texts are those of an older kind). */
 #define TALLY__FMT_MINOR_CREATOR_LOCK 1
 #define TALLY__FMT_MINOR_OWNED_FALLBACK 4
 #define TALLY__FMT_MINOR_LONG_LABELS 5
 #define TALLY__FMT_MINOR_GENERATIONS 5
 #define TALLY__FMT_MINOR_LOCK_FILE 6
+#define TALLY__FMT_MINOR_TYPES 6
 #define TALLY__BYTE_ORDER  0x0102030405060708ull
 #define TALLY__PAGE        4096u
 #define TALLY__NAUX        2u
@@ -322,7 +331,7 @@ struct tally__metric_rec {
 	uint8_t max_bits;        /* histograms */
 	uint8_t vtype;           /* TALLY__VT_* (0 before format 2.3) */
 	uint8_t flags;           /* TALLY__METRIC_* (0 before format 2.5) */
-	uint8_t pad;
+	uint8_t type;            /* 2.6: TALLY__TYPE_* (0 before) */
 	uint32_t prev;           /* 2.5: record index + 1 of the
 				    generation made before; 0: none */
 	uint16_t name_len, unit_len, help_len;
@@ -333,11 +342,152 @@ struct tally__metric_rec {
 	char help[TALLY__HELP_MAX];  /* NUL-terminated, may be empty */
 };
 
+/*
+ * Types of a metric (2.6): what its series mean beyond their kind, for
+ * readers that know them.  The record's kind, value type and mode are
+ * those an older reader accepts (so that its check of every record
+ * passes), its series records have a typed state (older readers skip
+ * them), and what the type needs besides lies in the tail of the help
+ * field (struct tally__metric_tail), past the help text's NUL.
+ *
+ *   TALLY__TYPE_PGAUGE  a per-process gauge: kind TALLY__KIND_GAUGE_SET,
+ *                       TALLY__VT_FLOAT64, TALLY_SHARED.  Each series is
+ *                       one process's value: its labels hold
+ *                       pid="<pid>:<token>", the writer's pid in its own
+ *                       PID namespace (for people) and its process token
+ *                       in the zone, whose lock byte
+ *                       (TALLY__OWNER_LOCK_BYTE + token, src/process)
+ *                       the process holds while it runs: readers judge
+ *                       its liveness by that lock, from any PID
+ *                       namespace.  Slot 0 the value (a double's bits),
+ *                       slot 1 the CLOCK_REALTIME nanoseconds of its last
+ *                       set.  tail.combine says how readers combine the
+ *                       series of one label set (TALLY__COMBINE_*).
+ *   TALLY__TYPE_FCOUNTER a counter with fractional increments, exact to
+ *                       10^-9: kind TALLY__KIND_COUNTER, TALLY__VT_INT64,
+ *                       any mode.  Slot 0 counts whole units, slot 1
+ *                       billionths (each add puts its fraction there,
+ *                       0 .. 10^9 - 1, never a negative amount), read
+ *                       as an unsigned 64-bit sum: the value is
+ *                       slot 0 + slot 1 / 10^9, exactly, as long as the
+ *                       fractions added come to less than 2^64
+ *                       billionths (1.8 * 10^10 units).
+ *   TALLY__TYPE_CHISTO  a classic histogram with the application's own
+ *                       bucket bounds (prometheus_client's buckets):
+ *                       kind TALLY__KIND_COUNTER, TALLY__VT_INT64, any
+ *                       mode.  tail.nbounds finite upper bounds, strictly
+ *                       increasing IEEE 754 doubles, lie in the
+ *                       TALLY__BOUNDS_MAX doubles before the tail (struct
+ *                       tally__metric_bounds), the first nbounds of them
+ *                       used.  Slot 0 the sum's whole part, floor(v)
+ *                       (signed), slot 1 its billionths, v - floor(v),
+ *                       read as an unsigned sum as a fractional
+ *                       counter's; slots 2 .. 2 + nbounds the count of
+ *                       each bucket, not cumulative: bucket i counts the
+ *                       values v <= bound i and above bound i - 1, the
+ *                       last one those above every bound (+Inf).
+ *                       The count is the sum of the buckets.
+ */
+#define TALLY__TYPE_NONE     0u
+#define TALLY__TYPE_PGAUGE   1u
+#define TALLY__TYPE_FCOUNTER 2u
+#define TALLY__TYPE_CHISTO   3u
+#define TALLY__TYPE_MAX      3u
+#define TALLY__FRAC_SCALE    1000000000ull /* TALLY__TYPE_FCOUNTER */
+#define TALLY__BOUNDS_MAX    40u /* TALLY__TYPE_CHISTO's finite bounds */
+
+/* How the per-process series of one label set are shown (prometheus_
+ * client's multiprocess modes, in this order); the "live" ones leave out
+ * the series of processes that are gone. */
+#define TALLY__COMBINE_ALL            0u /* each, with its pid label */
+#define TALLY__COMBINE_LIVEALL        1u
+#define TALLY__COMBINE_SUM            2u
+#define TALLY__COMBINE_LIVESUM        3u
+#define TALLY__COMBINE_MAX            4u
+#define TALLY__COMBINE_LIVEMAX        5u
+#define TALLY__COMBINE_MIN            6u
+#define TALLY__COMBINE_LIVEMIN        7u
+#define TALLY__COMBINE_MOSTRECENT     8u /* the last one set */
+#define TALLY__COMBINE_LIVEMOSTRECENT 9u
+#define TALLY__COMBINE_MAX_MODE       9u
+
+static inline int tally__combine_live(unsigned combine)
+{
+	return combine & 1u;
+}
+
+/*
+ * The tail of a typed metric record (2.6): the last TALLY__TAIL_BYTES
+ * bytes of its help field, which the help text of a typed metric leaves
+ * free (its help_len + 1 is at most TALLY__HELP_MAX - TALLY__TAIL_BYTES).
+ * Readers older than 2.6 check the help text up to its NUL only.
+ */
+#define TALLY__TAIL_BYTES 8u
+struct tally__metric_tail {
+	uint8_t combine;         /* TALLY__TYPE_PGAUGE: TALLY__COMBINE_* */
+	uint8_t nbounds;         /* TALLY__TYPE_CHISTO: 0 .. TALLY__BOUNDS_MAX */
+	uint8_t zero[6];
+};
+
+/* A TALLY__TYPE_CHISTO record's bucket bounds: the TALLY__BOUNDS_BYTES
+ * bytes of its help field before the tail, so that its help text and
+ * NUL take at most TALLY__HELP_MAX - TALLY__TAIL_BYTES -
+ * TALLY__BOUNDS_BYTES bytes. */
+#define TALLY__BOUNDS_BYTES (8u * TALLY__BOUNDS_MAX)
+struct tally__metric_bounds {
+	double bound[TALLY__BOUNDS_MAX];
+};
+
+static inline struct tally__metric_tail *
+tally__metric_tail(const struct tally__metric_rec *f)
+{
+	return (struct tally__metric_tail *)(f->help + TALLY__HELP_MAX -
+					     TALLY__TAIL_BYTES);
+}
+
+static inline struct tally__metric_bounds *
+tally__metric_bounds(const struct tally__metric_rec *f)
+{
+	return (struct tally__metric_bounds *)(f->help + TALLY__HELP_MAX -
+					       TALLY__TAIL_BYTES -
+					       TALLY__BOUNDS_BYTES);
+}
+
+/* The bytes of the help field that its text and NUL may take. */
+static inline unsigned tally__help_room_of(unsigned type)
+{
+	return type == TALLY__TYPE_CHISTO ?
+		       TALLY__HELP_MAX - TALLY__TAIL_BYTES - TALLY__BOUNDS_BYTES :
+	       type ? TALLY__HELP_MAX - TALLY__TAIL_BYTES : TALLY__HELP_MAX;
+}
+
+static inline unsigned tally__help_room(const struct tally__metric_rec *f)
+{
+	return tally__help_room_of(f->type);
+}
+
 /* Series record states. */
 #define TALLY__SERIES_FREE 0u
 #define TALLY__SERIES_LIVE 1u /* labels in the record */
 #define TALLY__SERIES_LONG 2u /* labels in extension records (2.5) */
 #define TALLY__SERIES_EXT  3u /* an extension record (2.5) */
+#define TALLY__SERIES_TYPED 4u      /* LIVE, of a typed metric (2.6) */
+#define TALLY__SERIES_TYPED_LONG 5u /* LONG, of a typed metric (2.6) */
+
+/* A series that is live (in any of its states), and one whose labels lie
+ * in extension records. */
+static inline int tally__series_live(unsigned state)
+{
+	return state == TALLY__SERIES_LIVE || state == TALLY__SERIES_LONG ||
+	       state == TALLY__SERIES_TYPED ||
+	       state == TALLY__SERIES_TYPED_LONG;
+}
+
+static inline int tally__series_long(unsigned state)
+{
+	return state == TALLY__SERIES_LONG ||
+	       state == TALLY__SERIES_TYPED_LONG;
+}
 
 /*
  * A series: one set of label values of a metric, and the block holding
@@ -520,6 +670,11 @@ _Static_assert(sizeof(struct tally__chunk) == 256, "chunk meta is 4 lines");
 _Static_assert(sizeof(struct tally__metric_rec) == 1024, "family record size");
 _Static_assert(sizeof(struct tally__series) == 128, "series record size");
 _Static_assert(sizeof(struct tally__series_ext) == 128, "extension size");
+_Static_assert(sizeof(struct tally__metric_tail) == TALLY__TAIL_BYTES,
+	       "a typed record's tail");
+_Static_assert((__builtin_offsetof(struct tally__metric_rec, help) +
+		TALLY__HELP_MAX - TALLY__TAIL_BYTES - TALLY__BOUNDS_BYTES) % 8 == 0,
+	       "a histogram's bounds are aligned doubles");
 _Static_assert(sizeof(struct tally__long_labels) <= TALLY__LABELS_INLINE,
 	       "a long record's reference fits its label field");
 _Static_assert(__builtin_offsetof(struct tally__series_ext, state) ==

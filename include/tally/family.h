@@ -61,6 +61,15 @@ typedef struct tally_histogram_family {
 typedef struct tally_fgauge_family {
 	tally_family family;
 } tally_fgauge_family;
+typedef struct tally_pgauge_family {
+	tally_family family;
+} tally_pgauge_family;
+typedef struct tally_fcounter_family {
+	tally_family family;
+} tally_fcounter_family;
+typedef struct tally_chistogram_family {
+	tally_family family;
+} tally_chistogram_family;
 
 /*
  * tally_counter_family_register, tally_gauge_family_register,
@@ -108,11 +117,38 @@ TALLY_API int tally_fgauge_family_register(struct tally_zone *z,
 			const struct tally_metric_desc *d,
 			const char *const *label_names, unsigned n,
 			tally_fgauge_family *f);
+/*
+ * tally_pgauge_family_register: a family of per-process gauges
+ * (tally_pgauge_register(), tally/metrics.h), combined as @combine says;
+ * as the others, and -EINVAL for a label named "pid" (fixed or variable)
+ * or an unknown @combine.  In a child made by fork(), such a family
+ * forgets the children its parent had: each process's are its own.
+ */
+/* tally_fcounter_family_register: a family of fractional counters
+ * (tally_fcounter_register(), tally/metrics.h); as the others. */
+TALLY_API int tally_fcounter_family_register(struct tally_zone *z,
+			const struct tally_metric_desc *d,
+			const char *const *label_names, unsigned n,
+			tally_fcounter_family *f);
+/* tally_chistogram_family_register: a family of classic histograms
+ * (tally_chistogram_register(), tally/metrics.h) whose children all have
+ * the bounds @bounds[0 .. @nbounds - 1]; as the others, with the
+ * errors of tally_chistogram_register() for the bounds. */
+TALLY_API int tally_chistogram_family_register(struct tally_zone *z,
+			const struct tally_metric_desc *d,
+			const double *bounds, unsigned nbounds,
+			const char *const *label_names, unsigned n,
+			tally_chistogram_family *f);
+TALLY_API int tally_pgauge_family_register(struct tally_zone *z,
+			const struct tally_metric_desc *d,
+			const char *const *label_names, unsigned n,
+			unsigned combine, tally_pgauge_family *f);
 
 /*
  * tally_counter_family_get, tally_gauge_family_get,
  * tally_setgauge_family_get, tally_histogram_family_get,
- * tally_fgauge_family_get: the child of
+ * tally_fgauge_family_get, tally_pgauge_family_get,
+ * tally_fcounter_family_get, tally_chistogram_family_get: the child of
  * @f whose label values are @values[0 .. @n - 1] (in the order of the
  * family's label names), registered first if this process has not
  * asked for it yet; *@c points at its handle, which stays valid until
@@ -150,6 +186,15 @@ TALLY_API int tally_histogram_family_get(const tally_histogram_family *f,
 TALLY_API int tally_fgauge_family_get(const tally_fgauge_family *f,
 			const char *const *values, unsigned n,
 			const tally_fgauge **g);
+TALLY_API int tally_pgauge_family_get(const tally_pgauge_family *f,
+			const char *const *values, unsigned n,
+			const tally_pgauge **g);
+TALLY_API int tally_fcounter_family_get(const tally_fcounter_family *f,
+			const char *const *values, unsigned n,
+			const tally_fcounter **c);
+TALLY_API int tally_chistogram_family_get(const tally_chistogram_family *f,
+			const char *const *values, unsigned n,
+			const tally_chistogram **h);
 
 /*
  * tally_family_remove: remove the family (pass &family.family): each of

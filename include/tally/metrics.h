@@ -35,6 +35,26 @@
  *                    the default sub_bits = 3.  Values from 0 to
  *                    2^max_bits - 1 (default 2^40); larger ones count in
  *                    the last bucket.  Readers compute quantiles.
+ *   TALLY_FCOUNTER   tally_fcounter: a counter of fractional amounts
+ *                    (tally_fcounter_add(c, 0.25)), per-CPU, exact to
+ *                    10^-9: whole units and billionths in two slots,
+ *                    which readers show as one exact decimal.
+ *   TALLY_CHISTOGRAM tally_chistogram: a classic histogram with the
+ *                    application's own bucket bounds
+ *                    (tally_chistogram_register, prometheus_client's
+ *                    buckets): per-CPU counts of the values at or below
+ *                    each bound, and their sum, exact to 10^-9.
+ *                    Readers show it as a TALLY_HISTOGRAM whose view
+ *                    carries the bounds.
+ *   TALLY_PGAUGE     tally_pgauge: a per-process floating-point gauge
+ *                    (tally_pgauge_register): each process that uses the
+ *                    zone has a value of its own, and readers combine
+ *                    the values of one label set as its combine mode
+ *                    says (TALLY_COMBINE_*, prometheus_client's
+ *                    multiprocess modes), leaving out, under the "live"
+ *                    modes, the values of processes that are gone: the
+ *                    in-flight gauge of a shared zone counts the live
+ *                    processes only.
  */
 #ifndef TALLY_METRICS_H
 #define TALLY_METRICS_H
@@ -53,6 +73,32 @@ extern "C" {
 #define TALLY_GAUGE_SET 3u
 #define TALLY_HISTOGRAM 4u
 #define TALLY_FGAUGE    5u
+#define TALLY_PGAUGE    6u
+#define TALLY_FCOUNTER  7u
+#define TALLY_CHISTOGRAM 8u
+
+/* The most finite bucket bounds a TALLY_CHISTOGRAM takes (the +Inf
+ * bucket comes on top), and the longest help text it may have. */
+#define TALLY_CHISTOGRAM_BOUNDS_MAX 40u
+#define TALLY_CHISTOGRAM_HELP_MAX   511u
+
+/* How readers combine the values of a TALLY_PGAUGE's processes for one
+ * label set: prometheus_client's multiprocess modes.  ALL and LIVEALL show
+ * each process's value, with the label pid="<pid>"; the others one value.
+ * The LIVE modes leave out processes that are gone (a process is gone
+ * once it exited or was killed, judged by a lock it holds on the zone's
+ * file, the same from any PID namespace); the others keep the last value
+ * a gone process set, until the zone is removed. */
+#define TALLY_COMBINE_ALL            0u
+#define TALLY_COMBINE_LIVEALL        1u
+#define TALLY_COMBINE_SUM            2u
+#define TALLY_COMBINE_LIVESUM        3u
+#define TALLY_COMBINE_MAX            4u
+#define TALLY_COMBINE_LIVEMAX        5u
+#define TALLY_COMBINE_MIN            6u
+#define TALLY_COMBINE_LIVEMIN        7u
+#define TALLY_COMBINE_MOSTRECENT     8u /* the value set last */
+#define TALLY_COMBINE_LIVEMOSTRECENT 9u
 
 /* Limits (bytes, without the terminating NUL). */
 #define TALLY_NAME_MAX   127u /* metric name */
@@ -125,7 +171,7 @@ typedef struct tally_metric {
 	uint32_t series;        /* record index in the segment */
 	uint32_t seq;           /* the record's seq when registered */
 	uint8_t kind;
-	uint8_t sub_bits;
+	uint8_t sub_bits;        /* TALLY_PGAUGE: its TALLY_COMBINE_* */
 	uint8_t max_bits;
 } tally_metric;
 
@@ -135,6 +181,15 @@ typedef struct tally_gauge     { tally_metric metric; } tally_gauge;
 typedef struct tally_setgauge  { tally_metric metric; } tally_setgauge;
 typedef struct tally_histogram { tally_metric metric; } tally_histogram;
 typedef struct tally_fgauge    { tally_metric metric; } tally_fgauge;
+typedef struct tally_pgauge    { tally_metric metric; } tally_pgauge;
+typedef struct tally_fcounter  { tally_metric metric; } tally_fcounter;
+/* A classic histogram's handle also points at its bounds, in the zone's
+ * metric record (they never change there). */
+typedef struct tally_chistogram {
+	tally_metric metric;
+	const double *bounds;
+	unsigned nbounds;
+} tally_chistogram;
 
 /*
  * tally_counter_register, tally_gauge_register, tally_setgauge_register,
@@ -201,6 +256,85 @@ TALLY_API int tally_fgauge_register(struct tally_zone *z,
 			const struct tally_metric_desc *d, tally_fgauge *g);
 
 /*
+ * tally_fcounter_register: get or create the fractional counter described
+ * by @d in @z (NULL: the default zone) and fill @c, as
+ * tally_counter_register() (the same rules, errors and handle), with a
+ * help text of at most TALLY_HELP_MAX - 8 bytes.  Its adds
+ * (tally_fcounter_add) are exact to 10^-9: 0.1 added ten times is 1.
+ * In a zone made by a libtally older than format 2.6, which would not
+ * show it: -EPROTONOSUPPORT.
+ * This API is MT-safe and safe after fork().  Not async-signal-safe.
+ */
+TALLY_API int tally_fcounter_register(struct tally_zone *z,
+			const struct tally_metric_desc *d, tally_fcounter *c);
+
+/*
+ * tally_fcounter_fetch: the counter's value in this process's zone, as
+ * a double (tally_metric_fetch() gives its whole part).
+ * Return: 0 or -EINVAL, as tally_metric_fetch().  MT-safe.
+ */
+TALLY_API int tally_fcounter_fetch(const tally_fcounter *c, double *value);
+
+/*
+ * tally_chistogram_register: get or create the classic histogram described
+ * by @d in @z (NULL: the default zone) whose finite bucket upper bounds are
+ * @bounds[0 .. @nbounds - 1] (strictly increasing, finite; at most
+ * TALLY_CHISTOGRAM_BOUNDS_MAX; a +Inf bucket is always added, so a last
+ * bound of +Inf is dropped), and fill @h, as tally_counter_register() (the
+ * same rules, errors and handle), with a help text of at most
+ * TALLY_CHISTOGRAM_HELP_MAX bytes.  A histogram of the same name with
+ * other bounds is another definition (a new generation of the name, see
+ * tally(3)).
+ * Errors besides tally_counter_register()'s: -EINVAL for bounds that are
+ * not finite and strictly increasing, -E2BIG for too many bounds or too
+ * long a help text, -EPROTONOSUPPORT in a zone made by a libtally older
+ * than format 2.6, whose readers would not show it.
+ * This API is MT-safe and safe after fork().  Not async-signal-safe.
+ */
+TALLY_API int tally_chistogram_register(struct tally_zone *z,
+			const struct tally_metric_desc *d,
+			const double *bounds, unsigned nbounds,
+			tally_chistogram *h);
+
+/*
+ * tally_chistogram_fetch: the histogram's count and sum in this process's
+ * zone, and, when @buckets is not NULL, the count of each of its
+ * nbounds + 1 buckets (not cumulative: bucket i counts the values above
+ * bound i - 1 and at or below bound i; the last one those above every
+ * bound) into @buckets[0 .. @h->nbounds].
+ * Return: 0 or -EINVAL, as tally_metric_fetch().  MT-safe.
+ */
+TALLY_API int tally_chistogram_fetch(const tally_chistogram *h,
+			int64_t *count, double *sum, int64_t *buckets);
+
+/*
+ * tally_pgauge_register: get or create this process's series of the
+ * per-process gauge described by @d in @z (NULL: the default zone), whose
+ * values readers combine as @combine says (TALLY_COMBINE_*), and fill
+ * @g.  @d->kind may be 0 or TALLY_PGAUGE; @d->mode is ignored (the value
+ * is one shared slot).  The series carries, besides @d's labels, the
+ * label pid="<pid>:<token>" (the process's pid and its token in the
+ * zone, docs/FORMAT.md), so a label named "pid" is refused; readers show
+ * pid="<pid>" under TALLY_COMBINE_ALL and _LIVEALL, and no pid label
+ * under the other modes.  The help text may take TALLY_HELP_MAX - 8
+ * bytes.  A metric's combine mode is part of its definition: another
+ * mode makes a new generation, as another kind does.
+ * A handle belongs to the process that registered it: a child made by
+ * fork() registers its own (the parent's handle updates the parent's
+ * value).  The same handle rules as tally_counter_register() otherwise.
+ * Return: 0, or a negative errno as tally_counter_register(), and
+ * -EINVAL for an unknown @combine or a label named "pid"; -E2BIG for a
+ * help text longer than TALLY_HELP_MAX - 8 bytes; -EMFILE, -ENOLCK ...
+ * when the process cannot take the lock that tells readers it runs.
+ * In a zone made by a libtally older than format 2.6, which holds no
+ * per-process gauges: -EPROTONOSUPPORT.
+ * This API is MT-safe and safe after fork().  Not async-signal-safe.
+ */
+TALLY_API int tally_pgauge_register(struct tally_zone *z,
+			const struct tally_metric_desc *d, unsigned combine,
+			tally_pgauge *g);
+
+/*
  * tally_metric_redefine: record @d (its kind, help, unit, mode and layout)
  * as the definition of @d->name in @z (NULL: the default zone), as a
  * family without series that readers do not show, for a binding whose
@@ -218,6 +352,22 @@ TALLY_API int tally_fgauge_register(struct tally_zone *z,
  */
 TALLY_API int tally_metric_redefine(struct tally_zone *z,
 				    const struct tally_metric_desc *d,
+				    const char *const *names, unsigned n);
+
+/*
+ * tally_chistogram_redefine: tally_metric_redefine() for a classic
+ * histogram whose series the binding registers under @d->name itself
+ * (tally_chistogram_register(), with these @bounds): its metric record is
+ * the definition, so the histogram's own name must not be among @names.
+ * The definition changed when the name's current record is not a
+ * classic histogram of these bounds, help and unit (label names are no
+ * part of it, as for every series of C code).  Returns as
+ * tally_metric_redefine(), with the errors of
+ * tally_chistogram_register() for the bounds.
+ */
+TALLY_API int tally_chistogram_redefine(struct tally_zone *z,
+				    const struct tally_metric_desc *d,
+				    const double *bounds, unsigned nbounds,
 				    const char *const *names, unsigned n);
 
 /*
@@ -247,6 +397,12 @@ TALLY_API int tally_metric_fetch(const tally_metric *m, int64_t *value);
  */
 TALLY_API int tally_fgauge_fetch(const tally_fgauge *g, double *value);
 
+/*
+ * tally_pgauge_fetch: this process's value of a TALLY_PGAUGE.
+ * Return: 0 or -EINVAL, as tally_metric_fetch().  MT-safe.
+ */
+TALLY_API int tally_pgauge_fetch(const tally_pgauge *g, double *value);
+
 /* Which bucket a histogram puts @v in. */
 static inline unsigned tally_histogram_bucket(uint64_t v, unsigned sub_bits,
 					      unsigned max_bits)
@@ -274,6 +430,11 @@ TALLY_API void (tally_histogram_observe)(const tally_histogram *h,
 					 uint64_t v);
 TALLY_API void (tally_fgauge_set)(const tally_fgauge *g, double v);
 TALLY_API void (tally_fgauge_add)(const tally_fgauge *g, double v);
+TALLY_API void (tally_fcounter_add)(const tally_fcounter *c, double v);
+TALLY_API void (tally_chistogram_observe)(const tally_chistogram *h,
+					  double v);
+TALLY_API void (tally_pgauge_set)(const tally_pgauge *g, double v);
+TALLY_API void (tally_pgauge_add)(const tally_pgauge *g, double v);
 
 static inline void tally__counter_add(const tally_counter *c, int64_t v)
 {
@@ -343,6 +504,86 @@ static inline void tally__fgauge_add(const tally_fgauge *g, double v)
 					      __ATOMIC_RELAXED));
 }
 
+/* A TALLY_PGAUGE is a TALLY_FGAUGE's slot (slot 0) and the time of its
+ * last set (slot 1), which only the "mostrecent" modes read: the time is
+ * taken out of line (a clock read), and only for them. */
+TALLY_API void tally__pgauge_stamp(const tally_pgauge *g);
+
+static inline void tally__pgauge_set(const tally_pgauge *g, double v)
+{
+	tally__fgauge_set((const tally_fgauge *)g, v);
+	if (g->metric.sub_bits >= TALLY_COMBINE_MOSTRECENT)
+		tally__pgauge_stamp(g);
+}
+
+static inline void tally__pgauge_add(const tally_pgauge *g, double v)
+{
+	tally__fgauge_add((const tally_fgauge *)g, v);
+	if (g->metric.sub_bits >= TALLY_COMBINE_MOSTRECENT)
+		tally__pgauge_stamp(g);
+}
+
+/* A TALLY_FCOUNTER adds the whole part of @v to slot 0 and its
+ * fraction, in billionths rounded to the nearest, to slot 1: two per-CPU
+ * adds, each exact.  An amount that is not positive and finite, or not
+ * below 2^63, is ignored (a counter only goes up). */
+static inline void tally__fcounter_add(const tally_fcounter *c, double v)
+{
+	int64_t whole, nanos;
+
+	if (!(v > 0.0) || !(v < 9223372036854775808.0))
+		return;
+	whole = (int64_t)v;
+	nanos = (int64_t)((v - (double)whole) * 1e9 + 0.5);
+	if (nanos >= 1000000000) {
+		whole++;
+		nanos -= 1000000000;
+	}
+	if (whole)
+		tally__block_add(c->metric.block, 0, whole);
+	if (nanos)
+		tally__block_add(c->metric.block, 1, nanos);
+}
+
+/* A TALLY_CHISTOGRAM counts @v in the first bucket whose bound is at
+ * least @v (the +Inf bucket past the last), and adds it to the sum: its
+ * floor to slot 0, the rest, in billionths rounded to the nearest, to
+ * slot 1; three per-CPU adds.  A NaN is ignored; beyond +-2^63 the sum
+ * takes +-2^63 (prometheus_client would give an infinite sum). */
+static inline void tally__chistogram_observe(const tally_chistogram *h,
+					     double v)
+{
+	unsigned i = 0, n = h->nbounds;
+	int64_t whole, nanos;
+
+	if (v != v)
+		return;
+	while (i < n && v > h->bounds[i])
+		i++;
+	tally__block_add(h->metric.block, 2u + i, 1);
+	if (v >= 9223372036854775807.0) {
+		whole = INT64_MAX;
+		nanos = 0;
+	} else if (v <= -9223372036854775808.0) {
+		whole = INT64_MIN;
+		nanos = 0;
+	} else {
+		/* The floor, without libm: truncation, one less below 0. */
+		whole = (int64_t)v;
+		if ((double)whole > v)
+			whole--;
+		nanos = (int64_t)((v - (double)whole) * 1e9 + 0.5);
+		if (nanos >= 1000000000) {
+			whole++;
+			nanos -= 1000000000;
+		}
+	}
+	if (whole)
+		tally__block_add(h->metric.block, 0, whole);
+	if (nanos)
+		tally__block_add(h->metric.block, 1, nanos);
+}
+
 #define tally_counter_add(c, v)       tally__counter_add((c), (v))
 #define tally_counter_inc(c)          tally__counter_add((c), 1)
 #define tally_gauge_add(g, v)         tally__gauge_add((g), (v))
@@ -353,6 +594,12 @@ static inline void tally__fgauge_add(const tally_fgauge *g, double v)
 #define tally_histogram_observe(h, v) tally__histogram_observe((h), (v))
 #define tally_fgauge_set(g, v)        tally__fgauge_set((g), (v))
 #define tally_fgauge_add(g, v)        tally__fgauge_add((g), (v))
+#define tally_fcounter_add(c, v)      tally__fcounter_add((c), (v))
+#define tally_chistogram_observe(h, v) tally__chistogram_observe((h), (v))
+#define tally_pgauge_set(g, v)        tally__pgauge_set((g), (v))
+#define tally_pgauge_add(g, v)        tally__pgauge_add((g), (v))
+#define tally_pgauge_inc(g)           tally__pgauge_add((g), 1.0)
+#define tally_pgauge_dec(g)           tally__pgauge_add((g), -1.0)
 
 #ifdef __cplusplus
 }

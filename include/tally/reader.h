@@ -113,6 +113,33 @@ struct tally_series_view {
 	const int64_t *buckets;
 	/* TALLY_FGAUGE: the value (0 for other kinds). */
 	double fvalue;
+	/* A per-process gauge (TALLY_PGAUGE, format 2.6), shown as a
+	 * TALLY_FGAUGE: per_process is 1, combine its TALLY_COMBINE_* and
+	 * nprocs the processes whose values fvalue combines (1 under
+	 * TALLY_COMBINE_ALL and _LIVEALL, whose views carry pid="<pid>").
+	 * The views of the modes that combine come after the other series
+	 * of the pass, one per label set, without a pid label; id is the
+	 * record of one of their series. */
+	int per_process;
+	unsigned combine, nprocs;
+	/* A fractional counter (TALLY_FCOUNTER, format 2.6), shown as a
+	 * TALLY_COUNTER: fractional is 1, value its whole part and frac the
+	 * billionths beyond it (0 .. 999999999): the exact value is
+	 * value + frac / 10^9; fvalue holds it as a double. */
+	int fractional;
+	unsigned frac;
+	/* A classic histogram (TALLY_CHISTOGRAM, format 2.6), shown as a
+	 * TALLY_HISTOGRAM: classic is 1, sub_bits and max_bits 0, bounds
+	 * its nbounds finite bucket upper bounds (strictly increasing),
+	 * buckets the count of each of its nbuckets = nbounds + 1 buckets,
+	 * not cumulative (bucket i: the values above bounds[i - 1] and at
+	 * or below bounds[i]; the last one, +Inf: those above every
+	 * bound), value their total (the count).  The exact sum is
+	 * sum + frac / 10^9 (sum the floor), fsum that as a double. */
+	int classic;
+	unsigned nbounds;
+	const double *bounds;
+	double fsum;
 };
 
 /* Flags of tally_seg_foreach(). */
@@ -149,6 +176,11 @@ TALLY_API int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info);
 
 /*
  * tally_seg_foreach: call @fn for every live series with its values.
+ *
+ * A per-process gauge's series are shown combined, as its combine mode
+ * says (tally/metrics.h, TALLY_COMBINE_*): under the "live" modes, the
+ * values of processes that are gone are left out, judged by a lock the
+ * process holds on the file (the same from any PID namespace).
  *
  * Only the current definition of a name is shown: the series of a
  * family superseded by another generation (another kind, mode or
@@ -189,7 +221,10 @@ TALLY_API int tally_seg_skipped(const struct tally_seg *s, const char **msg);
  * quantile of the observed values; for q = 1, the largest value of the
  * highest bucket used.  Values of 2^max_bits and more were counted in the
  * last bucket, whose bounds stop below 2^max_bits: their quantiles come
- * out as that bucket's.  Returns 0, or -EINVAL (not a histogram, q out of
+ * out as that bucket's.  Of a classic histogram (classic 1), as
+ * Prometheus's histogram_quantile(): interpolated linearly within the
+ * bucket of that rank, the highest finite bound when it is the +Inf
+ * bucket.  Returns 0, or -EINVAL (not a histogram, q out of
  * range) or -ENODATA (no observations).
  */
 TALLY_API void tally_histogram_bucket_bounds(unsigned b, unsigned sub_bits,

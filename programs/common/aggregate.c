@@ -20,14 +20,32 @@ static unsigned gone(const struct tp_series *s)
 	return (unsigned)tp_series_gone_gauge(s);
 }
 
+/* A classic histogram's bounds, hashed: 0 for every other series. */
+static uint64_t bounds_hash(const struct tp_series *s)
+{
+	uint64_t h = 0;
+	const unsigned char *p = (const unsigned char *)s->bounds;
+
+	if (!s->classic)
+		return 0;
+	h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < s->nbounds * sizeof(double); i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
 char *tp_series_agg_key(const struct tp_series *s)
 {
 	struct tp_buf b = { 0 };
 
 	/* Kind and layout are part of the identity: buckets of two layouts
-	 * cannot be added. */
-	tp_buf_printf(&b, "%s\x1f%u\x1f%u\x1f%u%s", s->key, tp_kind_sum_class(s->kind),
-		      s->sub_bits, s->nbuckets, gone(s) ? "\x1f" "dead" : "");
+	 * (or two sets of bounds) cannot be added. */
+	tp_buf_printf(&b, "%s\x1f%u\x1f%u\x1f%u\x1f%llx%s", s->key,
+		      tp_kind_sum_class(s->kind), s->sub_bits, s->nbuckets,
+		      (unsigned long long)bounds_hash(s),
+		      gone(s) ? "\x1f" "dead" : "");
 	return tp_buf_take(&b);
 }
 
@@ -40,7 +58,7 @@ uint64_t tp_series_agg_hash(const struct tp_series *s)
 		h *= 0x100000001b3ull;
 	}
 	h ^= (uint64_t)tp_kind_sum_class(s->kind) << 40 ^ (uint64_t)s->sub_bits << 32 ^
-	     s->nbuckets ^ (uint64_t)gone(s) << 48;
+	     s->nbuckets ^ (uint64_t)gone(s) << 48 ^ bounds_hash(s);
 	h *= 0x9e3779b97f4a7c15ull;
 	return h ^ (h >> 29);
 }
@@ -49,6 +67,9 @@ int tp_series_agg_same(const struct tp_series *a, const struct tp_series *b)
 {
 	return tp_kind_sum_class(a->kind) == tp_kind_sum_class(b->kind) &&
 	       a->sub_bits == b->sub_bits && a->nbuckets == b->nbuckets &&
+	       a->classic == b->classic &&
+	       (!a->classic || !memcmp(a->bounds, b->bounds,
+				       a->nbounds * sizeof(double))) &&
 	       gone(a) == gone(b) && strcmp(a->key, b->key) == 0;
 }
 
@@ -133,6 +154,18 @@ static void add_one(struct agg *g, const struct tp_series *s, int extra)
 	d = &out->series[at];
 	d->value = add64(d->value, s->value);
 	d->fvalue += s->fvalue;
+	/* Billionths carried into the whole units: exact. */
+	d->fractional |= s->fractional;
+	d->frac += s->frac;
+	d->fsum += s->fsum;
+	if (d->frac >= 1000000000u) {
+		/* A classic histogram's billionths are its sum's. */
+		d->frac -= 1000000000u;
+		if (d->classic)
+			d->sum = add64(d->sum, 1);
+		else
+			d->value = add64(d->value, 1);
+	}
 	d->sum = add64(d->sum, s->sum);
 	add_i64(a, &d->buckets, &d->nbuckets, s->buckets, s->nbuckets);
 	add_i64(a, &d->percpu, &d->npercpu, s->percpu, s->npercpu);

@@ -213,12 +213,19 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 	s->dead = series_dead(c, v, c->tmpl.dead);
 	s->value = v->value;
 	s->fvalue = v->fvalue;
+	s->fractional = v->fractional;
+	s->frac = v->frac;
 	if (v->kind == TALLY_HISTOGRAM) {
 		s->sum = v->sum;
 		s->sub_bits = v->sub_bits;
 		s->max_bits = v->max_bits;
 		s->nbuckets = v->nbuckets;
 		s->buckets = arena_i64(a, v->buckets, v->nbuckets);
+		s->classic = v->classic;
+		s->nbounds = v->nbounds;
+		s->fsum = v->fsum;
+		s->bounds = v->nbounds ? tp_arena_memdup(a, v->bounds,
+				v->nbounds * sizeof(double)) : NULL;
 	}
 	if (v->percpu && v->npercpu) {
 		s->npercpu = v->npercpu;
@@ -407,6 +414,8 @@ void tp_series_copy_to(struct tp_arena *a, struct tp_series *d,
 							s->label_values[i]);
 	}
 	d->buckets = arena_i64(a, s->buckets, s->nbuckets);
+	d->bounds = s->nbounds ? tp_arena_memdup(a, s->bounds, s->nbounds *
+						 sizeof(double)) : NULL;
 	d->percpu = arena_i64(a, s->percpu, s->npercpu);
 }
 
@@ -431,6 +440,11 @@ void tp_series_copy(struct tp_series *d, const struct tp_series *s)
 		}
 	}
 	d->buckets = dup_i64(s->buckets, s->nbuckets);
+	d->bounds = NULL;
+	if (s->nbounds) {
+		d->bounds = tp_xmalloc(s->nbounds * sizeof(double));
+		memcpy(d->bounds, s->bounds, s->nbounds * sizeof(double));
+	}
 	d->percpu = dup_i64(s->percpu, s->npercpu);
 }
 
@@ -452,6 +466,7 @@ void tp_series_free(struct tp_series *s)
 	free(s->label_names);
 	free(s->label_values);
 	free(s->buckets);
+	free(s->bounds);
 	free(s->percpu);
 	memset(s, 0, sizeof(*s));
 }

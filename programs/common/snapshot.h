@@ -59,7 +59,19 @@ struct tp_series {
 	 * count, plus sum and buckets). */
 	int64_t value, sum;
 	double fvalue;          /* TALLY_FGAUGE: the value (value holds it
-				   rounded toward zero) */
+				   rounded toward zero); a fractional
+				   counter's as a double */
+	int fractional;         /* a counter with fractions (format 2.6,
+				   tally_series_view.fractional): its exact
+				   value is value + frac / 10^9 */
+	unsigned frac;          /* a classic histogram's: of its sum */
+	/* A classic histogram (format 2.6, tally_series_view.classic):
+	 * its nbounds finite bucket bounds; nbuckets is nbounds + 1, sum
+	 * + frac / 10^9 the exact sum, fsum that as a double. */
+	int classic;
+	unsigned nbounds;
+	double *bounds;
+	double fsum;
 	unsigned sub_bits, max_bits, nbuckets;
 	int64_t *buckets;
 	unsigned npercpu;       /* 0 unless read with TALLY_READ_PERCPU */

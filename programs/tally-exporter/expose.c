@@ -464,6 +464,18 @@ static char *fmt_scaled(char *out, int64_t v,
 	return out;
 }
 
+/* A fractional counter's value, @whole + @frac / 10^9, as an exact
+ * decimal without trailing zeros, in @buf (TP_F64_LEN bytes). */
+static const char *fmt_frac(char *buf, int64_t whole, unsigned frac)
+{
+	int n = snprintf(buf, TP_F64_LEN, "%lld.%09u", (long long)whole,
+			 frac);
+
+	while (n > 0 && buf[n - 1] == '0')
+		buf[--n] = '\0';
+	return buf;
+}
+
 static double pow10u(unsigned n)
 {
 	double d = 1;
@@ -471,6 +483,58 @@ static double pow10u(unsigned n)
 	while (n--)
 		d *= 10;
 	return d;
+}
+
+/*
+ * The samples of classic histogram @s (format 2.6): its buckets made
+ * cumulative, each with its bound as le (times @mul when the exporter
+ * @scaled its unit), then +Inf, _count and _sum.  The sum is the exact
+ * decimal when it needs no scaling and is not negative.
+ */
+static void put_classic(struct tp_buf *b, const char *base,
+			const struct tp_buf *lb, const struct tp_series *s,
+			int f, double mul, int scaled)
+{
+	char val[TP_F64_LEN], e[TP_F64_LEN], le[TP_F64_LEN + 8];
+	uint64_t cum = 0;
+
+	for (unsigned bk = 0; bk < s->nbuckets; bk++) {
+		cum += (uint64_t)s->buckets[bk];
+		if (bk >= s->nbounds)
+			break;
+		tp_fmt_f64(e, s->bounds[bk] * mul);
+		/* OpenMetrics spells a bound as a float ("1.0"). */
+		snprintf(le, sizeof(le), "le=\"%s%s\"", e,
+			 f == EX_OPENMETRICS && !strpbrk(e, ".eEnI") ? ".0" :
+			 "");
+		put_sample(b, base, "_bucket", tp_buf_str(lb), lb->len, le,
+			   tp_fmt_i64(val, (int64_t)cum));
+	}
+	tp_fmt_i64(val, (int64_t)cum);
+	put_sample(b, base, "_bucket", tp_buf_str(lb), lb->len,
+		   "le=\"+Inf\"", val);
+	put_sample(b, base, "_count", tp_buf_str(lb), lb->len, NULL, val);
+	put_sample(b, base, "_sum", tp_buf_str(lb), lb->len, NULL,
+		   scaled || s->sum < 0 ? tp_fmt_f64(val, s->fsum * mul) :
+		   s->frac ? fmt_frac(val, s->sum, s->frac) :
+		   tp_fmt_i64(val, s->sum));
+}
+
+/* Do @s and @s0, of one family, define the name alike: the same help
+ * text and the same label names (the exporter's own aside)? */
+static int same_definition(const struct tp_series *s,
+			   const struct tp_series *s0)
+{
+	if (s == s0)
+		return 1;
+	if (strcmp(s->help ? s->help : "", s0->help ? s0->help : "") ||
+	    s->nlabels != s0->nlabels)
+		return 0;
+	for (unsigned i = 0; i < s->nlabels; i++)
+		if (s->label_names[i] != s0->label_names[i] &&
+		    strcmp(s->label_names[i], s0->label_names[i]))
+			return 0;
+	return 1;
 }
 
 static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
@@ -544,6 +608,10 @@ static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
 			res->conflicts++;
 			continue;
 		}
+		/* Another definition of the name (help, label names): shown
+		 * under the first one's HELP, and said so. */
+		if (!same_definition(s, s0))
+			res->redefined++;
 		if (s->pid != cur_pid) {
 			cur_pid = s->pid;
 			snprintf(pid, sizeof(pid), "%d", s->pid);
@@ -569,6 +637,13 @@ static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
 			continue;
 		}
 		res->series++;
+		if (s->fractional && s->frac && !scaled) {
+			/* value.frac, exact (format 2.6). */
+			put_sample(b, base, sample_sfx, tp_buf_str(lb), lb->len,
+				   NULL, fmt_frac(val, s->value, s->frac));
+			res->samples++;
+			continue;
+		}
 		if (kind != TALLY_HISTOGRAM) {
 			put_sample(b, base, sample_sfx, tp_buf_str(lb), lb->len,
 				   NULL, s->kind == TALLY_FGAUGE ?
@@ -578,6 +653,13 @@ static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
 				   scaled ? fmt_scaled(val, s->value, &sc) :
 				   tp_fmt_i64(val, s->value));
 			res->samples++;
+			continue;
+		}
+		if (s->classic) {
+			put_classic(b, base, lb, s, f, scaled ?
+				    (double)sc.mul / pow10u(sc.div10) : 1.0,
+				    scaled);
+			res->samples += s->nbuckets + 2;
 			continue;
 		}
 		if (s->nbuckets > sizeof(sel) || s->nbuckets == 0) {
@@ -968,6 +1050,11 @@ static const struct self_metric {
 	  "Series left out in this scrape: a kind or bucket layout that "
 	  "differs from its family's, names that clash, or a label set "
 	  "written already.", NULL, NULL, FROM_RES(conflicts) },
+	{ "tally_exporter_series_redefined", 0,
+	  "Series written in this scrape under the HELP of another "
+	  "definition of their name: segments (services) that give one "
+	  "name another help text or other label names; the family shows "
+	  "the first one's.", NULL, NULL, FROM_RES(redefined) },
 	{ "tally_exporter_label_clashes", 1,
 	  "Series whose label names clashed with the exposition's (le on a "
 	  "histogram) or the exporter's own (pid, process, zone), or "

@@ -10,7 +10,11 @@
  * whichever format Prometheus negotiates.  A family whose names would
  * clash with one already written (a counter "x" and a gauge "x_total"), a
  * series whose kind differs from its family's, and a second series with
- * the same labels are left out and counted as conflicts.  A gauge of
+ * the same labels are left out and counted as conflicts.  Series of one
+ * name whose help text or label names differ from the first series of
+ * their family (two services that define one name differently) are
+ * written under the first one's HELP, and counted in
+ * tally_exporter_series_redefined: never silently.  A gauge of
  * processes that are gone (tp_series_gone_gauge(): its segment is used by
  * nobody, or a per-process gauge of a "live" mode whose process is gone)
  * is left out: it is no current value.
@@ -85,6 +89,9 @@ struct ex_self {
 struct ex_result {
 	uint64_t series;           /* series written (histograms count 1) */
 	uint64_t conflicts;
+	uint64_t redefined;        /* series written under the HELP of a
+				      definition of their name whose help
+				      or label names differ from theirs */
 	uint64_t samples;          /* sample lines */
 	uint64_t labels_renamed;   /* series written with a label renamed */
 	uint64_t labels_dropped;   /* series left out: a label name twice */

@@ -111,6 +111,7 @@ void ts_average_add(struct ts_average *av, const struct tp_snapshot *d,
 		a->s.value = (int64_t)((uint64_t)a->s.value +
 				       (uint64_t)s->value);
 		a->s.sum = (int64_t)((uint64_t)a->s.sum + (uint64_t)s->sum);
+		a->s.fsum += s->fsum;
 		if (s->nbuckets == a->s.nbuckets)
 			add_i64(a->s.buckets, s->buckets, s->nbuckets);
 		add_i64(a->s.percpu, s->percpu, s->npercpu < a->s.npercpu ?

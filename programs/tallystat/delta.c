@@ -94,6 +94,7 @@ void ts_delta(const struct tp_snapshot *prev, const struct tp_snapshot *cur,
 			if (c->kind == TALLY_COUNTER ||
 			    c->kind == TALLY_HISTOGRAM) {
 				o->value = o->sum = 0;
+				o->fsum = 0;
 				if (o->buckets)
 					memset(o->buckets, 0, o->nbuckets *
 					       sizeof(*o->buckets));
@@ -120,6 +121,7 @@ void ts_delta(const struct tp_snapshot *prev, const struct tp_snapshot *cur,
 			} else {
 				o->value = sub(c->value, p->value);
 				o->sum = sub(c->sum, p->sum);
+				o->fsum = c->fsum - p->fsum;
 				for (unsigned b = 0; b < c->nbuckets; b++)
 					o->buckets[b] = sub(c->buckets[b],
 							    p->buckets[b]);

@@ -136,7 +136,7 @@ static void row(struct tp_buf *b, const struct ts_row *x,
 	tp_buf_printf(b, ", \"dead\": %s", s->dead ? "true" : "false");
 	if (gauge && r->kind == TS_AVERAGE)
 		num(b, "value", x->mean_gauge);
-	else if (s->kind == TALLY_FGAUGE)
+	else if (s->kind == TALLY_FGAUGE || s->fractional)
 		f64(b, "value", s->fvalue);
 	else
 		i64(b, s->kind == TALLY_HISTOGRAM ? "count" : "value",
@@ -147,7 +147,10 @@ static void row(struct tp_buf *b, const struct ts_row *x,
 							       "false");
 	}
 	if (s->kind == TALLY_HISTOGRAM) {
-		i64(b, "sum", x->sum);
+		if (s->classic)
+			f64(b, "sum", x->fsum);
+		else
+			i64(b, "sum", x->sum);
 		num(b, "mean", x->have_q ? x->mean : NAN);
 		for (int q = 0; q < TS_NQ; q++)
 			num(b, ts_quantiles[q].key, x->have_q ? x->q[q] : NAN);

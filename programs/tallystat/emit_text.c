@@ -101,6 +101,19 @@ static char *fmt_real(double v, enum tp_unit u, const struct ts_options *o,
 	return tp_xstrdup(b);
 }
 
+/* A histogram's mean or quantile: a classic histogram's (format 2.6),
+ * whose bounds are the application's (fractions of a second, say), in
+ * the digits its value needs. */
+static char *fmt_hist(const struct ts_row *x, double v, enum tp_unit u,
+		      const struct ts_options *o, int decimals)
+{
+	if (!x->have_q)
+		return tp_xstrdup("-");
+	if (x->s->classic)
+		return fmt_f64(v, u, o);
+	return fmt_real(v, u, o, decimals);
+}
+
 /* --- The back end ---------------------------------------------------- */
 
 static void text_begin(const struct ts_host *h, const struct ts_options *o,
@@ -286,11 +299,11 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 			else
 				ts_table_set(&hi, row, c++, fmt_real(x->rate,
 					TP_UNIT_NONE, o, 2), NULL);
-			ts_table_set(&hi, row, c++, fmt_real(x->have_q ? x->mean : NAN,
-						    u, o, 1), NULL);
+			ts_table_set(&hi, row, c++, fmt_hist(x, x->mean, u, o,
+							    1), NULL);
 			for (int q = 0; q < TS_NQ; q++)
-				ts_table_set(&hi, row, c++, fmt_real(x->have_q ?
-					x->q[q] : NAN, u, o, -1), NULL);
+				ts_table_set(&hi, row, c++, fmt_hist(x, x->q[q],
+							    u, o, -1), NULL);
 			cpu_cells(&hi, row, c, x, TP_UNIT_NONE, o, 0);
 			continue;
 		}
@@ -300,7 +313,7 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 		if (gauge && avg)
 			ts_table_set(&sc, row, c++, fmt_real(x->mean_gauge, u, o, 2),
 			    NULL);
-		else if (x->s->kind == TALLY_FGAUGE)
+		else if (x->s->kind == TALLY_FGAUGE || x->s->fractional)
 			ts_table_set(&sc, row, c++, fmt_f64(x->s->fvalue, u, o),
 				     NULL);
 		else

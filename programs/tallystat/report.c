@@ -32,7 +32,11 @@ void ts_row_histogram(struct ts_row *row, const struct tp_series *s)
 	v.max_bits = s->max_bits;
 	v.nbuckets = s->nbuckets;
 	v.buckets = s->buckets;
+	v.classic = s->classic;
+	v.nbounds = s->nbounds;
+	v.bounds = s->bounds;
 	row->sum = s->sum;
+	row->fsum = s->classic ? s->fsum : (double)s->sum;
 	row->have_q = 0;
 	if (s->value <= 0 || !s->buckets)
 		return;
@@ -40,7 +44,7 @@ void ts_row_histogram(struct ts_row *row, const struct tp_series *s)
 		if (tally_histogram_quantile(&v, ts_quantiles[i].q,
 					     &row->q[i]) < 0)
 			return;
-	row->mean = (double)s->sum / (double)s->value;
+	row->mean = row->fsum / (double)s->value;
 	row->have_q = 1;
 }
 

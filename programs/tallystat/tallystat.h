@@ -96,6 +96,7 @@ struct ts_row {
 	int reset;                  /* went down: shown as a reset */
 	/* Histograms. */
 	int64_t sum;
+	double fsum;             /* a classic histogram's sum */
 	int have_q;
 	double mean, q[TS_NQ];      /* of ts_quantiles */
 	/* Per CPU (with -P): rates for counters and histogram counts,

@@ -6,11 +6,19 @@
  * the metric has labels (its children are then found by their values
  * without a lock: tally_*_family_get) or one series registered directly:
  *
- *   counter    main   COUNTER   the integer part
- *              frac   COUNTER   the fractions, in 1e-6
+ *   counter    main   FCOUNTER  whole units and billionths (format 2.6:
+ *                               every reader shows the exact value)
  *   gauge      main   FGAUGE    a double
  *              setns  GAUGE_SET time of the last change (timestamps=True)
- *   histogram  bucket COUNTER   one per bound (label le), not cumulative
+ *   per-process gauge (combine >= 0)
+ *              main   PGAUGE    this process's double; libtally adds the
+ *                               label pid and keeps the time of its last
+ *                               set, and readers combine the processes
+ *                               (format 2.6)
+ *   histogram  main   CHISTOGRAM a classic histogram of the format (2.6,
+ *                               classic=True: the Python Histogram), its
+ *                               bounds in its record
+ *   summary    bucket COUNTER   its one bound, +Inf (label le)
  *              main   GAUGE     the sum's integer part
  *              frac   GAUGE     its fractions, in 1e-6
  *
@@ -83,6 +91,9 @@ static int part_register(TpyFamily *f, struct tpy_part *p,
 	int rc;
 
 	p->family = n > 0;
+	p->zone = f->zone;
+	p->help = f->help;
+	p->unit = f->unit;
 	if (p->family) {
 		switch (p->kind) {
 		case TALLY_COUNTER:
@@ -96,6 +107,20 @@ static int part_register(TpyFamily *f, struct tpy_part *p,
 		case TALLY_FGAUGE:
 			rc = tally_fgauge_family_register(f->zone, &d, names, n,
 							  &p->fam.f);
+			break;
+		case TALLY_FCOUNTER:
+			rc = tally_fcounter_family_register(f->zone, &d, names,
+							    n, &p->fam.fc);
+			break;
+		case TALLY_PGAUGE:
+			rc = tally_pgauge_family_register(f->zone, &d, names, n,
+							  p->combine,
+							  &p->fam.p);
+			break;
+		case TALLY_CHISTOGRAM:
+			rc = tally_chistogram_family_register(f->zone, &d,
+					f->bounds, f->nbounds, names, n,
+					&p->fam.ch);
 			break;
 		default:
 			rc = tally_setgauge_family_register(f->zone, &d, names,
@@ -113,6 +138,18 @@ static int part_register(TpyFamily *f, struct tpy_part *p,
 		case TALLY_FGAUGE:
 			rc = tally_fgauge_register(f->zone, &d, &p->one.f);
 			break;
+		case TALLY_FCOUNTER:
+			rc = tally_fcounter_register(f->zone, &d, &p->one.fc);
+			break;
+		case TALLY_PGAUGE:
+			rc = tally_pgauge_register(f->zone, &d, p->combine,
+						   &p->one.p);
+			p->pid = (int)getpid();
+			break;
+		case TALLY_CHISTOGRAM:
+			rc = tally_chistogram_register(f->zone, &d, f->bounds,
+						       f->nbounds, &p->one.ch);
+			break;
 		default:
 			rc = tally_setgauge_register(f->zone, &d, &p->one.s);
 			break;
@@ -129,9 +166,25 @@ int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
 	const tally_gauge *g;
 	const tally_setgauge *s;
 	const tally_fgauge *fg;
+	const tally_pgauge *pg;
+	const tally_fcounter *fcn;
+	const tally_chistogram *ch;
 	int rc;
 
 	if (!p->family) {
+		/* A forked child's value is its own: registered again, in
+		 * the child, the first time it asks. */
+		if (p->kind == TALLY_PGAUGE && p->pid != (int)getpid()) {
+			struct tally_metric_desc d = { .kind = TALLY_PGAUGE,
+				.name = p->name, .help = p->help,
+				.unit = p->unit };
+
+			rc = tally_pgauge_register(p->zone, &d, p->combine,
+						   &p->one.p);
+			p->pid = (int)getpid();
+			*h = &p->one.any;
+			return rc;
+		}
 		*h = &p->one.any;
 		return 0;
 	}
@@ -147,6 +200,19 @@ int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
 	case TALLY_FGAUGE:
 		rc = tally_fgauge_family_get(&p->fam.f, values, n, &fg);
 		*h = &fg->metric;
+		break;
+	case TALLY_PGAUGE:
+		rc = tally_pgauge_family_get(&p->fam.p, values, n, &pg);
+		*h = &pg->metric;
+		break;
+	case TALLY_FCOUNTER:
+		rc = tally_fcounter_family_get(&p->fam.fc, values, n, &fcn);
+		*h = &fcn->metric;
+		break;
+	case TALLY_CHISTOGRAM:
+		/* The metric is the histogram handle's first member. */
+		rc = tally_chistogram_family_get(&p->fam.ch, values, n, &ch);
+		*h = &ch->metric;
 		break;
 	default:
 		rc = tally_setgauge_family_get(&p->fam.s, values, n, &s);
@@ -172,19 +238,20 @@ int tpy_family_frac_ready(TpyFamily *f)
 static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "zone", "kind", "parts", "help", "unit",
-		"labelnames", "buckets", "bucket_labels", "timestamps", NULL };
+		"labelnames", "buckets", "bucket_labels", "timestamps",
+		"combine", "classic", NULL };
 	PyObject *zone, *parts, *help, *unit, *labelnames;
 	PyObject *buckets = Py_None, *bucket_labels = Py_None;
-	int kind, timestamps = 0, rc = 0;
+	int kind, timestamps = 0, rc = 0, combine = -1, classic = 0;
 	const char *name, *pmain, *pfrac, *psetns, *pbucket;
 	const char **names = NULL;
 	Py_ssize_t n;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OiO!UUO!|OOp:Family",
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OiO!UUO!|OOpip:Family",
 					 kwlist, &zone, &kind, &PyTuple_Type,
 					 &parts, &help, &unit, &PyTuple_Type,
 					 &labelnames, &buckets, &bucket_labels,
-					 &timestamps))
+					 &timestamps, &combine, &classic))
 		return -1;
 	/* _encoding.Parts: the metric's name (for messages), then the
 	 * series names of the parts, "" for those the kind has not. */
@@ -206,7 +273,14 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 	self->zone = zone == Py_None ? NULL : ((TpyZone *)zone)->zone;
 	Py_INCREF(zone);
 	self->zone_obj = zone;
-	self->timestamps = kind == TPY_GAUGE && timestamps;
+	if (combine >= 0 && (kind != TPY_GAUGE ||
+			     combine > (int)TALLY_COMBINE_LIVEMOSTRECENT)) {
+		PyErr_SetString(PyExc_ValueError, "a combine mode is for a "
+				"gauge, 0 .. 9");
+		return -1;
+	}
+	/* A per-process gauge keeps the time of its last set itself. */
+	self->timestamps = kind == TPY_GAUGE && timestamps && combine < 0;
 	if (!(self->help = dup_utf8(help, "help")) ||
 	    !(self->unit = dup_utf8(unit, "unit")))
 		goto fail;
@@ -275,20 +349,27 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 	}
 	switch (kind) {
 	case TPY_COUNTER:
-		self->main.kind = self->frac.kind = TALLY_COUNTER;
+		self->main.kind = TALLY_FCOUNTER;
+		self->frac.kind = TALLY_COUNTER; /* unused: main holds them */
 		break;
 	case TPY_GAUGE:
-		self->main.kind = TALLY_FGAUGE;
+		self->main.kind = combine >= 0 ? TALLY_PGAUGE : TALLY_FGAUGE;
+		self->main.combine = combine >= 0 ? (unsigned)combine : 0;
 		self->setns.kind = TALLY_GAUGE_SET;
 		break;
 	default:
+		/* A classic histogram of the format (2.6): buckets, sum and
+		 * count in the one series every reader shows as it is. */
+		self->classic = classic;
 		self->bucket.kind = TALLY_COUNTER;
 		self->main.kind = self->frac.kind = TALLY_GAUGE;
+		if (classic)
+			self->main.kind = TALLY_CHISTOGRAM;
 		break;
 	}
-	if (!*pmain || (kind != TPY_GAUGE && !*pfrac) ||
-	    (kind == TPY_GAUGE && !*psetns) ||
-	    (kind == TPY_HISTOGRAM && !*pbucket)) {
+	if (!*pmain || (kind == TPY_COUNTER && !*pfrac) ||
+	    (kind == TPY_HISTOGRAM && !classic && (!*pfrac || !*pbucket)) ||
+	    (kind == TPY_GAUGE && !*psetns)) {
 		PyErr_SetString(PyExc_ValueError, "a part of the kind has no "
 				"name");
 		goto fail;
@@ -305,11 +386,12 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 	rc = part_register(self, &self->main, names, self->nlabels);
 	/* A fraction part without labels waits for its first fraction; a
 	 * family costs no series, so families are made at once. */
-	if (rc == 0 && self->kind != TPY_GAUGE && self->nlabels)
+	if (rc == 0 && self->kind == TPY_HISTOGRAM && !self->classic &&
+	    self->nlabels)
 		rc = part_register(self, &self->frac, names, self->nlabels);
 	if (rc == 0 && self->timestamps)
 		rc = part_register(self, &self->setns, names, self->nlabels);
-	if (rc == 0 && self->kind == TPY_HISTOGRAM) {
+	if (rc == 0 && self->kind == TPY_HISTOGRAM && !self->classic) {
 		names[self->nlabels] = "le";
 		rc = part_register(self, &self->bucket, names,
 				   self->nlabels + 1);
@@ -409,29 +491,51 @@ PyTypeObject TpyFamily_Type = {
 };
 
 /*
- * claim(zone, name, definition, parts=()): record @definition as the
- * definition of the metric @name in @zone: a metric family named @name
- * with @definition as its help and no series (readers show nothing of
- * it).  When the zone holds another one (an earlier version of the
+ * claim(zone, name, definition, parts=(), bounds=None, unit=None): record
+ * @definition as the definition of the metric @name in @zone: a metric
+ * family named @name with @definition as its help and no series (readers
+ * show nothing of it); with @bounds, a classic histogram's (whose series
+ * are registered under @name itself, with @definition its help and
+ * @unit its unit: tally_chistogram_redefine).  When the zone holds another one (an earlier version of the
  * program, still running or not), the families @parts (every tally name
  * a metric of that name may use, whatever its type) are superseded at
  * once: readers show only the series the new definition makes, and the
  * processes of the old one go on writing theirs (tally_metric_redefine).
  * Returns True when the definition changed, else False.
  */
-PyObject *tpy_claim(PyObject *unused, PyObject *args)
+PyObject *tpy_claim(PyObject *unused, PyObject *args, PyObject *kw)
 {
+	static char *kwlist[] = { "zone", "name", "definition", "parts",
+		"bounds", "unit", NULL };
 	struct tally_metric_desc d = { .kind = TALLY_COUNTER };
 	struct tally_zone *z;
-	PyObject *zone, *parts = NULL;
+	PyObject *zone, *parts = NULL, *bounds = NULL;
+	double b[TALLY_CHISTOGRAM_BOUNDS_MAX + 1];
+	Py_ssize_t nb = 0;
 	const char **names;
 	Py_ssize_t n;
 	int rc;
 
 	(void)unused;
-	if (!PyArg_ParseTuple(args, "Oss|O!:claim", &zone, &d.name, &d.help,
-			      &PyTuple_Type, &parts))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "Oss|O!O!z:claim", kwlist,
+					 &zone, &d.name, &d.help,
+					 &PyTuple_Type, &parts,
+					 &PyTuple_Type, &bounds, &d.unit))
 		return NULL;
+	if (bounds) {
+		nb = PyTuple_GET_SIZE(bounds);
+		if (nb > (Py_ssize_t)TALLY_CHISTOGRAM_BOUNDS_MAX + 1) {
+			PyErr_Format(PyExc_ValueError, "%s: %zd buckets, more "
+				     "than the %u a histogram takes", d.name,
+				     nb, TALLY_CHISTOGRAM_BOUNDS_MAX + 1);
+			return NULL;
+		}
+		for (Py_ssize_t i = 0; i < nb; i++) {
+			b[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(bounds, i));
+			if (b[i] == -1.0 && PyErr_Occurred())
+				return NULL;
+		}
+	}
 	if (zone != Py_None && !PyObject_TypeCheck(zone, &TpyZone_Type)) {
 		PyErr_SetString(PyExc_TypeError, "zone must be a Zone or None");
 		return NULL;
@@ -453,7 +557,11 @@ PyObject *tpy_claim(PyObject *unused, PyObject *args)
 		}
 	}
 	Py_BEGIN_ALLOW_THREADS
-	rc = tally_metric_redefine(z, &d, names, (unsigned)n);
+	/* A classic histogram's record, under the name, is its
+	 * definition. */
+	rc = bounds ? tally_chistogram_redefine(z, &d, b, (unsigned)nb, names,
+						(unsigned)n) :
+		      tally_metric_redefine(z, &d, names, (unsigned)n);
 	Py_END_ALLOW_THREADS
 	free(names);
 	if (rc < 0) {

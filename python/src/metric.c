@@ -236,6 +236,17 @@ static PyObject *counter_inc(TpyMetric *self, PyObject *const *args,
 				"incremented by non-negative amounts.");
 		return NULL;
 	}
+	/* A fractional counter (format 2.6): whole units and billionths
+	 * of the amount, each added exactly. */
+	if (self->h_main->kind == TALLY_FCOUNTER) {
+		if (a.d != (double)a.whole || !PyLong_Check(o))
+			tally_fcounter_add((const tally_fcounter *)self->h_main,
+					   a.d);
+		else if (a.whole)
+			tally_counter_add((const tally_counter *)self->h_main,
+					  a.whole);
+		Py_RETURN_NONE;
+	}
 	if (add_amount(self, &a, 0) < 0)
 		return NULL;
 	Py_RETURN_NONE;
@@ -245,6 +256,12 @@ static PyObject *counter_inc(TpyMetric *self, PyObject *const *args,
 static PyObject *counter_get(TpyMetric *self, PyObject *unused)
 {
 	(void)unused;
+	if (self->bound && self->h_main->kind == TALLY_FCOUNTER) {
+		double v = 0;
+
+		tally_fcounter_fetch((const tally_fcounter *)self->h_main, &v);
+		return PyFloat_FromDouble(v);
+	}
 	return amount_value(self);
 }
 
@@ -260,6 +277,11 @@ static int64_t now_ns(void)
 
 static void gauge_touched(TpyMetric *self)
 {
+	/* A per-process gauge of a "mostrecent" mode keeps the time of its
+	 * last set in its own series. */
+	if (self->h_main->kind == TALLY_PGAUGE &&
+	    self->h_main->sub_bits >= TALLY_COMBINE_MOSTRECENT)
+		tally__pgauge_stamp((const tally_pgauge *)self->h_main);
 	if (self->h_setns)
 		tally_setgauge_set((const tally_setgauge *)self->h_setns,
 				   now_ns());
@@ -350,6 +372,13 @@ static PyObject *histogram_observe(TpyMetric *self, PyObject *const *args,
 	}
 	if (to_amount(o, &a) < 0)
 		return NULL;
+	if (self->h_main->kind == TALLY_CHISTOGRAM) {
+		/* A classic histogram of the format: libtally finds the
+		 * bucket and adds to the sum exactly. */
+		tally_chistogram_observe((const tally_chistogram *)self->h_main,
+					 a.d);
+		Py_RETURN_NONE;
+	}
 	/* The first bound >= the value; the last is +Inf. */
 	b = self->fam->bounds;
 	lo = 0;
@@ -372,6 +401,14 @@ static PyObject *histogram_observe(TpyMetric *self, PyObject *const *args,
 static PyObject *histogram_get_sum(TpyMetric *self, PyObject *unused)
 {
 	(void)unused;
+	if (self->bound && self->h_main->kind == TALLY_CHISTOGRAM) {
+		int64_t count;
+		double sum = 0;
+
+		tally_chistogram_fetch((const tally_chistogram *)self->h_main,
+				       &count, &sum, NULL);
+		return PyFloat_FromDouble(sum);
+	}
 	return amount_value(self);
 }
 
@@ -388,6 +425,19 @@ static PyObject *histogram_get_bucket(TpyMetric *self, PyObject *arg)
 	if (i < 0 || (size_t)i >= self->fam->nbounds) {
 		PyErr_SetString(PyExc_IndexError, "no such bucket");
 		return NULL;
+	}
+	if (self->h_main->kind == TALLY_CHISTOGRAM) {
+		const tally_chistogram *h =
+			(const tally_chistogram *)self->h_main;
+		int64_t b[TALLY_CHISTOGRAM_BOUNDS_MAX + 1], count;
+		double sum;
+
+		/* A discarding handle (a failed registration) has no
+		 * buckets: 0. */
+		if ((size_t)i <= h->nbounds &&
+		    tally_chistogram_fetch(h, &count, &sum, b) == 0)
+			v = b[i];
+		return PyFloat_FromDouble((double)v);
 	}
 	tally_metric_fetch(self->h_buckets[i], &v);
 	return PyFloat_FromDouble((double)v);
@@ -471,7 +521,7 @@ static PyObject *metric_bind(TpyMetric *self, PyObject *args)
 			goto nomem;
 		bv[i] = v[i];
 	}
-	if (fam->kind == TPY_HISTOGRAM) {
+	if (fam->kind == TPY_HISTOGRAM && !fam->classic) {
 		buckets = calloc(fam->nbounds, sizeof(*buckets));
 		if (!buckets)
 			goto nomem;

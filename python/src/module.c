@@ -8,7 +8,8 @@ static PyMethodDef module_methods[] = {
 	{ "read", (PyCFunction)(void (*)(void))tpy_read,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "read(dir=None, zone=None) -> (series, skipped, segments)" },
-	{ "claim", tpy_claim, METH_VARARGS,
+	{ "claim", (PyCFunction)(void (*)(void))tpy_claim,
+	  METH_VARARGS | METH_KEYWORDS,
 	  "claim(zone, name, definition, parts=()) -> bool: define @name "
 	  "in "
 	  "@zone; a changed definition supersedes the families @parts "
@@ -63,6 +64,7 @@ static int module_exec(PyObject *m)
 	    PyModule_AddIntConstant(m, "TALLY_GAUGE_SET", TALLY_GAUGE_SET) < 0 ||
 	    PyModule_AddIntConstant(m, "TALLY_HISTOGRAM", TALLY_HISTOGRAM) < 0 ||
 	    PyModule_AddIntConstant(m, "TALLY_FGAUGE", TALLY_FGAUGE) < 0 ||
+	    PyModule_AddIntConstant(m, "TALLY_PGAUGE", TALLY_PGAUGE) < 0 ||
 	    PyModule_AddIntConstant(m, "LABELS_MAX", TALLY_LABELS_MAX) < 0 ||
 	    PyModule_AddIntConstant(m, "LABEL_PAIRS_MAX",
 				    TALLY_LABEL_PAIRS_MAX) < 0 ||

@@ -58,6 +58,9 @@ struct tpy_part {
 		tally_gauge_family g;
 		tally_setgauge_family s;
 		tally_fgauge_family f;
+		tally_pgauge_family p;
+		tally_fcounter_family fc;
+		tally_chistogram_family ch;
 		tally_family any;
 	} fam;
 	union {
@@ -65,8 +68,17 @@ struct tpy_part {
 		tally_gauge g;
 		tally_setgauge s;
 		tally_fgauge f;
+		tally_pgauge p;
+		tally_fcounter fc;
+		tally_chistogram ch;
 		tally_metric any;
 	} one;
+	unsigned combine;  /* TALLY_PGAUGE: TALLY_COMBINE_* */
+	int pid;           /* TALLY_PGAUGE without labels: the process that
+			      registered .one (a forked child registers its
+			      own), and what it registers it with */
+	struct tally_zone *zone;
+	const char *help, *unit;
 	char *name;
 };
 
@@ -85,6 +97,9 @@ typedef struct {
 	unsigned nbounds;        /* histograms: upper bounds, +Inf last */
 	double *bounds;
 	char **bound_labels;
+	int classic;             /* histograms: one classic histogram of the
+				    format (2.6) in .main, not buckets, sum
+				    and fraction parts */
 	pthread_mutex_t lock;    /* lazy registration of fraction parts */
 } TpyFamily;
 
@@ -98,7 +113,7 @@ int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
 /* Registers the fraction part of @f if needed: 0 or -errno. */
 int tpy_family_frac_ready(TpyFamily *f);
 /* tally_metrics._native.claim(zone, name, definition) (family.c). */
-PyObject *tpy_claim(PyObject *unused, PyObject *args);
+PyObject *tpy_claim(PyObject *unused, PyObject *args, PyObject *kw);
 
 /* --- metric.c -------------------------------------------------------- */
 

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct walk {
@@ -19,6 +20,13 @@ struct walk {
 	const char *zone;  /* only segments of this zone, or NULL */
 	int segments;
 	int failed;        /* a Python error is set */
+	/* The record index of each series of the segment being walked, in
+	 * the order they were appended (from series[first] on), and whether
+	 * one came out of order: see in_record_order(). */
+	uint32_t *ids;
+	size_t nids, cap;
+	Py_ssize_t first;
+	int unordered;
 };
 
 static PyObject *str_or_empty(const char *s)
@@ -59,8 +67,28 @@ static int one_series(const struct tally_series_view *v, void *arg)
 			Py_DECREF(labels);
 			goto fail;
 		}
-		hist = Py_BuildValue("(LIIN)", (long long)v->sum, v->sub_bits,
-				     v->max_bits, b);
+		/* A classic histogram (format 2.6): its exact sum as a
+		 * float, and its bounds; tally's own, None. */
+		if (v->classic) {
+			PyObject *bd = PyTuple_New(v->nbounds);
+
+			for (unsigned i = 0; bd && i < v->nbounds; i++) {
+				PyObject *x = PyFloat_FromDouble(v->bounds[i]);
+
+				if (!x)
+					Py_CLEAR(bd);
+				else
+					PyTuple_SET_ITEM(bd, i, x);
+			}
+			hist = bd ? Py_BuildValue("(dIINN)", v->fsum, 0u, 0u, b,
+						  bd) : NULL;
+			if (!bd)
+				Py_DECREF(b);
+		} else {
+			hist = Py_BuildValue("(LIINO)", (long long)v->sum,
+					     v->sub_bits, v->max_bits, b,
+					     Py_None);
+		}
 		if (!hist) {
 			Py_DECREF(labels);
 			goto fail;
@@ -68,14 +96,33 @@ static int one_series(const struct tally_series_view *v, void *arg)
 	} else {
 		Py_INCREF(hist);
 	}
-	/* A floating-point gauge's value is a float, any other an int. */
-	t = v->kind == TALLY_FGAUGE ?
-		Py_BuildValue("(NINNNdN)", str_or_empty(v->name), v->kind,
+	/* A floating-point gauge's value is a float, any other an int (a
+	 * fractional counter's when it has no fraction, else a float); a
+	 * per-process gauge's, combined by the reader (format 2.6), says
+	 * TALLY_PGAUGE. */
+	t = v->kind == TALLY_FGAUGE || (v->fractional && v->frac) ?
+		Py_BuildValue("(NINNNdN)", str_or_empty(v->name),
+			      v->per_process ? TALLY_PGAUGE : v->kind,
 			      str_or_empty(v->help), str_or_empty(v->unit),
 			      labels, v->fvalue, hist) :
 		Py_BuildValue("(NINNNLN)", str_or_empty(v->name), v->kind,
 			      str_or_empty(v->help), str_or_empty(v->unit),
 			      labels, (long long)v->value, hist);
+	if (w->nids == w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 256;
+		uint32_t *ids = realloc(w->ids, cap * sizeof(*ids));
+
+		if (!ids) {
+			Py_XDECREF(t);
+			PyErr_NoMemory();
+			goto fail;
+		}
+		w->ids = ids;
+		w->cap = cap;
+	}
+	if (w->nids && v->id < w->ids[w->nids - 1])
+		w->unordered = 1;
+	w->ids[w->nids++] = v->id;
 	if (!t || PyList_Append(w->series, t) < 0) {
 		Py_XDECREF(t);
 		goto fail;
@@ -85,6 +132,57 @@ static int one_series(const struct tally_series_view *v, void *arg)
 fail:
 	w->failed = 1;
 	return 1;
+}
+
+struct at {
+	uint32_t id;
+	size_t i;
+};
+
+static int by_id(const void *a, const void *b)
+{
+	const struct at *x = a, *y = b;
+
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/*
+ * The reader passes the combined values of per-process gauges (format
+ * 2.6) after the segment's other series; put them where their first
+ * series lies in the file, so that metrics keep the order in which they
+ * were registered (what _read.py shows).  0, or -1 with an exception.
+ */
+static int in_record_order(struct walk *w)
+{
+	struct at *a;
+	PyObject **items;
+	size_t n = w->nids;
+
+	if (!w->unordered || n < 2)
+		return 0;
+	a = malloc(n * sizeof(*a));
+	items = malloc(n * sizeof(*items));
+	if (!a || !items) {
+		free(a);
+		free(items);
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		a[i].id = w->ids[i];
+		a[i].i = i;
+		items[i] = PyList_GET_ITEM(w->series, w->first + (Py_ssize_t)i);
+	}
+	qsort(a, n, sizeof(*a), by_id);
+	/* The list holds the references; they move within it. */
+	for (size_t i = 0; i < n; i++)
+		PyList_SET_ITEM(w->series, w->first + (Py_ssize_t)i,
+				items[a[i].i]);
+	free(a);
+	free(items);
+	return 0;
 }
 
 static int one_segment(const char *path, struct tally_seg *s,
@@ -106,7 +204,12 @@ static int one_segment(const char *path, struct tally_seg *s,
 	}
 	if (w->zone && strcmp(info.zone_name, w->zone) != 0)
 		return 0;
+	w->first = PyList_GET_SIZE(w->series);
+	w->nids = 0;
+	w->unordered = 0;
 	rc = tally_seg_foreach(s, 0, one_series, w);
+	if (!w->failed && rc >= 0 && in_record_order(w) < 0)
+		w->failed = 1;
 	if (w->failed)
 		return 1;
 	if (rc < 0) {
@@ -151,6 +254,7 @@ PyObject *tpy_read(PyObject *self, PyObject *args, PyObject *kw)
 	if (!w.series || !w.skipped)
 		goto fail;
 	rc = tally_dir_foreach(dir, NULL, one_segment, &w);
+	free(w.ids);
 	if (w.failed)
 		goto fail;
 	if (rc < 0) {

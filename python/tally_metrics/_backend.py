@@ -18,7 +18,10 @@ of this module holds one per metric name and kind):
                  zone's total
   gauge          the tally Gauge's child, with the same
                  multiprocess_mode (prometheus_client's default, "all",
-                 is a series per process, labelled pid, as there)
+                 is a series per process, labelled pid, as there); in a
+                 scrape, get() of a mode that combines the processes
+                 (sum, max, min and their live forms) is the zone's
+                 combined value
   histogram      the tally Histogram's child: the _sum value's inc() is
                  the observation (tally counts the bucket in the same
                  call); the buckets' inc() does nothing
@@ -134,6 +137,10 @@ class TallyValue:
         self._typ = typ
         self._role = "value"
         self._target: Any = None
+        # A per-process gauge whose mode combines the processes: the
+        # sample a scrape shows for it (see get()).
+        self._combined: Optional[Tuple[str, Tuple[Tuple[str, str], ...]]] \
+            = None
         self._group: Optional[_Group] = None
         labelnames = tuple(labelnames)
         labelvalues = tuple(labelvalues)
@@ -145,6 +152,10 @@ class TallyValue:
             self._target = _child(
                 _parent("gauge", metric_name, help_text, labelnames,
                         multiprocess_mode or "all"), labelvalues)
+            if (multiprocess_mode or "all") not in ("all", "liveall",
+                                                   "mostrecent"):
+                self._combined = (metric_name, tuple(sorted(
+                    zip(labelnames, labelvalues))))
         elif typ in ("histogram", "summary"):
             if name == metric_name + "_bucket":
                 # labelnames end with "le", labelvalues with the bound.
@@ -218,9 +229,18 @@ class TallyValue:
 
     def get(self) -> float:
         """The zone's value (every process's adds); a per-process
-        gauge's value is this process's, as in prometheus_client."""
+        gauge's value is this process's, as in prometheus_client, except
+        in a scrape, where a mode that combines the processes (sum, max,
+        min and their live forms) is applied across the zone."""
         role = self._role
         if role == "value":
+            if self._combined is not None and getattr(_scrape, "depth", 0):
+                # In a scrape, a per-process gauge shows its mode applied
+                # across the zone (the sum of the live processes under
+                # livesum...), as a multiprocess registry would.
+                v = _zone_values().get(self._combined)
+                if v is not None:
+                    return v
             return float(self._target._get())
         c = self._tally_child()
         if role == "_sum":
@@ -259,6 +279,21 @@ def _zone_families() -> Any:
         if getattr(_scrape, "depth", 0):
             _scrape.families = fams
     return fams
+
+
+def _zone_values() -> Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float]:
+    """The samples of this scrape's zone read, by name and labels."""
+    vals = getattr(_scrape, "values", None)
+    if vals is None:
+        vals = {}
+        for fams in _zone_families().values():
+            for f in fams:
+                for smp in f.samples:
+                    vals[(smp.name, tuple(sorted(smp.labels.items())))] = \
+                        smp.value
+        if getattr(_scrape, "depth", 0):
+            _scrape.values = vals
+    return vals
 
 
 def _sync_children(metric: Any) -> None:
@@ -317,6 +352,7 @@ def _registry_collect(orig: Any, default: Any) -> Any:
             _scrape.depth -= 1
             if not _scrape.depth:
                 _scrape.families = None
+                _scrape.values = None
     collect.__doc__ = orig.__doc__
     return collect
 

@@ -9,18 +9,28 @@ A tally series has a name, a kind, labels and one value.  A Python metric
 @n is held in the series below; each suffix is the metric's kind, so a
 reader can rebuild the metric from the names alone:
 
-  Counter    <n>_total                COUNTER   the integer part
-             <n>_total:frac_u         COUNTER   fractions, in millionths
+  Counter    <n>_total                FCOUNTER  a fractional counter of the
+                                                format (2.6): every reader
+                                                shows its exact value
+                                                (0.3 wrote the fractions
+                                                in millionths, as
+                                                <n>_total:frac_u)
   Gauge      <n>:gauge                FGAUGE    shared by every process
-             <n>:gauge_<mode>         FGAUGE    one per process (label
-                                                pid="<pid>:<start>"),
-                                                combined as <mode> says
-             <n>:gauge_<mode>:set_ns  GAUGE_SET time of each process's
-                                                last set (livemostrecent)
-  Histogram  <n>:bucket               COUNTER   one per bound (label le),
-                                                not cumulative
-             <n>_sum                  GAUGE     the sum's integer part
-             <n>_sum:frac_u           GAUGE     its fractions
+             <n>:gauge_<mode>         PGAUGE    per-process gauges of the
+                                                format (2.6): libtally
+                                                adds the label pid and
+                                                the time of last set, and
+                                                its reader combines the
+                                                processes as <mode> says
+  Histogram  <n>                      CHISTOGRAM a classic histogram of the
+                                                format (2.6), its buckets
+                                                in its record: every
+                                                reader shows its buckets,
+                                                _count and _sum (0.3
+                                                wrote <n>:bucket{le} per
+                                                bound, <n>_sum and
+                                                <n>_sum:frac_u; still
+                                                decoded here)
   Summary    <n>:summary:bucket, <n>:summary_sum, <n>:summary_sum:frac_u
                                                 a histogram of the one
                                                 bucket le="+Inf"
@@ -41,10 +51,11 @@ would read as a Summary's).
 Series that match nothing above are shown as tally-exporter shows them
 (PLAIN): counters, gauges and tally's own histograms registered from C.
 
-One rule of this encoding is read outside Python: the C tools
-(tally-exporter, tallystat) tell a per-process gauge by ":gauge_<mode>"
-and its label pid="<pid>:<start>", to leave out the gauges of dead
-workers as the "live" modes ask (programs/common/snapshot.c,
+Zones written by tally 0.3 held a per-process gauge as FGAUGE series
+<n>:gauge_<mode> with a label pid="<pid>:<start>" (and <n>:gauge_<mode>
+:set_ns, the time of each process's last set); _read.py still combines
+those by the pid's /proc entry, and the C tools (tally-exporter,
+tallystat) leave out the dead ones (programs/common/snapshot.c,
 series_dead()).  Change the two together.
 """
 from __future__ import annotations
@@ -73,6 +84,11 @@ LE_LABEL = "le"
 MULTIPROCESS_MODES = frozenset((
     "all", "liveall", "min", "livemin", "max", "livemax", "sum", "livesum",
     "mostrecent", "livemostrecent"))
+
+# The combine mode of the format (tally/metrics.h, TALLY_COMBINE_*) of
+# each per-process mode: what libtally's readers apply (format 2.6).
+COMBINE = {"all": 0, "liveall": 1, "sum": 2, "livesum": 3, "max": 4,
+           "livemax": 5, "min": 6, "livemin": 7, "livemostrecent": 9}
 
 
 # --- Writing ---------------------------------------------------------
@@ -128,6 +144,12 @@ def parts(kind: int, base: str) -> Parts:
     if kind == _native.KIND_GAUGE:
         return Parts(base, base, "", base + SETNS, "")
     return Parts(base, base + SUM, base + SUM + FRAC, "", base + BUCKET)
+
+
+def classic_parts(name: str) -> Parts:
+    """The one part of a Histogram: a classic histogram of the format
+    (2.6) under the metric's own name."""
+    return Parts(name, name, "", "", "")
 
 
 def every_series(name: str) -> Tuple[str, ...]:
@@ -229,7 +251,7 @@ def decode(name: str, kind: int, histograms: Collection[str]) -> Series:
         return _histogram(HIST_BUCKET, name[:-len(BUCKET)])
     if name.endswith(SUM) and name[:-len(SUM)] in histograms:
         return _histogram(HIST_SUM, name[:-len(SUM)])
-    if kind == _native.TALLY_FGAUGE:
+    if kind in (_native.TALLY_FGAUGE, _native.TALLY_PGAUGE):
         if name.endswith(INFO):
             return Series(INFO_PAIRS, name, name[:-len(INFO)], "info")
         if name.endswith(ENUM):

@@ -96,8 +96,7 @@ class _MetricMixin:
         # version of the program defined it otherwise (another type,
         # label names, buckets or mode), the series of that definition
         # are superseded, not shown, and the ones made now are new.
-        _native.claim(zone, self._name, self._definition(),
-                      enc.every_series(self._name))
+        self._claim(zone)
         self._family_obj = self._make_family(zone)
         if self._labelnames:
             self._init_parent(self._family_obj, len(self._labelnames))
@@ -105,6 +104,10 @@ class _MetricMixin:
             self._bind_values(())
         if registry is not None:
             registry.register(self)
+
+    def _claim(self, zone: _native.Zone) -> None:
+        _native.claim(zone, self._name, self._definition(),
+                      enc.every_series(self._name))
 
     # Overridden per kind.
     def _make_family(self, zone: _native.Zone) -> _native.Family:
@@ -285,19 +288,20 @@ class Gauge(_MetricMixin, _native.GaugeBase):
                     unit, registry)
 
     def _make_family(self, zone: _native.Zone) -> _native.Family:
-        names = self._labelnames + \
-            ((enc.PID_LABEL,) if self._per_process else ())
+        # A per-process gauge is one of the format (2.6): libtally adds
+        # each process's pid label and keeps the time of its last set,
+        # and every reader combines the processes as the mode says,
+        # judging which run by a lock, from any PID namespace.
+        combine = enc.COMBINE[self._multiprocess_mode] \
+            if self._per_process else -1
         return _native_family(
             zone, _native.KIND_GAUGE,
-            enc.gauge(self._name, self._multiprocess_mode), self, names,
-            self._unit, timestamps=self._multiprocess_mode == "livemostrecent")
+            enc.gauge(self._name, self._multiprocess_mode), self,
+            self._labelnames, self._unit, combine=combine)
 
     def _definition(self) -> str:
         return "%s mode=%s" % (super()._definition(),
                                self._multiprocess_mode or "shared")
-
-    def _extra_values(self) -> Tuple[str, ...]:
-        return (_process.pid_label(),) if self._per_process else ()
 
     def _bind_values(self, values: Tuple[str, ...]) -> None:
         super()._bind_values(values)
@@ -339,11 +343,11 @@ class Gauge(_MetricMixin, _native.GaugeBase):
 class Histogram(_MetricMixin, _native.HistogramBase):
     """Observations counted in buckets: prometheus_client's Histogram.
 
-    The buckets are the ones given (DEFAULT_BUCKETS otherwise), each a
-    counter of its own in the zone: observe() finds the bucket (a binary
-    search in C) and adds one to it, and adds the value to the sum (an
-    exact integer part plus millionths).  The exposition shows the
-    buckets cumulative, with +Inf equal to _count.
+    A classic histogram of the format (2.6) under the metric's name,
+    with the buckets given (DEFAULT_BUCKETS otherwise) in its record:
+    observe() adds one to the bucket and the value to the sum (exact to
+    1e-9), and every reader, tally-exporter included, shows the buckets
+    cumulative, with +Inf equal to _count.
     """
 
     _type = "histogram"
@@ -369,12 +373,24 @@ class Histogram(_MetricMixin, _native.HistogramBase):
         self._setup(name, documentation, labelnames, namespace, subsystem,
                     unit, registry)
 
+    def _claim(self, zone: _native.Zone) -> None:
+        # The histogram's own record (a classic histogram of the format,
+        # under its name) is its definition: an earlier version's of
+        # another type, buckets, help or unit is superseded with the
+        # series of every name it may have used but this one.
+        _native.claim(zone, self._name, self._documentation,
+                      enc.every_series(self._name),
+                      bounds=tuple(self._upper_bounds), unit=self._unit)
+
     def _make_family(self, zone: _native.Zone) -> _native.Family:
-        return _native_family(
-            zone, _native.KIND_HISTOGRAM, self._name, self, self._labelnames,
-            self._unit, buckets=tuple(self._upper_bounds),
+        # A classic histogram of the format (2.6): every reader shows
+        # its buckets, _count and _sum under its own name.
+        return _native.Family(
+            zone, _native.KIND_HISTOGRAM, enc.classic_parts(self._name),
+            self._documentation, self._unit, self._labelnames,
+            buckets=tuple(self._upper_bounds),
             bucket_labels=tuple(float_to_go_string(b)
-                                for b in self._upper_bounds))
+                                for b in self._upper_bounds), classic=True)
 
     def _definition(self) -> str:
         bounds = ",".join(float_to_go_string(b) for b in self._upper_bounds)

@@ -30,6 +30,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 
 from . import _encoding as enc
 from . import _native, _process
+from ._format import float_to_go_string
 from ._registry import REGISTRY, CollectorRegistry
 
 _SCALE = float(_native.FRAC_SCALE)
@@ -98,7 +99,9 @@ class _Sums:
         self.meta: Dict[str, Tuple[int, str, str]] = {}
         self.ints: Dict[Key, int] = {}
         self.floats: Dict[Key, float] = {}
-        # tally's own histograms: [count, sub_bits, sum, bucket counts].
+        # tally's own histograms: [count, sub_bits, sum, bucket counts,
+        # bounds]; bounds is None but for a classic histogram (format
+        # 2.6), whose sum is a float.
         self.tally_hists: Dict[Key, List[Any]] = {}
         # Per series name, what it is (filled once every name is known).
         self.decoded: Dict[str, enc.Series] = {}
@@ -115,7 +118,7 @@ def _sum_segments(series: List[Any]) -> _Sums:
         if kind == _native.TALLY_HISTOGRAM:
             if hist is not None:
                 _add_tally_histogram(s.tally_hists, key, value, hist)
-        elif kind == _native.TALLY_FGAUGE:
+        elif kind in (_native.TALLY_FGAUGE, _native.TALLY_PGAUGE):
             s.floats[key] = s.floats.get(key, 0.0) + value
         elif enc.is_set_time(name):
             s.ints[key] = max(s.ints.get(key, 0), value)
@@ -135,12 +138,13 @@ def _add_tally_histogram(hists: Dict[Key, List[Any]], key: Key,
                          count: int, hist: Any) -> None:
     """Sums tally's own histograms bucket by bucket over the segments
     that have the same layout (the first segment's)."""
-    hsum, sub_bits, _max_bits, counts = hist
+    hsum, sub_bits, _max_bits, counts, bounds = hist
     cur = hists.get(key)
     if cur is None:
-        hists[key] = [count, sub_bits, hsum, list(counts)]
+        hists[key] = [count, sub_bits, hsum, list(counts), bounds]
         return
-    if cur[1] != sub_bits or len(cur[3]) != len(counts):
+    if cur[1] != sub_bits or len(cur[3]) != len(counts) or \
+            cur[4] != bounds:
         return
     cur[0] += count
     cur[2] += hsum
@@ -228,7 +232,9 @@ def _place_series(sums: _Sums, scrape: _Scrape) -> None:
             rest, state = _without(labels, d.metric)
             scrape.enums.setdefault(name, {}).setdefault(rest, []).append(
                 (state or "", float(v)))
-        elif d.mode is None:
+        elif d.mode is None or kind == _native.TALLY_PGAUGE:
+            # A shared gauge, or a per-process one that the reader
+            # combined as its mode says (format 2.6).
             f.samples.append(Sample(d.metric, dict(labels), float(v)))
         else:
             rest, pid = _without(labels, enc.PID_LABEL)
@@ -244,7 +250,7 @@ def _place_plain(sums: _Sums, scrape: _Scrape, name: str, kind: int,
     _kind, help_, unit = sums.meta[name]
     shown, unit = _native.unit_name(name, unit)
     scaled = _native.unit_value(int(v), sums.meta[name][2]) \
-        if kind != _native.TALLY_FGAUGE else None
+        if isinstance(v, int) else None
     if kind == _native.TALLY_COUNTER:
         frac = sums.fracs.get((name, labels), 0)
         value = int(v) + frac / _SCALE if frac else float(v)
@@ -265,9 +271,13 @@ def _place_plain(sums: _Sums, scrape: _Scrape, name: str, kind: int,
 def _show_tally_histograms(sums: _Sums, scrape: _Scrape) -> None:
     """tally's own histograms: the edges of one bucket per power of two
     (tally-exporter's default), cumulative, in the base unit."""
-    for (name, labels), (count, sub_bits, total, counts) in \
+    for (name, labels), (count, sub_bits, total, counts, bounds) in \
             sums.tally_hists.items():
         _kind, help_, unit = sums.meta[name]
+        if bounds is not None:
+            _show_classic(scrape, name, labels, help_, unit, count, total,
+                          counts, bounds)
+            continue
         shown, base_unit = _native.unit_name(name, unit)
         f = scrape.family(name, shown, "histogram", help_, base_unit)
         acc = 0
@@ -290,6 +300,27 @@ def _show_tally_histograms(sums: _Sums, scrape: _Scrape) -> None:
         sv = _native.unit_value(total, unit)
         f.samples.append(Sample(shown + "_sum", dict(labels),
                                 float(sv if sv is not None else total)))
+
+
+def _show_classic(scrape: _Scrape, name: str, labels: Labels, help_: str,
+                  unit: str, count: int, total: float, counts: List[int],
+                  bounds: Tuple[float, ...]) -> None:
+    """A classic histogram of the format (2.6), the Python Histogram's:
+    its own bounds as le, spelled as prometheus_client spells them,
+    cumulative; then +Inf, _count and the sum (not for negative buckets,
+    as prometheus_client)."""
+    f = scrape.family(name, name, "histogram", help_, unit)
+    acc = 0
+    for b, c in zip(bounds, counts):
+        acc += c
+        f.samples.append(Sample(name + "_bucket",
+                                dict(labels + (("le", float_to_go_string(b)),)),
+                                float(acc)))
+    f.samples.append(Sample(name + "_bucket",
+                            dict(labels + (("le", "+Inf"),)), float(count)))
+    f.samples.append(Sample(name + "_count", dict(labels), float(count)))
+    if not bounds or bounds[0] >= 0:
+        f.samples.append(Sample(name + "_sum", dict(labels), float(total)))
 
 
 def _show_enums(scrape: _Scrape) -> None:

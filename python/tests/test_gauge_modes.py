@@ -94,3 +94,45 @@ def test_fork_child_gets_its_own_series(uniq):
                 samples["max"] = s.value
     assert samples == {str(os.getpid()): 5.0, str(pid): 7.0, "max": 9.0}
     assert g._get() == 5.0
+
+
+def test_liveness_reads_the_same_from_another_pid_namespace(uniq,
+                                                             tally_dir):
+    """A worker that runs as pid 1 of a PID namespace of its own (a
+    container): here pid 1 is another process, so no pid could tell
+    whether it runs; its lock on the zone's file does (format 2.6)."""
+    if os.geteuid() != 0:
+        import pytest
+        pytest.skip("PID namespaces need root here")
+    env, zone = _env(tally_dir)
+    here = subprocess.Popen([sys.executable, "-c", CHILD.format(modes=MODES),
+                             uniq, "2", "1"], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    inner = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
+         sys.executable, "-c", CHILD.format(modes=MODES), uniq, "5", "1"],
+        env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert here.stdout.readline().strip() == "ready"
+        assert inner.stdout.readline().strip() == "ready"
+
+        def livesum():
+            for f in tally.read(dir=tally_dir, zone=zone).families:
+                for s in f.samples:
+                    if s.name == uniq + "_livesum":
+                        return s.value
+            return None
+        assert livesum() == 7.0
+        inner.kill()  # unshare --kill-child: its pid 1 goes with it
+        inner.wait(30)
+        for _ in range(300):
+            if livesum() == 2.0:
+                break
+            time.sleep(0.01)
+        assert livesum() == 2.0
+    finally:
+        for p in (here, inner):
+            if p.poll() is None:
+                p.stdin.close()
+                p.kill()
+            p.wait(30)

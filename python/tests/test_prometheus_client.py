@@ -227,3 +227,55 @@ def test_counter_reset_says_why(tally_dir):
             print(e)
     '''), env)
     assert "Counter.reset() is not supported" in out
+
+
+# Two workers of an unchanged prometheus_client program set a gauge of
+# each mode to 1 and 2; the parent's default registry, without
+# PROMETHEUS_MULTIPROC_DIR, shows the mode applied across the zone while
+# both run, and without the one killed under the live modes.
+MODES_APP = textwrap.dedent('''
+    import json, os, signal
+    {switch}
+    from prometheus_client import Gauge, generate_latest
+
+    G = dict((m, Gauge("app_" + m, "G.", ["k"], multiprocess_mode=m))
+             for m in ("livesum", "sum", "max", "livemax", "min", "all"))
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        for g in G.values():
+            g.labels("a").set(2)
+        os.write(w, b"r")
+        signal.pause()
+        os._exit(0)
+    os.read(r, 1)
+    for g in G.values():
+        g.labels("a").set(1)
+
+    def shown():
+        out = {{}}
+        for line in generate_latest().decode().splitlines():
+            if line.startswith("app_"):
+                name, value = line.split(" ")
+                out[name.split("{{")[0][4:]] = float(value)
+        return out
+    both = shown()
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    print(json.dumps(dict(both=both, one=shown())))
+''')
+
+
+@pytest.mark.parametrize("how", ["environment", "one line"])
+def test_default_registry_applies_the_gauge_mode(how, tally_dir):
+    env = child_env(tally_dir, TALLY_ZONE="promclient_modes")
+    if how == "environment":
+        env["TALLY_PROMETHEUS_CLIENT"] = "1"
+        switch = ""
+    else:
+        switch = "import tally; tally.use_in_prometheus_client()"
+    out = json.loads(run_py(MODES_APP.format(switch=switch), env))
+    assert out["both"] == {"livesum": 3.0, "sum": 3.0, "max": 2.0,
+                           "livemax": 2.0, "min": 1.0, "all": 1.0}
+    assert out["one"] == {"livesum": 1.0, "sum": 3.0, "max": 2.0,
+                          "livemax": 1.0, "min": 1.0, "all": 1.0}

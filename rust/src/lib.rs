@@ -55,7 +55,7 @@ mod zone;
 pub use error::{Error, Result};
 pub use family::{CounterFamily, FGaugeFamily, GaugeFamily, HistogramFamily, SetGaugeFamily};
 pub use metric::{
-    Counter, CounterRef, Desc, FGauge, FGaugeRef, Gauge, GaugeRef, Histogram, HistogramRef, Mode,
-    SetGauge, SetGaugeRef,
+    Combine, Counter, CounterRef, Desc, FGauge, FGaugeRef, Gauge, GaugeRef, Histogram,
+    HistogramRef, Mode, PGauge, PGaugeRef, SetGauge, SetGaugeRef,
 };
 pub use zone::{rseq_active, Zone, ZoneOptions, ZoneUsage};

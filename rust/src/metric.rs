@@ -381,6 +381,8 @@ macro_rules! handle_types {
         }
 
         impl<'f> $borrowed<'f> {
+            // Families make them; a kind without one (PGauge) does not.
+            #[allow(dead_code)]
             pub(crate) fn from_metric(metric: *const sys::tally_metric) -> $borrowed<'f> {
                 // SAFETY: metric points at a filled handle living for 'f.
                 let m = unsafe { &*metric };
@@ -434,6 +436,19 @@ let g = zone.try_fgauge(&tally::Desc::new(\"temperature_celsius\"))?;
 g.set(20.5);
 g.add(0.25);
 assert_eq!(g.value(), 20.75);
+# Ok::<(), tally::Error>(())"
+);
+handle_types!(
+    PGauge,
+    PGaugeRef,
+    "per-process gauge",
+    "A per-process floating-point gauge (TALLY_PGAUGE, format 2.6): each process has its own value, and readers combine them as its [`Combine`] mode says, leaving out the processes that are gone under the live modes (judged by a lock, the same from any PID namespace).",
+    "let zone = tally::Zone::create(\"pgauge_doc\", &tally::ZoneOptions::new().anonymous())?;
+let g = zone.try_pgauge(&tally::Desc::new(\"in_flight\"), tally::Combine::LiveSum)?;
+g.add(1.0);
+g.add(1.0);
+g.add(-1.0);
+assert_eq!(g.value(), 1.0);
 # Ok::<(), tally::Error>(())"
 );
 handle_types!(
@@ -675,6 +690,79 @@ macro_rules! fgauge_methods {
     };
 }
 
+macro_rules! pgauge_methods {
+    () => {
+        /// Sets this process's value (and, under the mostrecent modes,
+        /// the time of its last set).
+        ///
+        /// ```
+        /// # let zone = tally::Zone::create("pset_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+        /// # let g = zone.pgauge(&tally::Desc::new("g"), tally::Combine::Max);
+        /// g.set(0.5);
+        /// assert_eq!(g.value(), 0.5);
+        /// ```
+        #[inline]
+        pub fn set(&self, v: f64) {
+            if self.sub_bits < Combine::MostRecent as u8 {
+                self.word().store(v.to_bits() as i64, Ordering::Relaxed);
+                return;
+            }
+            // SAFETY: the handle is alive (a discarding one too).
+            unsafe { sys::tally_pgauge_set(self.metric as *const sys::tally_handle, v) }
+        }
+
+        /// Adds `v` to this process's value (no add is lost).
+        ///
+        /// ```
+        /// # let zone = tally::Zone::create("padd_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+        /// # let g = zone.pgauge(&tally::Desc::new("g"), tally::Combine::LiveSum);
+        /// g.add(0.5);
+        /// g.add(0.25);
+        /// assert_eq!(g.value(), 0.75);
+        /// ```
+        #[inline]
+        pub fn add(&self, v: f64) {
+            if self.sub_bits < Combine::MostRecent as u8 {
+                let w = self.word();
+                let mut old = w.load(Ordering::Relaxed);
+                loop {
+                    let new = (f64::from_bits(old as u64) + v).to_bits() as i64;
+                    match w.compare_exchange_weak(old, new, Ordering::Relaxed, Ordering::Relaxed) {
+                        Ok(_) => return,
+                        Err(cur) => old = cur,
+                    }
+                }
+            }
+            // SAFETY: as set().
+            unsafe { sys::tally_pgauge_add(self.metric as *const sys::tally_handle, v) }
+        }
+
+        #[inline(always)]
+        fn word(&self) -> &AtomicI64 {
+            // SAFETY: a per-process gauge's value is the block's shared
+            // slot 0, 8-byte aligned, alive as long as the handle (the
+            // mostrecent modes' time of set is slot 1, which the C call
+            // stamps).
+            unsafe { &*(((self.block as usize) & !3usize) as *const AtomicI64) }
+        }
+
+        /// This process's value (0.0 when discarding); readers show the
+        /// combined one.
+        pub fn value(&self) -> f64 {
+            let mut v = 0f64;
+            // SAFETY: the handle is alive.
+            let rc = unsafe {
+                sys::tally_pgauge_fetch(self.metric as *const sys::tally_handle, &mut v)
+            };
+            if rc < 0 {
+                0.0
+            } else {
+                v
+            }
+        }
+    };
+}
+
 macro_rules! histogram_methods {
     () => {
         /// Counts `v` in its bucket and adds it to the sum: two per-CPU
@@ -757,6 +845,12 @@ impl FGauge {
 impl FGaugeRef<'_> {
     fgauge_methods!();
 }
+impl PGauge {
+    pgauge_methods!();
+}
+impl PGaugeRef<'_> {
+    pgauge_methods!();
+}
 impl Histogram {
     histogram_methods!();
 }
@@ -801,6 +895,101 @@ macro_rules! zone_register {
             $ty::from_registration(register(self, d, $kind, $f).0)
         }
     };
+}
+
+/// How readers combine the values of a [`PGauge`]'s processes for one
+/// label set: prometheus_client's multiprocess modes (TALLY_COMBINE_*).
+/// `All` and `LiveAll` show each process's value with a `pid` label; the
+/// `Live` modes leave out the processes that are gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Combine {
+    /// Each process's value, with its pid.
+    All = 0,
+    /// Each live process's value, with its pid.
+    LiveAll = 1,
+    /// The sum.
+    Sum = 2,
+    /// The sum over live processes: an in-flight gauge.
+    LiveSum = 3,
+    /// The largest.
+    Max = 4,
+    /// The largest of live processes.
+    LiveMax = 5,
+    /// The smallest.
+    Min = 6,
+    /// The smallest of live processes.
+    LiveMin = 7,
+    /// The value set last.
+    MostRecent = 8,
+    /// The value a live process set last.
+    LiveMostRecent = 9,
+}
+
+impl Zone {
+    /// Gets or creates this process's series of the per-process gauge
+    /// `d`, combined by readers as `combine` says (tally_pgauge_register).
+    /// A label named `pid` is refused (the library adds it).  A handle
+    /// belongs to its process: a child made by fork registers its own.
+    ///
+    /// Errors: as [`Zone::try_fgauge`], and `EPROTONOSUPPORT` in a zone
+    /// made by a libtally older than format 2.6.
+    ///
+    /// ```
+    /// let zone = tally::Zone::create("trypg_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+    /// assert!(zone.try_pgauge(&tally::Desc::new("ok"), tally::Combine::Sum).is_ok());
+    /// assert!(zone.try_pgauge(&tally::Desc::new("bad name"), tally::Combine::Sum).is_err());
+    /// ```
+    pub fn try_pgauge(&self, d: &Desc, combine: Combine) -> Result<PGauge> {
+        let (reg, err) = register_pgauge(self, d, combine);
+        match err {
+            None => Ok(PGauge::from_registration(reg)),
+            Some(e) => Err(e),
+        }
+    }
+
+    /// The per-process gauge `d`, or a handle that discards its updates
+    /// when it cannot be registered.
+    pub fn pgauge(&self, d: &Desc, combine: Combine) -> PGauge {
+        PGauge::from_registration(register_pgauge(self, d, combine).0)
+    }
+}
+
+/// register() for a per-process gauge, whose registration takes its
+/// combine mode besides.
+fn register_pgauge(zone: &Zone, d: &Desc, combine: Combine) -> (Arc<Registration>, Option<Error>) {
+    let mut m = sys::tally_metric::zeroed();
+    let c = combine as c_uint;
+    let (rc, err) = match CDesc::new(d, sys::TALLY_PGAUGE) {
+        // SAFETY: a valid description and handle; the zone is live.
+        Ok(cd) => {
+            let rc = unsafe {
+                sys::tally_pgauge_register(zone.as_ptr(), &cd.raw, c,
+                                           &mut m)
+            };
+            (rc, if rc < 0 { Some(Error::last(-rc)) } else { None })
+        }
+        Err(e) => {
+            let bad = sys::tally_metric_desc {
+                kind: sys::TALLY_PGAUGE,
+                name: c"".as_ptr(),
+                help: std::ptr::null(),
+                unit: std::ptr::null(),
+                labels: std::ptr::null(),
+                nlabels: 0,
+                mode: 0,
+                hist_sub_bits: 0,
+                hist_max_bits: 0,
+            };
+            // SAFETY: as above.
+            unsafe {
+                sys::tally_pgauge_register(zone.as_ptr(), &bad, c,
+                                           &mut m)
+            };
+            (-e.errno(), Some(e))
+        }
+    };
+    let reg = Registration { m, registered: rc == 0, _zone: Some(zone.clone()) };
+    (Arc::new(reg), err)
 }
 
 impl Zone {

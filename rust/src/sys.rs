@@ -43,6 +43,8 @@ pub const TALLY_GAUGE: c_uint = 2;
 pub const TALLY_GAUGE_SET: c_uint = 3;
 pub const TALLY_HISTOGRAM: c_uint = 4;
 pub const TALLY_FGAUGE: c_uint = 5;
+pub const TALLY_PGAUGE: c_uint = 6;
+pub const TALLY_FCOUNTER: c_uint = 7;
 
 pub const TALLY_NAME_MAX: usize = 127;
 pub const TALLY_UNIT_MAX: usize = 31;
@@ -221,6 +223,11 @@ pub struct tally_series_view {
     pub nbuckets: c_uint,
     pub buckets: *const i64,
     pub fvalue: f64,
+    pub per_process: c_int,
+    pub combine: c_uint,
+    pub nprocs: c_uint,
+    pub fractional: c_int,
+    pub frac: c_uint,
 }
 
 pub type tally_series_fn =
@@ -269,6 +276,15 @@ extern "C" {
         d: *const tally_metric_desc,
         g: *mut tally_handle,
     ) -> c_int;
+    pub fn tally_pgauge_register(
+        z: *mut tally_zone,
+        d: *const tally_metric_desc,
+        combine: c_uint,
+        g: *mut tally_handle,
+    ) -> c_int;
+    pub fn tally_pgauge_set(g: *const tally_handle, v: f64);
+    pub fn tally_pgauge_add(g: *const tally_handle, v: f64);
+    pub fn tally_pgauge_fetch(g: *const tally_handle, value: *mut f64) -> c_int;
     pub fn tally_metric_remove(m: *mut tally_metric) -> c_int;
     pub fn tally_metric_fetch(m: *const tally_metric, value: *mut i64) -> c_int;
     pub fn tally_fgauge_fetch(g: *const tally_handle, value: *mut f64) -> c_int;

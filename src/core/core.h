@@ -57,6 +57,10 @@ struct tally_zone {
 	 * (pool.c): each process does it once, at its first chunk; 0 again
 	 * in a forked child (zone.c). */
 	_Atomic int swept;
+	/* This process's token in the zone (ptoken.c): its pid << 32 | the
+	 * token, 0 until taken; a forked child, whose pid differs, takes
+	 * its own. */
+	_Atomic uint64_t ptoken;
 	char path[PATH_MAX];     /* "" for an anonymous zone */
 };
 
@@ -99,6 +103,9 @@ int tally__own_fd(struct tally_zone *z);
  * it uses them (pool.c). */
 int tally__token_lock(struct tally_zone *z, uint32_t token, int lock);
 void tally__fallback_detach(struct tally_zone *z);
+/* This process's token in @z, taken with its lock at the first call of
+ * the process (ptoken.c): 0, or -errno with a message. */
+int tally__process_token(struct tally_zone *z, uint32_t *token);
 void tally__fallback_zone_postfork(struct tally_zone *z);
 
 

@@ -32,6 +32,17 @@ static const char *kind_name(unsigned kind, unsigned vtype)
 	return kind < 5 ? names[kind] : "?";
 }
 
+static const char *type_name(unsigned type, unsigned kind, unsigned vtype)
+{
+	if (type == TALLY__TYPE_PGAUGE)
+		return "per-process gauge";
+	if (type == TALLY__TYPE_FCOUNTER)
+		return "fractional counter";
+	if (type == TALLY__TYPE_CHISTO)
+		return "classic histogram";
+	return kind_name(kind, vtype);
+}
+
 /* What makes @f and @p different generations, in words; "" when they
  * are the same generation. */
 void tally__describe_change(const struct tally__metric_rec *f,
@@ -40,7 +51,21 @@ void tally__describe_change(const struct tally__metric_rec *f,
 	static const char *const modes[] = { "percpu", "shared", "pernode",
 					     "adaptive" };
 
-	if (f->kind != p->kind || f->vtype != p->vtype)
+	if (f->type != p->type)
+		snprintf(out, len, "type %s, was %s",
+			 type_name(p->type, p->kind, p->vtype),
+			 type_name(f->type, f->kind, f->vtype));
+	else if (f->type == TALLY__TYPE_PGAUGE &&
+		 tally__metric_tail(f)->combine != p->combine)
+		snprintf(out, len, "combine mode %u, was %u", p->combine,
+			 tally__metric_tail(f)->combine);
+	else if (f->type == TALLY__TYPE_CHISTO &&
+		 (tally__metric_tail(f)->nbounds != p->nbounds ||
+		  memcmp(tally__metric_bounds(f)->bound, p->bounds,
+			 p->nbounds * sizeof(double))))
+		snprintf(out, len, "%u bucket bounds, were %u other ones",
+			 p->nbounds, tally__metric_tail(f)->nbounds);
+	else if (f->kind != p->kind || f->vtype != p->vtype)
 		snprintf(out, len, "type %s, was %s",
 			 kind_name(p->kind, p->vtype),
 			 kind_name(f->kind, f->vtype));
@@ -67,7 +92,8 @@ static void metric_retext(struct tally_zone *z, struct tally__metric_rec *f,
 	f->unit_len = (uint16_t)strlen(p->unit);
 	f->help_len = (uint16_t)strlen(p->help);
 	memset(f->unit, 0, sizeof(f->unit));
-	memset(f->help, 0, sizeof(f->help));
+	/* A typed record's tail (layout.h) stays as it is. */
+	memset(f->help, 0, tally__help_room(f));
 	memcpy(f->unit, p->unit, f->unit_len);
 	memcpy(f->help, p->help, f->help_len);
 	seq_end(&f->seq);
@@ -239,6 +265,23 @@ int tally__metric_rec_get(struct tally_zone *z, const char *name,
 	memcpy(f->name, name, f->name_len + 1u);
 	memcpy(f->unit, p->unit, f->unit_len + 1u);
 	memcpy(f->help, p->help, f->help_len + 1u);
+	f->type = (uint8_t)p->type;
+	if (p->type) {
+		struct tally__metric_tail *t = tally__metric_tail(f);
+
+		memset(t, 0, sizeof(*t));
+		t->combine = (uint8_t)p->combine;
+		if (p->type == TALLY__TYPE_CHISTO) {
+			struct tally__metric_bounds *bd =
+				tally__metric_bounds(f);
+
+			memset(bd, 0, sizeof(*bd));
+			memcpy(bd->bound, p->bounds,
+			       p->nbounds * sizeof(double));
+			t->combine = 0;
+			t->nbounds = (uint8_t)p->nbounds;
+		}
+	}
 	f->state = 1;
 	seq_end(&f->seq);
 	/* The older generation is marked before the index points past it:

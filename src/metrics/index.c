@@ -54,8 +54,7 @@ int tally__index_grow(struct tally_zone *z)
 	memset(b, 0, cur * sizeof(*b));
 	hwm = atomic_load_explicit(&h->series_hwm, memory_order_relaxed);
 	for (uint32_t i = 0; i < hwm; i++)
-		if (series(z)[i].state == TALLY__SERIES_LIVE ||
-		    series(z)[i].state == TALLY__SERIES_LONG)
+		if (tally__series_live(series(z)[i].state))
 			index_insert(z, i);
 	return 0;
 }
@@ -151,7 +150,7 @@ static uint32_t repair_metrics(struct tally_zone *z)
 		if (!(atomic_load(&f->seq) & 1))
 			continue;
 		f->unit_len = tally__text_settle(f->unit, sizeof(f->unit), 1);
-		f->help_len = tally__text_settle(f->help, sizeof(f->help), 0);
+		f->help_len = tally__text_settle(f->help, tally__help_room(f), 0);
 		seq_end(&f->seq);
 		atomic_fetch_add(&h->metric_changes, 1);
 	}
@@ -227,14 +226,13 @@ static void repair_series(struct tally_zone *z, uint32_t nfam)
 			s->state = TALLY__SERIES_FREE;
 			seq_end(&s->seq);
 		}
-		if ((s->state == TALLY__SERIES_LIVE ||
-		     s->state == TALLY__SERIES_LONG) && s->metric >= nfam)
+		if (tally__series_live(s->state) && s->metric >= nfam)
 			s->state = TALLY__SERIES_FREE;
 	}
 	for (uint32_t i = 0; i < hwm; i++) {
 		struct tally__series *s = &series(z)[i];
 
-		if (s->state == TALLY__SERIES_LONG && !chain_whole(z, i, hwm)) {
+		if (tally__series_long(s->state) && !chain_whole(z, i, hwm)) {
 			seq_begin(&s->seq);
 			s->state = TALLY__SERIES_FREE;
 			seq_end(&s->seq);
@@ -244,14 +242,13 @@ static void repair_series(struct tally_zone *z, uint32_t nfam)
 		struct tally__series *s = &series(z)[i];
 		struct tally__series_ext *e = ext_at(z, i);
 
-		if (s->state == TALLY__SERIES_LIVE ||
-		    s->state == TALLY__SERIES_LONG) {
+		if (tally__series_live(s->state)) {
 			index_insert(z, i);
 			h->series_live++;
 			continue;
 		}
 		if (e->state == TALLY__SERIES_EXT && e->owner < hwm &&
-		    series(z)[e->owner].state == TALLY__SERIES_LONG &&
+		    tally__series_long(series(z)[e->owner].state) &&
 		    atomic_load(&series(z)[e->owner].seq) == e->owner_seq)
 			continue;
 		s->state = TALLY__SERIES_FREE;

@@ -117,7 +117,7 @@ int tally__plan_make(const struct tally_metric_desc *d, struct tally__plan *p)
 
 	/* Not the label buffer: it is written as far as it is used. */
 	memset(p, 0, offsetof(struct tally__plan, labels));
-	if (d->kind < TALLY_COUNTER || d->kind > TALLY_FGAUGE)
+	if (d->kind < TALLY_COUNTER || d->kind > TALLY_CHISTOGRAM)
 		return tally__fail(EINVAL, "unknown metric kind %u", d->kind);
 	if (!d->name)
 		return tally__fail(EINVAL, "NULL metric name");
@@ -142,10 +142,51 @@ int tally__plan_make(const struct tally_metric_desc *d, struct tally__plan *p)
 	/* A TALLY_FGAUGE is stored as a set gauge whose family says its slot
 	 * holds a double: a reader older than format 2.3 shows the bits as
 	 * an integer instead of refusing the segment. */
-	p->kind = d->kind == TALLY_FGAUGE ? TALLY_GAUGE_SET : d->kind;
-	p->vtype = d->kind == TALLY_FGAUGE ? TALLY__VT_FLOAT64 : TALLY__VT_INT64;
+	p->kind = d->kind == TALLY_FGAUGE || d->kind == TALLY_PGAUGE ?
+		  TALLY_GAUGE_SET : d->kind == TALLY_FCOUNTER ||
+		  d->kind == TALLY_CHISTOGRAM ? TALLY_COUNTER : d->kind;
+	p->vtype = p->kind == TALLY_GAUGE_SET && d->kind != TALLY_GAUGE_SET ?
+		   TALLY__VT_FLOAT64 : TALLY__VT_INT64;
 	p->mode = p->kind == TALLY_GAUGE_SET ? TALLY_SHARED : d->mode;
 	p->nslots = d->kind == TALLY_GAUGE ? 2 : 1; /* increments, decrements */
+	if (d->kind == TALLY_FCOUNTER) {
+		/* A counter for older readers (which skip its series),
+		 * whole units and billionths for newer ones (layout.h). */
+		p->type = TALLY__TYPE_FCOUNTER;
+		p->nslots = 2;
+		if (strlen(p->help) + 1 > TALLY__HELP_MAX - TALLY__TAIL_BYTES)
+			return tally__fail(E2BIG, "the help text of %.60s is "
+					   "longer than the %u bytes a "
+					   "fractional counter's may take",
+					   d->name, TALLY__HELP_MAX -
+					   TALLY__TAIL_BYTES - 1);
+	}
+	if (d->kind == TALLY_CHISTOGRAM) {
+		/* A counter for older readers (which skip its series); the
+		 * sum's two slots and the buckets for newer ones (layout.h).
+		 * The bounds, and so the buckets, are set by the caller
+		 * (tally_chistogram_register). */
+		p->type = TALLY__TYPE_CHISTO;
+		p->nslots = 3;
+		if (strlen(p->help) > TALLY_CHISTOGRAM_HELP_MAX)
+			return tally__fail(E2BIG, "the help text of %.60s is "
+					   "longer than the %u bytes a "
+					   "classic histogram's may take",
+					   d->name, TALLY_CHISTOGRAM_HELP_MAX);
+	}
+	if (d->kind == TALLY_PGAUGE) {
+		/* A float gauge's record for older readers, typed for newer
+		 * ones: the value, and the time of its last set
+		 * (layout.h). */
+		p->type = TALLY__TYPE_PGAUGE;
+		p->nslots = 2;
+		if (strlen(p->help) + 1 > TALLY__HELP_MAX - TALLY__TAIL_BYTES)
+			return tally__fail(E2BIG, "the help text of %.60s is "
+					   "longer than the %u bytes a "
+					   "per-process gauge's may take",
+					   d->name, TALLY__HELP_MAX -
+					   TALLY__TAIL_BYTES - 1);
+	}
 	if (d->kind == TALLY_HISTOGRAM) {
 		unsigned sb = d->hist_sub_bits ? d->hist_sub_bits :
 						 TALLY_HIST_SUB_BITS_DEFAULT;

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "metrics/table.h"
 #include "tally/metrics.h"
@@ -115,9 +116,13 @@ static void fill_handle(tally_metric *m, struct tally_zone *z, uint32_t idx,
 	m->zone = z;
 	m->series = idx;
 	m->seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
-	m->kind = (uint8_t)(p->vtype == TALLY__VT_FLOAT64 ? TALLY_FGAUGE :
+	m->kind = (uint8_t)(p->type == TALLY__TYPE_PGAUGE ? TALLY_PGAUGE :
+			    p->type == TALLY__TYPE_FCOUNTER ? TALLY_FCOUNTER :
+			    p->type == TALLY__TYPE_CHISTO ? TALLY_CHISTOGRAM :
+			    p->vtype == TALLY__VT_FLOAT64 ? TALLY_FGAUGE :
 			    p->kind);
-	m->sub_bits = (uint8_t)p->sub_bits;
+	m->sub_bits = (uint8_t)(p->type == TALLY__TYPE_PGAUGE ? p->combine :
+				p->sub_bits);
 	m->max_bits = (uint8_t)p->max_bits;
 }
 
@@ -167,9 +172,30 @@ int tally__metric_register(struct tally_zone *z,
 	return tally__metric_register_in(z, d, kind, m, 0);
 }
 
+/* What a typed registration adds to its description: a per-process
+ * gauge's combine mode, a classic histogram's bounds. */
+struct typed_extra {
+	unsigned combine;
+	const double *bounds;
+	unsigned nbounds;
+};
+
+static int register_combine(struct tally_zone *z,
+			    const struct tally_metric_desc *d, unsigned kind,
+			    tally_metric *m, uint32_t pin,
+			    const struct typed_extra *x);
+
 int tally__metric_register_in(struct tally_zone *z,
 			      const struct tally_metric_desc *d, unsigned kind,
 			      tally_metric *m, uint32_t pin)
+{
+	return register_combine(z, d, kind, m, pin, NULL);
+}
+
+static int register_combine(struct tally_zone *z,
+			    const struct tally_metric_desc *d, unsigned kind,
+			    tally_metric *m, uint32_t pin,
+			    const struct typed_extra *x)
 {
 	struct tally_metric_desc typed;
 	struct tally__plan p;
@@ -194,6 +220,15 @@ int tally__metric_register_in(struct tally_zone *z,
 	d = &typed;
 	if ((rc = tally__plan_make(d, &p)) < 0)
 		return tally__metric_failed(z, kind, m, rc);
+	if (x) {
+		p.combine = x->combine;
+		p.nbounds = x->nbounds;
+		if (x->nbounds)
+			memcpy(p.bounds, x->bounds,
+			       x->nbounds * sizeof(double));
+		if (p.type == TALLY__TYPE_CHISTO)
+			p.nslots = 3 + x->nbounds;
+	}
 	if (!z && !(z = tally_zone_default()))
 		return tally__metric_failed(NULL, kind, m, -errno);
 	if (!(b = tally_block_alloc(z, p.nslots, p.mode)))
@@ -234,7 +269,8 @@ int tally__metric_register_in(struct tally_zone *z,
  * would (family.c: a family is checked before any of its series); its
  * record index + 1 in *@rec, for tally__metric_register_in(). */
 int tally__metric_define(struct tally_zone *z,
-			 const struct tally_metric_desc *d, uint32_t *rec)
+			 const struct tally_metric_desc *d, unsigned combine,
+			 const double *bounds, unsigned nbounds, uint32_t *rec)
 {
 	struct tally__plan p;
 	uint32_t fam;
@@ -242,6 +278,18 @@ int tally__metric_define(struct tally_zone *z,
 
 	if ((rc = tally__plan_make(d, &p)) < 0)
 		return rc;
+	p.combine = combine;
+	if (p.type == TALLY__TYPE_CHISTO) {
+		p.nbounds = nbounds;
+		if (nbounds)
+			memcpy(p.bounds, bounds, nbounds * sizeof(double));
+		p.nslots = 3 + nbounds;
+	}
+	if (p.type && z->hdr->minor < TALLY__FMT_MINOR_TYPES)
+		return tally__fail(EPROTONOSUPPORT, "%.60s: zone file %s was "
+				   "made by a libtally older than format 2.6, "
+				   "whose readers would not show a per-process "
+				   "gauge", d->name, zone_file(z));
 	if (p.nexts && z->hdr->minor < TALLY__FMT_MINOR_LONG_LABELS)
 		return tally__fail(E2BIG, "the labels of %.60s take %zu bytes, "
 				   "more than a zone made by a libtally older "
@@ -258,9 +306,52 @@ int tally__metric_define(struct tally_zone *z,
 	return rc;
 }
 
+static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
+		    const double *bounds, unsigned nbounds,
+		    const char *const *names, unsigned n);
+
 int tally_metric_redefine(struct tally_zone *z,
 			  const struct tally_metric_desc *d,
 			  const char *const *names, unsigned n)
+{
+	tally__ok();
+	if (d && d->kind == TALLY_CHISTOGRAM)
+		return tally__fail(EINVAL, "tally_metric_redefine: a classic "
+				   "histogram is redefined with "
+				   "tally_chistogram_redefine");
+	return redefine(z, d, NULL, 0, names, n);
+}
+
+int tally_chistogram_redefine(struct tally_zone *z,
+			      const struct tally_metric_desc *d,
+			      const double *bounds, unsigned nbounds,
+			      const char *const *names, unsigned n)
+{
+	struct tally_metric_desc typed;
+	int rc;
+
+	tally__ok();
+	if (!d)
+		return tally__fail(EINVAL, "tally_chistogram_redefine: NULL "
+				   "argument");
+	typed = *d;
+	typed.kind = TALLY_CHISTOGRAM;
+	if ((rc = tally__chistogram_check(&typed, bounds, &nbounds)) < 0)
+		return rc;
+	if (!z && !(z = tally_zone_default()))
+		return -errno;
+	if (z->hdr->minor < TALLY__FMT_MINOR_TYPES)
+		return tally__fail(EPROTONOSUPPORT, "%.60s: zone file %s was "
+				   "made by a libtally older than format 2.6, "
+				   "whose readers would not show a classic "
+				   "histogram", typed.name ? typed.name : "?",
+				   zone_file(z));
+	return redefine(z, &typed, bounds, nbounds, names, n);
+}
+
+static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
+		    const double *bounds, unsigned nbounds,
+		    const char *const *names, unsigned n)
 {
 	struct tally_metric_desc typed;
 	struct tally__plan p;
@@ -268,7 +359,6 @@ int tally_metric_redefine(struct tally_zone *z,
 	uint64_t before;
 	int rc, changed = 0;
 
-	tally__ok();
 	if (!d || (n && !names))
 		return tally__fail(EINVAL, "tally_metric_redefine: NULL "
 				   "argument");
@@ -277,6 +367,12 @@ int tally_metric_redefine(struct tally_zone *z,
 		typed.kind = TALLY_COUNTER;
 	if ((rc = tally__plan_make(&typed, &p)) < 0)
 		return rc;
+	if (p.type == TALLY__TYPE_CHISTO) {
+		p.nbounds = nbounds;
+		if (nbounds)
+			memcpy(p.bounds, bounds, nbounds * sizeof(double));
+		p.nslots = 3 + nbounds;
+	}
 	for (unsigned i = 0; i < n; i++)
 		if (!names[i])
 			return tally__fail(EINVAL, "tally_metric_redefine: name "
@@ -349,6 +445,270 @@ int tally_fgauge_register(struct tally_zone *z,
 	return tally__metric_register(z, d, TALLY_FGAUGE, g ? &g->metric : NULL);
 }
 
+int tally_fcounter_register(struct tally_zone *z,
+			    const struct tally_metric_desc *d,
+			    tally_fcounter *c)
+{
+	int rc;
+
+	tally__ok();
+	if (!c)
+		return tally__fail(EINVAL, "register: NULL handle");
+	if (!z && !(z = tally_zone_default()))
+		return tally__metric_failed(NULL, TALLY_FCOUNTER, &c->metric,
+					    -errno);
+	if (z->hdr->minor < TALLY__FMT_MINOR_TYPES)
+		return tally__metric_failed(z, TALLY_FCOUNTER, &c->metric,
+				tally__fail(EPROTONOSUPPORT, "%.60s: zone "
+				"file %s was made by a libtally older than "
+				"format 2.6, whose readers would not show a "
+				"fractional counter", d && d->name ? d->name :
+				"?", zone_file(z)));
+	rc = tally__metric_register(z, d, TALLY_FCOUNTER, &c->metric);
+	return rc;
+}
+
+void (tally_fcounter_add)(const tally_fcounter *c, double v)
+{
+	tally__fcounter_add(c, v);
+}
+
+int tally_fcounter_fetch(const tally_fcounter *c, double *value)
+{
+	int64_t whole, frac;
+	int rc;
+
+	tally__ok();
+	if (!c || !c->metric.block || !value ||
+	    c->metric.kind != TALLY_FCOUNTER)
+		return tally__fail(EINVAL, "tally_fcounter_fetch: NULL "
+				   "argument or not a TALLY_FCOUNTER");
+	if (tally__series_gone(&c->metric))
+		return tally__fail(EINVAL, "tally_fcounter_fetch: the series "
+				   "was removed (through a copy of this "
+				   "handle)");
+	if ((rc = tally_block_fetch(c->metric.block, 1, &frac)) < 0 ||
+	    (rc = tally_block_fetch(c->metric.block, 0, &whole)) < 0)
+		return rc;
+	*value = (double)whole +
+		 (double)((uint64_t)frac / TALLY__FRAC_SCALE) +
+		 (double)((uint64_t)frac % TALLY__FRAC_SCALE) / 1e9;
+	return 0;
+}
+
+int tally__chistogram_check(const struct tally_metric_desc *d,
+			    const double *bounds, unsigned *nbounds)
+{
+	const char *name = d && d->name ? d->name : "?";
+	unsigned n = *nbounds;
+	int rc;
+
+	/* prometheus_client's buckets end with +Inf, which every classic
+	 * histogram of the format has. */
+	if (n && bounds && bounds[n - 1] == __builtin_inf())
+		*nbounds = --n;
+	if (n && !bounds)
+		rc = tally__fail(EINVAL, "%.60s: NULL bucket bounds", name);
+	else if (n > TALLY_CHISTOGRAM_BOUNDS_MAX)
+		rc = tally__fail(E2BIG, "%.60s: %u bucket bounds, more than "
+				 "the %u a classic histogram takes", name,
+				 n, TALLY_CHISTOGRAM_BOUNDS_MAX);
+	else
+		rc = 0;
+	for (unsigned i = 0; rc == 0 && i < n; i++)
+		if (!__builtin_isfinite(bounds[i]) ||
+		    (i && !(bounds[i] > bounds[i - 1])))
+			rc = tally__fail(EINVAL, "%.60s: bucket bound %u (%g) "
+					 "is not finite and above the one "
+					 "before", name, i, bounds[i]);
+	return rc;
+}
+
+int tally_chistogram_register(struct tally_zone *z,
+			      const struct tally_metric_desc *d,
+			      const double *bounds, unsigned nbounds,
+			      tally_chistogram *h)
+{
+	int rc;
+
+	tally__ok();
+	if (!h)
+		return tally__fail(EINVAL, "register: NULL handle");
+	rc = tally__chistogram_check(d, bounds, &nbounds);
+	if (rc < 0) {
+		h->bounds = NULL;
+		h->nbounds = 0;
+		return tally__metric_failed(z, TALLY_CHISTOGRAM, &h->metric,
+					    rc);
+	}
+	return tally__chistogram_register_in(z, d, bounds, nbounds, h, 0);
+}
+
+int tally__chistogram_register_in(struct tally_zone *z,
+				  const struct tally_metric_desc *d,
+				  const double *bounds, unsigned nbounds,
+				  tally_chistogram *h, uint32_t pin)
+{
+	struct typed_extra x = { .bounds = bounds, .nbounds = nbounds };
+	const char *name = d && d->name ? d->name : "?";
+	int rc;
+
+	h->bounds = NULL;
+	h->nbounds = 0;
+	if (!z && !(z = tally_zone_default()))
+		return tally__metric_failed(NULL, TALLY_CHISTOGRAM,
+					    &h->metric, -errno);
+	if (z->hdr->minor < TALLY__FMT_MINOR_TYPES)
+		return tally__metric_failed(z, TALLY_CHISTOGRAM, &h->metric,
+				tally__fail(EPROTONOSUPPORT, "%.60s: zone "
+				"file %s was made by a libtally older than "
+				"format 2.6, whose readers would not show a "
+				"classic histogram", name, zone_file(z)));
+	rc = register_combine(z, d, TALLY_CHISTOGRAM, &h->metric, pin, &x);
+	if (rc == 0) {
+		/* The record the series was made in holds the bounds for as
+		 * long as the zone is mapped. */
+		const struct tally__metric_rec *f =
+			&metric_recs(z)[series(z)[h->metric.series].metric];
+
+		h->bounds = tally__metric_bounds(f)->bound;
+		h->nbounds = tally__metric_tail(f)->nbounds;
+	}
+	return rc;
+}
+
+void (tally_chistogram_observe)(const tally_chistogram *h, double v)
+{
+	tally__chistogram_observe(h, v);
+}
+
+int tally_chistogram_fetch(const tally_chistogram *h, int64_t *count,
+			   double *sum, int64_t *buckets)
+{
+	int64_t whole, nanos, b;
+	uint64_t n = 0;
+	int rc;
+
+	tally__ok();
+	if (!h || !h->metric.block || !count || !sum ||
+	    h->metric.kind != TALLY_CHISTOGRAM)
+		return tally__fail(EINVAL, "tally_chistogram_fetch: NULL "
+				   "argument or not a TALLY_CHISTOGRAM");
+	if (tally__series_gone(&h->metric))
+		return tally__fail(EINVAL, "tally_chistogram_fetch: the series "
+				   "was removed (through a copy of this "
+				   "handle)");
+	for (unsigned i = 0; i <= h->nbounds; i++) {
+		if ((rc = tally_block_fetch(h->metric.block, 2 + i, &b)) < 0)
+			return rc;
+		if (buckets)
+			buckets[i] = b;
+		n += (uint64_t)b;
+	}
+	if ((rc = tally_block_fetch(h->metric.block, 1, &nanos)) < 0 ||
+	    (rc = tally_block_fetch(h->metric.block, 0, &whole)) < 0)
+		return rc;
+	*count = (int64_t)n;
+	*sum = (double)whole +
+	       (double)((uint64_t)nanos / TALLY__FRAC_SCALE) +
+	       (double)((uint64_t)nanos % TALLY__FRAC_SCALE) / 1e9;
+	return 0;
+}
+
+int tally_pgauge_register(struct tally_zone *z,
+			  const struct tally_metric_desc *d, unsigned combine,
+			  tally_pgauge *g)
+{
+	tally__ok();
+	if (!g)
+		return tally__fail(EINVAL, "register: NULL handle");
+	return tally__pgauge_register_in(z, d, combine, &g->metric, 0);
+}
+
+/* Its labels, and pid="<pid>:<token>" (layout.h, TALLY__TYPE_PGAUGE). */
+int tally__pgauge_register_in(struct tally_zone *z,
+			      const struct tally_metric_desc *d,
+			      unsigned combine, tally_metric *m, uint32_t pin)
+{
+	struct tally_label labels[TALLY_LABEL_PAIRS_MAX + 1];
+	struct tally_metric_desc mine;
+	char pid[32];
+	uint32_t token;
+	int rc;
+
+	if (!d || (d->nlabels && !d->labels) ||
+	    d->nlabels > TALLY_LABEL_PAIRS_MAX)
+		return tally__metric_register(z, d, TALLY_PGAUGE, m);
+	if (combine > TALLY_COMBINE_LIVEMOSTRECENT)
+		return tally__metric_failed(z, TALLY_PGAUGE, m,
+				tally__fail(EINVAL, "%.60s: unknown combine "
+					    "mode %u", d->name ? d->name : "?",
+					    combine));
+	for (unsigned i = 0; i < d->nlabels; i++)
+		if (d->labels[i].name && !strcmp(d->labels[i].name, "pid"))
+			return tally__metric_failed(z, TALLY_PGAUGE,
+				m, tally__fail(EINVAL, "%.60s: label "
+				"name \"pid\" is reserved on a per-process "
+				"gauge (it says which process a value is "
+				"of)", d->name ? d->name : "?"));
+	if (!z && !(z = tally_zone_default()))
+		return tally__metric_failed(NULL, TALLY_PGAUGE, m,
+					    -errno);
+	if (z->hdr->minor < TALLY__FMT_MINOR_TYPES)
+		return tally__metric_failed(z, TALLY_PGAUGE, m,
+				tally__fail(EPROTONOSUPPORT, "%.60s: zone "
+				"file %s was made by a libtally older than "
+				"format 2.6, whose readers would not show a "
+				"per-process gauge", d->name ? d->name : "?",
+				zone_file(z)));
+	if ((rc = tally__process_token(z, &token)) < 0)
+		return tally__metric_failed(z, TALLY_PGAUGE, m, rc);
+	mine = *d;
+	if (d->nlabels)
+		memcpy(labels, d->labels, d->nlabels * sizeof(*labels));
+	snprintf(pid, sizeof(pid), "%d:%u", (int)getpid(), token);
+	labels[d->nlabels].name = "pid";
+	labels[d->nlabels].value = pid;
+	mine.labels = labels;
+	mine.nlabels = d->nlabels + 1;
+	struct typed_extra x = { .combine = combine };
+
+	return register_combine(z, &mine, TALLY_PGAUGE, m, pin, &x);
+}
+
+void tally__pgauge_stamp(const tally_pgauge *g)
+{
+	struct timespec ts;
+	int64_t *w = (int64_t *)((uintptr_t)g->metric.block & ~(uintptr_t)3);
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	__atomic_store_n(w + 1, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
+			 __ATOMIC_RELAXED);
+}
+
+void (tally_pgauge_set)(const tally_pgauge *g, double v)
+{
+	tally__pgauge_set(g, v);
+}
+
+void (tally_pgauge_add)(const tally_pgauge *g, double v)
+{
+	tally__pgauge_add(g, v);
+}
+
+int tally_pgauge_fetch(const tally_pgauge *g, double *value)
+{
+	tally_fgauge f;
+
+	if (g && g->metric.kind == TALLY_PGAUGE) {
+		f.metric = g->metric;
+		f.metric.kind = TALLY_FGAUGE;
+		return tally_fgauge_fetch(&f, value);
+	}
+	tally__ok();
+	return tally__fail(EINVAL, "tally_pgauge_fetch: not a TALLY_PGAUGE");
+}
+
 int tally_metric_remove(tally_metric *m)
 {
 	struct tally_zone *z;
@@ -371,7 +731,7 @@ int tally_metric_remove(tally_metric *m)
 	 * may be a hole). */
 	if (m->series >= atomic_load_explicit(&h->series_hwm,
 					      memory_order_relaxed) ||
-	    (s->state != TALLY__SERIES_LIVE && s->state != TALLY__SERIES_LONG) ||
+	    !tally__series_live(s->state) ||
 	    atomic_load_explicit(&s->seq, memory_order_relaxed) != m->seq) {
 		pthread_mutex_unlock(&h->metrics_lock);
 		return tally__fail(EINVAL, "series already removed");
@@ -395,7 +755,7 @@ int tally_metric_remove(tally_metric *m)
 		/* A long record's extensions are freed once it is retired:
 		 * a reader that copied it sees the seq change. */
 		struct tally__long_labels l = long_of(s);
-		int is_long = s->state == TALLY__SERIES_LONG;
+		int is_long = tally__series_long(s->state);
 
 		seq_begin(&s->seq);
 		s->state = TALLY__SERIES_FREE;
@@ -436,12 +796,37 @@ int tally_metric_fetch(const tally_metric *m, int64_t *value)
 		*value = (int64_t)((uint64_t)v + (uint64_t)sum);
 		return 0;
 	}
-	if (m->kind == TALLY_FGAUGE) {
+	if (m->kind == TALLY_FGAUGE || m->kind == TALLY_PGAUGE) {
 		double d;
+		tally_fgauge f = { *m };
 
-		if ((rc = tally_fgauge_fetch((const tally_fgauge *)m, &d)) < 0)
+		f.metric.kind = TALLY_FGAUGE;
+		if ((rc = tally_fgauge_fetch(&f, &d)) < 0)
 			return rc;
 		*value = tally__f64_to_i64(d);
+		return 0;
+	}
+	if (m->kind == TALLY_CHISTOGRAM) {
+		/* The count: the sum of the buckets (slots 2 on; the block
+		 * of a discarded handle has three). */
+		tally_chistogram h = { .metric = *m };
+		double fsum;
+
+		if (m->zone) {
+			const struct tally__series *r =
+				&series(m->zone)[m->series];
+
+			h.nbounds = r->nslots > 3 ? r->nslots - 3 : 0;
+		}
+		return tally_chistogram_fetch(&h, value, &fsum, NULL);
+	}
+	if (m->kind == TALLY_FCOUNTER) {
+		/* The whole units, the fractions' whole part in. */
+		if ((rc = tally_block_fetch(m->block, 1, &sum)) < 0 ||
+		    (rc = tally_block_fetch(m->block, 0, &v)) < 0)
+			return rc;
+		*value = (int64_t)((uint64_t)v +
+				   (uint64_t)sum / TALLY__FRAC_SCALE);
 		return 0;
 	}
 	if (m->kind != TALLY_HISTOGRAM)

@@ -23,7 +23,24 @@ int tally__metric_register_in(struct tally_zone *z,
 			      const struct tally_metric_desc *d, unsigned kind,
 			      struct tally_metric *m, uint32_t pin);
 int tally__metric_define(struct tally_zone *z,
-			 const struct tally_metric_desc *d, uint32_t *rec);
+			 const struct tally_metric_desc *d, unsigned combine,
+			 const double *bounds, unsigned nbounds, uint32_t *rec);
+/* A classic histogram: its bounds checked (*@nbounds without a last
+ * +Inf), then its series registered in the generation @pin, as
+ * _register_in (a failure leaves a discarding handle). */
+struct tally_chistogram;
+int tally__chistogram_check(const struct tally_metric_desc *d,
+			    const double *bounds, unsigned *nbounds);
+int tally__chistogram_register_in(struct tally_zone *z,
+				  const struct tally_metric_desc *d,
+				  const double *bounds, unsigned nbounds,
+				  struct tally_chistogram *h, uint32_t pin);
+/* A per-process gauge's series of this process (tally_pgauge_register),
+ * in the generation @pin as _register_in. */
+int tally__pgauge_register_in(struct tally_zone *z,
+			      const struct tally_metric_desc *d,
+			      unsigned combine, struct tally_metric *m,
+			      uint32_t pin);
 /* A handle of @kind whose updates go nowhere; _failed also counts the
  * failure in the zone, sets errno and returns @rc. */
 void tally__metric_discard(unsigned kind, struct tally_metric *m);

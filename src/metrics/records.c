@@ -34,7 +34,7 @@ static int same_long(struct tally_zone *z, const struct tally__series *s,
 	uint32_t link = long_of(s).first;
 	size_t at = 0;
 
-	if (s->state != TALLY__SERIES_LONG || long_of(s).hash != p->hash)
+	if (!tally__series_long(s->state) || long_of(s).hash != p->hash)
 		return 0;
 	for (; link; link = ext_at(z, link - 1)->next) {
 		const struct tally__series_ext *e = ext_at(z, link - 1);
@@ -247,7 +247,11 @@ void tally__series_publish(struct tally_zone *z, uint32_t idx, uint32_t fam,
 		memcpy(s->labels, p->labels, sizeof(s->labels));
 	}
 	s->refs = 1;
-	s->state = p->nexts ? TALLY__SERIES_LONG : TALLY__SERIES_LIVE;
+	if (p->type)
+		s->state = p->nexts ? TALLY__SERIES_TYPED_LONG :
+				      TALLY__SERIES_TYPED;
+	else
+		s->state = p->nexts ? TALLY__SERIES_LONG : TALLY__SERIES_LIVE;
 	seq_end(&s->seq);
 	if (idx == atomic_load_explicit(&h->series_hwm, memory_order_relaxed))
 		atomic_store_explicit(&h->series_hwm, idx + 1,

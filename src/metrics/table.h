@@ -20,11 +20,18 @@
  * labels, packed (labels.c). */
 struct tally__plan {
 	unsigned kind, vtype, mode, sub_bits, max_bits, nslots;
+	unsigned type;           /* TALLY__TYPE_* (layout.h) */
+	unsigned combine;        /* TALLY__TYPE_PGAUGE: TALLY__COMBINE_* */
+	unsigned nbounds;        /* TALLY__TYPE_CHISTO: its finite bounds, */
 	const char *help, *unit;
 	size_t labels_len;
 	unsigned nexts;          /* extension records of a long set */
 	uint64_t hash;           /* of the metric and labels (series_hash) */
 	char labels[TALLY__LABELS_PACKED_MAX];
+	/* ... the first nbounds of these (after the labels: like them,
+	 * written only as far as they are used, and not zeroed by
+	 * tally__plan_make). */
+	double bounds[TALLY__BOUNDS_MAX];
 };
 
 static inline struct tally__metric_rec *metric_recs(struct tally_zone *z)
@@ -124,7 +131,7 @@ static inline struct tally__long_labels long_of(const struct tally__series *s)
 /* The hash of live record @s: a long one keeps it in its record. */
 static inline uint64_t record_hash(const struct tally__series *s)
 {
-	if (s->state == TALLY__SERIES_LONG)
+	if (tally__series_long(s->state))
 		return long_of(s).hash;
 	return series_hash64(s->metric, s->labels, s->labels_len);
 }

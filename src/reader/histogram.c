@@ -1,6 +1,7 @@
 /*
- * histogram.c: the math of tally's log-linear histogram buckets, for
- * readers: a bucket's bounds, and quantiles from bucket counts.
+ * histogram.c: the math of tally's histogram buckets, for readers: a
+ * log-linear bucket's bounds, and quantiles from bucket counts, of
+ * log-linear and of classic histograms.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,6 +28,35 @@ void tally_histogram_bucket_bounds(unsigned b, unsigned sub_bits,
 	*hi = l + width - 1u;
 }
 
+/* A classic histogram's quantile as Prometheus's histogram_quantile()
+ * computes it: the value of rank @rank interpolated linearly within its
+ * bucket (the first one from 0 when its bound is positive); in the +Inf
+ * bucket, the highest finite bound. */
+static int classic_quantile(const struct tally_series_view *v, double q,
+			    double rank, double *out)
+{
+	double seen = 0, prev;
+
+	for (unsigned b = 0; b < v->nbuckets; b++) {
+		double n = v->buckets[b] > 0 ? (double)v->buckets[b] : 0;
+		double lo, hi;
+
+		prev = seen;
+		seen += n;
+		if (n == 0 || seen < rank)
+			continue;
+		if (b >= v->nbounds) {
+			*out = v->nbounds ? v->bounds[v->nbounds - 1] : 0;
+			return 0;
+		}
+		hi = v->bounds[b];
+		lo = b ? v->bounds[b - 1] : hi > 0 ? 0 : hi;
+		*out = q >= 1.0 ? hi : lo + (hi - lo) * (rank - prev) / n;
+		return 0;
+	}
+	return tally__fail(ENODATA, "no observations");
+}
+
 int tally_histogram_quantile(const struct tally_series_view *v, double q,
 			double *out)
 {
@@ -48,6 +78,8 @@ int tally_histogram_quantile(const struct tally_series_view *v, double q,
 	rank = q * count; /* seen only takes whole values: no ceil needed */
 	if (rank < 1)
 		rank = 1;
+	if (v->classic)
+		return classic_quantile(v, q, rank, out);
 	for (unsigned b = 0; b < v->nbuckets; b++) {
 		if (v->buckets[b] <= 0)
 			continue;

@@ -37,6 +37,8 @@ struct result {
 	int long_labels;         /* labels at labels_at in the long text */
 	size_t labels_at;
 	int64_t value, sum;
+	int64_t count;           /* a classic histogram's (value and sum
+				    hold its sum's two slots) */
 	size_t percpu_at, buckets_at; /* offsets into the arenas */
 };
 
@@ -82,7 +84,22 @@ struct tally_seg {
 	 * records of the last pass; the message of the first of each. */
 	uint32_t bad_metrics, bad_series;
 	char bad_metric_msg[256], bad_series_msg[256];
+	/* The per-process series gathered during a pass (pgauge.c). */
+	struct tally__pg *pg;
 };
+
+/* Per-process gauges (pgauge.c): pass series @v of typed metric @f on to
+ * @fn (*@passed 1), or gather it for tally__pg_flush(), or leave it out
+ * (its process is gone, under a "live" mode).  Returns what @fn
+ * returned, 0, or -errno. */
+int tally__pg_take(struct tally_seg *s, struct tally_series_view *v,
+		   const struct tally__metric_rec *f, double value,
+		   int64_t when, tally_series_fn fn, void *arg, int *passed);
+/* At the end of a pass: pass on what was gathered (counting each in
+ * *@count) and forget it.  Returns what @fn returned to stop, or 0. */
+int tally__pg_flush(struct tally_seg *s, tally_series_fn fn, void *arg,
+		    int *count);
+void tally__pg_free(struct tally_seg *s);
 
 /* Open segment @name of the directory open as @dfd (whose fstat is
  * @dir), never following a symbolic link; @path names it in messages. */

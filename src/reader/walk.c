@@ -24,6 +24,8 @@
 #include "reader/segment.h"
 
 #define WORDS_PER_PAGE (TALLY__PAGE / 8u)
+/* emit(): a per-process series that was not passed on (yet). */
+#define PG_HELD INT32_MIN
 
 /* --- Families ---------------------------------------------------------- */
 
@@ -34,6 +36,12 @@ static int nul_within(const char *s, size_t cap, size_t len)
 
 static unsigned family_slots(const struct tally__metric_rec *f)
 {
+	if (f->type == TALLY__TYPE_PGAUGE)
+		return 2; /* the value, the time of its last set */
+	if (f->type == TALLY__TYPE_FCOUNTER)
+		return 2; /* whole units, billionths */
+	if (f->type == TALLY__TYPE_CHISTO) /* the sum's two, the buckets */
+		return 3u + tally__metric_tail(f)->nbounds;
 	if (f->kind == TALLY__KIND_HISTOGRAM)
 		return 1u + ((unsigned)(f->max_bits - f->sub_bits + 1) << f->sub_bits);
 	if (f->kind == TALLY__KIND_GAUGE)
@@ -59,7 +67,31 @@ static int check_family(struct tally_seg *s, uint32_t i,
 	if (!nul_within(f->unit, sizeof(f->unit), f->unit_len) ||
 	    !tally__valid_unit(f->unit))
 		return tally__seg_corrupt(s, "family %u: bad unit", i);
-	if (!nul_within(f->help, sizeof(f->help), f->help_len) ||
+	/* A type newer than this reader: its series are skipped
+	 * (compute_batch), the record is checked as its kind says. */
+	if ((f->type == TALLY__TYPE_PGAUGE &&
+	     (f->kind != TALLY__KIND_GAUGE_SET || f->vtype != TALLY__VT_FLOAT64 ||
+	      tally__metric_tail(f)->combine > TALLY__COMBINE_MAX_MODE)) ||
+	    ((f->type == TALLY__TYPE_FCOUNTER || f->type == TALLY__TYPE_CHISTO) &&
+	     (f->kind != TALLY__KIND_COUNTER || f->vtype != TALLY__VT_INT64)))
+		return tally__seg_corrupt(s, "family %u: type %u on a kind %u",
+					  i, f->type, f->kind);
+	if (f->type == TALLY__TYPE_CHISTO) {
+		const struct tally__metric_tail *t = tally__metric_tail(f);
+		double b[TALLY__BOUNDS_MAX];
+
+		memcpy(b, tally__metric_bounds(f)->bound, sizeof(b));
+		if (t->nbounds > TALLY__BOUNDS_MAX)
+			return tally__seg_corrupt(s, "family %u: %u bucket "
+						  "bounds", i, t->nbounds);
+		for (unsigned k = 0; k < t->nbounds; k++)
+			if (!__builtin_isfinite(b[k]) ||
+			    (k && !(b[k] > b[k - 1])))
+				return tally__seg_corrupt(s, "family %u: bucket "
+							  "bounds not finite "
+							  "and increasing", i);
+	}
+	if (!nul_within(f->help, tally__help_room(f), f->help_len) ||
 	    !tally__valid_utf8(f->help, f->help_len))
 		return tally__seg_corrupt(s, "family %u: bad help text", i);
 	if (f->kind == TALLY__KIND_HISTOGRAM) {
@@ -70,6 +102,34 @@ static int check_family(struct tally_seg *s, uint32_t i,
 	} else if (f->sub_bits || f->max_bits) {
 		return tally__seg_corrupt(s, "family %u: histogram bits on a %u", i,
 			       f->kind);
+	}
+	return 0;
+}
+
+/*
+ * The suffixes that tally 0.3's Python package gave the series of its
+ * metrics (python/tally/_encoding.py of 0.3): fractions in millionths,
+ * buckets that are not cumulative, per-process gauges told by a pid
+ * label, which only that package decoded.  Found in a zone older than
+ * format 2.6 (0.3 made no other), they would be shown as garbage; such a
+ * zone is refused instead.  A C program's own names with colons (a
+ * recording rule's level:metric:operations) end otherwise.
+ */
+static const char *const py03_suffixes[] = {
+	":frac_u", ":bucket", ":set_ns", ":gauge", ":summary_sum", ":info",
+	":info_keys", ":enum", ":gauge_all", ":gauge_liveall", ":gauge_sum",
+	":gauge_livesum", ":gauge_max", ":gauge_livemax", ":gauge_min",
+	":gauge_livemin", ":gauge_mostrecent", ":gauge_livemostrecent",
+};
+
+static int py03_name(const char *name, size_t len)
+{
+	for (size_t i = 0; i < sizeof(py03_suffixes) / sizeof(*py03_suffixes);
+	     i++) {
+		size_t n = strlen(py03_suffixes[i]);
+
+		if (len > n && !memcmp(name + len - n, py03_suffixes[i], n))
+			return 1;
 	}
 	return 0;
 }
@@ -112,7 +172,7 @@ static int load_families(struct tally_seg *s, uint32_t want)
 				f[i].unit_len = tally__text_settle(
 					f[i].unit, sizeof(f[i].unit), 1);
 				f[i].help_len = tally__text_settle(
-					f[i].help, sizeof(f[i].help), 0);
+					f[i].help, tally__help_room(&f[i]), 0);
 				settled = 1;
 				break;
 			}
@@ -129,6 +189,13 @@ static int load_families(struct tally_seg *s, uint32_t want)
 					 tally_errmsg());
 			f[i].state = 0;
 			tally__ok();
+		} else if (s->hdr.minor < TALLY__FMT_MINOR_TYPES &&
+			   py03_name(f[i].name, f[i].name_len)) {
+			return tally__fail(EPROTONOSUPPORT, "%s: written by "
+					   "tally 0.3's Python package (series "
+					   "%.60s), whose encoded names only "
+					   "it read; restart the service with "
+					   "tally 0.4", s->path, f[i].name);
 		}
 	}
 	s->nmrecs = i;
@@ -420,7 +487,7 @@ static int check_series(struct tally_seg *s, uint32_t id, uint32_t i,
 	    (unsigned)tally__slot_at(in) + r->nslots > TALLY_CHUNK_SLOTS)
 		return tally__seg_corrupt(s, "series %u: slot offset %llu is not a "
 			       "block", id, (unsigned long long)r->slot_off);
-	if (__builtin_expect(r->state == TALLY__SERIES_LONG, 0)) {
+	if (__builtin_expect(tally__series_long(r->state), 0)) {
 		if ((n = long_labels(s, id, r, res)) < 0)
 			return n;
 	} else if (r->labels_len > TALLY__LABELS_INLINE) {
@@ -474,6 +541,31 @@ static int compute(struct tally_seg *s, uint32_t id, uint32_t i,
 			return rc;
 	} else if (f->kind != TALLY__KIND_HISTOGRAM) {
 		out->value = slot_value(s, c, f->mode, slot, percpu);
+		if (f->type == TALLY__TYPE_PGAUGE ||
+		    f->type == TALLY__TYPE_FCOUNTER)
+			out->sum = slot_value(s, c, f->mode, slot + 1, NULL);
+		if (f->type == TALLY__TYPE_CHISTO) {
+			/* The sum's whole part in sum, its billionths in
+			 * value; then the buckets, whose total is the
+			 * count, as the log-linear histograms' below. */
+			unsigned nb = r->nslots - 2;
+			uint64_t count = 0;
+			int64_t *b;
+
+			out->sum = out->value;
+			out->value = slot_value(s, c, f->mode, slot + 1, NULL);
+			out->buckets_at = s->bucket_used;
+			b = arena_take(&s->bucket_arena, &s->bucket_cap,
+				       &s->bucket_used, nb);
+			if (!b)
+				return tally__seg_no_memory(s);
+			for (unsigned k = 0; k < nb; k++) {
+				b[k] = slot_value(s, c, f->mode, slot + 2 + k,
+						  percpu);
+				count += (uint64_t)b[k];
+			}
+			out->count = (int64_t)count;
+		}
 	} else {
 		unsigned nb = r->nslots - 1;
 		int64_t *b;
@@ -542,6 +634,42 @@ static int emit(struct tally_seg *s, uint32_t id, uint32_t i,
 		v.nbuckets = r->nslots - 1;
 		v.buckets = s->bucket_arena + res->buckets_at;
 	}
+	if (f->type == TALLY__TYPE_FCOUNTER) {
+		/* Billionths, an unsigned sum (layout.h): their whole units
+		 * go to the value. */
+		uint64_t nanos = (uint64_t)res->sum;
+
+		v.fractional = 1;
+		v.value = (int64_t)((uint64_t)res->value +
+				    nanos / TALLY__FRAC_SCALE);
+		v.frac = (unsigned)(nanos % TALLY__FRAC_SCALE);
+		v.fvalue = (double)v.value + v.frac / 1e9;
+	}
+	if (f->type == TALLY__TYPE_CHISTO) {
+		/* The sum: floors, a signed sum, and billionths, an unsigned
+		 * one (layout.h), as one exact value. */
+		uint64_t nanos = (uint64_t)res->value;
+
+		v.kind = TALLY_HISTOGRAM;
+		v.classic = 1;
+		v.value = res->count;
+		v.sum = (int64_t)((uint64_t)res->sum + nanos / TALLY__FRAC_SCALE);
+		v.frac = (unsigned)(nanos % TALLY__FRAC_SCALE);
+		v.fsum = (double)v.sum + v.frac / 1e9;
+		v.nbounds = tally__metric_tail(f)->nbounds;
+		v.bounds = tally__metric_bounds(f)->bound;
+		v.nbuckets = r->nslots - 2;
+		v.buckets = s->bucket_arena + res->buckets_at;
+	}
+	if (f->type == TALLY__TYPE_PGAUGE) {
+		int passed, rc;
+
+		rc = tally__pg_take(s, &v, f, v.fvalue, res->sum, fn, arg,
+				    &passed);
+		if (rc < 0)
+			return rc;
+		return rc ? rc : passed ? 0 : PG_HELD;
+	}
 	return fn(&v, arg);
 }
 
@@ -582,8 +710,7 @@ static int compute_batch(struct tally_seg *s, uint32_t first, uint32_t n,
 		s->res[i].bad = 0;
 		s->res[i].long_labels = 0;
 		if ((atomic_load_explicit(&r->seq, memory_order_relaxed) & 1) ||
-		    (r->state != TALLY__SERIES_LIVE &&
-		     r->state != TALLY__SERIES_LONG))
+		    !tally__series_live(r->state))
 			continue;
 		if (r->metric >= s->hdr.metric_cap) {
 			s->res[i].bad = 1;
@@ -602,6 +729,21 @@ static int compute_batch(struct tally_seg *s, uint32_t first, uint32_t n,
 		/* An older definition of its name: not shown (layout.h). */
 		if (s->mrecs[r->metric].flags & TALLY__METRIC_SUPERSEDED)
 			continue;
+		/* A type this reader does not know (a newer minor). */
+		if (s->mrecs[r->metric].type > TALLY__TYPE_MAX)
+			continue;
+		/* A typed series of an untyped metric, or the reverse. */
+		if (!s->mrecs[r->metric].type !=
+		    (r->state == TALLY__SERIES_LIVE ||
+		     r->state == TALLY__SERIES_LONG)) {
+			s->res[i].bad = 1;
+			tally__seg_corrupt(s, "series %u: state %u does not "
+					   "go with its metric's type %u",
+					   first + i, r->state,
+					   s->mrecs[r->metric].type);
+			snprintf(badmsg, badlen, "%s", tally_errmsg());
+			continue;
+		}
 		rc = compute(s, first + i, i, r, flags, &s->res[i]);
 		if (rc == -EINVAL) {
 			s->res[i].bad = 1;
@@ -652,6 +794,10 @@ static int emit_batch(struct tally_seg *s, uint32_t first, uint32_t n,
 			continue;
 		rc = emit(s, first + i, i, &s->rec1[i], &s->res[i], flags, fn,
 			  arg);
+		if (rc == PG_HELD)
+			continue; /* combined at the end, or left out */
+		if (rc < 0 && s->rec1[i].state >= TALLY__SERIES_TYPED)
+			return rc;
 		if (rc) {
 			*stop = rc;
 			return count;
@@ -726,6 +872,7 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 	s->bad_series = 0;
 	if ((rc = load_families(s, nfam)) < 0)
 		return rc;
+	tally__pg_free(s); /* what a pass that failed left */
 	for (; !stop && (n = next_run(s, &first, hwm)) > 0; first += n) {
 		uint64_t off = s->hdr.series_off +
 			       (uint64_t)first * sizeof(struct tally__series);
@@ -741,6 +888,12 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 			return rc;
 		count += rc;
 	}
+	if (!stop)
+		stop = tally__pg_flush(s, fn, arg, &count);
+	else
+		tally__pg_free(s);
+	if (stop < 0)
+		return stop;
 	return stop ? stop : count;
 }
 

@@ -503,6 +503,100 @@ TEST(write)
 	tp_buf_free(&b);
 }
 
+/* Two services define one name otherwise (help, label names): their
+ * series are written under the first one's HELP, and counted. */
+TEST(redefined)
+{
+	struct tp_snapshot s = { 0 };
+	struct tp_series v[3];
+	struct tp_segment seg[3];
+	char *ln[] = { "q" }, *lv[] = { "x" };
+	struct ex_config c = { .pid_label = "pid", .process_label = "process",
+			       .zone_label = "zone", .self_metrics = 1 };
+	struct ex_self self = { 0 };
+	struct ex_result res;
+	struct tp_buf b = { 0 };
+	const char *t;
+
+	memset(v, 0, sizeof(v));
+	memset(seg, 0, sizeof(seg));
+	for (int i = 0; i < 3; i++) {
+		seg[i].info.pid = 10 + i;
+		v[i].kind = TALLY_COUNTER;
+		v[i].name = "a_total";
+		v[i].key = "a_total";
+		v[i].help = "Requests.";
+		v[i].unit = "";
+		v[i].pid = 10 + i;
+		v[i].value = i;
+		strcpy(v[i].proc, "p");
+		strcpy(v[i].zone, "z");
+	}
+	s.series = v;
+	s.nseries = 3;
+	s.segs = seg;
+	s.nsegs = 3;
+	ex_write(&b, &s, &c, EX_TEXT, &self, tp_now_ns(), &res);
+	CHECK(res.redefined == 0);
+	CHECK(strstr(tp_buf_str(&b), "tally_exporter_series_redefined 0\n"));
+	tp_buf_reset(&b);
+	v[1].help = "Bytes.";
+	v[2].nlabels = 1;
+	v[2].label_names = ln;
+	v[2].label_values = lv;
+	v[2].key = "a_total{q=\"x\"}";
+	ex_write(&b, &s, &c, EX_TEXT, &self, tp_now_ns(), &res);
+	t = tp_buf_str(&b);
+	CHECK(res.redefined == 2 && res.series == 3 && res.conflicts == 0);
+	CHECK(strstr(t, "# HELP a_total Requests.\n"));
+	CHECK(!strstr(t, "Bytes."));
+	CHECK(strstr(t, "tally_exporter_series_redefined 2\n"));
+	tp_buf_free(&b);
+}
+
+/* A fractional counter (format 2.6) is written as an exact decimal. */
+TEST(fractional)
+{
+	struct tp_snapshot s = { 0 };
+	struct tp_series v[2];
+	struct tp_segment seg[2];
+	struct ex_config c = { .pid_label = "pid", .process_label = "process",
+			       .zone_label = "zone" };
+	struct ex_self self = { 0 };
+	struct ex_result res;
+	struct tp_buf b = { 0 };
+	const char *t;
+
+	memset(v, 0, sizeof(v));
+	memset(seg, 0, sizeof(seg));
+	for (int i = 0; i < 2; i++) {
+		seg[i].info.pid = 10 + i;
+		v[i].kind = TALLY_COUNTER;
+		v[i].name = i ? "b_total" : "a_total";
+		v[i].key = v[i].name;
+		v[i].help = "";
+		v[i].unit = "";
+		v[i].pid = 10 + i;
+		v[i].fractional = 1;
+		strcpy(v[i].proc, "p");
+		strcpy(v[i].zone, "z");
+	}
+	v[0].value = 3;
+	v[0].frac = 750000001;
+	v[1].value = 9007199254740993ll; /* beyond a double's integers */
+	v[1].frac = 500000000;
+	s.series = v;
+	s.nseries = 2;
+	s.segs = seg;
+	s.nsegs = 2;
+	ex_write(&b, &s, &c, EX_TEXT, &self, tp_now_ns(), &res);
+	t = tp_buf_str(&b);
+	CHECK(strstr(t, "a_total{pid=\"10\",process=\"p\"} 3.750000001\n"));
+	CHECK(strstr(t, "b_total{pid=\"11\",process=\"p\"} "
+		      "9007199254740993.5\n"));
+	tp_buf_free(&b);
+}
+
 /* Label names that clash: renamed or left out, never written twice. */
 TEST(label_clashes)
 {

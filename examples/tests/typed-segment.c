@@ -1,0 +1,53 @@
+/*
+ * typed-segment.c: writes the typed series of format 2.6, a fractional
+ * counter (3.75 + 10^-9), two per-process gauges (livesum and sum, 2
+ * each) and a classic histogram of prometheus_client's default buckets
+ * (0.005 .. 10 seconds; 0.003, 0.02, 0.02, 0.7 and 12 observed), and
+ * exits; with TALLY_KEEP=1 its segment stays, for tally-dump's
+ * test (check-dump-types.sh).  Prints the segment's path.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "tally/tally.h"
+
+int main(void)
+{
+	struct tally_zone *z = tally_zone_create("typed", NULL);
+	struct tally_metric_desc d = { .name = "paid_total",
+					.help = "What was paid." };
+	tally_fcounter c;
+	tally_pgauge live, all;
+	tally_chistogram h;
+	static const double bounds[] = { 0.005, 0.01, 0.025, 0.05, 0.075,
+					  0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+					  7.5, 10.0, INFINITY };
+
+	if (!z || tally_fcounter_register(z, &d, &c) < 0) {
+		fprintf(stderr, "typed-segment: %s\n", tally_errmsg());
+		return 1;
+	}
+	tally_fcounter_add(&c, 3.75);
+	tally_fcounter_add(&c, 1e-9);
+	d.name = "inflight";
+	d.help = "Requests in flight.";
+	if (tally_pgauge_register(z, &d, TALLY_COMBINE_LIVESUM, &live) < 0)
+		return 1;
+	d.name = "kept";
+	d.help = "Kept after exit.";
+	if (tally_pgauge_register(z, &d, TALLY_COMBINE_SUM, &all) < 0)
+		return 1;
+	tally_pgauge_set(&live, 2);
+	tally_pgauge_set(&all, 2);
+	d.name = "request_seconds";
+	d.help = "Time spent on a request.";
+	if (tally_chistogram_register(z, &d, bounds, 15, &h) < 0)
+		return 1;
+	tally_chistogram_observe(&h, 0.003);
+	tally_chistogram_observe(&h, 0.02);
+	tally_chistogram_observe(&h, 0.02);
+	tally_chistogram_observe(&h, 0.7);
+	tally_chistogram_observe(&h, 12);
+	printf("%s\n", tally_zone_path(z));
+	return tally_zone_destroy(z) < 0;
+}

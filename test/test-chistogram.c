@@ -1,0 +1,407 @@
+/*
+ * test-chistogram.c: classic histograms with the application's own bucket
+ * bounds (TALLY_CHISTOGRAM, format 2.6): exact bucket counts and sum under
+ * concurrent observations, shown by the reader as a TALLY_HISTOGRAM with
+ * its bounds, checked bounds, another definition for other bounds, and
+ * the bytes a reader older than 2.6 checks.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "layout.h"
+#include "tally/reader.h"
+#include "tally/tally.h"
+#include "util.h"
+
+struct seen {
+	int n;
+	unsigned kind, nbounds, nbuckets, sub_bits;
+	int classic;
+	int64_t count, sum;
+	unsigned frac;
+	double fsum, bounds[TALLY_CHISTOGRAM_BOUNDS_MAX];
+	int64_t buckets[TALLY_CHISTOGRAM_BOUNDS_MAX + 1];
+	double p50, p100;
+};
+
+static int seen_fn(const struct tally_series_view *v, void *arg)
+{
+	struct seen *s = arg;
+
+	if (strcmp(v->name, "order_value_dollars"))
+		return 0;
+	s->n++;
+	s->kind = v->kind;
+	s->classic = v->classic;
+	s->nbounds = v->nbounds;
+	s->nbuckets = v->nbuckets;
+	s->sub_bits = v->sub_bits;
+	s->count = v->value;
+	s->sum = v->sum;
+	s->frac = v->frac;
+	s->fsum = v->fsum;
+	if (v->nbounds <= TALLY_CHISTOGRAM_BOUNDS_MAX)
+		memcpy(s->bounds, v->bounds, v->nbounds * sizeof(double));
+	if (v->nbuckets <= TALLY_CHISTOGRAM_BOUNDS_MAX + 1)
+		memcpy(s->buckets, v->buckets, v->nbuckets * sizeof(int64_t));
+	s->p50 = s->p100 = NAN;
+	if (v->value > 0) {
+		CHECK_EQ(tally_histogram_quantile(v, 0.5, &s->p50), 0);
+		CHECK_EQ(tally_histogram_quantile(v, 1.0, &s->p100), 0);
+	}
+	return 0;
+}
+
+static struct seen read_zone(struct tally_zone *z)
+{
+	struct tally_seg *seg = tally_seg_open(tally_zone_path(z), NULL);
+	struct seen s;
+
+	memset(&s, 0, sizeof(s));
+	if (!seg)
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+	CHECK(tally_seg_foreach(seg, 0, seen_fn, &s) >= 0);
+	tally_seg_close(seg);
+	return s;
+}
+
+static struct tally_zone *zone_in(const char *name)
+{
+	char dir[PATH_MAX];
+	struct tally_zone *z;
+
+	own_subdir(dir, sizeof(dir), name);
+	setenv("TALLY_DIR", dir, 1);
+	z = tally_zone_create(name, NULL);
+	if (!z)
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+	return z;
+}
+
+/* prometheus_client's buckets of an order value, +Inf included. */
+static const double bounds[] = { 1, 2.5, 10, 25, 100, INFINITY };
+
+TEST(buckets_sum_and_count_are_exact)
+{
+	struct tally_zone *z = zone_in("exact");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
+					  "order_value_dollars");
+	tally_chistogram h;
+	int64_t count, b[6];
+	double sum;
+	struct seen s;
+
+	CHECK_EQ(tally_chistogram_register(z, &d, bounds, 6, &h), 0);
+	CHECK_EQ(h.nbounds, 5u); /* +Inf is every histogram's */
+	tally_chistogram_observe(&h, 0.1);   /* le 1 */
+	tally_chistogram_observe(&h, 1);     /* le 1: bounds are inclusive */
+	tally_chistogram_observe(&h, 2.5);   /* le 2.5 */
+	tally_chistogram_observe(&h, 19.99); /* le 25 */
+	tally_chistogram_observe(&h, 1000);  /* +Inf */
+	tally_chistogram_observe(&h, NAN);   /* ignored */
+	s = read_zone(z);
+	CHECK_EQ(s.n, 1);
+	CHECK_EQ(s.kind, TALLY_HISTOGRAM);
+	CHECK_EQ(s.classic, 1);
+	CHECK_EQ(s.sub_bits, 0u);
+	CHECK_EQ(s.nbounds, 5u);
+	CHECK_EQ(s.nbuckets, 6u);
+	CHECK(s.bounds[0] == 1 && s.bounds[1] == 2.5 && s.bounds[4] == 100);
+	CHECK_EQ(s.buckets[0], 2);
+	CHECK_EQ(s.buckets[1], 1);
+	CHECK_EQ(s.buckets[2], 0);
+	CHECK_EQ(s.buckets[3], 1);
+	CHECK_EQ(s.buckets[4], 0);
+	CHECK_EQ(s.buckets[5], 1);
+	CHECK_EQ(s.count, 5);
+	/* 0.1 + 1 + 2.5 + 19.99 + 1000 = 1023.59, to the billionth. */
+	CHECK_EQ(s.sum, 1023);
+	CHECK_EQ(s.frac, 590000000u);
+	CHECK(s.fsum == 1023.59);
+	/* Rank 2.5 of 5: half way through the one value of (1, 2.5], as
+	 * Prometheus's histogram_quantile() says. */
+	CHECK(fabs(s.p50 - 1.75) < 1e-12);
+	CHECK(s.p100 == 100); /* the +Inf bucket: the highest bound */
+	CHECK_EQ(tally_chistogram_fetch(&h, &count, &sum, b), 0);
+	CHECK_EQ(count, 5);
+	CHECK(sum == 1023.59);
+	CHECK_EQ(b[0], 2);
+	CHECK_EQ(b[5], 1);
+	CHECK_EQ(tally_metric_fetch(&h.metric, &count), 0);
+	CHECK_EQ(count, 5);
+	/* A negative value: its floor and the billionths above it. */
+	tally_chistogram_observe(&h, -0.25);
+	s = read_zone(z);
+	CHECK_EQ(s.buckets[0], 3);
+	CHECK_EQ(s.sum, 1023);
+	CHECK_EQ(s.frac, 340000000u);
+	tally_zone_destroy(z);
+}
+
+struct observer {
+	const tally_chistogram *h;
+	long n;
+};
+
+static void *observe_many(void *arg)
+{
+	struct observer *o = arg;
+
+	for (long i = 0; i < o->n; i++) {
+		tally_chistogram_observe(o->h, 0.25);
+		tally_chistogram_observe(o->h, 30.5);
+	}
+	return NULL;
+}
+
+/* Four threads: every observation counted once, the sum exact. */
+TEST(concurrent_observations_add_up_exactly)
+{
+	struct tally_zone *z = zone_in("threads");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
+					  "order_value_dollars");
+	tally_chistogram h;
+	pthread_t t[4];
+	struct observer o = { &h, 100000 };
+	struct seen s;
+
+	CHECK_EQ(tally_chistogram_register(z, &d, bounds, 5, &h), 0);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(pthread_create(&t[i], NULL, observe_many, &o), 0);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	s = read_zone(z);
+	CHECK_EQ(s.count, 800000);
+	CHECK_EQ(s.buckets[0], 400000);
+	CHECK_EQ(s.buckets[4], 400000);
+	CHECK_EQ(s.sum, 400000 * 30 + 100000 * 3);    /* 0.25 + 30.5, 4e5 times */
+	CHECK_EQ(s.frac, 0u);
+	tally_zone_destroy(z);
+}
+
+TEST(bounds_are_checked)
+{
+	struct tally_zone *z = zone_in("checked");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
+					  "order_value_dollars");
+	double down[] = { 1, 0.5 }, nan[] = { NAN }, many[41];
+	char help[TALLY_CHISTOGRAM_HELP_MAX + 2];
+	tally_chistogram h;
+
+	CHECK_EQ(tally_chistogram_register(z, &d, down, 2, &h), -EINVAL);
+	tally_chistogram_observe(&h, 1); /* a discard handle takes it */
+	CHECK_EQ(tally_chistogram_register(z, &d, nan, 1, &h), -EINVAL);
+	CHECK_EQ(tally_chistogram_register(z, &d, NULL, 1, &h), -EINVAL);
+	for (int i = 0; i < 41; i++)
+		many[i] = i;
+	CHECK_EQ(tally_chistogram_register(z, &d, many, 41, &h), -E2BIG);
+	CHECK_EQ(tally_chistogram_register(z, &d, many, 40, &h), 0);
+	CHECK_EQ(h.nbounds, 40u);
+	memset(help, 'h', sizeof(help) - 1);
+	help[sizeof(help) - 1] = 0;
+	d.help = help;
+	d.name = "long_help";
+	CHECK_EQ(tally_chistogram_register(z, &d, many, 2, &h), -E2BIG);
+	help[sizeof(help) - 2] = 0; /* TALLY_CHISTOGRAM_HELP_MAX bytes */
+	CHECK_EQ(tally_chistogram_register(z, &d, many, 2, &h), 0);
+	/* No bounds: the +Inf bucket alone. */
+	d.name = "only_inf";
+	d.help = NULL;
+	CHECK_EQ(tally_chistogram_register(z, &d, NULL, 0, &h), 0);
+	tally_chistogram_observe(&h, 3.5);
+	{
+		int64_t count, b[1];
+		double sum;
+
+		CHECK_EQ(tally_chistogram_fetch(&h, &count, &sum, b), 0);
+		CHECK_EQ(count, 1);
+		CHECK_EQ(b[0], 1);
+		CHECK(sum == 3.5);
+	}
+	tally_zone_destroy(z);
+}
+
+/* Other bounds are another definition: the reader shows the newest,
+ * and the older one's series stay where they were written. */
+TEST(other_bounds_are_another_definition)
+{
+	struct tally_zone *z = zone_in("redefine");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
+					  "order_value_dollars");
+	double other[] = { 5, 50 };
+	tally_chistogram a, b, again;
+	struct seen s;
+
+	CHECK_EQ(tally_chistogram_register(z, &d, bounds, 5, &a), 0);
+	tally_chistogram_observe(&a, 3);
+	CHECK_EQ(tally_chistogram_register(z, &d, other, 2, &b), 0);
+	CHECK_EQ(b.nbounds, 2u);
+	tally_chistogram_observe(&b, 7);
+	tally_chistogram_observe(&b, 70);
+	s = read_zone(z);
+	CHECK_EQ(s.n, 1);
+	CHECK_EQ(s.nbounds, 2u);
+	CHECK_EQ(s.count, 2);
+	CHECK_EQ(s.buckets[1], 1);
+	CHECK_EQ(s.buckets[2], 1);
+	/* The first bounds again: the first generation, with its count. */
+	CHECK_EQ(tally_chistogram_register(z, &d, bounds, 5, &again), 0);
+	s = read_zone(z);
+	CHECK_EQ(s.n, 1);
+	CHECK_EQ(s.nbounds, 5u);
+	CHECK_EQ(s.count, 1);
+	CHECK_EQ(s.buckets[2], 1);
+	tally_zone_destroy(z);
+}
+
+/* What a reader of 2.5 finds: a counter's metric record, whose help text
+ * ends at its NUL, and a series record of state 4, which it skips. */
+TEST(older_readers_skip_it)
+{
+	struct tally_zone *z = zone_in("old");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
+					  "order_value_dollars");
+	tally_chistogram h;
+	struct tally__hdr hd;
+	struct tally__metric_rec f;
+	struct tally__series r;
+	int fd;
+
+	d.help = "What orders were worth.";
+	CHECK_EQ(tally_chistogram_register(z, &d, bounds, 5, &h), 0);
+	tally_chistogram_observe(&h, 1.5);
+	fd = open(tally_zone_path(z), O_RDONLY | O_CLOEXEC);
+	CHECK(fd >= 0);
+	CHECK_EQ(pread(fd, &hd, sizeof(hd), 0), (ssize_t)sizeof(hd));
+	CHECK_EQ(pread(fd, &f, sizeof(f), (off_t)hd.metric_off),
+		 (ssize_t)sizeof(f));
+	CHECK_EQ(f.kind, TALLY__KIND_COUNTER);
+	CHECK_EQ(f.vtype, TALLY__VT_INT64);
+	CHECK_EQ(f.type, TALLY__TYPE_CHISTO);
+	CHECK_EQ(f.sub_bits, 0);
+	CHECK_EQ(strlen(f.help), f.help_len);
+	CHECK_EQ(tally__metric_tail(&f)->nbounds, 5);
+	CHECK(tally__metric_bounds(&f)->bound[1] == 2.5);
+	CHECK_EQ(pread(fd, &r, sizeof(r), (off_t)hd.series_off),
+		 (ssize_t)sizeof(r));
+	CHECK_EQ(r.state, TALLY__SERIES_TYPED);
+	CHECK_EQ(r.nslots, 8u); /* the sum's two, 6 buckets */
+	close(fd);
+	tally_zone_destroy(z);
+}
+
+/* A family: each child has the family's bounds and counts apart. */
+TEST(a_family_of_classic_histograms)
+{
+	struct tally_zone *z = zone_in("family");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
+					  "order_value_dollars");
+	const char *names[] = { "shop" }, *a[] = { "a" }, *b[] = { "b" };
+	double down[] = { 2, 1 };
+	tally_chistogram_family f, bad;
+	const tally_chistogram *ha, *hb, *again;
+	struct seen s;
+
+	CHECK_EQ(tally_chistogram_family_register(z, &d, down, 2, names, 1,
+						  &bad), -EINVAL);
+	CHECK_EQ(tally_chistogram_family_register(z, &d, bounds, 6, names, 1,
+						  &f), 0);
+	CHECK_EQ(tally_chistogram_family_get(&f, a, 1, &ha), 0);
+	CHECK_EQ(tally_chistogram_family_get(&f, b, 1, &hb), 0);
+	CHECK_EQ(tally_chistogram_family_get(&f, a, 1, &again), 0);
+	CHECK(again == ha);
+	CHECK_EQ(ha->nbounds, 5u);
+	tally_chistogram_observe(ha, 5);
+	tally_chistogram_observe(hb, 500);
+	tally_chistogram_observe(hb, 0.5);
+	{
+		int64_t count, bk[6];
+		double sum;
+
+		CHECK_EQ(tally_chistogram_fetch(hb, &count, &sum, bk), 0);
+		CHECK_EQ(count, 2);
+		CHECK(sum == 500.5);
+		CHECK_EQ(bk[0], 1);
+		CHECK_EQ(bk[5], 1);
+		CHECK_EQ(tally_chistogram_fetch(ha, &count, &sum, bk), 0);
+		CHECK_EQ(count, 1);
+		CHECK_EQ(bk[2], 1);
+	}
+	s = read_zone(z);
+	CHECK_EQ(s.n, 2);
+	CHECK_EQ(s.nbounds, 5u);
+	CHECK_EQ(tally_family_remove(&f.family), 0);
+	s = read_zone(z);
+	CHECK_EQ(s.n, 0);
+	tally_zone_destroy(z);
+}
+
+static int count_named(const struct tally_series_view *v, void *arg)
+{
+	int *n = arg;
+
+	if (!strcmp(v->name, "order_value_dollars:bucket"))
+		(*n)++;
+	return 0;
+}
+
+/*
+ * A binding's definition (tally_chistogram_redefine): the histogram's own
+ * record is it.  An older version's definition under the name (a
+ * series-less counter) and its parts are superseded; the histogram
+ * registered after it is in the generation it made, and the same
+ * definition again changes nothing.
+ */
+TEST(the_histogram_record_is_the_binding_definition)
+{
+	struct tally_zone *z = zone_in("claim");
+	struct tally_metric_desc old = desc(TALLY_COUNTER,
+					    "order_value_dollars");
+	struct tally_metric_desc part = desc(TALLY_COUNTER,
+					     "order_value_dollars:bucket");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
+					  "order_value_dollars");
+	const char *parts[] = { "order_value_dollars:bucket" };
+	tally_counter c;
+	tally_chistogram h;
+	struct tally_seg *seg;
+	struct seen s;
+	int n = 0;
+
+	old.help = "tally-python histogram labels= buckets=1,+Inf";
+	d.help = "What orders were worth.";
+	CHECK_EQ(tally_metric_redefine(z, &old, parts, 1), 0);
+	CHECK_EQ(tally_counter_register(z, &part, &c), 0);
+	tally_counter_add(&c, 3);
+	CHECK_EQ(tally_chistogram_redefine(z, &d, bounds, 6, parts, 1), 1);
+	CHECK_EQ(tally_chistogram_register(z, &d, bounds, 6, &h), 0);
+	tally_chistogram_observe(&h, 2);
+	CHECK_EQ(tally_chistogram_redefine(z, &d, bounds, 6, parts, 1), 0);
+	d.kind = TALLY_CHISTOGRAM;
+	CHECK_EQ(tally_metric_redefine(z, &d, parts, 1), -EINVAL);
+	s = read_zone(z);
+	CHECK_EQ(s.n, 1);
+	CHECK_EQ(s.count, 1);
+	CHECK_EQ(s.buckets[1], 1);
+	seg = tally_seg_open(tally_zone_path(z), NULL);
+	CHECK(seg != NULL);
+	CHECK(tally_seg_foreach(seg, 0, count_named, &n) >= 0);
+	tally_seg_close(seg);
+	CHECK_EQ(n, 0); /* the old version's part is not shown */
+	{
+		struct tally_seg_info info;
+
+		seg = tally_seg_open(tally_zone_path(z), NULL);
+		CHECK(seg != NULL);
+		CHECK_EQ(tally_seg_info(seg, &info), 0);
+		CHECK_EQ(info.redefinitions, 1u);
+		tally_seg_close(seg);
+	}
+	tally_zone_destroy(z);
+}
