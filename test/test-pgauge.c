@@ -262,6 +262,45 @@ TEST(livesum_counts_live_processes_only)
 	}
 }
 
+/*
+ * A reader has no power over a process's liveness: read locks on every
+ * token byte of the zone file (what a member of the readers' group can
+ * take) neither keep a killed worker's value alive nor keep a new worker
+ * from registering and setting its gauge.  The new worker goes on
+ * without its lock and is left out of "live" modes: that is all a
+ * reader can do, and only to what readers see.
+ */
+TEST(a_readers_locks_neither_fake_nor_block_liveness)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+	struct flock fl;
+	struct worker a, b;
+	int fd;
+
+	own_subdir(dir, sizeof(dir), "rdlock");
+	snprintf(path, sizeof(path), "%s/pg.tally", dir);
+	start(&a, dir, TALLY_COMBINE_LIVESUM, 2, 0, 0);
+	CHECK(one_value(dir) == 2.0);
+	stop(&a);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	CHECK(fd >= 0);
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_RDLCK;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = (off_t)TALLY__OWNER_LOCK_BYTE;
+	fl.l_len = 0; /* to the end of every file */
+	CHECK_EQ(fcntl(fd, F_OFD_SETLK, &fl), 0);
+	/* Its byte is read-locked by the reader: still gone. */
+	CHECK_EQ(read_zone(dir).n, 0);
+	/* A new worker registers and sets its value all the same (start()
+	 * fails the test otherwise); it could take no lock, so readers
+	 * leave it out. */
+	start(&b, dir, TALLY_COMBINE_LIVESUM, 3, 0, 0);
+	CHECK_EQ(read_zone(dir).n, 0);
+	stop(&b);
+	close(fd);
+}
+
 TEST(sum_keeps_the_processes_that_are_gone)
 {
 	char dir[PATH_MAX];

@@ -61,6 +61,9 @@ struct tally_zone {
 	 * token, 0 until taken; a forked child, whose pid differs, takes
 	 * its own. */
 	_Atomic uint64_t ptoken;
+	/* The description of the zone file that holds that token's lock
+	 * (ptoken.c), plus one: 0 when there is none. */
+	_Atomic int ptfd1;
 	char path[PATH_MAX];     /* "" for an anonymous zone */
 };
 
@@ -106,6 +109,8 @@ void tally__fallback_detach(struct tally_zone *z);
 /* This process's token in @z, taken with its lock at the first call of
  * the process (ptoken.c): 0, or -errno with a message. */
 int tally__process_token(struct tally_zone *z, uint32_t *token);
+/* Close the description that holds it, when the zone is let go. */
+void tally__process_token_close(struct tally_zone *z);
 void tally__fallback_zone_postfork(struct tally_zone *z);
 
 

@@ -117,6 +117,7 @@ void tally__zone_set_lkpath(struct tally_zone *z, const char *path,
 /* Close the lock file and the presence description of @z, if any. */
 void tally__zone_close_locks(struct tally_zone *z)
 {
+	tally__process_token_close(z);
 	if (z->livefd >= 0)
 		close(z->livefd);
 	if (z->lkfd >= 0)

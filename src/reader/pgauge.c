@@ -4,10 +4,11 @@
  * the one place that decides which processes' values a reader shows.
  *
  * Each series of such a metric is one process's value, labelled
- * pid="<pid>:<token>" by its writer.  The process runs while somebody
- * holds the lock of its token's byte in the file (src/core/ptoken.c),
- * which F_OFD_GETLK tells any reader, in any PID namespace, with no pid
- * involved: the pid is only shown.  Under the "live" modes the values of
+ * pid="<pid>:<token>" by its writer.  The process runs while a process
+ * holds the write lock of its token's byte in the file
+ * (src/core/ptoken.c), which F_OFD_GETLK tells any reader, in any PID
+ * namespace, with no pid involved: the pid is only shown.  A read lock
+ * there says nothing, since any reader may take one.  Under the "live" modes the values of
  * processes that are gone are left out.  ALL and LIVEALL pass each value
  * on at once, with pid="<pid>"; the other modes gather the values of a
  * label set (the labels without pid) during the walk and pass one value
@@ -189,7 +190,7 @@ int tally__pg_take(struct tally_seg *s, struct tally_series_view *v,
 					  "without a pid=\"<pid>:<token>\" "
 					  "label", v->id);
 	if (tally__combine_live(mode) &&
-	    !tally__byte_locked(s->fd, TALLY__OWNER_LOCK_BYTE + token))
+	    !tally__write_held(s->fd, TALLY__OWNER_LOCK_BYTE + token, 1))
 		return 0; /* its process is gone */
 	v->kind = TALLY_FGAUGE;
 	v->fvalue = value;
