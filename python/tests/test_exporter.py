@@ -24,7 +24,7 @@ EXPORTER = os.environ.get("TALLY_EXPORTER") or os.path.join(
     HERE, "..", "..", "build", "programs", "tally-exporter", "tally-exporter")
 
 WRITER = """
-import tally
+import tally_metrics as tally
 reg = tally.CollectorRegistry()
 h = tally.Histogram("shop_order_value_dollars", "What orders were worth.",
                     ["shop"], registry=reg,
@@ -119,7 +119,7 @@ def test_a_zone_of_tally_03_is_skipped_saying_what_to_do(tally_dir):
     """A zone as tally 0.3's Python package left it (format 2.5, names of
     its encoding) is refused by the reader API, which this package reads
     through: in read().skipped with one line, nothing of it shown."""
-    import tally
+    import tally_metrics as tally
     if not os.access(PY03, os.X_OK):
         pytest.skip("no py03-segment at " + PY03)
     subprocess.run([PY03], env=child_env(tally_dir, TALLY_KEEP=1),

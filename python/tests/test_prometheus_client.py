@@ -273,7 +273,7 @@ def test_default_registry_applies_the_gauge_mode(how, tally_dir):
         env["TALLY_PROMETHEUS_CLIENT"] = "1"
         switch = ""
     else:
-        switch = "import tally; tally.use_in_prometheus_client()"
+        switch = "import tally_metrics as tally; tally.use_in_prometheus_client()"
     out = json.loads(run_py(MODES_APP.format(switch=switch), env))
     assert out["both"] == {"livesum": 3.0, "sum": 3.0, "max": 2.0,
                            "livemax": 2.0, "min": 1.0, "all": 1.0}
