@@ -108,7 +108,8 @@ static int check_family(struct tally_seg *s, uint32_t i,
 
 /*
  * The suffixes that tally 0.3's Python package gave the series of its
- * metrics (python/tally/_encoding.py of 0.3): fractions in millionths,
+ * metrics (its _encoding.py, python/tally_metrics/_encoding.py today):
+ * fractions in millionths,
  * buckets that are not cumulative, per-process gauges told by a pid
  * label, which only that package decoded.  Found in a zone older than
  * format 2.6 (0.3 made no other), they would be shown as garbage; such a
