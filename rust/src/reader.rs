@@ -64,8 +64,13 @@ pub struct Series {
     pub fvalue: f64,
     /// A histogram's sum.
     pub sum: i64,
-    /// A histogram's buckets (see tally_histogram_bucket_bounds()).
+    /// A histogram's buckets, not cumulative: for a classic histogram
+    /// (one with the application's own bounds) one per bound and a last
+    /// one for +Inf; else see tally_histogram_bucket_bounds().
     pub buckets: Vec<i64>,
+    /// A classic histogram's finite bucket upper bounds, increasing
+    /// (empty for other kinds and for log-linear histograms).
+    pub bounds: Vec<f64>,
 }
 
 impl Series {
@@ -74,7 +79,7 @@ impl Series {
     /// ```
     /// # let s = tally::reader::Series { name: "x".into(), help: String::new(), unit: String::new(),
     /// #   kind: tally::reader::Kind::Counter, labels: vec![("a".into(), "1".into())],
-    /// #   value: 0, fvalue: 0.0, sum: 0, buckets: vec![] };
+    /// #   value: 0, fvalue: 0.0, sum: 0, buckets: vec![], bounds: vec![] };
     /// assert_eq!(s.label("a"), Some("1"));
     /// ```
     pub fn label(&self, name: &str) -> Option<&str> {
@@ -136,6 +141,11 @@ unsafe extern "C" fn collect(v: *const sys::tally_series_view, arg: *mut c_void)
     } else {
         Vec::new()
     };
+    let bounds = if v.kind == sys::TALLY_HISTOGRAM && v.classic != 0 && !v.bounds.is_null() {
+        std::slice::from_raw_parts(v.bounds, v.nbounds as usize).to_vec()
+    } else {
+        Vec::new()
+    };
     out.push(Series {
         name: string(v.name),
         help: string(v.help),
@@ -153,6 +163,7 @@ unsafe extern "C" fn collect(v: *const sys::tally_series_view, arg: *mut c_void)
         fvalue: v.fvalue,
         sum: v.sum,
         buckets,
+        bounds,
     });
     0
 }

@@ -228,6 +228,10 @@ pub struct tally_series_view {
     pub nprocs: c_uint,
     pub fractional: c_int,
     pub frac: c_uint,
+    pub classic: c_int,
+    pub nbounds: c_uint,
+    pub bounds: *const f64,
+    pub fsum: f64,
 }
 
 pub type tally_series_fn =
