@@ -37,7 +37,11 @@ rm -rf "$alone"
 mkdir -p "$alone"
 tar xzf "$crate" -C "$alone"
 # Only the crate: no ../src, ../include or ../build next to it.
-(cd "$alone/tally-metrics-$version" && TALLY_WERROR=1 CARGO_TARGET_DIR="$out/target/alone" \
+# The quick run leaves out the doc tests, but builds the example service
+# that tests/example.rs runs.
+(cd "$alone/tally-metrics-$version" &&
+	export TALLY_WERROR=1 CARGO_TARGET_DIR="$out/target/alone" &&
+	{ [ -z "$quick" ] || "$cargo" build --locked --examples 2>&1; } &&
 	"$cargo" test --locked ${quick:+--lib --tests} 2>&1) >"$out/test.log" ||
 	{ tail -40 "$out/test.log"; echo "crate: cargo test fails in the unpacked crate"; exit 1; }
 # A new project as rust/README.md tells its reader to write it: the
