@@ -44,12 +44,13 @@ struct cleanup {
 #define TMP_ORPHAN_AGE 10 /* seconds: older unlocked temporaries are dead */
 
 /*
- * A temporary file of a zone being created (*.tally.tmp): its creator holds
- * a write lock on byte 1 from the moment it exists until it is published
- * (core/zone-create.c).  Nobody holding it, and a few seconds old (so that
- * the instant between open and lock is no risk), it is an orphan.
+ * Is @name an orphan: a regular file of this user, a few seconds old (so
+ * that the instant between its creation and its first lock is no risk),
+ * that nobody holds the lock of: @byte's write lock, or any lock (@byte
+ * ~0)?  *@checked is what was checked.
  */
-static int orphaned_tmp(int dfd, const char *name, struct stat *checked)
+static int orphaned(int dfd, const char *name, uint64_t byte,
+		    struct stat *checked)
 {
 	struct stat st;
 	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
@@ -60,7 +61,8 @@ static int orphaned_tmp(int dfd, const char *name, struct stat *checked)
 		return 0;
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
 	    st.st_uid == geteuid() && time(NULL) - st.st_mtime > TMP_ORPHAN_AGE &&
-	    !tally__write_held(fd, TALLY__CREATION_LOCK_BYTE, 1)) {
+	    !(byte == ~0ull ? tally__any_lock_held(fd) :
+			      tally__write_held(fd, byte, 1))) {
 		orphan = 1;
 		*checked = st;
 	}
@@ -69,28 +71,23 @@ static int orphaned_tmp(int dfd, const char *name, struct stat *checked)
 }
 
 /*
+ * A temporary file of a zone being created (*.tally.tmp): its creator holds
+ * a write lock on byte 1 from the moment it exists until it is published
+ * (core/zone-create.c).  Nobody holding it, it is an orphan.
+ */
+static int orphaned_tmp(int dfd, const char *name, struct stat *checked)
+{
+	return orphaned(dfd, name, TALLY__CREATION_LOCK_BYTE, checked);
+}
+
+/*
  * A writers' lock file (format 2.6, process/lock.c) that nobody holds a
- * lock on, a few seconds old (its creator takes its locks at once): the
- * zone file it served is gone or dead, and a writer that needs it again
- * makes it anew.
+ * lock on: the zone file it served is gone or dead, and a writer that
+ * needs it again makes it anew.
  */
 static int orphaned_lock_file(int dfd, const char *name, struct stat *checked)
 {
-	struct stat st;
-	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
-				   O_NONBLOCK),
-	    orphan = 0;
-
-	if (fd < 0)
-		return 0;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-	    st.st_uid == geteuid() && time(NULL) - st.st_mtime > TMP_ORPHAN_AGE &&
-	    !tally__any_lock_held(fd)) {
-		orphan = 1;
-		*checked = st;
-	}
-	close(fd);
-	return orphan;
+	return orphaned(dfd, name, ~0ull, checked);
 }
 
 /*
