@@ -71,19 +71,6 @@ static struct seen read_zone(struct tally_zone *z)
 	return s;
 }
 
-static struct tally_zone *zone_in(const char *name)
-{
-	char dir[PATH_MAX];
-	struct tally_zone *z;
-
-	own_subdir(dir, sizeof(dir), name);
-	setenv("TALLY_DIR", dir, 1);
-	z = tally_zone_create(name, NULL);
-	if (!z)
-		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
-	return z;
-}
-
 /* prometheus_client's buckets of an order value, +Inf included. */
 static const double bounds[] = { 1, 2.5, 10, 25, 100, INFINITY };
 

@@ -55,19 +55,6 @@ static struct seen read_zone(struct tally_zone *z)
 	return s;
 }
 
-static struct tally_zone *zone_in(const char *name)
-{
-	char dir[PATH_MAX];
-	struct tally_zone *z;
-
-	own_subdir(dir, sizeof(dir), name);
-	setenv("TALLY_DIR", dir, 1);
-	z = tally_zone_create(name, NULL);
-	if (!z)
-		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
-	return z;
-}
-
 TEST(a_tenth_ten_times_is_one)
 {
 	struct tally_zone *z = zone_in("tenth");

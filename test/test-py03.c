@@ -25,19 +25,6 @@ static int count_fn(const struct tally_series_view *v, void *arg)
 	return 0;
 }
 
-static struct tally_zone *zone_in(const char *name)
-{
-	char dir[PATH_MAX];
-	struct tally_zone *z;
-
-	own_subdir(dir, sizeof(dir), name);
-	setenv("TALLY_DIR", dir, 1);
-	z = tally_zone_create(name, NULL);
-	if (!z)
-		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
-	return z;
-}
-
 /* The header's minor, as a libtally of that version would have made it. */
 static void set_minor(struct tally_zone *z, uint16_t minor)
 {

@@ -86,6 +86,21 @@ static inline void own_subdir(char *out, size_t n, const char *name)
 	CHECK_EQ(mkdir(out, 0700), 0);
 }
 
+/* Zone @name, created in a directory of the test's own (own_subdir()),
+ * which becomes $TALLY_DIR; fails the test when it cannot. */
+static inline struct tally_zone *zone_in(const char *name)
+{
+	char dir[PATH_MAX];
+	struct tally_zone *z;
+
+	own_subdir(dir, sizeof(dir), name);
+	setenv("TALLY_DIR", dir, 1);
+	z = tally_zone_create(name, NULL);
+	if (!z)
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+	return z;
+}
+
 /* What tally_seg_info() says of the segment at @path, or fail. */
 static inline struct tally_seg_info info_of(const char *path)
 {
