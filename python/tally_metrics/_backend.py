@@ -45,8 +45,9 @@ from . import _metrics
 from ._format import INF
 from ._registry import CollectorRegistry
 
-# Environment variable: install the back end at interpreter start (the
-# tally-prometheus-client.pth file of the package reads it).
+# Environment variable: install the back end when the application imports
+# prometheus_client (the tally-prometheus-client.pth file of the package
+# reads it and installs the finder of _tally_metrics_switch).
 ENV = "TALLY_PROMETHEUS_CLIENT"
 
 _lock = threading.RLock()
@@ -389,8 +390,8 @@ def use(zone: Optional[str] = None) -> None:
 
 
 def _from_environment() -> None:
-    """use() when $TALLY_PROMETHEUS_CLIENT is set (not "" or "0"): run at
-    interpreter start by tally-prometheus-client.pth."""
+    """use() when $TALLY_PROMETHEUS_CLIENT is set (not "" or "0"): run by
+    _tally_metrics_switch once prometheus_client's module has run."""
     if os.environ.get(ENV, "") not in ("", "0"):
         try:
             use()
