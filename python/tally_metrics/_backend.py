@@ -36,9 +36,11 @@ not defined (yet).
 """
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import threading
+import warnings
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from . import _metrics
@@ -52,6 +54,8 @@ ENV = "TALLY_PROMETHEUS_CLIENT"
 
 _lock = threading.RLock()
 _installed = False
+# Whether the warning about exemplars was given (once per process).
+_exemplar_warned = False
 # The tally metrics behind prometheus_client's, by (kind, name, mode).
 _parents: Dict[Tuple[str, str, str], Any] = {}
 # Histogram and summary children: (name, label values) -> bucket bounds
@@ -212,7 +216,16 @@ class TallyValue:
         self._target.set(value)
 
     def set_exemplar(self, exemplar: Any) -> None:
-        return None
+        # tally's series hold no exemplars (nor does prometheus_client's
+        # multiprocess mode): the value is counted, the exemplar is not
+        # kept, and the application is told so once.
+        global _exemplar_warned
+        if not _exemplar_warned:
+            _exemplar_warned = True
+            warnings.warn(
+                "tally: exemplars are not kept under "
+                "TALLY_PROMETHEUS_CLIENT (the values are counted)",
+                RuntimeWarning, stacklevel=3)
 
     def get_exemplar(self) -> Any:
         return None
@@ -338,6 +351,27 @@ def _metric_collect(orig: Any) -> Any:
 _KINDS = ("counter", "gauge", "histogram", "summary")
 
 
+def _renew_lock() -> None:
+    # A thread of the parent may have held the lock at fork(): in the
+    # child that thread does not exist and would never release it.
+    global _lock
+    _lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_lock)
+
+# The default registry's collectors of the process itself (CPU time,
+# memory, file descriptors, the collector's counts, the interpreter):
+# under the switch, whichever worker answers a scrape would show its own,
+# and process_cpu_seconds_total would go backwards from one scrape to
+# the next.  They are left out, as in prometheus_client's multiprocess
+# mode (whose registry holds only the MultiProcessCollector).
+_PER_PROCESS = (("process_collector", "PROCESS_COLLECTOR"),
+                ("gc_collector", "GC_COLLECTOR"),
+                ("platform_collector", "PLATFORM_COLLECTOR"))
+
+
 def use(zone: Optional[str] = None) -> None:
     """Make prometheus_client store every value it creates from now on
     in tally: its Counter, Gauge, Histogram and Summary, the
@@ -364,6 +398,13 @@ def use(zone: Optional[str] = None) -> None:
                 raise ImportError(
                     f"this prometheus_client has no {owner.__name__}."
                     f"{attr}: tally cannot hold its values")
+        per_process = []
+        for mod, attr in _PER_PROCESS:
+            try:
+                per_process.append(getattr(importlib.import_module(
+                    "prometheus_client." + mod), attr))
+            except (ImportError, AttributeError):
+                pass  # a release without it: nothing to leave out
         _zone_name = zone
         values.ValueClass = TallyValue
         # Patched on the class, so that a MultiProcessCollector imported
@@ -386,6 +427,11 @@ def use(zone: Optional[str] = None) -> None:
             init(self, *args, **kw)
         __init__.__doc__ = init.__doc__
         metrics.MetricWrapperBase.__init__ = __init__  # type: ignore
+        for c in per_process:
+            try:
+                registry.REGISTRY.unregister(c)
+            except KeyError:
+                pass  # the application took it out already
         _installed = True
 
 
