@@ -36,7 +36,6 @@ not defined (yet).
 """
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import threading
@@ -361,16 +360,6 @@ def _renew_lock() -> None:
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_renew_lock)
 
-# The default registry's collectors of the process itself (CPU time,
-# memory, file descriptors, the collector's counts, the interpreter):
-# under the switch, whichever worker answers a scrape would show its own,
-# and process_cpu_seconds_total would go backwards from one scrape to
-# the next.  They are left out, as in prometheus_client's multiprocess
-# mode (whose registry holds only the MultiProcessCollector).
-_PER_PROCESS = (("process_collector", "PROCESS_COLLECTOR"),
-                ("gc_collector", "GC_COLLECTOR"),
-                ("platform_collector", "PLATFORM_COLLECTOR"))
-
 
 def use(zone: Optional[str] = None) -> None:
     """Make prometheus_client store every value it creates from now on
@@ -379,59 +368,23 @@ def use(zone: Optional[str] = None) -> None:
     make its MultiProcessCollector read the zone.  @zone: the shared
     zone (by default $TALLY_ZONE, else the process's default zone).
     Call it before the application creates its metrics; calling it again
-    does nothing.  ImportError when prometheus_client is not installed.
+    does nothing.  ImportError when prometheus_client is not installed,
+    or is not a release the switch supports (_promclient.SUPPORTED) or
+    has internals that differ: then nothing of it is changed.
     This API is MT-safe."""
     global _installed, _zone_name
-    from prometheus_client import metrics, multiprocess, registry, values
+    from . import _promclient
 
     with _lock:
         if _installed:
             return
-        # Every place patched below must exist before any is patched:
-        # a prometheus_client without one of them is left as it was.
-        for owner, attr in ((values, "ValueClass"),
-                            (multiprocess, "MultiProcessCollector"),
-                            (metrics, "MetricWrapperBase"),
-                            (registry, "CollectorRegistry"),
-                            (registry, "REGISTRY")):
-            if not hasattr(owner, attr):
-                raise ImportError(
-                    f"this prometheus_client has no {owner.__name__}."
-                    f"{attr}: tally cannot hold its values")
-        per_process = []
-        for mod, attr in _PER_PROCESS:
-            try:
-                per_process.append(getattr(importlib.import_module(
-                    "prometheus_client." + mod), attr))
-            except (ImportError, AttributeError):
-                pass  # a release without it: nothing to leave out
+        # Every internal is checked before anything is patched: a
+        # prometheus_client the switch does not support is left as it was.
+        found = _promclient.check()
         _zone_name = zone
-        values.ValueClass = TallyValue
-        # Patched on the class, so that a MultiProcessCollector imported
-        # before use() (from prometheus_client.multiprocess import ...)
-        # reads the zone too.
-        multiprocess.MultiProcessCollector.__init__ = _collector_init
-        multiprocess.MultiProcessCollector.collect = _collector_collect
-        # A worker's own registry (generate_latest(), start_http_server,
-        # make_wsgi_app without MultiProcessCollector) shows the children
-        # other workers made too.
-        metrics.MetricWrapperBase.collect = _metric_collect(
-            metrics.MetricWrapperBase.collect)
-        registry.CollectorRegistry.collect = _registry_collect(
-            registry.CollectorRegistry.collect, registry.REGISTRY)
-        init = metrics.MetricWrapperBase.__init__
-
-        def __init__(self: Any, *args: Any, **kw: Any) -> None:
-            # Metrics made from now on hold their values in tally.
-            self._tally_backed = True
-            init(self, *args, **kw)
-        __init__.__doc__ = init.__doc__
-        metrics.MetricWrapperBase.__init__ = __init__  # type: ignore
-        for c in per_process:
-            try:
-                registry.REGISTRY.unregister(c)
-            except KeyError:
-                pass  # the application took it out already
+        _promclient.patch(found, TallyValue, _collector_init,
+                          _collector_collect, _metric_collect,
+                          _registry_collect)
         _installed = True
 
 
@@ -445,7 +398,8 @@ def _from_environment() -> None:
             # No prometheus_client (a program that does not use it), or
             # one tally cannot plug into: say so once, start anyway.
             if "prometheus_client" in sys.modules:
-                sys.stderr.write(f"tally: {ENV} is set but {e}\n")
+                sys.stderr.write(f"tally: {ENV} is set but {e}; "
+                                 "prometheus_client keeps its values\n")
         except Exception as e:  # never stop an interpreter from starting
             sys.stderr.write(f"tally: {ENV} is set but use() failed: "
                              f"{e}\n")
