@@ -125,6 +125,11 @@ def _child(parent: Any, labelvalues: Sequence[str]) -> Any:
     return parent.labels(*labelvalues) if labelvalues else parent
 
 
+def _ignore(amount: float) -> None:
+    """A histogram bucket's or a summary count's inc(): the observation
+    was counted by the _sum value's."""
+
+
 class TallyValue:
     """A value of prometheus_client (values.ValueClass's signature) held
     in a tally series of the default zone."""
@@ -177,6 +182,12 @@ class TallyValue:
             self._labelvalues = key[1]
         else:
             raise ValueError(f"tally holds no {typ!r} values")
+        # prometheus_client calls inc() at every update: the call that
+        # does the work is put on the instance, one Python frame less.
+        if self._role == "value":
+            self.inc = self._target.inc  # type: ignore[method-assign]
+        elif self._role != "_sum":
+            self.inc = _ignore  # type: ignore[method-assign]
 
     def _tally_child(self) -> Any:
         g = self._group
@@ -203,7 +214,9 @@ class TallyValue:
         elif role == "_sum":
             # prometheus_client's observe(): _sum.inc(amount), then the
             # bucket's (or _count's) inc(1), which tally did here.
-            self._tally_child().observe(amount)
+            observe = self._tally_child().observe
+            self.inc = observe  # type: ignore[method-assign]
+            observe(amount)
 
     def set(self, value: float, timestamp: Optional[float] = None) -> None:
         if self._typ != "gauge":

@@ -88,3 +88,38 @@ def test_per_process_collectors_left_out(tally_dir):
     off = run_py(code.format(switch=""), env)
     assert "process_cpu_seconds_total" in off
     assert "python_gc_objects_collected_total" in off
+
+
+def test_updates_call_tally_directly(tally_dir):
+    # A value's inc() is tally's C method itself (no Python frame of the
+    # switch in between), and the counts stay exact: a histogram's sum
+    # value observes once, its buckets' inc() adds nothing more.
+    out = run_py(SWITCH + textwrap.dedent('''
+        import json
+        from prometheus_client import Counter, Gauge, Histogram, Summary
+        c = Counter("direct_total", "Direct.", ["m"])
+        g = Gauge("direct_inflight", "Direct.", multiprocess_mode="livesum")
+        h = Histogram("direct_seconds", "Direct.", buckets=[1, 2])
+        s = Summary("direct_bytes", "Direct.")
+        for _ in range(1000):
+            c.labels("a").inc()
+            g.inc(2)
+            g.dec()
+            h.observe(0.5)
+            h.observe(1.5)
+            h.observe(9)
+            s.observe(3)
+        print(json.dumps(dict(
+            kinds=[type(v.inc).__name__ for v in
+                   (c.labels("a")._value, g._value, h._sum, s._sum)],
+            c=c.labels("a")._value.get(), g=g._value.get(),
+            buckets=[b.get() for b in h._buckets], hsum=h._sum.get(),
+            scount=s._count.get(), ssum=s._sum.get())))
+    '''), child_env(tally_dir, TALLY_ZONE="direct"))
+    res = json.loads(out)
+    assert res["kinds"] == ["builtin_function_or_method"] * 4, res
+    assert res["c"] == 1000.0 and res["g"] == 1000.0
+    # Per bucket, not cumulative, as prometheus_client keeps them.
+    assert res["buckets"] == [1000.0, 1000.0, 1000.0]
+    assert res["hsum"] == 11000.0
+    assert res["scount"] == 1000.0 and res["ssum"] == 3000.0
