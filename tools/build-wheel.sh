@@ -10,7 +10,8 @@
 #      file of the tree is on the path) runs the package's own tests from
 #      a copy of python/tests outside the tree.
 # --quick runs the tests that need only pytest and prometheus_client
-# (make test; the whole suite runs from the tree in its python step);
+# (installed through the package's prometheus-client extra; make test;
+# the whole suite runs from the tree in its python step);
 # without it, every test, with the test peers of python/tests/run.sh.
 # Tools come from PyPI at the versions below.
 set -eu
@@ -56,10 +57,10 @@ venv=$out/test-venv
 rm -rf "$venv"
 "$py" -m venv "$venv"
 if [ -n "$quick" ]; then
-	peers="pytest prometheus_client"
-	tests="test_api.py test_exact.py test_units.py test_labels.py test_encoding.py test_bad_input.py test_gauge_modes.py"
+	peers="pytest"
+	tests="test_api.py test_exact.py test_units.py test_labels.py test_encoding.py test_bad_input.py test_gauge_modes.py test_switch_start.py test_promclient.py"
 else
-	peers="pytest prometheus_client gunicorn flask prometheus-flask-exporter starlette starlette-exporter uvicorn"
+	peers="pytest gunicorn flask prometheus-flask-exporter starlette starlette-exporter uvicorn"
 	tests=
 fi
 # The name python/README.md installs, found among the built wheels only
@@ -68,8 +69,13 @@ name=$(sed -n 's/^pip install \([a-z-]*\) .*manylinux wheel.*/\1/p' python/READM
 [ "$name" = tally-metrics ] || { echo "wheel: python/README.md installs '$name', not tally-metrics"; exit 1; }
 timeout 150 "$venv/bin/pip" install -q --no-index --find-links "$out/wheelhouse" \
 	--only-binary=:all: "$name" || { echo "wheel: pip install $name (the wheel) failed"; exit 1; }
+# prometheus_client through the package's extra: a release the switch
+# supports (test_switch_start and test_promclient also check that the
+# wheel holds the switch's finder, _tally_metrics_switch).
+peers="$peers $name[prometheus-client]"
 # shellcheck disable=SC2086
-timeout 150 "$venv/bin/pip" install -q $peers || { echo "wheel: pip install $peers failed"; exit 1; }
+timeout 150 "$venv/bin/pip" install -q --find-links "$out/wheelhouse" $peers ||
+	{ echo "wheel: pip install $peers failed"; exit 1; }
 copy=$(mktemp -d)
 trap 'rm -rf "$copy"' EXIT
 cp -r python/tests "$copy/tests"

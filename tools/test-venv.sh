@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# tools/test-venv.sh DIR: the Python environment of the tests at DIR, made
-# once and reused; prints the path of its python.
+# tools/test-venv.sh DIR [REQUIREMENTS]: the Python environment of the tests
+# at DIR, made once and reused; prints the path of its python.
 #
 # DIR is a venv of Debian's Python (what a pip install meets there) with
-# exactly the packages of tools/test-requirements.txt, installed by their
+# exactly the packages of REQUIREMENTS (by default
+# tools/test-requirements.txt), installed by their
 # pinned versions and hashes (pip install --require-hashes): the same on
 # every run, whatever the package index serves that day.  The hash of the
 # requirements file is kept in DIR/.requirements; while it matches, the
@@ -13,8 +14,8 @@
 # other on DIR.lock, so that one makes it and the others use it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-req=$root/tools/test-requirements.txt
-dir=${1:?usage: tools/test-venv.sh DIR}
+dir=${1:?usage: tools/test-venv.sh DIR [REQUIREMENTS]}
+req=$(realpath "${2:-$root/tools/test-requirements.txt}")
 py=${PYTHON:-$(command -v /usr/bin/python3 || command -v python3)}
 want=$(sha256sum "$req" | cut -d' ' -f1)
 
@@ -27,13 +28,13 @@ if ! ready; then
 	exec 9>"$dir.lock"
 	flock 9
 	if ! ready; then
-		echo "test-venv: making $dir from tools/test-requirements.txt" >&2
+		echo "test-venv: making $dir from $req" >&2
 		rm -rf "$dir"
 		"$py" -m venv "$dir" >&2 ||
 			{ echo "test-venv: $py -m venv failed (python3-venv missing?)" >&2; exit 1; }
 		PIP_DISABLE_PIP_VERSION_CHECK=1 timeout 300 "$dir/bin/pip" install -q \
 			--require-hashes --no-deps -r "$req" >&2 ||
-			{ echo "test-venv: pip install -r tools/test-requirements.txt failed" >&2; exit 1; }
+			{ echo "test-venv: pip install -r $req failed" >&2; exit 1; }
 		echo "$want" >"$dir/.requirements"
 	fi
 	flock -u 9

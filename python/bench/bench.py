@@ -9,7 +9,10 @@ Update costs (timeit, median of --repeat runs, ns per call):
 for tally, prometheus_client in one process, prometheus_client's
 multiprocess mode (PROMETHEUS_MULTIPROC_DIR, measured in a child process,
 since prometheus_client picks its mode at import), and prometheus_client
-on the tally back end (TALLY_PROMETHEUS_CLIENT=1, in a child process).
+on the tally back end (TALLY_PROMETHEUS_CLIENT=1, in a child process),
+with the speed-up of the last against the first two, and
+prometheus_client over a value class that does nothing (its own code:
+what no value class under it can save).
 
 Scrape costs (median ms): prometheus_client's MultiProcessCollector with
 the files of 10, 100 and 1,000 dead workers (each wrote --series series),
@@ -19,6 +22,7 @@ and prometheus_client on the tally back end (its MultiProcessCollector
 reading the zone) after as many workers.
 
     python bench.py            # about half a minute
+    python bench.py --micro    # update costs only
     python bench.py --json     # one JSON object
 """
 from __future__ import annotations
@@ -78,6 +82,37 @@ def _in_child(flag, args, timeout, backend=False):
     finally:
         shutil.rmtree(d, ignore_errors=True)
     return json.loads(out)
+
+
+class _FloorValue:
+    """A prometheus_client value whose inc() is a C call that does
+    nothing (bool): prometheus_client's own code, the least any value
+    class under it can cost."""
+
+    def __init__(self, *args, **kwargs):
+        self.inc = bool
+
+    def set(self, value, timestamp=None):
+        pass
+
+    def set_exemplar(self, exemplar):
+        pass
+
+    def get(self):
+        return 0.0
+
+
+def _floor_micro_child(number, repeat):
+    from prometheus_client import values
+    values.ValueClass = _FloorValue
+    import prometheus_client
+    print(json.dumps(micro(prometheus_client, number, repeat)))
+
+
+def floor_micro(number, repeat):
+    """prometheus_client over a value that does nothing, in a process of
+    its own."""
+    return _in_child("--child-floor-micro", (number, repeat), 300)
 
 
 def child_micro(number, repeat):
@@ -217,12 +252,26 @@ def _tally_scrape_child(series, per_worker, repeat):
     print(json.dumps(out))
 
 
+def _print_micro(rows, ratios, ops):
+    import platform
+    print(f"{'ns per call (median)':44s}" +
+          "".join(f"{o:>14s}" for o in ops))
+    for name, r in rows.items():
+        print(f"{name:44s}" + "".join(f"{r[o]:14.1f}" for o in ops))
+    for name, r in ratios.items():
+        print(f"{name:44s}" + "".join(f"{r[o]:13.2f}x" for o in ops))
+    print(f"(Python {sys.version.split()[0]}, {platform.machine()}, "
+          f"{os.cpu_count()} CPUs)")
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1].startswith("--child"):
         what, args = sys.argv[1], [int(a) for a in sys.argv[2:]]
         if what == "--child-micro":
             import prometheus_client
             print(json.dumps(micro(prometheus_client, *args)))
+        elif what == "--child-floor-micro":
+            _floor_micro_child(*args)
         elif what == "--child-prom-scrape":
             _prom_scrape_child(*args)
         elif what == "--child-tally-scrape":
@@ -239,6 +288,8 @@ def main():
                     help="series each prometheus_client worker wrote")
     ap.add_argument("--tally-series", type=int, default=10_000)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--micro", action="store_true",
+                    help="update costs only (no scrapes)")
     a = ap.parse_args()
 
     d = tempfile.mkdtemp(prefix="bench-tally-micro-")
@@ -254,14 +305,28 @@ def main():
             "prometheus_client multiprocess": child_micro(a.number,
                                                           a.repeat),
             "prometheus_client on tally": backend_micro(a.number, a.repeat),
+            "prometheus_client's own code": floor_micro(a.number, a.repeat),
         }
     finally:
         shutil.rmtree(d, ignore_errors=True)
+    ops = list(TARGETS)
+    on = rows["prometheus_client on tally"]
+    ratios = {
+        f"on tally vs {base}": {
+            o: rows[base][o] / on[o] for o in ops}
+        for base in ("prometheus_client", "prometheus_client multiprocess")}
+    if a.micro:
+        if a.json:
+            print(json.dumps({"update_ns": rows, "speedup": ratios,
+                              "python": sys.version.split()[0]}, indent=1))
+        else:
+            _print_micro(rows, ratios, ops)
+        return 0
     prom = prom_scrape(a.series, a.repeat)
     tal = tally_scrape(a.tally_series, a.series, a.repeat)
     tal_same = tally_scrape(a.series, a.series, a.repeat)
     back = backend_scrape(a.series, a.series, a.repeat)
-    result = {"update_ns": rows, "targets_ns": TARGETS,
+    result = {"update_ns": rows, "speedup": ratios, "targets_ns": TARGETS,
               "scrape_ms": {"prometheus_client multiprocess": prom,
                             "tally": tal, "tally same series": tal_same,
                             "prometheus_client on tally": back},
@@ -269,14 +334,10 @@ def main():
     if a.json:
         print(json.dumps(result, indent=1))
         return 0
-    ops = list(TARGETS)
-    print(f"{'ns per call (median)':32s}" +
-          "".join(f"{o:>14s}" for o in ops))
-    for name, r in rows.items():
-        print(f"{name:32s}" + "".join(f"{r[o]:14.1f}" for o in ops))
-    print(f"{'tally target':32s}" + "".join(f"{TARGETS[o]:14d}" for o in ops))
+    _print_micro(rows, ratios, ops)
+    print(f"{'tally target':44s}" + "".join(f"{TARGETS[o]:14d}" for o in ops))
     ok = all(rows["tally"][o] <= TARGETS[o] for o in ops)
-    print(f"{'tally within targets':32s}{'yes' if ok else 'NO':>14s}")
+    print(f"{'tally within targets':44s}{'yes' if ok else 'NO':>14s}")
     print()
     print(f"{'scrape ms (median)':46s}" +
           "".join(f"{str(n) + ' workers':>14s}" for n in WORKERS))

@@ -42,18 +42,22 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import warnings
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from . import _metrics
 from ._format import INF
 from ._registry import CollectorRegistry
 
-# Environment variable: install the back end at interpreter start (the
-# tally-prometheus-client.pth file of the package reads it).
+# Environment variable: install the back end when the application imports
+# prometheus_client (the tally-prometheus-client.pth file of the package
+# reads it and installs the finder of _tally_metrics_switch).
 ENV = "TALLY_PROMETHEUS_CLIENT"
 
 _lock = threading.RLock()
 _installed = False
+# Whether the warning about exemplars was given (once per process).
+_exemplar_warned = False
 # The tally metrics behind prometheus_client's, by (kind, name, mode).
 _parents: Dict[Tuple[str, str, str], Any] = {}
 # Histogram and summary children: (name, label values) -> bucket bounds
@@ -124,6 +128,11 @@ def _child(parent: Any, labelvalues: Sequence[str]) -> Any:
     return parent.labels(*labelvalues) if labelvalues else parent
 
 
+def _ignore(amount: float) -> None:
+    """A histogram bucket's or a summary count's inc(): the observation
+    was counted by the _sum value's."""
+
+
 class TallyValue:
     """A value of prometheus_client (values.ValueClass's signature) held
     in a tally series of the default zone."""
@@ -184,6 +193,12 @@ class TallyValue:
             self._labelvalues = key[1]
         else:
             raise ValueError(f"tally holds no {typ!r} values")
+        # prometheus_client calls inc() at every update: the call that
+        # does the work is put on the instance, one Python frame less.
+        if self._role == "value":
+            self.inc = self._target.inc  # type: ignore[method-assign]
+        elif self._role != "_sum":
+            self.inc = _ignore  # type: ignore[method-assign]
 
     def _tally_child(self) -> Any:
         g = self._group
@@ -210,7 +225,9 @@ class TallyValue:
         elif role == "_sum":
             # prometheus_client's observe(): _sum.inc(amount), then the
             # bucket's (or _count's) inc(1), which tally did here.
-            self._tally_child().observe(amount)
+            observe = self._tally_child().observe
+            self.inc = observe  # type: ignore[method-assign]
+            observe(amount)
 
     def set(self, value: float, timestamp: Optional[float] = None) -> None:
         if self._typ != "gauge":
@@ -222,7 +239,16 @@ class TallyValue:
         self._target.set(value)
 
     def set_exemplar(self, exemplar: Any) -> None:
-        return None
+        # tally's series hold no exemplars (nor does prometheus_client's
+        # multiprocess mode): the value is counted, the exemplar is not
+        # kept, and the application is told so once.
+        global _exemplar_warned
+        if not _exemplar_warned:
+            _exemplar_warned = True
+            warnings.warn(
+                "tally: exemplars are not kept under "
+                "TALLY_PROMETHEUS_CLIENT (the values are counted)",
+                RuntimeWarning, stacklevel=3)
 
     def get_exemplar(self) -> Any:
         return None
@@ -373,6 +399,17 @@ def _metric_collect(orig: Any) -> Any:
 _KINDS = ("counter", "gauge", "histogram", "summary")
 
 
+def _renew_lock() -> None:
+    # A thread of the parent may have held the lock at fork(): in the
+    # child that thread does not exist and would never release it.
+    global _lock
+    _lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_lock)
+
+
 def use(zone: Optional[str] = None) -> None:
     """Make prometheus_client store every value it creates from now on
     in tally: its Counter, Gauge, Histogram and Summary, the
@@ -380,53 +417,29 @@ def use(zone: Optional[str] = None) -> None:
     make its MultiProcessCollector read the zone.  @zone: the shared
     zone (by default $TALLY_ZONE, else the process's default zone).
     Call it before the application creates its metrics; calling it again
-    does nothing.  ImportError when prometheus_client is not installed.
+    does nothing.  ImportError when prometheus_client is not installed,
+    or is not a release the switch supports (_promclient.SUPPORTED) or
+    has internals that differ: then nothing of it is changed.
     This API is MT-safe."""
     global _installed, _zone_name
-    from prometheus_client import metrics, multiprocess, registry, values
+    from . import _promclient
 
     with _lock:
         if _installed:
             return
-        # Every place patched below must exist before any is patched:
-        # a prometheus_client without one of them is left as it was.
-        for owner, attr in ((values, "ValueClass"),
-                            (multiprocess, "MultiProcessCollector"),
-                            (metrics, "MetricWrapperBase"),
-                            (registry, "CollectorRegistry"),
-                            (registry, "REGISTRY")):
-            if not hasattr(owner, attr):
-                raise ImportError(
-                    f"this prometheus_client has no {owner.__name__}."
-                    f"{attr}: tally cannot hold its values")
+        # Every internal is checked before anything is patched: a
+        # prometheus_client the switch does not support is left as it was.
+        found = _promclient.check()
         _zone_name = zone
-        values.ValueClass = TallyValue
-        # Patched on the class, so that a MultiProcessCollector imported
-        # before use() (from prometheus_client.multiprocess import ...)
-        # reads the zone too.
-        multiprocess.MultiProcessCollector.__init__ = _collector_init
-        multiprocess.MultiProcessCollector.collect = _collector_collect
-        # A worker's own registry (generate_latest(), start_http_server,
-        # make_wsgi_app without MultiProcessCollector) shows the children
-        # other workers made too.
-        metrics.MetricWrapperBase.collect = _metric_collect(
-            metrics.MetricWrapperBase.collect)
-        registry.CollectorRegistry.collect = _registry_collect(
-            registry.CollectorRegistry.collect, registry.REGISTRY)
-        init = metrics.MetricWrapperBase.__init__
-
-        def __init__(self: Any, *args: Any, **kw: Any) -> None:
-            # Metrics made from now on hold their values in tally.
-            self._tally_backed = True
-            init(self, *args, **kw)
-        __init__.__doc__ = init.__doc__
-        metrics.MetricWrapperBase.__init__ = __init__  # type: ignore
+        _promclient.patch(found, TallyValue, _collector_init,
+                          _collector_collect, _metric_collect,
+                          _registry_collect)
         _installed = True
 
 
 def _from_environment() -> None:
-    """use() when $TALLY_PROMETHEUS_CLIENT is set (not "" or "0"): run at
-    interpreter start by tally-prometheus-client.pth."""
+    """use() when $TALLY_PROMETHEUS_CLIENT is set (not "" or "0"): run by
+    _tally_metrics_switch once prometheus_client's module has run."""
     if os.environ.get(ENV, "") not in ("", "0"):
         try:
             use()
@@ -434,7 +447,8 @@ def _from_environment() -> None:
             # No prometheus_client (a program that does not use it), or
             # one tally cannot plug into: say so once, start anyway.
             if "prometheus_client" in sys.modules:
-                sys.stderr.write(f"tally: {ENV} is set but {e}\n")
+                sys.stderr.write(f"tally: {ENV} is set but {e}; "
+                                 "prometheus_client keeps its values\n")
         except Exception as e:  # never stop an interpreter from starting
             sys.stderr.write(f"tally: {ENV} is set but use() failed: "
                              f"{e}\n")
