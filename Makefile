@@ -64,7 +64,7 @@ demo: build
 	@tools/demo.sh $(BUILD)
 
 check: build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE timing
+	@cd $(BUILD) && ctest --output-on-failure -j $$(( 2 * $(JOBS) )) -LE timing
 
 test: deps
 	@tools/run-tests.sh

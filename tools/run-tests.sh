@@ -3,8 +3,9 @@
 # build (each suite also runs with TALLY_NO_RSEQ=1, see test/CMakeLists.txt),
 # then a short fuzzing run of the segment reader.  Prints a summary line.
 #
-# CTest runs each suite's tests in parallel, one job a CPU ($TEST_JOBS):
-# every test works in a directory, on ports and as uids of its own, and
+# CTest runs each suite's tests in parallel, two jobs a CPU ($TEST_JOBS):
+# many tests wait more than they compute (servers, children, alarms).
+# Every test works in a directory, on ports and as uids of its own, and
 # the tests that need one resource declare it (RESOURCE_LOCK, fixtures).
 # The tests labelled "timing" (how long things take: they depend on the
 # machine and its load) run after the normal suite, one at a time, and
@@ -12,7 +13,7 @@
 set -u
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
-test_jobs=${TEST_JOBS:-$jobs}
+test_jobs=${TEST_JOBS:-$((2 * jobs))}
 failed=0
 total_pass=0
 total_fail=0
