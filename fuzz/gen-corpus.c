@@ -285,6 +285,42 @@ static void sc_wide(void)
 		pthread_join(t[i], NULL);
 }
 
+/* The types of a metric (format 2.6): a fractional counter, a classic
+ * histogram with its bounds, a per-process gauge with its combine mode. */
+static void sc_types(void)
+{
+	static const double bounds[] = { 0.005, 0.5, 1, 2.5, 1e9 };
+	struct tally_zone *z = zone("types", 4, 16);
+	struct tally_label l = { "route", "/a" };
+	struct tally_metric_desc d;
+	tally_fcounter fc;
+	tally_chistogram h;
+	tally_pgauge g;
+
+	memset(&d, 0, sizeof(d));
+	d.kind = TALLY_FCOUNTER;
+	d.name = "paid_dollars_total";
+	d.help = "Paid.";
+	d.labels = &l;
+	d.nlabels = 1;
+	if (tally_fcounter_register(z, &d, &fc) != 0)
+		die("tally_fcounter_register");
+	for (int i = 0; i < 3; i++)
+		tally_fcounter_add(&fc, 0.1);
+	d.kind = TALLY_CHISTOGRAM;
+	d.name = "order_value_dollars";
+	if (tally_chistogram_register(z, &d, bounds, 5, &h) != 0)
+		die("tally_chistogram_register");
+	tally_chistogram_observe(&h, 0.25);
+	tally_chistogram_observe(&h, 3);
+	tally_chistogram_observe(&h, -1.5);
+	d.kind = TALLY_PGAUGE;
+	d.name = "inprogress";
+	if (tally_pgauge_register(z, &d, TALLY_COMBINE_LIVESUM, &g) != 0)
+		die("tally_pgauge_register");
+	tally_pgauge_set(&g, 2);
+}
+
 static const struct scenario {
 	const char *name;
 	void (*fn)(void);
@@ -299,6 +335,7 @@ static const struct scenario {
 	{ "long-labels", sc_long_labels, "2", NULL, NULL },
 	{ "churn", sc_churn, "1", NULL, NULL },
 	{ "wide", sc_wide, "6", "3", "1" },
+	{ "types", sc_types, "2", NULL, NULL },
 };
 
 /* ---- making a segment compact ---- */
@@ -337,8 +374,7 @@ static void compact(const char *src, const char *dst)
 	read_at(fd, fam, nfam * sizeof(*fam), h.metric_off);
 	/* Chunks needed: live blocks packed in order. */
 	for (uint32_t i = 0; i < nser; i++) {
-		if (rec[i].state != TALLY__SERIES_LIVE &&
-		    rec[i].state != TALLY__SERIES_LONG)
+		if (!tally__series_live(rec[i].state))
 			continue;
 		if (used + rec[i].nslots > TALLY_CHUNK_SLOTS) {
 			nchunks++;
@@ -384,8 +420,7 @@ static void compact(const char *src, const char *dst)
 
 		if (r->state == TALLY__SERIES_EXT)
 			continue; /* label text, kept as it is */
-		if (r->state != TALLY__SERIES_LIVE &&
-		    r->state != TALLY__SERIES_LONG) {
+		if (!tally__series_live(r->state)) {
 			/* Free records keep a plausible offset. */
 			r->slot_off = nh.chunks_off + TALLY__PG_COPY0 * PAGE;
 			continue;
@@ -476,6 +511,23 @@ static void segment_of(const char *dir, const char *zone, pid_t pid,
 	globfree(&g);
 }
 
+/* The scenarios end with _exit(), which leaves their segments for the
+ * corpus and the writers' lock files next to them (docs/FORMAT.md):
+ * those go too, so that the directory can. */
+static void remove_lock_files(const char *dir)
+{
+	char pattern[PATH_MAX];
+	glob_t g;
+
+	snprintf(pattern, sizeof(pattern), "%s/.tally-lock.*", dir);
+	if (glob(pattern, GLOB_PERIOD, NULL, &g) != 0)
+		return;
+	for (size_t i = 0; i < g.gl_pathc; i++)
+		if (unlink(g.gl_pathv[i]) < 0)
+			die(g.gl_pathv[i]);
+	globfree(&g);
+}
+
 int main(int argc, char **argv)
 {
 	char tmpl[] = "/dev/shm/tally-gen-corpus.XXXXXX";
@@ -532,6 +584,8 @@ int main(int argc, char **argv)
 		}
 		unlink(src);
 	}
-	rmdir(dir);
+	remove_lock_files(dir);
+	if (rmdir(dir) < 0)
+		die(dir);
 	return 0;
 }

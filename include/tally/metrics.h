@@ -324,8 +324,11 @@ TALLY_API int tally_chistogram_fetch(const tally_chistogram *h,
  * value).  The same handle rules as tally_counter_register() otherwise.
  * Return: 0, or a negative errno as tally_counter_register(), and
  * -EINVAL for an unknown @combine or a label named "pid"; -E2BIG for a
- * help text longer than TALLY_HELP_MAX - 8 bytes; -EMFILE, -ENOLCK ...
- * when the process cannot take the lock that tells readers it runs.
+ * help text longer than TALLY_HELP_MAX - 8 bytes; -EMFILE, -ENFILE ...
+ * when the process cannot open the description of the zone file that
+ * holds the lock telling readers it runs.  A lock that readers' read
+ * locks keep it from taking is no error: readers then take the process
+ * for gone (docs/FORMAT.md).
  * In a zone made by a libtally older than format 2.6, which holds no
  * per-process gauges: -EPROTONOSUPPORT.
  * This API is MT-safe and safe after fork().  Not async-signal-safe.
