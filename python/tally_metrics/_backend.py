@@ -45,7 +45,7 @@ import threading
 import warnings
 from typing import Any, Dict, Optional, Sequence, Tuple
 
-from . import _metrics
+from . import _metrics, _native
 from ._format import INF
 from ._registry import CollectorRegistry
 
@@ -128,11 +128,6 @@ def _child(parent: Any, labelvalues: Sequence[str]) -> Any:
     return parent.labels(*labelvalues) if labelvalues else parent
 
 
-def _ignore(amount: float) -> None:
-    """A histogram bucket's or a summary count's inc(): the observation
-    was counted by the _sum value's."""
-
-
 class TallyValue:
     """A value of prometheus_client (values.ValueClass's signature) held
     in a tally series of the default zone."""
@@ -198,7 +193,9 @@ class TallyValue:
         if self._role == "value":
             self.inc = self._target.inc  # type: ignore[method-assign]
         elif self._role != "_sum":
-            self.inc = _ignore  # type: ignore[method-assign]
+            # A histogram bucket's or a summary count's inc(): the
+            # observation was counted by the _sum value's.
+            self.inc = _native.ignore  # type: ignore[method-assign]
 
     def _tally_child(self) -> Any:
         g = self._group
