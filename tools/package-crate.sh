@@ -14,6 +14,12 @@ if [ "${1:-}" = --quick ]; then quick=1; shift; fi
 cd "$(dirname "$0")/.."
 out=$(mkdir -p "${1:-build-crate}" && cd "${1:-build-crate}" && pwd)
 cargo=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
+# Cargo from its local cache of the registry first, so that a run after
+# the first needs no network; from the registry when the cache lacks
+# something.  Every step after a fetch then runs --offline.
+cargo_cached() {
+	"$cargo" "$@" --offline 2>/dev/null || "$cargo" "$@"
+}
 stage=rust/libtally
 unstage() { rm -rf "$stage/src" "$stage/include"; }
 trap unstage EXIT
@@ -25,7 +31,7 @@ cp src/build.txt "$stage/src/"
 # header the listed files include must be there.
 (cd src && find . -name '*.[ch]' -print0 | xargs -0 cp --parents -t "../$stage/src")
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' rust/Cargo.toml | head -1)
-(cd rust && "$cargo" package --locked --allow-dirty --no-verify \
+(cd rust && cargo_cached package --locked --allow-dirty --no-verify \
 	--target-dir "$out/target") >"$out/package.log" 2>&1 ||
 	{ cat "$out/package.log"; echo "crate: cargo package failed"; exit 1; }
 crate=$out/target/package/tally-metrics-$version.crate
@@ -41,8 +47,9 @@ tar xzf "$crate" -C "$alone"
 # that tests/example.rs runs.
 (cd "$alone/tally-metrics-$version" &&
 	export TALLY_WERROR=1 CARGO_TARGET_DIR="$out/target/alone" &&
-	{ [ -z "$quick" ] || "$cargo" build --locked --examples 2>&1; } &&
-	"$cargo" test --locked ${quick:+--lib --tests} 2>&1) >"$out/test.log" ||
+	cargo_cached fetch --locked 2>&1 &&
+	{ [ -z "$quick" ] || "$cargo" build --offline --locked --examples 2>&1; } &&
+	"$cargo" test --offline --locked ${quick:+--lib --tests} 2>&1) >"$out/test.log" ||
 	{ tail -40 "$out/test.log"; echo "crate: cargo test fails in the unpacked crate"; exit 1; }
 # A new project as rust/README.md tells its reader to write it: the
 # README's [dependencies] lines word for word (crates.io's tally-metrics
@@ -86,8 +93,10 @@ $example
 EOF
 consumer_dir=$(mktemp -d /dev/shm/tally-crate.XXXXXX)
 trap 'unstage; rm -rf "$consumer_dir"' EXIT
-(cd "$consumer" && TALLY_DIR=$consumer_dir CARGO_TARGET_DIR="$out/target/alone" \
-	"$cargo" run --quiet 2>&1) >"$out/consumer.log" ||
+(cd "$consumer" &&
+	export TALLY_DIR=$consumer_dir CARGO_TARGET_DIR="$out/target/alone" &&
+	cargo_cached fetch 2>&1 && "$cargo" run --offline --quiet 2>&1) \
+	>"$out/consumer.log" ||
 	{ cat "$out/consumer.log" "$consumer/Cargo.toml"; echo "crate: rust/README.md's dependency lines and example fail"; exit 1; }
 grep -q "^zone file: $consumer_dir/.*\.tally$" "$out/consumer.log" ||
 	{ cat "$out/consumer.log"; echo "crate: the README's example made no zone in TALLY_DIR"; exit 1; }
