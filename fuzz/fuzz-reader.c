@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,38 @@ static void check_str(const char *s, size_t max)
 		broken("a string longer than its limit, or not UTF-8");
 }
 
+/* A classic histogram (format 2.6): its own bounds, finite and
+ * increasing, one bucket more than bounds, the count their sum. */
+static int check_classic(const struct tally_series_view *v, struct walk *w)
+{
+	uint64_t sum = 0;
+	double q;
+
+	if (v->sub_bits || v->max_bits ||
+	    v->nbounds > TALLY_CHISTOGRAM_BOUNDS_MAX ||
+	    v->nbuckets != v->nbounds + 1 || !v->buckets ||
+	    (v->nbounds && !v->bounds))
+		broken("classic histogram layout");
+	for (unsigned b = 0; b < v->nbounds; b++)
+		if (!isfinite(v->bounds[b]) ||
+		    (b && !(v->bounds[b] > v->bounds[b - 1])))
+			broken("classic histogram bounds");
+	for (unsigned b = 0; b < v->nbuckets; b++)
+		sum += (uint64_t)v->buckets[b];
+	if (sum != (uint64_t)v->value)
+		broken("count is not the sum of the buckets");
+	w->sink += (size_t)v->sum;
+	for (int i = 0; i <= 4; i++) {
+		int rc = tally_histogram_quantile(v, i / 4.0, &q);
+
+		if (rc != 0 && rc != -ENODATA)
+			broken("quantile error");
+		if (rc == 0 && isnan(q))
+			broken("a NaN quantile");
+	}
+	return 0;
+}
+
 static int on_series(const struct tally_series_view *v, void *arg)
 {
 	struct walk *w = arg;
@@ -71,7 +104,13 @@ static int on_series(const struct tally_series_view *v, void *arg)
 	    (v->mode != TALLY_SHARED ||
 	     v->value != tally__f64_to_i64(v->fvalue)))
 		broken("a floating-point gauge's mode or value");
-	if (v->kind != TALLY_FGAUGE && v->fvalue != 0)
+	/* A fractional counter's exact value is value + frac / 10^9, and
+	 * fvalue that as a double; no other kind has one. */
+	if (v->fractional &&
+	    (v->kind != TALLY_COUNTER || v->frac > 999999999u ||
+	     v->fvalue != (double)v->value + v->frac / 1e9))
+		broken("a fractional counter's value");
+	if (v->kind != TALLY_FGAUGE && !v->fractional && v->fvalue != 0)
 		broken("fvalue on another kind");
 	if (!tally__valid_metric_name(v->name) ||
 	    strlen(v->name) > TALLY_NAME_MAX)
@@ -102,6 +141,8 @@ static int on_series(const struct tally_series_view *v, void *arg)
 			broken("a quantile of a non-histogram");
 		return 0;
 	}
+	if (v->classic)
+		return check_classic(v, w);
 	if (v->sub_bits < 1 || v->sub_bits > 7 || v->max_bits <= v->sub_bits ||
 	    v->max_bits > 63 ||
 	    v->nbuckets != (v->max_bits - v->sub_bits + 1) << v->sub_bits ||

@@ -111,7 +111,8 @@ struct tally_series_view {
 	int64_t sum;
 	unsigned sub_bits, max_bits, nbuckets;
 	const int64_t *buckets;
-	/* TALLY_FGAUGE: the value (0 for other kinds). */
+	/* TALLY_FGAUGE: the value; a fractional counter's (below): its
+	 * exact value as a double; 0 for other series. */
 	double fvalue;
 	/* A per-process gauge (TALLY_PGAUGE, format 2.6), shown as a
 	 * TALLY_FGAUGE: per_process is 1, combine its TALLY_COMBINE_* and
