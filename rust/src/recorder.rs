@@ -464,9 +464,9 @@ impl Recorder for TallyRecorder {
         self.describe(key, unit, description)
     }
 
-    /// A key this thread looked up before comes from its own cache: the
-    /// lookup reads the shared maps and cells only, and two threads
-    /// looking up one key write nothing in common.  The first lookup of
+    /// A key this thread looked up before comes from its own cache
+    /// (`cache.rs`): the lookup reads the thread's cache and the key only,
+    /// and two threads looking up one key write nothing in common.  The first lookup of
     /// a key in a thread goes to the shared map (a read lock, or the
     /// registration) and fills the cache.
     fn register_counter(&self, key: &Key, _metadata: &Metadata<'_>) -> Counter {
