@@ -12,12 +12,13 @@ test_exporter.py), promtool, curl or the frameworks."""
 from __future__ import annotations
 
 import re
+import time
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from test_exporter import _need as _need_exporter
 from test_exporter import _scrape
-from test_frameworks import Server, _drive, framework  # noqa: F401
+from test_frameworks import N, Server, _drive, framework  # noqa: F401
 
 # The exporter's labels that say which process wrote a series.
 OWN_LABELS = ("pid", "process")
@@ -103,27 +104,39 @@ def _differences(a, b):
 def test_exporter_and_app_agree(framework, tally_dir, tmp_path):
     _need_exporter()
     server = Server(framework, "tally", tally_dir, tmp_path)
+    encoded = ENCODED[framework]
     try:
-        _failed, _scrapes, kills = _drive(server, kill=True, scrape=True)
+        failed, _scrapes, kills = _drive(server, kill=True, scrape=True)
         # The app counts its own /metrics requests (before the response
         # or after it, by framework): the exporter's scrape, between
-        # two of the app's, agrees with one of them.
-        before = _view(server.metrics(), exporter=False)
-        exp = _view(_scrape(tally_dir), exporter=True)
-        after = _view(server.metrics(), exporter=False)
-        before, after = (_without_own_request(v, IN_FLIGHT[framework])
-                         for v in (before, after))
+        # two of the app's, agrees with one of them once the first one's
+        # accounting is done.  A disagreement is one that stays: a few
+        # tries, each asserted alike, the last one's differences shown.
+        for _ in range(5):
+            before = _view(server.metrics(), exporter=False)
+            time.sleep(0.5)
+            exp = _view(_scrape(tally_dir), exporter=True)
+            after = _view(server.metrics(), exporter=False)
+            before, after = (_without_own_request(v, IN_FLIGHT[framework])
+                             for v in (before, after))
+            # Nothing of the encoding but what ENCODED lists.
+            assert sorted(n for n in exp if ":" in n) == \
+                sorted(encoded.values())
+            exp = _decoded(exp, encoded)
+            diffs = min(_differences(before, exp),
+                        _differences(after, exp), key=len)
+            if not diffs:
+                break
     finally:
         server.stop()
     assert kills >= 2
-    # Nothing of the encoding but what ENCODED lists.
-    encoded = ENCODED[framework]
-    assert sorted(n for n in exp if ":" in n) == sorted(encoded.values())
-    exp = _decoded(exp, encoded)
-    diffs = min(_differences(before, exp), _differences(after, exp),
-                key=len)
     assert diffs == []
-    # Requests were counted, in both.
-    assert any(re.search(r"_(total|count)$", n) and v >= 300
-               for _t, _d, samples in exp.values()
-               for (n, _l), v in samples.items())
+    # Every request to "/" was counted (the exporter's view equals the
+    # app's): by a framework that counts after the response, but for
+    # those a killed worker had answered (3 clients at most each time).
+    key = (server.sample, tuple(sorted(server.labels.items())))
+    got = [samples[key] for _t, _d, samples in exp.values()
+           if key in samples]
+    lost = 0 if framework == "flask" else 3 * kills
+    assert len(got) == 1 and N - lost <= got[0] <= N + failed, \
+        (got, lost, failed)
