@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "authq.h"
+#include "auth.h"
 #include "srv.h"
 
 /* At most this many logins wait for bcrypt or are being checked, and
@@ -212,7 +213,7 @@ static void *auth_worker(void *arg)
 		memcpy(last, r->addr, sizeof(last));
 		s->auth_running = r;
 		pthread_mutex_unlock(&s->auth_lock);
-		ok = wc_verify(s->o.web, r->user, r->pass);
+		ok = auth_verify(s->o.web, r->user, r->pass);
 		pthread_mutex_lock(&s->auth_lock);
 		if (!ok && s->user_fail_ns) {
 			int u = user_index(s, r->user);
@@ -384,7 +385,7 @@ enum auth_state srv_login(struct server *s, struct MHD_Connection *c,
 		return r->auth;
 	if (basic_credentials(c, &r->user, &r->pass) < 0)
 		return r->auth = AUTH_BAD;
-	if (wc_cached(s->o.web, r->user, r->pass))
+	if (auth_cached(s->o.web, r->user, r->pass))
 		return r->auth = AUTH_OK;
 	rc = auth_enqueue(s, c, r);
 	if (rc == -EBUSY)

@@ -15,10 +15,8 @@
  * cannot be read, or sets neither TLS nor users is an error, never a
  * plain-HTTP server without authentication.
  *
- * Password checks are split in two so that the server can keep bcrypt off
- * its network threads: wc_cached() is fast (a keyed hash of the presented
- * credentials looked up among the recent successes), wc_verify() is one
- * bcrypt of a bounded cost (WC_MAX_COST).
+ * The checks of a login against its users, and the cache of recent
+ * successes this struct holds for them, are auth.h's.
  */
 #ifndef TALLY_EXPORTER_WEBCONFIG_H
 #define TALLY_EXPORTER_WEBCONFIG_H
@@ -67,9 +65,9 @@ struct webconfig {
 	pthread_mutex_t cache_lock;
 	struct wc_cached_login cache[WC_CACHE_SIZE];
 	unsigned ncache, next_slot;
-	/* The bcrypt checks wc_verify() made and the cost of the last one:
+	/* The bcrypt checks auth_verify() made and the cost of the last one:
 	 * what a login cost, counted rather than timed (by the tests).
-	 * Written by the one thread that calls wc_verify(). */
+	 * Written by the one thread that calls auth_verify(). */
 	unsigned long checks;
 	int last_cost;
 	int initialized;
@@ -95,26 +93,6 @@ int wc_parse(const char *text, const char *path, struct webconfig *wc,
  * one-line message in @err.  Not MT-safe on one @wc.
  */
 int wc_load(const char *path, struct webconfig *wc, char *err, size_t errlen);
-
-/*
- * wc_cached: 1 when @user and @password are the credentials of one of
- * the last WC_CACHE_SIZE successful checks, else 0.  Costs two SipHash
- * computations and a mutex: no bcrypt.  MT-safe.
- */
-int wc_cached(struct webconfig *wc, const char *user, const char *password);
-
-/*
- * wc_verify: 1 when @user exists and @password matches its bcrypt hash
- * (crypt_r(3)), else 0; a success is remembered for wc_cached().  An
- * unknown user is checked against a hash of the largest configured cost,
- * so the time taken does not tell which users exist (when all users have
- * the same cost).  Costs one bcrypt: at most WC_MAX_COST.  MT-safe.
- */
-int wc_verify(struct webconfig *wc, const char *user, const char *password);
-
-/* wc_check_user: wc_cached() or else wc_verify().  MT-safe. */
-int wc_check_user(struct webconfig *wc, const char *user,
-		  const char *password);
 
 /* wc_free: release what wc_parse() or wc_load() allocated.  Not
  * MT-safe on one @wc. */

@@ -22,6 +22,7 @@
 #include "tally/reader.h"
 
 #include "aggregate.h"
+#include "auth.h"
 #include "authq.h"
 #include "expose.h"
 #include "listen.h"
@@ -196,18 +197,18 @@ TEST(webconfig)
 	CHECK(wc_parse(text, "w", &wc, err, sizeof(err)) == 0);
 	CHECK(wc.cost_min == 5 && wc.cost_max == 6);
 	CHECK(strncmp(wc.dummy, "$2b$06$", 7) == 0);
-	CHECK(!wc_cached(&wc, "u", "right"));
-	CHECK(!wc_verify(&wc, "u", "wrong"));
-	CHECK(!wc_cached(&wc, "u", "wrong"));
-	CHECK(!wc_verify(&wc, "nobody", "right"));
-	CHECK(!wc_verify(&wc, "v", "right"));
-	CHECK(wc_verify(&wc, "u", "right"));
-	CHECK(wc_cached(&wc, "u", "right"));
-	CHECK(!wc_cached(&wc, "v", "right"));
-	CHECK(!wc_cached(&wc, "u", "right "));
-	CHECK(!wc_cached(&wc, "u", "righ"));
-	CHECK(wc_check_user(&wc, "v", "other"));
-	CHECK(wc_cached(&wc, "v", "other") && wc_cached(&wc, "u", "right"));
+	CHECK(!auth_cached(&wc, "u", "right"));
+	CHECK(!auth_verify(&wc, "u", "wrong"));
+	CHECK(!auth_cached(&wc, "u", "wrong"));
+	CHECK(!auth_verify(&wc, "nobody", "right"));
+	CHECK(!auth_verify(&wc, "v", "right"));
+	CHECK(auth_verify(&wc, "u", "right"));
+	CHECK(auth_cached(&wc, "u", "right"));
+	CHECK(!auth_cached(&wc, "v", "right"));
+	CHECK(!auth_cached(&wc, "u", "right "));
+	CHECK(!auth_cached(&wc, "u", "righ"));
+	CHECK(auth_check_user(&wc, "v", "other"));
+	CHECK(auth_cached(&wc, "v", "other") && auth_cached(&wc, "u", "right"));
 	wc_free(&wc);
 }
 
@@ -216,7 +217,7 @@ TEST(webconfig)
  * a password of the same length that differs in any one byte (the first,
  * a middle one, the last), a user and password split at another place,
  * or the same bytes with user and password swapped, is not a hit.  Only
- * wc_verify() (bcrypt) can let those in, and it refuses them.
+ * auth_verify() (bcrypt) can let those in, and it refuses them.
  */
 TEST(webconfig_cache_exact)
 {
@@ -229,22 +230,22 @@ TEST(webconfig_cache_exact)
 	snprintf(text, sizeof(text),
 		 "basic_auth_users:\n  u: %s\n  uri: %s\n", h5, h6);
 	CHECK(wc_parse(text, "w", &wc, err, sizeof(err)) == 0);
-	CHECK(wc_check_user(&wc, "u", pw));
-	CHECK(wc_cached(&wc, "u", pw));
+	CHECK(auth_check_user(&wc, "u", pw));
+	CHECK(auth_cached(&wc, "u", pw));
 	for (size_t i = 0; i < sizeof(pw) - 1; i++) {
 		memcpy(other, pw, sizeof(pw));
 		other[i] ^= 0x20; /* the case of one letter */
-		CHECK(!wc_cached(&wc, "u", other));
-		CHECK(!wc_check_user(&wc, "u", other));
-		CHECK(!wc_cached(&wc, "u", other));
+		CHECK(!auth_cached(&wc, "u", other));
+		CHECK(!auth_check_user(&wc, "u", other));
+		CHECK(!auth_cached(&wc, "u", other));
 	}
 	/* "u" NUL "right" against "ur" NUL "ight" and "righ" NUL "t". */
-	CHECK(!wc_cached(&wc, "ur", "ight"));
-	CHECK(!wc_cached(&wc, "", "uright"));
-	CHECK(!wc_cached(&wc, "right", "u"));
-	CHECK(!wc_cached(&wc, "uri", "ght"));
-	CHECK(!wc_check_user(&wc, "uri", "ght"));
-	CHECK(wc_cached(&wc, "u", pw));
+	CHECK(!auth_cached(&wc, "ur", "ight"));
+	CHECK(!auth_cached(&wc, "", "uright"));
+	CHECK(!auth_cached(&wc, "right", "u"));
+	CHECK(!auth_cached(&wc, "uri", "ght"));
+	CHECK(!auth_check_user(&wc, "uri", "ght"));
+	CHECK(auth_cached(&wc, "u", pw));
 	wc_free(&wc);
 }
 
@@ -269,32 +270,32 @@ TEST(webconfig_login_cost)
 	CHECK_EQ(wc.checks, 0);
 	for (int i = 0; i < 3; i++) {
 		n = wc.checks;
-		CHECK(!wc_check_user(&wc, "u", "wrong"));
+		CHECK(!auth_check_user(&wc, "u", "wrong"));
 		CHECK_EQ(wc.checks, n + 1);
 		CHECK_EQ(wc.last_cost, 5);
-		CHECK(!wc_check_user(&wc, "v", "wrong"));
+		CHECK(!auth_check_user(&wc, "v", "wrong"));
 		CHECK_EQ(wc.checks, n + 2);
 		CHECK_EQ(wc.last_cost, 6);
 		/* Unknown users: the dummy, of the largest cost. */
-		CHECK(!wc_check_user(&wc, "nobody", "wrong"));
+		CHECK(!auth_check_user(&wc, "nobody", "wrong"));
 		CHECK_EQ(wc.checks, n + 3);
 		CHECK_EQ(wc.last_cost, 6);
-		CHECK(!wc_check_user(&wc, "", ""));
+		CHECK(!auth_check_user(&wc, "", ""));
 		CHECK_EQ(wc.checks, n + 4);
 		CHECK_EQ(wc.last_cost, 6);
 	}
 	n = wc.checks;
-	CHECK(wc_check_user(&wc, "u", "right"));
+	CHECK(auth_check_user(&wc, "u", "right"));
 	CHECK_EQ(wc.checks, n + 1);
 	for (int i = 0; i < 3; i++)
-		CHECK(wc_check_user(&wc, "u", "right"));
+		CHECK(auth_check_user(&wc, "u", "right"));
 	CHECK_EQ(wc.checks, n + 1);
 	wc_free(&wc);
 	/* One user: known and unknown cost the same bcrypt. */
 	snprintf(text, sizeof(text), "basic_auth_users:\n  u: %s\n", h5);
 	CHECK(wc_parse(text, "w", &wc, err, sizeof(err)) == 0);
-	CHECK(!wc_check_user(&wc, "u", "wrong"));
-	CHECK(!wc_check_user(&wc, "x", "wrong"));
+	CHECK(!auth_check_user(&wc, "u", "wrong"));
+	CHECK(!auth_check_user(&wc, "x", "wrong"));
 	CHECK_EQ(wc.checks, 2);
 	CHECK_EQ(wc.last_cost, 5);
 	wc_free(&wc);
