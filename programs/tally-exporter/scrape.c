@@ -3,9 +3,9 @@
  * scrapes never read the segments at the same time) it applies
  * $TALLY_RETAIN to the directories at most once a minute, reads the
  * segments into a snapshot, logs what it could not read once per change,
- * keeps --aggregate's counts of exited processes (retain.h), fills the
- * exporter's own numbers and writes the exposition; then it answers, in
- * gzip when the client allows it.
+ * keeps --aggregate's counts of exited processes (retain.h), has the
+ * exporter's own numbers filled (selfmetrics.h) and writes the
+ * exposition; then it answers, in gzip when the client allows it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -14,11 +14,8 @@
 #include <string.h>
 
 #include "aggregate.h"
+#include "selfmetrics.h"
 #include "srv.h"
-
-#ifndef TALLY_VERSION
-#define TALLY_VERSION "0"
-#endif
 
 static void dir_error(struct server *s, const char *msg)
 {
@@ -93,19 +90,6 @@ static void log_skips(struct server *s, const struct tp_snapshot *snap)
 	s->skip_mem = mem;
 }
 
-/* What the dead segments of a raw snapshot hold. */
-static void count_dead(const struct tp_snapshot *snap, struct ex_self *self)
-{
-	for (size_t i = 0; i < snap->nsegs; i++) {
-		const struct tp_segment *g = &snap->segs[i];
-
-		if (g->stale || g->info.alive || g->info.in_use)
-			continue;
-		self->dead_segments++;
-		self->dead_bytes += g->info.resident_bytes;
-	}
-}
-
 enum MHD_Result srv_scrape(struct server *s, struct MHD_Connection *c)
 {
 	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
@@ -136,7 +120,7 @@ enum MHD_Result srv_scrape(struct server *s, struct MHD_Connection *c)
 	complete = tp_snapshot_collect(&snap, &co, errbuf, sizeof(errbuf)) == 0;
 	dir_error(s, errbuf);
 	log_skips(s, &snap);
-	count_dead(&snap, &self);
+	self_count_dead(&self, &snap);
 	if (s->o.expose.aggregate) {
 		/* The raw snapshot becomes the retain's "last": not freed
 		 * here. */
@@ -146,25 +130,10 @@ enum MHD_Result srv_scrape(struct server *s, struct MHD_Connection *c)
 		snap = agg;
 	}
 	t1 = tp_now_ns();
-	s->scrapes++;
-	for (size_t i = 0; i < snap.nskipped; i++)
-		s->skipped_total[tp_skip_reason(snap.skipped[i].err)]++;
-	self.collect_seconds = (double)(t1 - t0) / 1e9;
-	self.scrapes = s->scrapes;
-	self.retired_series = s->retain.ngone;
-	self.retired_segments = s->retain.segments_retired;
-	memcpy(self.skipped_total, s->skipped_total, sizeof(s->skipped_total));
-	self.version = TALLY_VERSION;
-	self.mhd_version = MHD_get_version();
+	self_fill(&self, s, &snap, t0, t1);
 	tp_buf_reset(&s->out);
-	memcpy(self.label_clashes_total, s->label_clashes_total,
-	       sizeof(s->label_clashes_total));
-	pthread_mutex_lock(&s->conn_lock);
-	self.conns_evicted = s->conns_evicted;
-	pthread_mutex_unlock(&s->conn_lock);
 	ex_write(&s->out, &snap, &s->o.expose, f, &self, t0, &res);
-	s->label_clashes_total[0] += res.labels_renamed;
-	s->label_clashes_total[1] += res.labels_dropped;
+	self_count_result(s, &res);
 	tp_snapshot_free(&snap);
 	if (gz) {
 		body = srv_gzip(tp_buf_str(&s->out), s->out.len, &n);

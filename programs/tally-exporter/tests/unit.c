@@ -27,6 +27,7 @@
 #include "expose.h"
 #include "listen.h"
 #include "retain.h"
+#include "selfmetrics.h"
 #include "server.h"
 #include "webconfig.h"
 #include "harness.h"
