@@ -703,58 +703,158 @@ struct clash_case {
 	int renamed[3];
 };
 
-TEST(label_clash_rules)
+static const struct clash_case clash_cases[] = {
+	{ 1, { "le" }, {
+	  "le=\"v\",pid=\"10\",process=\"p\"",
+	  "le=\"v\",pid=\"10\",process=\"p\"",
+	  "exported_le=\"v\",pid=\"10\",process=\"p\"" }, { 0, 0, 1 } },
+	{ 1, { "pid" }, {
+	  "pid=\"v\",tally_pid=\"10\",process=\"p\"",
+	  "pid=\"v\",tally_pid=\"10\",process=\"p\"",
+	  "pid=\"v\",tally_pid=\"10\",process=\"p\"" }, { 1, 1, 1 } },
+	{ 1, { "process" }, {
+	  "process=\"v\",pid=\"10\",tally_process=\"p\"",
+	  "process=\"v\",pid=\"10\",tally_process=\"p\"",
+	  "process=\"v\",pid=\"10\",tally_process=\"p\"" }, { 1, 1, 1 } },
+	{ 2, { "pid", "process" }, {
+	  "pid=\"v\",process=\"v\",tally_pid=\"10\",tally_process=\"p\"",
+	  "pid=\"v\",process=\"v\",tally_pid=\"10\",tally_process=\"p\"",
+	  "pid=\"v\",process=\"v\",tally_pid=\"10\",tally_process=\"p\"" },
+	  { 1, 1, 1 } },
+	{ 1, { "tally_pid" }, {
+	  "tally_pid=\"v\",pid=\"10\",process=\"p\"",
+	  "tally_pid=\"v\",pid=\"10\",process=\"p\"",
+	  "tally_pid=\"v\",pid=\"10\",process=\"p\"" }, { 0, 0, 0 } },
+	{ 2, { "pid", "tally_pid" }, { NULL, NULL, NULL }, { 0, 0, 0 } },
+	{ 2, { "process", "tally_process" }, { NULL, NULL, NULL },
+	  { 0, 0, 0 } },
+	{ 2, { "a", "a" }, { NULL, NULL, NULL }, { 0, 0, 0 } },
+	{ 2, { "exported_le", "le" }, {
+	  "exported_le=\"v\",le=\"v\",pid=\"10\",process=\"p\"",
+	  "exported_le=\"v\",le=\"v\",pid=\"10\",process=\"p\"",
+	  NULL }, { 0, 0, 0 } },
+	{ 2, { "b", "a" }, {
+	  "b=\"v\",a=\"v\",pid=\"10\",process=\"p\"",
+	  "b=\"v\",a=\"v\",pid=\"10\",process=\"p\"",
+	  "b=\"v\",a=\"v\",pid=\"10\",process=\"p\"" }, { 0, 0, 0 } },
+	{ 2, { "zz", "pid" }, {
+	  "zz=\"v\",pid=\"v\",tally_pid=\"10\",process=\"p\"",
+	  "zz=\"v\",pid=\"v\",tally_pid=\"10\",process=\"p\"",
+	  "zz=\"v\",pid=\"v\",tally_pid=\"10\",process=\"p\"" },
+	  { 1, 1, 1 } },
+	{ 1, { "zone" }, {
+	  "zone=\"v\",pid=\"10\",process=\"p\"",
+	  "zone=\"v\",pid=\"10\",process=\"p\"",
+	  "zone=\"v\",pid=\"10\",process=\"p\"" }, { 0, 0, 0 } },
+};
+
+enum { NCLASH = sizeof(clash_cases) / sizeof(clash_cases[0]) };
+
+/* Series v[k * NCLASH + i]: case i as a counter (k 0), a gauge (1) or a
+ * histogram (2), of pid 10 of process "p", named in @names. */
+static void clash_series(struct tp_series *v, char (*names)[16],
+			 int64_t *buckets)
 {
-	static const struct clash_case cases[] = {
-		{ 1, { "le" }, {
-		  "le=\"v\",pid=\"10\",process=\"p\"",
-		  "le=\"v\",pid=\"10\",process=\"p\"",
-		  "exported_le=\"v\",pid=\"10\",process=\"p\"" }, { 0, 0, 1 } },
-		{ 1, { "pid" }, {
-		  "pid=\"v\",tally_pid=\"10\",process=\"p\"",
-		  "pid=\"v\",tally_pid=\"10\",process=\"p\"",
-		  "pid=\"v\",tally_pid=\"10\",process=\"p\"" }, { 1, 1, 1 } },
-		{ 1, { "process" }, {
-		  "process=\"v\",pid=\"10\",tally_process=\"p\"",
-		  "process=\"v\",pid=\"10\",tally_process=\"p\"",
-		  "process=\"v\",pid=\"10\",tally_process=\"p\"" }, { 1, 1, 1 } },
-		{ 2, { "pid", "process" }, {
-		  "pid=\"v\",process=\"v\",tally_pid=\"10\",tally_process=\"p\"",
-		  "pid=\"v\",process=\"v\",tally_pid=\"10\",tally_process=\"p\"",
-		  "pid=\"v\",process=\"v\",tally_pid=\"10\",tally_process=\"p\"" },
-		  { 1, 1, 1 } },
-		{ 1, { "tally_pid" }, {
-		  "tally_pid=\"v\",pid=\"10\",process=\"p\"",
-		  "tally_pid=\"v\",pid=\"10\",process=\"p\"",
-		  "tally_pid=\"v\",pid=\"10\",process=\"p\"" }, { 0, 0, 0 } },
-		{ 2, { "pid", "tally_pid" }, { NULL, NULL, NULL }, { 0, 0, 0 } },
-		{ 2, { "process", "tally_process" }, { NULL, NULL, NULL },
-		  { 0, 0, 0 } },
-		{ 2, { "a", "a" }, { NULL, NULL, NULL }, { 0, 0, 0 } },
-		{ 2, { "exported_le", "le" }, {
-		  "exported_le=\"v\",le=\"v\",pid=\"10\",process=\"p\"",
-		  "exported_le=\"v\",le=\"v\",pid=\"10\",process=\"p\"",
-		  NULL }, { 0, 0, 0 } },
-		{ 2, { "b", "a" }, {
-		  "b=\"v\",a=\"v\",pid=\"10\",process=\"p\"",
-		  "b=\"v\",a=\"v\",pid=\"10\",process=\"p\"",
-		  "b=\"v\",a=\"v\",pid=\"10\",process=\"p\"" }, { 0, 0, 0 } },
-		{ 2, { "zz", "pid" }, {
-		  "zz=\"v\",pid=\"v\",tally_pid=\"10\",process=\"p\"",
-		  "zz=\"v\",pid=\"v\",tally_pid=\"10\",process=\"p\"",
-		  "zz=\"v\",pid=\"v\",tally_pid=\"10\",process=\"p\"" },
-		  { 1, 1, 1 } },
-		{ 1, { "zone" }, {
-		  "zone=\"v\",pid=\"10\",process=\"p\"",
-		  "zone=\"v\",pid=\"10\",process=\"p\"",
-		  "zone=\"v\",pid=\"10\",process=\"p\"" }, { 0, 0, 0 } },
-	};
-	enum { NC = sizeof(cases) / sizeof(cases[0]) };
 	static const unsigned kinds[3] = { TALLY_COUNTER, TALLY_GAUGE,
 					   TALLY_HISTOGRAM };
 	static const char *const vals[3] = { "v", "v", "v" };
-	static char names[3 * NC][16];
-	struct tp_series v[3 * NC];
+
+	for (unsigned k = 0; k < 3; k++)
+		for (unsigned i = 0; i < NCLASH; i++) {
+			struct tp_series *x = &v[k * NCLASH + i];
+
+			snprintf(names[k * NCLASH + i], sizeof(names[0]),
+				 "%c%02u%s", "cgh"[k], i,
+				 k == 0 ? "_total" : "");
+			x->name = x->key = names[k * NCLASH + i];
+			x->kind = kinds[k];
+			x->help = x->unit = "";
+			x->pid = 10;
+			strcpy(x->proc, "p");
+			strcpy(x->zone, "z");
+			x->nlabels = clash_cases[i].n;
+			x->label_names = (char **)clash_cases[i].names;
+			x->label_values = (char **)vals;
+			if (kinds[k] == TALLY_HISTOGRAM) {
+				x->sub_bits = 1;
+				x->max_bits = 8;
+				x->nbuckets = 16;
+				x->buckets = buckets;
+				x->value = 1;
+			}
+		}
+}
+
+/* With --aggregate nothing is ours: the labels as the segment holds
+ * them, or NULL (left out) when a name is there twice or le meets
+ * exported_le on a histogram. */
+static const char *clash_want_aggregated(unsigned i, unsigned k)
+{
+	const struct clash_case *cc = &clash_cases[i];
+	int twice = cc->n == 2 && !strcmp(cc->names[0], cc->names[1]);
+	int le_meets = k == 2 && !strcmp(cc->names[0], "exported_le");
+
+	return twice || le_meets ? NULL : "";
+}
+
+/* The sample line case @i of kind @k must be written as, with @head
+ * (its name and brace) first; *@renamed: whether it counts as renamed. */
+static void clash_line(unsigned i, unsigned k, int agg, const char *head,
+		       const char *want, char *line, size_t n, int *renamed)
+{
+	const struct clash_case *cc = &clash_cases[i];
+	char *p = line;
+
+	*renamed = cc->renamed[k];
+	if (!agg) {
+		snprintf(line, n, "%s%s} %d\n", head, want, k == 2);
+		return;
+	}
+	p += sprintf(p, "%s", head);
+	for (unsigned j = 0; j < cc->n; j++)
+		p += sprintf(p, "%s%s=\"v\"", j ? "," : "",
+			     k == 2 && !strcmp(cc->names[j], "le") ?
+			     "exported_le" : cc->names[j]);
+	sprintf(p, "} %d\n", k == 2);
+	*renamed = k == 2 && strstr(line, "exported_le=");
+}
+
+/* Checks exposition @t of every case against what it must hold; counts
+ * the series renamed and dropped. */
+static void clash_check(const char *t, int agg, unsigned *renamed,
+			unsigned *dropped)
+{
+	for (unsigned k = 0; k < 3; k++)
+		for (unsigned i = 0; i < NCLASH; i++) {
+			const char *want = agg ? clash_want_aggregated(i, k) :
+					   clash_cases[i].want[k];
+			char line[300], head[32];
+			int r;
+
+			snprintf(head, sizeof(head), "%c%02u%s{", "cgh"[k], i,
+				 k == 0 ? "_total" : k == 2 ? "_count" : "");
+			if (!want) {
+				if (strstr(t, head))
+					harness_fail(__FILE__, __LINE__,
+						     "case %u kind %u "
+						     "written:\n%s", i, k, t);
+				(*dropped)++;
+				continue;
+			}
+			clash_line(i, k, agg, head, want, line, sizeof(line),
+				   &r);
+			if (!strstr(t, line))
+				harness_fail(__FILE__, __LINE__,
+					     "case %u kind %u: no \"%s\" in:\n%s",
+					     i, k, line, t);
+			*renamed += (unsigned)r;
+		}
+}
+
+TEST(label_clash_rules)
+{
+	static char names[3 * NCLASH][16];
+	struct tp_series v[3 * NCLASH];
 	struct tp_segment seg[1];
 	int64_t buckets[16] = { 1 };
 	struct ex_self self = { 0 };
@@ -768,95 +868,17 @@ TEST(label_clash_rules)
 		struct tp_snapshot s = { 0 };
 		struct tp_buf b = { 0 };
 		unsigned renamed = 0, dropped = 0;
-		const char *t;
 
 		memset(v, 0, sizeof(v));
 		memset(seg, 0, sizeof(seg));
 		seg[0].info.pid = 10;
-		for (unsigned k = 0; k < 3; k++)
-			for (unsigned i = 0; i < NC; i++) {
-				struct tp_series *x = &v[k * NC + i];
-
-				snprintf(names[k * NC + i], sizeof(names[0]),
-					 "%c%02u%s", "cgh"[k], i,
-					 k == 0 ? "_total" : "");
-				x->name = x->key = names[k * NC + i];
-				x->kind = kinds[k];
-				x->help = x->unit = "";
-				x->pid = 10;
-				strcpy(x->proc, "p");
-				strcpy(x->zone, "z");
-				x->nlabels = cases[i].n;
-				x->label_names = (char **)cases[i].names;
-				x->label_values = (char **)vals;
-				if (kinds[k] == TALLY_HISTOGRAM) {
-					x->sub_bits = 1;
-					x->max_bits = 8;
-					x->nbuckets = 16;
-					x->buckets = buckets;
-					x->value = 1;
-				}
-			}
+		clash_series(v, names, buckets);
 		s.series = v;
-		s.nseries = 3 * NC;
+		s.nseries = 3 * NCLASH;
 		s.segs = seg;
 		s.nsegs = 1;
 		ex_write(&b, &s, &c, EX_TEXT, &self, tp_now_ns(), &res);
-		t = tp_buf_str(&b);
-		for (unsigned k = 0; k < 3; k++)
-			for (unsigned i = 0; i < NC; i++) {
-				const char *want = cases[i].want[k];
-				char line[300], head[32];
-				int r = cases[i].renamed[k];
-
-				snprintf(head, sizeof(head), "%c%02u%s{", "cgh"[k],
-					 i, k == 0 ? "_total" : k == 2 ?
-					 "_count" : "");
-				if (agg) {
-					/* Nothing is ours: as the segment
-					 * holds them, or out when a name is
-					 * there twice or le meets
-					 * exported_le on a histogram. */
-					int twice = cases[i].n == 2 &&
-						    !strcmp(cases[i].names[0],
-							    cases[i].names[1]);
-					int le_meets = k == 2 &&
-						       !strcmp(cases[i].names[0],
-							       "exported_le");
-
-					want = twice || le_meets ? NULL : "";
-				}
-				if (!want) {
-					if (strstr(t, head))
-						harness_fail(__FILE__, __LINE__,
-							     "case %u kind %u "
-							     "written:\n%s", i,
-							     k, t);
-					dropped++;
-					continue;
-				}
-				if (agg) {
-					char *p = line;
-
-					p += sprintf(p, "%s", head);
-					for (unsigned j = 0; j < cases[i].n; j++)
-						p += sprintf(p, "%s%s=\"v\"",
-							     j ? "," : "",
-							     k == 2 && !strcmp(cases[i].names[j], "le") ?
-							     "exported_le" :
-							     cases[i].names[j]);
-					sprintf(p, "} %d\n", k == 2);
-					r = k == 2 && strstr(line, "exported_le=");
-				} else {
-					snprintf(line, sizeof(line), "%s%s} %d\n",
-						 head, want, k == 2);
-				}
-				if (!strstr(t, line))
-					harness_fail(__FILE__, __LINE__,
-						     "case %u kind %u: no \"%s\" in:\n%s",
-						     i, k, line, t);
-				renamed += (unsigned)r;
-			}
+		clash_check(tp_buf_str(&b), agg, &renamed, &dropped);
 		CHECK_EQ(res.labels_renamed, renamed);
 		CHECK_EQ(res.labels_dropped, dropped);
 		tp_buf_free(&b);
