@@ -65,7 +65,7 @@ void *srv_uri_logged(void *cls, const char *uri, struct MHD_Connection *c)
 
 /*
  * Whether the request line of @r held a NUL byte in its path: the path
- * seen by uri_logged() ended before the HTTP version, which still lies
+ * seen by srv_uri_logged() ended before the HTTP version, which still lies
  * further in the same line, as libmicrohttpd 0.9 parses it.  (A
  * libmicrohttpd that kept the version elsewhere would have nothing
  * refused here, never a good request: exporter-http's NUL test says so.)
@@ -92,7 +92,7 @@ enum MHD_Result srv_handle(void *cls, struct MHD_Connection *c,
 
 	(void)upload;
 	if (!r)
-		return MHD_NO;  /* out of memory in uri_logged() */
+		return MHD_NO;  /* out of memory in srv_uri_logged() */
 	if (!r->started) {
 		srv_conn_answering(s, c);
 		r->started = 1;
@@ -101,8 +101,9 @@ enum MHD_Result srv_handle(void *cls, struct MHD_Connection *c,
 		return MHD_YES;
 	}
 	if (r->auth == AUTH_NUL)
-		return srv_reply(c, MHD_HTTP_BAD_REQUEST, "text/plain; charset=utf-8",
-			     "Bad request: the path holds a NUL byte\n");
+		return srv_reply(c, MHD_HTTP_BAD_REQUEST,
+				 "text/plain; charset=utf-8",
+				 "Bad request: the path holds a NUL byte\n");
 	if (*upload_size) {
 		/* A body is read and dropped; libmicrohttpd's memory limit
 		 * bounds what one read can hold. */
@@ -110,12 +111,13 @@ enum MHD_Result srv_handle(void *cls, struct MHD_Connection *c,
 		return MHD_YES;
 	}
 	if (!is_metrics && !is_index)
-		return srv_reply(c, MHD_HTTP_NOT_FOUND, "text/plain; charset=utf-8",
-			     "Not found: try /metrics\n");
+		return srv_reply(c, MHD_HTTP_NOT_FOUND,
+				 "text/plain; charset=utf-8",
+				 "Not found: try /metrics\n");
 	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
 		return srv_reply(c, MHD_HTTP_METHOD_NOT_ALLOWED,
-			     "text/plain; charset=utf-8",
-			     "Method not allowed: GET or HEAD\n");
+				 "text/plain; charset=utf-8",
+				 "Method not allowed: GET or HEAD\n");
 	if (s->o.web && s->o.web->nusers) {
 		enum MHD_Result resp;
 
@@ -126,17 +128,17 @@ enum MHD_Result srv_handle(void *cls, struct MHD_Connection *c,
 			return resp;
 		case AUTH_STOP:
 			return srv_busy(c, MHD_HTTP_SERVICE_UNAVAILABLE,
-				    "Stopping\n");
+					"Stopping\n");
 		case AUTH_BUSY:
 			return srv_busy(c, MHD_HTTP_TOO_MANY_REQUESTS,
-				    srv_too_many);
+					srv_too_many);
 		default:
 			return srv_unauthorized(c);
 		}
 	}
 	if (is_index)
 		return srv_reply(c, MHD_HTTP_OK, "text/html; charset=utf-8",
-			     srv_index_html);
+				 srv_index_html);
 	return srv_scrape(s, c);
 }
 

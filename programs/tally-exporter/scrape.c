@@ -59,10 +59,10 @@ static void expire(struct server *s, uint64_t now)
 			continue;
 		s->retain_told |= 1ull << i;
 		srv_log("not removing the dead segments of %s (TALLY_RETAIN): "
-		      "only the directory's owner may; its writers do when "
-		      "they create a zone (and keep one dead incarnation of a "
-		      "pid that restarts), or run tallystat --clean as its "
-		      "owner", dir ? dir : "the default directory");
+			"only the directory's owner may; its writers do when "
+			"they create a zone (and keep one dead incarnation of "
+			"a pid that restarts), or run tallystat --clean as its "
+			"owner", dir ? dir : "the default directory");
 	}
 }
 

@@ -31,12 +31,12 @@ enum auth_state {
 struct request {
 	int started;               /* the handler has seen it */
 	const char *raw_uri;       /* the path as sent, and its length up */
-	size_t raw_len;            /* to the first NUL (uri_logged()) */
+	size_t raw_len;            /* to the first NUL (srv_uri_logged()) */
 	enum auth_state auth;
 	char *user, *pass;
 	unsigned char addr[17];    /* family, then the address bytes */
 	int clean;                 /* a configured user without recent
-				      failures (see the top) when queued */
+				      failures (auth.c) when queued */
 	int uidx;                  /* that user's index */
 	uint64_t queued_ns;        /* CLOCK_MONOTONIC when queued */
 	struct MHD_Connection *c;
@@ -52,6 +52,8 @@ struct conn {
 struct server {
 	struct server_opts o;
 	struct MHD_Daemon *d;
+	/* The scrape (scrape.c), and the totals since start that
+	 * selfmetrics.c keeps for the exporter's own metrics. */
 	pthread_mutex_t scrape_lock;
 	uint64_t scrapes;
 	uint64_t skipped_total[TP_NSKIP];
@@ -70,7 +72,7 @@ struct server {
 	int stopping;
 	struct conn head;          /* a ring, the newest first */
 	unsigned nconns;           /* in the ring */
-	uint64_t conns_evicted;    /* closed to make room (notify_conn) */
+	uint64_t conns_evicted;    /* closed to make room (srv_notify_conn) */
 	pthread_t watchdog;
 	int watchdog_started;
 	/* The login queue and its thread. */
