@@ -1,6 +1,6 @@
 /*
  * auth.h: authentication of tally-exporter's scrapes, by the users of the
- * web config (webconfig.h).
+ * web config (webconfig.h), which holds a struct auth_cache for them.
  *
  * Password checks are split in two so that the server can keep bcrypt off
  * its network threads (authcache.c): auth_cached() is fast (a keyed hash
@@ -12,9 +12,43 @@
 #ifndef TALLY_EXPORTER_AUTH_H
 #define TALLY_EXPORTER_AUTH_H
 
+#include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 
-#include "webconfig.h"
+struct webconfig;
+
+/* Remembered successful logins (keyed hashes, never passwords). */
+#define AUTH_CACHE_SIZE 64
+
+struct auth_cached_login {
+	uint64_t tag[2];
+};
+
+/* What the checks keep for the users of one web config. */
+struct auth_cache {
+	/* A hash of a random password with cost cost_max, generated at
+	 * load: unknown users are checked against it so that they cost
+	 * what a known user costs. */
+	char dummy[64];
+	/* The cache: keys of the keyed hash (random at load), and the
+	 * tags of the last AUTH_CACHE_SIZE successful logins. */
+	uint64_t key[4];
+	pthread_mutex_t cache_lock;
+	struct auth_cached_login cache[AUTH_CACHE_SIZE];
+	unsigned ncache, next_slot;
+	/* The bcrypt checks auth_verify() made and the cost of the last one:
+	 * what a login cost, counted rather than timed (by the tests).
+	 * Written by the one thread that calls auth_verify(). */
+	unsigned long checks;
+	int last_cost;
+	int initialized;
+};
+
+/* auth_cache_init, auth_cache_free: the cache's lock, made and
+ * destroyed (free: only when made).  Not MT-safe on one @c. */
+void auth_cache_init(struct auth_cache *c);
+void auth_cache_free(struct auth_cache *c);
 
 /*
  * auth_bcrypt_cost: the cost of @h when it is a bcrypt hash as crypt(3)
@@ -33,7 +67,7 @@ int auth_prepare(struct webconfig *wc, const char *path, char *err,
 
 /*
  * auth_cached: 1 when @user and @password are the credentials of one of
- * the last WC_CACHE_SIZE successful checks, else 0.  Costs two SipHash
+ * the last AUTH_CACHE_SIZE successful checks, else 0.  Costs two SipHash
  * computations and a mutex: no bcrypt.  MT-safe.
  */
 int auth_cached(struct webconfig *wc, const char *user, const char *password);

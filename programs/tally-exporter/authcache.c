@@ -18,6 +18,7 @@
 #include <sys/random.h>
 
 #include "auth.h"
+#include "webconfig.h"
 
 /*
  * A bcrypt hash as crypt(3) writes it: "$2a$", "$2b$" or "$2y$", two
@@ -48,12 +49,13 @@ int auth_bcrypt_cost(const char *h)
 int auth_prepare(struct webconfig *wc, const char *path, char *err,
 		      size_t errlen)
 {
+	struct auth_cache *ac = &wc->login;
 	struct crypt_data *cd;
 	unsigned char pw[16];
 	char salt[64], hex[33];
 	const char *h;
 
-	if (getrandom(wc->key, sizeof(wc->key), 0) != sizeof(wc->key) ||
+	if (getrandom(ac->key, sizeof(ac->key), 0) != sizeof(ac->key) ||
 	    getrandom(pw, sizeof(pw), 0) != sizeof(pw)) {
 		snprintf(err, errlen, "%s: no random bytes for the password "
 			 "cache: %s", path, strerror(errno));
@@ -68,13 +70,13 @@ int auth_prepare(struct webconfig *wc, const char *path, char *err,
 			     sizeof(salt));
 	if (h)
 		h = crypt_r(hex, salt, cd);
-	if (!h || h[0] == '*' || strlen(h) >= sizeof(wc->dummy)) {
+	if (!h || h[0] == '*' || strlen(h) >= sizeof(ac->dummy)) {
 		free(cd);
 		snprintf(err, errlen, "%s: this libcrypt cannot make a bcrypt "
 			 "hash of cost %u", path, wc->cost_max);
 		return -EINVAL;
 	}
-	memcpy(wc->dummy, h, strlen(h) + 1);
+	memcpy(ac->dummy, h, strlen(h) + 1);
 	free(cd);
 	return 0;
 }
@@ -130,6 +132,7 @@ static uint64_t siphash(const uint64_t k[2], const unsigned char *in,
 static int login_tag(const struct webconfig *wc, const char *user,
 		     const char *password, uint64_t tag[2])
 {
+	const struct auth_cache *ac = &wc->login;
 	size_t nu = strlen(user), np = strlen(password);
 	unsigned char *buf = malloc(nu + np + 1);
 
@@ -137,8 +140,8 @@ static int login_tag(const struct webconfig *wc, const char *user,
 		return -ENOMEM;
 	memcpy(buf, user, nu + 1);
 	memcpy(buf + nu + 1, password, np);
-	tag[0] = siphash(wc->key, buf, nu + np + 1);
-	tag[1] = siphash(wc->key + 2, buf, nu + np + 1);
+	tag[0] = siphash(ac->key, buf, nu + np + 1);
+	tag[1] = siphash(ac->key + 2, buf, nu + np + 1);
 	memset(buf, 0, nu + np + 1);
 	free(buf);
 	return 0;
@@ -146,15 +149,16 @@ static int login_tag(const struct webconfig *wc, const char *user,
 
 int auth_cached(struct webconfig *wc, const char *user, const char *password)
 {
+	struct auth_cache *ac = &wc->login;
 	uint64_t tag[2], hit = 0;
 
 	if (login_tag(wc, user, password, tag) < 0)
 		return 0;
-	pthread_mutex_lock(&wc->cache_lock);
-	for (unsigned i = 0; i < wc->ncache; i++)
-		hit |= ((wc->cache[i].tag[0] ^ tag[0]) |
-			(wc->cache[i].tag[1] ^ tag[1])) == 0;
-	pthread_mutex_unlock(&wc->cache_lock);
+	pthread_mutex_lock(&ac->cache_lock);
+	for (unsigned i = 0; i < ac->ncache; i++)
+		hit |= ((ac->cache[i].tag[0] ^ tag[0]) |
+			(ac->cache[i].tag[1] ^ tag[1])) == 0;
+	pthread_mutex_unlock(&ac->cache_lock);
 	return hit != 0;
 }
 
@@ -170,7 +174,8 @@ static int ct_equal(const char *a, const char *b)
 
 int auth_verify(struct webconfig *wc, const char *user, const char *password)
 {
-	const char *hash = wc->dummy;
+	struct auth_cache *ac = &wc->login;
+	const char *hash = ac->dummy;
 	struct crypt_data *cd;
 	const char *out;
 	uint64_t tag[2];
@@ -187,20 +192,20 @@ int auth_verify(struct webconfig *wc, const char *user, const char *password)
 	if (!cd)
 		return 0;
 	out = crypt_r(password, hash, cd);
-	wc->checks++;
-	wc->last_cost = auth_bcrypt_cost(hash);
+	ac->checks++;
+	ac->last_cost = auth_bcrypt_cost(hash);
 	ok = known && out && out[0] != '*' && ct_equal(out, hash);
 	explicit_bzero(cd, sizeof(*cd));
 	free(cd);
 	if (ok && login_tag(wc, user, password, tag) == 0) {
 		/* The oldest entry gives way when the cache is full. */
-		pthread_mutex_lock(&wc->cache_lock);
-		wc->cache[wc->next_slot].tag[0] = tag[0];
-		wc->cache[wc->next_slot].tag[1] = tag[1];
-		wc->next_slot = (wc->next_slot + 1) % WC_CACHE_SIZE;
-		if (wc->ncache < WC_CACHE_SIZE)
-			wc->ncache++;
-		pthread_mutex_unlock(&wc->cache_lock);
+		pthread_mutex_lock(&ac->cache_lock);
+		ac->cache[ac->next_slot].tag[0] = tag[0];
+		ac->cache[ac->next_slot].tag[1] = tag[1];
+		ac->next_slot = (ac->next_slot + 1) % AUTH_CACHE_SIZE;
+		if (ac->ncache < AUTH_CACHE_SIZE)
+			ac->ncache++;
+		pthread_mutex_unlock(&ac->cache_lock);
 	}
 	return ok;
 }
@@ -210,4 +215,16 @@ int auth_check_user(struct webconfig *wc, const char *user,
 {
 	return auth_cached(wc, user, password) ||
 	       auth_verify(wc, user, password);
+}
+
+void auth_cache_init(struct auth_cache *c)
+{
+	pthread_mutex_init(&c->cache_lock, NULL);
+	c->initialized = 1;
+}
+
+void auth_cache_free(struct auth_cache *c)
+{
+	if (c->initialized)
+		pthread_mutex_destroy(&c->cache_lock);
 }

@@ -295,8 +295,7 @@ int wc_parse(const char *text, const char *path, struct webconfig *wc,
 	int rc = 0;
 
 	memset(wc, 0, sizeof(*wc));
-	pthread_mutex_init(&wc->cache_lock, NULL);
-	wc->initialized = 1;
+	auth_cache_init(&wc->login);
 	if (!copy) {
 		wc_free(wc);
 		return -ENOMEM;
@@ -443,7 +442,6 @@ void wc_free(struct webconfig *wc)
 		free(wc->users[i].hash);
 	}
 	free(wc->users);
-	if (wc->initialized)
-		pthread_mutex_destroy(&wc->cache_lock);
+	auth_cache_free(&wc->login);
 	memset(wc, 0, sizeof(*wc));
 }

@@ -21,9 +21,9 @@
 #ifndef TALLY_EXPORTER_WEBCONFIG_H
 #define TALLY_EXPORTER_WEBCONFIG_H
 
-#include <pthread.h>
 #include <stddef.h>
-#include <stdint.h>
+
+#include "auth.h"
 
 /*
  * The largest bcrypt cost accepted: 2^12 rounds take about 0.2 s on a
@@ -33,18 +33,12 @@
  */
 #define WC_MIN_COST 4
 #define WC_MAX_COST 12
-/* Remembered successful logins (keyed hashes, never passwords). */
-#define WC_CACHE_SIZE 64
 /* The largest web config, certificate or key file read. */
 #define WC_MAX_FILE (1u << 20)
 
 struct wc_user {
 	char *name, *hash;
 	unsigned cost;
-};
-
-struct wc_cached_login {
-	uint64_t tag[2];
 };
 
 struct webconfig {
@@ -55,22 +49,7 @@ struct webconfig {
 	unsigned cost_min, cost_max;  /* over the users */
 	int world_readable;           /* users' hashes readable by others */
 	int key_world_readable;       /* the TLS key readable by others */
-	/* A hash of a random password with cost cost_max, generated at
-	 * load: unknown users are checked against it so that they cost
-	 * what a known user costs. */
-	char dummy[64];
-	/* The cache: keys of the keyed hash (random at load), and the
-	 * tags of the last WC_CACHE_SIZE successful logins. */
-	uint64_t key[4];
-	pthread_mutex_t cache_lock;
-	struct wc_cached_login cache[WC_CACHE_SIZE];
-	unsigned ncache, next_slot;
-	/* The bcrypt checks auth_verify() made and the cost of the last one:
-	 * what a login cost, counted rather than timed (by the tests).
-	 * Written by the one thread that calls auth_verify(). */
-	unsigned long checks;
-	int last_cost;
-	int initialized;
+	struct auth_cache login;      /* the checks of its users (auth.h) */
 };
 
 /*
@@ -89,8 +68,9 @@ int wc_parse(const char *text, const char *path, struct webconfig *wc,
  * directory, FIFO or device is refused without blocking), parse it, and
  * read the certificate and key files the same way.  Sets
  * wc->world_readable when the file holding users' hashes is readable by
- * others, wc->key_world_readable when the TLS key is (the caller warns).  Return 0 or a negative errno with a
- * one-line message in @err.  Not MT-safe on one @wc.
+ * others, wc->key_world_readable when the TLS key is (the caller warns).
+ * Return 0 or a negative errno with a one-line message in @err.  Not
+ * MT-safe on one @wc.
  */
 int wc_load(const char *path, struct webconfig *wc, char *err, size_t errlen);
 

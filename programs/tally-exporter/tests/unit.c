@@ -138,7 +138,7 @@ TEST(webconfig)
 	CHECK(wc.nusers == 2 && strcmp(wc.users[1].name, "bob") == 0);
 	CHECK(wc.cost_min == 4 && wc.cost_max == 10);
 	/* Unknown users are checked against a hash of the largest cost. */
-	CHECK(strncmp(wc.dummy, "$2b$10$", 7) == 0 && strlen(wc.dummy) == 60);
+	CHECK(strncmp(wc.login.dummy, "$2b$10$", 7) == 0 && strlen(wc.login.dummy) == 60);
 	wc_free(&wc);
 	CHECK(wc_parse("basic_auth_users:\n  a: plain\n", "w.yml", &wc, err,
 		       sizeof(err)) < 0);
@@ -197,7 +197,7 @@ TEST(webconfig)
 		 h5, h6);
 	CHECK(wc_parse(text, "w", &wc, err, sizeof(err)) == 0);
 	CHECK(wc.cost_min == 5 && wc.cost_max == 6);
-	CHECK(strncmp(wc.dummy, "$2b$06$", 7) == 0);
+	CHECK(strncmp(wc.login.dummy, "$2b$06$", 7) == 0);
 	CHECK(!auth_cached(&wc, "u", "right"));
 	CHECK(!auth_verify(&wc, "u", "wrong"));
 	CHECK(!auth_cached(&wc, "u", "wrong"));
@@ -268,37 +268,37 @@ TEST(webconfig_login_cost)
 	snprintf(text, sizeof(text), "basic_auth_users:\n  u: %s\n  v: %s\n",
 		 h5, h6);
 	CHECK(wc_parse(text, "w", &wc, err, sizeof(err)) == 0);
-	CHECK_EQ(wc.checks, 0);
+	CHECK_EQ(wc.login.checks, 0);
 	for (int i = 0; i < 3; i++) {
-		n = wc.checks;
+		n = wc.login.checks;
 		CHECK(!auth_check_user(&wc, "u", "wrong"));
-		CHECK_EQ(wc.checks, n + 1);
-		CHECK_EQ(wc.last_cost, 5);
+		CHECK_EQ(wc.login.checks, n + 1);
+		CHECK_EQ(wc.login.last_cost, 5);
 		CHECK(!auth_check_user(&wc, "v", "wrong"));
-		CHECK_EQ(wc.checks, n + 2);
-		CHECK_EQ(wc.last_cost, 6);
+		CHECK_EQ(wc.login.checks, n + 2);
+		CHECK_EQ(wc.login.last_cost, 6);
 		/* Unknown users: the dummy, of the largest cost. */
 		CHECK(!auth_check_user(&wc, "nobody", "wrong"));
-		CHECK_EQ(wc.checks, n + 3);
-		CHECK_EQ(wc.last_cost, 6);
+		CHECK_EQ(wc.login.checks, n + 3);
+		CHECK_EQ(wc.login.last_cost, 6);
 		CHECK(!auth_check_user(&wc, "", ""));
-		CHECK_EQ(wc.checks, n + 4);
-		CHECK_EQ(wc.last_cost, 6);
+		CHECK_EQ(wc.login.checks, n + 4);
+		CHECK_EQ(wc.login.last_cost, 6);
 	}
-	n = wc.checks;
+	n = wc.login.checks;
 	CHECK(auth_check_user(&wc, "u", "right"));
-	CHECK_EQ(wc.checks, n + 1);
+	CHECK_EQ(wc.login.checks, n + 1);
 	for (int i = 0; i < 3; i++)
 		CHECK(auth_check_user(&wc, "u", "right"));
-	CHECK_EQ(wc.checks, n + 1);
+	CHECK_EQ(wc.login.checks, n + 1);
 	wc_free(&wc);
 	/* One user: known and unknown cost the same bcrypt. */
 	snprintf(text, sizeof(text), "basic_auth_users:\n  u: %s\n", h5);
 	CHECK(wc_parse(text, "w", &wc, err, sizeof(err)) == 0);
 	CHECK(!auth_check_user(&wc, "u", "wrong"));
 	CHECK(!auth_check_user(&wc, "x", "wrong"));
-	CHECK_EQ(wc.checks, 2);
-	CHECK_EQ(wc.last_cost, 5);
+	CHECK_EQ(wc.login.checks, 2);
+	CHECK_EQ(wc.login.last_cost, 5);
 	wc_free(&wc);
 }
 
