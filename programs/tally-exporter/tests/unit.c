@@ -600,6 +600,84 @@ TEST(fractional)
 }
 
 /* Label names that clash: renamed or left out, never written twice. */
+/*
+ * Every tally_exporter_* metric but the scrape's duration, exactly, from
+ * known numbers: the definitions and filling of selfmetrics.c as
+ * write_self() prints them.  Each number is different, so a metric that
+ * reads another's is caught; a version holding a quote is escaped.
+ */
+TEST(self_metrics_exact)
+{
+	static const char *const want[] = {
+		"# HELP tally_exporter_build_info tally-exporter's version and "
+		"libmicrohttpd's.\n# TYPE tally_exporter_build_info gauge\n"
+		"tally_exporter_build_info{version=\"1\\\"2\","
+		"libmicrohttpd=\"0.9\"} 1\n",
+		"\ntally_exporter_segments_read 1\n",
+		"\ntally_exporter_scrape_segments_skipped{reason=\"corrupt\"} 1\n"
+		"tally_exporter_scrape_segments_skipped{reason=\"foreign\"} 0\n"
+		"tally_exporter_scrape_segments_skipped{reason=\"version\"} 0\n"
+		"tally_exporter_scrape_segments_skipped{reason=\"vanished\"} 0\n"
+		"tally_exporter_scrape_segments_skipped{reason=\"symlink\"} 2\n"
+		"tally_exporter_scrape_segments_skipped{reason=\"unreadable\"} 0\n",
+		"# TYPE tally_exporter_segments_skipped_total counter\n"
+		"tally_exporter_segments_skipped_total{reason=\"corrupt\"} 21\n"
+		"tally_exporter_segments_skipped_total{reason=\"foreign\"} 22\n"
+		"tally_exporter_segments_skipped_total{reason=\"version\"} 23\n"
+		"tally_exporter_segments_skipped_total{reason=\"vanished\"} 24\n"
+		"tally_exporter_segments_skipped_total{reason=\"symlink\"} 25\n"
+		"tally_exporter_segments_skipped_total{reason=\"unreadable\"} 26\n",
+		"\ntally_exporter_scrape_records_skipped 3\n",
+		"\ntally_exporter_connections_evicted_total 17\n",
+		"\ntally_exporter_dead_segments 13\n",
+		"# TYPE tally_exporter_dead_segment_bytes gauge\n"
+		"tally_exporter_dead_segment_bytes 14\n",
+		"\ntally_exporter_series 0\n",
+		"\ntally_exporter_series_conflicts 0\n",
+		"\ntally_exporter_series_redefined 0\n",
+		"\ntally_exporter_label_clashes_total{action=\"renamed\"} 15\n"
+		"tally_exporter_label_clashes_total{action=\"dropped\"} 16\n",
+		"\ntally_exporter_retired_series 11\n",
+		"\ntally_exporter_retired_segments_total 12\n",
+		"\ntally_exporter_scrapes_total 7\n",
+		"\ntally_exporter_collect_duration_seconds 0.250000\n",
+	};
+	struct tp_skipped sk[3] = { { NULL, NULL, EINVAL },
+				    { NULL, NULL, ELOOP },
+				    { NULL, NULL, ELOOP } };
+	struct tp_segment seg[2];
+	struct ex_self self = {
+		.collect_seconds = 0.25, .scrapes = 7,
+		.skipped_total = { 21, 22, 23, 24, 25, 26 },
+		.retired_series = 11, .retired_segments = 12,
+		.dead_segments = 13, .dead_bytes = 14,
+		.label_clashes_total = { 15, 16 }, .conns_evicted = 17,
+		.version = "1\"2", .mhd_version = "0.9",
+	};
+	struct ex_config c = { .self_metrics = 1 };
+	struct tp_snapshot s = { 0 };
+	struct tp_buf b = { 0 };
+	struct ex_result res;
+	const char *t;
+
+	memset(seg, 0, sizeof(seg));
+	seg[0].records_skipped = 3;
+	seg[1].stale = 1;             /* not read this time: not counted */
+	seg[1].records_skipped = 100;
+	s.segs = seg;
+	s.nsegs = 2;
+	s.skipped = sk;
+	s.nskipped = 3;
+	ex_write(&b, &s, &c, EX_TEXT, &self, tp_now_ns(), &res);
+	t = tp_buf_str(&b);
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		if (!strstr(t, want[i]))
+			harness_fail(__FILE__, __LINE__, "no \"%s\" in:\n%s",
+				     want[i], t);
+	CHECK(strstr(t, "\ntally_exporter_scrape_duration_seconds "));
+	tp_buf_free(&b);
+}
+
 TEST(label_clashes)
 {
 	struct tp_snapshot s = { 0 };
