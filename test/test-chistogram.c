@@ -60,14 +60,10 @@ static int seen_fn(const struct tally_series_view *v, void *arg)
 
 static struct seen read_zone(struct tally_zone *z)
 {
-	struct tally_seg *seg = tally_seg_open(tally_zone_path(z), NULL);
 	struct seen s;
 
 	memset(&s, 0, sizeof(s));
-	if (!seg)
-		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
-	CHECK(tally_seg_foreach(seg, 0, seen_fn, &s) >= 0);
-	tally_seg_close(seg);
+	foreach_path(tally_zone_path(z), seen_fn, &s);
 	return s;
 }
 
@@ -154,15 +150,11 @@ TEST(concurrent_observations_add_up_exactly)
 	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
 					  "order_value_dollars");
 	tally_chistogram h;
-	pthread_t t[4];
 	struct observer o = { &h, 100000 };
 	struct seen s;
 
 	CHECK_EQ(tally_chistogram_register(z, &d, bounds, 5, &h), 0);
-	for (int i = 0; i < 4; i++)
-		CHECK_EQ(pthread_create(&t[i], NULL, observe_many, &o), 0);
-	for (int i = 0; i < 4; i++)
-		pthread_join(t[i], NULL);
+	run_threads(4, observe_many, &o);
 	s = read_zone(z);
 	CHECK_EQ(s.count, 800000);
 	CHECK_EQ(s.buckets[0], 400000);
@@ -258,16 +250,11 @@ TEST(older_readers_skip_it)
 	struct tally__hdr hd;
 	struct tally__metric_rec f;
 	struct tally__series r;
-	int fd;
 
 	d.help = "What orders were worth.";
 	CHECK_EQ(tally_chistogram_register(z, &d, bounds, 5, &h), 0);
 	tally_chistogram_observe(&h, 1.5);
-	fd = open(tally_zone_path(z), O_RDONLY | O_CLOEXEC);
-	CHECK(fd >= 0);
-	CHECK_EQ(pread(fd, &hd, sizeof(hd), 0), (ssize_t)sizeof(hd));
-	CHECK_EQ(pread(fd, &f, sizeof(f), (off_t)hd.metric_off),
-		 (ssize_t)sizeof(f));
+	read_first_records(tally_zone_path(z), &hd, &f, &r);
 	CHECK_EQ(f.kind, TALLY__KIND_COUNTER);
 	CHECK_EQ(f.vtype, TALLY__VT_INT64);
 	CHECK_EQ(f.type, TALLY__TYPE_CHISTO);
@@ -275,11 +262,8 @@ TEST(older_readers_skip_it)
 	CHECK_EQ(strlen(f.help), f.help_len);
 	CHECK_EQ(tally__metric_tail(&f)->nbounds, 5);
 	CHECK(tally__metric_bounds(&f)->bound[1] == 2.5);
-	CHECK_EQ(pread(fd, &r, sizeof(r), (off_t)hd.series_off),
-		 (ssize_t)sizeof(r));
 	CHECK_EQ(r.state, TALLY__SERIES_TYPED);
 	CHECK_EQ(r.nslots, 8u); /* the sum's two, 6 buckets */
-	close(fd);
 	tally_zone_destroy(z);
 }
 

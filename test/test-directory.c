@@ -148,13 +148,9 @@ static int sum_fn(const struct tally_series_view *v, void *arg)
 
 static int64_t sum_of(const char *path)
 {
-	struct tally_seg *s = tally_seg_open(path, NULL);
 	int64_t sum = 0;
 
-	if (!s)
-		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
-	CHECK_EQ(tally_seg_foreach(s, 0, sum_fn, &sum), SERIES);
-	tally_seg_close(s);
+	CHECK_EQ(foreach_path(path, sum_fn, &sum), SERIES);
 	return sum;
 }
 

@@ -44,14 +44,10 @@ static int seen_fn(const struct tally_series_view *v, void *arg)
 
 static struct seen read_zone(struct tally_zone *z)
 {
-	struct tally_seg *seg = tally_seg_open(tally_zone_path(z), NULL);
 	struct seen s;
 
 	memset(&s, 0, sizeof(s));
-	if (!seg)
-		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
-	CHECK(tally_seg_foreach(seg, 0, seen_fn, &s) >= 0);
-	tally_seg_close(seg);
+	foreach_path(tally_zone_path(z), seen_fn, &s);
 	return s;
 }
 
@@ -112,15 +108,11 @@ TEST(concurrent_fractions_add_up_exactly)
 	struct tally_zone *z = zone_in("quarters");
 	struct tally_metric_desc d = desc(TALLY_FCOUNTER, "paid_total");
 	tally_fcounter c;
-	pthread_t t[4];
 	struct adder a = { &c, 200000 };
 	struct seen s;
 
 	CHECK_EQ(tally_fcounter_register(z, &d, &c), 0);
-	for (int i = 0; i < 4; i++)
-		CHECK_EQ(pthread_create(&t[i], NULL, add_quarters, &a), 0);
-	for (int i = 0; i < 4; i++)
-		pthread_join(t[i], NULL);
+	run_threads(4, add_quarters, &a);
 	s = read_zone(z);
 	CHECK_EQ(s.value, 200000);
 	CHECK_EQ(s.frac, 0u);
@@ -162,24 +154,16 @@ TEST(older_readers_skip_it_and_a_plain_counter_is_another_definition)
 	struct tally__hdr h;
 	struct tally__metric_rec f;
 	struct tally__series r;
-	int fd;
 
 	CHECK_EQ(tally_fcounter_register(z, &d, &c), 0);
 	tally_fcounter_add(&c, 1.5);
-	fd = open(tally_zone_path(z), O_RDONLY | O_CLOEXEC);
-	CHECK(fd >= 0);
-	CHECK_EQ(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
-	CHECK_EQ(pread(fd, &f, sizeof(f), (off_t)h.metric_off),
-		 (ssize_t)sizeof(f));
+	read_first_records(tally_zone_path(z), &h, &f, &r);
 	CHECK_EQ(f.kind, TALLY__KIND_COUNTER);
 	CHECK_EQ(f.vtype, TALLY__VT_INT64);
 	CHECK_EQ(f.type, TALLY__TYPE_FCOUNTER);
 	CHECK_EQ(f.sub_bits, 0);
-	CHECK_EQ(pread(fd, &r, sizeof(r), (off_t)h.series_off),
-		 (ssize_t)sizeof(r));
 	CHECK_EQ(r.state, TALLY__SERIES_TYPED);
 	CHECK_EQ(r.nslots, 2u);
-	close(fd);
 	d.kind = TALLY_COUNTER;
 	CHECK_EQ(tally_counter_register(z, &d, &plain), 0);
 	tally_counter_add(&plain, 7);

@@ -45,13 +45,9 @@ static int find_fn(const struct tally_series_view *v, void *arg)
 
 static int64_t value_in_file(const char *path, const char *name)
 {
-	struct tally_seg *s = tally_seg_open(path, NULL);
 	struct find f = { name, -1 };
 
-	if (!s)
-		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
-	CHECK(tally_seg_foreach(s, 0, find_fn, &f) >= 0);
-	tally_seg_close(s);
+	foreach_path(path, find_fn, &f);
 	return f.value;
 }
 

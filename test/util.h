@@ -8,6 +8,7 @@
 #define TALLY_TEST_UTIL_H
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "harness.h"
 #include "core/core.h"
 #include "kinds.h"
+#include "layout.h"
 #include "tally/metrics.h"
 #include "tally/reader.h"
 
@@ -112,6 +114,58 @@ static inline struct tally_seg_info info_of(const char *path)
 	CHECK_EQ(tally_seg_info(s, &info), 0);
 	tally_seg_close(s);
 	return info;
+}
+
+/*
+ * Passes every series of the segment at @path to @fn with @arg in one
+ * pass, or fails the test when the segment cannot be opened or the pass
+ * fails.  Returns what tally_seg_foreach() returned: the series passed.
+ */
+static inline int foreach_path(const char *path, tally_series_fn fn,
+			       void *arg)
+{
+	struct tally_seg *s = tally_seg_open(path, NULL);
+	int rc;
+
+	if (!s)
+		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
+	rc = tally_seg_foreach(s, 0, fn, arg);
+	tally_seg_close(s);
+	CHECK(rc >= 0);
+	return rc;
+}
+
+/* Runs @fn(@arg) on @n threads at once (at most 16) and waits for them
+ * all, or fails the test when one cannot start. */
+static inline void run_threads(int n, void *(*fn)(void *), void *arg)
+{
+	pthread_t t[16];
+
+	CHECK(n > 0 && n <= 16);
+	for (int i = 0; i < n; i++)
+		CHECK_EQ(pthread_create(&t[i], NULL, fn, arg), 0);
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+}
+
+/*
+ * Reads what a reader that knows only the layout finds first in the
+ * segment file at @path: its header @h, its first metric record @f and
+ * its first series record @r; fails the test on a short read.
+ */
+static inline void read_first_records(const char *path, struct tally__hdr *h,
+				      struct tally__metric_rec *f,
+				      struct tally__series *r)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	CHECK(fd >= 0);
+	CHECK_EQ(pread(fd, h, sizeof(*h), 0), (ssize_t)sizeof(*h));
+	CHECK_EQ(pread(fd, f, sizeof(*f), (off_t)h->metric_off),
+		 (ssize_t)sizeof(*f));
+	CHECK_EQ(pread(fd, r, sizeof(*r), (off_t)h->series_off),
+		 (ssize_t)sizeof(*r));
+	close(fd);
 }
 
 /*
