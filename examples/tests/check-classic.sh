@@ -9,6 +9,7 @@
 # the mean.  The exporter binds 127.0.0.1, lives at most 30 s and is
 # stopped by its pid.
 set -uo pipefail
+. "$(dirname "$0")/../../tools/listen.sh"
 dump=$1
 exporter=$2
 tallystat=$3
@@ -28,13 +29,8 @@ TALLY_DIR=$dir TALLY_KEEP=1 "$typed" >/dev/null || { echo "typed-segment failed"
 
 timeout 30 "$exporter" --dir "$dir" --listen 127.0.0.1:0 2>"$dir/log" &
 epid=$!
-port=
-for _ in $(seq 100); do
-	port=$(sed -n 's|.*listening on https\{0,1\}://127.0.0.1:\([0-9]*\)/.*|\1|p' "$dir/log")
-	[ -n "$port" ] && break
-	sleep 0.05
-done
-[ -n "$port" ] || { cat "$dir/log"; echo "the exporter did not start"; exit 1; }
+port=$(listen_port "$dir/log" "$epid") ||
+	{ cat "$dir/log"; echo "the exporter did not start"; exit 1; }
 curl -sS --max-time 10 "http://127.0.0.1:$port/metrics" >"$dir/m.txt" || fail "scrape"
 curl -sS --max-time 10 -H 'Accept: application/openmetrics-text; version=1.0.0' \
 	"http://127.0.0.1:$port/metrics" >"$dir/om.txt" || fail "scrape (OpenMetrics)"
@@ -86,13 +82,8 @@ kill "$epid" 2>/dev/null; wait "$epid" 2>/dev/null
 : >"$dir/log"
 timeout 30 "$exporter" --dir "$dir" --aggregate --listen 127.0.0.1:0 2>"$dir/log" &
 epid=$!
-port=
-for _ in $(seq 100); do
-	port=$(sed -n 's|.*listening on https\{0,1\}://127.0.0.1:\([0-9]*\)/.*|\1|p' "$dir/log")
-	[ -n "$port" ] && break
-	sleep 0.05
-done
-[ -n "$port" ] || { cat "$dir/log"; echo "the exporter did not start"; exit 1; }
+port=$(listen_port "$dir/log" "$epid") ||
+	{ cat "$dir/log"; echo "the exporter did not start"; exit 1; }
 curl -sS --max-time 10 "http://127.0.0.1:$port/metrics" >"$dir/a.txt" || fail "scrape (--aggregate)"
 for want in 'request_seconds_bucket{le="0.025"} 6' 'request_seconds_bucket{le="+Inf"} 10' \
 	'request_seconds_count 10' 'request_seconds_sum 25.486'; do

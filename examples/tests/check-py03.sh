@@ -8,6 +8,7 @@
 # {reason="version"}.  The exporter binds 127.0.0.1, lives at most 30 s
 # and is stopped by its pid.
 set -uo pipefail
+. "$(dirname "$0")/../../tools/listen.sh"
 dump=$1
 tallystat=$2
 exporter=$3
@@ -37,13 +38,8 @@ grep -q "bucket\|orders" <<<"$out" && fail "tallystat showed: $out"
 
 timeout 30 "$exporter" --dir "$dir" --listen 127.0.0.1:0 2>"$dir/log" &
 epid=$!
-port=
-for _ in $(seq 100); do
-	port=$(sed -n 's|.*listening on https\{0,1\}://127.0.0.1:\([0-9]*\)/.*|\1|p' "$dir/log")
-	[ -n "$port" ] && break
-	sleep 0.05
-done
-[ -n "$port" ] || { cat "$dir/log"; echo "the exporter did not start"; exit 1; }
+port=$(listen_port "$dir/log" "$epid") ||
+	{ cat "$dir/log"; echo "the exporter did not start"; exit 1; }
 for _ in 1 2; do
 	curl -sS --max-time 10 "http://127.0.0.1:$port/metrics" >"$dir/m.txt" || fail "scrape"
 done
