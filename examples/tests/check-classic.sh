@@ -8,24 +8,13 @@
 # tally-dump shows the bounds, buckets and sum; tallystat the count and
 # the mean.  The exporter binds 127.0.0.1, lives at most 30 s and is
 # stopped by its pid.
-set -uo pipefail
-. "$(dirname "$0")/../../tools/listen.sh"
+. "$(dirname "$0")/lib.sh" tally-classic
 dump=$1
 exporter=$2
 tallystat=$3
 typed=$4
-dir=$(mktemp -d /dev/shm/tally-classic.XXXXXX)
-epid=
-cleanup() {
-	[ -n "$epid" ] && kill "$epid" 2>/dev/null && wait "$epid" 2>/dev/null
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-chmod 700 "$dir"
-bad=0
-fail() { echo "FAIL: $*"; bad=1; }
 
-TALLY_DIR=$dir TALLY_KEEP=1 "$typed" >/dev/null || { echo "typed-segment failed"; exit 1; }
+write_segment "$typed"
 
 timeout 30 "$exporter" --dir "$dir" --listen 127.0.0.1:0 2>"$dir/log" &
 epid=$!
@@ -77,7 +66,7 @@ grep -Eq "request_seconds +5 +[0-9.]+ +2\.5486 +0\.02125 +10 +10 +10$" <<<"$out"
 
 # Two processes' histograms of the same bounds, summed (--aggregate):
 # the buckets add up, and the billionths of the sums carry exactly.
-TALLY_DIR=$dir TALLY_KEEP=1 "$typed" >/dev/null || { echo "typed-segment failed"; exit 1; }
+write_segment "$typed"
 kill "$epid" 2>/dev/null; wait "$epid" 2>/dev/null
 : >"$dir/log"
 timeout 30 "$exporter" --dir "$dir" --aggregate --listen 127.0.0.1:0 2>"$dir/log" &

@@ -7,25 +7,14 @@
 # its log (once) and in tally_exporter_segments_skipped_total
 # {reason="version"}.  The exporter binds 127.0.0.1, lives at most 30 s
 # and is stopped by its pid.
-set -uo pipefail
-. "$(dirname "$0")/../../tools/listen.sh"
+. "$(dirname "$0")/lib.sh" tally-py03
 dump=$1
 tallystat=$2
 exporter=$3
 py03=$4
-dir=$(mktemp -d /dev/shm/tally-py03.XXXXXX)
-epid=
-cleanup() {
-	[ -n "$epid" ] && kill "$epid" 2>/dev/null && wait "$epid" 2>/dev/null
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-chmod 700 "$dir"
-bad=0
-fail() { echo "FAIL: $*"; bad=1; }
 what="written by tally 0.3's Python package (series order_value_dollars:bucket), whose encoded names only it read; restart the service with tally 0.4"
 
-TALLY_DIR=$dir TALLY_KEEP=1 "$py03" >/dev/null || { echo "py03-segment failed"; exit 1; }
+write_segment "$py03"
 
 out=$("$dump" --dir "$dir" 2>"$dir/err")
 grep -qF "$what" "$dir/err" || fail "tally-dump said: $(cat "$dir/err")"
