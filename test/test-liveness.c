@@ -148,14 +148,12 @@ static pid_t start_ns_writer(struct ns_shared *sh, int i, int64_t value,
 
 TEST(pid_namespaces_share_a_directory)
 {
-	struct ns_shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
-				    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct ns_shared *sh = shared_mem(sizeof(*sh));
 	struct tally_seg_info a, b;
 	pid_t waiter[2];
 	int cmd[2], st;
 	char said[2];
 
-	CHECK(sh != MAP_FAILED);
 	if (geteuid() != 0)
 		harness_skip("PID namespaces need root here");
 	own_subdir(sh->dir, sizeof(sh->dir), "ns");
@@ -283,10 +281,8 @@ static void planted_child(void *arg)
 
 TEST(existing_file_is_never_replaced)
 {
-	struct planted *p = mmap(NULL, sizeof(*p), PROT_READ | PROT_WRITE,
-				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct planted *p = shared_mem(sizeof(*p));
 
-	CHECK(p != MAP_FAILED);
 	own_subdir(p->dir, sizeof(p->dir), "planted");
 	CHECK_CHILD_OK(harness_child(planted_child, p));
 	if (p->err)

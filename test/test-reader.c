@@ -119,11 +119,8 @@ struct ctl {
 
 static struct ctl *ctl_new(const char *sub)
 {
-	struct ctl *c = mmap(NULL, sizeof(*c), PROT_READ | PROT_WRITE,
-			     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct ctl *c = shared_mem(sizeof(*c));
 
-	CHECK(c != MAP_FAILED);
-	memset(c, 0, sizeof(*c));
 	snprintf(c->dir, sizeof(c->dir), "%s/%s", harness_dir(), sub);
 	if (mkdir(c->dir, 0700) < 0 && errno != EEXIST)
 		harness_fail(__FILE__, __LINE__, "mkdir %s: %m", c->dir);
@@ -1711,14 +1708,12 @@ static void group_writer(void *arg)
  */
 TEST(group_shared_files)
 {
-	struct group_writer *g = mmap(NULL, sizeof(*g), PROT_READ | PROT_WRITE,
-				      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct group_writer *g = shared_mem(sizeof(*g));
 	struct tally_open_opts grp = { .allow_uid = -1, .allow_group = 1 };
 	struct tally_seg *s;
 	struct stat st;
 	int n = 0;
 
-	CHECK(g != MAP_FAILED);
 	if (geteuid() != 0)
 		harness_skip("needs root to play two users");
 	snprintf(g->dir, sizeof(g->dir), "%s/grp.%d", harness_dir(),

@@ -7,11 +7,14 @@
 #ifndef TALLY_TEST_UTIL_H
 #define TALLY_TEST_UTIL_H
 
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -133,6 +136,33 @@ static inline int foreach_path(const char *path, tally_series_fn fn,
 	tally_seg_close(s);
 	CHECK(rc >= 0);
 	return rc;
+}
+
+/* @size bytes of zeroes shared with the processes the test forks (a
+ * child's results, a parent's orders), or fail. */
+static inline void *shared_mem(size_t size)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	CHECK(p != MAP_FAILED);
+	return p;
+}
+
+/* Mounts a tmpfs of @size ("1M") on the directory @dir, which it makes
+ * when missing; skips the test when mounting is not allowed here. */
+static inline void mount_tmpfs_on(const char *dir, const char *size)
+{
+	char opts[64];
+
+	CHECK(mkdir(dir, 0700) == 0 || errno == EEXIST);
+	snprintf(opts, sizeof(opts), "size=%s,mode=0700", size);
+	if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
+		if (errno == EPERM)
+			harness_skip("cannot mount a tmpfs: %s",
+				     strerror(errno));
+		harness_fail(__FILE__, __LINE__, "mount: %s", strerror(errno));
+	}
 }
 
 /* Runs @fn(@arg) on @n threads at once (at most 16) and waits for them
