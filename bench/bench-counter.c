@@ -481,20 +481,12 @@ int bench_counter(const struct bench_opts *o)
 		}
 		gr[ngr++] = (struct group){ T, 0 };
 	}
-	memset(&d, 0, sizeof(d));
-	d.bench = "counter";
-	d.rate_name = "mops";
-	d.ratio_names[0] = "x_tls";
-	d.ratio_names[1] = "x_atomic";
-	bench_progress_init(o, o->child ? "counter (child)" : "counter");
+	bench_doc_start(&d, o, "counter", "mops",
+			(const char *const[4]){ "x_tls", "x_atomic" });
 
 	snprintf(name, sizeof(name), "tally-bench-counter%s",
 		 o->child ? "-child" : "");
-	zone = tally_zone_create(name, &(struct tally_zone_opts){
-					       .capacity = 4 * TALLY_CHUNK_SLOTS,
-					       .flags = TALLY_ZONE_ANON });
-	if (!zone)
-		bench_die("tally_zone_create: %s", tally_errmsg());
+	zone = bench_anon_zone(name, 4 * TALLY_CHUNK_SLOTS);
 	if (tally_zone_usage(zone, &u) < 0)
 		bench_die("tally_zone_usage: %s", tally_errmsg());
 	{
