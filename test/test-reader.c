@@ -583,12 +583,7 @@ static uint64_t q_state;
 
 static uint64_t q_rand(void)
 {
-	uint64_t x = q_state;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return q_state = x;
+	return xorshift64(&q_state);
 }
 
 /* Over [1, 10^decades): a random decade, a random value in it. */

@@ -165,6 +165,18 @@ static inline void mount_tmpfs_on(const char *dir, const char *size)
 	}
 }
 
+/* The next number of the xorshift64 generator whose state is @s (not 0):
+ * the same sequence on every host, for tests that draw many values. */
+static inline uint64_t xorshift64(uint64_t *s)
+{
+	uint64_t x = *s;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *s = x;
+}
+
 /* Runs @fn(@arg) on @n threads at once (at most 16) and waits for them
  * all, or fails the test when one cannot start. */
 static inline void run_threads(int n, void *(*fn)(void *), void *arg)
