@@ -6,6 +6,7 @@
 # bounded.
 set -euo pipefail
 : "${EXPORTER:?}" "${WRITER:?}" "${TESTS:?}"
+. "$TESTS/../../../tools/listen.sh"
 
 pids=()
 dir=$(mktemp -d /dev/shm/tally-exptest.XXXXXX)
@@ -47,12 +48,7 @@ start_exporter() {
 	"$EXPORTER" --listen 127.0.0.1:0 "$@" 2>"$exporter_log" &
 	exporter_pid=$!
 	pids+=($exporter_pid)
-	for _ in $(seq 100); do
-		port=$(sed -n 's|.*listening on https\{0,1\}://127.0.0.1:\([0-9]*\)/.*|\1|p' "$exporter_log")
-		[ -n "$port" ] && return 0
-		kill -0 "$exporter_pid" 2>/dev/null || break
-		sleep 0.05
-	done
+	port=$(listen_port "$exporter_log" "$exporter_pid") && return 0
 	cat "$exporter_log" >&2
 	fail "the exporter did not start"
 }
