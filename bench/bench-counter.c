@@ -361,26 +361,6 @@ static const char longadder_src[] =
 	"  }\n"
 	"}\n";
 
-/* Is there a java on the PATH? */
-static int have_java(void)
-{
-	const char *path = getenv("PATH");
-	char buf[4096];
-
-	for (const char *p = path; p && *p;) {
-		size_t n = strcspn(p, ":");
-
-		if (n > 0 && n < sizeof(buf) - 8) {
-			memcpy(buf, p, n);
-			memcpy(buf + n, "/java", 6);
-			if (access(buf, X_OK) == 0)
-				return 1;
-		}
-		p += n + (p[n] == ':');
-	}
-	return 0;
-}
-
 /* The "java LongAdder" row (1 thread), or nothing when no JVM runs it. */
 static void measure_longadder(struct bench_doc *d, const struct bench_opts *o)
 {
@@ -389,7 +369,7 @@ static void measure_longadder(struct bench_doc *d, const struct bench_opts *o)
 	struct bench_row *r = NULL;
 	FILE *f;
 
-	if (!have_java() || !mkdtemp(dir))
+	if (!bench_on_path("java") || !mkdtemp(dir))
 		return;
 	snprintf(src, sizeof(src), "%s/TallyBenchLongAdder.java", dir);
 	f = fopen(src, "w");

@@ -563,6 +563,29 @@ void bench_ministat(char *out, size_t outsz, const char *title,
 	}
 }
 
+int bench_on_path(const char *prog)
+{
+	const char *path = getenv("PATH");
+	char buf[4096];
+	size_t len = strlen(prog);
+
+	if (!path || !*path)
+		path = "/usr/bin:/bin";
+	while (*path) {
+		size_t n = strcspn(path, ":");
+
+		if (n && n + len + 2 <= sizeof(buf)) {
+			memcpy(buf, path, n);
+			buf[n] = '/';
+			memcpy(buf + n + 1, prog, len + 1);
+			if (access(buf, X_OK) == 0)
+				return 1;
+		}
+		path += n + (path[n] == ':');
+	}
+	return 0;
+}
+
 /* Progress -------------------------------------------------------------- */
 
 /*

@@ -198,6 +198,10 @@ unsigned bench_cpus(int *cpus, unsigned max);
 int bench_pin(int cpu);
 const char *bench_cpu_list(void);
 
+/* Whether an executable @prog is in a directory of $PATH (of
+ * /usr/bin:/bin when $PATH is unset or empty). */
+int bench_on_path(const char *prog);
+
 /*
  * The word at %fs:8 (glibc's DTV pointer on x86-64).  A tally add must
  * never change it; tally-bench saves it around every loop of adds,
