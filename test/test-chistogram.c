@@ -19,6 +19,9 @@
 #include "tally/tally.h"
 #include "util.h"
 
+/* The histogram every test defines. */
+#define NAME "order_value_dollars"
+
 struct seen {
 	int n;
 	unsigned kind, nbounds, nbuckets, sub_bits;
@@ -34,7 +37,7 @@ static int seen_fn(const struct tally_series_view *v, void *arg)
 {
 	struct seen *s = arg;
 
-	if (strcmp(v->name, "order_value_dollars"))
+	if (strcmp(v->name, NAME))
 		return 0;
 	s->n++;
 	s->kind = v->kind;
@@ -62,8 +65,7 @@ static struct seen read_zone(struct tally_zone *z)
 {
 	struct seen s;
 
-	memset(&s, 0, sizeof(s));
-	foreach_path(tally_zone_path(z), seen_fn, &s);
+	zone_pass(z, seen_fn, &s, sizeof(s));
 	return s;
 }
 
@@ -73,8 +75,7 @@ static const double bounds[] = { 1, 2.5, 10, 25, 100, INFINITY };
 TEST(buckets_sum_and_count_are_exact)
 {
 	struct tally_zone *z = zone_in("exact");
-	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
-					  "order_value_dollars");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM, NAME);
 	tally_chistogram h;
 	int64_t count, b[6];
 	double sum;
@@ -127,18 +128,12 @@ TEST(buckets_sum_and_count_are_exact)
 	tally_zone_destroy(z);
 }
 
-struct observer {
-	const tally_chistogram *h;
-	long n;
-};
-
+/* Observes 0.25 and 30.5 with the histogram @arg, 100000 times each. */
 static void *observe_many(void *arg)
 {
-	struct observer *o = arg;
-
-	for (long i = 0; i < o->n; i++) {
-		tally_chistogram_observe(o->h, 0.25);
-		tally_chistogram_observe(o->h, 30.5);
+	for (long i = 0; i < 100000; i++) {
+		tally_chistogram_observe(arg, 0.25);
+		tally_chistogram_observe(arg, 30.5);
 	}
 	return NULL;
 }
@@ -147,14 +142,12 @@ static void *observe_many(void *arg)
 TEST(concurrent_observations_add_up_exactly)
 {
 	struct tally_zone *z = zone_in("threads");
-	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
-					  "order_value_dollars");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM, NAME);
 	tally_chistogram h;
-	struct observer o = { &h, 100000 };
 	struct seen s;
 
 	CHECK_EQ(tally_chistogram_register(z, &d, bounds, 5, &h), 0);
-	run_threads(4, observe_many, &o);
+	run_threads(4, observe_many, &h);
 	s = read_zone(z);
 	CHECK_EQ(s.count, 800000);
 	CHECK_EQ(s.buckets[0], 400000);
@@ -167,8 +160,7 @@ TEST(concurrent_observations_add_up_exactly)
 TEST(bounds_are_checked)
 {
 	struct tally_zone *z = zone_in("checked");
-	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
-					  "order_value_dollars");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM, NAME);
 	double down[] = { 1, 0.5 }, nan[] = { NAN }, many[41];
 	char help[TALLY_CHISTOGRAM_HELP_MAX + 2];
 	tally_chistogram h;
@@ -211,8 +203,7 @@ TEST(bounds_are_checked)
 TEST(other_bounds_are_another_definition)
 {
 	struct tally_zone *z = zone_in("redefine");
-	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
-					  "order_value_dollars");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM, NAME);
 	double other[] = { 5, 50 };
 	tally_chistogram a, b, again;
 	struct seen s;
@@ -244,8 +235,7 @@ TEST(other_bounds_are_another_definition)
 TEST(older_readers_skip_it)
 {
 	struct tally_zone *z = zone_in("old");
-	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
-					  "order_value_dollars");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM, NAME);
 	tally_chistogram h;
 	struct tally__hdr hd;
 	struct tally__metric_rec f;
@@ -255,10 +245,7 @@ TEST(older_readers_skip_it)
 	CHECK_EQ(tally_chistogram_register(z, &d, bounds, 5, &h), 0);
 	tally_chistogram_observe(&h, 1.5);
 	read_first_records(tally_zone_path(z), &hd, &f, &r);
-	CHECK_EQ(f.kind, TALLY__KIND_COUNTER);
-	CHECK_EQ(f.vtype, TALLY__VT_INT64);
-	CHECK_EQ(f.type, TALLY__TYPE_CHISTO);
-	CHECK_EQ(f.sub_bits, 0);
+	check_typed_counter_rec(&f, TALLY__TYPE_CHISTO);
 	CHECK_EQ(strlen(f.help), f.help_len);
 	CHECK_EQ(tally__metric_tail(&f)->nbounds, 5);
 	CHECK(tally__metric_bounds(&f)->bound[1] == 2.5);
@@ -271,8 +258,7 @@ TEST(older_readers_skip_it)
 TEST(a_family_of_classic_histograms)
 {
 	struct tally_zone *z = zone_in("family");
-	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
-					  "order_value_dollars");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM, NAME);
 	const char *names[] = { "shop" }, *a[] = { "a" }, *b[] = { "b" };
 	double down[] = { 2, 1 };
 	tally_chistogram_family f, bad;
@@ -332,12 +318,10 @@ static int count_named(const struct tally_series_view *v, void *arg)
 TEST(the_histogram_record_is_the_binding_definition)
 {
 	struct tally_zone *z = zone_in("claim");
-	struct tally_metric_desc old = desc(TALLY_COUNTER,
-					    "order_value_dollars");
+	struct tally_metric_desc old = desc(TALLY_COUNTER, NAME);
 	struct tally_metric_desc part = desc(TALLY_COUNTER,
 					     "order_value_dollars:bucket");
-	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
-					  "order_value_dollars");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM, NAME);
 	const char *parts[] = { "order_value_dollars:bucket" };
 	tally_counter c;
 	tally_chistogram h;

@@ -177,6 +177,26 @@ static inline uint64_t xorshift64(uint64_t *s)
 	return *s = x;
 }
 
+/* Zeroes the @size bytes at @arg, then passes every series of @z's
+ * segment to @fn with @arg (foreach_path()). */
+static inline void zone_pass(struct tally_zone *z, tally_series_fn fn,
+			     void *arg, size_t size)
+{
+	memset(arg, 0, size);
+	foreach_path(tally_zone_path(z), fn, arg);
+}
+
+/* The metric record @f of a type of format 2.6 (@type) is one a reader
+ * older than 2.6 accepts: a counter of 64-bit integers, no buckets. */
+static inline void check_typed_counter_rec(const struct tally__metric_rec *f,
+					   unsigned type)
+{
+	CHECK_EQ(f->kind, TALLY__KIND_COUNTER);
+	CHECK_EQ(f->vtype, TALLY__VT_INT64);
+	CHECK_EQ(f->type, type);
+	CHECK_EQ(f->sub_bits, 0);
+}
+
 /* Runs @fn(@arg) on @n threads at once (at most 16) and waits for them
  * all, or fails the test when one cannot start. */
 static inline void run_threads(int n, void *(*fn)(void *), void *arg)
