@@ -230,8 +230,8 @@ struct extra {
 	int res_known;
 };
 
-static void run_once(const struct bench_conf *cf, uint64_t n, struct bench_row *r,
-		     struct extra *x)
+static void run_once(const struct bench_conf *cf, uint64_t n,
+		     struct bench_row *r, struct extra *x)
 {
 	struct thr t[NWRITERS + 1];
 	pthread_barrier_t bar;

@@ -22,13 +22,13 @@
 /* The histogram every test defines. */
 #define NAME "order_value_dollars"
 
+/* How many series named NAME a pass showed, and the last one: its view
+ * (numbers only: the strings and arrays end with the pass), a copy of
+ * its bounds and buckets, and its median and highest quantile. */
 struct seen {
 	int n;
-	unsigned kind, nbounds, nbuckets, sub_bits;
-	int classic;
-	int64_t count, sum;
-	unsigned frac;
-	double fsum, bounds[TALLY_CHISTOGRAM_BOUNDS_MAX];
+	struct tally_series_view v;
+	double bounds[TALLY_CHISTOGRAM_BOUNDS_MAX];
 	int64_t buckets[TALLY_CHISTOGRAM_BOUNDS_MAX + 1];
 	double p50, p100;
 };
@@ -40,15 +40,7 @@ static int seen_fn(const struct tally_series_view *v, void *arg)
 	if (strcmp(v->name, NAME))
 		return 0;
 	s->n++;
-	s->kind = v->kind;
-	s->classic = v->classic;
-	s->nbounds = v->nbounds;
-	s->nbuckets = v->nbuckets;
-	s->sub_bits = v->sub_bits;
-	s->count = v->value;
-	s->sum = v->sum;
-	s->frac = v->frac;
-	s->fsum = v->fsum;
+	s->v = *v;
 	if (v->nbounds <= TALLY_CHISTOGRAM_BOUNDS_MAX)
 		memcpy(s->bounds, v->bounds, v->nbounds * sizeof(double));
 	if (v->nbuckets <= TALLY_CHISTOGRAM_BOUNDS_MAX + 1)
@@ -91,11 +83,11 @@ TEST(buckets_sum_and_count_are_exact)
 	tally_chistogram_observe(&h, NAN);   /* ignored */
 	s = read_zone(z);
 	CHECK_EQ(s.n, 1);
-	CHECK_EQ(s.kind, TALLY_HISTOGRAM);
-	CHECK_EQ(s.classic, 1);
-	CHECK_EQ(s.sub_bits, 0u);
-	CHECK_EQ(s.nbounds, 5u);
-	CHECK_EQ(s.nbuckets, 6u);
+	CHECK_EQ(s.v.kind, TALLY_HISTOGRAM);
+	CHECK_EQ(s.v.classic, 1);
+	CHECK_EQ(s.v.sub_bits, 0u);
+	CHECK_EQ(s.v.nbounds, 5u);
+	CHECK_EQ(s.v.nbuckets, 6u);
 	CHECK(s.bounds[0] == 1 && s.bounds[1] == 2.5 && s.bounds[4] == 100);
 	CHECK_EQ(s.buckets[0], 2);
 	CHECK_EQ(s.buckets[1], 1);
@@ -103,11 +95,11 @@ TEST(buckets_sum_and_count_are_exact)
 	CHECK_EQ(s.buckets[3], 1);
 	CHECK_EQ(s.buckets[4], 0);
 	CHECK_EQ(s.buckets[5], 1);
-	CHECK_EQ(s.count, 5);
+	CHECK_EQ(s.v.value, 5);
 	/* 0.1 + 1 + 2.5 + 19.99 + 1000 = 1023.59, to the billionth. */
-	CHECK_EQ(s.sum, 1023);
-	CHECK_EQ(s.frac, 590000000u);
-	CHECK(s.fsum == 1023.59);
+	CHECK_EQ(s.v.sum, 1023);
+	CHECK_EQ(s.v.frac, 590000000u);
+	CHECK(s.v.fsum == 1023.59);
 	/* Rank 2.5 of 5: half way through the one value of (1, 2.5], as
 	 * Prometheus's histogram_quantile() says. */
 	CHECK(fabs(s.p50 - 1.75) < 1e-12);
@@ -123,8 +115,8 @@ TEST(buckets_sum_and_count_are_exact)
 	tally_chistogram_observe(&h, -0.25);
 	s = read_zone(z);
 	CHECK_EQ(s.buckets[0], 3);
-	CHECK_EQ(s.sum, 1023);
-	CHECK_EQ(s.frac, 340000000u);
+	CHECK_EQ(s.v.sum, 1023);
+	CHECK_EQ(s.v.frac, 340000000u);
 	tally_zone_destroy(z);
 }
 
@@ -149,11 +141,11 @@ TEST(concurrent_observations_add_up_exactly)
 	CHECK_EQ(tally_chistogram_register(z, &d, bounds, 5, &h), 0);
 	run_threads(4, observe_many, &h);
 	s = read_zone(z);
-	CHECK_EQ(s.count, 800000);
+	CHECK_EQ(s.v.value, 800000);
 	CHECK_EQ(s.buckets[0], 400000);
 	CHECK_EQ(s.buckets[4], 400000);
-	CHECK_EQ(s.sum, 400000 * 30 + 100000 * 3);    /* 0.25 + 30.5, 4e5 times */
-	CHECK_EQ(s.frac, 0u);
+	CHECK_EQ(s.v.sum, 400000 * 30 + 100000 * 3);    /* 0.25 + 30.5, 4e5 times */
+	CHECK_EQ(s.v.frac, 0u);
 	tally_zone_destroy(z);
 }
 
@@ -216,16 +208,16 @@ TEST(other_bounds_are_another_definition)
 	tally_chistogram_observe(&b, 70);
 	s = read_zone(z);
 	CHECK_EQ(s.n, 1);
-	CHECK_EQ(s.nbounds, 2u);
-	CHECK_EQ(s.count, 2);
+	CHECK_EQ(s.v.nbounds, 2u);
+	CHECK_EQ(s.v.value, 2);
 	CHECK_EQ(s.buckets[1], 1);
 	CHECK_EQ(s.buckets[2], 1);
 	/* The first bounds again: the first generation, with its count. */
 	CHECK_EQ(tally_chistogram_register(z, &d, bounds, 5, &again), 0);
 	s = read_zone(z);
 	CHECK_EQ(s.n, 1);
-	CHECK_EQ(s.nbounds, 5u);
-	CHECK_EQ(s.count, 1);
+	CHECK_EQ(s.v.nbounds, 5u);
+	CHECK_EQ(s.v.value, 1);
 	CHECK_EQ(s.buckets[2], 1);
 	tally_zone_destroy(z);
 }
@@ -292,7 +284,7 @@ TEST(a_family_of_classic_histograms)
 	}
 	s = read_zone(z);
 	CHECK_EQ(s.n, 2);
-	CHECK_EQ(s.nbounds, 5u);
+	CHECK_EQ(s.v.nbounds, 5u);
 	CHECK_EQ(tally_family_remove(&f.family), 0);
 	s = read_zone(z);
 	CHECK_EQ(s.n, 0);
@@ -342,7 +334,7 @@ TEST(the_histogram_record_is_the_binding_definition)
 	CHECK_EQ(tally_metric_redefine(z, &d, parts, 1), -EINVAL);
 	s = read_zone(z);
 	CHECK_EQ(s.n, 1);
-	CHECK_EQ(s.count, 1);
+	CHECK_EQ(s.v.value, 1);
 	CHECK_EQ(s.buckets[1], 1);
 	seg = tally_seg_open(tally_zone_path(z), NULL);
 	CHECK(seg != NULL);
