@@ -43,6 +43,19 @@ suite() { # name builddir cmake-args env...
 	[ "$f" = 0 ] || { echo "$out" | tail -60; failed=1; }
 }
 
+# tally_suite passed failed ok log: adds a suite's counts to the totals;
+# a suite that failed (ok is not 1) counts one failure more than it
+# reported (it may have failed before counting) and shows its log's end.
+tally_suite() {
+	total_pass=$((total_pass + $1))
+	if [ "$3" = 1 ]; then
+		total_fail=$((total_fail + $2))
+	else
+		tail -60 "$4"
+		total_fail=$((total_fail + $2 + 1)); failed=1
+	fi
+}
+
 # timings builddir: the tests labelled "timing", one at a time; reported,
 # never counted as failures.
 timings() {
@@ -103,13 +116,7 @@ if [ -x python/tests/run.sh ]; then
 	f=0
 	for n in $(echo "$py_sum" | grep -oE '[0-9]+ (failed|errors?)' |
 		grep -oE '^[0-9]+'); do f=$((f + n)); done
-	total_pass=$((total_pass + ${p:-0}))
-	if [ "$py_ok" = 1 ]; then
-		total_fail=$((total_fail + f))
-	else
-		tail -60 build-python.log
-		total_fail=$((total_fail + f + 1)); failed=1
-	fi
+	tally_suite "${p:-0}" "$f" "$py_ok" build-python.log
 fi
 echo "=== wheel"
 # The sdist and, built from it, the manylinux wheel (auditwheel), and the
@@ -168,13 +175,7 @@ else
 		f=$((f + n)); done
 	grep -q '^clippy: clean' build-rust.log && p=$((p + 1))
 	echo "  cargo test: $p passed (also with TALLY_NO_RSEQ=1, with ASan, and clippy), $f failed"
-	total_pass=$((total_pass + p))
-	if [ "$rs_ok" = 1 ]; then
-		total_fail=$((total_fail + f))
-	else
-		tail -60 build-rust.log
-		total_fail=$((total_fail + f + 1)); failed=1
-	fi
+	tally_suite "$p" "$f" "$rs_ok" build-rust.log
 fi
 echo "=== crate"
 # The crate as cargo package makes it (C sources and headers inside),
