@@ -32,12 +32,13 @@ count() {
 	echo "$(($1)) $(($2))" >>"$results"
 }
 
-# cpu_s: the CPU seconds this shell's finished children used so far.
+# cpu_s: set $cpu to the CPU seconds that this shell's finished children
+# used so far (not in a $(...): a subshell has children of its own).
 cpu_s() {
 	local f=build-times.$BASHPID.log
-	times >"$f" # in this shell: a pipe's subshell has no children
-	tail -1 "$f" | awk '{ n = 0; for (i = 1; i <= 2; i++) {
-		split($i, t, /[ms]/); n += t[1] * 60 + t[2] } printf "%d", n }'
+	times >"$f"
+	cpu=$(tail -1 "$f" | awk '{ n = 0; for (i = 1; i <= 2; i++) {
+		split($i, t, /[ms]/); n += t[1] * 60 + t[2] } printf "%d", n }')
 }
 
 # timed STAGE ARGS...: run a stage and say how long it took, and how much
@@ -45,9 +46,11 @@ cpu_s() {
 timed() {
 	local t0 c0
 	t0=$(date +%s)
-	c0=$(cpu_s)
+	cpu_s
+	c0=$cpu
 	"$@"
-	echo "  ($(( $(date +%s) - t0 )) s, $(( $(cpu_s) - c0 )) s of CPU)"
+	cpu_s
+	echo "  ($(( $(date +%s) - t0 )) s, $(( cpu - c0 )) s of CPU)"
 }
 
 # build_of name builddir cmake-args: configure (once) and build.
