@@ -3,22 +3,24 @@
 # build (each suite also runs with TALLY_NO_RSEQ=1, see test/CMakeLists.txt),
 # then a short fuzzing run of the segment reader.  Prints a summary line.
 #
-# Two lanes run at once once the normal build is there: the C suites
-# (normal, timing, ASan, TSan, then install, monitoring and Debian
-# checks) print as they go; the Python, wheel, Rust, crate and fuzzing
-# stages run beside them, at a lower priority, into build-lane2.log,
-# printed after the first lane.  Much of a C suite waits (servers,
-# children, alarms), and most of the second lane compiles: together they
-# keep both CPUs of a small machine busy.  Every stage's counts go to a
-# line of build-results.log, summed at the end.
+# Two lanes run at once once the normal build is there.  The first runs
+# the C suites (normal, ASan, TSan) and the install and monitoring
+# checks, printing as it goes.  The second, at a lower priority, builds
+# the ASan and TSan trees ahead of the first lane (which waits for them
+# on a lock when it gets there first), then runs the Python, wheel, Rust,
+# crate, Debian and fuzzing stages and last the tests labelled "timing"
+# (how long things take: they depend on the machine and its load, run
+# one at a time and are reported without failing the run), into
+# build-lane2.log, printed after the first lane.  A C suite waits much of
+# its time (servers, children, alarms) and the second lane mostly
+# compiles: together they keep both CPUs of a small machine busy.  Each
+# stage says its wall and CPU time; the counts of both lanes go through
+# build-results.log, summed at the end.
 #
 # CTest runs each suite's tests in parallel, two jobs a CPU ($TEST_JOBS):
 # many tests wait more than they compute (servers, children, alarms).
 # Every test works in a directory, on ports and as uids of its own, and
 # the tests that need one resource declare it (RESOURCE_LOCK, fixtures).
-# The tests labelled "timing" (how long things take: they depend on the
-# machine and its load) run after the normal suite, one at a time, and
-# are reported without failing the run.
 set -u
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -53,18 +55,24 @@ timed() {
 	echo "  ($(( $(date +%s) - t0 )) s, $(( cpu - c0 )) s of CPU)"
 }
 
-# build_of name builddir cmake-args: configure (once) and build.
+# build_of name builddir cmake-args: configure (once) and build.  Both
+# lanes may ask for one build: the second waits for the first, on a lock
+# in the build directory, and finds nothing left to do.
 build_of() {
 	local name=$1 dir=$2 args=$3
-	if [ ! -f "$dir/build.ninja" ]; then
-		cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-			-DTALLY_WERROR=ON $args >/dev/null ||
-			{ echo "configuring $name failed"; count 0 1; return 1; }
-	fi
-	if ! cmake --build "$dir" -j "$jobs" >"$dir.log" 2>&1; then
-		tail -40 "$dir.log"; echo "build of $name failed"
-		count 0 1; return 1
-	fi
+	mkdir -p "$dir"
+	(
+		flock 9
+		if [ ! -f "$dir/build.ninja" ]; then
+			cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+				-DTALLY_WERROR=ON $args >/dev/null ||
+				{ echo "configuring $name failed"; count 0 1; exit 1; }
+		fi
+		if ! cmake --build "$dir" -j "$jobs" >"$dir.log" 2>&1; then
+			tail -40 "$dir.log"; echo "build of $name failed"
+			count 0 1; exit 1
+		fi
+	) 9>"$dir/.run-tests.lock"
 }
 
 # run_suite name builddir env...: the suite's tests but the timing ones.
@@ -261,15 +269,25 @@ st_fuzz() {
 	fi
 }
 
-# The second lane: what needs the normal build's programs but not its
-# tests, at a lower priority than the C suites.
+asan_args="-DTALLY_SANITIZE=address -DTALLY_BENCH=OFF"
+tsan_args="-DTALLY_SANITIZE=thread -DTALLY_BENCH=OFF"
+
+# The second lane, at a lower priority: the sanitizer builds (ahead of
+# the first lane, which waits for them at need), then what needs the
+# normal build's programs but not its tests, and the timing tests last
+# (reported only: the load of the other lane is theirs too).
 lane2() {
 	renice -n 5 -p $BASHPID >/dev/null 2>&1 || true
+	echo "=== builds"
+	timed build_of asan build-asan "$asan_args"
+	timed build_of tsan build-tsan "$tsan_args"
 	timed st_python
 	timed st_wheel
 	timed st_rust
 	timed st_crate
+	timed st_debian
 	timed st_fuzz
+	timed timings build
 }
 
 start=$(date +%s)
@@ -280,15 +298,13 @@ if build_of normal build ""; then
 else
 	lane2_pid=
 fi
-timed timings build
-timed suite asan build-asan "-DTALLY_SANITIZE=address -DTALLY_BENCH=OFF" \
+timed suite asan build-asan "$asan_args" \
 	TALLY_TEST_SCALE=4 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-timed suite tsan build-tsan "-DTALLY_SANITIZE=thread -DTALLY_BENCH=OFF" \
+timed suite tsan build-tsan "$tsan_args" \
 	TALLY_TEST_SCALE=4 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 timed st_install
 timed st_monitoring
-timed st_debian
 if [ -n "$lane2_pid" ]; then
 	wait "$lane2_pid"
 	cat build-lane2.log
