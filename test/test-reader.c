@@ -1214,7 +1214,7 @@ TEST_TIMEOUT(gauge_reads_never_below_truth, 300)
 {
 	struct ctl *c = ctl_new("flight");
 	pid_t pid = spawn(writer_flight, c);
-	long reads = harness_scale(1000000), within = 0, over = 0;
+	long reads = harness_scale(250000), within = 0, over = 0;
 	int64_t lowest = INT64_MAX, highest = INT64_MIN;
 	struct tally_seg *s;
 	double t0;
