@@ -210,32 +210,36 @@ static void register_many(struct tally_zone *z, unsigned long n)
 	}
 }
 
+/* Waits at most 10 s for @creator to be gone (this child reparented);
+ * whether it is. */
+static int creator_gone(pid_t creator)
+{
+	struct timespec wait = { 0, 10000000 };
+
+	for (int i = 0; i < 1000 && getppid() == creator; i++)
+		nanosleep(&wait, NULL);
+	return getppid() != creator;
+}
+
 /* "ready ..." once the series are there; with --fork-child, from a
  * child once its creator is gone.  Returns 0, or 1 for the creator's
  * failure to fork or the child's wait that timed out. */
 static int announce(const struct args *a, struct tally_zone *z)
 {
-	struct timespec wait = { 0, 10000000 };
 	pid_t creator = getpid(), child;
 
-	if (!a->fork_child) {
-		printf("ready %d %s\n", (int)getpid(), tally_zone_path(z));
-		fflush(stdout);
-		return 0;
-	}
 	fflush(stdout);
-	child = fork();
-	if (child < 0)
-		return 1;
-	if (child > 0)
-		_exit(0);
-	/* At most 10 s for the creator to be gone (reparented). */
-	for (int i = 0; i < 1000 && getppid() == creator; i++)
-		nanosleep(&wait, NULL);
-	if (getppid() == creator)
-		return 1;
-	printf("ready %d %s %d\n", (int)creator, tally_zone_path(z),
-	       (int)getpid());
+	if (a->fork_child) {
+		child = fork();
+		if (child > 0)
+			_exit(0);
+		if (child < 0 || !creator_gone(creator))
+			return 1;
+		printf("ready %d %s %d\n", (int)creator, tally_zone_path(z),
+		       (int)getpid());
+	} else {
+		printf("ready %d %s\n", (int)creator, tally_zone_path(z));
+	}
 	fflush(stdout);
 	return 0;
 }
