@@ -155,22 +155,52 @@ static int has_state_column(const struct ts_report *r)
 /* Does the report hold two incarnations of one pid and zone (a
  * container's pid 1 restarted, a pid reused)?  Then every table gets a
  * Started column, the time each segment was made, to tell them apart.
- * The rows come sorted by pid, start time and zone. */
+ * The rows come sorted by pid, start time and zone, so each run of rows
+ * of one pid is checked on its own, against the few distinct incarnations
+ * (zone, start time, creation time) met in the run: linear in the rows,
+ * whatever their number. */
+struct incarnation {
+	const char *zone;
+	uint64_t start_ticks, created_ns;
+};
+
+static int same_incarnation(const struct incarnation *a,
+			    const struct tp_series *s)
+{
+	return a->start_ticks == s->start_ticks &&
+	       a->created_ns == s->created_ns && strcmp(a->zone, s->zone) == 0;
+}
+
 static int has_started_column(const struct ts_report *r)
 {
-	for (size_t i = 0; i < r->nrows; i++)
-		for (size_t j = i + 1; j < r->nrows; j++) {
-			const struct tp_series *a = r->rows[i].s,
-					       *b = r->rows[j].s;
+	struct incarnation *seen = NULL;
+	size_t nseen = 0, cap = 0;
+	int found = 0;
 
-			if (a->pid != b->pid)
+	for (size_t i = 0; i < r->nrows && !found; i++) {
+		const struct tp_series *s = r->rows[i].s;
+		size_t k;
+
+		if (i && r->rows[i - 1].s->pid != s->pid)
+			nseen = 0;      /* a new run of one pid */
+		if (!s->pid || (nseen && same_incarnation(&seen[nseen - 1], s)))
+			continue;
+		for (k = 0; k < nseen && !found; k++) {
+			if (same_incarnation(&seen[k], s))
 				break;
-			if (a->pid && strcmp(a->zone, b->zone) == 0 &&
-			    (a->start_ticks != b->start_ticks ||
-			     a->created_ns != b->created_ns))
-				return 1;
+			found = strcmp(seen[k].zone, s->zone) == 0;
 		}
-	return 0;
+		if (found || k < nseen)
+			continue;
+		if (nseen == cap) {
+			cap = cap ? 2 * cap : 8;
+			seen = tp_xrealloc(seen, cap * sizeof(*seen));
+		}
+		seen[nseen++] = (struct incarnation){ s->zone, s->start_ticks,
+						      s->created_ns };
+	}
+	free(seen);
+	return found;
 }
 
 /* The columns every table starts with; returns the next column. */
