@@ -280,29 +280,112 @@ static void cpu_cells(struct ts_table *t, struct ts_cell *row, unsigned c,
 	}
 }
 
+/* What every row of a report shares. */
+struct lead {
+	const char *when;
+	int zone, state, started, avg;
+	const struct ts_options *o;
+};
+
+/* A histogram's row of @t. */
+static void hist_row(struct ts_table *t, const struct lead *l,
+		     const struct ts_row *x)
+{
+	enum tp_unit u = tp_unit_of(x->s->name, x->s->unit);
+	const struct ts_options *o = l->o;
+	struct ts_cell *row = ts_table_row(t);
+	unsigned c = lead_cells(t, row, l->when, x, l->zone, l->state,
+				l->started, o);
+
+	/* The count is a number of observations, not of the histogram's
+	 * unit. */
+	ts_table_set(t, row, c++, fmt_int(x->value, TP_UNIT_NONE, o), NULL);
+	if (x->reset && isnan(x->rate))
+		ts_table_set(t, row, c++, tp_xstrdup("reset"), TS_SGR_RED);
+	else
+		ts_table_set(t, row, c++, fmt_real(x->rate, TP_UNIT_NONE, o, 2),
+			     NULL);
+	ts_table_set(t, row, c++, fmt_hist(x, x->mean, u, o, 1), NULL);
+	for (int q = 0; q < TS_NQ; q++)
+		ts_table_set(t, row, c++, fmt_hist(x, x->q[q], u, o, -1), NULL);
+	cpu_cells(t, row, c, x, TP_UNIT_NONE, o, 0);
+}
+
+/* A counter's or gauge's row of @t. */
+static void scalar_row(struct ts_table *t, const struct lead *l,
+		       const struct ts_row *x)
+{
+	enum tp_unit u = tp_unit_of(x->s->name, x->s->unit);
+	const struct ts_options *o = l->o;
+	int gauge = tp_kind_is_gauge(x->s->kind);
+	struct ts_cell *row = ts_table_row(t);
+	unsigned c = lead_cells(t, row, l->when, x, l->zone, l->state,
+				l->started, o);
+
+	ts_table_set(t, row, c++, tp_xstrdup(tp_kind_name(x->s->kind)), NULL);
+	if (gauge && l->avg)
+		ts_table_set(t, row, c++, fmt_real(x->mean_gauge, u, o, 2),
+			     NULL);
+	else if (x->s->kind == TALLY_FGAUGE || x->s->fractional)
+		ts_table_set(t, row, c++, fmt_f64(x->s->fvalue, u, o), NULL);
+	else
+		ts_table_set(t, row, c++, fmt_int(x->value, u, o), NULL);
+	if (x->reset && isnan(x->rate))
+		ts_table_set(t, row, c++, tp_xstrdup("reset"), TS_SGR_RED);
+	else
+		ts_table_set(t, row, c++, fmt_real(x->rate, u, o, 2), NULL);
+	cpu_cells(t, row, c, x, u, o, l->avg);
+}
+
+/* The rows of one table (histograms, or the others), each printed as it
+ * is made when @print. */
+static void table_rows(struct ts_table *t, const struct lead *l,
+		       const struct ts_report *r, int hist, int print)
+{
+	for (size_t i = 0; i < r->nrows; i++) {
+		const struct ts_row *x = &r->rows[i];
+
+		if ((x->s->kind == TALLY_HISTOGRAM) != hist)
+			continue;
+		if (hist)
+			hist_row(t, l, x);
+		else
+			scalar_row(t, l, x);
+		if (print)
+			ts_table_print_row(t, t->cells, l->o->color);
+	}
+}
+
+/*
+ * The tables keep one row at a time (table.h, stream): the rows are made
+ * once for the widths of the columns, then again, the same way, to be
+ * printed one by one, so that a report of a million series never holds
+ * its text.
+ */
 static void text_report(const struct ts_report *r, const struct ts_options *o)
 {
 	/* Static: a table is 25 kB of column arrays. */
 	static struct ts_table sc, hi;
 	static char cpunames[2][TS_MAXCOLS][16];
 	char when[64];
-	int zone = has_zone_column(r), avg = r->kind == TS_AVERAGE;
-	int state = has_state_column(r), started = has_started_column(r);
-	const char *red = TS_SGR_RED;
+	struct lead l = { when, has_zone_column(r), has_state_column(r),
+			  has_started_column(r), r->kind == TS_AVERAGE, o };
+	size_t nhist;
 
 	memset(&sc, 0, sizeof(sc));
 	memset(&hi, 0, sizeof(hi));
-	if (avg)
+	sc.stream = hi.stream = 1;
+	if (l.avg)
 		snprintf(when, sizeof(when), "Average:");
 	else
 		ts_format_time(when, sizeof(when), &r->when, 0);
 
-	lead_cols(&sc, when, zone, state, started);
+	lead_cols(&sc, when, l.zone, l.state, l.started);
 	ts_table_col(&sc, "Type", 0);
 	ts_table_col(&sc, "Value", 1);
 	ts_table_col(&sc, "/s", 1);
 	cpu_cols(&sc, r, cpunames[0]);
-	lead_cols(&hi, when, zone, state, started);
+	lead_cols(&hi, when, l.zone, l.state, l.started);
 	ts_table_col(&hi, "Count", 1);
 	ts_table_col(&hi, "/s", 1);
 	ts_table_col(&hi, "Mean", 1);
@@ -310,62 +393,23 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 		ts_table_col(&hi, ts_quantiles[q].column, 1);
 	cpu_cols(&hi, r, cpunames[1]);
 
-	for (size_t i = 0; i < r->nrows; i++) {
-		const struct ts_row *x = &r->rows[i];
-		enum tp_unit u = tp_unit_of(x->s->name, x->s->unit);
-		int gauge = tp_kind_is_gauge(x->s->kind);
-		struct ts_cell *row;
-		unsigned c;
-
-		if (x->s->kind == TALLY_HISTOGRAM) {
-			row = ts_table_row(&hi);
-			c = lead_cells(&hi, row, when, x, zone, state, started, o);
-			/* The count is a number of observations, not of
-			 * the histogram's unit. */
-			ts_table_set(&hi, row, c++, fmt_int(x->value, TP_UNIT_NONE, o),
-			    NULL);
-			if (x->reset && isnan(x->rate))
-				ts_table_set(&hi, row, c++, tp_xstrdup("reset"), red);
-			else
-				ts_table_set(&hi, row, c++, fmt_real(x->rate,
-					TP_UNIT_NONE, o, 2), NULL);
-			ts_table_set(&hi, row, c++, fmt_hist(x, x->mean, u, o,
-							    1), NULL);
-			for (int q = 0; q < TS_NQ; q++)
-				ts_table_set(&hi, row, c++, fmt_hist(x, x->q[q],
-							    u, o, -1), NULL);
-			cpu_cells(&hi, row, c, x, TP_UNIT_NONE, o, 0);
-			continue;
-		}
-		row = ts_table_row(&sc);
-		c = lead_cells(&sc, row, when, x, zone, state, started, o);
-		ts_table_set(&sc, row, c++, tp_xstrdup(tp_kind_name(x->s->kind)), NULL);
-		if (gauge && avg)
-			ts_table_set(&sc, row, c++, fmt_real(x->mean_gauge, u, o, 2),
-			    NULL);
-		else if (x->s->kind == TALLY_FGAUGE || x->s->fractional)
-			ts_table_set(&sc, row, c++, fmt_f64(x->s->fvalue, u, o),
-				     NULL);
-		else
-			ts_table_set(&sc, row, c++, fmt_int(x->value, u, o), NULL);
-		if (x->reset && isnan(x->rate))
-			ts_table_set(&sc, row, c++, tp_xstrdup("reset"), red);
-		else
-			ts_table_set(&sc, row, c++, fmt_real(x->rate, u, o, 2), NULL);
-		cpu_cells(&sc, row, c, x, u, o, avg);
-	}
+	table_rows(&sc, &l, r, 0, 0);
+	table_rows(&hi, &l, r, 1, 0);
+	nhist = hi.nrows;
 
 	fputc('\n', stdout);
-	if (o->timestamp && !avg) {
+	if (o->timestamp && !l.avg) {
 		char full[64];
 
 		ts_format_time(full, sizeof(full), &r->when, 1);
 		printf("%s\n", full);
 	}
-	ts_table_print(&sc, o->color);
-	if (hi.nrows) {
+	ts_table_print_head(&sc, o->color);
+	table_rows(&sc, &l, r, 0, 1);
+	if (nhist) {
 		fputc('\n', stdout);
-		ts_table_print(&hi, o->color);
+		ts_table_print_head(&hi, o->color);
+		table_rows(&hi, &l, r, 1, 1);
 	}
 	for (size_t i = 0; i < r->nevents; i++) {
 		const struct ts_event *e = &r->events[i];
