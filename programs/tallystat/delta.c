@@ -55,6 +55,22 @@ static uint64_t ns_of(const struct timespec *t)
 	return (uint64_t)t->tv_sec * 1000000000u + (uint64_t)t->tv_nsec;
 }
 
+/* @c in the delta: its strings are @c's (the current snapshot's, which
+ * outlives the delta), its values its own, in @a, since they become
+ * differences. */
+static void shallow_copy(struct tp_arena *a, struct tp_series *o,
+			 const struct tp_series *c)
+{
+	*o = *c;
+	o->arena = 1;
+	if (c->buckets && c->nbuckets)
+		o->buckets = tp_arena_memdup(a, c->buckets, c->nbuckets *
+					     sizeof(*c->buckets));
+	if (c->percpu && c->npercpu)
+		o->percpu = tp_arena_memdup(a, c->percpu, c->npercpu *
+					    sizeof(*c->percpu));
+}
+
 void ts_delta(const struct tp_snapshot *prev, const struct tp_snapshot *cur,
 	      struct tp_snapshot *d)
 {
@@ -66,6 +82,7 @@ void ts_delta(const struct tp_snapshot *prev, const struct tp_snapshot *cur,
 		tp_strmap_put(&map, keys[i], i);
 	}
 	memset(d, 0, sizeof(*d));
+	d->arena = tp_xcalloc(1, sizeof(*d->arena));
 	d->mono = cur->mono;
 	d->real = cur->real;
 	d->series = tp_xcalloc(cur->nseries, sizeof(*d->series));
@@ -76,7 +93,7 @@ void ts_delta(const struct tp_snapshot *prev, const struct tp_snapshot *cur,
 		size_t at = tp_strmap_get(&map, k);
 
 		free(k);
-		tp_series_copy(o, c);
+		shallow_copy(d->arena, o, c);
 		o->flags = 0;
 		if (at != (size_t)-1)
 			p = &prev->series[at];

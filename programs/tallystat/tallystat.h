@@ -153,7 +153,8 @@ struct tp_snapshot;
 /* Rows of the values since each process started, from @cur. */
 void ts_report_since_start(struct ts_report *r, const struct tp_snapshot *cur,
 			   const struct ts_options *o);
-/* The difference @cur - @prev as a snapshot of deltas (delta.c). */
+/* The difference @cur - @prev as a snapshot of deltas (delta.c), whose
+ * strings are @cur's: free it before @cur. */
 void ts_delta(const struct tp_snapshot *prev, const struct tp_snapshot *cur,
 	      struct tp_snapshot *delta);
 /* Rows of an interval of @seconds from a delta snapshot. */
