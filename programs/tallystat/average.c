@@ -29,6 +29,10 @@ struct acc {
 struct ts_average {
 	struct acc *a;
 	size_t n, cap;
+	/* The copies of the series and their ids: the average outlives
+	 * the reads, and a series' neighbour shares its name, help, unit
+	 * and label names. */
+	struct tp_arena arena;
 	struct tp_strmap map;
 	double seconds;
 	unsigned long intervals;
@@ -79,10 +83,12 @@ void ts_average_add(struct ts_average *av, const struct tp_snapshot *d,
 			}
 			a = &av->a[av->n];
 			memset(a, 0, sizeof(*a));
-			tp_series_copy(&a->s, s);
+			tp_series_copy_to(&av->arena, &a->s, s,
+					  av->n ? &av->a[av->n - 1].s : NULL);
 			/* Over the whole run every series has a rate. */
 			a->s.flags &= ~TS_UNKNOWN;
-			a->id = id;
+			a->id = tp_arena_strdup(&av->arena, id);
+			free(id);
 			tp_strmap_put(&av->map, a->id, av->n++);
 			if (gauge) {
 				a->gsum = ts_gauge_value(s);
@@ -169,12 +175,10 @@ void ts_average_free(struct ts_average *av)
 {
 	if (!av)
 		return;
-	for (size_t i = 0; i < av->n; i++) {
-		tp_series_free(&av->a[i].s);
+	for (size_t i = 0; i < av->n; i++)
 		free(av->a[i].gcpu);
-		free(av->a[i].id);
-	}
 	free(av->a);
+	tp_arena_free(&av->arena);
 	tp_strmap_free(&av->map);
 	free(av);
 }
