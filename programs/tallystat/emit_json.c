@@ -187,8 +187,12 @@ static void json_report(const struct ts_report *r, const struct ts_options *o)
 	tp_buf_puts(&b, ", \"series\": [");
 	/* Written row by row: the report is never whole in memory. */
 	for (size_t i = 0; i < r->nrows; i++) {
+		struct ts_row x;
+
+		ts_report_row(r, i, &x);
 		tp_buf_puts(&b, i ? ",\n    " : "\n    ");
-		row(&b, &r->rows[i], r);
+		row(&b, &x, r);
+		ts_row_free(&x);
 		fputs(tp_buf_str(&b), stdout);
 		tp_buf_reset(&b);
 	}

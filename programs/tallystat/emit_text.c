@@ -137,7 +137,8 @@ static void text_begin(const struct ts_host *h, const struct ts_options *o,
 static int has_zone_column(const struct ts_report *r)
 {
 	for (size_t i = 0; i < r->nrows; i++)
-		if (strcmp(r->rows[i].s->zone, r->rows[i].s->proc) != 0)
+		if (strcmp(ts_report_series(r, i)->zone,
+			   ts_report_series(r, i)->proc) != 0)
 			return 1;
 	return 0;
 }
@@ -147,7 +148,7 @@ static int has_zone_column(const struct ts_report *r)
 static int has_state_column(const struct ts_report *r)
 {
 	for (size_t i = 0; i < r->nrows; i++)
-		if (r->rows[i].s->dead)
+		if (ts_report_series(r, i)->dead)
 			return 1;
 	return 0;
 }
@@ -178,10 +179,10 @@ static int has_started_column(const struct ts_report *r)
 	int found = 0;
 
 	for (size_t i = 0; i < r->nrows && !found; i++) {
-		const struct tp_series *s = r->rows[i].s;
+		const struct tp_series *s = ts_report_series(r, i);
 		size_t k;
 
-		if (i && r->rows[i - 1].s->pid != s->pid)
+		if (i && ts_report_series(r, i - 1)->pid != s->pid)
 			nseen = 0;      /* a new run of one pid */
 		if (!s->pid || (nseen && same_incarnation(&seen[nseen - 1], s)))
 			continue;
@@ -343,14 +344,16 @@ static void table_rows(struct ts_table *t, const struct lead *l,
 		       const struct ts_report *r, int hist, int print)
 {
 	for (size_t i = 0; i < r->nrows; i++) {
-		const struct ts_row *x = &r->rows[i];
+		struct ts_row x;
 
-		if ((x->s->kind == TALLY_HISTOGRAM) != hist)
+		if ((ts_report_series(r, i)->kind == TALLY_HISTOGRAM) != hist)
 			continue;
+		ts_report_row(r, i, &x);
 		if (hist)
-			hist_row(t, l, x);
+			hist_row(t, l, &x);
 		else
-			scalar_row(t, l, x);
+			scalar_row(t, l, &x);
+		ts_row_free(&x);
 		if (print)
 			ts_table_print_row(t, t->cells, l->o->color);
 	}

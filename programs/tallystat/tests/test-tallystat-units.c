@@ -266,12 +266,10 @@ static int started_column(struct tp_series *s, size_t n)
 	o.series_width = 48;
 	memset(&r, 0, sizeof(r));
 	r.kind = TS_SINCE_START;
-	r.rows = tp_xcalloc(n, sizeof(*r.rows));
+	r.sel = tp_xcalloc(n, sizeof(*r.sel));
 	r.nrows = n;
-	for (size_t i = 0; i < n; i++) {
-		r.rows[i].s = &s[i];
-		r.rows[i].rate = NAN;
-	}
+	for (size_t i = 0; i < n; i++)
+		r.sel[i] = &s[i];
 	fflush(stdout);
 	CHECK(dup2(fileno(f), 1) == 1);
 	ts_emit_text.report(&r, &o);
@@ -284,7 +282,7 @@ static int started_column(struct tp_series *s, size_t n)
 		found = strstr(line, "Started") != NULL;
 	free(line);
 	fclose(f);
-	free(r.rows);
+	free(r.sel);
 	return found;
 }
 
