@@ -9,6 +9,8 @@
 #   make bench   the full benchmarks: every scenario of `tally-bench all`,
 #                charts and JSON in $(BENCH_DIR) (default build/bench-results)
 #   make fuzz    fuzz the segment reader for longer
+#   make bench-readers  each reader's memory per series and time at 10^6
+#                series in 8 processes (bench/readers-memory.sh; N=...)
 #   make bench-rust  the Rust crate against C's add and the Rust peers
 #                (rust/bench/run.sh; needs cargo)
 #   make wheel   the Python sdist and manylinux wheel in build-wheel/, the
@@ -35,6 +37,7 @@ DEB_PKGS := cmake ninja-build gcc g++ make pkg-config clang libclang-rt-14-dev \
 	openssl curl gnuplot-nox debhelper lintian
 
 .PHONY: all deps build demo check test test-normal test-asan test-tsan bench bench-rust fuzz \
+	bench-readers \
 	install clean deb deb-fresh wheel crate
 
 all: build
@@ -78,6 +81,9 @@ bench: build
 	rc=$$(cat $(BENCH_DIR)/.status); rm -f $(BENCH_DIR)/.status; \
 	echo; echo "bench results (charts, .dat/.gp, JSON, report) in $(BENCH_DIR)/:"; \
 	ls $(BENCH_DIR) | sed 's/^/  /'; exit $$rc
+
+bench-readers: build
+	@bench/readers-memory.sh $(or $(N),1000000) $(BUILD)
 
 bench-rust:
 	@rust/bench/run.sh

@@ -9,6 +9,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,170 +177,233 @@ static int want_color(void)
 	return isatty(STDOUT_FILENO);
 }
 
-enum { OPT_DIR = 256, OPT_HUMAN, OPT_LIST, OPT_CLEAN, OPT_HELP,
-       OPT_ALLOW_UID, OPT_ALLOW_GROUP };
+/*
+ * The options, one handler each.  A handler gets the option's value (NULL
+ * when it takes none) and returns 0, 1 when the run ends well at once
+ * (--help, --version), or what bad() returns.  The getopt_long() tables
+ * are made from this one.
+ */
+typedef int (*opt_fn)(struct ts_options *o, const char *arg);
 
-int ts_parse_options(int argc, char **argv, struct ts_options *o)
+static int opt_pids(struct ts_options *o, const char *arg)
 {
-	static const struct option longopts[] = {
-		{ "dir", required_argument, NULL, OPT_DIR },
-		{ "zone", required_argument, NULL, 'Z' },
-		{ "human", no_argument, NULL, OPT_HUMAN },
-		{ "list", no_argument, NULL, OPT_LIST },
-		{ "clean", no_argument, NULL, OPT_CLEAN },
-		{ "allow-uid", required_argument, NULL, OPT_ALLOW_UID },
-		{ "allow-group", no_argument, NULL, OPT_ALLOW_GROUP },
-		{ "width", required_argument, NULL, 'w' },
-		{ "version", no_argument, NULL, 'V' },
-		{ "help", no_argument, NULL, OPT_HELP },
-		{ NULL, 0, NULL, 0 },
-	};
 	char err[256];
-	int opt, nnum = 0;
 
-	memset(o, 0, sizeof(*o));
-	o->series_width = 48;
-	o->open_opts.allow_uid = -1;
-	opterr = 0;
-	/* GNU getopt moves operands to the end, so options may follow
-	 * them; operands that are numbers are the interval and count, the
-	 * others selectors (a metric name never starts with a digit). */
-	while ((opt = getopt_long(argc, argv, ":p:C:Z:aP:o:w:tyzV", longopts,
-				  NULL)) != -1) {
-		switch (opt) {
-		case 'p':
-			if (ts_parse_pids(optarg, &o->pids, &o->npids, err,
-					  sizeof(err)) < 0)
-				return bad("%s", err);
-			break;
-		case 'C': {
-			int rc;
+	if (ts_parse_pids(arg, &o->pids, &o->npids, err, sizeof(err)) < 0)
+		return bad("%s", err);
+	return 0;
+}
 
-			if (o->have_comm)
-				regfree(&o->comm_re);
-			rc = regcomp(&o->comm_re, optarg,
-				     REG_EXTENDED | REG_NOSUB);
-			if (rc) {
-				regerror(rc, &o->comm_re, err, sizeof(err));
-				o->have_comm = 0;
-				return bad("-C: bad regular expression '%s': "
-					   "%s", optarg, err);
-			}
-			o->have_comm = 1;
-			break;
-		}
-		case 'Z':
-			if (!optarg[0])
-				return bad("--zone: empty zone name");
-			o->zone_glob = optarg;
-			break;
-		case 'a':
-			o->aggregate = 1;
-			break;
-		case 'P':
-			o->percpu = 1;
-			if (strcasecmp(optarg, "ALL") == 0) {
-				o->allcpus = 1;
-				break;
-			}
-			o->allcpus = 0;
-			if (!o->cpus)
-				o->cpus = tp_xcalloc(TS_MAX_CPUS, 1);
-			if (ts_parse_cpulist(optarg, o->cpus, err,
-					     sizeof(err)) < 0)
-				return bad("%s", err);
-			break;
-		case 'o':
-			if (strcasecmp(optarg, "JSON") != 0)
-				return bad("-o: the only output format is JSON,"
-					   " got '%s'", optarg);
-			o->json = 1;
-			break;
-		case 'w': {
-			const char *p = optarg;
-			char *end;
-			long v = strtol(p, &end, 10);
+static int opt_comm(struct ts_options *o, const char *arg)
+{
+	char err[256];
+	int rc;
 
-			if (end == p || *end || v < 16 || v > 4096)
-				return bad("--width: expected 16 to 4096, got "
-					   "'%s'", optarg);
-			o->series_width = (unsigned)v;
-			break;
-		}
-		case 't':
-			o->timestamp = 1;
-			break;
-		case 'y':
-			o->omit_first = 1;
-			break;
-		case 'z':
-			o->omit_idle = 1;
-			break;
-		case OPT_DIR:
-			if (!optarg[0])
-				return bad("--dir: empty directory name");
-			o->dirs = tp_xrealloc(o->dirs, (o->ndirs + 1) *
-					      sizeof(*o->dirs));
-			o->dirs[o->ndirs++] = optarg;
-			break;
-		case OPT_ALLOW_UID: {
-			char *end;
-			unsigned long v;
-
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (!isdigit((unsigned char)optarg[0]) || *end ||
-			    errno || v > 0x7fffffffUL)
-				return bad("--allow-uid: expected a uid, got "
-					   "'%s'", optarg);
-			o->open_opts.allow_uid = (long)v;
-			break;
-		}
-		case OPT_ALLOW_GROUP:
-			o->open_opts.allow_group = 1;
-			break;
-		case OPT_HUMAN:
-			o->human = 1;
-			break;
-		case OPT_LIST:
-			o->list = 1;
-			break;
-		case OPT_CLEAN:
-			o->clean = 1;
-			break;
-		case 'V':
-			printf(PROG " " TALLYSTAT_VERSION "\n");
-			return 1;
-		case OPT_HELP:
-			ts_usage(stdout);
-			return 1;
-		case ':':
-			if (optopt)
-				return bad("option -%c needs a value", optopt);
-			return bad("option '%s' needs a value",
-				   argv[optind - 1]);
-		default:
-			if (optopt)
-				return bad("unknown option -%c", optopt);
-			return bad("unknown option '%s'", argv[optind - 1]);
-		}
+	if (o->have_comm)
+		regfree(&o->comm_re);
+	rc = regcomp(&o->comm_re, arg, REG_EXTENDED | REG_NOSUB);
+	if (rc) {
+		regerror(rc, &o->comm_re, err, sizeof(err));
+		o->have_comm = 0;
+		return bad("-C: bad regular expression '%s': %s", arg, err);
 	}
+	o->have_comm = 1;
+	return 0;
+}
+
+static int opt_zone(struct ts_options *o, const char *arg)
+{
+	if (!arg[0])
+		return bad("--zone: empty zone name");
+	o->zone_glob = arg;
+	return 0;
+}
+
+static int opt_cpus(struct ts_options *o, const char *arg)
+{
+	char err[256];
+
+	o->percpu = 1;
+	if (strcasecmp(arg, "ALL") == 0) {
+		o->allcpus = 1;
+		return 0;
+	}
+	o->allcpus = 0;
+	if (!o->cpus)
+		o->cpus = tp_xcalloc(TS_MAX_CPUS, 1);
+	if (ts_parse_cpulist(arg, o->cpus, err, sizeof(err)) < 0)
+		return bad("%s", err);
+	return 0;
+}
+
+static int opt_output(struct ts_options *o, const char *arg)
+{
+	if (strcasecmp(arg, "JSON") != 0)
+		return bad("-o: the only output format is JSON, got '%s'",
+			   arg);
+	o->json = 1;
+	return 0;
+}
+
+static int opt_width(struct ts_options *o, const char *arg)
+{
+	char *end;
+	long v = strtol(arg, &end, 10);
+
+	if (end == arg || *end || v < 16 || v > 4096)
+		return bad("--width: expected 16 to 4096, got '%s'", arg);
+	o->series_width = (unsigned)v;
+	return 0;
+}
+
+static int opt_dir(struct ts_options *o, const char *arg)
+{
+	if (!arg[0])
+		return bad("--dir: empty directory name");
+	o->dirs = tp_xrealloc(o->dirs, (o->ndirs + 1) * sizeof(*o->dirs));
+	o->dirs[o->ndirs++] = arg;
+	return 0;
+}
+
+static int opt_allow_uid(struct ts_options *o, const char *arg)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(arg, &end, 10);
+	if (!isdigit((unsigned char)arg[0]) || *end || errno ||
+	    v > 0x7fffffffUL)
+		return bad("--allow-uid: expected a uid, got '%s'", arg);
+	o->open_opts.allow_uid = (long)v;
+	return 0;
+}
+
+static int opt_version(struct ts_options *o, const char *arg)
+{
+	(void)o;
+	(void)arg;
+	printf(PROG " " TALLYSTAT_VERSION "\n");
+	return 1;
+}
+
+static int opt_help(struct ts_options *o, const char *arg)
+{
+	(void)o;
+	(void)arg;
+	ts_usage(stdout);
+	return 1;
+}
+
+/* The options that only set a flag: the flag's offset in ts_options. */
+#define FLAG(field) offsetof(struct ts_options, field)
+
+struct opt {
+	const char *name;       /* long name, or NULL */
+	int letter;             /* short letter, or 0 */
+	int has_arg;            /* no_argument or required_argument */
+	opt_fn fn;              /* or NULL: sets the int at flag to 1 */
+	size_t flag;
+};
+
+static const struct opt opts[] = {
+	{ NULL, 'p', required_argument, opt_pids, 0 },
+	{ NULL, 'C', required_argument, opt_comm, 0 },
+	{ "zone", 'Z', required_argument, opt_zone, 0 },
+	{ NULL, 'a', no_argument, NULL, FLAG(aggregate) },
+	{ NULL, 'P', required_argument, opt_cpus, 0 },
+	{ NULL, 'o', required_argument, opt_output, 0 },
+	{ "width", 'w', required_argument, opt_width, 0 },
+	{ NULL, 't', no_argument, NULL, FLAG(timestamp) },
+	{ NULL, 'y', no_argument, NULL, FLAG(omit_first) },
+	{ NULL, 'z', no_argument, NULL, FLAG(omit_idle) },
+	{ "version", 'V', no_argument, opt_version, 0 },
+	{ "dir", 0, required_argument, opt_dir, 0 },
+	{ "human", 0, no_argument, NULL, FLAG(human) },
+	{ "list", 0, no_argument, NULL, FLAG(list) },
+	{ "clean", 0, no_argument, NULL, FLAG(clean) },
+	{ "allow-uid", 0, required_argument, opt_allow_uid, 0 },
+	{ "allow-group", 0, no_argument, NULL,
+	  FLAG(open_opts.allow_group) },
+	{ "help", 0, no_argument, opt_help, 0 },
+};
+#define NOPTS (sizeof(opts) / sizeof(opts[0]))
+
+/* The value getopt_long() returns for opts[i]: its letter, or 256 + i
+ * for an option that has only a long name. */
+static int opt_value(size_t i)
+{
+	return opts[i].letter ? opts[i].letter : 256 + (int)i;
+}
+
+/* getopt_long()'s short string (":" first: a missing value is told
+ * apart) and long options, from opts. */
+static void getopt_tables(char *shorts, struct option *longs)
+{
+	size_t ns = 0, nl = 0;
+
+	shorts[ns++] = ':';
+	for (size_t i = 0; i < NOPTS; i++) {
+		if (opts[i].letter) {
+			shorts[ns++] = (char)opts[i].letter;
+			if (opts[i].has_arg == required_argument)
+				shorts[ns++] = ':';
+		}
+		if (opts[i].name)
+			longs[nl++] = (struct option){ opts[i].name,
+				opts[i].has_arg, NULL, opt_value(i) };
+	}
+	shorts[ns] = '\0';
+	longs[nl] = (struct option){ NULL, 0, NULL, 0 };
+}
+
+/* Run the handler of the option getopt_long() returned as @opt. */
+static int apply_option(struct ts_options *o, int opt, char **argv)
+{
+	for (size_t i = 0; i < NOPTS; i++) {
+		if (opt_value(i) != opt)
+			continue;
+		if (opts[i].fn)
+			return opts[i].fn(o, optarg);
+		*(int *)((char *)o + opts[i].flag) = 1;
+		return 0;
+	}
+	/* optopt is the letter of a short option, or the value of a long
+	 * one (256 and up), which is named as it was written. */
+	if (opt == ':') {
+		if (optopt > 0 && optopt < 256)
+			return bad("option -%c needs a value", optopt);
+		return bad("option '%s' needs a value", argv[optind - 1]);
+	}
+	if (optopt > 0 && optopt < 256)
+		return bad("unknown option -%c", optopt);
+	return bad("unknown option '%s'", argv[optind - 1]);
+}
+
+/*
+ * The operands, in the synopsis's order: selectors, then interval and
+ * count.  A word after the interval is a mistyped count (tallystat 1
+ * abc), not a selector that would leave tallystat running forever on
+ * nothing.  Returns the number of numbers (interval, count) in *@nnum.
+ */
+static int parse_operands(struct ts_options *o, int argc, char **argv,
+			  int *nnum)
+{
+	char err[256];
+
+	*nnum = 0;
 	for (int i = optind; i < argc; i++) {
 		const char *a = argv[i];
 
-		/* In the synopsis's order: selectors, then interval and
-		 * count.  A word after the interval is a mistyped count
-		 * (tallystat 1 abc), not a selector that would leave
-		 * tallystat running forever on nothing. */
-		if (nnum && !is_number(a))
+		if (*nnum && !is_number(a))
 			return bad("'%s' after the interval: expected a count "
 				   "(selectors go before the interval)", a);
 		if (is_number(a)) {
-			if (nnum == 0) {
+			if (*nnum == 0) {
 				if (ts_parse_interval(a, &o->interval, err,
 						      sizeof(err)) < 0)
 					return bad("%s", err);
-			} else if (nnum == 1) {
+			} else if (*nnum == 1) {
 				if (ts_parse_count(a, &o->count, err,
 						   sizeof(err)) < 0)
 					return bad("%s", err);
@@ -347,7 +411,7 @@ int ts_parse_options(int argc, char **argv, struct ts_options *o)
 				return bad("unexpected argument '%s' after "
 					   "interval and count", a);
 			}
-			nnum++;
+			(*nnum)++;
 			continue;
 		}
 		o->sels = tp_xrealloc(o->sels, (o->nsels + 1) *
@@ -357,6 +421,12 @@ int ts_parse_options(int argc, char **argv, struct ts_options *o)
 			return bad("selector '%s': %s", a, err);
 		o->nsels++;
 	}
+	return 0;
+}
+
+/* What the options say together, once all are read. */
+static int check_together(const struct ts_options *o, int nnum)
+{
 	if (o->cpus && !o->allcpus) {
 		long n = sysconf(_SC_NPROCESSORS_CONF);
 
@@ -378,6 +448,29 @@ int ts_parse_options(int argc, char **argv, struct ts_options *o)
 			   "gone: it takes no -p, -C or --zone");
 	if (o->clean && o->json)
 		return bad("--clean has no JSON output");
+	return 0;
+}
+
+int ts_parse_options(int argc, char **argv, struct ts_options *o)
+{
+	char shorts[3 * NOPTS + 2];
+	struct option longs[NOPTS + 1];
+	int opt, nnum = 0, rc;
+
+	memset(o, 0, sizeof(*o));
+	o->series_width = 48;
+	o->open_opts.allow_uid = -1;
+	opterr = 0;
+	getopt_tables(shorts, longs);
+	/* GNU getopt moves operands to the end, so options may follow
+	 * them; operands that are numbers are the interval and count, the
+	 * others selectors (a metric name never starts with a digit). */
+	while ((opt = getopt_long(argc, argv, shorts, longs, NULL)) != -1)
+		if ((rc = apply_option(o, opt, argv)) != 0)
+			return rc;
+	if ((rc = parse_operands(o, argc, argv, &nnum)) != 0 ||
+	    (rc = check_together(o, nnum)) != 0)
+		return rc;
 	o->color = !o->json && want_color();
 	return 0;
 }

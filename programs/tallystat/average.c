@@ -19,7 +19,8 @@
 #include "tallystat.h"
 
 struct acc {
-	struct tp_series s;     /* summed deltas (counters, histograms) */
+	struct tp_series s;     /* summed deltas (counters, histograms);
+				   first: a row's series is its acc */
 	double gsum;            /* gauges: the sum of the values read */
 	double *gcpu;           /* and of their per-CPU values */
 	unsigned long nsamples;
@@ -29,6 +30,10 @@ struct acc {
 struct ts_average {
 	struct acc *a;
 	size_t n, cap;
+	/* The copies of the series and their ids: the average outlives
+	 * the reads, and a series' neighbour shares its name, help, unit
+	 * and label names. */
+	struct tp_arena arena;
 	struct tp_strmap map;
 	double seconds;
 	unsigned long intervals;
@@ -79,10 +84,12 @@ void ts_average_add(struct ts_average *av, const struct tp_snapshot *d,
 			}
 			a = &av->a[av->n];
 			memset(a, 0, sizeof(*a));
-			tp_series_copy(&a->s, s);
+			tp_series_copy_to(&av->arena, &a->s, s,
+					  av->n ? &av->a[av->n - 1].s : NULL);
 			/* Over the whole run every series has a rate. */
 			a->s.flags &= ~TS_UNKNOWN;
-			a->id = id;
+			a->id = tp_arena_strdup(&av->arena, id);
+			free(id);
 			tp_strmap_put(&av->map, a->id, av->n++);
 			if (gauge) {
 				a->gsum = ts_gauge_value(s);
@@ -127,54 +134,54 @@ unsigned long ts_average_intervals(const struct ts_average *av)
 void ts_report_average(struct ts_report *r, const struct ts_average *av,
 		       const struct ts_options *o)
 {
-	struct tp_snapshot view;
+	size_t cap = 0;
+	unsigned max = 0;
 
-	/* The rows want a snapshot to choose CPUs from: lend them the
-	 * accumulated series. */
-	memset(&view, 0, sizeof(view));
 	memset(r, 0, sizeof(*r));
-	if (av->n) {
-		view.series = tp_xcalloc(av->n, sizeof(*view.series));
-		for (size_t i = 0; i < av->n; i++)
-			view.series[i] = av->a[i].s;
-		view.nseries = av->n;
-	}
-	clock_gettime(CLOCK_REALTIME, &view.real);
-	ts_report_interval(r, &view, av->seconds, o);
 	r->kind = TS_AVERAGE;
-	/* ts_report_interval pointed the rows at the copies: point them at
-	 * the entries, which live as long as @av, and finish the gauges. */
-	for (size_t i = 0; i < r->nrows; i++) {
-		struct ts_row *row = &r->rows[i];
-		size_t k = (size_t)(row->s - view.series);
-		const struct acc *a = &av->a[k];
+	r->seconds = av->seconds;
+	r->av = av;
+	clock_gettime(CLOCK_REALTIME, &r->when);
+	/* The CPU columns of -P ALL are those of every series summed,
+	 * shown or not. */
+	for (size_t i = 0; i < av->n; i++) {
+		const struct tp_series *s = &av->a[i].s;
 
-		row->s = &a->s;
-		/* Over the run a reset still has a rate: what was counted
-		 * (a lower bound), flagged as reset. */
-		if (row->reset && av->seconds > 0)
-			row->rate = (double)row->value / av->seconds;
-		if (!tp_kind_is_gauge(a->s.kind))
-			continue;
-		row->mean_gauge = a->gsum / (double)a->nsamples;
-		for (unsigned c = 0; c < row->ncpu; c++)
-			if (!isnan(row->cpu[c]))
-				row->cpu[c] = a->gcpu[r->cpu_ids[c]] /
-					      (double)a->nsamples;
+		if (s->npercpu > max)
+			max = s->npercpu;
+		if (!o->omit_idle || (s->flags & TS_CHANGED))
+			ts_report_select(r, s, &cap, &max);
 	}
-	free(view.series);
+	ts_report_choose_cpus(r, max, o);
+}
+
+void ts_average_row(const struct ts_report *r, const struct tp_series *s,
+		    struct ts_row *row)
+{
+	/* The series of an Average: row is its sum's (struct acc). */
+	const struct acc *a = (const struct acc *)s;
+
+	/* Over the run a reset still has a rate: what was counted (a lower
+	 * bound), flagged as reset. */
+	if (row->reset && r->seconds > 0)
+		row->rate = (double)row->value / r->seconds;
+	if (!tp_kind_is_gauge(s->kind))
+		return;
+	row->mean_gauge = a->gsum / (double)a->nsamples;
+	for (unsigned c = 0; c < row->ncpu; c++)
+		if (!isnan(row->cpu[c]))
+			row->cpu[c] = a->gcpu[r->cpu_ids[c]] /
+				      (double)a->nsamples;
 }
 
 void ts_average_free(struct ts_average *av)
 {
 	if (!av)
 		return;
-	for (size_t i = 0; i < av->n; i++) {
-		tp_series_free(&av->a[i].s);
+	for (size_t i = 0; i < av->n; i++)
 		free(av->a[i].gcpu);
-		free(av->a[i].id);
-	}
 	free(av->a);
+	tp_arena_free(&av->arena);
 	tp_strmap_free(&av->map);
 	free(av);
 }

@@ -18,18 +18,79 @@
 #include <string.h>
 
 #include "strbuf.h"
-#include "strmap.h"
 #include "tallystat.h"
 
-/* The identity of a series of one process. */
-static char *ident(const struct tp_series *s)
-{
-	struct tp_buf b = { 0 };
+/*
+ * The series of the previous read by their identity in one process: pid,
+ * start time, zone, key, kind and bucket count.  An open-addressing table
+ * of their indices + 1, hashed on those fields, at most half full: no
+ * key is copied.  Of two series of the same identity (a segment read
+ * twice), the later one is found.
+ */
+struct ident_index {
+	size_t *slot;
+	size_t mask;
+};
 
-	tp_buf_printf(&b, "%d\x1f%llu\x1f%s\x1f%s\x1f%u\x1f%u", s->pid,
-		      (unsigned long long)s->start_ticks, s->zone, s->key,
-		      s->kind, s->nbuckets);
-	return tp_buf_take(&b);
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+static uint64_t ident_hash(const struct tp_series *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	h = fnv(h, &s->pid, sizeof(s->pid));
+	h = fnv(h, &s->start_ticks, sizeof(s->start_ticks));
+	h = fnv(h, s->zone, strlen(s->zone) + 1);
+	h = fnv(h, s->key, strlen(s->key) + 1);
+	h = fnv(h, &s->kind, sizeof(s->kind));
+	return fnv(h, &s->nbuckets, sizeof(s->nbuckets));
+}
+
+static int same_ident(const struct tp_series *a, const struct tp_series *b)
+{
+	return a->pid == b->pid && a->start_ticks == b->start_ticks &&
+	       a->kind == b->kind && a->nbuckets == b->nbuckets &&
+	       strcmp(a->zone, b->zone) == 0 && strcmp(a->key, b->key) == 0;
+}
+
+static void index_build(struct ident_index *x, const struct tp_snapshot *prev)
+{
+	size_t cap = 64;
+
+	while (cap < 2 * prev->nseries)
+		cap *= 2;
+	x->slot = tp_xcalloc(cap, sizeof(*x->slot));
+	x->mask = cap - 1;
+	for (size_t i = 0; i < prev->nseries; i++) {
+		const struct tp_series *s = &prev->series[i];
+		size_t k = (size_t)ident_hash(s) & x->mask;
+
+		while (x->slot[k] &&
+		       !same_ident(&prev->series[x->slot[k] - 1], s))
+			k = (k + 1) & x->mask;
+		x->slot[k] = i + 1;
+	}
+}
+
+/* The series of @prev with the identity of @c, or NULL. */
+static const struct tp_series *index_find(const struct ident_index *x,
+					  const struct tp_snapshot *prev,
+					  const struct tp_series *c)
+{
+	for (size_t k = (size_t)ident_hash(c) & x->mask; x->slot[k];
+	     k = (k + 1) & x->mask)
+		if (same_ident(&prev->series[x->slot[k] - 1], c))
+			return &prev->series[x->slot[k] - 1];
+	return NULL;
 }
 
 static int64_t sub(int64_t a, int64_t b)
@@ -55,31 +116,40 @@ static uint64_t ns_of(const struct timespec *t)
 	return (uint64_t)t->tv_sec * 1000000000u + (uint64_t)t->tv_nsec;
 }
 
+/* @c in the delta: its strings are @c's (the current snapshot's, which
+ * outlives the delta), its values its own, in @a, since they become
+ * differences. */
+static void shallow_copy(struct tp_arena *a, struct tp_series *o,
+			 const struct tp_series *c)
+{
+	*o = *c;
+	o->arena = 1;
+	if (c->buckets && c->nbuckets)
+		o->buckets = tp_arena_memdup(a, c->buckets, c->nbuckets *
+					     sizeof(*c->buckets));
+	if (c->percpu && c->npercpu)
+		o->percpu = tp_arena_memdup(a, c->percpu, c->npercpu *
+					    sizeof(*c->percpu));
+}
+
 void ts_delta(const struct tp_snapshot *prev, const struct tp_snapshot *cur,
 	      struct tp_snapshot *d)
 {
-	struct tp_strmap map = { 0 };
-	char **keys = tp_xcalloc(prev->nseries, sizeof(char *));
+	struct ident_index x;
 
-	for (size_t i = 0; i < prev->nseries; i++) {
-		keys[i] = ident(&prev->series[i]);
-		tp_strmap_put(&map, keys[i], i);
-	}
+	index_build(&x, prev);
 	memset(d, 0, sizeof(*d));
+	d->arena = tp_xcalloc(1, sizeof(*d->arena));
 	d->mono = cur->mono;
 	d->real = cur->real;
 	d->series = tp_xcalloc(cur->nseries, sizeof(*d->series));
 	for (size_t i = 0; i < cur->nseries; i++) {
-		const struct tp_series *c = &cur->series[i], *p = NULL;
+		const struct tp_series *c = &cur->series[i];
+		const struct tp_series *p = index_find(&x, prev, c);
 		struct tp_series *o = &d->series[d->nseries++];
-		char *k = ident(c);
-		size_t at = tp_strmap_get(&map, k);
 
-		free(k);
-		tp_series_copy(o, c);
+		shallow_copy(d->arena, o, c);
 		o->flags = 0;
-		if (at != (size_t)-1)
-			p = &prev->series[at];
 		if (!p) {
 			/* Registered since the previous read: it started
 			 * at zero, unless its zone is older than that read
@@ -140,8 +210,5 @@ void ts_delta(const struct tp_snapshot *prev, const struct tp_snapshot *cur,
 		if (o->value != 0 || (o->flags & TP_SERIES_RESET))
 			o->flags |= TS_CHANGED;
 	}
-	tp_strmap_free(&map);
-	for (size_t i = 0; i < prev->nseries; i++)
-		free(keys[i]);
-	free(keys);
+	free(x.slot);
 }

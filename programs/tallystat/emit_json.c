@@ -7,8 +7,9 @@
  *    "statistics": [ report, report, ... ]}]}}
  *
  * Reports are written as they are made, so that a reader of a pipe sees
- * each one at once; the envelope is closed at the end (and on SIGINT,
- * after the average).  Integers are written exactly; every label is
+ * each one at once, and a report's rows one by one, so that its text is
+ * never whole in memory; the envelope is closed at the end (and on
+ * SIGINT, after the average).  Integers are written exactly; every label is
  * written in full.
  */
 #define _GNU_SOURCE
@@ -184,9 +185,16 @@ static void json_report(const struct ts_report *r, const struct ts_options *o)
 	else
 		tp_buf_printf(&b, ", \"interval\": %.3f", r->seconds);
 	tp_buf_puts(&b, ", \"series\": [");
+	/* Written row by row: the report is never whole in memory. */
 	for (size_t i = 0; i < r->nrows; i++) {
+		struct ts_row x;
+
+		ts_report_row(r, i, &x);
 		tp_buf_puts(&b, i ? ",\n    " : "\n    ");
-		row(&b, &r->rows[i], r);
+		row(&b, &x, r);
+		ts_row_free(&x);
+		fputs(tp_buf_str(&b), stdout);
+		tp_buf_reset(&b);
 	}
 	tp_buf_puts(&b, "], \"events\": [");
 	for (size_t i = 0; i < r->nevents; i++) {

@@ -137,7 +137,8 @@ static void text_begin(const struct ts_host *h, const struct ts_options *o,
 static int has_zone_column(const struct ts_report *r)
 {
 	for (size_t i = 0; i < r->nrows; i++)
-		if (strcmp(r->rows[i].s->zone, r->rows[i].s->proc) != 0)
+		if (strcmp(ts_report_series(r, i)->zone,
+			   ts_report_series(r, i)->proc) != 0)
 			return 1;
 	return 0;
 }
@@ -147,7 +148,7 @@ static int has_zone_column(const struct ts_report *r)
 static int has_state_column(const struct ts_report *r)
 {
 	for (size_t i = 0; i < r->nrows; i++)
-		if (r->rows[i].s->dead)
+		if (ts_report_series(r, i)->dead)
 			return 1;
 	return 0;
 }
@@ -155,22 +156,52 @@ static int has_state_column(const struct ts_report *r)
 /* Does the report hold two incarnations of one pid and zone (a
  * container's pid 1 restarted, a pid reused)?  Then every table gets a
  * Started column, the time each segment was made, to tell them apart.
- * The rows come sorted by pid, start time and zone. */
+ * The rows come sorted by pid, start time and zone, so each run of rows
+ * of one pid is checked on its own, against the few distinct incarnations
+ * (zone, start time, creation time) met in the run: linear in the rows,
+ * whatever their number. */
+struct incarnation {
+	const char *zone;
+	uint64_t start_ticks, created_ns;
+};
+
+static int same_incarnation(const struct incarnation *a,
+			    const struct tp_series *s)
+{
+	return a->start_ticks == s->start_ticks &&
+	       a->created_ns == s->created_ns && strcmp(a->zone, s->zone) == 0;
+}
+
 static int has_started_column(const struct ts_report *r)
 {
-	for (size_t i = 0; i < r->nrows; i++)
-		for (size_t j = i + 1; j < r->nrows; j++) {
-			const struct tp_series *a = r->rows[i].s,
-					       *b = r->rows[j].s;
+	struct incarnation *seen = NULL;
+	size_t nseen = 0, cap = 0;
+	int found = 0;
 
-			if (a->pid != b->pid)
+	for (size_t i = 0; i < r->nrows && !found; i++) {
+		const struct tp_series *s = ts_report_series(r, i);
+		size_t k;
+
+		if (i && ts_report_series(r, i - 1)->pid != s->pid)
+			nseen = 0;      /* a new run of one pid */
+		if (!s->pid || (nseen && same_incarnation(&seen[nseen - 1], s)))
+			continue;
+		for (k = 0; k < nseen && !found; k++) {
+			if (same_incarnation(&seen[k], s))
 				break;
-			if (a->pid && strcmp(a->zone, b->zone) == 0 &&
-			    (a->start_ticks != b->start_ticks ||
-			     a->created_ns != b->created_ns))
-				return 1;
+			found = strcmp(seen[k].zone, s->zone) == 0;
 		}
-	return 0;
+		if (found || k < nseen)
+			continue;
+		if (nseen == cap) {
+			cap = cap ? 2 * cap : 8;
+			seen = tp_xrealloc(seen, cap * sizeof(*seen));
+		}
+		seen[nseen++] = (struct incarnation){ s->zone, s->start_ticks,
+						      s->created_ns };
+	}
+	free(seen);
+	return found;
 }
 
 /* The columns every table starts with; returns the next column. */
@@ -250,29 +281,114 @@ static void cpu_cells(struct ts_table *t, struct ts_cell *row, unsigned c,
 	}
 }
 
+/* What every row of a report shares. */
+struct lead {
+	const char *when;
+	int zone, state, started, avg;
+	const struct ts_options *o;
+};
+
+/* A histogram's row of @t. */
+static void hist_row(struct ts_table *t, const struct lead *l,
+		     const struct ts_row *x)
+{
+	enum tp_unit u = tp_unit_of(x->s->name, x->s->unit);
+	const struct ts_options *o = l->o;
+	struct ts_cell *row = ts_table_row(t);
+	unsigned c = lead_cells(t, row, l->when, x, l->zone, l->state,
+				l->started, o);
+
+	/* The count is a number of observations, not of the histogram's
+	 * unit. */
+	ts_table_set(t, row, c++, fmt_int(x->value, TP_UNIT_NONE, o), NULL);
+	if (x->reset && isnan(x->rate))
+		ts_table_set(t, row, c++, tp_xstrdup("reset"), TS_SGR_RED);
+	else
+		ts_table_set(t, row, c++, fmt_real(x->rate, TP_UNIT_NONE, o, 2),
+			     NULL);
+	ts_table_set(t, row, c++, fmt_hist(x, x->mean, u, o, 1), NULL);
+	for (int q = 0; q < TS_NQ; q++)
+		ts_table_set(t, row, c++, fmt_hist(x, x->q[q], u, o, -1), NULL);
+	cpu_cells(t, row, c, x, TP_UNIT_NONE, o, 0);
+}
+
+/* A counter's or gauge's row of @t. */
+static void scalar_row(struct ts_table *t, const struct lead *l,
+		       const struct ts_row *x)
+{
+	enum tp_unit u = tp_unit_of(x->s->name, x->s->unit);
+	const struct ts_options *o = l->o;
+	int gauge = tp_kind_is_gauge(x->s->kind);
+	struct ts_cell *row = ts_table_row(t);
+	unsigned c = lead_cells(t, row, l->when, x, l->zone, l->state,
+				l->started, o);
+
+	ts_table_set(t, row, c++, tp_xstrdup(tp_kind_name(x->s->kind)), NULL);
+	if (gauge && l->avg)
+		ts_table_set(t, row, c++, fmt_real(x->mean_gauge, u, o, 2),
+			     NULL);
+	else if (x->s->kind == TALLY_FGAUGE || x->s->fractional)
+		ts_table_set(t, row, c++, fmt_f64(x->s->fvalue, u, o), NULL);
+	else
+		ts_table_set(t, row, c++, fmt_int(x->value, u, o), NULL);
+	if (x->reset && isnan(x->rate))
+		ts_table_set(t, row, c++, tp_xstrdup("reset"), TS_SGR_RED);
+	else
+		ts_table_set(t, row, c++, fmt_real(x->rate, u, o, 2), NULL);
+	cpu_cells(t, row, c, x, u, o, l->avg);
+}
+
+/* The rows of one table (histograms, or the others), each printed as it
+ * is made when @print. */
+static void table_rows(struct ts_table *t, const struct lead *l,
+		       const struct ts_report *r, int hist, int print)
+{
+	for (size_t i = 0; i < r->nrows; i++) {
+		struct ts_row x;
+
+		if ((ts_report_series(r, i)->kind == TALLY_HISTOGRAM) != hist)
+			continue;
+		ts_report_row(r, i, &x);
+		if (hist)
+			hist_row(t, l, &x);
+		else
+			scalar_row(t, l, &x);
+		ts_row_free(&x);
+		if (print)
+			ts_table_print_row(t, t->cells, l->o->color);
+	}
+}
+
+/*
+ * The tables keep one row at a time (table.h, stream): the rows are made
+ * once for the widths of the columns, then again, the same way, to be
+ * printed one by one, so that a report of a million series never holds
+ * its text.
+ */
 static void text_report(const struct ts_report *r, const struct ts_options *o)
 {
 	/* Static: a table is 25 kB of column arrays. */
 	static struct ts_table sc, hi;
 	static char cpunames[2][TS_MAXCOLS][16];
 	char when[64];
-	int zone = has_zone_column(r), avg = r->kind == TS_AVERAGE;
-	int state = has_state_column(r), started = has_started_column(r);
-	const char *red = TS_SGR_RED;
+	struct lead l = { when, has_zone_column(r), has_state_column(r),
+			  has_started_column(r), r->kind == TS_AVERAGE, o };
+	size_t nhist;
 
 	memset(&sc, 0, sizeof(sc));
 	memset(&hi, 0, sizeof(hi));
-	if (avg)
+	sc.stream = hi.stream = 1;
+	if (l.avg)
 		snprintf(when, sizeof(when), "Average:");
 	else
 		ts_format_time(when, sizeof(when), &r->when, 0);
 
-	lead_cols(&sc, when, zone, state, started);
+	lead_cols(&sc, when, l.zone, l.state, l.started);
 	ts_table_col(&sc, "Type", 0);
 	ts_table_col(&sc, "Value", 1);
 	ts_table_col(&sc, "/s", 1);
 	cpu_cols(&sc, r, cpunames[0]);
-	lead_cols(&hi, when, zone, state, started);
+	lead_cols(&hi, when, l.zone, l.state, l.started);
 	ts_table_col(&hi, "Count", 1);
 	ts_table_col(&hi, "/s", 1);
 	ts_table_col(&hi, "Mean", 1);
@@ -280,62 +396,23 @@ static void text_report(const struct ts_report *r, const struct ts_options *o)
 		ts_table_col(&hi, ts_quantiles[q].column, 1);
 	cpu_cols(&hi, r, cpunames[1]);
 
-	for (size_t i = 0; i < r->nrows; i++) {
-		const struct ts_row *x = &r->rows[i];
-		enum tp_unit u = tp_unit_of(x->s->name, x->s->unit);
-		int gauge = tp_kind_is_gauge(x->s->kind);
-		struct ts_cell *row;
-		unsigned c;
-
-		if (x->s->kind == TALLY_HISTOGRAM) {
-			row = ts_table_row(&hi);
-			c = lead_cells(&hi, row, when, x, zone, state, started, o);
-			/* The count is a number of observations, not of
-			 * the histogram's unit. */
-			ts_table_set(&hi, row, c++, fmt_int(x->value, TP_UNIT_NONE, o),
-			    NULL);
-			if (x->reset && isnan(x->rate))
-				ts_table_set(&hi, row, c++, tp_xstrdup("reset"), red);
-			else
-				ts_table_set(&hi, row, c++, fmt_real(x->rate,
-					TP_UNIT_NONE, o, 2), NULL);
-			ts_table_set(&hi, row, c++, fmt_hist(x, x->mean, u, o,
-							    1), NULL);
-			for (int q = 0; q < TS_NQ; q++)
-				ts_table_set(&hi, row, c++, fmt_hist(x, x->q[q],
-							    u, o, -1), NULL);
-			cpu_cells(&hi, row, c, x, TP_UNIT_NONE, o, 0);
-			continue;
-		}
-		row = ts_table_row(&sc);
-		c = lead_cells(&sc, row, when, x, zone, state, started, o);
-		ts_table_set(&sc, row, c++, tp_xstrdup(tp_kind_name(x->s->kind)), NULL);
-		if (gauge && avg)
-			ts_table_set(&sc, row, c++, fmt_real(x->mean_gauge, u, o, 2),
-			    NULL);
-		else if (x->s->kind == TALLY_FGAUGE || x->s->fractional)
-			ts_table_set(&sc, row, c++, fmt_f64(x->s->fvalue, u, o),
-				     NULL);
-		else
-			ts_table_set(&sc, row, c++, fmt_int(x->value, u, o), NULL);
-		if (x->reset && isnan(x->rate))
-			ts_table_set(&sc, row, c++, tp_xstrdup("reset"), red);
-		else
-			ts_table_set(&sc, row, c++, fmt_real(x->rate, u, o, 2), NULL);
-		cpu_cells(&sc, row, c, x, u, o, avg);
-	}
+	table_rows(&sc, &l, r, 0, 0);
+	table_rows(&hi, &l, r, 1, 0);
+	nhist = hi.nrows;
 
 	fputc('\n', stdout);
-	if (o->timestamp && !avg) {
+	if (o->timestamp && !l.avg) {
 		char full[64];
 
 		ts_format_time(full, sizeof(full), &r->when, 1);
 		printf("%s\n", full);
 	}
-	ts_table_print(&sc, o->color);
-	if (hi.nrows) {
+	ts_table_print_head(&sc, o->color);
+	table_rows(&sc, &l, r, 0, 1);
+	if (nhist) {
 		fputc('\n', stdout);
-		ts_table_print(&hi, o->color);
+		ts_table_print_head(&hi, o->color);
+		table_rows(&hi, &l, r, 1, 1);
 	}
 	for (size_t i = 0; i < r->nevents; i++) {
 		const struct ts_event *e = &r->events[i];

@@ -244,12 +244,15 @@ static int run(const struct ts_options *o, const struct ts_emitter *em,
 			r.nskipped = fresh.nskipped;
 		}
 		em->report(&r, o);
-		ts_average_add(av, o->aggregate ? &agg : &delta, dt);
+		/* The rows and the previous read (whose paths the events
+		 * name) are done with: freed before the sums of the Average:
+		 * rows grow, so that the two never meet in memory. */
 		ts_report_free(&r);
+		tp_snapshot_free(&prev);
+		ts_average_add(av, o->aggregate ? &agg : &delta, dt);
 		if (o->aggregate)
 			tp_snapshot_free(&agg);
 		tp_snapshot_free(&delta);
-		tp_snapshot_free(&prev);
 		prev = cur;
 		done++;
 		if (interrupted || (o->count && done >= o->count))

@@ -2,7 +2,9 @@
  * programs/tallystat/report.c: the rows of a report, from a snapshot
  * (since start) or a snapshot of deltas (an interval): rates, histogram
  * quantiles over the buckets given, per-CPU columns, and the processes
- * that appeared or exited.
+ * that appeared or exited.  A report keeps its series only; each row is
+ * made when a back end prints it (ts_report_row), twice for text (the
+ * widths, then the lines), so that no report holds a row a series.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -48,25 +50,30 @@ void ts_row_histogram(struct ts_row *row, const struct tp_series *s)
 	row->have_q = 1;
 }
 
-/* Which CPUs get a column: -P ALL every CPU the series have, else the
- * list's. */
-static void choose_cpus(struct ts_report *r, const struct tp_snapshot *snap,
+/* Which CPUs get a column: -P ALL every CPU the series have (@max: the
+ * most per-CPU values of one), else the list's. */
+static void choose_cpus(struct ts_report *r, unsigned max,
 			const struct ts_options *o)
 {
-	unsigned max = 0;
-
 	r->ncpus = 0;
 	r->cpu_ids = NULL;
 	if (!o->percpu)
 		return;
-	for (size_t i = 0; i < snap->nseries; i++)
-		if (snap->series[i].npercpu > max)
-			max = snap->series[i].npercpu;
 	r->cpu_ids = tp_xcalloc(o->allcpus ? max + 1 : TS_MAX_CPUS,
 				sizeof(unsigned));
 	for (unsigned c = 0; c < (o->allcpus ? max : TS_MAX_CPUS); c++)
 		if (o->allcpus || o->cpus[c])
 			r->cpu_ids[r->ncpus++] = c;
+}
+
+static unsigned max_percpu(const struct tp_snapshot *snap)
+{
+	unsigned max = 0;
+
+	for (size_t i = 0; i < snap->nseries; i++)
+		if (snap->series[i].npercpu > max)
+			max = snap->series[i].npercpu;
+	return max;
 }
 
 /* Per-CPU values of @s: divided by @seconds for counters and histograms
@@ -91,46 +98,47 @@ static void fill_cpus(const struct ts_report *r, struct ts_row *row,
 	}
 }
 
-static struct ts_row *add_row(struct ts_report *r, size_t *cap)
+static void select_series(struct ts_report *r, const struct tp_series *s,
+			  size_t *cap)
 {
 	if (r->nrows == *cap) {
 		*cap = *cap ? 2 * *cap : 64;
-		r->rows = tp_xrealloc(r->rows, *cap * sizeof(*r->rows));
+		r->sel = tp_xrealloc(r->sel, *cap * sizeof(*r->sel));
 	}
-	memset(&r->rows[r->nrows], 0, sizeof(r->rows[0]));
-	return &r->rows[r->nrows++];
+	r->sel[r->nrows++] = s;
 }
 
 void ts_report_since_start(struct ts_report *r, const struct tp_snapshot *cur,
 			   const struct ts_options *o)
 {
 	size_t cap = 0;
-	uint64_t now = (uint64_t)cur->real.tv_sec * 1000000000u +
-		       (uint64_t)cur->real.tv_nsec;
 
 	memset(r, 0, sizeof(*r));
 	r->kind = TS_SINCE_START;
 	r->when = cur->real;
-	choose_cpus(r, cur, o);
-	for (size_t i = 0; i < cur->nseries; i++) {
-		const struct tp_series *s = &cur->series[i];
-		/* Rates since start are averages over the zone's life. */
-		double age = now > s->created_ns ?
-			     (double)(now - s->created_ns) / 1e9 : 0;
-		struct ts_row *row;
+	choose_cpus(r, max_percpu(cur), o);
+	for (size_t i = 0; i < cur->nseries; i++)
+		if (!o->omit_idle || cur->series[i].value != 0)
+			select_series(r, &cur->series[i], &cap);
+}
 
-		if (o->omit_idle && s->value == 0)
-			continue;
-		row = add_row(r, &cap);
-		row->s = s;
-		row->value = row->total = s->value;
-		row->rate = NAN;
-		if (!tp_kind_is_gauge(s->kind) && age > 0)
-			row->rate = (double)s->value / age;
-		if (s->kind == TALLY_HISTOGRAM)
-			ts_row_histogram(row, s);
-		fill_cpus(r, row, s, age);
-	}
+/* A row since start: rates are averages over the zone's life. */
+static void since_start_row(const struct ts_report *r,
+			    const struct tp_series *s, struct ts_row *row)
+{
+	uint64_t now = (uint64_t)r->when.tv_sec * 1000000000u +
+		       (uint64_t)r->when.tv_nsec;
+	double age = now > s->created_ns ?
+		     (double)(now - s->created_ns) / 1e9 : 0;
+
+	row->s = s;
+	row->value = row->total = s->value;
+	row->rate = NAN;
+	if (!tp_kind_is_gauge(s->kind) && age > 0)
+		row->rate = (double)s->value / age;
+	if (s->kind == TALLY_HISTOGRAM)
+		ts_row_histogram(row, s);
+	fill_cpus(r, row, s, age);
 }
 
 void ts_report_interval(struct ts_report *r, const struct tp_snapshot *d,
@@ -142,27 +150,64 @@ void ts_report_interval(struct ts_report *r, const struct tp_snapshot *d,
 	r->kind = TS_INTERVAL;
 	r->when = d->real;
 	r->seconds = seconds;
-	choose_cpus(r, d, o);
-	for (size_t i = 0; i < d->nseries; i++) {
-		const struct tp_series *s = &d->series[i];
-		struct ts_row *row;
+	choose_cpus(r, max_percpu(d), o);
+	for (size_t i = 0; i < d->nseries; i++)
+		if (!o->omit_idle || (d->series[i].flags & TS_CHANGED))
+			select_series(r, &d->series[i], &cap);
+}
 
-		if (o->omit_idle && !(s->flags & TS_CHANGED))
-			continue;
-		row = add_row(r, &cap);
-		row->s = s;
-		row->value = s->value;
-		row->reset = !!(s->flags & TP_SERIES_RESET);
-		row->rate = NAN;
-		/* A reset has no rate: the value counted since the reset
-		 * is a lower bound of the increase. */
-		if (!tp_kind_is_gauge(s->kind) && !(s->flags & TS_UNKNOWN) &&
-		    !row->reset && seconds > 0)
-			row->rate = (double)s->value / seconds;
-		if (s->kind == TALLY_HISTOGRAM)
-			ts_row_histogram(row, s);
-		fill_cpus(r, row, s, seconds);
+void ts_report_select(struct ts_report *r, const struct tp_series *s,
+		      size_t *cap, unsigned *max)
+{
+	select_series(r, s, cap);
+	if (s->npercpu > *max)
+		*max = s->npercpu;
+}
+
+void ts_report_choose_cpus(struct ts_report *r, unsigned max,
+			   const struct ts_options *o)
+{
+	choose_cpus(r, max, o);
+}
+
+/* A row of an interval, or of the whole run (TS_AVERAGE). */
+static void interval_row(const struct ts_report *r, const struct tp_series *s,
+			 struct ts_row *row)
+{
+	double seconds = r->seconds;
+
+	row->s = s;
+	row->value = s->value;
+	row->reset = !!(s->flags & TP_SERIES_RESET);
+	row->rate = NAN;
+	/* A reset has no rate: the value counted since the reset is a lower
+	 * bound of the increase. */
+	if (!tp_kind_is_gauge(s->kind) && !(s->flags & TS_UNKNOWN) &&
+	    !row->reset && seconds > 0)
+		row->rate = (double)s->value / seconds;
+	if (s->kind == TALLY_HISTOGRAM)
+		ts_row_histogram(row, s);
+	fill_cpus(r, row, s, seconds);
+}
+
+void ts_report_row(const struct ts_report *r, size_t i, struct ts_row *row)
+{
+	const struct tp_series *s = r->sel[i];
+
+	memset(row, 0, sizeof(*row));
+	if (r->kind == TS_SINCE_START) {
+		since_start_row(r, s, row);
+		return;
 	}
+	interval_row(r, s, row);
+	if (r->kind == TS_AVERAGE)
+		ts_average_row(r, s, row);
+}
+
+void ts_row_free(struct ts_row *row)
+{
+	free(row->cpu);
+	row->cpu = NULL;
 }
 
 /* The same segment: its path is unique (pids are not: several PID
@@ -219,9 +264,7 @@ void ts_report_events(struct ts_report *r, const struct tp_snapshot *prev,
 
 void ts_report_free(struct ts_report *r)
 {
-	for (size_t i = 0; i < r->nrows; i++)
-		free(r->rows[i].cpu);
-	free(r->rows);
+	free(r->sel);
 	free(r->events);
 	free(r->cpu_ids);
 	memset(r, 0, sizeof(*r));

@@ -24,6 +24,23 @@ int ts_table_col(struct ts_table *t, const char *head, int right)
 
 struct ts_cell *ts_table_row(struct ts_table *t)
 {
+	if (t->stream && t->cap) {
+		/* The previous row was used: its cells go. */
+		for (unsigned c = 0; c < t->ncols; c++) {
+			free(t->cells[c].text);
+			t->cells[c].text = NULL;
+			t->cells[c].sgr = NULL;
+		}
+		t->nrows++;
+		return t->cells;
+	}
+	if (t->stream) {
+		t->cap = 1;
+		t->cells = tp_xcalloc(t->ncols ? t->ncols : 1,
+				      sizeof(*t->cells));
+		t->nrows++;
+		return t->cells;
+	}
 	if (t->nrows == t->cap) {
 		t->cap = t->cap ? 2 * t->cap : 64;
 		t->cells = tp_xrealloc(t->cells, t->cap * t->ncols *
@@ -68,7 +85,7 @@ static void print_cell(const struct ts_table *t, unsigned c,
 		printf("%*s", (int)pad, "");
 }
 
-void ts_table_print(const struct ts_table *t, int color)
+void ts_table_print_head(const struct ts_table *t, int color)
 {
 	if (color)
 		fputs(TS_SGR_BOLD, stdout);
@@ -77,19 +94,29 @@ void ts_table_print(const struct ts_table *t, int color)
 	if (color)
 		fputs(TS_SGR_OFF, stdout);
 	fputc('\n', stdout);
-	for (size_t r = 0; r < t->nrows; r++) {
-		const struct ts_cell *row = &t->cells[r * t->ncols];
+}
 
-		for (unsigned c = 0; c < t->ncols; c++)
-			print_cell(t, c, row[c].text ? row[c].text : "",
-				   row[c].sgr, color);
-		fputc('\n', stdout);
-	}
+void ts_table_print_row(const struct ts_table *t, const struct ts_cell *row,
+			int color)
+{
+	for (unsigned c = 0; c < t->ncols; c++)
+		print_cell(t, c, row[c].text ? row[c].text : "", row[c].sgr,
+			   color);
+	fputc('\n', stdout);
+}
+
+void ts_table_print(const struct ts_table *t, int color)
+{
+	ts_table_print_head(t, color);
+	for (size_t r = 0; r < t->nrows; r++)
+		ts_table_print_row(t, &t->cells[r * t->ncols], color);
 }
 
 void ts_table_free(struct ts_table *t)
 {
-	for (size_t i = 0; i < t->nrows * t->ncols; i++)
+	size_t n = t->stream ? (t->cap ? t->ncols : 0) : t->nrows * t->ncols;
+
+	for (size_t i = 0; i < n; i++)
 		free(t->cells[i].text);
 	free(t->cells);
 	t->cells = NULL;

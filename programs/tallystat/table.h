@@ -3,6 +3,11 @@
  * first and printed once every column's width is known; numbers are
  * right-aligned, text left-aligned, widths counted in characters (UTF-8),
  * and no line ends in blanks.
+ *
+ * A table of many rows need not hold them: with stream set, it keeps one
+ * row only (each ts_table_row() replaces the last), and its caller makes
+ * the rows twice, the same way: once for the widths, then again to print
+ * each one as it is made (ts_table_print_head(), ts_table_print_row()).
  */
 #ifndef TALLYSTAT_TABLE_H
 #define TALLYSTAT_TABLE_H
@@ -26,8 +31,9 @@ struct ts_table {
 	const char *head[TS_MAXCOLS];
 	int right[TS_MAXCOLS];
 	size_t width[TS_MAXCOLS];
-	struct ts_cell *cells;  /* nrows * ncols */
-	size_t nrows, cap;
+	struct ts_cell *cells;  /* nrows * ncols; stream: one row */
+	size_t nrows, cap;      /* stream: rows made, cap 1 */
+	int stream;             /* keep the last row only */
 };
 
 /* Add a column (before any row); @head must outlive the table.  Returns
@@ -40,6 +46,10 @@ void ts_table_set(struct ts_table *t, struct ts_cell *row, unsigned c,
 		  char *text, const char *sgr);
 /* Print the header (bold with @color) and the rows on stdout. */
 void ts_table_print(const struct ts_table *t, int color);
+/* Print the header; print @row (of ts_table_row()). */
+void ts_table_print_head(const struct ts_table *t, int color);
+void ts_table_print_row(const struct ts_table *t, const struct ts_cell *row,
+			int color);
 void ts_table_free(struct ts_table *t);
 
 #endif /* TALLYSTAT_TABLE_H */

@@ -4,10 +4,11 @@
  *
  * tallystat reads every segment into a snapshot (programs/common), takes
  * the difference of two per process (delta.c), sums across processes with
- * -a (common/aggregate.c), turns a snapshot into rows (report.c), adds
- * the intervals up for the Average: rows (average.c), and hands the rows
- * to one back end: aligned text (emit_text.c, table.c) or sysstat's JSON
- * envelope (emit_json.c).  args.c reads the command line, segments.c does
+ * -a (common/aggregate.c), chooses a snapshot's series for a report
+ * (report.c), adds the intervals up for the Average: rows (average.c),
+ * and hands the report to one back end: aligned text (emit_text.c,
+ * table.c) or sysstat's JSON envelope (emit_json.c), which make each row
+ * from its series as they print it (ts_report_row).  args.c reads the command line, segments.c does
  * --list and --clean, main.c runs the loop.
  */
 #ifndef TALLYSTAT_H
@@ -84,7 +85,7 @@ struct ts_quantile {
 };
 extern const struct ts_quantile ts_quantiles[TS_NQ];
 
-/* One line of a report. */
+/* One line of a report, made when it is printed (ts_report_row). */
 struct ts_row {
 	const struct tp_series *s;  /* identity and labels; in interval
 				       reports its values are deltas */
@@ -119,8 +120,12 @@ struct ts_report {
 	struct timespec when;       /* CLOCK_REALTIME */
 	double seconds;             /* the interval; TS_AVERAGE: all of
 				       them; TS_SINCE_START: 0 */
-	struct ts_row *rows;
+	/* The series of the rows, in order; a row itself is made from its
+	 * series when a back end asks for it (ts_report_row), and never
+	 * kept: a report of a million series holds a pointer a row. */
+	const struct tp_series **sel;
 	size_t nrows;
+	const struct ts_average *av; /* TS_AVERAGE: the sums */
 	struct ts_event *events;
 	size_t nevents;
 	const struct tp_skipped *skipped; /* files skipped for the first
@@ -153,7 +158,8 @@ struct tp_snapshot;
 /* Rows of the values since each process started, from @cur. */
 void ts_report_since_start(struct ts_report *r, const struct tp_snapshot *cur,
 			   const struct ts_options *o);
-/* The difference @cur - @prev as a snapshot of deltas (delta.c). */
+/* The difference @cur - @prev as a snapshot of deltas (delta.c), whose
+ * strings are @cur's: free it before @cur. */
 void ts_delta(const struct tp_snapshot *prev, const struct tp_snapshot *cur,
 	      struct tp_snapshot *delta);
 /* Rows of an interval of @seconds from a delta snapshot. */
@@ -163,6 +169,21 @@ void ts_report_interval(struct ts_report *r, const struct tp_snapshot *d,
 void ts_report_events(struct ts_report *r, const struct tp_snapshot *prev,
 		      const struct tp_snapshot *cur);
 void ts_report_free(struct ts_report *r);
+/* Building a report of other series (average.c): add @s to its rows
+ * (*@max: the most per-CPU values of one), then choose the CPU columns. */
+void ts_report_select(struct ts_report *r, const struct tp_series *s,
+		      size_t *cap, unsigned *max);
+void ts_report_choose_cpus(struct ts_report *r, unsigned max,
+			   const struct ts_options *o);
+/* Row @i of @r into @row; ts_row_free() releases its per-CPU values. */
+void ts_report_row(const struct ts_report *r, size_t i, struct ts_row *row);
+void ts_row_free(struct ts_row *row);
+/* The series of row @i of @r. */
+static inline const struct tp_series *ts_report_series(
+	const struct ts_report *r, size_t i)
+{
+	return r->sel[i];
+}
 
 /* average.c: the sums behind the Average: rows. */
 struct ts_average;
@@ -172,6 +193,10 @@ void ts_average_add(struct ts_average *a, const struct tp_snapshot *d,
 unsigned long ts_average_intervals(const struct ts_average *a);
 void ts_report_average(struct ts_report *r, const struct ts_average *a,
 		       const struct ts_options *o);
+/* What row @row of the Average: report (of series @s) takes from the
+ * sums: gauges' means, a reset's rate over the run. */
+void ts_average_row(const struct ts_report *r, const struct tp_series *s,
+		    struct ts_row *row);
 void ts_average_free(struct ts_average *a);
 
 /* Fill a row of a histogram from counts (deltas or totals). */

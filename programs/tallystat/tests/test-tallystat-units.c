@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "aggregate.h"
 #include "format.h"
@@ -247,4 +248,103 @@ TEST(delta_histogram_bucket_falls)
 	tp_snapshot_free(&d);
 	tp_snapshot_free(&p);
 	tp_snapshot_free(&c);
+}
+
+/* The text report of @n series (rows in the order given) on stdout,
+ * captured: does its header have a Started column? */
+static int started_column(struct tp_series *s, size_t n)
+{
+	struct ts_options o;
+	struct ts_report r;
+	char *line = NULL;
+	size_t cap = 0;
+	FILE *f = tmpfile();
+	int saved = dup(1), found = 0;
+
+	CHECK(f && saved >= 0);
+	memset(&o, 0, sizeof(o));
+	o.series_width = 48;
+	memset(&r, 0, sizeof(r));
+	r.kind = TS_SINCE_START;
+	r.sel = tp_xcalloc(n, sizeof(*r.sel));
+	r.nrows = n;
+	for (size_t i = 0; i < n; i++)
+		r.sel[i] = &s[i];
+	fflush(stdout);
+	CHECK(dup2(fileno(f), 1) == 1);
+	ts_emit_text.report(&r, &o);
+	fflush(stdout);
+	CHECK(dup2(saved, 1) == 1);
+	close(saved);
+	rewind(f);
+	/* The first line is blank, the second the header. */
+	while (getline(&line, &cap, f) > 0 && !found)
+		found = strstr(line, "Started") != NULL;
+	free(line);
+	fclose(f);
+	free(r.sel);
+	return found;
+}
+
+static void fake(struct tp_series *s, int pid, const char *zone,
+		 uint64_t start, uint64_t created, const char *key)
+{
+	memset(s, 0, sizeof(*s));
+	s->pid = pid;
+	s->start_ticks = start;
+	s->created_ns = created;
+	snprintf(s->proc, sizeof(s->proc), "p%d", pid);
+	snprintf(s->zone, sizeof(s->zone), "%s", zone);
+	s->key = s->name = (char *)key;
+	s->kind = TALLY_COUNTER;
+}
+
+/* Two incarnations of one pid and zone (another start time, or another
+ * creation time) get a Started column; other zones of one process, other
+ * pids, and sums across processes (pid 0) do not; a run of one pid
+ * checked against incarnations met several rows before still finds
+ * them. */
+TEST(started_column_for_incarnations)
+{
+	struct tp_series s[6];
+
+	fake(&s[0], 10, "z", 100, 1, "a");
+	fake(&s[1], 10, "z", 100, 1, "b");
+	fake(&s[2], 10, "y", 100, 1, "a");
+	fake(&s[3], 11, "z", 200, 2, "a");
+	CHECK(!started_column(s, 4));
+	fake(&s[4], 11, "z", 201, 3, "a");
+	CHECK(started_column(s, 5));
+	fake(&s[4], 11, "z", 200, 3, "a");  /* same start, made again */
+	CHECK(started_column(s, 5));
+	fake(&s[4], 11, "w", 201, 3, "a");  /* another zone */
+	CHECK(!started_column(s, 5));
+	/* Zone z of pid 10 again, after zone y, another start: found. */
+	fake(&s[3], 10, "z", 101, 1, "c");
+	CHECK(started_column(s, 4));
+	/* The same pid in two runs (not sorted, as rows never are): only
+	 * rows next to each other are one process's. */
+	fake(&s[0], 0, "z", 100, 1, "a");
+	fake(&s[1], 0, "z", 101, 1, "a");
+	CHECK(!started_column(s, 2));
+	fake(&s[0], 10, "z", 100, 1, "a");
+	fake(&s[1], 12, "z", 100, 1, "a");
+	fake(&s[2], 10, "z", 101, 1, "a");
+	CHECK(!started_column(s, 3));
+}
+
+/* Many rows of one process: the check must be linear in the rows, or a
+ * report of a process with a million series never ends; 200,000 rows
+ * here, with the second incarnation last. */
+TEST(started_column_many_rows)
+{
+	size_t n = 200000;
+	struct tp_series *s = tp_xcalloc(n, sizeof(*s));
+
+	for (size_t i = 0; i < n; i++)
+		fake(&s[i], 7, "z", 1, 1, "k");
+	CHECK(!started_column(s, n));
+	fake(&s[n - 1], 7, "z", 2, 1, "k");
+	CHECK(started_column(s, n));
+	free(s);
 }

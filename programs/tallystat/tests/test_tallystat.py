@@ -813,7 +813,8 @@ class TallystatTest(unittest.TestCase):
                      ["--list", "1"], ["--clean", "-p", "1"], ["-w", "3"],
                      ["--list", "--clean"], ["-x"], ["1", "abc"],
                      ["0.5", "3", "tw_big_total"], ["-P", str(ncpu)],
-                     ["-P", "0,%d" % (ncpu + 3)]):
+                     ["-P", "0,%d" % (ncpu + 3)], ["--dir"], ["--width"],
+                     ["--zone", ""], ["--allow-uid", "x"], ["-o"]):
             r = self.tallystat(*args, timeout=5)
             self.assertEqual(r.returncode, 2, (args, r.stderr))
             self.assertEqual(r.stdout, "", args)
@@ -824,6 +825,14 @@ class TallystatTest(unittest.TestCase):
             self.assertIn("--help", lines[1], args)
         r = self.tallystat("1", "abc", timeout=5)
         self.assertIn("'abc'", r.stderr)
+        # A long option (with no letter) without its value is named as it
+        # was written.
+        for opt in ("--dir", "--allow-uid"):
+            r = self.tallystat(opt, timeout=5)
+            self.assertEqual(r.returncode, 2, (opt, r.stderr))
+            self.assertIn("option '%s' needs a value" % opt, r.stderr)
+        r = self.tallystat("-p", timeout=5)
+        self.assertIn("option -p needs a value", r.stderr)
         r = self.tallystat("-P", str(ncpu), timeout=5)
         self.assertIn("no CPU %d" % ncpu, r.stderr)
         r = self.tallystat("-P", "0-%d" % (ncpu - 1), timeout=5)
