@@ -38,6 +38,7 @@
 #ifndef TALLY_EXPORTER_EXPOSE_H
 #define TALLY_EXPORTER_EXPOSE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "clock.h"
@@ -98,9 +99,32 @@ struct ex_result {
 };
 
 /*
- * ex_write: append @snap to @out in format @f.  @t0_ns is the
- * CLOCK_MONOTONIC time the scrape began (its duration is reported).
- * Not MT-safe: one call at a time per @out.
+ * A scrape written as it is sent: ex_stream_open() groups the series of
+ * @snap by name (what it keeps: a few words per series, besides the
+ * snapshot, which it borrows and which must outlive the stream);
+ * ex_stream_fill() appends to @out until out->len reaches @want or the
+ * body ends, stopping between series (a series' samples are never split
+ * across two calls), and returns 1 while there is more to write, 0 once
+ * the body is whole (the exporter's own metrics and OpenMetrics' "# EOF"
+ * included); ex_stream_close() gives the numbers of what was written and
+ * frees the stream (NULL: nothing).  The bytes are the same whatever the
+ * sizes asked for.  @t0_ns is the CLOCK_MONOTONIC time the scrape began:
+ * tally_exporter_scrape_duration_seconds is measured when it is written,
+ * the last metric, so it counts the time the client took to read the
+ * body up to there.  Not MT-safe: one thread at a time per stream;
+ * streams of one snapshot may run in different threads.
+ */
+struct ex_stream;
+struct ex_stream *ex_stream_open(const struct tp_snapshot *snap,
+				 const struct ex_config *c, enum ex_format f,
+				 const struct ex_self *self, uint64_t t0_ns);
+int ex_stream_fill(struct ex_stream *st, struct tp_buf *out, size_t want);
+void ex_stream_close(struct ex_stream *st, struct ex_result *res);
+
+/*
+ * ex_write: append @snap to @out in format @f, whole (a stream filled to
+ * its end).  @t0_ns is the CLOCK_MONOTONIC time the scrape began (its
+ * duration is reported).  Not MT-safe: one call at a time per @out.
  */
 void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
 	      const struct ex_config *c, enum ex_format f,

@@ -413,6 +413,35 @@ TEST(listen)
 }
 
 /* A snapshot by hand: two processes, a counter each, a histogram. */
+/* A stream filled a few bytes at a time writes what ex_write() writes
+ * at once, with the same numbers (self metrics off: no durations). */
+static void check_streamed(const struct tp_snapshot *s,
+			   const struct ex_config *c, enum ex_format f)
+{
+	static const size_t steps[] = { 1, 7, 100, 4096 };
+	struct ex_self self = { 0 };
+	struct ex_result whole, part;
+	struct tp_buf a = { 0 }, b = { 0 };
+
+	ex_write(&a, s, c, f, &self, 0, &whole);
+	for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
+		struct ex_stream *st = ex_stream_open(s, c, f, &self, 0);
+		unsigned calls = 0;
+
+		tp_buf_reset(&b);
+		while (ex_stream_fill(st, &b, b.len + steps[k]))
+			calls++;
+		ex_stream_close(st, &part);
+		CHECK(b.len == a.len && memcmp(tp_buf_str(&a), tp_buf_str(&b),
+					       a.len) == 0);
+		CHECK(memcmp(&whole, &part, sizeof(whole)) == 0);
+		/* Small steps stop between series: several calls. */
+		CHECK(steps[k] > 1 || calls > 1);
+	}
+	tp_buf_free(&a);
+	tp_buf_free(&b);
+}
+
 TEST(write)
 {
 	struct tp_snapshot s = { 0 };
@@ -484,6 +513,8 @@ TEST(write)
 	CHECK(strstr(t, "# TYPE a_total counter\n"));
 	CHECK(res.series == 4 && res.conflicts == 0);
 	tp_buf_reset(&b);
+	check_streamed(&s, &c, EX_TEXT);
+	check_streamed(&s, &c, EX_OPENMETRICS);
 
 	/* OpenMetrics: family "a", samples a_total, le as floats, # EOF. */
 	ex_write(&b, &s, &c, EX_OPENMETRICS, &self, tp_now_ns(), &res);
@@ -500,6 +531,7 @@ TEST(write)
 	v[2].key = "a";
 	ex_write(&b, &s, &c, EX_OPENMETRICS, &self, tp_now_ns(), &res);
 	CHECK(res.conflicts == 2); /* both series of a_total */
+	check_streamed(&s, &c, EX_OPENMETRICS);
 	tp_buf_free(&b);
 }
 
@@ -674,6 +706,8 @@ TEST(label_clashes)
 		      "102\n"));
 	CHECK(strstr(t, "tally_exporter_label_clashes_total{action=\"dropped\"} "
 		      "3\n"));
+	c.self_metrics = 0;
+	check_streamed(&s, &c, EX_TEXT);
 	tp_buf_free(&b);
 }
 
