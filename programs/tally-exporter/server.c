@@ -53,18 +53,9 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-#include <zlib.h>
 
-#include "aggregate.h"
-#include "retain.h"
 #include "authq.h"
-#include "server.h"
-#include "strbuf.h"
-#include "strmap.h"
-
-#ifndef TALLY_VERSION
-#define TALLY_VERSION "0"
-#endif
+#include "srv.h"
 
 /* At most this many logins wait for bcrypt or are being checked, and
  * at most AUTH_QUEUE_PER_ADDR of them from one client address (an IPv6
@@ -75,136 +66,6 @@
 /* A configured user whose password failed within this many seconds is
  * not clean (see the top). */
 #define AUTH_FAIL_MEMORY_S 60
-
-/* What a request's login came to. */
-enum auth_state {
-	AUTH_UNSEEN, AUTH_PENDING, AUTH_OK, AUTH_BAD, AUTH_STOP,
-	AUTH_NUL,               /* not to be answered but with 400 */
-	AUTH_BUSY,              /* dropped from the queue: 429 */
-};
-
-/* One request (libmicrohttpd's per-request pointer), and its place in
- * the login queue while it waits there. */
-struct request {
-	int started;               /* the handler has seen it */
-	const char *raw_uri;       /* the path as sent, and its length up */
-	size_t raw_len;            /* to the first NUL (uri_logged()) */
-	enum auth_state auth;
-	char *user, *pass;
-	unsigned char addr[17];    /* family, then the address bytes */
-	int clean;                 /* a configured user without recent
-				      failures (see the top) when queued */
-	int uidx;                  /* that user's index */
-	uint64_t queued_ns;        /* CLOCK_MONOTONIC when queued */
-	struct MHD_Connection *c;
-	struct request *next;
-};
-
-struct conn {
-	int fd;
-	uint64_t deadline_ns;      /* 0: no deadline (handling a request) */
-	struct conn *prev, *next;
-};
-
-struct server {
-	struct server_opts o;
-	struct MHD_Daemon *d;
-	pthread_mutex_t scrape_lock;
-	uint64_t scrapes;
-	uint64_t skipped_total[TP_NSKIP];
-	uint64_t label_clashes_total[2]; /* renamed, dropped */
-	char last_dir_error[512];
-	struct tp_buf out;
-	struct ex_retain retain;   /* --aggregate: exited processes' counts */
-	uint64_t next_expire_ns;   /* when to apply TALLY_RETAIN again */
-	uint64_t retain_told;      /* bit i: said why dirs[i] is not
-				      cleaned */
-	struct tp_strmap skip_seen;/* the files skipped by the last scrape */
-	struct tp_arena skip_mem;  /* their paths */
-	/* The watchdog. */
-	pthread_mutex_t conn_lock;
-	pthread_cond_t stop_cond;
-	int stopping;
-	struct conn head;          /* a ring, the newest first */
-	unsigned nconns;           /* in the ring */
-	uint64_t conns_evicted;    /* closed to make room (notify_conn) */
-	pthread_t watchdog;
-	int watchdog_started;
-	/* The login queue and its thread. */
-	pthread_mutex_t auth_lock;
-	pthread_cond_t auth_cond;
-	struct request *auth_head, *auth_tail, *auth_running;
-	unsigned auth_queued;      /* waiting, plus the one being checked */
-	uint64_t *user_fail_ns;    /* per configured user: CLOCK_MONOTONIC
-				      of its last failed check, 0: none */
-	int auth_stopping;
-	pthread_t auth_thread;
-	int auth_started;
-};
-
-/* One line, written with one write(2) so that the lines of two threads
- * never interleave. */
-static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void logf_(const char *fmt, ...)
-{
-	char line[700];
-	va_list ap;
-	int n;
-
-	n = snprintf(line, sizeof(line), "tally-exporter: ");
-	va_start(ap, fmt);
-	vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-	va_end(ap);
-	n = (int)strlen(line);
-	line[n++] = '\n';
-	if (write(STDERR_FILENO, line, (size_t)n) < 0) {
-		/* Nowhere left to say it. */
-	}
-}
-
-/*
- * libmicrohttpd logs a line for every connection it refuses or that a
- * client drops: a client that reconnects in a loop would fill the log.
- * At most LOG_BURST of its lines a minute are written, and then how many
- * were left out.
- */
-#define LOG_BURST 20
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t log_window_ns;
-static unsigned log_count, log_dropped;
-
-static void mhd_logger(void *cls, const char *fmt, va_list ap)
-{
-	uint64_t now = tp_now_ns();
-	unsigned dropped = 0;
-	char msg[512];
-	size_t n;
-	int show;
-
-	(void)cls;
-	pthread_mutex_lock(&log_lock);
-	if (now - log_window_ns > 60ull * 1000000000u) {
-		dropped = log_dropped;
-		log_window_ns = now;
-		log_count = log_dropped = 0;
-	}
-	show = log_count < LOG_BURST;
-	if (show)
-		log_count++;
-	else
-		log_dropped++;
-	pthread_mutex_unlock(&log_lock);
-	if (dropped)
-		logf_("libmicrohttpd: %u more messages in the last minute "
-		      "were not logged", dropped);
-	if (!show)
-		return;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	n = strlen(msg);
-	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
-		msg[--n] = '\0';
-	logf_("libmicrohttpd: %s", msg);
-}
 
 /* --- Negotiation ----------------------------------------------------- */
 
@@ -306,244 +167,6 @@ int server_gzip_ok(const char *ae)
 		p = comma + 1;
 	}
 	return 0;
-}
-
-/* --- Responses ------------------------------------------------------- */
-
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned status,
-			     const char *ctype, const char *body)
-{
-	struct MHD_Response *r = MHD_create_response_from_buffer(
-		strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
-	enum MHD_Result ret;
-
-	if (!r)
-		return MHD_NO;
-	MHD_add_response_header(r, "Content-Type", ctype);
-	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-		MHD_add_response_header(r, "Allow", "GET, HEAD");
-	ret = MHD_queue_response(c, status, r);
-	MHD_destroy_response(r);
-	return ret;
-}
-
-static const char index_html[] =
-	"<!DOCTYPE html>\n<html><head><title>tally-exporter</title></head>\n"
-	"<body><h1>tally-exporter</h1>\n"
-	"<p>Counters, gauges and histograms of the tally segments of this "
-	"host.</p>\n<p><a href=\"/metrics\">Metrics</a></p>\n</body></html>\n";
-
-/* gzip @in into a new malloc'ed buffer; NULL on failure. */
-static char *gzip(const char *in, size_t n, size_t *outn)
-{
-	z_stream z;
-	char *out;
-	size_t cap;
-
-	memset(&z, 0, sizeof(z));
-	/* Level 1: a scrape is compressed once and read once; the fastest
-	 * level keeps a 100,000-series scrape within its time, at about
-	 * 10x compression of this repetitive text. */
-	if (deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8,
-			 Z_DEFAULT_STRATEGY) != Z_OK)
-		return NULL;
-	cap = deflateBound(&z, n);
-	out = malloc(cap);
-	if (!out) {
-		deflateEnd(&z);
-		return NULL;
-	}
-	z.next_in = (Bytef *)in;
-	z.avail_in = (uInt)n;
-	z.next_out = (Bytef *)out;
-	z.avail_out = (uInt)cap;
-	if (deflate(&z, Z_FINISH) != Z_STREAM_END) {
-		deflateEnd(&z);
-		free(out);
-		return NULL;
-	}
-	*outn = z.total_out;
-	deflateEnd(&z);
-	return out;
-}
-
-static void dir_error(struct server *s, const char *msg)
-{
-	/* Once per change, not once per scrape. */
-	if (strcmp(msg, s->last_dir_error) == 0)
-		return;
-	snprintf(s->last_dir_error, sizeof(s->last_dir_error), "%s", msg);
-	if (msg[0])
-		logf_("cannot read %s", msg);
-}
-
-/*
- * The exporter applies $TALLY_RETAIN to its directories as writers do,
- * but at most once a minute: a walk opens every segment, which a scrape
- * every few seconds need not pay each time.
- */
-#define EXPIRE_PERIOD_NS (60ull * 1000000000u)
-
-static void expired(const char *path, const char *why, void *arg)
-{
-	(void)arg;
-	logf_("removed %s: %s", path, why);
-}
-
-/*
- * Only a directory's owner may remove its files: a sidecar reading
- * another user's directory (--allow-group, --allow-uid) cannot apply
- * the retention there, and says so once per directory, naming who does.
- */
-static void expire(struct server *s, uint64_t now)
-{
-	if (now < s->next_expire_ns)
-		return;
-	s->next_expire_ns = now + EXPIRE_PERIOD_NS;
-	for (unsigned i = 0; i < (s->o.ndirs ? s->o.ndirs : 1); i++) {
-		const char *dir = s->o.ndirs ? s->o.dirs[i] : NULL;
-		int rc = tally_dir_expire(dir, TALLY_RETAIN_ENV, expired,
-					  NULL);
-
-		if (rc != -EPERM || i >= 64 || (s->retain_told >> i & 1))
-			continue;
-		s->retain_told |= 1ull << i;
-		logf_("not removing the dead segments of %s (TALLY_RETAIN): "
-		      "only the directory's owner may; its writers do when "
-		      "they create a zone (and keep one dead incarnation of a "
-		      "pid that restarts), or run tallystat --clean as its "
-		      "owner", dir ? dir : "the default directory");
-	}
-}
-
-/*
- * A file skipped by this scrape but not by the one before is logged with
- * the reader's reason, once: a writer started without TALLY_GROUP, whose
- * files this user may not read, is told, not only counted.
- */
-static void log_skips(struct server *s, const struct tp_snapshot *snap)
-{
-	struct tp_strmap now = { 0 };
-	struct tp_arena mem = { 0 };
-
-	for (size_t i = 0; i < snap->nskipped; i++) {
-		const struct tp_skipped *k = &snap->skipped[i];
-
-		if (k->err != ENOENT &&
-		    tp_strmap_get(&s->skip_seen, k->path) == (size_t)-1)
-			logf_("skipping %s: %s", k->path, k->reason);
-		tp_strmap_put(&now, tp_arena_strdup(&mem, k->path), 1);
-	}
-	tp_strmap_free(&s->skip_seen);
-	tp_arena_free(&s->skip_mem);
-	s->skip_seen = now;
-	s->skip_mem = mem;
-}
-
-/* What the dead segments of a raw snapshot hold. */
-static void count_dead(const struct tp_snapshot *snap, struct ex_self *self)
-{
-	for (size_t i = 0; i < snap->nsegs; i++) {
-		const struct tp_segment *g = &snap->segs[i];
-
-		if (g->stale || g->info.alive || g->info.in_use)
-			continue;
-		self->dead_segments++;
-		self->dead_bytes += g->info.resident_bytes;
-	}
-}
-
-static enum MHD_Result scrape(struct server *s, struct MHD_Connection *c)
-{
-	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-							 "Accept");
-	const char *ae = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-						     "Accept-Encoding");
-	enum ex_format f = server_negotiate(accept);
-	struct tp_collect_opts co = { 0 };
-	struct tp_snapshot snap, agg;
-	struct ex_self self = { 0 };
-	struct ex_result res;
-	struct MHD_Response *r;
-	enum MHD_Result ret;
-	char errbuf[512];
-	uint64_t t0, t1;
-	char *body;
-	size_t n;
-	int gz = server_gzip_ok(ae), complete;
-
-	co.dirs = s->o.dirs;
-	co.ndirs = s->o.ndirs;
-	co.open_opts = s->o.open_opts;
-	co.order = TP_ORDER_READ; /* expose groups families itself */
-
-	pthread_mutex_lock(&s->scrape_lock);
-	t0 = tp_now_ns();
-	expire(s, t0);
-	complete = tp_snapshot_collect(&snap, &co, errbuf, sizeof(errbuf)) == 0;
-	dir_error(s, errbuf);
-	log_skips(s, &snap);
-	count_dead(&snap, &self);
-	if (s->o.expose.aggregate) {
-		/* The raw snapshot becomes the retain's "last": not freed
-		 * here. */
-		ex_retain_update(&s->retain, &snap, complete);
-		tp_snapshot_aggregate_with(&snap, s->retain.gone,
-					   s->retain.ngone, &agg);
-		snap = agg;
-	}
-	t1 = tp_now_ns();
-	s->scrapes++;
-	for (size_t i = 0; i < snap.nskipped; i++)
-		s->skipped_total[tp_skip_reason(snap.skipped[i].err)]++;
-	self.collect_seconds = (double)(t1 - t0) / 1e9;
-	self.scrapes = s->scrapes;
-	self.retired_series = s->retain.ngone;
-	self.retired_segments = s->retain.segments_retired;
-	memcpy(self.skipped_total, s->skipped_total, sizeof(s->skipped_total));
-	self.version = TALLY_VERSION;
-	self.mhd_version = MHD_get_version();
-	tp_buf_reset(&s->out);
-	memcpy(self.label_clashes_total, s->label_clashes_total,
-	       sizeof(s->label_clashes_total));
-	pthread_mutex_lock(&s->conn_lock);
-	self.conns_evicted = s->conns_evicted;
-	pthread_mutex_unlock(&s->conn_lock);
-	ex_write(&s->out, &snap, &s->o.expose, f, &self, t0, &res);
-	s->label_clashes_total[0] += res.labels_renamed;
-	s->label_clashes_total[1] += res.labels_dropped;
-	tp_snapshot_free(&snap);
-	if (gz) {
-		body = gzip(tp_buf_str(&s->out), s->out.len, &n);
-		if (!body)
-			gz = 0;
-	}
-	if (!gz) {
-		n = s->out.len;
-		body = malloc(n + 1);
-		if (body)
-			memcpy(body, tp_buf_str(&s->out), n);
-	}
-	/* Keep the buffer's memory for the next scrape unless it is huge. */
-	if (s->out.cap > (64u << 20))
-		tp_buf_free(&s->out);
-	pthread_mutex_unlock(&s->scrape_lock);
-	if (!body)
-		return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
-			     "text/plain; charset=utf-8", "out of memory\n");
-	r = MHD_create_response_from_buffer(n, body, MHD_RESPMEM_MUST_FREE);
-	if (!r) {
-		free(body);
-		return MHD_NO;
-	}
-	MHD_add_response_header(r, "Content-Type", f == EX_OPENMETRICS ?
-				EX_CT_OPENMETRICS : EX_CT_TEXT);
-	if (gz)
-		MHD_add_response_header(r, "Content-Encoding", "gzip");
-	MHD_add_response_header(r, "Vary", "Accept, Accept-Encoding");
-	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-	MHD_destroy_response(r);
-	return ret;
 }
 
 static struct conn *conn_of(struct MHD_Connection *c)
@@ -888,37 +511,6 @@ bad:
 	return -EINVAL;
 }
 
-static enum MHD_Result unauthorized(struct MHD_Connection *c)
-{
-	static const char body[] = "Unauthorized\n";
-	struct MHD_Response *r = MHD_create_response_from_buffer(
-		sizeof(body) - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
-	enum MHD_Result ret;
-
-	if (!r)
-		return MHD_NO;
-	MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
-	ret = MHD_queue_basic_auth_fail_response(c, "tally-exporter", r);
-	MHD_destroy_response(r);
-	return ret;
-}
-
-static enum MHD_Result busy(struct MHD_Connection *c, unsigned status,
-			    const char *body)
-{
-	struct MHD_Response *r = MHD_create_response_from_buffer(
-		strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);
-	enum MHD_Result ret;
-
-	if (!r)
-		return MHD_NO;
-	MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
-	MHD_add_response_header(r, "Retry-After", "1");
-	ret = MHD_queue_response(c, status, r);
-	MHD_destroy_response(r);
-	return ret;
-}
-
 static const char too_many[] = "Too many password checks waiting: try again\n";
 
 /*
@@ -942,9 +534,9 @@ static enum auth_state login(struct server *s, struct MHD_Connection *c,
 		return r->auth = AUTH_OK;
 	rc = auth_enqueue(s, c, r);
 	if (rc == -EBUSY)
-		*resp = busy(c, MHD_HTTP_TOO_MANY_REQUESTS, too_many);
+		*resp = srv_busy(c, MHD_HTTP_TOO_MANY_REQUESTS, too_many);
 	else if (rc < 0)
-		*resp = busy(c, MHD_HTTP_SERVICE_UNAVAILABLE, "Stopping\n");
+		*resp = srv_busy(c, MHD_HTTP_SERVICE_UNAVAILABLE, "Stopping\n");
 	if (rc < 0)
 		r->auth = AUTH_STOP;
 	return AUTH_PENDING;
@@ -1033,7 +625,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
 		return MHD_YES;
 	}
 	if (r->auth == AUTH_NUL)
-		return reply(c, MHD_HTTP_BAD_REQUEST, "text/plain; charset=utf-8",
+		return srv_reply(c, MHD_HTTP_BAD_REQUEST, "text/plain; charset=utf-8",
 			     "Bad request: the path holds a NUL byte\n");
 	if (*upload_size) {
 		/* A body is read and dropped; libmicrohttpd's memory limit
@@ -1042,10 +634,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
 		return MHD_YES;
 	}
 	if (!is_metrics && !is_index)
-		return reply(c, MHD_HTTP_NOT_FOUND, "text/plain; charset=utf-8",
+		return srv_reply(c, MHD_HTTP_NOT_FOUND, "text/plain; charset=utf-8",
 			     "Not found: try /metrics\n");
 	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
-		return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED,
+		return srv_reply(c, MHD_HTTP_METHOD_NOT_ALLOWED,
 			     "text/plain; charset=utf-8",
 			     "Method not allowed: GET or HEAD\n");
 	if (s->o.web && s->o.web->nusers) {
@@ -1057,19 +649,19 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
 		case AUTH_PENDING:
 			return resp;
 		case AUTH_STOP:
-			return busy(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+			return srv_busy(c, MHD_HTTP_SERVICE_UNAVAILABLE,
 				    "Stopping\n");
 		case AUTH_BUSY:
-			return busy(c, MHD_HTTP_TOO_MANY_REQUESTS,
+			return srv_busy(c, MHD_HTTP_TOO_MANY_REQUESTS,
 				    too_many);
 		default:
-			return unauthorized(c);
+			return srv_unauthorized(c);
 		}
 	}
 	if (is_index)
-		return reply(c, MHD_HTTP_OK, "text/html; charset=utf-8",
-			     index_html);
-	return scrape(s, c);
+		return srv_reply(c, MHD_HTTP_OK, "text/html; charset=utf-8",
+			     srv_index_html);
+	return srv_scrape(s, c);
 }
 
 /* --- Connections and the watchdog ------------------------------------ */
@@ -1238,7 +830,7 @@ struct server *server_start(const struct server_opts *o, char *err,
 #undef OPT
 		s->d = MHD_start_daemon(
 			flags, 0, NULL, NULL, handle, s,
-			MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
+			MHD_OPTION_EXTERNAL_LOGGER, srv_mhd_logger, s,
 			MHD_OPTION_ARRAY, opts,
 			MHD_OPTION_NOTIFY_CONNECTION, notify_conn, s,
 			MHD_OPTION_NOTIFY_COMPLETED, completed, s,

@@ -1,0 +1,200 @@
+/*
+ * scrape.c: one scrape of /metrics.  Under the server's scrape lock (two
+ * scrapes never read the segments at the same time) it applies
+ * $TALLY_RETAIN to the directories at most once a minute, reads the
+ * segments into a snapshot, logs what it could not read once per change,
+ * keeps --aggregate's counts of exited processes (retain.h), fills the
+ * exporter's own numbers and writes the exposition; then it answers, in
+ * gzip when the client allows it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aggregate.h"
+#include "srv.h"
+
+#ifndef TALLY_VERSION
+#define TALLY_VERSION "0"
+#endif
+
+static void dir_error(struct server *s, const char *msg)
+{
+	/* Once per change, not once per scrape. */
+	if (strcmp(msg, s->last_dir_error) == 0)
+		return;
+	snprintf(s->last_dir_error, sizeof(s->last_dir_error), "%s", msg);
+	if (msg[0])
+		srv_log("cannot read %s", msg);
+}
+
+/*
+ * The exporter applies $TALLY_RETAIN to its directories as writers do,
+ * but at most once a minute: a walk opens every segment, which a scrape
+ * every few seconds need not pay each time.
+ */
+#define EXPIRE_PERIOD_NS (60ull * 1000000000u)
+
+static void expired(const char *path, const char *why, void *arg)
+{
+	(void)arg;
+	srv_log("removed %s: %s", path, why);
+}
+
+/*
+ * Only a directory's owner may remove its files: a sidecar reading
+ * another user's directory (--allow-group, --allow-uid) cannot apply
+ * the retention there, and says so once per directory, naming who does.
+ */
+static void expire(struct server *s, uint64_t now)
+{
+	if (now < s->next_expire_ns)
+		return;
+	s->next_expire_ns = now + EXPIRE_PERIOD_NS;
+	for (unsigned i = 0; i < (s->o.ndirs ? s->o.ndirs : 1); i++) {
+		const char *dir = s->o.ndirs ? s->o.dirs[i] : NULL;
+		int rc = tally_dir_expire(dir, TALLY_RETAIN_ENV, expired,
+					  NULL);
+
+		if (rc != -EPERM || i >= 64 || (s->retain_told >> i & 1))
+			continue;
+		s->retain_told |= 1ull << i;
+		srv_log("not removing the dead segments of %s (TALLY_RETAIN): "
+		      "only the directory's owner may; its writers do when "
+		      "they create a zone (and keep one dead incarnation of a "
+		      "pid that restarts), or run tallystat --clean as its "
+		      "owner", dir ? dir : "the default directory");
+	}
+}
+
+/*
+ * A file skipped by this scrape but not by the one before is logged with
+ * the reader's reason, once: a writer started without TALLY_GROUP, whose
+ * files this user may not read, is told, not only counted.
+ */
+static void log_skips(struct server *s, const struct tp_snapshot *snap)
+{
+	struct tp_strmap now = { 0 };
+	struct tp_arena mem = { 0 };
+
+	for (size_t i = 0; i < snap->nskipped; i++) {
+		const struct tp_skipped *k = &snap->skipped[i];
+
+		if (k->err != ENOENT &&
+		    tp_strmap_get(&s->skip_seen, k->path) == (size_t)-1)
+			srv_log("skipping %s: %s", k->path, k->reason);
+		tp_strmap_put(&now, tp_arena_strdup(&mem, k->path), 1);
+	}
+	tp_strmap_free(&s->skip_seen);
+	tp_arena_free(&s->skip_mem);
+	s->skip_seen = now;
+	s->skip_mem = mem;
+}
+
+/* What the dead segments of a raw snapshot hold. */
+static void count_dead(const struct tp_snapshot *snap, struct ex_self *self)
+{
+	for (size_t i = 0; i < snap->nsegs; i++) {
+		const struct tp_segment *g = &snap->segs[i];
+
+		if (g->stale || g->info.alive || g->info.in_use)
+			continue;
+		self->dead_segments++;
+		self->dead_bytes += g->info.resident_bytes;
+	}
+}
+
+enum MHD_Result srv_scrape(struct server *s, struct MHD_Connection *c)
+{
+	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							 "Accept");
+	const char *ae = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						     "Accept-Encoding");
+	enum ex_format f = server_negotiate(accept);
+	struct tp_collect_opts co = { 0 };
+	struct tp_snapshot snap, agg;
+	struct ex_self self = { 0 };
+	struct ex_result res;
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	char errbuf[512];
+	uint64_t t0, t1;
+	char *body;
+	size_t n;
+	int gz = server_gzip_ok(ae), complete;
+
+	co.dirs = s->o.dirs;
+	co.ndirs = s->o.ndirs;
+	co.open_opts = s->o.open_opts;
+	co.order = TP_ORDER_READ; /* expose groups families itself */
+
+	pthread_mutex_lock(&s->scrape_lock);
+	t0 = tp_now_ns();
+	expire(s, t0);
+	complete = tp_snapshot_collect(&snap, &co, errbuf, sizeof(errbuf)) == 0;
+	dir_error(s, errbuf);
+	log_skips(s, &snap);
+	count_dead(&snap, &self);
+	if (s->o.expose.aggregate) {
+		/* The raw snapshot becomes the retain's "last": not freed
+		 * here. */
+		ex_retain_update(&s->retain, &snap, complete);
+		tp_snapshot_aggregate_with(&snap, s->retain.gone,
+					   s->retain.ngone, &agg);
+		snap = agg;
+	}
+	t1 = tp_now_ns();
+	s->scrapes++;
+	for (size_t i = 0; i < snap.nskipped; i++)
+		s->skipped_total[tp_skip_reason(snap.skipped[i].err)]++;
+	self.collect_seconds = (double)(t1 - t0) / 1e9;
+	self.scrapes = s->scrapes;
+	self.retired_series = s->retain.ngone;
+	self.retired_segments = s->retain.segments_retired;
+	memcpy(self.skipped_total, s->skipped_total, sizeof(s->skipped_total));
+	self.version = TALLY_VERSION;
+	self.mhd_version = MHD_get_version();
+	tp_buf_reset(&s->out);
+	memcpy(self.label_clashes_total, s->label_clashes_total,
+	       sizeof(s->label_clashes_total));
+	pthread_mutex_lock(&s->conn_lock);
+	self.conns_evicted = s->conns_evicted;
+	pthread_mutex_unlock(&s->conn_lock);
+	ex_write(&s->out, &snap, &s->o.expose, f, &self, t0, &res);
+	s->label_clashes_total[0] += res.labels_renamed;
+	s->label_clashes_total[1] += res.labels_dropped;
+	tp_snapshot_free(&snap);
+	if (gz) {
+		body = srv_gzip(tp_buf_str(&s->out), s->out.len, &n);
+		if (!body)
+			gz = 0;
+	}
+	if (!gz) {
+		n = s->out.len;
+		body = malloc(n + 1);
+		if (body)
+			memcpy(body, tp_buf_str(&s->out), n);
+	}
+	/* Keep the buffer's memory for the next scrape unless it is huge. */
+	if (s->out.cap > (64u << 20))
+		tp_buf_free(&s->out);
+	pthread_mutex_unlock(&s->scrape_lock);
+	if (!body)
+		return srv_reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
+			     "text/plain; charset=utf-8", "out of memory\n");
+	r = MHD_create_response_from_buffer(n, body, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", f == EX_OPENMETRICS ?
+				EX_CT_OPENMETRICS : EX_CT_TEXT);
+	if (gz)
+		MHD_add_response_header(r, "Content-Encoding", "gzip");
+	MHD_add_response_header(r, "Vary", "Accept, Accept-Encoding");
+	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
+}
