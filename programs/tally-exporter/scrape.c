@@ -3,9 +3,9 @@
  * scrapes never read the segments at the same time) it applies
  * $TALLY_RETAIN to the directories at most once a minute, reads the
  * segments into a snapshot, logs what it could not read once per change,
- * keeps --aggregate's counts of exited processes (retain.h), fills the
- * exporter's own numbers and writes the exposition; then it answers, in
- * gzip when the client allows it.
+ * keeps --aggregate's counts of exited processes (retain.h) and fills the
+ * exporter's own numbers; then it answers with a body written as the
+ * client reads it (body.h), in gzip when the client allows it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "aggregate.h"
+#include "body.h"
 #include "srv.h"
 
 #ifndef TALLY_VERSION
@@ -106,24 +107,46 @@ static void count_dead(const struct tp_snapshot *snap, struct ex_self *self)
 	}
 }
 
-enum MHD_Result srv_scrape(struct server *s, struct MHD_Connection *c)
+/* The end of a body's text: its label clashes join the totals that the
+ * next scrapes report. */
+static void body_done(const struct ex_result *res, void *arg)
 {
-	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-							 "Accept");
-	const char *ae = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-						     "Accept-Encoding");
-	enum ex_format f = server_negotiate(accept);
+	struct server *s = arg;
+
+	pthread_mutex_lock(&s->scrape_lock);
+	s->label_clashes_total[0] += res->labels_renamed;
+	s->label_clashes_total[1] += res->labels_dropped;
+	pthread_mutex_unlock(&s->scrape_lock);
+}
+
+static ssize_t body_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	ssize_t n = ex_body_read(cls, buf, max);
+
+	(void)pos;
+	/* An error ends the connection: the client sees the body cut
+	 * short (chunked encoding without its last chunk). */
+	return n > 0 ? n : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM :
+		       MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void body_free(void *cls)
+{
+	ex_body_free(cls);
+}
+
+/*
+ * Read the segments into @snap and fill @self, under the scrape lock
+ * (two scrapes never read the segments at the same time, and
+ * --aggregate's retain is kept between them).
+ */
+static void collect(struct server *s, struct tp_snapshot *snap,
+		    struct ex_self *self, uint64_t *t0)
+{
 	struct tp_collect_opts co = { 0 };
-	struct tp_snapshot snap, agg;
-	struct ex_self self = { 0 };
-	struct ex_result res;
-	struct MHD_Response *r;
-	enum MHD_Result ret;
+	struct tp_snapshot agg;
 	char errbuf[512];
-	uint64_t t0, t1;
-	char *body;
-	size_t n;
-	int gz = server_gzip_ok(ae), complete;
+	int complete;
 
 	co.dirs = s->o.dirs;
 	co.ndirs = s->o.ndirs;
@@ -131,67 +154,71 @@ enum MHD_Result srv_scrape(struct server *s, struct MHD_Connection *c)
 	co.order = TP_ORDER_READ; /* expose groups families itself */
 
 	pthread_mutex_lock(&s->scrape_lock);
-	t0 = tp_now_ns();
-	expire(s, t0);
-	complete = tp_snapshot_collect(&snap, &co, errbuf, sizeof(errbuf)) == 0;
+	*t0 = tp_now_ns();
+	expire(s, *t0);
+	complete = tp_snapshot_collect(snap, &co, errbuf, sizeof(errbuf)) == 0;
 	dir_error(s, errbuf);
-	log_skips(s, &snap);
-	count_dead(&snap, &self);
+	log_skips(s, snap);
+	count_dead(snap, self);
 	if (s->o.expose.aggregate) {
 		/* The raw snapshot becomes the retain's "last": not freed
 		 * here. */
-		ex_retain_update(&s->retain, &snap, complete);
-		tp_snapshot_aggregate_with(&snap, s->retain.gone,
+		ex_retain_update(&s->retain, snap, complete);
+		tp_snapshot_aggregate_with(snap, s->retain.gone,
 					   s->retain.ngone, &agg);
-		snap = agg;
+		*snap = agg;
 	}
-	t1 = tp_now_ns();
 	s->scrapes++;
-	for (size_t i = 0; i < snap.nskipped; i++)
-		s->skipped_total[tp_skip_reason(snap.skipped[i].err)]++;
-	self.collect_seconds = (double)(t1 - t0) / 1e9;
-	self.scrapes = s->scrapes;
-	self.retired_series = s->retain.ngone;
-	self.retired_segments = s->retain.segments_retired;
-	memcpy(self.skipped_total, s->skipped_total, sizeof(s->skipped_total));
-	self.version = TALLY_VERSION;
-	self.mhd_version = MHD_get_version();
-	tp_buf_reset(&s->out);
-	memcpy(self.label_clashes_total, s->label_clashes_total,
+	for (size_t i = 0; i < snap->nskipped; i++)
+		s->skipped_total[tp_skip_reason(snap->skipped[i].err)]++;
+	self->collect_seconds = (double)(tp_now_ns() - *t0) / 1e9;
+	self->scrapes = s->scrapes;
+	self->retired_series = s->retain.ngone;
+	self->retired_segments = s->retain.segments_retired;
+	memcpy(self->skipped_total, s->skipped_total,
+	       sizeof(s->skipped_total));
+	self->version = TALLY_VERSION;
+	self->mhd_version = MHD_get_version();
+	memcpy(self->label_clashes_total, s->label_clashes_total,
 	       sizeof(s->label_clashes_total));
-	pthread_mutex_lock(&s->conn_lock);
-	self.conns_evicted = s->conns_evicted;
-	pthread_mutex_unlock(&s->conn_lock);
-	ex_write(&s->out, &snap, &s->o.expose, f, &self, t0, &res);
-	s->label_clashes_total[0] += res.labels_renamed;
-	s->label_clashes_total[1] += res.labels_dropped;
-	tp_snapshot_free(&snap);
-	if (gz) {
-		body = srv_gzip(tp_buf_str(&s->out), s->out.len, &n);
-		if (!body)
-			gz = 0;
-	}
-	if (!gz) {
-		n = s->out.len;
-		body = malloc(n + 1);
-		if (body)
-			memcpy(body, tp_buf_str(&s->out), n);
-	}
-	/* Keep the buffer's memory for the next scrape unless it is huge. */
-	if (s->out.cap > (64u << 20))
-		tp_buf_free(&s->out);
 	pthread_mutex_unlock(&s->scrape_lock);
-	if (!body)
-		return srv_reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
-			     "text/plain; charset=utf-8", "out of memory\n");
-	r = MHD_create_response_from_buffer(n, body, MHD_RESPMEM_MUST_FREE);
+	pthread_mutex_lock(&s->conn_lock);
+	self->conns_evicted = s->conns_evicted;
+	pthread_mutex_unlock(&s->conn_lock);
+}
+
+/*
+ * The body is written as libmicrohttpd sends it (body.h), after the
+ * scrape lock is released: a client that reads slowly holds its own
+ * snapshot, not the other scrapes.  Its length is not known beforehand:
+ * HTTP/1.1 sends it chunked, HTTP/1.0 ends it by closing the connection.
+ */
+enum MHD_Result srv_scrape(struct server *s, struct MHD_Connection *c)
+{
+	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							 "Accept");
+	const char *ae = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						     "Accept-Encoding");
+	enum ex_format f = server_negotiate(accept);
+	struct tp_snapshot snap;
+	struct ex_self self = { 0 };
+	struct ex_body *body;
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	uint64_t t0;
+
+	collect(s, &snap, &self, &t0);
+	body = ex_body_new(&snap, &s->o.expose, f, &self, t0,
+			   server_gzip_ok(ae), body_done, s);
+	r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, EX_BODY_CHUNK,
+					      body_read, body, body_free);
 	if (!r) {
-		free(body);
+		ex_body_free(body);
 		return MHD_NO;
 	}
 	MHD_add_response_header(r, "Content-Type", f == EX_OPENMETRICS ?
 				EX_CT_OPENMETRICS : EX_CT_TEXT);
-	if (gz)
+	if (ex_body_gzip(body))
 		MHD_add_response_header(r, "Content-Encoding", "gzip");
 	MHD_add_response_header(r, "Vary", "Accept, Accept-Encoding");
 	ret = MHD_queue_response(c, MHD_HTTP_OK, r);

@@ -879,7 +879,6 @@ void server_stop(struct server *s)
 		pthread_mutex_unlock(&s->conn_lock);
 		pthread_join(s->watchdog, NULL);
 	}
-	tp_buf_free(&s->out);
 	ex_retain_free(&s->retain);
 	free(s->user_fail_ns);
 	tp_strmap_free(&s->skip_seen);

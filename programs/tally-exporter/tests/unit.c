@@ -17,12 +17,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "tally/metrics.h"
 #include "tally/reader.h"
 
 #include "aggregate.h"
 #include "authq.h"
+#include "body.h"
 #include "expose.h"
 #include "listen.h"
 #include "retain.h"
@@ -533,6 +535,96 @@ TEST(write)
 	CHECK(res.conflicts == 2); /* both series of a_total */
 	check_streamed(&s, &c, EX_OPENMETRICS);
 	tp_buf_free(&b);
+}
+
+/* A body read @max bytes at a time, inflated when gzip. */
+static void read_body(struct tp_snapshot *snap, const struct ex_config *c,
+		      enum ex_format f, int gz, size_t max, struct tp_buf *out)
+{
+	struct ex_self self = { 0 };
+	struct ex_body *b = ex_body_new(snap, c, f, &self, 0, gz, NULL, NULL);
+	struct tp_buf raw = { 0 };
+	static char chunk[65536];
+	ssize_t n;
+
+	CHECK(ex_body_gzip(b) == gz);
+	while ((n = ex_body_read(b, chunk, max)) > 0)
+		tp_buf_putn(&raw, chunk, (size_t)n);
+	CHECK(n == 0);
+	CHECK(ex_body_read(b, chunk, max) == 0);
+	ex_body_free(b);
+	tp_buf_reset(out);
+	if (!gz) {
+		tp_buf_putn(out, tp_buf_str(&raw), raw.len);
+	} else {
+		z_stream z;
+		int rc;
+
+		memset(&z, 0, sizeof(z));
+		CHECK(inflateInit2(&z, 15 + 16) == Z_OK);
+		z.next_in = (Bytef *)raw.p;
+		z.avail_in = (uInt)raw.len;
+		do {
+			z.next_out = (Bytef *)chunk;
+			z.avail_out = sizeof(chunk);
+			rc = inflate(&z, Z_NO_FLUSH);
+			tp_buf_putn(out, chunk, sizeof(chunk) - z.avail_out);
+		} while (rc == Z_OK);
+		CHECK(rc == Z_STREAM_END && z.avail_in == 0);
+		inflateEnd(&z);
+	}
+	tp_buf_free(&raw);
+}
+
+/*
+ * A body (body.h) of many series, plain and gzip, read in pieces of
+ * several sizes: the text of ex_write(), whole; the body takes the
+ * snapshot and frees it.
+ */
+TEST(body)
+{
+	enum { N = 20000 };
+	struct ex_config c = { .pid_label = "pid", .process_label = "process" };
+	static const size_t maxes[] = { 1, 1000, 65536 };
+	struct ex_self self = { 0 };
+	struct tp_buf want = { 0 }, got = { 0 };
+	struct ex_result res;
+
+	for (int gz = 0; gz < 2; gz++)
+		for (size_t k = 0; k < 3; k++) {
+			struct tp_snapshot s = { 0 };
+
+			s.arena = tp_xcalloc(1, sizeof(*s.arena));
+			s.series = tp_xcalloc(N, sizeof(*s.series));
+			s.segs = tp_xcalloc(1, sizeof(*s.segs));
+			s.segs[0].path = tp_xstrdup("x");
+			s.nsegs = 1;
+			s.segs[0].info.pid = 10;
+			for (unsigned i = 0; i < N; i++) {
+				struct tp_series *v = &s.series[s.nseries++];
+				char name[32];
+
+				snprintf(name, sizeof(name), "m%u_total", i % 7);
+				v->kind = TALLY_COUNTER;
+				v->name = tp_arena_strdup(s.arena, name);
+				v->key = v->name;
+				v->help = v->unit = "";
+				v->pid = 10 + (int)(i % 5);
+				v->value = (int64_t)i * 1000003;
+				v->arena = 1;
+				strcpy(v->proc, "p");
+			}
+			tp_buf_reset(&want);
+			ex_write(&want, &s, &c, EX_OPENMETRICS, &self, 0, &res);
+			CHECK(want.len > 3 * EX_BODY_CHUNK);
+			read_body(&s, &c, EX_OPENMETRICS, gz,
+				  k == 0 && gz ? 7 : maxes[k], &got);
+			CHECK(s.nseries == 0 && s.series == NULL);
+			CHECK(got.len == want.len &&
+			      memcmp(got.p, want.p, want.len) == 0);
+		}
+	tp_buf_free(&want);
+	tp_buf_free(&got);
 }
 
 /* Two services define one name otherwise (help, label names): their
