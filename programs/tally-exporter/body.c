@@ -5,7 +5,7 @@
  * out as it is, a gzip body deflates it (compress.c) into @zout and
  * hands that out.
  * Once the stream has written its last series, what only the writing
- * needed (the stream's index and the snapshot) is freed at once, before
+ * needed (the stream and the index) is freed at once, before
  * the last chunks are sent.
  */
 #define _GNU_SOURCE
@@ -18,7 +18,7 @@
 #define ZOUT_CAP (64u << 10)
 
 struct ex_body {
-	struct tp_snapshot snap;
+	struct ex_index ix;
 	struct ex_stream *st;     /* NULL once the text is whole */
 	ex_body_done_fn done;
 	void *arg;
@@ -30,16 +30,16 @@ struct ex_body {
 	size_t pos, avail;
 };
 
-struct ex_body *ex_body_new(struct tp_snapshot *snap,
+struct ex_body *ex_body_new(struct ex_index *ix,
 			    const struct ex_config *c, enum ex_format f,
 			    const struct ex_self *self, uint64_t t0_ns, int gz,
 			    ex_body_done_fn done, void *arg)
 {
 	struct ex_body *b = tp_xcalloc(1, sizeof(*b));
 
-	b->snap = *snap;
-	memset(snap, 0, sizeof(*snap));
-	b->st = ex_stream_open(&b->snap, c, f, self, t0_ns);
+	b->ix = *ix;
+	memset(ix, 0, sizeof(*ix));
+	b->st = ex_stream_open(&b->ix, c, f, self, t0_ns);
 	b->done = done;
 	b->arg = arg;
 	if (gz && srv_gzip_start(&b->z) == 0) {
@@ -65,7 +65,7 @@ static void next_text(struct ex_body *b)
 		return;
 	ex_stream_close(b->st, &res);
 	b->st = NULL;
-	tp_snapshot_free(&b->snap);
+	ex_index_free(&b->ix);
 	if (b->done)
 		b->done(&res, b->arg);
 }
@@ -123,7 +123,7 @@ void ex_body_free(struct ex_body *b)
 	if (!b)
 		return;
 	ex_stream_close(b->st, NULL);
-	tp_snapshot_free(&b->snap);
+	ex_index_free(&b->ix);
 	tp_buf_free(&b->text);
 	if (b->gz)
 		srv_gzip_end(&b->z);

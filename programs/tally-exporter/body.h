@@ -1,12 +1,13 @@
 /*
  * body.h: the body of a scrape, written as the client reads it.
  *
- * A body owns the snapshot of its scrape and writes it (expose.h's
- * stream) a chunk of EX_BODY_CHUNK bytes at a time, compressed on the
- * way by zlib's deflate when the client accepts gzip.  So the memory of
- * a response is its snapshot and two chunks, never the whole text of the
- * scrape nor a compressed copy of it, and the bytes are those ex_write()
- * writes (gzip decompressed: the same text).  The server hands
+ * A body owns the index of its scrape (index.h: where each series is,
+ * to read it again) and writes it (expose.h's stream) a chunk of
+ * EX_BODY_CHUNK bytes at a time, compressed on the way by zlib's deflate
+ * when the client accepts gzip.  So the memory of a response is its
+ * index and two chunks, never the whole text of the scrape nor a
+ * compressed copy of it, and the bytes are those of the exposition of
+ * the same series (gzip decompressed: the same text).  The server hands
  * ex_body_read() to libmicrohttpd, which calls it when the client's
  * socket can take more: a slow client slows its own body only.
  *
@@ -21,6 +22,7 @@
 #include <sys/types.h>
 
 #include "expose.h"
+#include "index.h"
 
 /* The text written between two reads, at most (a series' samples are
  * never split, so a chunk may pass it by one series). */
@@ -34,12 +36,12 @@ struct ex_body;
 typedef void (*ex_body_done_fn)(const struct ex_result *res, void *arg);
 
 /*
- * ex_body_new: the body of @snap, which it takes (freed with
- * tp_snapshot_free() once written, and zeroed in the caller's copy), in
- * format @f; gzip-compressed when @gz and zlib could start.  @c must
- * outlive the body.  Never NULL (out of memory is fatal, strbuf.h).
+ * ex_body_new: the body of @ix, which it takes (freed once written, and
+ * zeroed in the caller's copy), in format @f; gzip-compressed when @gz
+ * and zlib could start.  @c must outlive the body.  Never NULL (out of
+ * memory is fatal, strbuf.h).
  */
-struct ex_body *ex_body_new(struct tp_snapshot *snap,
+struct ex_body *ex_body_new(struct ex_index *ix,
 			    const struct ex_config *c, enum ex_format f,
 			    const struct ex_self *self, uint64_t t0_ns, int gz,
 			    ex_body_done_fn done, void *arg);

@@ -38,6 +38,7 @@
 
 #include "expose.h"
 #include "format.h"
+#include "index.h"
 #include "segfield.h"
 #include "strmap.h"
 
@@ -565,15 +566,23 @@ struct metric_plan {
  * place of each of their series in the snapshot, and where the writing
  * stands, so that ex_stream_fill() can stop after any series.
  */
+/* Series read again at once, at most: one tally_seg_foreach_ids(). */
+#define RUN 128u
+/* Segments kept open while a scrape is written. */
+#define NOPEN 8u
+
 struct ex_stream {
-	const struct tp_snapshot *snap;
+	const struct ex_index *ix;
+	const struct tp_snapshot *snap;  /* &ix->snap */
 	const struct ex_config *c;
 	enum ex_format f;
 	struct ex_self self;
 	uint64_t t0_ns;
 	struct ex_result res;
 	struct fam *fams;
-	size_t nfams, *order;
+	size_t nfams;
+	uint32_t *order;              /* items (index.h: places, or the
+					 snapshot's series), by metric */
 	struct names nm;
 	struct tp_buf lb;             /* the labels of the series at hand */
 	struct plan pl;
@@ -582,7 +591,57 @@ struct ex_stream {
 	int in_fam;                   /* metric_begin() done for metric fi */
 	int done;
 	struct metric_plan fp;
+	/* Reading places again: the segments open (seg: their index in
+	 * snap.segs), the ids of a run, and the run's place in them. */
+	struct {
+		struct tally_seg *g;
+		uint32_t seg;
+		uint64_t used;
+	} open[NOPEN];
+	uint64_t uses;
+	uint32_t ids[RUN];
+	size_t run_n, run_at;
+	uint32_t run_seg;
+	const char *run_name;
+	struct tp_buf *run_out;
 };
+
+/* Item @i's series when it is in memory; NULL for a place to read. */
+static const struct tp_series *item_series(const struct ex_stream *st,
+					   size_t i)
+{
+	const struct ex_place *p;
+
+	if (!st->ix->places)
+		return &st->snap->series[i];
+	p = &st->ix->places[i];
+	return p->rec == EX_PLACE_KEPT ? &st->snap->series[p->id] : NULL;
+}
+
+/* What item @i is grouped and planned by: its series, or for a place
+ * its metric record's first series; NULL when it is left out. */
+static const struct tp_series *item_like(const struct ex_stream *st,
+					 size_t i)
+{
+	const struct ex_place *p;
+
+	if (!st->ix->places || st->ix->places[i].rec == EX_PLACE_KEPT)
+		return item_series(st, i);
+	p = &st->ix->places[i];
+	return p->rec == EX_PLACE_GONE ? NULL : &st->ix->recs[p->rec].first;
+}
+
+/* Is item @i of a segment whose labels another incarnation speaks for? */
+static int item_shadowed(const struct ex_stream *st, size_t i)
+{
+	const struct ex_place *p;
+
+	if (!st->ix->places || st->ix->places[i].rec == EX_PLACE_KEPT)
+		return st->skip && st->skip[st->ix->places ?
+					    st->ix->places[i].id : i];
+	p = &st->ix->places[i];
+	return !st->c->aggregate && st->shadowed[st->ix->recs[p->rec].seg];
+}
 
 /* The names metric @fm writes, claimed, and its header written; 0 when
  * they clash with names written before (every series a conflict). */
@@ -590,7 +649,7 @@ static int metric_begin(struct ex_stream *st, struct tp_buf *b,
 		     const struct fam *fm)
 {
 	struct metric_plan *fp = &st->fp;
-	const struct tp_series *s0 = &st->snap->series[st->order[fm->first]];
+	const struct tp_series *s0 = item_like(st, st->order[fm->first]);
 	const char *const *sfx = sfx_gauge;
 	const char *unit;
 
@@ -637,8 +696,7 @@ static int metric_begin(struct ex_stream *st, struct tp_buf *b,
 	/* Summed series are one per key, unless two layouts of a histogram
 	 * were summed apart (or kinds differ): then check every key. */
 	for (size_t i = 1; st->c->aggregate && !fp->dedupe && i < fm->n; i++) {
-		const struct tp_series *s =
-			&st->snap->series[st->order[fm->first + i]];
+		const struct tp_series *s = item_like(st, st->order[fm->first + i]);
 
 		fp->dedupe = s->sub_bits != s0->sub_bits ||
 			     s->nbuckets != s0->nbuckets || s->kind != s0->kind;
@@ -1201,52 +1259,63 @@ static void claim_self_names(struct names *nm)
 			    self_metrics[i].counter ? counter : plain);
 }
 
+/* A metric more in st->fams, of @name, as index @at before the sort. */
+static size_t add_fam(struct ex_stream *st, size_t *cap, const char *name)
+{
+	size_t at = st->nfams++;
+
+	if (at == *cap) {
+		*cap = *cap ? 2 * *cap : 64;
+		st->fams = tp_xrealloc(st->fams, *cap * sizeof(*st->fams));
+	}
+	st->fams[at].name = name;
+	st->fams[at].n = 0;
+	st->fams[at].first = at; /* its index, through the sort */
+	return at;
+}
+
 /*
- * The metrics of @st's snapshot in name order (st->fams), and st->order:
- * the snapshot's index of each series, those of a metric together, in
- * the snapshot's order inside each (a hash map of names, then a counting
- * sort; the snapshot itself is not sorted).
+ * The metrics of @st's items in name order (st->fams), and st->order:
+ * the items of each metric together, in the order read inside each (a
+ * hash map of names, then a counting sort; the items themselves are not
+ * moved).
  */
 static void group_by_name(struct ex_stream *st)
 {
-	const struct tp_snapshot *snap = st->snap;
+	size_t n = st->ix->places ? st->ix->nplaces : st->snap->nseries;
 	struct tp_strmap famidx = { 0 };
-	size_t *famof, *pos, *rank, last_at = 0, at = 0;
+	size_t *pos, *rank, cap = 0, last_at = 0, at = 0;
+	uint32_t *famof = tp_xmalloc((n + 1) * sizeof(*famof));
 	const char *last_name = NULL;
 
-	famof = tp_xmalloc((snap->nseries + 1) * sizeof(*famof));
-	st->order = tp_xmalloc((snap->nseries + 1) * sizeof(*st->order));
-	st->fams = tp_xmalloc((snap->nseries + 1) * sizeof(*st->fams));
-	for (size_t i = 0; i < snap->nseries; i++) {
-		const char *name = snap->series[i].name;
+	st->order = tp_xmalloc((n + 1) * sizeof(*st->order));
+	for (size_t i = 0; i < n; i++) {
+		const struct tp_series *s = item_like(st, i);
 
-		famof[i] = (size_t)-1;
+		famof[i] = UINT32_MAX;
 		/* A gauge of processes that are gone is not a current
 		 * value: left out (snapshot.h, "Whose a series is"). */
-		if (tp_series_gone_gauge(&snap->series[i]))
+		if (!s || tp_series_gone_gauge(s))
 			continue;
 		/* Another incarnation speaks for its labels. */
-		if (st->skip && st->skip[i]) {
+		if (item_shadowed(st, i)) {
 			st->res.conflicts++;
 			continue;
 		}
 		/* Neighbours of one metric share their name's memory. */
-		if (name != last_name) {
-			last_at = tp_strmap_get(&famidx, name);
+		if (s->name != last_name) {
+			last_at = tp_strmap_get(&famidx, s->name);
 			if (last_at == (size_t)-1) {
-				last_at = st->nfams++;
-				st->fams[last_at].name = name;
-				st->fams[last_at].n = 0;
-				/* its index, through the sort */
-				st->fams[last_at].first = last_at;
-				tp_strmap_put(&famidx, name, last_at);
+				last_at = add_fam(st, &cap, s->name);
+				tp_strmap_put(&famidx, s->name, last_at);
 			}
-			last_name = name;
+			last_name = s->name;
 		}
 		st->fams[last_at].n++;
-		famof[i] = last_at;
+		famof[i] = (uint32_t)last_at;
 	}
-	qsort(st->fams, st->nfams, sizeof(*st->fams), cmp_fam);
+	if (st->nfams)
+		qsort(st->fams, st->nfams, sizeof(*st->fams), cmp_fam);
 	rank = tp_xmalloc((st->nfams + 1) * sizeof(*rank));
 	pos = tp_xmalloc((st->nfams + 1) * sizeof(*pos));
 	for (size_t i = 0; i < st->nfams; i++) {
@@ -1255,53 +1324,145 @@ static void group_by_name(struct ex_stream *st)
 		pos[i] = at;
 		at += st->fams[i].n;
 	}
-	for (size_t i = 0; i < snap->nseries; i++)
-		if (famof[i] != (size_t)-1)
-			st->order[pos[rank[famof[i]]]++] = i;
+	for (size_t i = 0; i < n; i++)
+		if (famof[i] != UINT32_MAX)
+			st->order[pos[rank[famof[i]]]++] = (uint32_t)i;
 	tp_strmap_free(&famidx);
 	free(famof);
 	free(rank);
 	free(pos);
 }
 
-struct ex_stream *ex_stream_open(const struct tp_snapshot *snap,
+struct ex_stream *ex_stream_open(const struct ex_index *ix,
 				 const struct ex_config *c, enum ex_format f,
 				 const struct ex_self *self, uint64_t t0_ns)
 {
 	struct ex_stream *st = tp_xcalloc(1, sizeof(*st));
 
-	st->snap = snap;
+	st->ix = ix;
+	st->snap = &ix->snap;
 	st->c = c;
 	st->f = f;
 	if (self)
 		st->self = *self;
 	st->t0_ns = t0_ns;
-	plan_make(&st->pl, snap, c);
-	st->shadowed = seg_shadowed(snap);
+	plan_make(&st->pl, st->snap, c);
+	st->shadowed = seg_shadowed(st->snap);
 	if (!c->aggregate)
-		st->skip = shadow_series(snap, st->shadowed);
+		st->skip = shadow_series(st->snap, st->shadowed);
 	if (c->self_metrics)
 		claim_self_names(&st->nm);
 	group_by_name(st);
-	/* Only the series' places are needed from here on. */
+	/* Only the items' places are needed from here on. */
 	free(st->skip);
 	st->skip = NULL;
 	return st;
 }
 
+/* Segment @seg of the snapshot, open; NULL when it cannot be opened
+ * again, or is another file by now (its series are then left out, as
+ * series removed since they were indexed). */
+static struct tally_seg *seg_open(struct ex_stream *st, uint32_t seg)
+{
+	const struct tally_seg_info *was = &st->snap->segs[seg].info;
+	struct tally_seg_info now;
+	unsigned lru = 0;
+
+	for (unsigned i = 0; i < NOPEN; i++) {
+		if (st->open[i].g && st->open[i].seg == seg) {
+			st->open[i].used = ++st->uses;
+			return st->open[i].g;
+		}
+		if (st->open[i].used < st->open[lru].used)
+			lru = i;
+	}
+	tally_seg_close(st->open[lru].g);
+	st->open[lru].g = tally_seg_open(st->snap->segs[seg].path,
+					 st->ix->open_opts);
+	st->open[lru].seg = seg;
+	st->open[lru].used = ++st->uses;
+	if (st->open[lru].g &&
+	    (tally_seg_info(st->open[lru].g, &now) < 0 || now.pid != was->pid ||
+	     now.start_ticks != was->start_ticks ||
+	     now.created_ns != was->created_ns)) {
+		tally_seg_close(st->open[lru].g);
+		st->open[lru].g = NULL;
+	}
+	return st->open[lru].g;
+}
+
+/* A series of the run being read again: written when it is one of the
+ * run's places and still of the metric (a record may have been reused
+ * by another series since). */
+static int run_series(const struct tally_series_view *v, void *arg)
+{
+	struct ex_stream *st = arg;
+	struct tp_series s;
+
+	if (v->per_process)
+		return 0; /* kept whole (index.h) */
+	while (st->run_at < st->run_n && st->ids[st->run_at] != v->id)
+		st->run_at++; /* removed since */
+	if (st->run_at == st->run_n || strcmp(v->name, st->run_name))
+		return 0;
+	st->run_at++;
+	ex_index_series(st->ix, st->run_seg, v, &s);
+	write_series(st, st->run_out, &s);
+	return 0;
+}
+
+/* The places of metric @fm from its next one on that are in one
+ * segment, at most RUN, read again and written; returns how many. */
+static size_t write_run(struct ex_stream *st, struct tp_buf *out,
+			const struct fam *fm)
+{
+	const struct ex_index *ix = st->ix;
+	uint32_t seg = ix->recs[ix->places[st->order[fm->first +
+						     st->si]].rec].seg;
+	struct tally_seg *g;
+	size_t n = 0;
+
+	while (n < RUN && st->si + n < fm->n) {
+		const struct ex_place *p =
+			&ix->places[st->order[fm->first + st->si + n]];
+
+		if (p->rec >= EX_PLACE_GONE || ix->recs[p->rec].seg != seg)
+			break;
+		st->ids[n++] = p->id;
+	}
+	g = seg_open(st, seg);
+	st->run_n = n;
+	st->run_at = 0;
+	st->run_seg = seg;
+	st->run_name = fm->name;
+	st->run_out = out;
+	/* A segment found corrupt now: what it gave is written, the rest
+	 * left out, as a snapshot leaves out a segment that cannot be
+	 * read. */
+	if (g)
+		tally_seg_foreach_ids(g, 0, st->ids, n, run_series, st);
+	return n;
+}
+
 int ex_stream_fill(struct ex_stream *st, struct tp_buf *out, size_t want)
 {
-	const struct tp_snapshot *snap = st->snap;
-
 	while (out->len < want && st->fi < st->nfams) {
 		const struct fam *fm = &st->fams[st->fi];
 
 		if (!st->in_fam && !metric_begin(st, out, fm))
 			st->si = fm->n; /* its names clash: left out */
 		st->in_fam = 1;
-		while (st->si < fm->n && out->len < want)
-			write_series(st, out, &snap->series[
-				st->order[fm->first + st->si++]]);
+		while (st->si < fm->n && out->len < want) {
+			const struct tp_series *s =
+				item_series(st, st->order[fm->first + st->si]);
+
+			if (!s) {
+				st->si += write_run(st, out, fm);
+				continue;
+			}
+			write_series(st, out, s);
+			st->si++;
+		}
 		if (st->si == fm->n) {
 			st->fi++;
 			st->si = 0;
@@ -1312,7 +1473,7 @@ int ex_stream_fill(struct ex_stream *st, struct tp_buf *out, size_t want)
 		return 1;
 	if (!st->done) {
 		if (st->c->self_metrics)
-			write_self(out, snap, st->f, &st->self, &st->res,
+			write_self(out, st->snap, st->f, &st->self, &st->res,
 				   st->t0_ns, st->shadowed);
 		if (st->f == EX_OPENMETRICS)
 			tp_buf_puts(out, "# EOF\n");
@@ -1327,6 +1488,8 @@ void ex_stream_close(struct ex_stream *st, struct ex_result *res)
 		return;
 	if (res)
 		*res = st->res;
+	for (unsigned i = 0; i < NOPEN; i++)
+		tally_seg_close(st->open[i].g);
 	tp_buf_free(&st->lb);
 	plan_free(&st->pl);
 	free(st->skip);
@@ -1342,8 +1505,14 @@ void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
 	      const struct ex_self *self, uint64_t t0_ns,
 	      struct ex_result *res)
 {
-	struct ex_stream *st = ex_stream_open(snap, c, f, self, t0_ns);
+	struct ex_index ix;
+	struct ex_stream *st;
 
+	/* An index without places over the caller's snapshot, which it
+	 * only borrows: not freed here. */
+	memset(&ix, 0, sizeof(ix));
+	ix.snap = *snap;
+	st = ex_stream_open(&ix, c, f, self, t0_ns);
 	while (ex_stream_fill(st, out, SIZE_MAX))
 		;
 	ex_stream_close(st, res);

@@ -1,9 +1,9 @@
 /*
  * scrape.c: one scrape of /metrics.  Under the server's scrape lock (two
- * scrapes never read the segments at the same time) it applies
- * $TALLY_RETAIN to the directories at most once a minute, reads the
- * segments into a snapshot, logs what it could not read once per change,
- * keeps --aggregate's counts of exited processes (retain.h) and fills the
+ * scrapes never index the segments at the same time) it applies
+ * $TALLY_RETAIN to the directories at most once a minute, indexes the
+ * segments (index.h), logs what it could not read once per change, keeps
+ * --aggregate's counts of exited processes (retain.h) and fills the
  * exporter's own numbers; then it answers with a body written as the
  * client reads it (body.h), in gzip when the client allows it.
  */
@@ -136,15 +136,17 @@ static void body_free(void *cls)
 }
 
 /*
- * Read the segments into @snap and fill @self, under the scrape lock
- * (two scrapes never read the segments at the same time, and
- * --aggregate's retain is kept between them).
+ * Read the segments into @ix and fill @self, under the scrape lock
+ * (two scrapes never index the segments at the same time, and
+ * --aggregate's retain is kept between them).  The series are read
+ * again, without the lock, as the body is written (index.h); --aggregate
+ * sums them across processes, so its index is a snapshot of the sums.
  */
-static void collect(struct server *s, struct tp_snapshot *snap,
+static void collect(struct server *s, struct ex_index *ix,
 		    struct ex_self *self, uint64_t *t0)
 {
 	struct tp_collect_opts co = { 0 };
-	struct tp_snapshot agg;
+	struct tp_snapshot raw, agg, *snap = &ix->snap;
 	char errbuf[512];
 	int complete;
 
@@ -156,18 +158,25 @@ static void collect(struct server *s, struct tp_snapshot *snap,
 	pthread_mutex_lock(&s->scrape_lock);
 	*t0 = tp_now_ns();
 	expire(s, *t0);
-	complete = tp_snapshot_collect(snap, &co, errbuf, sizeof(errbuf)) == 0;
-	dir_error(s, errbuf);
-	log_skips(s, snap);
-	count_dead(snap, self);
+	memset(ix, 0, sizeof(*ix));
 	if (s->o.expose.aggregate) {
+		memset(&raw, 0, sizeof(raw));
+		complete = tp_snapshot_collect(&raw, &co, errbuf,
+					       sizeof(errbuf)) == 0;
+		log_skips(s, &raw);
+		count_dead(&raw, self);
 		/* The raw snapshot becomes the retain's "last": not freed
 		 * here. */
-		ex_retain_update(&s->retain, snap, complete);
-		tp_snapshot_aggregate_with(snap, s->retain.gone,
+		ex_retain_update(&s->retain, &raw, complete);
+		tp_snapshot_aggregate_with(&raw, s->retain.gone,
 					   s->retain.ngone, &agg);
-		*snap = agg;
+		ex_index_of_snapshot(ix, &agg);
+	} else {
+		ex_index_collect(ix, &co, errbuf, sizeof(errbuf));
+		log_skips(s, snap);
+		count_dead(snap, self);
 	}
+	dir_error(s, errbuf);
 	s->scrapes++;
 	for (size_t i = 0; i < snap->nskipped; i++)
 		s->skipped_total[tp_skip_reason(snap->skipped[i].err)]++;
@@ -200,15 +209,15 @@ enum MHD_Result srv_scrape(struct server *s, struct MHD_Connection *c)
 	const char *ae = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 						     "Accept-Encoding");
 	enum ex_format f = server_negotiate(accept);
-	struct tp_snapshot snap;
+	struct ex_index ix;
 	struct ex_self self = { 0 };
 	struct ex_body *body;
 	struct MHD_Response *r;
 	enum MHD_Result ret;
 	uint64_t t0;
 
-	collect(s, &snap, &self, &t0);
-	body = ex_body_new(&snap, &s->o.expose, f, &self, t0,
+	collect(s, &ix, &self, &t0);
+	body = ex_body_new(&ix, &s->o.expose, f, &self, t0,
 			   server_gzip_ok(ae), body_done, s);
 	r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, EX_BODY_CHUNK,
 					      body_read, body, body_free);

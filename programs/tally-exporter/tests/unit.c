@@ -26,6 +26,7 @@
 #include "authq.h"
 #include "body.h"
 #include "expose.h"
+#include "index.h"
 #include "listen.h"
 #include "retain.h"
 #include "server.h"
@@ -426,8 +427,13 @@ static void check_streamed(const struct tp_snapshot *s,
 	struct tp_buf a = { 0 }, b = { 0 };
 
 	ex_write(&a, s, c, f, &self, 0, &whole);
+	struct ex_index ix;
+
+	/* An index without places over @s, borrowed (not freed). */
+	memset(&ix, 0, sizeof(ix));
+	ix.snap = *s;
 	for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
-		struct ex_stream *st = ex_stream_open(s, c, f, &self, 0);
+		struct ex_stream *st = ex_stream_open(&ix, c, f, &self, 0);
 		unsigned calls = 0;
 
 		tp_buf_reset(&b);
@@ -542,7 +548,11 @@ static void read_body(struct tp_snapshot *snap, const struct ex_config *c,
 		      enum ex_format f, int gz, size_t max, struct tp_buf *out)
 {
 	struct ex_self self = { 0 };
-	struct ex_body *b = ex_body_new(snap, c, f, &self, 0, gz, NULL, NULL);
+	struct ex_index ix;
+	struct ex_body *b;
+
+	ex_index_of_snapshot(&ix, snap);
+	b = ex_body_new(&ix, c, f, &self, 0, gz, NULL, NULL);
 	struct tp_buf raw = { 0 };
 	static char chunk[65536];
 	ssize_t n;
