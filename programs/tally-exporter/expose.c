@@ -1,10 +1,11 @@
 /*
- * expose.c: writing a snapshot in Prometheus's formats (expose.h).
+ * expose.c: writing a scrape in Prometheus's formats (expose.h).
  *
  * The one pass that matters for a large scrape: group the series by name
- * (a hash map of names, then a counting sort that keeps the snapshot's
- * order inside each family; the snapshot itself is not sorted), then
- * write each series with appends, not printf: a histogram's label block
+ * (a hash map of names, then a counting sort that keeps the order read
+ * inside each metric; nothing is moved), then write each series with
+ * appends, not printf, as the body is sent (ex_stream_fill()), reading
+ * again the series of an index (index.h) a run at a time: a histogram's label block
  * is built once and reused for each of its bucket lines.  Duplicate label
  * sets are looked for (with a hash set) only where they can occur: when
  * two segments would write the same pid, process and zone labels, or when

@@ -1,10 +1,11 @@
 /*
- * expose.h: a snapshot in Prometheus's text format 0.0.4 or in
- * OpenMetrics 1.0.0.
+ * expose.h: a scrape's series (index.h: places to read again, or a
+ * snapshot) in Prometheus's text format 0.0.4 or in OpenMetrics 1.0.0.
  *
  * Both formats want every series of a name together, under one TYPE line;
- * expose groups the snapshot's series by name (families in name order) and
- * writes each family once.  Values are the segments' integers, printed
+ * expose groups the series by name (metrics in name order) and writes
+ * each metric once, reading the series of an index again as it writes
+ * them.  Values are the segments' integers, printed
  * exactly.  Counters are exposed as <base>_total in both formats (base:
  * the name without a trailing _total), so that a series keeps its name
  * whichever format Prometheus negotiates.  A family whose names would
