@@ -5,8 +5,8 @@
  * (a hash map of names, then a counting sort that keeps the order read
  * inside each metric; nothing is moved), then write each series with
  * appends, not printf, as the body is sent (ex_stream_fill()), reading
- * again the series of an index (index.h) a run at a time: a histogram's label block
- * is built once and reused for each of its bucket lines.  Duplicate label
+ * again the series of an index (index.h) a run at a time: a histogram's
+ * label block is built once and reused for each of its bucket lines.  Duplicate label
  * sets are looked for (with a hash set) only where they can occur: when
  * two segments would write the same pid, process and zone labels, or when
  * a summed family mixes histogram layouts.

@@ -56,19 +56,9 @@ static void from_view(const struct tally_seg_info *info,
 	s->nlabels = v->nlabels;
 	s->label_names = (char **)v->label_names;
 	s->label_values = (char **)v->label_values;
-	s->value = v->value;
-	s->fvalue = v->fvalue;
-	s->fractional = v->fractional;
-	s->frac = v->frac;
+	tp_series_set_values(s, v);
 	if (v->kind == TALLY_HISTOGRAM) {
-		s->sum = v->sum;
-		s->sub_bits = v->sub_bits;
-		s->max_bits = v->max_bits;
-		s->nbuckets = v->nbuckets;
 		s->buckets = (int64_t *)v->buckets;
-		s->classic = v->classic;
-		s->nbounds = v->nbounds;
-		s->fsum = v->fsum;
 		s->bounds = (double *)v->bounds;
 	}
 }
