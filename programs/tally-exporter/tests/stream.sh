@@ -94,21 +94,24 @@ fi
 ok "large scrape whole in text and gzip, $b B per series"
 
 # 3. A slow reader (20 kB/s: minutes for this body) and a normal scrape
-# at the same time; the slow one is stopped by its own time limit.
-curl -sS --limit-rate 20k --max-time 8 -o "$dir/slow" "$u" 2>/dev/null &
+# at the same time; the slow one is stopped once the other is served.
+curl -sS --limit-rate 20k --max-time 170 -o "$dir/slow" "$u" 2>/dev/null &
 slow=$!
 pids+=($slow)
-for _ in $(seq 100); do
+for _ in $(seq 200); do
 	[ -s "$dir/slow" ] && break
 	sleep 0.05
 done
 [ -s "$dir/slow" ] || fail "the slow client got nothing"
-scrape --max-time 30 "$u" -o "$dir/fast" || fail "a scrape beside a slow client"
+scrape --max-time 120 "$u" -o "$dir/fast" || fail "a scrape beside a slow client"
 kill -0 "$slow" 2>/dev/null || fail "the slow client finished first: the body was not long enough"
+kill "$slow"
+wait "$slow" 2>/dev/null || true
 got=$(grep -c '^many_requests_total{' "$dir/fast" || true)
 [ "$got" = "$n" ] || fail "the scrape beside a slow client: $got series, want $n"
-wait "$slow" 2>/dev/null || true
 part=$(stat -c %s "$dir/slow")
 full=$(stat -c %s "$dir/fast")
 [ "$part" -lt "$full" ] || fail "the slow client read the whole body ($part of $full bytes)"
 ok "a slow client ($part of $full bytes read) does not hold back another scrape"
+stop "$exporter_pid"
+! grep -l 'Sanitizer' "$dir"/exporter.*.log >&2 || fail "a sanitizer spoke (the logs above)"
