@@ -5,8 +5,8 @@
  * out as it is, a gzip body deflates it (compress.c) into @zout and
  * hands that out.
  * Once the stream has written its last series, what only the writing
- * needed (the stream and the index) is freed at once, before
- * the last chunks are sent.
+ * needed is let go at once (the stream freed, the index handed back
+ * through @done), before the last chunks are sent.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -18,7 +18,6 @@
 #define ZOUT_CAP (64u << 10)
 
 struct ex_body {
-	struct ex_index ix;
 	struct ex_stream *st;     /* NULL once the text is whole */
 	ex_body_done_fn done;
 	void *arg;
@@ -30,16 +29,15 @@ struct ex_body {
 	size_t pos, avail;
 };
 
-struct ex_body *ex_body_new(struct ex_index *ix,
+struct ex_body *ex_body_new(const struct ex_index *ix,
+			    const struct ex_group *g,
 			    const struct ex_config *c, enum ex_format f,
 			    const struct ex_self *self, uint64_t t0_ns, int gz,
 			    ex_body_done_fn done, void *arg)
 {
 	struct ex_body *b = tp_xcalloc(1, sizeof(*b));
 
-	b->ix = *ix;
-	memset(ix, 0, sizeof(*ix));
-	b->st = ex_stream_open(&b->ix, c, f, self, t0_ns);
+	b->st = ex_stream_open(ix, g, c, f, self, t0_ns);
 	b->done = done;
 	b->arg = arg;
 	if (gz && srv_gzip_start(&b->z) == 0) {
@@ -65,7 +63,6 @@ static void next_text(struct ex_body *b)
 		return;
 	ex_stream_close(b->st, &res);
 	b->st = NULL;
-	ex_index_free(&b->ix);
 	if (b->done)
 		b->done(&res, b->arg);
 }
@@ -122,8 +119,11 @@ void ex_body_free(struct ex_body *b)
 {
 	if (!b)
 		return;
-	ex_stream_close(b->st, NULL);
-	ex_index_free(&b->ix);
+	if (b->st) {
+		ex_stream_close(b->st, NULL);
+		if (b->done)
+			b->done(NULL, b->arg);
+	}
 	tp_buf_free(&b->text);
 	if (b->gz)
 		srv_gzip_end(&b->z);

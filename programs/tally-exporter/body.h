@@ -1,8 +1,8 @@
 /*
  * body.h: the body of a scrape, written as the client reads it.
  *
- * A body owns the index of its scrape (index.h: where each series is,
- * to read it again) and writes it (expose.h's stream) a chunk of
+ * A body writes the index of its scrape (index.h: where each series is,
+ * to read it again) with expose.h's stream, a chunk of
  * EX_BODY_CHUNK bytes at a time, compressed on the way by zlib's deflate
  * when the client accepts gzip.  So the memory of a response is its
  * index and two chunks, never the whole text of the scrape nor a
@@ -30,18 +30,20 @@
 
 struct ex_body;
 
-/* Called once, when the last byte of the text has been produced, with
- * the numbers of what was written (a body freed before its end, when the
- * client went away, calls nothing). */
+/* Called once: when the last byte of the text has been produced, with
+ * the numbers of what was written, or when the body is freed before
+ * (the client went away), with NULL.  From then on the body no longer
+ * uses its index and group. */
 typedef void (*ex_body_done_fn)(const struct ex_result *res, void *arg);
 
 /*
- * ex_body_new: the body of @ix, which it takes (freed once written, and
- * zeroed in the caller's copy), in format @f; gzip-compressed when @gz
- * and zlib could start.  @c must outlive the body.  Never NULL (out of
- * memory is fatal, strbuf.h).
+ * ex_body_new: the body of @ix grouped as @g (NULL: the body groups it
+ * itself), in format @f; gzip-compressed when @gz and zlib could start.
+ * @ix and @g must stay until @done is called, @c until the body is
+ * freed.  Never NULL (out of memory is fatal, strbuf.h).
  */
-struct ex_body *ex_body_new(struct ex_index *ix,
+struct ex_body *ex_body_new(const struct ex_index *ix,
+			    const struct ex_group *g,
 			    const struct ex_config *c, enum ex_format f,
 			    const struct ex_self *self, uint64_t t0_ns, int gz,
 			    ex_body_done_fn done, void *arg);

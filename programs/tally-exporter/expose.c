@@ -567,6 +567,15 @@ struct metric_plan {
  * place of each of their series in the snapshot, and where the writing
  * stands, so that ex_stream_fill() can stop after any series.
  */
+/* The items of an index (index.h: places, or the snapshot's series)
+ * grouped by metric, metrics in name order. */
+struct ex_group {
+	struct fam *fams;
+	size_t nfams;
+	uint32_t *order;              /* items, those of a metric together */
+	uint64_t conflicts;           /* items of segments left out */
+};
+
 /* Series read again at once, at most: one tally_seg_foreach_ids(). */
 #define RUN 128u
 /* Segments kept open while a scrape is written. */
@@ -580,10 +589,8 @@ struct ex_stream {
 	struct ex_self self;
 	uint64_t t0_ns;
 	struct ex_result res;
-	struct fam *fams;
-	size_t nfams;
-	uint32_t *order;              /* items (index.h: places, or the
-					 snapshot's series), by metric */
+	const struct ex_group *g;     /* the items by metric */
+	struct ex_group *own;         /* g, when this stream made it */
 	struct names nm;
 	struct tp_buf lb;             /* the labels of the series at hand */
 	struct plan pl;
@@ -650,7 +657,7 @@ static int metric_begin(struct ex_stream *st, struct tp_buf *b,
 		     const struct fam *fm)
 {
 	struct metric_plan *fp = &st->fp;
-	const struct tp_series *s0 = item_like(st, st->order[fm->first]);
+	const struct tp_series *s0 = item_like(st, st->g->order[fm->first]);
 	const char *const *sfx = sfx_gauge;
 	const char *unit;
 
@@ -697,7 +704,7 @@ static int metric_begin(struct ex_stream *st, struct tp_buf *b,
 	/* Summed series are one per key, unless two layouts of a histogram
 	 * were summed apart (or kinds differ): then check every key. */
 	for (size_t i = 1; st->c->aggregate && !fp->dedupe && i < fm->n; i++) {
-		const struct tp_series *s = item_like(st, st->order[fm->first + i]);
+		const struct tp_series *s = item_like(st, st->g->order[fm->first + i]);
 
 		fp->dedupe = s->sub_bits != s0->sub_bits ||
 			     s->nbuckets != s0->nbuckets || s->kind != s0->kind;
@@ -1260,36 +1267,37 @@ static void claim_self_names(struct names *nm)
 			    self_metrics[i].counter ? counter : plain);
 }
 
-/* A metric more in st->fams, of @name, as index @at before the sort. */
-static size_t add_fam(struct ex_stream *st, size_t *cap, const char *name)
+/* A metric more in g->fams, of @name, as index @at before the sort. */
+static size_t add_fam(struct ex_group *g, size_t *cap, const char *name)
 {
-	size_t at = st->nfams++;
+	size_t at = g->nfams++;
 
 	if (at == *cap) {
 		*cap = *cap ? 2 * *cap : 64;
-		st->fams = tp_xrealloc(st->fams, *cap * sizeof(*st->fams));
+		g->fams = tp_xrealloc(g->fams, *cap * sizeof(*g->fams));
 	}
-	st->fams[at].name = name;
-	st->fams[at].n = 0;
-	st->fams[at].first = at; /* its index, through the sort */
+	g->fams[at].name = name;
+	g->fams[at].n = 0;
+	g->fams[at].first = at; /* its index, through the sort */
 	return at;
 }
 
 /*
- * The metrics of @st's items in name order (st->fams), and st->order:
- * the items of each metric together, in the order read inside each (a
- * hash map of names, then a counting sort; the items themselves are not
+ * The metrics of @st's items in name order (g->fams), and g->order: the
+ * items of each metric together, in the order read inside each (a hash
+ * map of names, then a counting sort; the items themselves are not
  * moved).
  */
-static void group_by_name(struct ex_stream *st)
+static struct ex_group *group_by_name(const struct ex_stream *st)
 {
 	size_t n = st->ix->places ? st->ix->nplaces : st->snap->nseries;
+	struct ex_group *g = tp_xcalloc(1, sizeof(*g));
 	struct tp_strmap famidx = { 0 };
 	size_t *pos, *rank, cap = 0, last_at = 0, at = 0;
 	uint32_t *famof = tp_xmalloc((n + 1) * sizeof(*famof));
 	const char *last_name = NULL;
 
-	st->order = tp_xmalloc((n + 1) * sizeof(*st->order));
+	g->order = tp_xmalloc((n + 1) * sizeof(*g->order));
 	for (size_t i = 0; i < n; i++) {
 		const struct tp_series *s = item_like(st, i);
 
@@ -1300,41 +1308,52 @@ static void group_by_name(struct ex_stream *st)
 			continue;
 		/* Another incarnation speaks for its labels. */
 		if (item_shadowed(st, i)) {
-			st->res.conflicts++;
+			g->conflicts++;
 			continue;
 		}
 		/* Neighbours of one metric share their name's memory. */
 		if (s->name != last_name) {
 			last_at = tp_strmap_get(&famidx, s->name);
 			if (last_at == (size_t)-1) {
-				last_at = add_fam(st, &cap, s->name);
+				last_at = add_fam(g, &cap, s->name);
 				tp_strmap_put(&famidx, s->name, last_at);
 			}
 			last_name = s->name;
 		}
-		st->fams[last_at].n++;
+		g->fams[last_at].n++;
 		famof[i] = (uint32_t)last_at;
 	}
-	if (st->nfams)
-		qsort(st->fams, st->nfams, sizeof(*st->fams), cmp_fam);
-	rank = tp_xmalloc((st->nfams + 1) * sizeof(*rank));
-	pos = tp_xmalloc((st->nfams + 1) * sizeof(*pos));
-	for (size_t i = 0; i < st->nfams; i++) {
-		rank[st->fams[i].first] = i;
-		st->fams[i].first = at;
+	if (g->nfams)
+		qsort(g->fams, g->nfams, sizeof(*g->fams), cmp_fam);
+	rank = tp_xmalloc((g->nfams + 1) * sizeof(*rank));
+	pos = tp_xmalloc((g->nfams + 1) * sizeof(*pos));
+	for (size_t i = 0; i < g->nfams; i++) {
+		rank[g->fams[i].first] = i;
+		g->fams[i].first = at;
 		pos[i] = at;
-		at += st->fams[i].n;
+		at += g->fams[i].n;
 	}
 	for (size_t i = 0; i < n; i++)
 		if (famof[i] != UINT32_MAX)
-			st->order[pos[rank[famof[i]]]++] = (uint32_t)i;
+			g->order[pos[rank[famof[i]]]++] = (uint32_t)i;
 	tp_strmap_free(&famidx);
 	free(famof);
 	free(rank);
 	free(pos);
+	return g;
+}
+
+void ex_group_free(struct ex_group *g)
+{
+	if (!g)
+		return;
+	free(g->order);
+	free(g->fams);
+	free(g);
 }
 
 struct ex_stream *ex_stream_open(const struct ex_index *ix,
+				 const struct ex_group *g,
 				 const struct ex_config *c, enum ex_format f,
 				 const struct ex_self *self, uint64_t t0_ns)
 {
@@ -1353,7 +1372,10 @@ struct ex_stream *ex_stream_open(const struct ex_index *ix,
 		st->skip = shadow_series(st->snap, st->shadowed);
 	if (c->self_metrics)
 		claim_self_names(&st->nm);
-	group_by_name(st);
+	if (!g)
+		g = st->own = group_by_name(st);
+	st->g = g;
+	st->res.conflicts = g->conflicts;
 	/* Only the items' places are needed from here on. */
 	free(st->skip);
 	st->skip = NULL;
@@ -1418,14 +1440,14 @@ static size_t write_run(struct ex_stream *st, struct tp_buf *out,
 			const struct fam *fm)
 {
 	const struct ex_index *ix = st->ix;
-	uint32_t seg = ix->recs[ix->places[st->order[fm->first +
+	uint32_t seg = ix->recs[ix->places[st->g->order[fm->first +
 						     st->si]].rec].seg;
 	struct tally_seg *g;
 	size_t n = 0;
 
 	while (n < RUN && st->si + n < fm->n) {
 		const struct ex_place *p =
-			&ix->places[st->order[fm->first + st->si + n]];
+			&ix->places[st->g->order[fm->first + st->si + n]];
 
 		if (p->rec >= EX_PLACE_GONE || ix->recs[p->rec].seg != seg)
 			break;
@@ -1447,15 +1469,15 @@ static size_t write_run(struct ex_stream *st, struct tp_buf *out,
 
 int ex_stream_fill(struct ex_stream *st, struct tp_buf *out, size_t want)
 {
-	while (out->len < want && st->fi < st->nfams) {
-		const struct fam *fm = &st->fams[st->fi];
+	while (out->len < want && st->fi < st->g->nfams) {
+		const struct fam *fm = &st->g->fams[st->fi];
 
 		if (!st->in_fam && !metric_begin(st, out, fm))
 			st->si = fm->n; /* its names clash: left out */
 		st->in_fam = 1;
 		while (st->si < fm->n && out->len < want) {
 			const struct tp_series *s =
-				item_series(st, st->order[fm->first + st->si]);
+				item_series(st, st->g->order[fm->first + st->si]);
 
 			if (!s) {
 				st->si += write_run(st, out, fm);
@@ -1496,9 +1518,19 @@ void ex_stream_close(struct ex_stream *st, struct ex_result *res)
 	free(st->skip);
 	free(st->shadowed);
 	names_free(&st->nm);
-	free(st->order);
-	free(st->fams);
+	ex_group_free(st->own);
 	free(st);
+}
+
+struct ex_group *ex_group_make(const struct ex_index *ix,
+			       const struct ex_config *c)
+{
+	struct ex_stream *st = ex_stream_open(ix, NULL, c, EX_TEXT, NULL, 0);
+	struct ex_group *g = st->own;
+
+	st->own = NULL;
+	ex_stream_close(st, NULL);
+	return g;
 }
 
 void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
@@ -1513,7 +1545,7 @@ void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
 	 * only borrows: not freed here. */
 	memset(&ix, 0, sizeof(ix));
 	ix.snap = *snap;
-	st = ex_stream_open(&ix, c, f, self, t0_ns);
+	st = ex_stream_open(&ix, NULL, c, f, self, t0_ns);
 	while (ex_stream_fill(st, out, SIZE_MAX))
 		;
 	ex_stream_close(st, res);

@@ -100,25 +100,33 @@ struct ex_result {
 };
 
 /*
- * A scrape written as it is sent: ex_stream_open() groups the series of
- * @ix (index.h: places to read again, or a snapshot) by name, keeping a
- * few bytes per series; @ix must outlive the stream.
- * ex_stream_fill() appends to @out until out->len reaches @want or the
- * body ends, stopping between series (or after a run of at most 128
- * series read again together), and returns 1 while there is more to
- * write, 0 once the body is whole (the exporter's own metrics and
+ * A scrape written as it is sent.  ex_group_make() groups the items of
+ * @ix (index.h: places to read again, or a snapshot's series) by metric,
+ * metrics in name order, 4 bytes per item; a group is read only, so the
+ * streams of several scrapes of one index may share it (ex_group_free()
+ * frees it, NULL: nothing).  ex_stream_open() starts writing @ix with
+ * group @g (NULL: the stream makes its own); @ix and @g must outlive the
+ * stream.  ex_stream_fill() appends to @out until out->len reaches
+ * @want or the body ends, stopping between series (or after a run of at
+ * most 128 series read again together), and returns 1 while there is
+ * more to write, 0 once the body is whole (the exporter's own metrics and
  * OpenMetrics' "# EOF" included); ex_stream_close() gives the numbers of
  * what was written and frees the stream (NULL: nothing).  The bytes are
  * the same whatever the sizes asked for.  @t0_ns is the CLOCK_MONOTONIC
  * time the scrape began: tally_exporter_scrape_duration_seconds is
  * measured when it is written, the last metric, so it counts the time
  * the client took to read the body up to there.  Not MT-safe: one thread
- * at a time per stream; streams of one index may run in different
- * threads.
+ * at a time per stream; streams of one index and group may run in
+ * different threads.
  */
 struct ex_index;
+struct ex_group;
 struct ex_stream;
+struct ex_group *ex_group_make(const struct ex_index *ix,
+			       const struct ex_config *c);
+void ex_group_free(struct ex_group *g);
 struct ex_stream *ex_stream_open(const struct ex_index *ix,
+				 const struct ex_group *g,
 				 const struct ex_config *c, enum ex_format f,
 				 const struct ex_self *self, uint64_t t0_ns);
 int ex_stream_fill(struct ex_stream *st, struct tp_buf *out, size_t want);

@@ -107,16 +107,48 @@ static void count_dead(const struct tp_snapshot *snap, struct ex_self *self)
 	}
 }
 
-/* The end of a body's text: its label clashes join the totals that the
- * next scrapes report. */
+/*
+ * An index and its grouping, shared by the bodies of the scrapes that
+ * use it (refs, under the scrape lock); freed by the last of them.
+ */
+struct srv_index {
+	struct ex_index ix;
+	struct ex_group *g;
+	unsigned refs;
+	uint64_t made_ns;          /* CLOCK_MONOTONIC when it was complete */
+	struct server *s;
+};
+
+/*
+ * A scrape that begins less than this after another scrape's index was
+ * made, while a body still uses it, uses it too: simultaneous scrapes
+ * (two Prometheus servers of a pair) then cost one index, and see the
+ * same series; each series is still read when its own body writes it.
+ */
+#define SHARE_NS 1000000000ull
+
+/* The end of a body's text (or of its body): its label clashes join the
+ * totals that the next scrapes report, and it lets go of its index. */
 static void body_done(const struct ex_result *res, void *arg)
 {
-	struct server *s = arg;
+	struct srv_index *si = arg;
+	struct server *s = si->s;
+	int last;
 
 	pthread_mutex_lock(&s->scrape_lock);
-	s->label_clashes_total[0] += res->labels_renamed;
-	s->label_clashes_total[1] += res->labels_dropped;
+	if (res) {
+		s->label_clashes_total[0] += res->labels_renamed;
+		s->label_clashes_total[1] += res->labels_dropped;
+	}
+	last = --si->refs == 0;
+	if (last && s->recent == si)
+		s->recent = NULL;
 	pthread_mutex_unlock(&s->scrape_lock);
+	if (!last)
+		return;
+	ex_group_free(si->g);
+	ex_index_free(&si->ix);
+	free(si);
 }
 
 static ssize_t body_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -136,17 +168,16 @@ static void body_free(void *cls)
 }
 
 /*
- * Read the segments into @ix and fill @self, under the scrape lock
- * (two scrapes never index the segments at the same time, and
- * --aggregate's retain is kept between them).  The series are read
- * again, without the lock, as the body is written (index.h); --aggregate
- * sums them across processes, so its index is a snapshot of the sums.
+ * A new index of the segments (the scrape lock held).  The series are
+ * read again, without the lock, as the body is written (index.h);
+ * --aggregate sums them across processes, so its index is a snapshot of
+ * the sums, never shared (the retain is kept scrape by scrape).
  */
-static void collect(struct server *s, struct ex_index *ix,
-		    struct ex_self *self, uint64_t *t0)
+static struct srv_index *collect(struct server *s, uint64_t t0)
 {
+	struct srv_index *si = tp_xcalloc(1, sizeof(*si));
 	struct tp_collect_opts co = { 0 };
-	struct tp_snapshot raw, agg, *snap = &ix->snap;
+	struct tp_snapshot raw, agg;
 	char errbuf[512];
 	int complete;
 
@@ -154,29 +185,50 @@ static void collect(struct server *s, struct ex_index *ix,
 	co.ndirs = s->o.ndirs;
 	co.open_opts = s->o.open_opts;
 	co.order = TP_ORDER_READ; /* expose groups families itself */
-
-	pthread_mutex_lock(&s->scrape_lock);
-	*t0 = tp_now_ns();
-	expire(s, *t0);
-	memset(ix, 0, sizeof(*ix));
+	si->s = s;
+	expire(s, t0);
 	if (s->o.expose.aggregate) {
 		memset(&raw, 0, sizeof(raw));
 		complete = tp_snapshot_collect(&raw, &co, errbuf,
 					       sizeof(errbuf)) == 0;
 		log_skips(s, &raw);
-		count_dead(&raw, self);
 		/* The raw snapshot becomes the retain's "last": not freed
 		 * here. */
 		ex_retain_update(&s->retain, &raw, complete);
 		tp_snapshot_aggregate_with(&raw, s->retain.gone,
 					   s->retain.ngone, &agg);
-		ex_index_of_snapshot(ix, &agg);
+		ex_index_of_snapshot(&si->ix, &agg);
 	} else {
-		ex_index_collect(ix, &co, errbuf, sizeof(errbuf));
-		log_skips(s, snap);
-		count_dead(snap, self);
+		ex_index_collect(&si->ix, &co, errbuf, sizeof(errbuf));
+		log_skips(s, &si->ix.snap);
+		s->recent = si;
 	}
 	dir_error(s, errbuf);
+	si->g = ex_group_make(&si->ix, &s->o.expose);
+	si->made_ns = tp_now_ns();
+	return si;
+}
+
+/*
+ * The index of this scrape, and @self filled, under the scrape lock (two
+ * scrapes never index the segments at the same time, and --aggregate's
+ * retain is kept between them).
+ */
+static struct srv_index *take_index(struct server *s, struct ex_self *self,
+				    uint64_t *t0)
+{
+	struct srv_index *si;
+	const struct tp_snapshot *snap;
+
+	pthread_mutex_lock(&s->scrape_lock);
+	*t0 = tp_now_ns();
+	si = s->recent;
+	if (si && !s->o.expose.aggregate && *t0 - si->made_ns < SHARE_NS)
+		si->refs++;
+	else
+		(si = collect(s, *t0))->refs = 1;
+	snap = &si->ix.snap;
+	count_dead(snap, self);
 	s->scrapes++;
 	for (size_t i = 0; i < snap->nskipped; i++)
 		s->skipped_total[tp_skip_reason(snap->skipped[i].err)]++;
@@ -194,12 +246,13 @@ static void collect(struct server *s, struct ex_index *ix,
 	pthread_mutex_lock(&s->conn_lock);
 	self->conns_evicted = s->conns_evicted;
 	pthread_mutex_unlock(&s->conn_lock);
+	return si;
 }
 
 /*
  * The body is written as libmicrohttpd sends it (body.h), after the
  * scrape lock is released: a client that reads slowly holds its own
- * snapshot, not the other scrapes.  Its length is not known beforehand:
+ * body, not the other scrapes.  Its length is not known beforehand:
  * HTTP/1.1 sends it chunked, HTTP/1.0 ends it by closing the connection.
  */
 enum MHD_Result srv_scrape(struct server *s, struct MHD_Connection *c)
@@ -209,16 +262,16 @@ enum MHD_Result srv_scrape(struct server *s, struct MHD_Connection *c)
 	const char *ae = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 						     "Accept-Encoding");
 	enum ex_format f = server_negotiate(accept);
-	struct ex_index ix;
 	struct ex_self self = { 0 };
+	struct srv_index *si;
 	struct ex_body *body;
 	struct MHD_Response *r;
 	enum MHD_Result ret;
 	uint64_t t0;
 
-	collect(s, &ix, &self, &t0);
-	body = ex_body_new(&ix, &s->o.expose, f, &self, t0,
-			   server_gzip_ok(ae), body_done, s);
+	si = take_index(s, &self, &t0);
+	body = ex_body_new(&si->ix, si->g, &s->o.expose, f, &self, t0,
+			   server_gzip_ok(ae), body_done, si);
 	r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, EX_BODY_CHUNK,
 					      body_read, body, body_free);
 	if (!r) {

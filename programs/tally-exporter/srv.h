@@ -21,6 +21,8 @@
 #include "strbuf.h"
 #include "strmap.h"
 
+struct srv_index;
+
 /* What a request's login came to. */
 enum auth_state {
 	AUTH_UNSEEN, AUTH_PENDING, AUTH_OK, AUTH_BAD, AUTH_STOP,
@@ -60,6 +62,8 @@ struct server {
 	uint64_t label_clashes_total[2]; /* renamed, dropped */
 	char last_dir_error[512];
 	struct ex_retain retain;   /* --aggregate: exited processes' counts */
+	struct srv_index *recent;  /* the last index, while a body uses it
+				      (scrape.c) */
 	uint64_t next_expire_ns;   /* when to apply TALLY_RETAIN again */
 	uint64_t retain_told;      /* bit i: said why dirs[i] is not
 				      cleaned */

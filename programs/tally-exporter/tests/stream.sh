@@ -14,6 +14,7 @@
 #     its idle one stays within STREAM_BYTES_PER_SERIES per series (100
 #     by default, the exporter's bound: it keeps a few bytes per series
 #     and reads each series again as it writes it).
+#     Two scrapes at once take at most 1.2 times that memory.
 #  3. A client that reads slowly does not hold back another scrape: while
 #     it has read only part of the body, a second scrape is served whole.
 . "$(dirname "$0")/lib.sh"
@@ -92,6 +93,29 @@ else
 	[ "$b" -le "$per" ] || fail "large scrape: $b bytes per series above idle, bound $per"
 fi
 ok "large scrape whole in text and gzip, $b B per series"
+
+# Two scrapes at once, in a fresh exporter: both whole, and within 1.2x
+# the memory of one (the second uses the first one's index).
+one=$((peak - idle))
+stop "$exporter_pid"
+start_exporter
+u=http://127.0.0.1:$port/metrics
+idle=$(hwm)
+scrape --max-time 120 "$u" -o "$dir/two.a" &
+two=$!
+scrape --max-time 120 "$u" -o "$dir/two.b" || fail "two scrapes at once: the second"
+wait "$two" || fail "two scrapes at once: the first"
+peak=$(hwm)
+for f in "$dir/two.a" "$dir/two.b"; do
+	got=$(grep -c '^many_requests_total{' "$f" || true)
+	[ "$got" = "$n" ] || fail "two scrapes at once: $got series, want $n"
+done
+echo "two scrapes at once: $((peak - idle)) B above idle, one: $one B"
+if [ -z "${STREAM_SANITIZED:-}" ]; then
+	[ $(( (peak - idle) * 10 )) -le $((one * 12)) ] ||
+		fail "two scrapes at once: $((peak - idle)) B, more than 1.2x one ($one B)"
+fi
+ok "two scrapes at once: both whole, $((peak - idle)) B (one: $one B)"
 
 # 3. A slow reader (20 kB/s: minutes for this body) and a normal scrape
 # at the same time; the slow one is stopped once the other is served.

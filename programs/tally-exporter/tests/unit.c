@@ -433,7 +433,8 @@ static void check_streamed(const struct tp_snapshot *s,
 	memset(&ix, 0, sizeof(ix));
 	ix.snap = *s;
 	for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
-		struct ex_stream *st = ex_stream_open(&ix, c, f, &self, 0);
+		struct ex_stream *st = ex_stream_open(&ix, NULL, c, f, &self,
+						      0);
 		unsigned calls = 0;
 
 		tp_buf_reset(&b);
@@ -543,26 +544,38 @@ TEST(write)
 	tp_buf_free(&b);
 }
 
-/* A body read @max bytes at a time, inflated when gzip. */
+/* What a body hands back when its text is done: counted, and freed. */
+static int bodies_done;
+
+static void body_done(const struct ex_result *res, void *arg)
+{
+	CHECK(res != NULL);
+	bodies_done++;
+	ex_index_free(arg);
+}
+
+/* A body read @max bytes at a time, inflated when gzip; it takes @snap. */
 static void read_body(struct tp_snapshot *snap, const struct ex_config *c,
 		      enum ex_format f, int gz, size_t max, struct tp_buf *out)
 {
 	struct ex_self self = { 0 };
-	struct ex_index ix;
-	struct ex_body *b;
-
-	ex_index_of_snapshot(&ix, snap);
-	b = ex_body_new(&ix, c, f, &self, 0, gz, NULL, NULL);
 	struct tp_buf raw = { 0 };
 	static char chunk[65536];
+	static struct ex_index ix;
+	struct ex_body *b;
 	ssize_t n;
+	int done = bodies_done;
 
+	ex_index_of_snapshot(&ix, snap);
+	b = ex_body_new(&ix, NULL, c, f, &self, 0, gz, body_done, &ix);
 	CHECK(ex_body_gzip(b) == gz);
 	while ((n = ex_body_read(b, chunk, max)) > 0)
 		tp_buf_putn(&raw, chunk, (size_t)n);
 	CHECK(n == 0);
 	CHECK(ex_body_read(b, chunk, max) == 0);
+	CHECK(bodies_done == done + 1 && ix.snap.series == NULL);
 	ex_body_free(b);
+	CHECK(bodies_done == done + 1);
 	tp_buf_reset(out);
 	if (!gz) {
 		tp_buf_putn(out, tp_buf_str(&raw), raw.len);
@@ -635,6 +648,42 @@ TEST(body)
 		}
 	tp_buf_free(&want);
 	tp_buf_free(&got);
+}
+
+static void body_cut(const struct ex_result *res, void *arg)
+{
+	CHECK(res == NULL);
+	*(int *)arg += 1;
+}
+
+/* A body freed before its end (the client went away) hands its index
+ * back once, with no numbers. */
+TEST(body_cut)
+{
+	enum { N = 8000 }; /* more text than one chunk */
+	struct ex_config c = { .pid_label = "pid" };
+	struct tp_snapshot s = { 0 };
+	static struct tp_series v[N];
+	struct ex_index ix;
+	struct ex_body *b;
+	char buf[16];
+	int cut = 0;
+
+	for (int i = 0; i < N; i++) {
+		v[i].kind = TALLY_COUNTER;
+		v[i].name = v[i].key = "a_total";
+		v[i].help = v[i].unit = "";
+		v[i].value = i;
+	}
+	s.series = v;
+	s.nseries = N;
+	memset(&ix, 0, sizeof(ix));
+	ix.snap = s; /* borrowed: not freed */
+	b = ex_body_new(&ix, NULL, &c, EX_TEXT, NULL, 0, 1, body_cut, &cut);
+	CHECK(ex_body_read(b, buf, sizeof(buf)) > 0);
+	CHECK(cut == 0);
+	ex_body_free(b);
+	CHECK(cut == 1);
 }
 
 /* Two services define one name otherwise (help, label names): their
