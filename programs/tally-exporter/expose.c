@@ -41,6 +41,7 @@
 #include "format.h"
 #include "index.h"
 #include "segfield.h"
+#include "selfmetrics.h"
 #include "strmap.h"
 
 static const struct ex_le_rule *le_rule_for(const struct ex_config *c,
@@ -1013,17 +1014,6 @@ static void seg_metric(struct tp_buf *b, const struct tp_snapshot *snap,
 	}
 }
 
-/* What the tally_exporter_* metrics are worked out from. */
-struct self_ctx {
-	const struct tp_snapshot *snap;
-	const struct ex_self *self;
-	const struct ex_result *res;
-	uint64_t t0_ns;
-	uint64_t skipped[TP_NSKIP];  /* in this scrape, by reason */
-	uint64_t nread;              /* segments read in this scrape */
-	uint64_t records_skipped;    /* corrupt records they hid */
-};
-
 /* A sample: @name{@labels} @value (no braces without labels). */
 static void put_line(struct tp_buf *b, const char *name, const char *labels,
 		     const char *value)
@@ -1039,209 +1029,28 @@ static void put_line(struct tp_buf *b, const char *name, const char *labels,
 	tp_buf_putc(b, '\n');
 }
 
-static void put_line_u64(struct tp_buf *b, const char *name,
-			 const char *labels, uint64_t v)
-{
-	char t[TP_I64_LEN + 1];
-
-	snprintf(t, sizeof(t), "%llu", (unsigned long long)v);
-	put_line(b, name, labels, t);
-}
-
-static void w_build_info(struct tp_buf *b, const char *name,
-			 const struct self_ctx *x)
-{
-	tp_buf_puts(b, name);
-	tp_buf_putc(b, '{');
-	tp_buf_label(b, "version", x->self->version ? x->self->version : "");
-	tp_buf_putc(b, ',');
-	tp_buf_label(b, "libmicrohttpd", x->self->mhd_version ?
-		     x->self->mhd_version : "");
-	tp_buf_puts(b, "} 1\n");
-}
-
-static void put_by_reason(struct tp_buf *b, const char *name,
-			  const uint64_t *n)
-{
-	char l[64];
-
-	for (unsigned r = 0; r < TP_NSKIP; r++) {
-		snprintf(l, sizeof(l), "reason=\"%s\"", tp_skip_names[r]);
-		put_line_u64(b, name, l, n[r]);
-	}
-}
-
-static void w_skipped_now(struct tp_buf *b, const char *name,
-			  const struct self_ctx *x)
-{
-	put_by_reason(b, name, x->skipped);
-}
-
-static void w_skipped_total(struct tp_buf *b, const char *name,
-			    const struct self_ctx *x)
-{
-	put_by_reason(b, name, x->self->skipped_total);
-}
-
-static void w_clashes(struct tp_buf *b, const char *name,
-		      const struct self_ctx *x)
-{
-	put_line_u64(b, name, "action=\"renamed\"",
-		     x->self->label_clashes_total[0] + x->res->labels_renamed);
-	put_line_u64(b, name, "action=\"dropped\"",
-		     x->self->label_clashes_total[1] + x->res->labels_dropped);
-}
-
-static void put_seconds(struct tp_buf *b, const char *name, double s)
-{
-	char t[64];
-
-	snprintf(t, sizeof(t), "%.6f", s);
-	put_line(b, name, NULL, t);
-}
-
-static void w_collect_seconds(struct tp_buf *b, const char *name,
-			      const struct self_ctx *x)
-{
-	put_seconds(b, name, x->self->collect_seconds);
-}
-
-/* Measured when written, the last metric, so that it covers the
- * formatting too (not gzip). */
-static void w_scrape_seconds(struct tp_buf *b, const char *name,
-			     const struct self_ctx *x)
-{
-	put_seconds(b, name, (double)(tp_now_ns() - x->t0_ns) / 1e9);
-}
-
-/* Where the value of a metric of one unlabelled integer is. */
-enum self_src { S_WRITE, S_CTX, S_SELF, S_RES };
-#define FROM_CTX(m)  S_CTX, offsetof(struct self_ctx, m)
-#define FROM_SELF(m) S_SELF, offsetof(struct ex_self, m)
-#define FROM_RES(m)  S_RES, offsetof(struct ex_result, m)
-#define WRITTEN_BY(fn) fn, S_WRITE, 0
-
-/*
- * The tally_exporter_* metrics, in the order written: the one place
- * that names them (ex_write() claims these names too).  Each has its
- * samples written by @write, or is one unlabelled integer: the uint64_t
- * at @off in struct self_ctx, ex_self or ex_result (@src).
- */
-static const struct self_metric {
-	const char *name;       /* the family: counters without _total */
-	int counter;
-	const char *help, *unit;
-	void (*write)(struct tp_buf *b, const char *name,
-		      const struct self_ctx *x);
-	enum self_src src;
-	size_t off;
-} self_metrics[] = {
-	{ "tally_exporter_build_info", 0,
-	  "tally-exporter's version and libmicrohttpd's.", NULL,
-	  WRITTEN_BY(w_build_info) },
-	{ "tally_exporter_segments_read", 0,
-	  "Segments read in this scrape.", NULL, NULL,
-	  FROM_CTX(nread) },
-	{ "tally_exporter_scrape_segments_skipped", 0,
-	  "Segments skipped in this scrape, by reason.", NULL,
-	  WRITTEN_BY(w_skipped_now) },
-	{ "tally_exporter_segments_skipped", 1,
-	  "Segments skipped since the exporter started, by reason.", NULL,
-	  WRITTEN_BY(w_skipped_total) },
-	{ "tally_exporter_scrape_records_skipped", 0,
-	  "Corrupt records skipped in the segments read in this scrape, "
-	  "each hiding only its own series.", NULL, NULL,
-	  FROM_CTX(records_skipped) },
-	{ "tally_exporter_connections_evicted", 1,
-	  "Connections that had not sent a whole request, closed (the "
-	  "oldest first) because the connection table was full, since the "
-	  "exporter started.", NULL, NULL, FROM_SELF(conns_evicted) },
-	{ "tally_exporter_dead_segments", 0,
-	  "Segments whose processes are all gone, kept for post-mortem "
-	  "reading until TALLY_RETAIN has passed.", NULL, NULL,
-	  FROM_SELF(dead_segments) },
-	{ "tally_exporter_dead_segment_bytes", 0,
-	  "Memory the dead segments hold.", "bytes", NULL,
-	  FROM_SELF(dead_bytes) },
-	{ "tally_exporter_series", 0,
-	  "Series exported in this scrape.", NULL, NULL,
-	  FROM_RES(series) },
-	{ "tally_exporter_series_conflicts", 0,
-	  "Series left out in this scrape: a kind or bucket layout that "
-	  "differs from its family's, names that clash, or a label set "
-	  "written already.", NULL, NULL, FROM_RES(conflicts) },
-	{ "tally_exporter_series_redefined", 0,
-	  "Series written in this scrape under the HELP of another "
-	  "definition of their name: segments (services) that give one "
-	  "name another help text or other label names; the family shows "
-	  "the first one's.", NULL, NULL, FROM_RES(redefined) },
-	{ "tally_exporter_label_clashes", 1,
-	  "Series whose label names clashed with the exposition's (le on a "
-	  "histogram) or the exporter's own (pid, process, zone), or "
-	  "repeated a name, since the exporter started: renamed "
-	  "(exported_le, tally_<name>) or dropped, once per scrape.", NULL,
-	  WRITTEN_BY(w_clashes) },
-	{ "tally_exporter_retired_series", 0,
-	  "--aggregate: series whose counts are kept for processes that "
-	  "exited.", NULL, NULL, FROM_SELF(retired_series) },
-	{ "tally_exporter_retired_segments", 1,
-	  "--aggregate: segments that vanished since the exporter started, "
-	  "whose last counts are kept.", NULL, NULL,
-	  FROM_SELF(retired_segments) },
-	{ "tally_exporter_scrapes", 1,
-	  "Scrapes served since the exporter started.", NULL, NULL,
-	  FROM_SELF(scrapes) },
-	{ "tally_exporter_collect_duration_seconds", 0,
-	  "Time spent reading the segments in this scrape.", "seconds",
-	  WRITTEN_BY(w_collect_seconds) },
-	{ "tally_exporter_scrape_duration_seconds", 0,
-	  "Time spent reading the segments and formatting this response.",
-	  "seconds", WRITTEN_BY(w_scrape_seconds) },
-};
-
-#define NSELF (sizeof(self_metrics) / sizeof(self_metrics[0]))
-
-static uint64_t self_u64(const struct self_metric *m,
-			 const struct self_ctx *x)
-{
-	const char *p = m->src == S_CTX ? (const char *)x :
-			m->src == S_SELF ? (const char *)x->self :
-					   (const char *)x->res;
-	uint64_t v;
-
-	memcpy(&v, p + m->off, sizeof(v));
-	return v;
-}
-
 static void write_self(struct tp_buf *b, const struct tp_snapshot *snap,
 		       enum ex_format f, const struct ex_self *self,
 		       const struct ex_result *res, uint64_t t0_ns,
 		       const unsigned char *shadowed)
 {
-	struct self_ctx x = { snap, self, res, t0_ns, { 0 }, 0, 0 };
+	struct self_in in = { snap, self, res, t0_ns };
+	struct self_sample v[SELF_MAX_SAMPLES];
 	char sample[128];
-
-	for (size_t i = 0; i < snap->nskipped; i++)
-		x.skipped[tp_skip_reason(snap->skipped[i].err)]++;
-	for (size_t i = 0; i < snap->nsegs; i++) {
-		x.nread += !snap->segs[i].stale;
-		if (!snap->segs[i].stale)
-			x.records_skipped += snap->segs[i].records_skipped;
-	}
 
 	for (size_t i = 0; i < tp_seg_nfields; i++)
 		if (tp_seg_fields[i].metric)
 			seg_metric(b, snap, f, &tp_seg_fields[i], shadowed);
 	for (size_t i = 0; i < NSELF; i++) {
 		const struct self_metric *m = &self_metrics[i];
+		unsigned n = self_samples(m, &in, v);
 
 		self_header(b, f, m->name, m->counter, m->help, m->unit);
 		snprintf(sample, sizeof(sample), "%s%s", m->name,
 			 m->counter ? "_total" : "");
-		if (m->write)
-			m->write(b, sample, &x);
-		else
-			put_line_u64(b, sample, NULL, self_u64(m, &x));
+		for (unsigned j = 0; j < n; j++)
+			put_line(b, sample, v[j].labels[0] ? v[j].labels :
+				 NULL, v[j].value);
 	}
 }
 

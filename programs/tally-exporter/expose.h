@@ -67,25 +67,9 @@ struct ex_config {
 				      tally_segment_* */
 };
 
-/* The exporter's own numbers, written after the series. */
-struct ex_self {
-	double collect_seconds;    /* reading the segments */
-	uint64_t scrapes;          /* served so far, this one included */
-	uint64_t skipped_total[TP_NSKIP]; /* since start, by
-					     tp_skip_reason() */
-	uint64_t retired_series;   /* --aggregate: series kept for exited
-				      processes */
-	uint64_t retired_segments; /* --aggregate: segments that vanished,
-				      since start */
-	uint64_t dead_segments;    /* read in this scrape, whose processes
-				      are all gone */
-	uint64_t dead_bytes;       /* the memory those hold */
-	uint64_t label_clashes_total[2]; /* series renamed, dropped, in
-					    the scrapes before this one */
-	uint64_t conns_evicted;    /* incomplete connections closed to make
-				      room in a full table, since start */
-	const char *version, *mhd_version;
-};
+/* The exporter's own numbers, written after the series: selfmetrics.h
+ * defines and fills them. */
+struct ex_self;
 
 /* Numbers of the last ex_write(). */
 struct ex_result {

@@ -68,7 +68,7 @@ void srv_mhd_logger(void *cls, const char *fmt, va_list ap)
 	pthread_mutex_unlock(&log_lock);
 	if (dropped)
 		srv_log("libmicrohttpd: %u more messages in the last minute "
-		      "were not logged", dropped);
+			"were not logged", dropped);
 	if (!show)
 		return;
 	vsnprintf(msg, sizeof(msg), fmt, ap);

@@ -9,7 +9,7 @@
 #include "srv.h"
 
 enum MHD_Result srv_reply(struct MHD_Connection *c, unsigned status,
-			     const char *ctype, const char *body)
+			  const char *ctype, const char *body)
 {
 	struct MHD_Response *r = MHD_create_response_from_buffer(
 		strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
@@ -48,7 +48,7 @@ enum MHD_Result srv_unauthorized(struct MHD_Connection *c)
 }
 
 enum MHD_Result srv_busy(struct MHD_Connection *c, unsigned status,
-			    const char *body)
+			 const char *body)
 {
 	struct MHD_Response *r = MHD_create_response_from_buffer(
 		strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);

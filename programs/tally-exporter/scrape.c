@@ -3,8 +3,8 @@
  * scrapes never index the segments at the same time) it applies
  * $TALLY_RETAIN to the directories at most once a minute, indexes the
  * segments (index.h), logs what it could not read once per change, keeps
- * --aggregate's counts of exited processes (retain.h) and fills the
- * exporter's own numbers; then it answers with a body written as the
+ * --aggregate's counts of exited processes (retain.h) and has the
+ * exporter's own numbers filled (selfmetrics.h); then it answers with a body written as the
  * client reads it (body.h), in gzip when the client allows it.
  */
 #define _GNU_SOURCE
@@ -15,11 +15,8 @@
 
 #include "aggregate.h"
 #include "body.h"
+#include "selfmetrics.h"
 #include "srv.h"
-
-#ifndef TALLY_VERSION
-#define TALLY_VERSION "0"
-#endif
 
 static void dir_error(struct server *s, const char *msg)
 {
@@ -94,19 +91,6 @@ static void log_skips(struct server *s, const struct tp_snapshot *snap)
 	s->skip_mem = mem;
 }
 
-/* What the dead segments of a raw snapshot hold. */
-static void count_dead(const struct tp_snapshot *snap, struct ex_self *self)
-{
-	for (size_t i = 0; i < snap->nsegs; i++) {
-		const struct tp_segment *g = &snap->segs[i];
-
-		if (g->stale || g->info.alive || g->info.in_use)
-			continue;
-		self->dead_segments++;
-		self->dead_bytes += g->info.resident_bytes;
-	}
-}
-
 /*
  * An index and its grouping, shared by the bodies of the scrapes that
  * use it (refs, under the scrape lock); freed by the last of them.
@@ -136,10 +120,8 @@ static void body_done(const struct ex_result *res, void *arg)
 	int last;
 
 	pthread_mutex_lock(&s->scrape_lock);
-	if (res) {
-		s->label_clashes_total[0] += res->labels_renamed;
-		s->label_clashes_total[1] += res->labels_dropped;
-	}
+	if (res)
+		self_count_result(s, res);
 	last = --si->refs == 0;
 	if (last && s->recent == si)
 		s->recent = NULL;
@@ -218,7 +200,6 @@ static struct srv_index *take_index(struct server *s, struct ex_self *self,
 				    uint64_t *t0)
 {
 	struct srv_index *si;
-	const struct tp_snapshot *snap;
 
 	pthread_mutex_lock(&s->scrape_lock);
 	*t0 = tp_now_ns();
@@ -227,25 +208,9 @@ static struct srv_index *take_index(struct server *s, struct ex_self *self,
 		si->refs++;
 	else
 		(si = collect(s, *t0))->refs = 1;
-	snap = &si->ix.snap;
-	count_dead(snap, self);
-	s->scrapes++;
-	for (size_t i = 0; i < snap->nskipped; i++)
-		s->skipped_total[tp_skip_reason(snap->skipped[i].err)]++;
-	self->collect_seconds = (double)(tp_now_ns() - *t0) / 1e9;
-	self->scrapes = s->scrapes;
-	self->retired_series = s->retain.ngone;
-	self->retired_segments = s->retain.segments_retired;
-	memcpy(self->skipped_total, s->skipped_total,
-	       sizeof(s->skipped_total));
-	self->version = TALLY_VERSION;
-	self->mhd_version = MHD_get_version();
-	memcpy(self->label_clashes_total, s->label_clashes_total,
-	       sizeof(s->label_clashes_total));
+	self_count_dead(self, &si->ix.snap);
+	self_fill(self, s, &si->ix.snap, *t0, tp_now_ns());
 	pthread_mutex_unlock(&s->scrape_lock);
-	pthread_mutex_lock(&s->conn_lock);
-	self->conns_evicted = s->conns_evicted;
-	pthread_mutex_unlock(&s->conn_lock);
 	return si;
 }
 

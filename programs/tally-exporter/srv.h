@@ -35,12 +35,12 @@ enum auth_state {
 struct request {
 	int started;               /* the handler has seen it */
 	const char *raw_uri;       /* the path as sent, and its length up */
-	size_t raw_len;            /* to the first NUL (uri_logged()) */
+	size_t raw_len;            /* to the first NUL (srv_uri_logged()) */
 	enum auth_state auth;
 	char *user, *pass;
 	unsigned char addr[17];    /* family, then the address bytes */
 	int clean;                 /* a configured user without recent
-				      failures (see the top) when queued */
+				      failures (auth.c) when queued */
 	int uidx;                  /* that user's index */
 	uint64_t queued_ns;        /* CLOCK_MONOTONIC when queued */
 	struct MHD_Connection *c;
@@ -56,6 +56,8 @@ struct conn {
 struct server {
 	struct server_opts o;
 	struct MHD_Daemon *d;
+	/* The scrape (scrape.c), and the totals since start that
+	 * selfmetrics.c keeps for the exporter's own metrics. */
 	pthread_mutex_t scrape_lock;
 	uint64_t scrapes;
 	uint64_t skipped_total[TP_NSKIP];
@@ -75,7 +77,7 @@ struct server {
 	int stopping;
 	struct conn head;          /* a ring, the newest first */
 	unsigned nconns;           /* in the ring */
-	uint64_t conns_evicted;    /* closed to make room (notify_conn) */
+	uint64_t conns_evicted;    /* closed to make room (srv_notify_conn) */
 	pthread_t watchdog;
 	int watchdog_started;
 	/* The login queue and its thread. */
@@ -118,5 +120,37 @@ void srv_gzip_end(z_stream *z);
 
 /* scrape.c: answer a scrape of /metrics on @c. */
 enum MHD_Result srv_scrape(struct server *s, struct MHD_Connection *c);
+
+/* route.c: libmicrohttpd's callbacks for a request: the handler, the end
+ * of a request, the path's unescaping and its first sight. */
+enum MHD_Result srv_handle(void *cls, struct MHD_Connection *c,
+			   const char *url, const char *method,
+			   const char *version, const char *upload,
+			   size_t *upload_size, void **req);
+void srv_completed(void *cls, struct MHD_Connection *c, void **req,
+		   enum MHD_RequestTerminationCode code);
+size_t srv_unescape(void *cls, struct MHD_Connection *c, char *str);
+void *srv_uri_logged(void *cls, const char *uri, struct MHD_Connection *c);
+
+/* auth.c: start the login thread when the web config has users (0, or
+ * -EAGAIN with a reason in @err); empty the queue, answering its logins
+ * 503, and end the thread.  srv_login(): see there.  srv_too_many: the
+ * body of a 429. */
+int srv_auth_start(struct server *s, char *err, size_t errlen);
+void srv_auth_stop(struct server *s);
+enum auth_state srv_login(struct server *s, struct MHD_Connection *c,
+			  struct request *r, enum MHD_Result *resp);
+extern const char srv_too_many[];
+
+/* watchdog.c: libmicrohttpd's notification of a connection's start and
+ * end; no deadline while a request is answered, a new one after; the
+ * watchdog thread's start (0 or -EAGAIN with a reason in @err) and
+ * stop. */
+void srv_notify_conn(void *cls, struct MHD_Connection *c, void **sock_ctx,
+		     enum MHD_ConnectionNotificationCode code);
+void srv_conn_answering(struct server *s, struct MHD_Connection *c);
+void srv_conn_rearm(struct server *s, struct MHD_Connection *c);
+int srv_watchdog_start(struct server *s, char *err, size_t errlen);
+void srv_watchdog_stop(struct server *s);
 
 #endif /* TALLY_EXPORTER_SRV_H */

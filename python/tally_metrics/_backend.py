@@ -45,7 +45,7 @@ import threading
 import warnings
 from typing import Any, Dict, Optional, Sequence, Tuple
 
-from . import _metrics, _native
+from . import _metrics, _native, _promclient
 from ._format import INF
 from ._registry import CollectorRegistry
 
@@ -161,14 +161,11 @@ class TallyValue:
                 self._combined = (metric_name, tuple(sorted(
                     zip(labelnames, labelvalues))))
         elif typ in ("histogram", "summary"):
-            if name == metric_name + "_bucket":
-                # labelnames end with "le", labelvalues with the bound.
-                self._role = "bucket"
-                key = (metric_name, labelvalues[:-1])
-                labelnames = labelnames[:-1]
-            else:
-                self._role = name[len(metric_name):]  # "_sum", "_count"
-                key = (metric_name, labelvalues)
+            # A bucket's label values end with its bound, taken out here.
+            self._role, labelnames, labelvalues, bound = \
+                _promclient.value_role(typ, metric_name, name, labelnames,
+                                       labelvalues)
+            key = (metric_name, labelvalues)
             with _lock:
                 g = _groups.get(key)
                 if g is None:
@@ -177,7 +174,6 @@ class TallyValue:
                     # A child made again (after remove() or clear(), or
                     # in another registry) has the same bounds: each
                     # keeps the index it had.
-                    bound = float(labelvalues[-1])
                     if bound in g.bounds:
                         self._index = g.bounds.index(bound)
                     else:
@@ -323,10 +319,11 @@ def _sync_children(metric: Any) -> None:
     """Make, in this process, the children of @metric (a parent) that
     other processes made: a worker's own registry then shows every
     child of the zone, each value the zone's (TallyValue.get())."""
-    names = metric._labelnames
-    have = metric._metrics
-    for f in _zone_families().get(metric._name, ()):
-        if f.type != metric._type:
+    names = _promclient.label_names(metric)
+    have = _promclient.children(metric)
+    kind = _promclient.metric_type(metric)
+    for f in _zone_families().get(_promclient.metric_name(metric), ()):
+        if f.type != kind:
             continue
         seen = set()
         for smp in f.samples:
@@ -338,17 +335,6 @@ def _sync_children(metric: Any) -> None:
                 continue
             seen.add(values)
             metric.labels(*values)
-
-
-def _to_metric(f: Any) -> Any:
-    from prometheus_client.core import Metric
-    try:
-        m = Metric(f.name, f.documentation, f.type, f.unit)
-    except ValueError:
-        m = Metric(f.name, f.documentation, f.type)
-    for smp in f.samples:
-        m.add_sample(smp.name, smp.labels, smp.value)
-    return m
 
 
 def _registry_collect(orig: Any, default: Any) -> Any:
@@ -370,7 +356,7 @@ def _registry_collect(orig: Any, default: Any) -> Any:
             for name, fams in _zone_families().items():
                 if name not in seen:
                     for f in fams:
-                        yield _to_metric(f)
+                        yield _promclient.to_metric(f)
         finally:
             _scrape.depth -= 1
             if not _scrape.depth:
@@ -382,8 +368,8 @@ def _registry_collect(orig: Any, default: Any) -> Any:
 
 def _metric_collect(orig: Any) -> Any:
     def collect(self: Any) -> Any:
-        if self._type in _KINDS and self._is_parent() and \
-                getattr(self, "_tally_backed", False):
+        if _promclient.metric_type(self) in _KINDS and \
+                _promclient.is_parent(self) and _promclient.backed(self):
             try:
                 _sync_children(self)
             except (OSError, ValueError):
@@ -419,8 +405,6 @@ def use(zone: Optional[str] = None) -> None:
     has internals that differ: then nothing of it is changed.
     This API is MT-safe."""
     global _installed, _zone_name
-    from . import _promclient
-
     with _lock:
         if _installed:
             return

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from ._promclient import make_metric, to_metric
 from ._read import read
 from ._registry import REGISTRY, CollectorRegistry
 
@@ -38,16 +39,11 @@ class TallyCollector:
         self.skipped: List[Tuple[str, str]] = []
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import Metric
-
         res = read(self._registry, dir=self._dir, zone=self._zone,
                    all_zones=self._all)
         self.skipped = res.skipped
         for f in res.families:
-            m = Metric(f.name, f.documentation, f.type, f.unit)
-            for s in f.samples:
-                m.add_sample(s.name, s.labels, s.value)
-            yield m
+            yield to_metric(f)
 
     def describe(self) -> List[Any]:
         """The metrics this collector will show, without their samples:
@@ -56,8 +52,6 @@ class TallyCollector:
         at register(), so that a metric defined in both libraries (a
         half-migrated application) is refused with prometheus_client's
         "Duplicated timeseries" ValueError instead of served twice."""
-        from prometheus_client.core import Metric
-
         out: Dict[str, Any] = {}
         reg = self._registry
         if reg is None and self._zone is None and not self._all:
@@ -65,14 +59,15 @@ class TallyCollector:
         if reg is not None:
             for m in reg.metrics():
                 typ = "unknown" if m._type == "untyped" else m._type
-                out.setdefault(m._name, Metric(m._name, m._documentation,
-                                               typ, m._unit))
+                out.setdefault(m._name, make_metric(m._name,
+                                                    m._documentation,
+                                                    typ, m._unit))
         try:
             res = read(self._registry, dir=self._dir, zone=self._zone,
                        all_zones=self._all)
         except OSError:
             res = None
         for f in (res.families if res else ()):
-            out.setdefault(f.name, Metric(f.name, f.documentation, f.type,
-                                          f.unit))
+            out.setdefault(f.name, make_metric(f.name, f.documentation,
+                                               f.type, f.unit))
         return list(out.values())

@@ -26,17 +26,41 @@ have what the switch replaces:
                                         (process, gc, platform) are
                                         unregistered
 
-and what it reads: a metric's _name, _type, _labelnames, _metrics and
-_is_parent(), a histogram's _upper_bounds and _metric_init() (which
-makes its _sum value first, then one value per bucket; observe() adds to
-_sum before the bucket), and core.Metric(name, documentation, type,
-unit) with add_sample().
+and what it reads, each through a function of this module that the rest
+of the package calls (the package reads nothing of prometheus_client
+elsewhere):
+
+  metric_name(), metric_type(),        a metric's _name, _type,
+  label_names(), children(),           _labelnames, _metrics (its
+  is_parent()                          children by label values) and
+                                       _is_parent()
+  value_role()                         how the values of a metric are
+                                       named: ValueClass(typ, metric_name,
+                                       name, ...) with name metric_name
+                                       (a gauge), metric_name + "_total"
+                                       (a counter), "_sum" and "_count"
+                                       (a summary), "_sum" and one
+                                       "_bucket" per bound, "le" the last
+                                       label (a histogram)
+  to_metric()                          core.Metric(name, documentation,
+                                       type, unit) with add_sample()
+
+check() runs each of them on probe objects of the release (a counter, a
+gauge, a histogram and a summary whose values are made by a recorder in
+place of values.ValueClass, in a copy of their _metric_init(); then
+their inc(), set() and observe(), which must give the observation to
+the _sum value once and make every other value's inc() one that the
+switch may ignore), so that a release whose internals differ is refused
+before anything is patched.
 """
 from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Any, Callable, Dict, Optional, Tuple
+import math
+import types
+from typing import (Any, Callable, Collection, Dict, Iterable, List,
+                    Optional, Tuple)
 
 # The releases the switch is tested against: at least the first, below
 # the second.  pyproject.toml's "prometheus-client" extra says the same.
@@ -130,19 +154,9 @@ def check(version: Optional[str] = None) -> Dict[str, Any]:
     metric = _need(core, "Metric", "core")
     _need(metric, "add_sample", "core.Metric")
 
-    # Parent metrics in no registry show the attributes read.  They have
-    # labels, so that no value is made (in multiprocess mode a value is
-    # a file).
-    counter = metrics.Counter("tally_probe", "Probe.", ["a"], registry=None)
-    for attr in ("_name", "_type", "_labelnames", "_metrics"):
-        _need(counter, attr, "metrics.Counter")
-    hist = metrics.Histogram("tally_probe", "Probe.", ["a"], registry=None,
-                             buckets=[1])
-    _need(hist, "_upper_bounds", "metrics.Histogram")
-    # Its own, not MetricWrapperBase's: the one that makes the values.
-    if not callable(vars(metrics.Histogram).get("_metric_init")):
-        raise Unsupported(
-            "prometheus_client has no metrics.Histogram._metric_init")
+    _check_reads(metrics)
+    _check_values(metrics)
+    _check_to_metric()
 
     per_process = []
     for mod, attr in _PER_PROCESS:
@@ -154,6 +168,246 @@ def check(version: Optional[str] = None) -> Dict[str, Any]:
     return dict(values=values, collector=collector, base=base,
                 reg_class=reg_class, default=default,
                 per_process=per_process)
+
+
+# --- What the switch reads of prometheus_client's metrics -------------
+
+# The attribute of a prometheus_client metric that says its values are
+# tally's (set by the patched MetricWrapperBase.__init__).
+_BACKED = "_tally_backed"
+
+
+def metric_name(metric: Any) -> str:
+    """The name of a prometheus_client metric (a counter's without
+    "_total")."""
+    return metric._name
+
+
+def metric_type(metric: Any) -> str:
+    """"counter", "gauge", "histogram", "summary", "info" or
+    "stateset"."""
+    return metric._type
+
+
+def label_names(metric: Any) -> Tuple[str, ...]:
+    return tuple(metric._labelnames)
+
+
+def children(metric: Any) -> Collection[Tuple[str, ...]]:
+    """The label values of the children a parent metric has made in this
+    process (a view, not a copy: read it under no lock, only to test
+    whether a child exists)."""
+    return metric._metrics
+
+
+def is_parent(metric: Any) -> bool:
+    """Whether @metric has label names and is not one of their
+    children."""
+    return bool(metric._is_parent())
+
+
+def backed(metric: Any) -> bool:
+    """Whether @metric was made after the switch (its values are
+    tally's)."""
+    return getattr(metric, _BACKED, False)
+
+
+def value_role(typ: str, metric_name: str, name: str,
+               labelnames: Iterable[str], labelvalues: Iterable[str]
+               ) -> Tuple[str, Tuple[str, ...], Tuple[str, ...],
+                          Optional[float]]:
+    """What a value that prometheus_client makes (ValueClass's
+    arguments) is to its metric: (role, label names, label values,
+    bound), role "value" (a counter's or a gauge's one value), "_sum",
+    "_count" (a summary's) or "bucket" (a histogram's, whose bound is
+    taken out of the labels).  ValueError for anything else."""
+    labelnames = tuple(labelnames)
+    labelvalues = tuple(labelvalues)
+    if typ in ("counter", "gauge"):
+        return "value", labelnames, labelvalues, None
+    if typ not in ("histogram", "summary"):
+        raise ValueError(f"tally holds no {typ!r} values")
+    if name == metric_name + "_bucket" and labelnames[-1:] == ("le",) \
+            and len(labelvalues) == len(labelnames):
+        return ("bucket", labelnames[:-1], labelvalues[:-1],
+                float(labelvalues[-1]))
+    role = name[len(metric_name):] if name.startswith(metric_name) else ""
+    if role not in ("_sum", "_count"):
+        raise ValueError(f"a {typ} value named {name!r} (metric "
+                         f"{metric_name!r}) is none tally knows")
+    return role, labelnames, labelvalues, None
+
+
+def make_metric(name: str, documentation: str, typ: str, unit: str
+                ) -> Any:
+    """A core.Metric to add samples to; without its unit when this
+    release refuses the unit for the name."""
+    from prometheus_client.core import Metric
+    try:
+        return Metric(name, documentation, typ, unit)
+    except ValueError:
+        return Metric(name, documentation, typ)
+
+
+def to_metric(family: Any) -> Any:
+    """A core.Metric of @family (a tally MetricFamily: name,
+    documentation, type, unit, samples of name, labels, value)."""
+    m = make_metric(family.name, family.documentation, family.type,
+                    family.unit)
+    for smp in family.samples:
+        m.add_sample(smp.name, smp.labels, smp.value)
+    return m
+
+
+# --- The checks of check() --------------------------------------------
+
+def _check_reads(metrics: Any) -> None:
+    # A parent metric in no registry: it has labels, so that no value is
+    # made (in multiprocess mode a value is a file).
+    counter = metrics.Counter("tally_probe", "Probe.", ["a"], registry=None)
+    try:
+        got = (metric_name(counter), metric_type(counter),
+               label_names(counter), is_parent(counter),
+               ("x",) in children(counter))
+        setattr(counter, _BACKED, True)
+        marked = backed(counter)
+    except (AttributeError, TypeError) as e:
+        raise Unsupported("prometheus_client's metrics.Counter is not as "
+                          f"expected ({e})") from None
+    want = ("tally_probe", "counter", ("a",), True, False)
+    if got != want or not marked:
+        raise Unsupported(f"prometheus_client's metrics.Counter reads as "
+                          f"{got}, not {want}")
+
+
+class _Made:
+    """A value made by a probe metric: its arguments and what was done
+    to it."""
+
+    def __init__(self, made: List["_Made"], typ: str, metric_name: str,
+                 name: str, labelnames: Any, labelvalues: Any,
+                 help_text: str = "", **kw: Any) -> None:
+        self.args = (typ, metric_name, name, labelnames, labelvalues)
+        self.kw = kw
+        self.calls: List[Tuple[str, float]] = []
+        made.append(self)
+
+    def inc(self, amount: float) -> None:
+        self.calls.append(("inc", amount))
+
+    def set(self, value: float, timestamp: Optional[float] = None) -> None:
+        self.calls.append(("set", value))
+
+    def set_exemplar(self, exemplar: Any) -> None:
+        pass
+
+    def get_exemplar(self) -> Any:
+        return None
+
+    def get(self) -> float:
+        return 0.0
+
+
+def _probe(metrics: Any, kind: str, **kw: Any) -> Tuple[Any, List[_Made]]:
+    """A child of a probe metric of class metrics.@kind whose values are
+    _Made ones: its _metric_init() runs, copied, with values.ValueClass
+    taken to be _Made (prometheus_client's own module is not changed)."""
+    cls = getattr(metrics, kind)
+    init = vars(cls).get("_metric_init")
+    if not isinstance(init, types.FunctionType):
+        raise Unsupported(f"prometheus_client has no metrics.{kind}."
+                          "_metric_init")
+    made: List[_Made] = []
+    scope = dict(init.__globals__)
+    scope["values"] = types.SimpleNamespace(
+        ValueClass=lambda *a, **k: _Made(made, *a, **k))
+    copy = types.FunctionType(init.__code__, scope, init.__name__,
+                              init.__defaults__, init.__closure__)
+    probe = type("TallyProbe" + kind, (cls,), {"_metric_init": copy})
+    child = probe("tally_probe", "Probe.", ["a"], registry=None,
+                  **kw).labels("x")
+    if not made:
+        raise Unsupported(f"prometheus_client's metrics.{kind} makes its "
+                          "values otherwise than by values.ValueClass")
+    return child, made
+
+
+def _roles(made: List[_Made]) -> List[Tuple[Any, ...]]:
+    out = []
+    for v in made:
+        try:
+            out.append(value_role(*v.args))
+        except (ValueError, IndexError, TypeError):
+            out.append(("?",) + v.args)
+    return out
+
+
+def _check_values(metrics: Any) -> None:
+    """Each kind makes the values value_role() names, with the
+    arguments TallyValue takes, and updates them as the switch counts
+    (a histogram's or summary's observation is the _sum value's inc();
+    every other value's inc() in it is one the switch ignores)."""
+    a, x = ("a",), ("x",)
+    want: Dict[str, Any] = {
+        "Counter": ({}, [("value", a, x, None)],
+                    lambda c: c.inc(2), [[("inc", 2)]]),
+        "Gauge": ({"multiprocess_mode": "livesum"}, [("value", a, x, None)],
+                  lambda g: (g.inc(2), g.dec(1), g.set(5)),
+                  [[("inc", 2), ("inc", -1), ("set", 5.0)]]),
+        "Histogram": ({"buckets": [1]},
+                      [("_sum", a, x, None), ("bucket", a, x, 1.0),
+                       ("bucket", a, x, math.inf)],
+                      lambda h: h.observe(0.5),
+                      [[("inc", 0.5)], [("inc", 1)], []]),
+        "Summary": ({}, None, lambda s: s.observe(0.5), None),
+    }
+    for kind, (kw, roles, update, calls) in want.items():
+        try:
+            child, made = _probe(metrics, kind, **kw)
+            update(child)
+        except Unsupported:
+            raise
+        except Exception as e:
+            raise Unsupported(f"prometheus_client's metrics.{kind} is not "
+                              f"as expected ({type(e).__name__}: {e})"
+                              ) from None
+        got = _roles(made)
+        if kind == "Summary":
+            # _count and _sum, in either order: the observation is the
+            # _sum value's inc() alone.
+            by_role = {r[0]: v.calls for r, v in zip(got, made)}
+            ok = sorted(by_role) == ["_count", "_sum"] and \
+                len(made) == 2 and by_role["_sum"] == [("inc", 0.5)] and \
+                by_role["_count"] == [("inc", 1)]
+        else:
+            ok = got == roles and [v.calls for v in made] == calls
+        if kind == "Gauge" and made[0].kw.get("multiprocess_mode") != \
+                "livesum":
+            ok = False
+        if not ok:
+            raise Unsupported(
+                f"prometheus_client's metrics.{kind} makes and updates "
+                f"its values otherwise: {got}, "
+                f"{[v.calls for v in made]}")
+
+
+def _check_to_metric() -> None:
+    smp = types.SimpleNamespace(name="tally_probe_total", labels={"a": "x"},
+                                value=2.0)
+    fam = types.SimpleNamespace(name="tally_probe", documentation="Probe.",
+                                type="counter", unit="", samples=[smp])
+    try:
+        m = to_metric(fam)
+        got = (m.name, m.type, m.documentation,
+               [tuple(s[:3]) for s in m.samples])
+    except Exception as e:
+        raise Unsupported(f"prometheus_client's core.Metric is not as "
+                          f"expected ({type(e).__name__}: {e})") from None
+    want = ("tally_probe", "counter", "Probe.",
+            [("tally_probe_total", {"a": "x"}, 2.0)])
+    if got != want:
+        raise Unsupported(f"prometheus_client's core.Metric makes {got}, "
+                          f"not {want}")
 
 
 def patch(found: Dict[str, Any], value_class: type,
@@ -181,7 +435,7 @@ def patch(found: Dict[str, Any], value_class: type,
 
     def __init__(self: Any, *args: Any, **kw: Any) -> None:
         # Metrics made from now on hold their values in tally.
-        self._tally_backed = True
+        setattr(self, _BACKED, True)
         init(self, *args, **kw)
     __init__.__doc__ = init.__doc__
     base.__init__ = __init__

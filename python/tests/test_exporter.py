@@ -2,7 +2,10 @@
 the format (2.6), so the exporter shows it under its plain name with the
 application's buckets, cumulative, its _count and its exact _sum, as the
 package's own exposition does, and promtool check metrics prints nothing
-on the scrape.
+on the scrape.  One exporter over a C, a Python and a Rust service
+together: promtool finds nothing of the C and the Rust service, and of
+the Python one exactly the names of its encoding that remain
+(PROMTOOL_TODAY).
 
 tally-exporter is $TALLY_EXPORTER or the build tree's
 (build/programs/tally-exporter/tally-exporter); the test is skipped
@@ -14,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
@@ -130,3 +134,125 @@ def test_a_zone_of_tally_03_is_skipped_saying_what_to_do(tally_dir):
     assert "written by tally 0.3's Python package" in why
     assert why.endswith("restart the service with tally 0.4")
     assert "\n" not in why
+
+
+# One tally-exporter over three services of one host, each in its own
+# zone: examples/queue-service.c, a Python service (prometheus_client
+# through the switch, and tally's own classes) and the Rust crate's
+# example rust/examples/workers.rs (built by `cargo build --examples`, or
+# $TALLY_RUST_WORKERS).
+QUEUE_SERVICE = os.path.join(HERE, "..", "..", "build", "examples",
+                             "queue-service")
+RUST_ROOT = os.path.join(HERE, "..", "..", "rust", "target")
+
+PY_SERVICE = """
+import sys, time
+from prometheus_client import Counter, Gauge, Histogram, Summary
+import tally_metrics as tally
+
+Counter("py_requests", "Requests.", ["path"]).labels("/").inc(3)
+Counter("py_bytes", "Bytes.").inc(0.5)
+Gauge("py_inflight", "In flight.", multiprocess_mode="livesum").set(2)
+Gauge("py_workers", "Workers.").set(4)
+Histogram("py_latency_seconds", "Latency.", buckets=[0.1, 1]).observe(0.3)
+Summary("py_size_bytes", "Size.").observe(512)
+reg = tally.CollectorRegistry(zone_name="pysvc", shared=True)
+tally.Gauge("py_temperature_celsius", "Temperature.", registry=reg).set(21.5)
+tally.Info("py_build", "Build.", registry=reg).info({"version": "1.2"})
+tally.Enum("py_state", "State.", states=["up", "down"],
+           registry=reg).state("up")
+print("ready", flush=True)
+time.sleep(float(sys.argv[1]))
+"""
+
+# What promtool says of that exposition today, every line about the
+# Python package's series under the names of its encoding
+# (python/tally_metrics/_encoding.py): shared and per-process gauges,
+# summaries, info and enum.  Nothing of the C or the Rust service, and
+# no error (status 3: lint only).  The list goes when the format names
+# those series by meaning.
+PROMTOOL_TODAY = {
+    "py_build:info metric names should not contain ':'",
+    "py_inflight:gauge_livesum metric names should not contain ':'",
+    "py_workers:gauge_all metric names should not contain ':'",
+    "py_size_bytes:summary:bucket_total metric names should not "
+    "contain ':'",
+    'py_size_bytes:summary:bucket_total non-histogram metrics should not '
+    'have "le" label',
+    "py_size_bytes:summary_sum metric names should not contain ':'",
+    'py_size_bytes:summary_sum non-histogram and non-summary metrics '
+    'should not have "_sum" suffix',
+    "py_state:enum metric names should not contain ':'",
+    "py_temperature_celsius:gauge metric names should not contain ':'",
+}
+
+
+def _rust_workers():
+    path = os.environ.get("TALLY_RUST_WORKERS")
+    if path:
+        return path
+    for profile in ("release", "debug"):
+        p = os.path.join(RUST_ROOT, profile, "examples", "workers")
+        if os.access(p, os.X_OK):
+            return p
+    pytest.skip("no Rust example service (cd rust && cargo build "
+                "--examples, or $TALLY_RUST_WORKERS)")
+
+
+def _start(cmd, env, ready):
+    """Start @cmd in its own session; wait (at most 20 s) for @ready in
+    its stdout."""
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    deadline = time.monotonic() + 20
+    seen = []
+    while time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if ready(line):
+            return p
+    p.kill()
+    p.wait()
+    raise AssertionError(f"{cmd[0]} did not start: {''.join(seen)}")
+
+
+def test_promtool_on_a_c_a_python_and_a_rust_service(tally_dir):
+    _need()
+    if not os.access(QUEUE_SERVICE, os.X_OK):
+        pytest.skip("no examples/queue-service in build/")
+    rust = _rust_workers()
+    procs = []
+    try:
+        procs.append(_start([QUEUE_SERVICE, "--seconds", "20"],
+                            child_env(tally_dir, TALLY_ZONE="csvc"),
+                            lambda line: True))
+        procs.append(_start([sys.executable, "-c", PY_SERVICE, "20"],
+                            child_env(tally_dir, TALLY_ZONE="pysvc",
+                                      TALLY_PROMETHEUS_CLIENT="1"),
+                            lambda line: line.startswith("ready")))
+        procs.append(_start([rust, "20", "2"],
+                            child_env(tally_dir, TALLY_ZONE="rssvc"),
+                            lambda line: True))
+        # Every service has recorded something (the C and the Rust one
+        # at their first request or job).
+        for _ in range(100):
+            text = _scrape(tally_dir)
+            if all(re.search(rf"^{m}", text, re.M) for m in
+                   ("requests_total", "py_requests_total", "rs_jobs_total")):
+                break
+            time.sleep(0.1)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    for name in ("requests_total", "py_requests_total", "py_latency_seconds",
+                 "rs_jobs_total", "rs_job_duration_seconds"):
+        assert re.search(rf"^{name}", text, re.M), name
+    r = subprocess.run(["promtool", "check", "metrics"], input=text,
+                       capture_output=True, text=True, timeout=30)
+    lines = set((r.stdout + r.stderr).splitlines())
+    assert (r.returncode, lines) == (3, PROMTOOL_TODAY), \
+        (r.returncode, sorted(lines ^ PROMTOOL_TODAY))

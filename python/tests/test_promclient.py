@@ -104,10 +104,30 @@ def test_release_outside_the_range_leaves_it_alone(tally_dir):
 @pytest.mark.parametrize("owner,attr,other", [
     ("multiprocess", "MultiProcessCollector", None),
     ("metrics.MetricWrapperBase", "_is_parent", None),
+    ("metrics.MetricWrapperBase", "_is_parent", "lambda self: False"),
     ("metrics.Histogram", "_metric_init", None),
     ("values", "ValueClass", "lambda typ, name: None"),
     ("core.Metric", "add_sample", None),
+    ("core.Metric", "add_sample", "lambda self, *a, **k: None"),
     ("registry.CollectorRegistry", "unregister", None),
+    # An observation the _sum value does not get.
+    ("metrics.Histogram", "observe",
+     "lambda self, amount, exemplar=None: self._buckets[0].inc(1)"),
+    # Buckets made before the sum, or named otherwise.
+    ("metrics.Histogram", "_metric_init",
+     "lambda self: [values.ValueClass(self._type, self._name, "
+     "self._name + '_bucket', self._labelnames + ('le',), "
+     "self._labelvalues + ('+Inf',), '')]"),
+    ("metrics.Summary", "_metric_init",
+     "lambda self: setattr(self, '_sum', values.ValueClass(self._type, "
+     "self._name, self._name + '_total', self._labelnames, "
+     "self._labelvalues, ''))"),
+    # Values made otherwise than by values.ValueClass.
+    ("metrics.Counter", "_metric_init",
+     "lambda self: setattr(self, '_value', values.MutexValue("
+     "self._type, self._name, self._name + '_total', self._labelnames, "
+     "self._labelvalues, ''))"),
+    ("metrics.Gauge", "set", "lambda self, value: None"),
 ])
 def test_internals_that_differ_leave_it_alone(tally_dir, owner, attr, other):
     # prometheus_client imported without the switch, one internal taken
@@ -132,3 +152,100 @@ def test_internals_that_differ_leave_it_alone(tally_dir, owner, attr, other):
     ''') + UNCHANGED
     out, err = run(code, env)
     assert_unchanged(out, err)
+
+
+# --- Each read of prometheus_client, against the installed release
+# (python/tests/run.sh runs this file against the oldest supported one
+# too).
+
+def test_reads_of_a_metric():
+    from prometheus_client import Counter
+    c = Counter("reads", "Reads.", ["a", "b"], registry=None)
+    assert _promclient.metric_name(c) == "reads"
+    assert _promclient.metric_type(c) == "counter"
+    assert _promclient.label_names(c) == ("a", "b")
+    assert _promclient.is_parent(c) is True
+    assert ("x", "y") not in _promclient.children(c)
+    child = c.labels("x", "y")
+    assert ("x", "y") in _promclient.children(c)
+    assert _promclient.is_parent(child) is False
+    assert _promclient.backed(c) is False
+    plain = Counter("plain", "Plain.", registry=None)
+    assert _promclient.is_parent(plain) is False
+
+
+@pytest.mark.parametrize("kind,kw,want", [
+    ("Counter", {}, [("value", ("a",), ("x",), None)]),
+    ("Gauge", {"multiprocess_mode": "max"}, [("value", ("a",), ("x",),
+                                             None)]),
+    ("Histogram", {"buckets": [0.5, 2]},
+     [("_sum", ("a",), ("x",), None), ("bucket", ("a",), ("x",), 0.5),
+      ("bucket", ("a",), ("x",), 2.0),
+      ("bucket", ("a",), ("x",), float("inf"))]),
+])
+def test_value_roles_of_each_kind(kind, kw, want):
+    from prometheus_client import metrics
+    child, made = _promclient._probe(metrics, kind, **kw)
+    assert [_promclient.value_role(*v.args) for v in made] == want
+    # The values are made by the probe's recorder, not by
+    # prometheus_client's own value class, which is left as it was.
+    assert all(type(v) is _promclient._Made for v in made)
+    from prometheus_client import values
+    assert values.ValueClass is not _promclient._Made
+
+
+def test_value_roles_of_a_summary():
+    from prometheus_client import metrics
+    child, made = _promclient._probe(metrics, "Summary")
+    roles = sorted(_promclient.value_role(*v.args) for v in made)
+    assert roles == [("_count", ("a",), ("x",), None),
+                     ("_sum", ("a",), ("x",), None)]
+    child.observe(3.5)
+    by_role = {_promclient.value_role(*v.args)[0]: v.calls for v in made}
+    assert by_role == {"_count": [("inc", 1)], "_sum": [("inc", 3.5)]}
+
+
+@pytest.mark.parametrize("args", [
+    ("info", "i", "i", (), ()),
+    ("histogram", "h", "h_created", (), ()),
+    ("histogram", "h", "h_bucket", ("a",), ("x",)),  # no "le"
+    ("summary", "s", "other_sum", (), ()),
+])
+def test_value_role_refuses_what_it_does_not_know(args):
+    with pytest.raises(ValueError):
+        _promclient.value_role(*args)
+
+
+def test_to_metric_keeps_the_unit_or_goes_without():
+    from types import SimpleNamespace as NS
+    smp = NS(name="lat_seconds_count", labels={"a": "x"}, value=3.0)
+    fam = NS(name="lat_seconds", documentation="Lat.", type="summary",
+             unit="seconds", samples=[smp])
+    m = _promclient.to_metric(fam)
+    assert (m.name, m.type, m.documentation, m.unit) == \
+        ("lat_seconds", "summary", "Lat.", "seconds")
+    assert [tuple(s[:3]) for s in m.samples] == \
+        [("lat_seconds_count", {"a": "x"}, 3.0)]
+    # A unit the name does not end with: refused by some releases,
+    # appended by others; never an error of the scrape.
+    m = _promclient.make_metric("lat", "Lat.", "gauge", "bytes")
+    assert m.name in ("lat", "lat_bytes") and m.type == "gauge"
+
+
+def test_no_other_module_imports_prometheus_client():
+    import ast
+    pkg = os.path.dirname(_promclient.__file__)
+    for name in sorted(os.listdir(pkg)):
+        if not name.endswith(".py") or name == "_promclient.py":
+            continue
+        with open(os.path.join(pkg, name)) as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                mods = [node.module or ""]
+            else:
+                continue
+            assert not any(m.split(".")[0] == "prometheus_client"
+                           for m in mods), (name, node.lineno)

@@ -236,9 +236,10 @@ def test_counter_reset_says_why(tally_dir):
 
 
 # Two workers of an unchanged prometheus_client program set a gauge of
-# each mode to 1 and 2; the parent's default registry, without
+# each mode to 1 and 2; the default registry of either, without
 # PROMETHEUS_MULTIPROC_DIR, shows the mode applied across the zone while
-# both run, and without the one killed under the live modes.
+# both run, and (the parent's) without the one killed under the live
+# modes.
 MODES_APP = textwrap.dedent('''
     import json, os, signal
     {switch}
@@ -246,17 +247,6 @@ MODES_APP = textwrap.dedent('''
 
     G = dict((m, Gauge("app_" + m, "G.", ["k"], multiprocess_mode=m))
              for m in ("livesum", "sum", "max", "livemax", "min", "all"))
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        for g in G.values():
-            g.labels("a").set(2)
-        os.write(w, b"r")
-        signal.pause()
-        os._exit(0)
-    os.read(r, 1)
-    for g in G.values():
-        g.labels("a").set(1)
 
     def shown():
         out = {{}}
@@ -265,10 +255,27 @@ MODES_APP = textwrap.dedent('''
                 name, value = line.split(" ")
                 out[name.split("{{")[0][4:]] = float(value)
         return out
+    r, w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        for g in G.values():
+            g.labels("a").set(2)
+        os.write(w, b"r")
+        os.read(go_r, 1)
+        os.write(w, json.dumps(shown()).encode() + b"\\n")
+        signal.pause()
+        os._exit(0)
+    os.read(r, 1)
+    for g in G.values():
+        g.labels("a").set(1)
+    os.write(go_w, b"g")
+    with os.fdopen(r) as f:
+        child = json.loads(f.readline())
     both = shown()
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
-    print(json.dumps(dict(both=both, one=shown())))
+    print(json.dumps(dict(both=both, child=child, one=shown())))
 ''')
 
 
@@ -283,5 +290,10 @@ def test_default_registry_applies_the_gauge_mode(how, tally_dir):
     out = json.loads(run_py(MODES_APP.format(switch=switch), env))
     assert out["both"] == {"livesum": 3.0, "sum": 3.0, "max": 2.0,
                            "livemax": 2.0, "min": 1.0, "all": 1.0}
+    # The other worker's registry: the same combined values (under
+    # "all", one series per process: the last line read is shown).
+    assert {k: v for k, v in out["child"].items() if k != "all"} == \
+        {"livesum": 3.0, "sum": 3.0, "max": 2.0, "livemax": 2.0,
+         "min": 1.0}
     assert out["one"] == {"livesum": 1.0, "sum": 3.0, "max": 2.0,
                           "livemax": 1.0, "min": 1.0, "all": 1.0}

@@ -217,7 +217,7 @@ pub(crate) enum Keep {
     Family(Arc<crate::family::FamilyInner>),
 }
 
-type RegisterFn = unsafe extern "C" fn(
+pub(crate) type RegisterFn = unsafe extern "C" fn(
     *mut sys::tally_zone,
     *const sys::tally_metric_desc,
     *mut sys::tally_handle,
@@ -231,11 +231,26 @@ pub(crate) fn register(
     kind: c_uint,
     f: RegisterFn,
 ) -> (Arc<Registration>, Option<Error>) {
+    // SAFETY: register_with() passes a live zone, description and handle.
+    register_with(zone, d, kind, |z, cd, m| unsafe { f(z, cd, m) })
+}
+
+/// register() through `f`, which calls the C registration of `kind` with
+/// a live zone, description and handle.
+fn register_with(
+    zone: &Zone,
+    d: &Desc,
+    kind: c_uint,
+    mut f: impl FnMut(
+        *mut sys::tally_zone,
+        *const sys::tally_metric_desc,
+        *mut sys::tally_handle,
+    ) -> i32,
+) -> (Arc<Registration>, Option<Error>) {
     let mut m = sys::tally_metric::zeroed();
     let (rc, err) = match CDesc::new(d, kind) {
-        // SAFETY: a valid description and handle; the zone is live.
         Ok(cd) => {
-            let rc = unsafe { f(zone.as_ptr(), &cd.raw, &mut m) };
+            let rc = f(zone.as_ptr(), &cd.raw, &mut m);
             (rc, if rc < 0 { Some(Error::last(-rc)) } else { None })
         }
         Err(e) => {
@@ -252,8 +267,7 @@ pub(crate) fn register(
                 hist_sub_bits: 0,
                 hist_max_bits: 0,
             };
-            // SAFETY: as above.
-            unsafe { f(zone.as_ptr(), &bad, &mut m) };
+            f(zone.as_ptr(), &bad, &mut m);
             (-e.errno(), Some(e))
         }
     };
@@ -263,6 +277,22 @@ pub(crate) fn register(
         _zone: Some(zone.clone()),
     };
     (Arc::new(reg), err)
+}
+
+/// The value of the series of a handle, or the error of its registration.
+///
+/// # Safety
+///
+/// `metric` points at a filled handle that lives until this returns.
+unsafe fn fetch_metric(metric: *const sys::tally_metric) -> Result<i64> {
+    let mut v = 0i64;
+    // SAFETY: as the caller promises.
+    let rc = unsafe { sys::tally_metric_fetch(metric, &mut v) };
+    if rc < 0 {
+        Err(Error::new(-rc, "the series was not registered"))
+    } else {
+        Ok(v)
+    }
 }
 
 macro_rules! handle_common {
@@ -309,10 +339,8 @@ macro_rules! handle_common {
             }
 
             fn fetch(&self) -> Result<i64> {
-                let mut v = 0i64;
                 // SAFETY: the handle is kept alive by self.keep.
-                let rc = unsafe { sys::tally_metric_fetch(self.metric, &mut v) };
-                if rc < 0 { Err(Error::new(-rc, "the series was not registered")) } else { Ok(v) }
+                unsafe { fetch_metric(self.metric) }
             }
 
             #[doc = concat!("A borrowed copy of this ", $what, ", for code that should not hold a reference count.")]
@@ -335,10 +363,8 @@ macro_rules! handle_common {
             }
 
             fn fetch(&self) -> Result<i64> {
-                let mut v = 0i64;
                 // SAFETY: the lifetime keeps the family (and the handle) alive.
-                let rc = unsafe { sys::tally_metric_fetch(self.metric, &mut v) };
-                if rc < 0 { Err(Error::new(-rc, "the series was not registered")) } else { Ok(v) }
+                unsafe { fetch_metric(self.metric) }
             }
         }
     };
@@ -957,39 +983,12 @@ impl Zone {
 /// register() for a per-process gauge, whose registration takes its
 /// combine mode besides.
 fn register_pgauge(zone: &Zone, d: &Desc, combine: Combine) -> (Arc<Registration>, Option<Error>) {
-    let mut m = sys::tally_metric::zeroed();
     let c = combine as c_uint;
-    let (rc, err) = match CDesc::new(d, sys::TALLY_PGAUGE) {
-        // SAFETY: a valid description and handle; the zone is live.
-        Ok(cd) => {
-            let rc = unsafe {
-                sys::tally_pgauge_register(zone.as_ptr(), &cd.raw, c,
-                                           &mut m)
-            };
-            (rc, if rc < 0 { Some(Error::last(-rc)) } else { None })
-        }
-        Err(e) => {
-            let bad = sys::tally_metric_desc {
-                kind: sys::TALLY_PGAUGE,
-                name: c"".as_ptr(),
-                help: std::ptr::null(),
-                unit: std::ptr::null(),
-                labels: std::ptr::null(),
-                nlabels: 0,
-                mode: 0,
-                hist_sub_bits: 0,
-                hist_max_bits: 0,
-            };
-            // SAFETY: as above.
-            unsafe {
-                sys::tally_pgauge_register(zone.as_ptr(), &bad, c,
-                                           &mut m)
-            };
-            (-e.errno(), Some(e))
-        }
-    };
-    let reg = Registration { m, registered: rc == 0, _zone: Some(zone.clone()) };
-    (Arc::new(reg), err)
+    register_with(zone, d, sys::TALLY_PGAUGE, |z, cd, m| {
+        // SAFETY: register_with() passes a live zone, description and
+        // handle.
+        unsafe { sys::tally_pgauge_register(z, cd, c, m) }
+    })
 }
 
 impl Zone {
@@ -1057,6 +1056,19 @@ mod rules_match_c {
         v
     }
 
+    /// Slots `0..n` of the Rust side's block and the C side's are equal;
+    /// `what` says which updates they had.
+    fn same_slots(
+        ours: *mut sys::tally_block,
+        theirs: *mut sys::tally_block,
+        n: u32,
+        what: &str,
+    ) {
+        for s in 0..n {
+            assert_eq!(slot(ours, s), slot(theirs, s), "{what}: slot {s}");
+        }
+    }
+
     const INTS: [i64; 12] = [
         0,
         1,
@@ -1081,13 +1093,7 @@ mod rules_match_c {
             ours.add(v);
             // SAFETY: theirs is a registered gauge, alive.
             unsafe { tally_gauge_add(theirs.metric, v) };
-            for s in 0..2 {
-                assert_eq!(
-                    slot(ours.block, s),
-                    slot(theirs.block, s),
-                    "gauge add {v}, slot {s}"
-                );
-            }
+            same_slots(ours.block, theirs.block, 2, &format!("gauge add {v}"));
         }
     }
 
@@ -1117,13 +1123,8 @@ mod rules_match_c {
                 // SAFETY: theirs is a registered histogram, alive.
                 unsafe { tally_histogram_observe(theirs.metric, v) };
             }
-            for s in 0..=nbuckets {
-                assert_eq!(
-                    slot(ours.block, s),
-                    slot(theirs.block, s),
-                    "sub_bits {sub}, max_bits {max}: slot {s}"
-                );
-            }
+            let what = format!("sub_bits {sub}, max_bits {max}");
+            same_slots(ours.block, theirs.block, nbuckets + 1, &what);
         }
     }
 

@@ -40,7 +40,6 @@
 //! code that wants no call at all registers a [`Counter`](crate::Counter)
 //! with [`Zone::try_counter`](crate::Zone::try_counter).
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,11 +47,15 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 
+mod cache;
+
 use crate::error::{Error, Result};
-use crate::metric::Desc;
+use crate::metric::{Desc, RegisterFn, Registration};
+use crate::sys;
 use crate::zone::Zone;
 
-/// `metrics::Key` hashes itself to one precomputed u64: use it as is.
+/// `metrics::Key` hashes itself to one precomputed u64, and a thread's
+/// cache files keys under that u64: use it as is.
 #[derive(Default)]
 struct PassHasher(u64);
 
@@ -121,68 +124,6 @@ impl metrics::CounterFn for CounterCell {
             self.c.increment(value - cur);
         }
     }
-}
-
-/// A thread's own handle of a counter cell: what a lookup of a key this
-/// thread has seen before returns, so that the lookup writes only what
-/// the thread owns (the reference count of this `Arc`, its cache), and
-/// nothing another thread's lookup of the same key writes too (a shard's
-/// lock, the cell's reference count).  The cell is read, never written.
-struct ThreadCounter {
-    cell: Arc<CounterCell>,
-}
-
-impl metrics::CounterFn for ThreadCounter {
-    #[inline]
-    fn increment(&self, value: u64) {
-        self.cell.c.increment(value)
-    }
-
-    fn absolute(&self, value: u64) {
-        metrics::CounterFn::absolute(&*self.cell, value)
-    }
-}
-
-/// Recorders' ids, never reused, so that a thread's cache tells them
-/// apart.
-static NEXT_RECORDER: AtomicU64 = AtomicU64::new(1);
-/// Recorders dropped so far: a thread empties its cache at its next
-/// lookup when this changed, so that it keeps no series (and no zone)
-/// of a recorder that is gone for longer than that.
-static RECORDERS_DROPPED: AtomicU64 = AtomicU64::new(0);
-
-type ThreadCounters = HashMap<Key, Arc<ThreadCounter>, BuildHasherDefault<PassHasher>>;
-
-/// A thread's handles, by recorder (a few: a list, searched in order).
-#[derive(Default)]
-struct ThreadCache {
-    dropped: u64,
-    counters: Vec<(u64, ThreadCounters)>,
-}
-
-impl ThreadCache {
-    fn of(&self, id: u64) -> Option<&ThreadCounters> {
-        self.counters.iter().find(|(i, _)| *i == id).map(|(_, m)| m)
-    }
-
-    fn of_mut(&mut self, id: u64) -> &mut ThreadCounters {
-        let at = match self.counters.iter().position(|(i, _)| *i == id) {
-            Some(at) => at,
-            None => {
-                self.counters.push((id, ThreadCounters::default()));
-                self.counters.len() - 1
-            }
-        };
-        &mut self.counters[at].1
-    }
-
-    fn forget(&mut self, id: u64) {
-        self.counters.retain(|(i, _)| *i != id);
-    }
-}
-
-thread_local! {
-    static CACHE: RefCell<ThreadCache> = RefCell::new(ThreadCache::default());
 }
 
 /// A counter whose increment calls the exported C function
@@ -286,8 +227,7 @@ pub struct TallyRecorder {
 
 impl Drop for TallyRecorder {
     fn drop(&mut self) {
-        RECORDERS_DROPPED.fetch_add(1, Ordering::Relaxed);
-        let _ = CACHE.try_with(|c| c.borrow_mut().forget(self.id));
+        cache::recorder_dropped(self.id);
     }
 }
 
@@ -353,7 +293,7 @@ impl TallyRecorder {
             described: Mutex::new(HashMap::new()),
             seconds_as_nanoseconds: true,
             failures: AtomicU64::new(0),
-            id: NEXT_RECORDER.fetch_add(1, Ordering::Relaxed),
+            id: cache::next_id(),
         }
     }
 
@@ -461,18 +401,25 @@ impl TallyRecorder {
     }
 
     fn new_counter(&self, key: &Key) -> CounterCell {
-        let (d, _) = self.desc(key, Kind::Counter);
-        let (reg, err) = crate::metric::register(
-            &self.zone,
-            &d,
-            crate::sys::TALLY_COUNTER,
-            crate::sys::tally_counter_register,
-        );
-        self.failed(err);
+        let (reg, _) = self.register(key, Kind::Counter);
         CounterCell {
             c: crate::Counter::from_registration(reg),
             absolute: Mutex::new(()),
         }
+    }
+
+    /// Registers the series of `key` as a `kind` in the zone, counting a
+    /// failure; with a histogram's scale.
+    fn register(&self, key: &Key, kind: Kind) -> (Arc<Registration>, f64) {
+        let (d, scale) = self.desc(key, kind);
+        let (c_kind, f): (_, RegisterFn) = match kind {
+            Kind::Counter => (sys::TALLY_COUNTER, sys::tally_counter_register),
+            Kind::Gauge => (sys::TALLY_FGAUGE, sys::tally_fgauge_register),
+            Kind::Histogram => (sys::TALLY_HISTOGRAM, sys::tally_histogram_register),
+        };
+        let (reg, err) = crate::metric::register(&self.zone, &d, c_kind, f);
+        self.failed(err);
+        (reg, scale)
     }
 
     /// A `metrics` counter of `key` whose increment calls tally_block_add().
@@ -486,6 +433,20 @@ impl TallyRecorder {
     fn failed(&self, err: Option<Error>) {
         if err.is_some() {
             self.failures.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A lookup that missed this thread's cache: the shared map (a read
+    /// lock, or the registration), then the cache.
+    #[cold]
+    #[inline(never)]
+    fn register_counter_slow(&self, key: &Key) -> Counter {
+        let cell = self.counters.get_or_insert(key, || self.new_counter(key));
+        match cache::insert(self.id, key, cell) {
+            Ok(t) => Counter::from_arc(t),
+            // The thread is exiting: its cache is gone, and its handle
+            // is the shared cell's.
+            Err(cell) => Counter::from_arc(cell),
         }
     }
 }
@@ -503,48 +464,21 @@ impl Recorder for TallyRecorder {
         self.describe(key, unit, description)
     }
 
-    /// A key this thread looked up before comes from its own cache: the
-    /// lookup reads the shared maps and cells only, and two threads
-    /// looking up one key write nothing in common.  The first lookup of
+    /// A key this thread looked up before comes from its own cache
+    /// (`cache.rs`): the lookup reads the thread's cache and the key only,
+    /// and two threads looking up one key write nothing in common.  The first lookup of
     /// a key in a thread goes to the shared map (a read lock, or the
     /// registration) and fills the cache.
     fn register_counter(&self, key: &Key, _metadata: &Metadata<'_>) -> Counter {
-        let dropped = RECORDERS_DROPPED.load(Ordering::Relaxed);
-        let hit = CACHE.try_with(|c| {
-            let mut c = c.borrow_mut();
-            if c.dropped != dropped {
-                c.counters.clear();
-                c.dropped = dropped;
-            }
-            c.of(self.id).and_then(|m| m.get(key)).cloned()
-        });
-        match hit {
-            Ok(Some(t)) => Counter::from_arc(t),
-            Ok(None) => {
-                let cell = self.counters.get_or_insert(key, || self.new_counter(key));
-                let t = Arc::new(ThreadCounter { cell });
-                let _ = CACHE.try_with(|c| {
-                    c.borrow_mut()
-                        .of_mut(self.id)
-                        .insert(key.clone(), t.clone())
-                });
-                Counter::from_arc(t)
-            }
-            // The thread is exiting: its cache is gone.
-            Err(_) => Counter::from_arc(self.counters.get_or_insert(key, || self.new_counter(key))),
+        match cache::lookup(self.id, key) {
+            Some(t) => Counter::from_arc(t),
+            None => self.register_counter_slow(key),
         }
     }
 
     fn register_gauge(&self, key: &Key, _metadata: &Metadata<'_>) -> Gauge {
         Gauge::from_arc(self.gauges.get_or_insert(key, || {
-            let (d, _) = self.desc(key, Kind::Gauge);
-            let (reg, err) = crate::metric::register(
-                &self.zone,
-                &d,
-                crate::sys::TALLY_FGAUGE,
-                crate::sys::tally_fgauge_register,
-            );
-            self.failed(err);
+            let (reg, _) = self.register(key, Kind::Gauge);
             GaugeCell {
                 g: crate::FGauge::from_registration(reg),
             }
@@ -553,14 +487,7 @@ impl Recorder for TallyRecorder {
 
     fn register_histogram(&self, key: &Key, _metadata: &Metadata<'_>) -> Histogram {
         Histogram::from_arc(self.histograms.get_or_insert(key, || {
-            let (d, scale) = self.desc(key, Kind::Histogram);
-            let (reg, err) = crate::metric::register(
-                &self.zone,
-                &d,
-                crate::sys::TALLY_HISTOGRAM,
-                crate::sys::tally_histogram_register,
-            );
-            self.failed(err);
+            let (reg, scale) = self.register(key, Kind::Histogram);
             HistogramCell {
                 h: crate::Histogram::from_registration(reg),
                 scale,
@@ -581,60 +508,4 @@ impl Recorder for TallyRecorder {
 pub fn install(zone: Zone) -> Result<()> {
     metrics::set_global_recorder(TallyRecorder::new(zone))
         .map_err(|_| Error::new(16, "a global metrics recorder is installed already"))
-}
-
-/// A lookup of a key the thread has seen writes nothing shared: the
-/// handles it returns hold the thread's own `Arc`, so the shared cell's
-/// reference count does not move however many the thread holds.
-#[cfg(test)]
-mod lookup_tests {
-    use super::*;
-    use crate::ZoneOptions;
-    use metrics::Level;
-
-    fn meta() -> Metadata<'static> {
-        Metadata::new("test", Level::INFO, None)
-    }
-
-    #[test]
-    fn lookups_of_a_registered_key_leave_the_shared_cell_alone() {
-        let zone = Zone::create("rs_lookup", &ZoneOptions::new().anonymous()).unwrap();
-        let rec = TallyRecorder::new(zone);
-        let key = Key::from_parts("lookups_total", vec![metrics::Label::new("k", "v")]);
-        let first = rec.register_counter(&key, &meta());
-        first.increment(1);
-        let cell = rec.counters.get_or_insert(&key, || unreachable!());
-        let before = Arc::strong_count(&cell);
-        let held: Vec<Counter> = (0..10)
-            .map(|_| rec.register_counter(&key, &meta()))
-            .collect();
-        assert_eq!(
-            Arc::strong_count(&cell),
-            before,
-            "a lookup wrote the shared cell's count"
-        );
-        for c in &held {
-            c.increment(1);
-        }
-        std::thread::scope(|s| {
-            for _ in 0..2 {
-                s.spawn(|| {
-                    for _ in 0..1000 {
-                        rec.register_counter(&key, &meta()).increment(1);
-                    }
-                });
-            }
-        });
-        assert_eq!(cell.c.value(), 2011);
-        drop(held);
-        drop(first);
-        drop(cell);
-        let id = rec.id;
-        drop(rec);
-        let cached = CACHE.with(|c| c.borrow().of(id).is_some());
-        assert!(
-            !cached,
-            "a dropped recorder's counters stay in this thread's cache"
-        );
-    }
 }

@@ -234,6 +234,54 @@ pub struct tally_series_view {
     pub fsum: f64,
 }
 
+/// Declares C functions that share one signature: the metric kinds'
+/// registrations and their families' registrations and lookups.
+macro_rules! extern_same_signature {
+    ($($name:ident),+; $args:tt -> $ret:ty) => {
+        extern "C" {
+            $(pub fn $name $args -> $ret;)+
+        }
+    };
+}
+
+extern_same_signature!(
+    tally_counter_register,
+    tally_gauge_register,
+    tally_setgauge_register,
+    tally_histogram_register,
+    tally_fgauge_register;
+    (z: *mut tally_zone, d: *const tally_metric_desc, h: *mut tally_handle) -> c_int
+);
+
+extern_same_signature!(
+    tally_counter_family_register,
+    tally_gauge_family_register,
+    tally_setgauge_family_register,
+    tally_histogram_family_register,
+    tally_fgauge_family_register;
+    (
+        z: *mut tally_zone,
+        d: *const tally_metric_desc,
+        label_names: *const *const c_char,
+        n: c_uint,
+        f: *mut tally_family,
+    ) -> c_int
+);
+
+extern_same_signature!(
+    tally_counter_family_get,
+    tally_gauge_family_get,
+    tally_setgauge_family_get,
+    tally_histogram_family_get,
+    tally_fgauge_family_get;
+    (
+        f: *const tally_family,
+        values: *const *const c_char,
+        n: c_uint,
+        c: *mut *const tally_handle,
+    ) -> c_int
+);
+
 pub type tally_series_fn =
     unsafe extern "C" fn(v: *const tally_series_view, arg: *mut c_void) -> c_int;
 
@@ -255,31 +303,6 @@ extern "C" {
     pub fn tally_block_add(b: *mut tally_block, slot: c_uint, v: i64);
     pub fn tally__block_add_slow(b: *mut tally_block, slot: c_uint, v: i64);
 
-    pub fn tally_counter_register(
-        z: *mut tally_zone,
-        d: *const tally_metric_desc,
-        c: *mut tally_handle,
-    ) -> c_int;
-    pub fn tally_gauge_register(
-        z: *mut tally_zone,
-        d: *const tally_metric_desc,
-        g: *mut tally_handle,
-    ) -> c_int;
-    pub fn tally_setgauge_register(
-        z: *mut tally_zone,
-        d: *const tally_metric_desc,
-        g: *mut tally_handle,
-    ) -> c_int;
-    pub fn tally_histogram_register(
-        z: *mut tally_zone,
-        d: *const tally_metric_desc,
-        h: *mut tally_handle,
-    ) -> c_int;
-    pub fn tally_fgauge_register(
-        z: *mut tally_zone,
-        d: *const tally_metric_desc,
-        g: *mut tally_handle,
-    ) -> c_int;
     pub fn tally_pgauge_register(
         z: *mut tally_zone,
         d: *const tally_metric_desc,
@@ -293,71 +316,6 @@ extern "C" {
     pub fn tally_metric_fetch(m: *const tally_metric, value: *mut i64) -> c_int;
     pub fn tally_fgauge_fetch(g: *const tally_handle, value: *mut f64) -> c_int;
 
-    pub fn tally_counter_family_register(
-        z: *mut tally_zone,
-        d: *const tally_metric_desc,
-        label_names: *const *const c_char,
-        n: c_uint,
-        f: *mut tally_family,
-    ) -> c_int;
-    pub fn tally_gauge_family_register(
-        z: *mut tally_zone,
-        d: *const tally_metric_desc,
-        label_names: *const *const c_char,
-        n: c_uint,
-        f: *mut tally_family,
-    ) -> c_int;
-    pub fn tally_setgauge_family_register(
-        z: *mut tally_zone,
-        d: *const tally_metric_desc,
-        label_names: *const *const c_char,
-        n: c_uint,
-        f: *mut tally_family,
-    ) -> c_int;
-    pub fn tally_histogram_family_register(
-        z: *mut tally_zone,
-        d: *const tally_metric_desc,
-        label_names: *const *const c_char,
-        n: c_uint,
-        f: *mut tally_family,
-    ) -> c_int;
-    pub fn tally_fgauge_family_register(
-        z: *mut tally_zone,
-        d: *const tally_metric_desc,
-        label_names: *const *const c_char,
-        n: c_uint,
-        f: *mut tally_family,
-    ) -> c_int;
-    pub fn tally_counter_family_get(
-        f: *const tally_family,
-        values: *const *const c_char,
-        n: c_uint,
-        c: *mut *const tally_handle,
-    ) -> c_int;
-    pub fn tally_gauge_family_get(
-        f: *const tally_family,
-        values: *const *const c_char,
-        n: c_uint,
-        c: *mut *const tally_handle,
-    ) -> c_int;
-    pub fn tally_setgauge_family_get(
-        f: *const tally_family,
-        values: *const *const c_char,
-        n: c_uint,
-        c: *mut *const tally_handle,
-    ) -> c_int;
-    pub fn tally_histogram_family_get(
-        f: *const tally_family,
-        values: *const *const c_char,
-        n: c_uint,
-        c: *mut *const tally_handle,
-    ) -> c_int;
-    pub fn tally_fgauge_family_get(
-        f: *const tally_family,
-        values: *const *const c_char,
-        n: c_uint,
-        c: *mut *const tally_handle,
-    ) -> c_int;
     pub fn tally_family_remove(f: *mut tally_family) -> c_int;
 
     pub fn tally_seg_open(path: *const c_char, opts: *const tally_open_opts) -> *mut tally_seg;

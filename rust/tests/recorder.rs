@@ -20,6 +20,14 @@ fn find<'a>(all: &'a [Series], name: &str, labels: &[(&str, &str)]) -> &'a Serie
         .unwrap_or_else(|| panic!("no series {name} {labels:?} in {all:#?}"))
 }
 
+/// Every series of `zone`, as a reader sees them in its file.
+fn read(zone: &Zone) -> Vec<Series> {
+    Segment::open(zone.path().unwrap())
+        .unwrap()
+        .series()
+        .unwrap()
+}
+
 #[test]
 fn every_macro_kind_with_labels_and_descriptions() {
     let zone = Zone::create("rec_kinds", &ZoneOptions::new()).unwrap();
@@ -60,10 +68,7 @@ fn every_macro_kind_with_labels_and_descriptions() {
     });
     assert_eq!(rec.failures(), 0);
 
-    let all = Segment::open(zone.path().unwrap())
-        .unwrap()
-        .series()
-        .unwrap();
+    let all = read(&zone);
     let a = find(&all, "jobs_total", &[("queue", "a")]);
     assert_eq!(
         (a.kind, a.value, a.help.as_str()),
@@ -108,10 +113,7 @@ fn late_description_keeps_one_definition() {
         counter!("late_total", "k" => "2").increment(2);
     });
     assert_eq!(rec.failures(), 0);
-    let all = Segment::open(zone.path().unwrap())
-        .unwrap()
-        .series()
-        .unwrap();
+    let all = read(&zone);
     assert_eq!(find(&all, "late_total", &[("k", "1")]).value, 1);
     assert_eq!(find(&all, "late_total", &[("k", "2")]).value, 2);
 }
