@@ -1,11 +1,11 @@
 /*
  * scrape.c: one scrape of /metrics.  Under the server's scrape lock (two
- * scrapes never read the segments at the same time) it applies
- * $TALLY_RETAIN to the directories at most once a minute, reads the
- * segments into a snapshot, logs what it could not read once per change,
- * keeps --aggregate's counts of exited processes (retain.h), has the
- * exporter's own numbers filled (selfmetrics.h) and writes the
- * exposition; then it answers, in gzip when the client allows it.
+ * scrapes never index the segments at the same time) it applies
+ * $TALLY_RETAIN to the directories at most once a minute, indexes the
+ * segments (index.h), logs what it could not read once per change, keeps
+ * --aggregate's counts of exited processes (retain.h) and has the
+ * exporter's own numbers filled (selfmetrics.h); then it answers with a body written as the
+ * client reads it (body.h), in gzip when the client allows it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "aggregate.h"
+#include "body.h"
 #include "selfmetrics.h"
 #include "srv.h"
 
@@ -59,10 +60,10 @@ static void expire(struct server *s, uint64_t now)
 			continue;
 		s->retain_told |= 1ull << i;
 		srv_log("not removing the dead segments of %s (TALLY_RETAIN): "
-			"only the directory's owner may; its writers do when "
-			"they create a zone (and keep one dead incarnation of "
-			"a pid that restarts), or run tallystat --clean as its "
-			"owner", dir ? dir : "the default directory");
+		      "only the directory's owner may; its writers do when "
+		      "they create a zone (and keep one dead incarnation of a "
+		      "pid that restarts), or run tallystat --clean as its "
+		      "owner", dir ? dir : "the default directory");
 	}
 }
 
@@ -90,6 +91,135 @@ static void log_skips(struct server *s, const struct tp_snapshot *snap)
 	s->skip_mem = mem;
 }
 
+/*
+ * An index and its grouping, shared by the bodies of the scrapes that
+ * use it (refs, under the scrape lock); freed by the last of them.
+ */
+struct srv_index {
+	struct ex_index ix;
+	struct ex_group *g;
+	unsigned refs;
+	uint64_t made_ns;          /* CLOCK_MONOTONIC when it was complete */
+	struct server *s;
+};
+
+/*
+ * A scrape that begins less than this after another scrape's index was
+ * made, while a body still uses it, uses it too: simultaneous scrapes
+ * (two Prometheus servers of a pair) then cost one index, and see the
+ * same series; each series is still read when its own body writes it.
+ */
+#define SHARE_NS 1000000000ull
+
+/* The end of a body's text (or of its body): its label clashes join the
+ * totals that the next scrapes report, and it lets go of its index. */
+static void body_done(const struct ex_result *res, void *arg)
+{
+	struct srv_index *si = arg;
+	struct server *s = si->s;
+	int last;
+
+	pthread_mutex_lock(&s->scrape_lock);
+	if (res)
+		self_count_result(s, res);
+	last = --si->refs == 0;
+	if (last && s->recent == si)
+		s->recent = NULL;
+	pthread_mutex_unlock(&s->scrape_lock);
+	if (!last)
+		return;
+	ex_group_free(si->g);
+	ex_index_free(&si->ix);
+	free(si);
+}
+
+static ssize_t body_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	ssize_t n = ex_body_read(cls, buf, max);
+
+	(void)pos;
+	/* An error ends the connection: the client sees the body cut
+	 * short (chunked encoding without its last chunk). */
+	return n > 0 ? n : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM :
+		       MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void body_free(void *cls)
+{
+	ex_body_free(cls);
+}
+
+/*
+ * A new index of the segments (the scrape lock held).  The series are
+ * read again, without the lock, as the body is written (index.h);
+ * --aggregate sums them across processes, so its index is a snapshot of
+ * the sums, never shared (the retain is kept scrape by scrape).
+ */
+static struct srv_index *collect(struct server *s, uint64_t t0)
+{
+	struct srv_index *si = tp_xcalloc(1, sizeof(*si));
+	struct tp_collect_opts co = { 0 };
+	struct tp_snapshot raw, agg;
+	char errbuf[512];
+	int complete;
+
+	co.dirs = s->o.dirs;
+	co.ndirs = s->o.ndirs;
+	co.open_opts = s->o.open_opts;
+	co.order = TP_ORDER_READ; /* expose groups families itself */
+	si->s = s;
+	expire(s, t0);
+	if (s->o.expose.aggregate) {
+		memset(&raw, 0, sizeof(raw));
+		complete = tp_snapshot_collect(&raw, &co, errbuf,
+					       sizeof(errbuf)) == 0;
+		log_skips(s, &raw);
+		/* The raw snapshot becomes the retain's "last": not freed
+		 * here. */
+		ex_retain_update(&s->retain, &raw, complete);
+		tp_snapshot_aggregate_with(&raw, s->retain.gone,
+					   s->retain.ngone, &agg);
+		ex_index_of_snapshot(&si->ix, &agg);
+	} else {
+		ex_index_collect(&si->ix, &co, errbuf, sizeof(errbuf));
+		log_skips(s, &si->ix.snap);
+		s->recent = si;
+	}
+	dir_error(s, errbuf);
+	si->g = ex_group_make(&si->ix, &s->o.expose);
+	si->made_ns = tp_now_ns();
+	return si;
+}
+
+/*
+ * The index of this scrape, and @self filled, under the scrape lock (two
+ * scrapes never index the segments at the same time, and --aggregate's
+ * retain is kept between them).
+ */
+static struct srv_index *take_index(struct server *s, struct ex_self *self,
+				    uint64_t *t0)
+{
+	struct srv_index *si;
+
+	pthread_mutex_lock(&s->scrape_lock);
+	*t0 = tp_now_ns();
+	si = s->recent;
+	if (si && !s->o.expose.aggregate && *t0 - si->made_ns < SHARE_NS)
+		si->refs++;
+	else
+		(si = collect(s, *t0))->refs = 1;
+	self_count_dead(self, &si->ix.snap);
+	self_fill(self, s, &si->ix.snap, *t0, tp_now_ns());
+	pthread_mutex_unlock(&s->scrape_lock);
+	return si;
+}
+
+/*
+ * The body is written as libmicrohttpd sends it (body.h), after the
+ * scrape lock is released: a client that reads slowly holds its own
+ * body, not the other scrapes.  Its length is not known beforehand:
+ * HTTP/1.1 sends it chunked, HTTP/1.0 ends it by closing the connection.
+ */
 enum MHD_Result srv_scrape(struct server *s, struct MHD_Connection *c)
 {
 	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
@@ -97,70 +227,25 @@ enum MHD_Result srv_scrape(struct server *s, struct MHD_Connection *c)
 	const char *ae = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 						     "Accept-Encoding");
 	enum ex_format f = server_negotiate(accept);
-	struct tp_collect_opts co = { 0 };
-	struct tp_snapshot snap, agg;
 	struct ex_self self = { 0 };
-	struct ex_result res;
+	struct srv_index *si;
+	struct ex_body *body;
 	struct MHD_Response *r;
 	enum MHD_Result ret;
-	char errbuf[512];
-	uint64_t t0, t1;
-	char *body;
-	size_t n;
-	int gz = server_gzip_ok(ae), complete;
+	uint64_t t0;
 
-	co.dirs = s->o.dirs;
-	co.ndirs = s->o.ndirs;
-	co.open_opts = s->o.open_opts;
-	co.order = TP_ORDER_READ; /* expose groups families itself */
-
-	pthread_mutex_lock(&s->scrape_lock);
-	t0 = tp_now_ns();
-	expire(s, t0);
-	complete = tp_snapshot_collect(&snap, &co, errbuf, sizeof(errbuf)) == 0;
-	dir_error(s, errbuf);
-	log_skips(s, &snap);
-	self_count_dead(&self, &snap);
-	if (s->o.expose.aggregate) {
-		/* The raw snapshot becomes the retain's "last": not freed
-		 * here. */
-		ex_retain_update(&s->retain, &snap, complete);
-		tp_snapshot_aggregate_with(&snap, s->retain.gone,
-					   s->retain.ngone, &agg);
-		snap = agg;
-	}
-	t1 = tp_now_ns();
-	self_fill(&self, s, &snap, t0, t1);
-	tp_buf_reset(&s->out);
-	ex_write(&s->out, &snap, &s->o.expose, f, &self, t0, &res);
-	self_count_result(s, &res);
-	tp_snapshot_free(&snap);
-	if (gz) {
-		body = srv_gzip(tp_buf_str(&s->out), s->out.len, &n);
-		if (!body)
-			gz = 0;
-	}
-	if (!gz) {
-		n = s->out.len;
-		body = malloc(n + 1);
-		if (body)
-			memcpy(body, tp_buf_str(&s->out), n);
-	}
-	/* Keep the buffer's memory for the next scrape unless it is huge. */
-	if (s->out.cap > (64u << 20))
-		tp_buf_free(&s->out);
-	pthread_mutex_unlock(&s->scrape_lock);
-	if (!body)
-		return srv_reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
-			     "text/plain; charset=utf-8", "out of memory\n");
-	r = MHD_create_response_from_buffer(n, body, MHD_RESPMEM_MUST_FREE);
+	si = take_index(s, &self, &t0);
+	body = ex_body_new(&si->ix, si->g, &s->o.expose, f, &self, t0,
+			   server_gzip_ok(ae), body_done, si);
+	r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, EX_BODY_CHUNK,
+					      body_read, body, body_free);
 	if (!r) {
-		free(body);
+		ex_body_free(body);
 		return MHD_NO;
 	}
 	MHD_add_response_header(r, "Content-Type", f == EX_OPENMETRICS ?
 				EX_CT_OPENMETRICS : EX_CT_TEXT);
-	if (gz)
+	if (ex_body_gzip(body))
 		MHD_add_response_header(r, "Content-Encoding", "gzip");
 	MHD_add_response_header(r, "Vary", "Accept, Accept-Encoding");
 	ret = MHD_queue_response(c, MHD_HTTP_OK, r);

@@ -105,7 +105,6 @@ void server_stop(struct server *s)
 	if (s->d)
 		MHD_stop_daemon(s->d);
 	srv_watchdog_stop(s);
-	tp_buf_free(&s->out);
 	ex_retain_free(&s->retain);
 	free(s->user_fail_ns);
 	tp_strmap_free(&s->skip_seen);

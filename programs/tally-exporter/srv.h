@@ -12,12 +12,16 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <zlib.h>
 
 #include "arena.h"
 #include "retain.h"
 #include "server.h"
 #include "strbuf.h"
 #include "strmap.h"
+
+struct srv_index;
 
 /* What a request's login came to. */
 enum auth_state {
@@ -59,8 +63,9 @@ struct server {
 	uint64_t skipped_total[TP_NSKIP];
 	uint64_t label_clashes_total[2]; /* renamed, dropped */
 	char last_dir_error[512];
-	struct tp_buf out;
 	struct ex_retain retain;   /* --aggregate: exited processes' counts */
+	struct srv_index *recent;  /* the last index, while a body uses it
+				      (scrape.c) */
 	uint64_t next_expire_ns;   /* when to apply TALLY_RETAIN again */
 	uint64_t retain_told;      /* bit i: said why dirs[i] is not
 				      cleaned */
@@ -102,8 +107,16 @@ enum MHD_Result srv_busy(struct MHD_Connection *c, unsigned status,
 			 const char *body);
 extern const char srv_index_html[];
 
-/* compress.c: gzip @in into a new malloc'ed buffer; NULL on failure. */
-char *srv_gzip(const char *in, size_t n, size_t *outn);
+/* compress.c: gzip as the body is written.  srv_gzip_start: 0, or -1
+ * when zlib cannot start (then the body goes uncompressed).
+ * srv_gzip_step: deflate what @z has in next_in/avail_in into @out (@cap
+ * bytes), ending the gzip stream when @last (no more input will come);
+ * returns the bytes written to @out, or -1 when zlib failed; sets *@done
+ * once the stream has ended.  srv_gzip_end: free @z's state. */
+int srv_gzip_start(z_stream *z);
+ssize_t srv_gzip_step(z_stream *z, unsigned char *out, size_t cap, int last,
+		      int *done);
+void srv_gzip_end(z_stream *z);
 
 /* scrape.c: answer a scrape of /metrics on @c. */
 enum MHD_Result srv_scrape(struct server *s, struct MHD_Connection *c);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "tally/metrics.h"
 #include "tally/reader.h"
@@ -24,7 +25,9 @@
 #include "aggregate.h"
 #include "auth.h"
 #include "authq.h"
+#include "body.h"
 #include "expose.h"
+#include "index.h"
 #include "listen.h"
 #include "retain.h"
 #include "selfmetrics.h"
@@ -415,6 +418,41 @@ TEST(listen)
 }
 
 /* A snapshot by hand: two processes, a counter each, a histogram. */
+/* A stream filled a few bytes at a time writes what ex_write() writes
+ * at once, with the same numbers (self metrics off: no durations). */
+static void check_streamed(const struct tp_snapshot *s,
+			   const struct ex_config *c, enum ex_format f)
+{
+	static const size_t steps[] = { 1, 7, 100, 4096 };
+	struct ex_self self = { 0 };
+	struct ex_result whole, part;
+	struct tp_buf a = { 0 }, b = { 0 };
+
+	ex_write(&a, s, c, f, &self, 0, &whole);
+	struct ex_index ix;
+
+	/* An index without places over @s, borrowed (not freed). */
+	memset(&ix, 0, sizeof(ix));
+	ix.snap = *s;
+	for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
+		struct ex_stream *st = ex_stream_open(&ix, NULL, c, f, &self,
+						      0);
+		unsigned calls = 0;
+
+		tp_buf_reset(&b);
+		while (ex_stream_fill(st, &b, b.len + steps[k]))
+			calls++;
+		ex_stream_close(st, &part);
+		CHECK(b.len == a.len && memcmp(tp_buf_str(&a), tp_buf_str(&b),
+					       a.len) == 0);
+		CHECK(memcmp(&whole, &part, sizeof(whole)) == 0);
+		/* Small steps stop between series: several calls. */
+		CHECK(steps[k] > 1 || calls > 1);
+	}
+	tp_buf_free(&a);
+	tp_buf_free(&b);
+}
+
 TEST(write)
 {
 	struct tp_snapshot s = { 0 };
@@ -486,6 +524,8 @@ TEST(write)
 	CHECK(strstr(t, "# TYPE a_total counter\n"));
 	CHECK(res.series == 4 && res.conflicts == 0);
 	tp_buf_reset(&b);
+	check_streamed(&s, &c, EX_TEXT);
+	check_streamed(&s, &c, EX_OPENMETRICS);
 
 	/* OpenMetrics: family "a", samples a_total, le as floats, # EOF. */
 	ex_write(&b, &s, &c, EX_OPENMETRICS, &self, tp_now_ns(), &res);
@@ -502,7 +542,150 @@ TEST(write)
 	v[2].key = "a";
 	ex_write(&b, &s, &c, EX_OPENMETRICS, &self, tp_now_ns(), &res);
 	CHECK(res.conflicts == 2); /* both series of a_total */
+	check_streamed(&s, &c, EX_OPENMETRICS);
 	tp_buf_free(&b);
+}
+
+/* What a body hands back when its text is done: counted, and freed. */
+static int bodies_done;
+
+static void body_done(const struct ex_result *res, void *arg)
+{
+	CHECK(res != NULL);
+	bodies_done++;
+	ex_index_free(arg);
+}
+
+/* A body read @max bytes at a time, inflated when gzip; it takes @snap. */
+static void read_body(struct tp_snapshot *snap, const struct ex_config *c,
+		      enum ex_format f, int gz, size_t max, struct tp_buf *out)
+{
+	struct ex_self self = { 0 };
+	struct tp_buf raw = { 0 };
+	static char chunk[65536];
+	static struct ex_index ix;
+	struct ex_body *b;
+	ssize_t n;
+	int done = bodies_done;
+
+	ex_index_of_snapshot(&ix, snap);
+	b = ex_body_new(&ix, NULL, c, f, &self, 0, gz, body_done, &ix);
+	CHECK(ex_body_gzip(b) == gz);
+	while ((n = ex_body_read(b, chunk, max)) > 0)
+		tp_buf_putn(&raw, chunk, (size_t)n);
+	CHECK(n == 0);
+	CHECK(ex_body_read(b, chunk, max) == 0);
+	CHECK(bodies_done == done + 1 && ix.snap.series == NULL);
+	ex_body_free(b);
+	CHECK(bodies_done == done + 1);
+	tp_buf_reset(out);
+	if (!gz) {
+		tp_buf_putn(out, tp_buf_str(&raw), raw.len);
+	} else {
+		z_stream z;
+		int rc;
+
+		memset(&z, 0, sizeof(z));
+		CHECK(inflateInit2(&z, 15 + 16) == Z_OK);
+		z.next_in = (Bytef *)raw.p;
+		z.avail_in = (uInt)raw.len;
+		do {
+			z.next_out = (Bytef *)chunk;
+			z.avail_out = sizeof(chunk);
+			rc = inflate(&z, Z_NO_FLUSH);
+			tp_buf_putn(out, chunk, sizeof(chunk) - z.avail_out);
+		} while (rc == Z_OK);
+		CHECK(rc == Z_STREAM_END && z.avail_in == 0);
+		inflateEnd(&z);
+	}
+	tp_buf_free(&raw);
+}
+
+/*
+ * A body (body.h) of many series, plain and gzip, read in pieces of
+ * several sizes: the text of ex_write(), whole; the body takes the
+ * snapshot and frees it.
+ */
+TEST(body)
+{
+	enum { N = 20000 };
+	struct ex_config c = { .pid_label = "pid", .process_label = "process" };
+	static const size_t maxes[] = { 1, 1000, 65536 };
+	struct ex_self self = { 0 };
+	struct tp_buf want = { 0 }, got = { 0 };
+	struct ex_result res;
+
+	for (int gz = 0; gz < 2; gz++)
+		for (size_t k = 0; k < 3; k++) {
+			struct tp_snapshot s = { 0 };
+
+			s.arena = tp_xcalloc(1, sizeof(*s.arena));
+			s.series = tp_xcalloc(N, sizeof(*s.series));
+			s.segs = tp_xcalloc(1, sizeof(*s.segs));
+			s.segs[0].path = tp_xstrdup("x");
+			s.nsegs = 1;
+			s.segs[0].info.pid = 10;
+			for (unsigned i = 0; i < N; i++) {
+				struct tp_series *v = &s.series[s.nseries++];
+				char name[32];
+
+				snprintf(name, sizeof(name), "m%u_total", i % 7);
+				v->kind = TALLY_COUNTER;
+				v->name = tp_arena_strdup(s.arena, name);
+				v->key = v->name;
+				v->help = v->unit = "";
+				v->pid = 10 + (int)(i % 5);
+				v->value = (int64_t)i * 1000003;
+				v->arena = 1;
+				strcpy(v->proc, "p");
+			}
+			tp_buf_reset(&want);
+			ex_write(&want, &s, &c, EX_OPENMETRICS, &self, 0, &res);
+			CHECK(want.len > 3 * EX_BODY_CHUNK);
+			read_body(&s, &c, EX_OPENMETRICS, gz,
+				  k == 0 && gz ? 7 : maxes[k], &got);
+			CHECK(s.nseries == 0 && s.series == NULL);
+			CHECK(got.len == want.len &&
+			      memcmp(got.p, want.p, want.len) == 0);
+		}
+	tp_buf_free(&want);
+	tp_buf_free(&got);
+}
+
+static void body_cut(const struct ex_result *res, void *arg)
+{
+	CHECK(res == NULL);
+	*(int *)arg += 1;
+}
+
+/* A body freed before its end (the client went away) hands its index
+ * back once, with no numbers. */
+TEST(body_cut)
+{
+	enum { N = 8000 }; /* more text than one chunk */
+	struct ex_config c = { .pid_label = "pid" };
+	struct tp_snapshot s = { 0 };
+	static struct tp_series v[N];
+	struct ex_index ix;
+	struct ex_body *b;
+	char buf[16];
+	int cut = 0;
+
+	for (int i = 0; i < N; i++) {
+		v[i].kind = TALLY_COUNTER;
+		v[i].name = v[i].key = "a_total";
+		v[i].help = v[i].unit = "";
+		v[i].value = i;
+	}
+	s.series = v;
+	s.nseries = N;
+	memset(&ix, 0, sizeof(ix));
+	ix.snap = s; /* borrowed: not freed */
+	b = ex_body_new(&ix, NULL, &c, EX_TEXT, NULL, 0, 1, body_cut, &cut);
+	CHECK(ex_body_read(b, buf, sizeof(buf)) > 0);
+	CHECK(cut == 0);
+	ex_body_free(b);
+	CHECK(cut == 1);
 }
 
 /* Two services define one name otherwise (help, label names): their
@@ -754,6 +937,8 @@ TEST(label_clashes)
 		      "102\n"));
 	CHECK(strstr(t, "tally_exporter_label_clashes_total{action=\"dropped\"} "
 		      "3\n"));
+	c.self_metrics = 0;
+	check_streamed(&s, &c, EX_TEXT);
 	tp_buf_free(&b);
 }
 
