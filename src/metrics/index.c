@@ -281,3 +281,10 @@ int tally__metrics_lock(struct tally_zone *z)
 	}
 	return 0;
 }
+
+/* The one release of the metrics lock, beside the one take: whoever
+ * took it through tally__metrics_lock() gives it back here. */
+void tally__metrics_unlock(struct tally_zone *z)
+{
+	pthread_mutex_unlock(&z->hdr->metrics_lock);
+}

@@ -25,6 +25,11 @@
 #include "metrics/table.h"
 #include "tally/metrics.h"
 
+/* A definition (tally__metric_define, redefine) makes its record or a
+ * new generation, and its text is the newest. */
+static const struct tally__rec_opts defining = { .create = true,
+						 .retext = true };
+
 _Static_assert(TALLY_COUNTER == TALLY__KIND_COUNTER &&
 	       TALLY_HISTOGRAM == TALLY__KIND_HISTOGRAM,
 	       "kinds agree with the format");
@@ -138,11 +143,14 @@ static int find_and_ref(struct tally_zone *z, const char *name,
 			uint32_t *fam, uint32_t *bucket, int create,
 			uint32_t pin)
 {
+	/* A label family's own generation keeps its text as it was. */
+	const struct tally__rec_opts o = { .pin = pin, .create = create,
+					   .retext = !pin };
 	struct tally__series *s;
 	uint32_t idx = 0;
 	int rc;
 
-	if ((rc = tally__metric_rec_get(z, name, p, fam, create, pin, !pin)) < 0)
+	if ((rc = tally__metric_rec_get(z, name, p, &o, fam)) < 0)
 		return rc == -ENOENT ? 0 : rc;
 	if (!tally__series_find(z, *fam, p, bucket, &idx))
 		return 0;
@@ -247,7 +255,7 @@ static int register_combine(struct tally_zone *z,
 	    (rc = find_and_ref(z, d->name, &p, m, &fam, &bucket, b != NULL,
 			       pin)) != 0 ||
 	    (rc = b ? tally__series_take(z, &p, ext, &idx) : alloc_rc) < 0) {
-		pthread_mutex_unlock(&z->hdr->metrics_lock);
+		tally__metrics_unlock(z);
 		if (b) {
 			char failed = tally__err_set;
 
@@ -261,7 +269,7 @@ static int register_combine(struct tally_zone *z,
 	}
 	tally__series_publish(z, idx, fam, &p, d->nlabels, b, bucket, ext);
 	fill_handle(m, z, idx, &p);
-	pthread_mutex_unlock(&z->hdr->metrics_lock);
+	tally__metrics_unlock(z);
 	return 0;
 }
 
@@ -299,8 +307,8 @@ int tally__metric_define(struct tally_zone *z,
 				   TALLY__LABELS_INLINE_PAIRS);
 	if ((rc = tally__metrics_lock(z)) < 0)
 		return rc;
-	rc = tally__metric_rec_get(z, d->name, &p, &fam, 1, 0, 1);
-	pthread_mutex_unlock(&z->hdr->metrics_lock);
+	rc = tally__metric_rec_get(z, d->name, &p, &defining, &fam);
+	tally__metrics_unlock(z);
 	if (rc == 0 && rec)
 		*rec = fam + 1;
 	return rc;
@@ -393,7 +401,7 @@ static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
 	}
 	before = atomic_load_explicit(&z->hdr->redefinitions,
 				      memory_order_relaxed);
-	rc = tally__metric_rec_get(z, d->name, &p, &fam, 1, 0, 1);
+	rc = tally__metric_rec_get(z, d->name, &p, &defining, &fam);
 	if (rc == 0 && changed) {
 		for (unsigned i = 0; i < n; i++) {
 			tally__metric_rec_find(z, names[i], &found);
@@ -409,7 +417,7 @@ static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
 						  memory_order_relaxed);
 		rc = 1;
 	}
-	pthread_mutex_unlock(&z->hdr->metrics_lock);
+	tally__metrics_unlock(z);
 	return rc;
 }
 
@@ -733,13 +741,13 @@ int tally_metric_remove(tally_metric *m)
 					      memory_order_relaxed) ||
 	    !tally__series_live(s->state) ||
 	    atomic_load_explicit(&s->seq, memory_order_relaxed) != m->seq) {
-		pthread_mutex_unlock(&h->metrics_lock);
+		tally__metrics_unlock(z);
 		return tally__fail(EINVAL, "series already removed");
 	}
 	/* Another registration still holds it: one reference fewer. */
 	if (s->refs > 1) {
 		s->refs--;
-		pthread_mutex_unlock(&h->metrics_lock);
+		tally__metrics_unlock(z);
 		m->block = NULL;
 		return 0;
 	}
@@ -769,7 +777,7 @@ int tally_metric_remove(tally_metric *m)
 	atomic_fetch_add_explicit(&h->series_gen, 1, memory_order_release);
 	if (h->series_live == 0)
 		tally__series_give_back(z);
-	pthread_mutex_unlock(&h->metrics_lock);
+	tally__metrics_unlock(z);
 
 	tally_block_free(z, m->block);
 	m->block = NULL;

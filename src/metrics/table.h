@@ -10,6 +10,7 @@
 #define TALLY_METRICS_TABLE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -146,15 +147,27 @@ void tally__metric_rec_flag(struct tally_zone *z, struct tally__metric_rec *f,
 			unsigned flags, int set);
 uint32_t tally__metric_rec_find(struct tally_zone *z, const char *name,
 			    uint32_t *found);
+/* How tally__metric_rec_get() looks a name up.  @pin: the record index
+ * + 1 a label family of this process was defined in (family.c), whose
+ * series go on being made there, in their generation, whatever newer
+ * ones exist; 0 for none.  @create: make a record (or a new generation)
+ * when none serves.  @retext: the help and unit of the record found
+ * become the plan's (the newest registration's text wins). */
+struct tally__rec_opts {
+	uint32_t pin;
+	bool create, retext;
+};
 int tally__metric_rec_get(struct tally_zone *z, const char *name,
-		      const struct tally__plan *p, uint32_t *out, int create,
-		      uint32_t pin, int retext);
+			  const struct tally__plan *p,
+			  const struct tally__rec_opts *o, uint32_t *out);
 
 /* The index, and the metrics lock that repairs it (index.c). */
 int tally__index_grow(struct tally_zone *z);
 /* 0, or -errno with a message (ETIMEDOUT: held too long by another
  * process, see tally__robust_lock). */
 int tally__metrics_lock(struct tally_zone *z);
+/* Release what tally__metrics_lock() took. */
+void tally__metrics_unlock(struct tally_zone *z);
 
 /* Series records (records.c). */
 int tally__series_find(struct tally_zone *z, uint32_t fam,
