@@ -111,9 +111,65 @@ static int pack_labels(const struct tally_metric_desc *d,
 	return 0;
 }
 
+/* Steps of tally__plan_make(), after it. */
+static int plan_typed(const struct tally_metric_desc *d,
+		      struct tally__plan *p);
+static int plan_hist_bits(const struct tally_metric_desc *d,
+			  struct tally__plan *p);
+
+int tally__plan_make(const struct tally_metric_desc *d, struct tally__plan *p)
+{
+	int rc;
+
+	/* Not the label buffer: it is written as far as it is used. */
+	memset(p, 0, offsetof(struct tally__plan, labels));
+	if (d->kind < TALLY_COUNTER || d->kind > TALLY_CHISTOGRAM)
+		return tally__fail(EINVAL, "unknown metric kind %u", d->kind);
+	if (!d->name)
+		return tally__fail(EINVAL, "NULL metric name");
+	if (strlen(d->name) > TALLY_NAME_MAX)
+		return tally__fail(E2BIG, "metric name \"%.40s...\" is longer "
+				   "than %u bytes", d->name, TALLY_NAME_MAX);
+	if (!tally__valid_metric_name(d->name))
+		return tally__fail(EINVAL, "metric name \"%.60s\": expected "
+				   "[a-zA-Z_:][a-zA-Z0-9_:]*", d->name);
+	p->help = d->help ? d->help : "";
+	p->unit = d->unit ? d->unit : "";
+	if ((rc = check_text("the help text", p->help, TALLY_HELP_MAX)) < 0)
+		return rc;
+	if (strlen(p->unit) > TALLY_UNIT_MAX)
+		return tally__fail(E2BIG, "unit of %.60s is longer than %u "
+				   "bytes", d->name, TALLY_UNIT_MAX);
+	if (!tally__valid_unit(p->unit))
+		return tally__fail(EINVAL, "unit \"%.40s\": expected "
+				   "[a-zA-Z0-9_]*", p->unit);
+	if (d->mode > TALLY_ADAPTIVE)
+		return tally__fail(EINVAL, "unknown block mode %u", d->mode);
+	/* A TALLY_FGAUGE is stored as a set gauge whose metric record says
+	 * its slot holds a double: a reader older than format 2.3 shows the
+	 * bits as an integer instead of refusing the segment. */
+	p->kind = d->kind == TALLY_FGAUGE || d->kind == TALLY_PGAUGE ?
+		  TALLY_GAUGE_SET : d->kind == TALLY_FCOUNTER ||
+		  d->kind == TALLY_CHISTOGRAM ? TALLY_COUNTER : d->kind;
+	p->vtype = p->kind == TALLY_GAUGE_SET && d->kind != TALLY_GAUGE_SET ?
+		   TALLY__VT_FLOAT64 : TALLY__VT_INT64;
+	p->mode = p->kind == TALLY_GAUGE_SET ? TALLY_SHARED : d->mode;
+	p->nslots = d->kind == TALLY_GAUGE ? 2 : 1; /* increments, decrements */
+	if ((rc = plan_typed(d, p)) < 0 || (rc = plan_hist_bits(d, p)) < 0)
+		return rc;
+	if ((rc = pack_labels(d, p->labels, &p->labels_len)) < 0)
+		return rc;
+	if (p->labels_len > TALLY__LABELS_INLINE ||
+	    d->nlabels > TALLY__LABELS_INLINE_PAIRS)
+		p->nexts = (unsigned)((p->labels_len + TALLY__EXT_DATA - 1) /
+				      TALLY__EXT_DATA);
+	return 0;
+}
+
 /* The record type, slots and help room of the kinds that older readers
  * see as another kind (layout.h: typed records). */
-static int plan_typed(const struct tally_metric_desc *d, struct tally__plan *p)
+static int plan_typed(const struct tally_metric_desc *d,
+		      struct tally__plan *p)
 {
 	if (d->kind == TALLY_FCOUNTER) {
 		/* A counter for older readers (which skip its series),
@@ -183,54 +239,5 @@ static int plan_hist_bits(const struct tally_metric_desc *d,
 		return tally__fail(EINVAL, "histogram bits given for a metric "
 				   "that is not a histogram");
 	}
-	return 0;
-}
-
-int tally__plan_make(const struct tally_metric_desc *d, struct tally__plan *p)
-{
-	int rc;
-
-	/* Not the label buffer: it is written as far as it is used. */
-	memset(p, 0, offsetof(struct tally__plan, labels));
-	if (d->kind < TALLY_COUNTER || d->kind > TALLY_CHISTOGRAM)
-		return tally__fail(EINVAL, "unknown metric kind %u", d->kind);
-	if (!d->name)
-		return tally__fail(EINVAL, "NULL metric name");
-	if (strlen(d->name) > TALLY_NAME_MAX)
-		return tally__fail(E2BIG, "metric name \"%.40s...\" is longer "
-				   "than %u bytes", d->name, TALLY_NAME_MAX);
-	if (!tally__valid_metric_name(d->name))
-		return tally__fail(EINVAL, "metric name \"%.60s\": expected "
-				   "[a-zA-Z_:][a-zA-Z0-9_:]*", d->name);
-	p->help = d->help ? d->help : "";
-	p->unit = d->unit ? d->unit : "";
-	if ((rc = check_text("the help text", p->help, TALLY_HELP_MAX)) < 0)
-		return rc;
-	if (strlen(p->unit) > TALLY_UNIT_MAX)
-		return tally__fail(E2BIG, "unit of %.60s is longer than %u "
-				   "bytes", d->name, TALLY_UNIT_MAX);
-	if (!tally__valid_unit(p->unit))
-		return tally__fail(EINVAL, "unit \"%.40s\": expected "
-				   "[a-zA-Z0-9_]*", p->unit);
-	if (d->mode > TALLY_ADAPTIVE)
-		return tally__fail(EINVAL, "unknown block mode %u", d->mode);
-	/* A TALLY_FGAUGE is stored as a set gauge whose metric record says its slot
-	 * holds a double: a reader older than format 2.3 shows the bits as
-	 * an integer instead of refusing the segment. */
-	p->kind = d->kind == TALLY_FGAUGE || d->kind == TALLY_PGAUGE ?
-		  TALLY_GAUGE_SET : d->kind == TALLY_FCOUNTER ||
-		  d->kind == TALLY_CHISTOGRAM ? TALLY_COUNTER : d->kind;
-	p->vtype = p->kind == TALLY_GAUGE_SET && d->kind != TALLY_GAUGE_SET ?
-		   TALLY__VT_FLOAT64 : TALLY__VT_INT64;
-	p->mode = p->kind == TALLY_GAUGE_SET ? TALLY_SHARED : d->mode;
-	p->nslots = d->kind == TALLY_GAUGE ? 2 : 1; /* increments, decrements */
-	if ((rc = plan_typed(d, p)) < 0 || (rc = plan_hist_bits(d, p)) < 0)
-		return rc;
-	if ((rc = pack_labels(d, p->labels, &p->labels_len)) < 0)
-		return rc;
-	if (p->labels_len > TALLY__LABELS_INLINE ||
-	    d->nlabels > TALLY__LABELS_INLINE_PAIRS)
-		p->nexts = (unsigned)((p->labels_len + TALLY__EXT_DATA - 1) /
-				      TALLY__EXT_DATA);
 	return 0;
 }
