@@ -4,9 +4,9 @@
  *
  * A definition that changes is never refused (a new version of a program
  * meets the old one's in a shared zone): another help text or unit is
- * written over the family's, another kind, mode or layout makes a new
- * generation of the family (layout.h), which the metric index points at;
- * families keep making their children in the generation they were
+ * written over the record's, another kind, mode or layout makes a new
+ * generation of the metric (layout.h), which the metric index points at;
+ * label families keep making their children in the generation they were
  * defined in (family.c pins it), so that an old version runs on.
  */
 #define _GNU_SOURCE

@@ -134,13 +134,13 @@ static void fill_handle(tally_metric *m, struct tally_zone *z, uint32_t idx,
 /*
  * Under the metrics lock: when the series of @p exists, take one more
  * reference to it, fill @m and return 1; else 0 and the index bucket the
- * new series goes to.  The family's definition is checked first, so that
- * a conflicting one is refused either way; a new family is made only
+ * new series goes to.  The metric record's definition is checked first, so
+ * that a conflicting one is refused either way; a new record is made only
  * when @create (else 0: no such series).
  */
 static int find_and_ref(struct tally_zone *z, const char *name,
 			struct tally__plan *p, tally_metric *m,
-			uint32_t *fam, uint32_t *bucket, int create,
+			uint32_t *mrec, uint32_t *bucket, int create,
 			uint32_t pin)
 {
 	/* A label family's own generation keeps its text as it was. */
@@ -150,9 +150,9 @@ static int find_and_ref(struct tally_zone *z, const char *name,
 	uint32_t idx = 0;
 	int rc;
 
-	if ((rc = tally__metric_rec_get(z, name, p, &o, fam)) < 0)
+	if ((rc = tally__metric_rec_get(z, name, p, &o, mrec)) < 0)
 		return rc == -ENOENT ? 0 : rc;
-	if (!tally__series_find(z, *fam, p, bucket, &idx))
+	if (!tally__series_find(z, *mrec, p, bucket, &idx))
 		return 0;
 	s = &series(z)[idx];
 	if (s->refs == UINT32_MAX)
@@ -208,7 +208,7 @@ static int register_combine(struct tally_zone *z,
 	struct tally_metric_desc typed;
 	struct tally__plan p;
 	tally_block *b;
-	uint32_t fam = 0, idx = 0, bucket = 0;
+	uint32_t mrec = 0, idx = 0, bucket = 0;
 	uint32_t ext[TALLY__LABELS_PACKED_MAX / TALLY__EXT_DATA + 1];
 	int rc, alloc_rc = 0;
 
@@ -252,7 +252,7 @@ static int register_combine(struct tally_zone *z,
 		return tally__metric_failed(z, kind, m, rc);
 	}
 	if ((b && (rc = tally__index_grow(z)) < 0) ||
-	    (rc = find_and_ref(z, d->name, &p, m, &fam, &bucket, b != NULL,
+	    (rc = find_and_ref(z, d->name, &p, m, &mrec, &bucket, b != NULL,
 			       pin)) != 0 ||
 	    (rc = b ? tally__series_take(z, &p, ext, &idx) : alloc_rc) < 0) {
 		tally__metrics_unlock(z);
@@ -267,21 +267,22 @@ static int register_combine(struct tally_zone *z,
 		tally__ok(); /* found, whatever the allocation said */
 		return 0;
 	}
-	tally__series_publish(z, idx, fam, &p, d->nlabels, b, bucket, ext);
+	tally__series_publish(z, idx, mrec, &p, d->nlabels, b, bucket, ext);
 	fill_handle(m, z, idx, &p);
 	tally__metrics_unlock(z);
 	return 0;
 }
 
-/* Check @d and make its family in @z, as registering a series of it
- * would (family.c: a family is checked before any of its series); its
+/* Check @d and make its metric record in @z, as registering a series of
+ * it would (family.c: a label family is checked before any of its
+ * series); its
  * record index + 1 in *@rec, for tally__metric_register_in(). */
 int tally__metric_define(struct tally_zone *z,
 			 const struct tally_metric_desc *d, unsigned combine,
 			 const double *bounds, unsigned nbounds, uint32_t *rec)
 {
 	struct tally__plan p;
-	uint32_t fam;
+	uint32_t mrec;
 	int rc;
 
 	if ((rc = tally__plan_make(d, &p)) < 0)
@@ -307,10 +308,10 @@ int tally__metric_define(struct tally_zone *z,
 				   TALLY__LABELS_INLINE_PAIRS);
 	if ((rc = tally__metrics_lock(z)) < 0)
 		return rc;
-	rc = tally__metric_rec_get(z, d->name, &p, &defining, &fam);
+	rc = tally__metric_rec_get(z, d->name, &p, &defining, &mrec);
 	tally__metrics_unlock(z);
 	if (rc == 0 && rec)
-		*rec = fam + 1;
+		*rec = mrec + 1;
 	return rc;
 }
 
@@ -363,7 +364,7 @@ static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
 {
 	struct tally_metric_desc typed;
 	struct tally__plan p;
-	uint32_t fam, found;
+	uint32_t mrec, found;
 	uint64_t before;
 	int rc, changed = 0;
 
@@ -401,7 +402,7 @@ static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
 	}
 	before = atomic_load_explicit(&z->hdr->redefinitions,
 				      memory_order_relaxed);
-	rc = tally__metric_rec_get(z, d->name, &p, &defining, &fam);
+	rc = tally__metric_rec_get(z, d->name, &p, &defining, &mrec);
 	if (rc == 0 && changed) {
 		for (unsigned i = 0; i < n; i++) {
 			tally__metric_rec_find(z, names[i], &found);

@@ -3,8 +3,8 @@
  * installed): where the table's parts are in a zone, the seqlock of a
  * record, the hashes, and the steps of a registration that each file
  * owns (labels.c, define.c, index.c, records.c; metrics.c puts them
- * together).  The small helpers are static inline, as they were when the
- * table was one file.
+ * together).  The small helpers are static inline, so that each of those
+ * files has them without a call.
  */
 #ifndef TALLY_METRICS_TABLE_H
 #define TALLY_METRICS_TABLE_H
@@ -100,10 +100,10 @@ static inline uint32_t name_bucket(struct tally_zone *z, const char *name)
 }
 
 /* The hash of a series: its metric and packed labels. */
-static inline uint64_t series_hash64(uint32_t fam, const char *labels,
+static inline uint64_t series_hash64(uint32_t mrec, const char *labels,
 				      size_t len)
 {
-	uint64_t h = fnv1a(0xcbf29ce484222325ull, &fam, sizeof(fam));
+	uint64_t h = fnv1a(0xcbf29ce484222325ull, &mrec, sizeof(mrec));
 
 	return fnv1a(h, labels, len);
 }
@@ -170,13 +170,13 @@ int tally__metrics_lock(struct tally_zone *z);
 void tally__metrics_unlock(struct tally_zone *z);
 
 /* Series records (records.c). */
-int tally__series_find(struct tally_zone *z, uint32_t fam,
+int tally__series_find(struct tally_zone *z, uint32_t mrec,
 		       struct tally__plan *p, uint32_t *bucket, uint32_t *found);
 int tally__series_take(struct tally_zone *z, const struct tally__plan *p,
 		       uint32_t *ext, uint32_t *idx);
 void tally__series_free_exts(struct tally_zone *z,
 			     const struct tally__long_labels *l);
-void tally__series_publish(struct tally_zone *z, uint32_t idx, uint32_t fam,
+void tally__series_publish(struct tally_zone *z, uint32_t idx, uint32_t mrec,
 			   const struct tally__plan *p, unsigned nlabels,
 			   tally_block *b, uint32_t bucket, const uint32_t *ext);
 void tally__series_give_back(struct tally_zone *z);
