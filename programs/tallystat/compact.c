@@ -312,86 +312,144 @@ static void ident_of(struct ts_iter *it, const struct centry *e)
 	s->arena = 1;
 }
 
-/* A string of the row in it->text, as an offset (the buffer moves). */
-static size_t put_str(struct tp_buf *b, const char *s)
+static void put_str(struct tp_buf *b, const char *s)
 {
-	size_t at = b->len;
-
 	tp_buf_puts(b, s ? s : "");
 	tp_buf_putc(b, '\0');
-	return at;
 }
 
-/* The texts of the row from the record read again: they must still be
- * those of its series (the record may have been removed, or reused). */
-static int texts_cb(const struct tally_series_view *v, void *arg)
+/* A series of the batch read again: its texts are kept when its record
+ * still holds the series of its entry (it may have been removed, or
+ * reused, since the read). */
+static int batch_cb(const struct tally_series_view *v, void *arg)
 {
 	struct ts_iter *it = arg;
-	struct tp_series *s = &it->s;
-	size_t key, name, help, unit, *lab;
-	char *base;
+	const struct centry *e;
+	size_t j = it->cbj;
 
-	make_key(&it->scratch, v);
-	if (v->kind != s->kind ||
-	    key_hash(tp_buf_str(&it->scratch), v->kind) != it->hash)
+	while (j < it->nreq && it->ids[j] != v->id)
+		j++;
+	if (j == it->nreq)
 		return 0;
-	tp_buf_reset(&it->text);
-	key = put_str(&it->text, tp_buf_str(&it->scratch));
-	name = put_str(&it->text, v->name);
-	help = put_str(&it->text, v->help);
-	unit = put_str(&it->text, v->unit);
-	if (v->nlabels > it->caplab) {
-		it->caplab = v->nlabels;
-		it->lab = tp_xrealloc(it->lab, 2 * it->caplab * sizeof(char *));
-		it->labat = tp_xrealloc(it->labat, 2 * it->caplab *
-					sizeof(size_t));
-	}
-	lab = it->labat;
+	it->cbj = j + 1;
+	e = &it->r->cp->e[it->req[j]];
+	make_key(&it->scratch, v);
+	if (v->kind != e->kind ||
+	    key_hash(tp_buf_str(&it->scratch), v->kind) != e->hash)
+		return 0;
+	it->tat[j] = it->text.len;
+	it->bnl[j] = v->nlabels;
+	it->bmode[j] = v->mode;
+	put_str(&it->text, tp_buf_str(&it->scratch));
+	put_str(&it->text, v->name);
+	put_str(&it->text, v->help);
+	put_str(&it->text, v->unit);
 	for (unsigned i = 0; i < v->nlabels; i++) {
-		lab[2 * i] = put_str(&it->text, v->label_names[i]);
-		lab[2 * i + 1] = put_str(&it->text, v->label_values[i]);
+		put_str(&it->text, v->label_names[i]);
+		put_str(&it->text, v->label_values[i]);
 	}
-	base = it->text.p;
-	s->key = base + key;
-	s->name = base + name;
-	s->help = base + help;
-	s->unit = base + unit;
-	s->mode = v->mode;
-	s->nlabels = v->nlabels;
-	s->label_names = it->lab;
-	s->label_values = it->lab + v->nlabels;
-	for (unsigned i = 0; i < v->nlabels; i++) {
-		it->lab[i] = base + lab[2 * i];
-		it->lab[v->nlabels + i] = base + lab[2 * i + 1];
-	}
-	it->found = 1;
 	return 0;
 }
 
-/* Entry @e's series with its texts, or NULL when its record no longer
- * holds it (removed since the read: no row). */
-static const struct tp_series *fetch(struct ts_iter *it, const struct centry *e)
+/* Does the iterator show entry @e?  (-z, and the kinds asked for.) */
+static int shown(const struct ts_iter *it, const struct centry *e)
+{
+	if (it->r->omit_zero && e->value == 0)
+		return 0;
+	if ((it->flags & TS_ITER_HIST) && e->kind != TALLY_HISTOGRAM)
+		return 0;
+	return !((it->flags & TS_ITER_SCALAR) && e->kind == TALLY_HISTOGRAM);
+}
+
+/* Read the texts of the entries shown from @x on, up to @end (its
+ * segment's) and TS_BATCH of them, in one pass over their records. */
+static void refill(struct ts_iter *it, size_t x, size_t end)
 {
 	const struct ts_compact *c = it->r->cp;
+	uint32_t g = c->e[x].seg;
+
+	if (!it->req) {
+		it->req = tp_xmalloc(TS_BATCH * sizeof(*it->req));
+		it->tat = tp_xmalloc(TS_BATCH * sizeof(*it->tat));
+		it->ids = tp_xmalloc(TS_BATCH * sizeof(*it->ids));
+		it->bnl = tp_xmalloc(TS_BATCH * sizeof(*it->bnl));
+		it->bmode = tp_xmalloc(TS_BATCH * sizeof(*it->bmode));
+	}
+	if (!it->seg || it->segno != g) {
+		tally_seg_close(it->seg);
+		it->segno = g;
+		it->seg = tally_seg_open(c->snap->segs[g].path, c->open_opts);
+	}
+	it->nreq = it->bcur = it->cbj = 0;
+	for (size_t y = x; y < end && it->nreq < TS_BATCH; y++) {
+		const struct centry *e = &c->e[y];
+
+		if (e->full || !shown(it, e))
+			continue;
+		it->req[it->nreq] = y;
+		it->ids[it->nreq] = e->id;
+		it->tat[it->nreq++] = SIZE_MAX;
+	}
+	tp_buf_reset(&it->text);
+	/* A segment gone, or corrupt now: its rows are left out. */
+	if (it->seg)
+		tally_seg_foreach_ids(it->seg, 0, it->ids, it->nreq, batch_cb,
+				      it);
+}
+
+/* Entry @x's texts from the batch into it->s; 0, or -1 when its record
+ * no longer holds its series (no row). */
+static int serve(struct ts_iter *it, size_t x)
+{
+	struct tp_series *s = &it->s;
+	const char *p;
+	unsigned nl;
+
+	while (it->bcur < it->nreq && it->req[it->bcur] < x)
+		it->bcur++;
+	if (it->bcur == it->nreq || it->req[it->bcur] != x ||
+	    it->tat[it->bcur] == SIZE_MAX)
+		return -1;
+	nl = it->bnl[it->bcur];
+	s->mode = it->bmode[it->bcur];
+	p = it->text.p + it->tat[it->bcur];
+	s->key = (char *)p;
+	p += strlen(p) + 1;
+	s->name = (char *)p;
+	p += strlen(p) + 1;
+	s->help = (char *)p;
+	p += strlen(p) + 1;
+	s->unit = (char *)p;
+	p += strlen(p) + 1;
+	if (nl > it->caplab) {
+		it->caplab = nl;
+		it->lab = tp_xrealloc(it->lab, 2 * nl * sizeof(char *));
+	}
+	for (unsigned i = 0; i < 2 * nl; i++) {
+		it->lab[i % 2 ? nl + i / 2 : i / 2] = (char *)p;
+		p += strlen(p) + 1;
+	}
+	s->nlabels = nl;
+	s->label_names = nl ? it->lab : NULL;
+	s->label_values = nl ? it->lab + nl : NULL;
+	return 0;
+}
+
+/* Entry @x (of a segment whose entries end at @end) as a series, or NULL
+ * when it has no row any more. */
+static const struct tp_series *fetch(struct ts_iter *it, size_t x,
+				     size_t end)
+{
+	const struct centry *e = &it->r->cp->e[x];
 
 	if (e->full)
 		return e->full;
 	ident_of(it, e);
 	if (it->flags & TS_ITER_IDENT)
 		return &it->s;
-	if (!it->seg || it->segno != e->seg) {
-		tally_seg_close(it->seg);
-		it->segno = e->seg;
-		it->seg = tally_seg_open(c->snap->segs[e->seg].path,
-					 c->open_opts);
-	}
-	if (!it->seg)
-		return NULL;
-	it->found = 0;
-	it->hash = e->hash;
-	if (tally_seg_visit(it->seg, 0, e->id, texts_cb, it) < 0 || !it->found)
-		return NULL;
-	return &it->s;
+	if (!it->nreq || x < it->req[0] || x > it->req[it->nreq - 1])
+		refill(it, x, end);
+	return serve(it, x) == 0 ? &it->s : NULL;
 }
 
 static const struct tp_series *next_compact(struct ts_iter *it)
@@ -412,13 +470,7 @@ static const struct tp_series *next_compact(struct ts_iter *it)
 			continue;
 		}
 		e = &c->e[it->at++];
-		if (it->r->omit_zero && e->value == 0)
-			continue;
-		if ((it->flags & TS_ITER_HIST) && e->kind != TALLY_HISTOGRAM)
-			continue;
-		if ((it->flags & TS_ITER_SCALAR) && e->kind == TALLY_HISTOGRAM)
-			continue;
-		if ((s = fetch(it, e)))
+		if (shown(it, e) && (s = fetch(it, it->at - 1, end)))
 			return s;
 	}
 	return NULL;
@@ -456,6 +508,10 @@ void ts_iter_end(struct ts_iter *it)
 	tp_buf_free(&it->text);
 	tp_buf_free(&it->scratch);
 	free(it->lab);
-	free(it->labat);
+	free(it->req);
+	free(it->tat);
+	free(it->ids);
+	free(it->bnl);
+	free(it->bmode);
 	memset(it, 0, sizeof(*it));
 }

@@ -226,14 +226,19 @@ struct ts_iter {
 	size_t at;                  /* its entry */
 	struct tally_seg *seg;      /* open: segment segno */
 	uint32_t segno;
-	uint64_t hash;
-	int found;
 	struct tp_series s;
+	/* The texts of a batch of entries (req[0 .. nreq)), read in one
+	 * pass over their records (ids): entry req[j]'s from text.p +
+	 * tat[j] (SIZE_MAX: not found), bnl[j] label pairs. */
+	size_t *req, *tat;
+	uint32_t *ids;
+	unsigned *bnl, *bmode;
+	size_t nreq, bcur, cbj;
 	struct tp_buf text, scratch;
 	char **lab;
-	size_t *labat;
 	unsigned caplab;
 };
+#define TS_BATCH 512
 void ts_iter_begin(struct ts_iter *it, const struct ts_report *r,
 		   unsigned flags);
 const struct tp_series *ts_iter_next(struct ts_iter *it);
