@@ -54,26 +54,6 @@ void ts_host_get(struct ts_host *h)
 		h->ncpus = 1;
 }
 
-static int seg_filter(const struct tally_seg_info *in, void *arg)
-{
-	return ts_seg_selected(in, arg);
-}
-
-static int series_filter(const struct tally_series_view *v,
-			 const struct tally_seg_info *in, void *arg)
-{
-	const struct ts_options *o = arg;
-
-	(void)in;
-	if (!o->nsels)
-		return 1;
-	for (unsigned i = 0; i < o->nsels; i++)
-		if (tp_selector_match(&o->sels[i], v->name, v->nlabels,
-				      v->label_names, v->label_values))
-			return 1;
-	return 0;
-}
-
 /* Files already reported as skipped: each is named once per run. */
 static struct tp_strmap reported;
 
@@ -83,16 +63,11 @@ static struct tp_strmap reported;
 static int collect(const struct ts_options *o, struct tp_snapshot *snap,
 		   struct ts_report *r, struct ts_compact **cp)
 {
-	struct tp_collect_opts co = {
-		.dirs = o->dirs, .ndirs = o->ndirs,
-		.open_opts = &o->open_opts,
-		.read_flags = o->percpu ? TALLY_READ_PERCPU : 0,
-		.seg_filter = seg_filter, .series_filter = series_filter,
-		.arg = (void *)o,
-	};
+	struct tp_collect_opts co;
 	char err[512];
 	size_t w = 0;
 
+	ts_collect_opts(o, &co);
 	if (cp)
 		*cp = ts_compact_new(&co);
 	if (tp_snapshot_collect(snap, &co, err, sizeof(err)) < 0) {

@@ -287,6 +287,9 @@ void ts_json_host(struct tp_buf *b, const struct ts_host *h,
 /* segments.c: --list and --clean; -p, -C and --zone on a segment. */
 int ts_seg_selected(const struct tally_seg_info *in,
 		    const struct ts_options *o);
+/* What the reports read, as @o says: directories, -P, -p, -C, --zone and
+ * the selectors (@o must outlive @co). */
+void ts_collect_opts(const struct ts_options *o, struct tp_collect_opts *co);
 int ts_list(const struct ts_options *o, const struct ts_host *h);
 int ts_clean(const struct ts_options *o);
 

@@ -174,25 +174,6 @@ static void cleanup(void)
 		fprintf(stderr, "cannot remove %s\n", dir);
 }
 
-static int seg_filter(const struct tally_seg_info *in, void *arg)
-{
-	return ts_seg_selected(in, arg);
-}
-
-/* As tallystat's: any selector given. */
-static int series_filter(const struct tally_series_view *v,
-			 const struct tally_seg_info *in, void *arg)
-{
-	const struct ts_options *o = arg;
-
-	(void)in;
-	for (unsigned i = 0; i < o->nsels; i++)
-		if (tp_selector_match(&o->sels[i], v->name, v->nlabels,
-				      v->label_names, v->label_values))
-			return 1;
-	return !o->nsels;
-}
-
 /* The report of tallystat @args (split at blanks) into @out, from a
  * compact read or a snapshot; exits 0, or 3 when the compact read
  * cannot be ordered. */
@@ -203,6 +184,7 @@ static void report_to(const char *args, int compact, const char *out)
 	char *argv[32], *copy = strdup(args), *save = NULL;
 	int argc = 0;
 	struct ts_options o;
+	struct tp_collect_opts co;
 	struct tp_snapshot snap;
 	struct ts_compact *cp = NULL;
 	struct ts_report r;
@@ -216,11 +198,7 @@ static void report_to(const char *args, int compact, const char *out)
 	argv[argc] = NULL;
 	if (ts_parse_options(argc, argv, &o) != 0)
 		_exit(2);
-	struct tp_collect_opts co = {
-		.dirs = o.dirs, .ndirs = o.ndirs, .open_opts = &o.open_opts,
-		.seg_filter = seg_filter, .series_filter = series_filter,
-		.arg = &o,
-	};
+	ts_collect_opts(&o, &co);
 	if (compact)
 		cp = ts_compact_new(&co);
 	if (tp_snapshot_collect(&snap, &co, err, sizeof(err)) < 0)
