@@ -374,6 +374,7 @@ static void table_rows(struct ts_table *t, const struct lead *l,
 		if (print)
 			ts_table_print_row(t, t->cells, l->o->color);
 	}
+	ts_iter_end(&it);
 }
 
 /*
