@@ -1,7 +1,6 @@
 /*
  * programs/tallystat/compact.c: the report since start of one read,
- * keeping per series only what its row needs besides its texts, and the
- * rows of any report one at a time (struct ts_iter).
+ * keeping per series only what its row needs besides its texts.
  *
  * A snapshot copies every series with its name, labels and help; a report
  * of a million series does not need them all at once.  Here the read
@@ -9,7 +8,7 @@
  * its values (struct centry), sorts each segment's series by key as it
  * goes (the keys of one segment only are held, and only while it is
  * read), and the back ends get each row's texts by reading the record
- * again from its segment (tally_seg_visit) when they print it.  The
+ * again from its segment when they print it (iter.c).  The
  * values are those of the first read: a text report makes its rows twice
  * (the widths, then the lines), and both must show the same numbers.
  * Histograms and per-process gauges (whose views combine several
@@ -27,44 +26,9 @@
 
 #include "format.h"
 #include "strbuf.h"
-#include "tallystat.h"
+#include "compact.h"
 
-/* One series of the read. */
-struct centry {
-	int64_t value;
-	double fvalue;
-	uint64_t hash;          /* of its key and kind */
-	struct tp_series *full; /* histograms, per-process gauges: a copy */
-	uint32_t seg, id;       /* its segment (snap->segs), its record */
-	unsigned frac;
-	unsigned char kind, dead, fractional;
-};
-
-/* A series of the segment being read, for the sort. */
-struct skey {
-	const char *key;
-	size_t at;              /* in e[] */
-	unsigned kind;
-};
-
-struct ts_compact {
-	struct centry *e;
-	size_t n, cap;
-	size_t *seg_first;      /* entries of segment g: seg_first[g] ..
-				   seg_first[g + 1] */
-	uint32_t nsegs;
-	uint32_t *order;        /* segments in report order */
-	/* The segment being read: its keys, for the sort. */
-	size_t first;
-	struct tp_arena keys;
-	struct skey *sk;
-	size_t nsk, capsk;
-	struct tp_buf key;
-	const struct tp_snapshot *snap;
-	const struct tally_open_opts *open_opts;
-};
-
-static uint64_t key_hash(const char *key, unsigned kind)
+uint64_t ts_key_hash(const char *key, unsigned kind)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
 
@@ -75,7 +39,7 @@ static uint64_t key_hash(const char *key, unsigned kind)
 	return (h ^ kind) * 0x100000001b3ull;
 }
 
-static void make_key(struct tp_buf *b, const struct tally_series_view *v)
+void ts_make_key(struct tp_buf *b, const struct tally_series_view *v)
 {
 	tp_buf_reset(b);
 	tp_series_key_buf(b, v->name, v->nlabels, v->label_names,
@@ -124,7 +88,7 @@ static void visit(const struct tally_series_view *v,
 {
 	struct ts_compact *c = arg;
 	struct centry *e;
-	struct skey *k;
+	struct ts_skey *k;
 
 	if (c->n == c->cap) {
 		c->cap = c->cap ? 2 * c->cap : 1024;
@@ -132,10 +96,10 @@ static void visit(const struct tally_series_view *v,
 	}
 	e = &c->e[c->n];
 	memset(e, 0, sizeof(*e));
-	make_key(&c->key, v);
+	ts_make_key(&c->key, v);
 	e->value = v->value;
 	e->fvalue = v->fvalue;
-	e->hash = key_hash(tp_buf_str(&c->key), v->kind);
+	e->hash = ts_key_hash(tp_buf_str(&c->key), v->kind);
 	e->seg = c->nsegs;
 	e->id = v->id;
 	e->frac = v->frac;
@@ -157,7 +121,7 @@ static void visit(const struct tally_series_view *v,
 
 static int skey_cmp(const void *a, const void *b)
 {
-	const struct skey *x = a, *y = b;
+	const struct ts_skey *x = a, *y = b;
 	int r = strverscmp(x->key, y->key);
 
 	if (r)
@@ -278,240 +242,4 @@ void ts_report_compact(struct ts_report *r, const struct ts_compact *c,
 	for (size_t i = 0; i < c->n; i++)
 		if (!o->omit_idle || c->e[i].value != 0)
 			r->nrows++;
-}
-
-/* --- Rows one at a time ---------------------------------------------- */
-
-void ts_iter_begin(struct ts_iter *it, const struct ts_report *r,
-		   unsigned flags)
-{
-	memset(it, 0, sizeof(*it));
-	it->r = r;
-	it->flags = flags;
-}
-
-/* The identity of entry @e: its segment's. */
-static void ident_of(struct ts_iter *it, const struct centry *e)
-{
-	const struct tally_seg_info *in = &it->r->cp->snap->segs[e->seg].info;
-	struct tp_series *s = &it->s;
-
-	memset(s, 0, sizeof(*s));
-	s->pid = in->pid;
-	s->start_ticks = in->start_ticks;
-	s->created_ns = in->created_ns;
-	s->nprocs = 1;
-	snprintf(s->proc, sizeof(s->proc), "%.15s", in->proc_name);
-	snprintf(s->zone, sizeof(s->zone), "%.63s", in->zone_name);
-	s->kind = e->kind;
-	s->dead = e->dead;
-	s->value = e->value;
-	s->fvalue = e->fvalue;
-	s->fractional = e->fractional;
-	s->frac = e->frac;
-	s->arena = 1;
-}
-
-static void put_str(struct tp_buf *b, const char *s)
-{
-	tp_buf_puts(b, s ? s : "");
-	tp_buf_putc(b, '\0');
-}
-
-/* A series of the batch read again: its texts are kept when its record
- * still holds the series of its entry (it may have been removed, or
- * reused, since the read). */
-static int batch_cb(const struct tally_series_view *v, void *arg)
-{
-	struct ts_iter *it = arg;
-	const struct centry *e;
-	size_t j = it->cbj;
-
-	while (j < it->nreq && it->ids[j] != v->id)
-		j++;
-	if (j == it->nreq)
-		return 0;
-	it->cbj = j + 1;
-	e = &it->r->cp->e[it->req[j]];
-	make_key(&it->scratch, v);
-	if (v->kind != e->kind ||
-	    key_hash(tp_buf_str(&it->scratch), v->kind) != e->hash)
-		return 0;
-	it->tat[j] = it->text.len;
-	it->bnl[j] = v->nlabels;
-	it->bmode[j] = v->mode;
-	put_str(&it->text, tp_buf_str(&it->scratch));
-	put_str(&it->text, v->name);
-	put_str(&it->text, v->help);
-	put_str(&it->text, v->unit);
-	for (unsigned i = 0; i < v->nlabels; i++) {
-		put_str(&it->text, v->label_names[i]);
-		put_str(&it->text, v->label_values[i]);
-	}
-	return 0;
-}
-
-/* Does the iterator show entry @e?  (-z, and the kinds asked for.) */
-static int shown(const struct ts_iter *it, const struct centry *e)
-{
-	if (it->r->omit_zero && e->value == 0)
-		return 0;
-	if ((it->flags & TS_ITER_HIST) && e->kind != TALLY_HISTOGRAM)
-		return 0;
-	return !((it->flags & TS_ITER_SCALAR) && e->kind == TALLY_HISTOGRAM);
-}
-
-/* Read the texts of the entries shown from @x on, up to @end (its
- * segment's) and TS_BATCH of them, in one pass over their records. */
-static void refill(struct ts_iter *it, size_t x, size_t end)
-{
-	const struct ts_compact *c = it->r->cp;
-	uint32_t g = c->e[x].seg;
-
-	if (!it->req) {
-		it->req = tp_xmalloc(TS_BATCH * sizeof(*it->req));
-		it->tat = tp_xmalloc(TS_BATCH * sizeof(*it->tat));
-		it->ids = tp_xmalloc(TS_BATCH * sizeof(*it->ids));
-		it->bnl = tp_xmalloc(TS_BATCH * sizeof(*it->bnl));
-		it->bmode = tp_xmalloc(TS_BATCH * sizeof(*it->bmode));
-	}
-	if (!it->seg || it->segno != g) {
-		tally_seg_close(it->seg);
-		it->segno = g;
-		it->seg = tally_seg_open(c->snap->segs[g].path, c->open_opts);
-	}
-	it->nreq = it->bcur = it->cbj = 0;
-	for (size_t y = x; y < end && it->nreq < TS_BATCH; y++) {
-		const struct centry *e = &c->e[y];
-
-		if (e->full || !shown(it, e))
-			continue;
-		it->req[it->nreq] = y;
-		it->ids[it->nreq] = e->id;
-		it->tat[it->nreq++] = SIZE_MAX;
-	}
-	tp_buf_reset(&it->text);
-	/* A segment gone, or corrupt now: its rows are left out. */
-	if (it->seg)
-		tally_seg_foreach_ids(it->seg, 0, it->ids, it->nreq, batch_cb,
-				      it);
-}
-
-/* Entry @x's texts from the batch into it->s; 0, or -1 when its record
- * no longer holds its series (no row). */
-static int serve(struct ts_iter *it, size_t x)
-{
-	struct tp_series *s = &it->s;
-	const char *p;
-	unsigned nl;
-
-	while (it->bcur < it->nreq && it->req[it->bcur] < x)
-		it->bcur++;
-	if (it->bcur == it->nreq || it->req[it->bcur] != x ||
-	    it->tat[it->bcur] == SIZE_MAX)
-		return -1;
-	nl = it->bnl[it->bcur];
-	s->mode = it->bmode[it->bcur];
-	p = it->text.p + it->tat[it->bcur];
-	s->key = (char *)p;
-	p += strlen(p) + 1;
-	s->name = (char *)p;
-	p += strlen(p) + 1;
-	s->help = (char *)p;
-	p += strlen(p) + 1;
-	s->unit = (char *)p;
-	p += strlen(p) + 1;
-	if (nl > it->caplab) {
-		it->caplab = nl;
-		it->lab = tp_xrealloc(it->lab, 2 * nl * sizeof(char *));
-	}
-	for (unsigned i = 0; i < 2 * nl; i++) {
-		it->lab[i % 2 ? nl + i / 2 : i / 2] = (char *)p;
-		p += strlen(p) + 1;
-	}
-	s->nlabels = nl;
-	s->label_names = nl ? it->lab : NULL;
-	s->label_values = nl ? it->lab + nl : NULL;
-	return 0;
-}
-
-/* Entry @x (of a segment whose entries end at @end) as a series, or NULL
- * when it has no row any more. */
-static const struct tp_series *fetch(struct ts_iter *it, size_t x,
-				     size_t end)
-{
-	const struct centry *e = &it->r->cp->e[x];
-
-	if (e->full)
-		return e->full;
-	ident_of(it, e);
-	if (it->flags & TS_ITER_IDENT)
-		return &it->s;
-	if (!it->nreq || x < it->req[0] || x > it->req[it->nreq - 1])
-		refill(it, x, end);
-	return serve(it, x) == 0 ? &it->s : NULL;
-}
-
-static const struct tp_series *next_compact(struct ts_iter *it)
-{
-	const struct ts_compact *c = it->r->cp;
-
-	while (it->g < c->nsegs) {
-		uint32_t g = c->order[it->g];
-		size_t end = c->seg_first[g + 1];
-		const struct tp_series *s;
-		const struct centry *e;
-
-		if (it->at < c->seg_first[g])
-			it->at = c->seg_first[g];
-		if (it->at >= end) {
-			it->g++;
-			it->at = 0;
-			continue;
-		}
-		e = &c->e[it->at++];
-		if (shown(it, e) && (s = fetch(it, it->at - 1, end)))
-			return s;
-	}
-	return NULL;
-}
-
-const struct tp_series *ts_iter_next(struct ts_iter *it)
-{
-	const struct ts_report *r = it->r;
-
-	if (r->cp)
-		return it->cur = next_compact(it);
-	while (it->i < r->nrows) {
-		const struct tp_series *s = r->sel[it->i++];
-
-		if ((it->flags & TS_ITER_HIST) && s->kind != TALLY_HISTOGRAM)
-			continue;
-		if ((it->flags & TS_ITER_SCALAR) && s->kind == TALLY_HISTOGRAM)
-			continue;
-		return it->cur = s;
-	}
-	return it->cur = NULL;
-}
-
-void ts_iter_row(const struct ts_iter *it, struct ts_row *row)
-{
-	if (it->r->cp)
-		ts_report_row_of(it->r, it->cur, row);
-	else
-		ts_report_row(it->r, it->i - 1, row);
-}
-
-void ts_iter_end(struct ts_iter *it)
-{
-	tally_seg_close(it->seg);
-	tp_buf_free(&it->text);
-	tp_buf_free(&it->scratch);
-	free(it->lab);
-	free(it->req);
-	free(it->tat);
-	free(it->ids);
-	free(it->bnl);
-	free(it->bmode);
-	memset(it, 0, sizeof(*it));
 }
