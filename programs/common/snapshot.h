@@ -191,6 +191,16 @@ struct tp_collect_opts {
 			     const struct tally_seg_info *info, void *arg);
 	void *arg;
 	unsigned order;             /* TP_ORDER_SORTED (0) or TP_ORDER_READ */
+	/* Given each series the filter keeps, instead of keeping it: its
+	 * strings and arrays are the reader's, valid for the call only
+	 * (tally-exporter --aggregate sums them as they are read).  The
+	 * segment's nseries counts the series given. */
+	void (*series_sink)(const struct tp_series *s, void *arg);
+	/* Called after the series of a segment were given: @g is the
+	 * segment as kept in the snapshot, or NULL when it turned out
+	 * corrupt half-way and is skipped (what it gave must be forgotten).
+	 * Only with series_sink. */
+	void (*seg_end)(const struct tp_segment *g, void *arg);
 };
 
 /*
