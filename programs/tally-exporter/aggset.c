@@ -177,14 +177,19 @@ static size_t seg_pool_start(const struct ex_aggset *a)
 	return a->nclosed ? a->pfirst[a->nclosed] : 0;
 }
 
-static void sink(const struct tp_series *s, void *arg)
+void ex_aggset_begin(struct ex_aggset *a)
+{
+	tp_agg_begin(&a->sum, &a->agg);
+}
+
+void ex_aggset_give(const struct tp_series *s, void *arg)
 {
 	struct ex_aggset *a = arg;
 
 	push(a, s, tp_agg_add(&a->sum, s, 0));
 }
 
-static void seg_end(const struct tp_segment *g, void *arg)
+void ex_aggset_seg_end(const struct tp_segment *g, void *arg)
 {
 	struct ex_aggset *a = arg;
 
@@ -224,9 +229,10 @@ static void resum(struct ex_aggset *a, const struct tp_segment *segs)
 	a->redo = 0;
 }
 
-/* @raw's segments, skipped files and times, taken into a->agg. */
-static void take_segments(struct ex_aggset *a, struct tp_snapshot *raw)
+void ex_aggset_end_read(struct ex_aggset *a, struct tp_snapshot *raw)
 {
+	if (a->redo)
+		resum(a, raw->segs);
 	a->agg.segs = raw->segs;
 	a->agg.nsegs = raw->nsegs;
 	a->agg.skipped = raw->skipped;
@@ -250,15 +256,13 @@ int ex_aggset_collect(struct ex_aggset *a, const struct tp_collect_opts *opts,
 	struct tp_snapshot raw = { 0 };
 	int rc;
 
-	tp_agg_begin(&a->sum, &a->agg);
-	o.series_sink = sink;
-	o.seg_end = seg_end;
+	ex_aggset_begin(a);
+	o.series_sink = ex_aggset_give;
+	o.seg_end = ex_aggset_seg_end;
 	o.arg = a;
 	o.order = TP_ORDER_READ;
 	rc = tp_snapshot_collect(&raw, &o, errbuf, errlen);
-	if (a->redo)
-		resum(a, raw.segs);
-	take_segments(a, &raw);
+	ex_aggset_end_read(a, &raw);
 	tp_snapshot_free(&raw);
 	return rc;
 }
@@ -287,17 +291,17 @@ void ex_aggset_of_snapshot(struct ex_aggset *a, const struct tp_snapshot *raw)
 	struct tp_snapshot copy = { 0 };
 	size_t at = 0;
 
-	tp_agg_begin(&a->sum, &a->agg);
+	ex_aggset_begin(a);
 	for (size_t k = 0; k < raw->nsegs; k++) {
 		for (unsigned i = 0; i < raw->segs[k].nseries; i++)
-			sink(&raw->series[at + i], a);
+			ex_aggset_give(&raw->series[at + i], a);
 		at += raw->segs[k].nseries;
-		seg_end(&raw->segs[k], a);
+		ex_aggset_seg_end(&raw->segs[k], a);
 	}
 	copy_segments(&copy, raw);
 	copy.mono = raw->mono;
 	copy.real = raw->real;
-	take_segments(a, &copy);
+	ex_aggset_end_read(a, &copy);
 	tp_snapshot_free(&copy);
 }
 
@@ -311,7 +315,7 @@ void ex_aggset_carry(struct ex_aggset *cur, const struct ex_aggset *last,
 		struct tp_series s;
 
 		ex_aggset_series(last, seg, e, &pw, &s);
-		sink(&s, cur);
+		ex_aggset_give(&s, cur);
 	}
 	cur->agg.segs = tp_xrealloc(cur->agg.segs, (cur->agg.nsegs + 1) *
 				    sizeof(*cur->agg.segs));

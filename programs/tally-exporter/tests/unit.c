@@ -1347,6 +1347,48 @@ static int64_t agg_value(const struct tp_snapshot *a, const char *key)
 	return -1;
 }
 
+/* A segment found corrupt half-way while --aggregate reads it: what it
+ * gave is left out of the sums, as a snapshot leaves it out, and the
+ * series first met in it come where they are met in the segments kept. */
+TEST(aggset_corrupt_segment)
+{
+	struct tp_snapshot raw = { .unsorted = 1 }, bad = { .unsorted = 1 };
+	struct ex_aggset *a = tp_xcalloc(1, sizeof(*a));
+	size_t at = 0;
+
+	seg_add(&raw, "/d/w.1.tally", 1, 1);
+	ser_add(&raw, "c", TALLY_COUNTER, 10);
+	seg_add(&raw, "/d/w.3.tally", 3, 1);
+	ser_add(&raw, "y", TALLY_COUNTER, 4);
+	ser_add(&raw, "c", TALLY_COUNTER, 20);
+	seg_add(&bad, "/d/w.2.tally", 2, 1);
+	ser_add(&bad, "y", TALLY_COUNTER, 100);
+	ser_add(&bad, "x", TALLY_COUNTER, 5);
+	ex_aggset_begin(a);
+	ex_aggset_give(&raw.series[at++], a);
+	ex_aggset_seg_end(&raw.segs[0], a);
+	ex_aggset_give(&bad.series[0], a);
+	ex_aggset_give(&bad.series[1], a);
+	ex_aggset_seg_end(NULL, a);          /* w.2: corrupt half-way */
+	ex_aggset_give(&raw.series[at++], a);
+	ex_aggset_give(&raw.series[at++], a);
+	ex_aggset_seg_end(&raw.segs[1], a);
+	ex_aggset_end_read(a, &raw);
+	ex_aggset_finish(a, NULL, 0);
+	a->refs = 1;
+	CHECK(a->nents == 3 && a->agg.nsegs == 2 && a->agg.nseries == 2);
+	CHECK(agg_value(&a->agg, "c") == 30);
+	CHECK(agg_value(&a->agg, "y") == 4);
+	CHECK(agg_value(&a->agg, "x") == -1);
+	CHECK(strcmp(a->agg.series[0].key, "c") == 0 &&
+	      strcmp(a->agg.series[1].key, "y") == 0);
+	CHECK(a->agg.series[0].nprocs == 2 && a->agg.series[1].nprocs == 1 &&
+	      a->agg.series[1].pids[0] == 3);
+	ex_aggset_put(a);
+	tp_snapshot_free(&raw);
+	tp_snapshot_free(&bad);
+}
+
 /* One scrape of --aggregate made of @raw: its sums in *@out (a
  * reference, let go with ex_aggset_put()). */
 static struct ex_aggset *retain_scrape(struct ex_retain *r,
