@@ -17,7 +17,11 @@
 #   tallystat 1 2      a since-start report, one interval (the previous
 #                      values kept for rates) and the Average: rows
 #   tally-exporter     one scrape of /metrics by a fresh process (gzip
-#                      off), its peak after the scrape
+#                      off), its peak after the scrape; and with
+#                      --aggregate (the writers share their series:
+#                      N/8 sums of 8 processes' series each)
+# BASE_EXPORTER=<path> adds the rows of another build's exporter (the
+# branch point, say), measured in the same run.
 # The reports are checked, not only timed: each must hold the N series
 # (exact count of tw_many_total lines, or exporter samples).  The host's
 # CPU and load are printed first; timings are noisy on a busy machine,
@@ -90,9 +94,11 @@ timed() {
 }
 
 # The exporter: a fresh process, one scrape, then its peak.
+# scrape EXPORTER DIR ARGS...
 scrape() {
-	local dir=$1 port=$((20000 + ($$ + RANDOM) % 20000)) p kib t
-	"$exporter" --listen "127.0.0.1:$port" --dir "$dir" \
+	local bin=$1 dir=$2 port=$((20000 + ($$ + RANDOM) % 20000)) p kib t
+	shift 2
+	"$bin" --listen "127.0.0.1:$port" --dir "$dir" "$@" \
 		2>"$work/err" &
 	p=$!
 	for ((i = 0; i < 200; i++)); do
@@ -119,8 +125,8 @@ measure() {
 	shift 2
 	for ((r = 0; r < runs; r++)); do
 		if [ "$1" = scrape ]; then
-			scrape "$empty" >>"$work/e"
-			scrape "$full" >>"$work/f"
+			scrape "$2" "$empty" "${@:3}" >>"$work/e"
+			scrape "$2" "$full" "${@:3}" >>"$work/f"
 		else
 			TALLY_DIR=$empty timed "$@" --dir "$empty" >>"$work/e"
 			TALLY_DIR=$full timed "$@" --dir "$full" >>"$work/f"
@@ -133,7 +139,7 @@ measure() {
 	f=$(cut -d' ' -f1 "$work/f" | median)
 	ts=$(cut -d' ' -f2 "$work/f" | median)
 	k=$(echo "($f - $e) * 1024 / $n" | bc)
-	printf '%-24s %10s %10s %8s %8s\n' "$name" "$e" "$f" "$k" "$ts"
+	printf '%-28s %10s %10s %8s %8s\n' "$name" "$e" "$f" "$k" "$ts"
 	summary="$summary $(echo "$name" | tr -c 'a-zA-Z0-9\n' _)_bps=$k"
 	rm -f "$work/e" "$work/f"
 }
@@ -141,7 +147,7 @@ measure() {
 cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 echo "CPU: ${cpu:-unknown} ($(nproc) CPUs), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "$n series in $writers processes ($shm_kib KiB in /dev/shm), written in $(printf %.1f "$filled") s; medians of $runs runs"
-printf '%-24s %10s %10s %8s %8s\n' reader "empty KiB" "peak KiB" "B/series" seconds
+printf '%-28s %10s %10s %8s %8s\n' reader "empty KiB" "peak KiB" "B/series" seconds
 measure "tally-dump" "$n" "$dump"
 measure "tallystat" "$n" "$tallystat"
 measure "tallystat -o JSON" "$n" "$tallystat" -o JSON
@@ -152,6 +158,17 @@ if [ -n "${BASE:-}" ]; then
 	measure "base tallystat -o JSON" "$n" "$BASE" -o JSON
 fi
 if [ -x "$exporter" ] && command -v curl >/dev/null; then
-	measure "tally-exporter scrape" "$n" scrape
+	measure "tally-exporter scrape" "$n" scrape "$exporter"
+	# --aggregate: the writers share their series, so the body holds
+	# the last writer's (the most): one sum per series.
+	measure "tally-exporter --aggregate" "$((n - per * (writers - 1)))" \
+		scrape "$exporter" --aggregate
+	# BASE_EXPORTER: another build's exporter, measured in the same run.
+	if [ -n "${BASE_EXPORTER:-}" ]; then
+		measure "base exporter scrape" "$n" scrape "$BASE_EXPORTER"
+		measure "base exporter --aggregate" \
+			"$((n - per * (writers - 1)))" scrape "$BASE_EXPORTER" \
+			--aggregate
+	fi
 fi
 echo "$summary"

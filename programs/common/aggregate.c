@@ -110,30 +110,72 @@ static int cmp_key(const void *a, const void *b)
 	return tp_series_cmp(a, b);
 }
 
-struct agg {
-	struct tp_snapshot *out;
-	size_t *slot;         /* index + 1 into out->series; 0: empty */
-	size_t mask;
-	unsigned *pcap;       /* room in out->series[i].pids */
-	const struct tp_series *last_new;
-};
-
-static void add_one(struct agg *g, const struct tp_series *s, int extra)
+/* Room for one more result: series, pids capacities and a table at
+ * most half full (a summed series' identity, hence its hash, never
+ * changes once it is made). */
+static void grow(struct tp_agg *g)
 {
 	struct tp_snapshot *out = g->out;
-	struct tp_arena *a = out->arena;
-	struct tp_series *d;
-	size_t i = (size_t)tp_series_agg_hash(s) & g->mask, at;
+	size_t cap;
 
-	for (; g->slot[i]; i = (i + 1) & g->mask)
+	if (out->nseries == g->cap) {
+		g->cap = g->cap ? g->cap + g->cap / 2 : 64;
+		out->series = tp_xrealloc(out->series,
+					  g->cap * sizeof(*out->series));
+		g->pcap = tp_xrealloc(g->pcap, g->cap * sizeof(*g->pcap));
+	}
+	if (2 * (out->nseries + 1) <= (g->slot ? g->mask + 1 : 0))
+		return;
+	cap = g->slot ? 2 * (g->mask + 1) : 64;
+	free(g->slot);
+	g->slot = tp_xcalloc(cap, sizeof(*g->slot));
+	g->mask = cap - 1;
+	for (size_t k = 0; k < out->nseries; k++) {
+		size_t i = (size_t)tp_series_agg_hash(&out->series[k]) &
+			   g->mask;
+
+		while (g->slot[i])
+			i = (i + 1) & g->mask;
+		g->slot[i] = k + 1;
+	}
+}
+
+void tp_agg_begin(struct tp_agg *g, struct tp_snapshot *out)
+{
+	memset(g, 0, sizeof(*g));
+	memset(out, 0, sizeof(*out));
+	out->arena = tp_xcalloc(1, sizeof(*out->arena));
+	g->out = out;
+}
+
+void tp_agg_end(struct tp_agg *g)
+{
+	free(g->slot);
+	free(g->pcap);
+	memset(g, 0, sizeof(*g));
+}
+
+size_t tp_agg_add(struct tp_agg *g, const struct tp_series *s, int extra)
+{
+	struct tp_snapshot *out;
+	struct tp_arena *a;
+	struct tp_series *d;
+	size_t i, at;
+
+	grow(g);
+	out = g->out;
+	a = out->arena;
+	for (i = (size_t)tp_series_agg_hash(s) & g->mask; g->slot[i];
+	     i = (i + 1) & g->mask)
 		if (tp_series_agg_same(&out->series[g->slot[i] - 1], s))
 			break;
 	if (!g->slot[i]) {
 		at = out->nseries++;
 		g->slot[i] = at + 1;
 		d = &out->series[at];
-		tp_series_copy_to(a, d, s, g->last_new);
-		g->last_new = d;
+		tp_series_copy_to(a, d, s, g->last_new ?
+				  &out->series[g->last_new - 1] : NULL);
+		g->last_new = at + 1;
 		d->pid = 0;
 		d->start_ticks = 0;
 		d->kind = tp_kind_sum_class(d->kind);
@@ -148,7 +190,7 @@ static void add_one(struct agg *g, const struct tp_series *s, int extra)
 			d->pids[0] = s->pid;
 			d->nprocs = 1;
 		}
-		return;
+		return at;
 	}
 	at = g->slot[i] - 1;
 	d = &out->series[at];
@@ -171,7 +213,7 @@ static void add_one(struct agg *g, const struct tp_series *s, int extra)
 	add_i64(a, &d->percpu, &d->npercpu, s->percpu, s->npercpu);
 	d->flags |= s->flags;
 	if (extra)
-		return;
+		return at;
 	/* Live while one of its processes is. */
 	if (s->dead < d->dead)
 		d->dead = s->dead;
@@ -199,32 +241,26 @@ static void add_one(struct agg *g, const struct tp_series *s, int extra)
 		}
 		d->pids[d->nprocs++] = s->pid;
 	}
+	return at;
 }
 
 void tp_snapshot_aggregate_with(const struct tp_snapshot *in,
 				const struct tp_series *extra, size_t nextra,
 				struct tp_snapshot *out)
 {
-	size_t n = in->nseries + nextra, cap = 64;
-	struct agg g = { .out = out };
+	struct tp_agg g;
 
-	memset(out, 0, sizeof(*out));
+	tp_agg_begin(&g, out);
+	for (size_t i = 0; i < in->nseries; i++)
+		tp_agg_add(&g, &in->series[i], 0);
+	for (size_t i = 0; i < nextra; i++)
+		tp_agg_add(&g, &extra[i], 1);
+	tp_agg_end(&g);
 	out->mono = in->mono;
 	out->real = in->real;
 	out->unsorted = in->unsorted;
-	out->arena = tp_xcalloc(1, sizeof(*out->arena));
-	out->series = tp_xmalloc((n ? n : 1) * sizeof(*out->series));
-	while (cap < 2 * n)
-		cap *= 2;
-	g.slot = tp_xcalloc(cap, sizeof(*g.slot));
-	g.mask = cap - 1;
-	g.pcap = tp_xmalloc((n ? n : 1) * sizeof(*g.pcap));
-	for (size_t i = 0; i < in->nseries; i++)
-		add_one(&g, &in->series[i], 0);
-	for (size_t i = 0; i < nextra; i++)
-		add_one(&g, &extra[i], 1);
-	free(g.slot);
-	free(g.pcap);
+	if (!out->series)
+		out->series = tp_xmalloc(sizeof(*out->series));
 	if (out->nseries > 1 && !out->unsorted)
 		qsort(out->series, out->nseries, sizeof(*out->series), cmp_key);
 

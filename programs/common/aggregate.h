@@ -43,6 +43,29 @@ void tp_snapshot_aggregate_with(const struct tp_snapshot *in,
 				const struct tp_series *extra, size_t nextra,
 				struct tp_snapshot *out);
 
+/*
+ * Summing series one at a time, as they are read (tally-exporter
+ * --aggregate never holds every process's series at once).
+ * tp_agg_begin() makes @out (not yet initialised) an empty snapshot with
+ * its arena; tp_agg_add() sums @s into it as tp_snapshot_aggregate_with()
+ * does a series of @in (@extra 0) or an extra one (@extra 1), in the
+ * order met, and returns the index of its sum in out->series (it may
+ * move: hold indexes, not pointers); tp_agg_end() frees the lookup
+ * table, not @out.  @out has no segments, skipped files nor times: the
+ * caller sets them.
+ */
+struct tp_agg {
+	struct tp_snapshot *out;
+	size_t *slot;         /* index + 1 into out->series; 0: empty */
+	size_t mask;
+	size_t cap;           /* room in out->series and pcap */
+	unsigned *pcap;       /* room in out->series[i].pids */
+	size_t last_new;      /* index + 1 of the last series made */
+};
+void tp_agg_begin(struct tp_agg *g, struct tp_snapshot *out);
+size_t tp_agg_add(struct tp_agg *g, const struct tp_series *s, int extra);
+void tp_agg_end(struct tp_agg *g);
+
 /* The identity tp_snapshot_aggregate() sums by; malloc'ed. */
 char *tp_series_agg_key(const struct tp_series *s);
 /* The same identity, as a hash, and as a test of two series. */

@@ -37,6 +37,7 @@ struct collect {
 	size_t cap_series, cap_segs, cap_skipped;
 	const struct tally_seg_info *info; /* the segment being walked */
 	size_t first;                      /* its first series */
+	size_t given;                      /* its series given to the sink */
 	struct tp_series tmpl;             /* what its series share */
 	struct tp_buf key;                 /* scratch for keys */
 };
@@ -190,6 +191,42 @@ void tp_series_set_values(struct tp_series *s,
 	s->fsum = v->fsum;
 }
 
+/* A series given to the sink: the reader's strings and arrays, with the
+ * fields series_cb() gives a kept one. */
+static void give(struct collect *c, const struct tally_series_view *v)
+{
+	struct tp_series s = c->tmpl;
+
+	tp_buf_reset(&c->key);
+	tp_series_key_buf(&c->key, v->name, v->nlabels, v->label_names,
+			  v->label_values);
+	s.key = (char *)tp_buf_str(&c->key);
+	s.name = (char *)v->name;
+	s.help = (char *)v->help;
+	s.unit = (char *)v->unit;
+	s.kind = v->kind;
+	s.mode = v->mode;
+	s.nlabels = v->nlabels;
+	if (v->nlabels) {
+		/* Else NULL, as in a kept series (a copy keeps the pointers
+		 * of an empty list). */
+		s.label_names = (char **)v->label_names;
+		s.label_values = (char **)v->label_values;
+	}
+	s.dead = series_dead(c, v, c->tmpl.dead);
+	tp_series_set_values(&s, v);
+	if (v->kind == TALLY_HISTOGRAM) {
+		s.buckets = (int64_t *)v->buckets;
+		s.bounds = v->nbounds ? (double *)v->bounds : NULL;
+	}
+	if (v->percpu && v->npercpu) {
+		s.npercpu = v->npercpu;
+		s.percpu = (int64_t *)v->percpu;
+	}
+	c->given++;
+	c->o->series_sink(&s, c->o->arg);
+}
+
 static int series_cb(const struct tally_series_view *v, void *arg)
 {
 	struct collect *c = arg;
@@ -200,6 +237,10 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 
 	if (c->o->series_filter && !c->o->series_filter(v, c->info, c->o->arg))
 		return 0;
+	if (c->o->series_sink) {
+		give(c, v);
+		return 0;
+	}
 	if (c->o->series_visit) {
 		struct tp_series ident = c->tmpl;
 
@@ -300,6 +341,7 @@ static int seg_cb(const char *path, struct tally_seg *seg, const char *error,
 		return 0;
 	c->info = &info;
 	c->first = snap->nseries;
+	c->given = 0;
 	memset(&c->tmpl, 0, sizeof(c->tmpl));
 	c->tmpl.pid = info.pid;
 	c->tmpl.start_ticks = info.start_ticks;
@@ -311,7 +353,7 @@ static int seg_cb(const char *path, struct tally_seg *seg, const char *error,
 	c->tmpl.dead = !info.alive && !info.in_use ? TP_DEAD : TP_LIVE;
 	/* Room for the records the header announces: one realloc per
 	 * segment at most, not a doubling series of them. */
-	if (!c->o->series_visit &&
+	if (!c->o->series_visit && !c->o->series_sink &&
 	    snap->nseries + info.series_used > c->cap_series &&
 	    info.series_used < (1u << 24)) {
 		c->cap_series = snap->nseries + info.series_used + 16;
@@ -325,12 +367,14 @@ static int seg_cb(const char *path, struct tally_seg *seg, const char *error,
 		snap->nseries = c->first;
 		add_skipped(c, path, tally_errmsg()[0] ? tally_errmsg() :
 						    strerror(-rc), rc);
-		if (c->o->seg_end)
-			c->o->seg_end(0, c->o->visit_arg);
+		if (c->o->visit_seg_end)
+			c->o->visit_seg_end(0, c->o->visit_arg);
+		if (c->o->sink_seg_end)
+			c->o->sink_seg_end(NULL, c->o->arg);
 		return 0;
 	}
-	if (c->o->seg_end)
-		c->o->seg_end(1, c->o->visit_arg);
+	if (c->o->visit_seg_end)
+		c->o->visit_seg_end(1, c->o->visit_arg);
 	if (snap->nsegs == c->cap_segs) {
 		c->cap_segs = c->cap_segs ? 2 * c->cap_segs : 16;
 		snap->segs = tp_xrealloc(snap->segs,
@@ -341,7 +385,8 @@ static int seg_cb(const char *path, struct tally_seg *seg, const char *error,
 	g->path = tp_xstrdup(path);
 	g->info = info;
 	g->info.path = g->path;
-	g->nseries = (unsigned)(snap->nseries - c->first);
+	g->nseries = (unsigned)(c->o->series_sink ? c->given :
+				snap->nseries - c->first);
 	{
 		const char *msg = "";
 		int n = tally_seg_skipped(seg, &msg);
@@ -355,6 +400,8 @@ static int seg_cb(const char *path, struct tally_seg *seg, const char *error,
 		snprintf(g->records_msg, sizeof(g->records_msg), "%s",
 			 n > 0 ? msg : "");
 	}
+	if (c->o->sink_seg_end)
+		c->o->sink_seg_end(g, c->o->arg);
 	return 0;
 }
 

@@ -195,14 +195,24 @@ struct tp_collect_opts {
 	 * instead of being copied (snap->series stays empty), with @ident
 	 * its identity (pid, start_ticks, created_ns, proc, zone, dead,
 	 * nprocs; no string or value) and the view borrowed for the call;
-	 * then seg_end tells whether the segment's series stand (@kept 1)
+	 * then visit_seg_end tells whether the segment's series stand (@kept 1)
 	 * or are to be forgotten (0: it turned out corrupt half-way, and
 	 * is named in snap->skipped); both get visit_arg.  Its segment is snap->segs[nsegs]
 	 * once kept. */
 	void (*series_visit)(const struct tally_series_view *v,
 			     const struct tp_series *ident, void *arg);
-	void (*seg_end)(int kept, void *arg);
+	void (*visit_seg_end)(int kept, void *arg);
 	void *visit_arg;            /* their @arg */
+	/* Given each series the filter keeps, instead of keeping it: its
+	 * strings and arrays are the reader's, valid for the call only
+	 * (tally-exporter --aggregate sums them as they are read).  The
+	 * segment's nseries counts the series given. */
+	void (*series_sink)(const struct tp_series *s, void *arg);
+	/* Called after the series of a segment were given: @g is the
+	 * segment as kept in the snapshot, or NULL when it turned out
+	 * corrupt half-way and is skipped (what it gave must be forgotten).
+	 * Only with series_sink. */
+	void (*sink_seg_end)(const struct tp_segment *g, void *arg);
 };
 
 /*

@@ -185,9 +185,17 @@ void ex_index_of_snapshot(struct ex_index *ix, struct tp_snapshot *snap)
 	memset(snap, 0, sizeof(*snap));
 }
 
+void ex_index_of_borrowed(struct ex_index *ix, const struct tp_snapshot *snap)
+{
+	memset(ix, 0, sizeof(*ix));
+	ix->snap = *snap;
+	ix->borrowed = 1;
+}
+
 void ex_index_free(struct ex_index *ix)
 {
-	tp_snapshot_free(&ix->snap);
+	if (!ix->borrowed)
+		tp_snapshot_free(&ix->snap);
 	free(ix->places);
 	free(ix->recs);
 	tp_arena_free(&ix->mem);

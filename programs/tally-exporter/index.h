@@ -19,7 +19,7 @@
  * it is no current value (snapshot.h, "Whose a series is").
  *
  * An index whose places are NULL is a plain snapshot: every series is in
- * snap.series (--aggregate, which sums series across processes, and
+ * snap.series (--aggregate, whose sums are an aggset's, aggset.h, and
  * ex_write()).
  */
 #ifndef TALLY_EXPORTER_INDEX_H
@@ -65,6 +65,7 @@ struct ex_index {
 	uint32_t *counts;           /* the series read from each */
 	size_t npaths;
 	struct tp_strmap cur;
+	int borrowed;               /* snap is another's: not freed */
 };
 
 /*
@@ -77,6 +78,8 @@ int ex_index_collect(struct ex_index *ix, const struct tp_collect_opts *opts,
 
 /* ex_index_of_snapshot: @ix made of @snap, which it takes (zeroed). */
 void ex_index_of_snapshot(struct ex_index *ix, struct tp_snapshot *snap);
+/* ex_index_of_borrowed: @ix made of @snap, which must outlive it. */
+void ex_index_of_borrowed(struct ex_index *ix, const struct tp_snapshot *snap);
 
 /*
  * ex_index_series: @v, read from segment @seg of @ix, as a series in @s

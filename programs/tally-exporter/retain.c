@@ -87,118 +87,89 @@ static int same_segment(const struct tally_seg_info *a,
 	       strcmp(a->zone_name, b->zone_name) == 0;
 }
 
-/* first[i]: the index of segment i's first series (the series of a
- * TP_ORDER_READ snapshot come segment by segment, in segs order). */
-static size_t *series_ranges(const struct tp_snapshot *s)
+/* Retire the series of last's segment @ls that are no longer in cur's
+ * segment @cs. */
+static void retire_removed(struct ex_retain *r, const struct ex_aggset *cur,
+			   size_t cs, size_t ls)
 {
-	size_t *first = tp_xmalloc((s->nsegs + 1) * sizeof(*first)), at = 0;
-
-	for (size_t i = 0; i < s->nsegs; i++) {
-		first[i] = at;
-		at += s->segs[i].nseries;
-	}
-	first[s->nsegs] = at;
-	if (at != s->nseries)
-		TP_DIE("snapshot: %zu series, segments say %zu", s->nseries,
-		       at);
-	return first;
-}
-
-/* Retire the series of @ls (its series: last.series[lo, hi)) that are no
- * longer in cur.series[clo, chi). */
-static void retire_removed(struct ex_retain *r, const struct tp_snapshot *cur,
-			   size_t clo, size_t chi, size_t lo, size_t hi)
-{
+	const struct ex_aggset *last = r->last;
 	struct tp_strmap keys = { 0 };
+	size_t pw = last->pfirst[ls];
 
-	for (size_t i = clo; i < chi; i++)
-		tp_strmap_put(&keys, cur->series[i].key, i);
-	for (size_t i = lo; i < hi; i++)
-		if (tp_strmap_get(&keys, r->last.series[i].key) == (size_t)-1)
-			retire(r, &r->last.series[i]);
+	for (size_t e = cur->first[cs]; e < cur->first[cs + 1]; e++)
+		tp_strmap_put(&keys, cur->agg.series[cur->ents[e].key].key, e);
+	for (size_t e = last->first[ls]; e < last->first[ls + 1]; e++) {
+		struct tp_series s;
+
+		ex_aggset_series(last, ls, e, &pw, &s);
+		if (tp_strmap_get(&keys, s.key) == (size_t)-1)
+			retire(r, &s);
+	}
 	tp_strmap_free(&keys);
 }
 
-/* Append last's segment @g (series [lo, hi)) to @cur as a stale one. */
-static void carry(struct tp_snapshot *cur, const struct tp_segment *g,
-		  const struct tp_series *ls, size_t n)
+/* Retire every series of last's segment @ls: its process is gone. */
+static void retire_segment(struct ex_retain *r, size_t ls)
 {
-	struct tp_segment *d;
+	const struct ex_aggset *last = r->last;
+	size_t pw = last->pfirst[ls];
 
-	cur->series = tp_xrealloc(cur->series, (cur->nseries + n + 1) *
-				  sizeof(*cur->series));
-	for (size_t i = 0; i < n; i++)
-		tp_series_copy_to(cur->arena, &cur->series[cur->nseries + i],
-				  &ls[i], i ? &cur->series[cur->nseries + i - 1]
-					    : NULL);
-	cur->nseries += n;
-	cur->segs = tp_xrealloc(cur->segs, (cur->nsegs + 1) *
-				sizeof(*cur->segs));
-	d = &cur->segs[cur->nsegs++];
-	*d = *g;
-	d->path = tp_xstrdup(g->path);
-	d->info.path = d->path;
-	d->stale = 1;
+	r->segments_retired++;
+	for (size_t e = last->first[ls]; e < last->first[ls + 1]; e++) {
+		struct tp_series s;
+
+		ex_aggset_series(last, ls, e, &pw, &s);
+		retire(r, &s);
+	}
 }
 
-void ex_retain_update(struct ex_retain *r, struct tp_snapshot *cur,
+void ex_retain_update(struct ex_retain *r, struct ex_aggset *cur,
 		      int complete)
 {
 	struct tp_strmap segat = { 0 }, skipat = { 0 };
-	size_t *lfirst, *cfirst, ncur_segs = cur->nsegs;
+	const struct tp_snapshot *c = &cur->agg;
+	size_t ncur_segs = c->nsegs;
 
-	if (!cur->arena)
-		cur->arena = tp_xcalloc(1, sizeof(*cur->arena));
-	if (!r->have_last)
+	if (!r->last)
 		goto keep;
-	lfirst = series_ranges(&r->last);
-	cfirst = series_ranges(cur);
-	for (size_t i = 0; i < cur->nsegs; i++)
-		tp_strmap_put(&segat, cur->segs[i].path, i);
-	for (size_t i = 0; i < cur->nskipped; i++)
-		tp_strmap_put(&skipat, cur->skipped[i].path, i);
-	for (size_t i = 0; i < r->last.nsegs; i++) {
-		const struct tp_segment *g = &r->last.segs[i];
+	for (size_t i = 0; i < c->nsegs; i++)
+		tp_strmap_put(&segat, c->segs[i].path, i);
+	for (size_t i = 0; i < c->nskipped; i++)
+		tp_strmap_put(&skipat, c->skipped[i].path, i);
+	for (size_t i = 0; i < r->last->agg.nsegs; i++) {
+		const struct tp_segment *g = &r->last->agg.segs[i];
 		size_t at = tp_strmap_get(&segat, g->path), k;
 
 		if (at != (size_t)-1 && at < ncur_segs &&
-		    same_segment(&cur->segs[at].info, &g->info)) {
+		    same_segment(&c->segs[at].info, &g->info)) {
 			/* Still there: series removed since? */
-			if (cur->segs[at].info.generation != g->info.generation)
-				retire_removed(r, cur, cfirst[at],
-					       cfirst[at + 1], lfirst[i],
-					       lfirst[i + 1]);
+			if (c->segs[at].info.generation != g->info.generation)
+				retire_removed(r, cur, at, i);
 			continue;
 		}
 		k = tp_strmap_get(&skipat, g->path);
 		if (at == (size_t)-1 && ((k != (size_t)-1 &&
-					  cur->skipped[k].err != ENOENT) ||
+					  c->skipped[k].err != ENOENT) ||
 					 !complete)) {
 			/* There, but not readable this time: its last
 			 * values stand for it. */
-			carry(cur, g, &r->last.series[lfirst[i]],
-			      lfirst[i + 1] - lfirst[i]);
+			ex_aggset_carry(cur, r->last, i);
 			continue;
 		}
 		/* Gone (or replaced by another process's file). */
-		r->segments_retired++;
-		for (size_t s = lfirst[i]; s < lfirst[i + 1]; s++)
-			retire(r, &r->last.series[s]);
+		retire_segment(r, i);
 	}
 	tp_strmap_free(&segat);
 	tp_strmap_free(&skipat);
-	free(lfirst);
-	free(cfirst);
-	tp_snapshot_free(&r->last);
+	ex_aggset_put(r->last);
 keep:
-	r->last = *cur;
-	r->have_last = 1;
+	r->last = cur;
+	cur->refs++;
 }
 
 void ex_retain_free(struct ex_retain *r)
 {
-	if (r->have_last)
-		tp_snapshot_free(&r->last);
+	ex_aggset_put(r->last);
 	for (size_t i = 0; i < r->ngone; i++)
 		tp_series_free(&r->gone[i]);
 	free(r->gone);

@@ -24,8 +24,9 @@
  * - Gauges are not retained: a gauge's aggregate is the sum over the live
  *   segments only (what is in flight now).
  *
- * Cost: the previous raw snapshot is kept between scrapes (moved, not
- * copied); the comparison is per segment, and per series only for the
+ * Cost: the previous scrape's aggset (aggset.h: its sums and an entry
+ * per process's series) is kept between scrapes (a reference, not a
+ * copy); the comparison is per segment, and per series only for the
  * segments whose generation changed or that vanished.  Memory for the
  * retired values grows with distinct series, never with the number of
  * processes that exited.  The exporter knows only the processes it saw:
@@ -37,11 +38,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "snapshot.h"
+#include "aggset.h"
 
 struct ex_retain {
-	struct tp_snapshot last;    /* the previous raw snapshot */
-	int have_last;
+	struct ex_aggset *last;     /* the previous scrape (a reference) */
 	struct tp_series *gone;     /* retired totals (own their memory) */
 	size_t ngone, capgone;
 	size_t *slot;               /* index + 1 into gone; 0: empty */
@@ -51,16 +51,17 @@ struct ex_retain {
 };
 
 /*
- * ex_retain_update: compare @cur (just collected, TP_ORDER_READ) with the
- * previous snapshot, retire what vanished, carry what was skipped (into
- * @cur), then keep @cur as the previous snapshot: the caller must not
- * free it.  @complete is 0 when a directory could not be read at all in
+ * ex_retain_update: compare @cur (just collected, its sums still open)
+ * with the previous scrape, retire what vanished, carry what was skipped
+ * (into @cur: ex_aggset_carry()), then keep a reference to @cur as the
+ * previous scrape (the previous one's let go: under the lock that
+ * guards the references).  @complete is 0 when a directory could not be read at all in
  * this scrape: then nothing is retired (a segment missing from @cur is
  * carried), so that a directory that comes back is not counted twice.
  * The series to add to the aggregate are then r->gone[0 .. r->ngone).
  * Not MT-safe: one scrape at a time.
  */
-void ex_retain_update(struct ex_retain *r, struct tp_snapshot *cur,
+void ex_retain_update(struct ex_retain *r, struct ex_aggset *cur,
 		      int complete);
 void ex_retain_free(struct ex_retain *r);
 

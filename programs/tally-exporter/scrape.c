@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aggregate.h"
+#include "aggset.h"
 #include "body.h"
 #include "selfmetrics.h"
 #include "srv.h"
@@ -98,6 +98,7 @@ static void log_skips(struct server *s, const struct tp_snapshot *snap)
 struct srv_index {
 	struct ex_index ix;
 	struct ex_group *g;
+	struct ex_aggset *agg;     /* --aggregate: what ix borrows */
 	unsigned refs;
 	uint64_t made_ns;          /* CLOCK_MONOTONIC when it was complete */
 	struct server *s;
@@ -130,6 +131,13 @@ static void body_done(const struct ex_result *res, void *arg)
 		return;
 	ex_group_free(si->g);
 	ex_index_free(&si->ix);
+	if (si->agg) {
+		/* The retain may hold it too: references change under the
+		 * scrape lock. */
+		pthread_mutex_lock(&s->scrape_lock);
+		ex_aggset_put(si->agg);
+		pthread_mutex_unlock(&s->scrape_lock);
+	}
 	free(si);
 }
 
@@ -150,18 +158,37 @@ static void body_free(void *cls)
 }
 
 /*
+ * --aggregate's index: the sums of an aggset (aggset.h), summed as the
+ * segments are read, with what exited processes left (retain.h).  The
+ * aggset is the retain's too, for the next scrape.
+ */
+static void collect_sums(struct server *s, struct srv_index *si,
+			 const struct tp_collect_opts *co, char *errbuf,
+			 size_t errlen)
+{
+	struct ex_aggset *a = tp_xcalloc(1, sizeof(*a));
+	int complete;
+
+	complete = ex_aggset_collect(a, co, errbuf, errlen) == 0;
+	log_skips(s, &a->agg);
+	ex_retain_update(&s->retain, a, complete);
+	ex_aggset_finish(a, s->retain.gone, s->retain.ngone);
+	a->refs++;
+	si->agg = a;
+	ex_index_of_borrowed(&si->ix, &a->agg);
+}
+
+/*
  * A new index of the segments (the scrape lock held).  The series are
  * read again, without the lock, as the body is written (index.h);
- * --aggregate sums them across processes, so its index is a snapshot of
- * the sums, never shared (the retain is kept scrape by scrape).
+ * --aggregate sums them across processes, so its index is of the sums,
+ * never shared (the retain is kept scrape by scrape).
  */
 static struct srv_index *collect(struct server *s, uint64_t t0)
 {
 	struct srv_index *si = tp_xcalloc(1, sizeof(*si));
 	struct tp_collect_opts co = { 0 };
-	struct tp_snapshot raw, agg;
 	char errbuf[512];
-	int complete;
 
 	co.dirs = s->o.dirs;
 	co.ndirs = s->o.ndirs;
@@ -170,16 +197,7 @@ static struct srv_index *collect(struct server *s, uint64_t t0)
 	si->s = s;
 	expire(s, t0);
 	if (s->o.expose.aggregate) {
-		memset(&raw, 0, sizeof(raw));
-		complete = tp_snapshot_collect(&raw, &co, errbuf,
-					       sizeof(errbuf)) == 0;
-		log_skips(s, &raw);
-		/* The raw snapshot becomes the retain's "last": not freed
-		 * here. */
-		ex_retain_update(&s->retain, &raw, complete);
-		tp_snapshot_aggregate_with(&raw, s->retain.gone,
-					   s->retain.ngone, &agg);
-		ex_index_of_snapshot(&si->ix, &agg);
+		collect_sums(s, si, &co, errbuf, sizeof(errbuf));
 	} else {
 		ex_index_collect(&si->ix, &co, errbuf, sizeof(errbuf));
 		log_skips(s, &si->ix.snap);

@@ -8,8 +8,8 @@
  * scrapes never read the segments at the same time (a scrape costs
  * milliseconds; a queue of them is what Prometheus's own timeout is
  * for).  With --aggregate the same mutex guards what retain.h keeps
- * between scrapes: the previous raw snapshot and the counts of exited
- * processes.  Beside the pool run the watchdog (watchdog.c) and, with
+ * between scrapes: the previous scrape's aggset (aggset.h, whose
+ * references the bodies share) and the counts of exited processes.  Beside the pool run the watchdog (watchdog.c) and, with
  * users in the web config, the login thread (auth.c).  At stop the login
  * queue is emptied first, since libmicrohttpd must not stop with
  * suspended connections; the watchdog ends last, once no connection is

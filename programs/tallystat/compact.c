@@ -173,7 +173,7 @@ struct ts_compact *ts_compact_new(struct tp_collect_opts *co)
 	struct ts_compact *c = tp_xcalloc(1, sizeof(*c));
 
 	co->series_visit = visit;
-	co->seg_end = seg_end;
+	co->visit_seg_end = seg_end;
 	co->visit_arg = c;
 	c->open_opts = co->open_opts;
 	return c;

@@ -138,4 +138,30 @@ full=$(stat -c %s "$dir/fast")
 [ "$part" -lt "$full" ] || fail "the slow client read the whole body ($part of $full bytes)"
 ok "a slow client ($part of $full bytes read) does not hold back another scrape"
 stop "$exporter_pid"
+
+# 4. --aggregate: 8 writers of the same series, in a directory of their
+# own; a fresh exporter's peak after one scrape.
+aper=$((n / 8))
+aggper=${STREAM_AGG_BYTES_PER_SERIES:-150}
+mkdir -m 700 "$dir/aggdir"
+for _ in 1 2 3 4 5 6 7 8; do
+	TALLY_DIR=$dir/aggdir start_writer many "$aper" 120
+done
+start_exporter --aggregate --dir "$dir/aggdir"
+u=http://127.0.0.1:$port/metrics
+idle=$(hwm)
+scrape --max-time 60 "$u" -o "$dir/aggbig" || fail "large --aggregate scrape"
+peak=$(hwm)
+got=$(grep -c '^many_requests_total{' "$dir/aggbig" || true)
+[ "$got" = "$aper" ] || fail "--aggregate: $got sums, want $aper"
+k=$((aper - 1))
+grep -qx "many_requests_total{id=\"$k\"} $((8 * k))" "$dir/aggbig" ||
+	fail "--aggregate: id $k is not 8 x $k: $(grep "id=\"$k\"" "$dir/aggbig")"
+b=$(( (peak - idle) / (8 * aper) ))
+echo "--aggregate: $((8 * aper)) series in $aper sums, idle VmHWM $idle B, peak $peak B: $b B per series (bound $aggper)"
+if [ -z "${STREAM_SANITIZED:-}" ]; then
+	[ "$b" -le "$aggper" ] || fail "--aggregate: $b bytes per series above idle, bound $aggper"
+fi
+ok "--aggregate: $aper exact sums of $((8 * aper)) series, $b B per series"
+stop "$exporter_pid"
 ! grep -l 'Sanitizer' "$dir"/exporter.*.log >&2 || fail "a sanitizer spoke (the logs above)"

@@ -1347,11 +1347,69 @@ static int64_t agg_value(const struct tp_snapshot *a, const char *key)
 	return -1;
 }
 
+/* A segment found corrupt half-way while --aggregate reads it: what it
+ * gave is left out of the sums, as a snapshot leaves it out, and the
+ * series first met in it come where they are met in the segments kept. */
+TEST(aggset_corrupt_segment)
+{
+	struct tp_snapshot raw = { .unsorted = 1 }, bad = { .unsorted = 1 };
+	struct ex_aggset *a = tp_xcalloc(1, sizeof(*a));
+	size_t at = 0;
+
+	seg_add(&raw, "/d/w.1.tally", 1, 1);
+	ser_add(&raw, "c", TALLY_COUNTER, 10);
+	seg_add(&raw, "/d/w.3.tally", 3, 1);
+	ser_add(&raw, "y", TALLY_COUNTER, 4);
+	ser_add(&raw, "c", TALLY_COUNTER, 20);
+	seg_add(&bad, "/d/w.2.tally", 2, 1);
+	ser_add(&bad, "y", TALLY_COUNTER, 100);
+	ser_add(&bad, "x", TALLY_COUNTER, 5);
+	ex_aggset_begin(a);
+	ex_aggset_give(&raw.series[at++], a);
+	ex_aggset_seg_end(&raw.segs[0], a);
+	ex_aggset_give(&bad.series[0], a);
+	ex_aggset_give(&bad.series[1], a);
+	ex_aggset_seg_end(NULL, a);          /* w.2: corrupt half-way */
+	ex_aggset_give(&raw.series[at++], a);
+	ex_aggset_give(&raw.series[at++], a);
+	ex_aggset_seg_end(&raw.segs[1], a);
+	ex_aggset_end_read(a, &raw);
+	ex_aggset_finish(a, NULL, 0);
+	a->refs = 1;
+	CHECK(a->nents == 3 && a->agg.nsegs == 2 && a->agg.nseries == 2);
+	CHECK(agg_value(&a->agg, "c") == 30);
+	CHECK(agg_value(&a->agg, "y") == 4);
+	CHECK(agg_value(&a->agg, "x") == -1);
+	CHECK(strcmp(a->agg.series[0].key, "c") == 0 &&
+	      strcmp(a->agg.series[1].key, "y") == 0);
+	CHECK(a->agg.series[0].nprocs == 2 && a->agg.series[1].nprocs == 1 &&
+	      a->agg.series[1].pids[0] == 3);
+	ex_aggset_put(a);
+	tp_snapshot_free(&raw);
+	tp_snapshot_free(&bad);
+}
+
+/* One scrape of --aggregate made of @raw: its sums in *@out (a
+ * reference, let go with ex_aggset_put()). */
+static struct ex_aggset *retain_scrape(struct ex_retain *r,
+				       struct tp_snapshot *raw, int complete)
+{
+	struct ex_aggset *a = tp_xcalloc(1, sizeof(*a));
+
+	ex_aggset_of_snapshot(a, raw);
+	tp_snapshot_free(raw);
+	ex_retain_update(r, a, complete);
+	ex_aggset_finish(a, r->gone, r->ngone);
+	a->refs++;
+	return a;
+}
+
 TEST(retain)
 {
 	struct ex_retain r = { 0 };
 	struct tp_snapshot s1 = { .unsorted = 1 }, s2 = { .unsorted = 1 };
-	struct tp_snapshot s3 = { .unsorted = 1 }, agg;
+	struct tp_snapshot s3 = { .unsorted = 1 };
+	struct ex_aggset *a;
 
 	/* Scrape 1: worker 1 (c, g, r) and worker 2 (c). */
 	seg_add(&s1, "/d/w.1.tally", 1, 5);
@@ -1360,11 +1418,11 @@ TEST(retain)
 	ser_add(&s1, "r", TALLY_COUNTER, 7);
 	seg_add(&s1, "/d/w.2.tally", 2, 1);
 	ser_add(&s1, "c", TALLY_COUNTER, 20);
-	ex_retain_update(&r, &s1, 1);
+	a = retain_scrape(&r, &s1, 1);
 	CHECK(r.ngone == 0);
-	tp_snapshot_aggregate_with(&s1, r.gone, r.ngone, &agg);
-	CHECK(agg_value(&agg, "c") == 30);
-	tp_snapshot_free(&agg);
+	CHECK(agg_value(&a->agg, "c") == 30);
+	CHECK(a->nents == 4 && a->agg.nseries == 3);
+	ex_aggset_put(a);
 
 	/* Scrape 2: worker 1 removed r (its generation moved); worker 2's
 	 * file is there but could not be read: carried, not retired. */
@@ -1372,26 +1430,24 @@ TEST(retain)
 	ser_add(&s2, "c", TALLY_COUNTER, 11);
 	ser_add(&s2, "g", TALLY_GAUGE, 3);
 	skip_add(&s2, "/d/w.2.tally", EACCES);
-	ex_retain_update(&r, &s2, 1);
+	a = retain_scrape(&r, &s2, 1);
 	CHECK(r.ngone == 1 && r.segments_retired == 0);
-	CHECK(s2.nsegs == 2 && s2.segs[1].stale && s2.nseries == 3);
-	tp_snapshot_aggregate_with(&s2, r.gone, r.ngone, &agg);
-	CHECK(agg_value(&agg, "c") == 31);
-	CHECK(agg_value(&agg, "r") == 7);   /* removed, retired */
-	CHECK(agg_value(&agg, "g") == 3);
-	tp_snapshot_free(&agg);
+	CHECK(a->agg.nsegs == 2 && a->agg.segs[1].stale && a->nents == 3);
+	CHECK(agg_value(&a->agg, "c") == 31);
+	CHECK(agg_value(&a->agg, "r") == 7);   /* removed, retired */
+	CHECK(agg_value(&a->agg, "g") == 3);
+	ex_aggset_put(a);
 
 	/* Scrape 3: worker 2's file is gone, worker 1's gauge too (a gauge
 	 * is not retained). */
 	seg_add(&s3, "/d/w.1.tally", 1, 7);
 	ser_add(&s3, "c", TALLY_COUNTER, 12);
-	ex_retain_update(&r, &s3, 1);
+	a = retain_scrape(&r, &s3, 1);
 	CHECK(r.segments_retired == 1 && r.ngone == 2);
-	tp_snapshot_aggregate_with(&s3, r.gone, r.ngone, &agg);
-	CHECK(agg_value(&agg, "c") == 32);
-	CHECK(agg_value(&agg, "r") == 7);
-	CHECK(agg_value(&agg, "g") == -1);
-	tp_snapshot_free(&agg);
+	CHECK(agg_value(&a->agg, "c") == 32);
+	CHECK(agg_value(&a->agg, "r") == 7);
+	CHECK(agg_value(&a->agg, "g") == -1);
+	ex_aggset_put(a);
 
 	/* Scrape 4: the directory could not be listed (nothing read):
 	 * worker 1 is carried, not retired, and comes back uncounted
@@ -1400,19 +1456,17 @@ TEST(retain)
 		struct tp_snapshot s4 = { .unsorted = 1 };
 		struct tp_snapshot s5 = { .unsorted = 1 };
 
-		ex_retain_update(&r, &s4, 0);
-		CHECK(r.segments_retired == 1 && s4.nsegs == 1 &&
-		      s4.segs[0].stale);
-		tp_snapshot_aggregate_with(&s4, r.gone, r.ngone, &agg);
-		CHECK(agg_value(&agg, "c") == 32);
-		tp_snapshot_free(&agg);
+		a = retain_scrape(&r, &s4, 0);
+		CHECK(r.segments_retired == 1 && a->agg.nsegs == 1 &&
+		      a->agg.segs[0].stale);
+		CHECK(agg_value(&a->agg, "c") == 32);
+		ex_aggset_put(a);
 		seg_add(&s5, "/d/w.1.tally", 1, 7);
 		ser_add(&s5, "c", TALLY_COUNTER, 13);
-		ex_retain_update(&r, &s5, 1);
+		a = retain_scrape(&r, &s5, 1);
 		CHECK(r.segments_retired == 1);
-		tp_snapshot_aggregate_with(&s5, r.gone, r.ngone, &agg);
-		CHECK(agg_value(&agg, "c") == 33);
-		tp_snapshot_free(&agg);
+		CHECK(agg_value(&a->agg, "c") == 33);
+		ex_aggset_put(a);
 	}
 	ex_retain_free(&r);
 }
