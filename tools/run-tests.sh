@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test suite: a normal build, an ASan+UBSan build and a TSan
-# build (each suite also runs with TALLY_NO_RSEQ=1, see test/CMakeLists.txt),
+# build (the library's tests also with TALLY_NO_RSEQ=1, and only so under
+# TSan: see test/CMakeLists.txt),
 # then a short fuzzing run of the segment reader.  Prints a summary line.
 #
 # Two lanes run at once once the normal build is there.  The first runs
