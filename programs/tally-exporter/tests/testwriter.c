@@ -7,6 +7,11 @@
  *   testwriter run SECONDS FINAL a counter counted up to FINAL while the
  *                                test watches, and a histogram
  *   testwriter many N SECONDS    N counters of one family (measurements)
+ *   testwriter spread N SECONDS  N counters of ten metrics, registered
+ *                                label set by label set (spread_<m>_total
+ *                                {id="<i>"} = i, m the tenth of the
+ *                                counter: a metric's records are every
+ *                                tenth; measurements)
  *   testwriter worker N SECONDS  a pre-fork worker: worker_requests_total
  *                                += N, N observations of 5000 and one of
  *                                N in worker_latency_ns, worker_up = 1
@@ -290,6 +295,35 @@ static int many(long n, double seconds)
 	return 0;
 }
 
+/* N counters of ten metrics, the series of each scattered among the
+ * others' in the series table (for measurements). */
+static int spread(long n, double seconds)
+{
+	struct tally_metric_desc d;
+	struct tally_label l = { "id", NULL };
+	char v[32], name[32];
+
+	memset(&d, 0, sizeof(d));
+	d.kind = TALLY_COUNTER;
+	d.name = name;
+	d.help = "One of many series, among other metrics' series.";
+	d.labels = &l;
+	d.nlabels = 1;
+	for (long i = 0; i < n; i++) {
+		tally_counter m;
+
+		snprintf(name, sizeof(name), "spread_%ld_total", i % 10);
+		snprintf(v, sizeof(v), "%ld", i / 10);
+		l.value = v;
+		must(tally_counter_register(NULL, &d, &m), &d);
+		tally_counter_add(&m, i);
+	}
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	hold(seconds);
+	return 0;
+}
+
 static int worker(long n, double seconds)
 {
 	tally_counter req;
@@ -534,6 +568,8 @@ int main(int argc, char **argv)
 		return run(atof(argv[2]), atoll(argv[3]));
 	if (argc == 4 && strcmp(argv[1], "many") == 0)
 		return many(atol(argv[2]), atof(argv[3]));
+	if (argc == 4 && strcmp(argv[1], "spread") == 0)
+		return spread(atol(argv[2]), atof(argv[3]));
 	if (argc == 4 && strcmp(argv[1], "worker") == 0)
 		return worker(atol(argv[2]), atof(argv[3]));
 	if (argc == 4 && strcmp(argv[1], "forked") == 0)
@@ -569,7 +605,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	fprintf(stderr, "usage: testwriter fixture SECONDS | run SECONDS FINAL "
-		"| many N SECONDS | worker N SECONDS | forked N SECONDS "
+		"| many N SECONDS | spread N SECONDS | worker N SECONDS | forked N SECONDS "
 		"| pooled SECONDS "
 		"| clash SECONDS | cleanup | hash PASSWORD [COST]\n");
 	return 2;
