@@ -105,8 +105,8 @@ bench() {
 		[ "$i" -eq 0 ] && bc=$c bw=$wl
 		printf '%-12s %-10s %9d series  cpu %6.3f s (x%.2f)  wall %6.3f s (x%.2f)\n' \
 			"$layout" "${names[$i]}" "$total" "$c" \
-			"$(echo "$c $bc" | awk '{ print $2 > 0 ? $1 / $2 : 0 }')" \
-			"$wl" "$(echo "$wl $bw" | awk '{ print $2 > 0 ? $1 / $2 : 0 }')"
+			"$(echo "$c $bc" | awk '{ print ($2 > 0 ? $1 / $2 : 0) }')" \
+			"$wl" "$(echo "$wl $bw" | awk '{ print ($2 > 0 ? $1 / $2 : 0) }')"
 		summary+=" $layout.${names[$i]}.cpu=$c $layout.${names[$i]}.wall=$wl"
 	done
 	stop_all
