@@ -11,15 +11,16 @@
 #                metric each (testwriter many), a metric's records one
 #                after the other;
 #   interleaved  SPREAD (default 4x200000): processes x series of ten
-#                metrics registered label set by label set (testwriter
-#                spread), so that a metric's records are every tenth.
+#                metrics (nine counters and a histogram) registered label
+#                set by label set (testwriter spread), so that a metric's
+#                records are every tenth.
 # Every exporter (NAME=path; the first is the baseline) is started on
 # 127.0.0.1:0 over the layout and scraped RUNS times (default 5), the
 # exporters in turn, gzip off: the CPU time the exporter process spent
 # on the scrape (utime + stime from /proc/<pid>/stat) and the wall time
-# of curl.  Each scrape must hold every series (exact count of samples),
-# or the run fails.  One row per layout and exporter: the medians and
-# their ratios to the baseline's.  The host's CPU and load come first;
+# of curl.  Each scrape must hold every series (exact count of counter
+# samples and histogram counts), or the run fails.  One row per layout
+# and exporter: the medians and their ratios to the baseline's.  The host's CPU and load come first;
 # times are noisy on a busy machine, the ratios less so.
 set -u
 cd "$(dirname "$0")/.."
@@ -61,16 +62,17 @@ echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)," \
 # bench LAYOUT MODE PROCSxSERIES: one layout, every exporter.
 bench() {
 	local layout=$1 mode=$2 procs=${3%x*} per=${3#*x} dir=$work/$1
-	local total=$((procs * per)) ports=() epids=() i r w port
+	local total=$((procs * per)) ports=() epids=() wpids=() i r w port
 	mkdir -m 700 "$dir"
 	for ((w = 0; w < procs; w++)); do
 		TALLY_DIR=$dir TALLY_ZONE_SERIES=$((per + 64)) \
 			"$writer" "$mode" "$per" 86400 >"$dir/ready.$w" &
-		pids+=($!)
+		pids+=($!) wpids+=($!)
 	done
 	for ((w = 0; w < procs; w++)); do
 		for ((i = 0; i < 6000; i++)); do
 			grep -q '^ready' "$dir/ready.$w" 2>/dev/null && break
+			kill -0 "${wpids[$w]}" 2>/dev/null || die "writer $w failed"
 			sleep 0.05
 		done
 		grep -q '^ready' "$dir/ready.$w" || die "writer $w not ready"
@@ -92,7 +94,8 @@ bench() {
 				"http://127.0.0.1:${ports[$i]}/metrics") ||
 				die "${names[$i]}: scrape failed"
 			c1=$(cpu "${epids[$i]}")
-			got=$(grep -c '^\(many\|spread\)_' "$dir/body")
+			got=$(grep -c '^\(many_\|spread_[0-8]_total\|spread_9_count\)' \
+				"$dir/body")
 			[ "$got" -eq "$total" ] ||
 				die "${names[$i]}: $got samples, not $total"
 			echo "$c0 $c1" | awk '{ print $2 - $1 }' >>"$dir/cpu.$i"

@@ -7,11 +7,14 @@
  *   testwriter run SECONDS FINAL a counter counted up to FINAL while the
  *                                test watches, and a histogram
  *   testwriter many N SECONDS    N counters of one family (measurements)
- *   testwriter spread N SECONDS  N counters of ten metrics, registered
- *                                label set by label set (spread_<m>_total
- *                                {id="<i>"} = i, m the tenth of the
- *                                counter: a metric's records are every
- *                                tenth; measurements)
+ *   testwriter spread N SECONDS  N series of ten metrics, registered
+ *                                label set by label set, so that a
+ *                                metric's records are every tenth
+ *                                (measurements): series i is
+ *                                spread_<m>_total{id="<i/10>"} = i for
+ *                                m = i % 10 below 9, the histogram
+ *                                spread_9{id="<i/10>"} with one
+ *                                observation of i for m = 9 (76 buckets)
  *   testwriter worker N SECONDS  a pre-fork worker: worker_requests_total
  *                                += N, N observations of 5000 and one of
  *                                N in worker_latency_ns, worker_up = 1
@@ -295,7 +298,7 @@ static int many(long n, double seconds)
 	return 0;
 }
 
-/* N counters of ten metrics, the series of each scattered among the
+/* N series of ten metrics, the series of each scattered among the
  * others' in the series table (for measurements). */
 static int spread(long n, double seconds)
 {
@@ -304,19 +307,33 @@ static int spread(long n, double seconds)
 	char v[32], name[32];
 
 	memset(&d, 0, sizeof(d));
-	d.kind = TALLY_COUNTER;
 	d.name = name;
 	d.help = "One of many series, among other metrics' series.";
 	d.labels = &l;
 	d.nlabels = 1;
 	for (long i = 0; i < n; i++) {
-		tally_counter m;
-
-		snprintf(name, sizeof(name), "spread_%ld_total", i % 10);
 		snprintf(v, sizeof(v), "%ld", i / 10);
 		l.value = v;
-		must(tally_counter_register(NULL, &d, &m), &d);
-		tally_counter_add(&m, i);
+		if (i % 10 == 9) {
+			tally_histogram h;
+
+			/* 77 slots: a zone of the default size holds
+			 * 200,000 series. */
+			d.kind = TALLY_HISTOGRAM;
+			d.hist_sub_bits = 2;
+			d.hist_max_bits = 20;
+			snprintf(name, sizeof(name), "spread_9");
+			must(tally_histogram_register(NULL, &d, &h), &d);
+			tally_histogram_observe(&h, (uint64_t)i);
+		} else {
+			tally_counter m;
+
+			d.kind = TALLY_COUNTER;
+			d.hist_sub_bits = d.hist_max_bits = 0;
+			snprintf(name, sizeof(name), "spread_%ld_total", i % 10);
+			must(tally_counter_register(NULL, &d, &m), &d);
+			tally_counter_add(&m, i);
+		}
 	}
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
