@@ -59,6 +59,18 @@ cpu() { awk -v t="$tck" '{ sub(/^.*\) /, ""); print ($12 + $13) / t }' "/proc/$1
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)," \
      "$(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
+# ready FILE PID: 0 once the writer PID said "ready" in FILE (at most
+# 300 s), 1 when it exited before.
+ready() {
+	local _
+	for _ in $(seq 6000); do
+		grep -q '^ready' "$1" 2>/dev/null && return 0
+		kill -0 "$2" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
+
 # bench LAYOUT MODE PROCSxSERIES: one layout, every exporter.
 bench() {
 	local layout=$1 mode=$2 procs=${3%x*} per=${3#*x} dir=$work/$1
@@ -70,12 +82,7 @@ bench() {
 		pids+=($!) wpids+=($!)
 	done
 	for ((w = 0; w < procs; w++)); do
-		for ((i = 0; i < 6000; i++)); do
-			grep -q '^ready' "$dir/ready.$w" 2>/dev/null && break
-			kill -0 "${wpids[$w]}" 2>/dev/null || die "writer $w failed"
-			sleep 0.05
-		done
-		grep -q '^ready' "$dir/ready.$w" || die "writer $w not ready"
+		ready "$dir/ready.$w" "${wpids[$w]}" || die "writer $w failed"
 	done
 	for ((i = 0; i < ${#paths[@]}; i++)); do
 		: >"$dir/exporter.$i.log"

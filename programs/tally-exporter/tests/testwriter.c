@@ -271,6 +271,24 @@ static int run(double seconds, long long final)
 	return 0;
 }
 
+/* A counter of @d holding @v. */
+static void count_one(const struct tally_metric_desc *d, long v)
+{
+	tally_counter m;
+
+	must(tally_counter_register(NULL, d, &m), d);
+	tally_counter_add(&m, v);
+}
+
+/* Say so, then keep the series for @seconds. */
+static int ready_and_hold(double seconds)
+{
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	hold(seconds);
+	return 0;
+}
+
 /* N counters of one family with a label each (for measurements). */
 static int many(long n, double seconds)
 {
@@ -285,17 +303,11 @@ static int many(long n, double seconds)
 	d.labels = &l;
 	d.nlabels = 1;
 	for (long i = 0; i < n; i++) {
-		tally_counter m;
-
 		snprintf(v, sizeof(v), "%ld", i);
 		l.value = v;
-		must(tally_counter_register(NULL, &d, &m), &d);
-		tally_counter_add(&m, i);
+		count_one(&d, i);
 	}
-	printf("ready %d\n", (int)getpid());
-	fflush(stdout);
-	hold(seconds);
-	return 0;
+	return ready_and_hold(seconds);
 }
 
 /* N series of ten metrics, the series of each scattered among the
@@ -326,19 +338,13 @@ static int spread(long n, double seconds)
 			must(tally_histogram_register(NULL, &d, &h), &d);
 			tally_histogram_observe(&h, (uint64_t)i);
 		} else {
-			tally_counter m;
-
 			d.kind = TALLY_COUNTER;
 			d.hist_sub_bits = d.hist_max_bits = 0;
 			snprintf(name, sizeof(name), "spread_%ld_total", i % 10);
-			must(tally_counter_register(NULL, &d, &m), &d);
-			tally_counter_add(&m, i);
+			count_one(&d, i);
 		}
 	}
-	printf("ready %d\n", (int)getpid());
-	fflush(stdout);
-	hold(seconds);
-	return 0;
+	return ready_and_hold(seconds);
 }
 
 static int worker(long n, double seconds)
