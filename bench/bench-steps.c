@@ -59,7 +59,8 @@ static void load_then_xadd(const void *arg, uint64_t n)
 	}
 }
 
-/* The old cold adaptive path: load the word, test it, add, compare. */
+/* The cold adaptive path without a hint, the baseline of the one with
+ * it: load the word, test it, add, compare. */
 static void load_xadd_cmp(const void *arg, uint64_t n)
 {
 	(void)arg;
@@ -88,8 +89,9 @@ static void xadd_then_load(const void *arg, uint64_t n)
 	}
 }
 
-/* The new cold adaptive path: compare the hint (@arg, another page
- * offset) with the word's address, add, short tests of what it found. */
+/* The cold adaptive path with a hint, as include/tally/arch/x86_64.h
+ * takes it: compare the hint (@arg, another page offset) with the
+ * word's address, add, short tests of what it found. */
 static void hint_xadd_test(const void *arg, uint64_t n)
 {
 	const volatile uintptr_t *hint = arg;

@@ -11,10 +11,10 @@
  * and store per iteration, so the compiler can neither keep the count in
  * a register, fold the loop into one "x += n", nor delete it.  The
  * pointer is laundered through an empty asm so that the add is addressed
- * like tally's (a plain register), not %fs-relative: on the AMD Zen 4 this
- * was written on, a load-add-store chain addressed via %fs is not
- * memory-renamed and costs ~2.6 ns per add against ~0.4 ns through a
- * pointer, which would make the "floor" slower than tally's own add.
+ * like tally's (a plain register), not %fs-relative: on AMD Zen 4 a
+ * load-add-store chain addressed via %fs is not memory-renamed and costs
+ * several times one through a pointer (docs/RESULTS.md), which would
+ * make the "floor" slower than tally's own add.
  * The thread's count is folded into *@total when it is done.
  */
 static _Thread_local uint64_t tls_count;

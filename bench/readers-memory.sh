@@ -22,6 +22,8 @@
 # (exact count of tw_many_total lines, or exporter samples).  The host's
 # CPU and load are printed first; timings are noisy on a busy machine,
 # bytes per series are not.  A last line "SUMMARY" holds every figure.
+# BASE=path/to/another/tallystat adds its two one-report rows, measured
+# in the same run (the figures of a build to compare with).
 set -u
 n=${1:-1000000}
 build=${2:-${BUILD:-build}}
@@ -144,6 +146,11 @@ measure "tally-dump" "$n" "$dump"
 measure "tallystat" "$n" "$tallystat"
 measure "tallystat -o JSON" "$n" "$tallystat" -o JSON
 measure "tallystat 1 2 (rates)" "$((3 * n))" "$tallystat" 1 2
+if [ -n "${BASE:-}" ]; then
+	[ -x "$BASE" ] || die "BASE=$BASE is not an executable"
+	measure "base tallystat" "$n" "$BASE"
+	measure "base tallystat -o JSON" "$n" "$BASE" -o JSON
+fi
 if [ -x "$exporter" ] && command -v curl >/dev/null; then
 	measure "tally-exporter scrape" "$n" scrape
 fi

@@ -18,8 +18,9 @@
  * tally__metric_rec; Prometheus's "metric family"); a *series* is one set
  * of label values of a metric, with the block holding its values (struct
  * tally__series; the public handle tally_metric stands for one).  The
- * public tally_family (tally/family.h) is neither: it is a process's
- * cache of the series of one metric, found by their label values.
+ * public tally_family (tally/family.h), a *label family*, is neither: it
+ * is a process's cache of the series of one metric, found by their label
+ * values.
  *   chunks_off        nchunks chunks of chunk_pages pages each.
  *
  * A chunk holds 504 slots.  Its pages, in order:
@@ -189,10 +190,10 @@ struct tally__hdr {
 	/* Live fields. */
 	_Alignas(64) _Atomic uint64_t series_gen; /* descriptor table changes */
 	_Atomic uint32_t series_hwm;  /* records ever used: readers scan these */
-	_Atomic uint32_t metric_count;   /* families, never removed */
+	_Atomic uint32_t metric_count;   /* metric records, never removed */
 	_Atomic uint32_t metric_changes; /* 2.5: metric records rewritten
 					 (help, unit, superseded): readers
-					 read the families again */
+					 read the metric records again */
 	_Atomic uint64_t redefinitions; /* 2.5: generations made because a
 					   definition changed */
 	_Alignas(64) _Atomic uint32_t next_token; /* owner tokens handed out */
@@ -667,7 +668,7 @@ static inline uint64_t tally__metric_index_off(const struct tally__geometry *g)
 }
 
 _Static_assert(sizeof(struct tally__chunk) == 256, "chunk meta is 4 lines");
-_Static_assert(sizeof(struct tally__metric_rec) == 1024, "family record size");
+_Static_assert(sizeof(struct tally__metric_rec) == 1024, "metric record size");
 _Static_assert(sizeof(struct tally__series) == 128, "series record size");
 _Static_assert(sizeof(struct tally__series_ext) == 128, "extension size");
 _Static_assert(sizeof(struct tally__metric_tail) == TALLY__TAIL_BYTES,

@@ -246,7 +246,7 @@ TEST(older_readers_skip_it)
 	tally_zone_destroy(z);
 }
 
-/* A family: each child has the family's bounds and counts apart. */
+/* A label family: each child has the label family's bounds and counts apart. */
 TEST(a_family_of_classic_histograms)
 {
 	struct tally_zone *z = zone_in("family");

@@ -651,7 +651,7 @@ TEST(family_bad_input)
 	expect_bad(&f, nullv, 2, EINVAL, "label value 1 is NULL");
 	expect_bad(&f, utf, 2, EINVAL, "not valid UTF-8");
 	expect_bad(&f, longv, 2, E2BIG, "longer than");
-	expect_bad(NULL, v, 2, EINVAL, "NULL family");
+	expect_bad(NULL, v, 2, EINVAL, "NULL label family");
 	CHECK_EQ(tally_counter_family_get(&f, v, 2, NULL), -EINVAL);
 	/* Counted for readers, like failed registrations. */
 	CHECK_EQ(atomic_load(&z->hdr->register_failed) - failed0, 6);

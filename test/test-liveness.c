@@ -249,8 +249,8 @@ struct planted {
 };
 
 /*
- * In a fresh process: files under the names a writer of this pid chose
- * until now (<zone>.<pid>.tally and its temporary), left by someone else,
+ * In a fresh process: files under the names older releases gave a writer
+ * of this pid (<zone>.<pid>.tally and its temporary), left by someone else,
  * then a zone of that name.
  */
 static void planted_child(void *arg)
@@ -272,7 +272,7 @@ static void planted_child(void *arg)
 	}
 	snprintf(p->path, sizeof(p->path), "%s", tally_zone_path(z));
 	/* A second zone of the same name in this process is still refused:
-	 * the name of its file no longer does it. */
+	 * the registry refuses it, not the name of its file. */
 	again = tally_zone_create("keep", NULL);
 	CHECK(again == NULL);
 	CHECK_EQ(errno, EEXIST);

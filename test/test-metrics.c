@@ -7,7 +7,7 @@
  *     checked as documented: every valid form is accepted, every invalid
  *     one gives -EINVAL, and a string longer than its limit gives -E2BIG
  *     and is never cut (the longest accepted strings are stored in full);
- *   - a failed registration leaves no family, series or block behind;
+ *   - a failed registration leaves no metric record, series or block behind;
  *   - a series is unique by name and labels whatever the label order:
  *     registering it again gives the same series (get-or-create, one
  *     more reference); a name keeps its kind, help, unit, mode and layout
@@ -759,10 +759,10 @@ TEST(duplicate_series)
 /*
  * A definition that changes is never refused: help and unit are
  * replaced (the newest registration's), and another kind, mode or
- * histogram layout is a new generation of the family, the only one
+ * histogram layout is a new generation of the metric, the only one
  * readers show; handles of the older one go on counting.
  */
-TEST(family_conflicts)
+TEST(definition_conflicts)
 {
 	struct tally_zone *z = zone(0, 0);
 	struct tally_metric_desc d = desc(TALLY_COUNTER, "fam");
@@ -844,7 +844,7 @@ TEST(family_conflicts)
 	d.labels = &l;
 	d.nlabels = 1;
 	d.hist_sub_bits = 3;
-	d.hist_max_bits = 40; /* the defaults, spelt out: the same family */
+	d.hist_max_bits = 40; /* the defaults, spelt out: the same record */
 	CHECK_EQ(register_any(z, &d, &m), 0);
 	CHECK_EQ(atomic_load(&hdr(z)->metric_count), 6);
 	l.value = "2";
@@ -855,7 +855,7 @@ TEST(family_conflicts)
 	CHECK_EQ(register_any(z, &d, &m), 0);
 	CHECK_EQ(atomic_load(&hdr(z)->metric_count), 8);
 
-	/* A set gauge is always shared: any mode asked gives one family. */
+	/* A set gauge is always shared: any mode asked gives one record. */
 	d = desc(TALLY_GAUGE_SET, "temp");
 	d.mode = TALLY_PERCPU;
 	CHECK_EQ(register_any(z, &d, &m), 0);
@@ -872,7 +872,7 @@ TEST(family_conflicts)
 }
 
 /*
- * A family keeps making its children in the generation it was defined
+ * A label family keeps making its children in the generation it was defined
  * in (a process of the old version, during a rolling deploy), while a
  * direct registration follows the newest; a reader sees the help text
  * that was registered last, without reopening the file.
@@ -907,7 +907,7 @@ TEST(family_children_stay_in_their_generation)
 	d.nlabels = 1;
 	CHECK_EQ(register_any(z, &d, &m), 0);
 	tally_counter_add(counter_of(&m), 10);
-	/* The old family's new child: its own generation, not shown. */
+	/* The old label family's new child: its own generation, not shown. */
 	CHECK_EQ(tally_counter_family_get(&old, err, 1, &c), 0);
 	tally_counter_add(c, 1);
 	CHECK_EQ(fetch(&c->metric), 1);
@@ -958,9 +958,9 @@ TEST(alternating_definitions_reuse_their_generations)
 	CHECK_EQ(atomic_load(&hdr(z)->redefinitions), 19999);
 }
 
-/* tally_metric_redefine: a changed definition supersedes the families
+/* tally_metric_redefine: a changed definition supersedes the metrics
  * named, at once; the same one again changes nothing. */
-TEST(redefine_supersedes_named_families)
+TEST(redefine_supersedes_named_metrics)
 {
 	struct tally_zone *z = zone(0, 0);
 	struct tally_metric_desc def = desc(TALLY_COUNTER, "jobs");
@@ -1646,7 +1646,7 @@ TEST(enospc_blocks)
 /*
  * The same, but the series registered after the removal needs a block of
  * another size: the zone holds no series at all, so there is room
- * ("-ENOSPC: the zone has no room for another series, family or block").
+ * ("-ENOSPC: the zone has no room for another series, metric record or block").
  */
 TEST(enospc_recovers_for_another_size)
 {
@@ -1670,9 +1670,9 @@ TEST(enospc_recovers_for_another_size)
 	CHECK_EQ(fetch(&c), 3);
 }
 
-TEST(enospc_families)
+TEST(enospc_metric_records)
 {
-	/* A series of every family: room for all of them. */
+	/* A series of every metric: room for all of them. */
 	struct tally_zone *z = zone(16 * TALLY_CHUNK_SLOTS,
 				    TALLY__METRIC_CAP + 1024);
 	tally_metric m, last;
@@ -1685,7 +1685,7 @@ TEST(enospc_families)
 				     tally_errmsg());
 	}
 	CHECK_EQ(reg1(z, "one_too_many", NULL, NULL, &m), -ENOSPC);
-	/* Families are never removed: still full after a removal. */
+	/* Metric records are never removed: still full after a removal. */
 	CHECK_EQ(tally_metric_remove(&last), 0);
 	CHECK_EQ(reg1(z, "one_too_many", NULL, NULL, &m), -ENOSPC);
 	/* Existing names still take new series. */

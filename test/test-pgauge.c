@@ -615,7 +615,7 @@ TEST(a_type_this_reader_does_not_know_is_skipped)
 }
 
 /*
- * A family of per-process gauges: a child made by fork() looks up the
+ * A label family of per-process gauges: a child made by fork() looks up the
  * same label values and gets a value of its own, not its parent's, and
  * the reader sums the two under livesum until the child is killed.
  */

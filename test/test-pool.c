@@ -526,7 +526,7 @@ TEST(metrics_lock_owner_died_mid_rollback)
 }
 
 /*
- * The same, in a zone whose name has generations: the rebuilt family
+ * The same, in a zone whose name has generations: the rebuilt metric
  * index points at the current one (here an older record made current
  * again), not at the last one made.
  */

@@ -3,7 +3,7 @@
  * series whose names carry its encoding: <n>:bucket, <n>_total:frac_u,
  * <n>:gauge_livesum) are refused by the reader with one line that says
  * what to do, instead of shown as garbage; a zone of 2.6 with the same
- * names (the Python package's summaries of today), and a zone of 2.5 of
+ * names (the summaries the Python package writes), and a zone of 2.5 of
  * a C program whose names hold colons, are read.
  */
 #define _GNU_SOURCE

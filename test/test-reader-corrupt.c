@@ -264,7 +264,7 @@ static void expect_skipped(const char *what, const char *path, int left)
 			harness_fail(__FILE__, __LINE__, "%s: nothing counted "
 				     "as skipped", what);
 		if (!has(msg, path) ||
-		    (!has(msg, "series ") && !has(msg, "family ")))
+		    (!has(msg, "series ") && !has(msg, "metric record ")))
 			harness_fail(__FILE__, __LINE__, "%s: message \"%s\" "
 				     "does not name the file and the record",
 				     what, msg);
@@ -328,12 +328,12 @@ static const struct hcase {
 	{ "file size 0", F(file_size), SET, 0, EINVAL },
 	{ "chunk record size", F(meta_rec_size), ADD, 1, EINVAL },
 	{ "series record size", F(series_rec_size), ADD, -1, EINVAL },
-	{ "family record size", F(metric_rec_size), ADD, 1024, EINVAL },
+	{ "metric record size", F(metric_rec_size), ADD, 1024, EINVAL },
 	{ "series capacity 2^24+1", F(series_cap), SET, (1 << 24) + 1, EINVAL },
 	{ "series capacity > region", F(series_cap), ADD, 33, EINVAL },
-	{ "family capacity 0", F(metric_cap), SET, 0, EINVAL },
-	{ "family capacity 65537", F(metric_cap), SET, 65537, EINVAL },
-	{ "family capacity > region", F(metric_cap), ADD, 1, EINVAL },
+	{ "metric record capacity 0", F(metric_cap), SET, 0, EINVAL },
+	{ "metric record capacity 65537", F(metric_cap), SET, 65537, EINVAL },
+	{ "metric record capacity > region", F(metric_cap), ADD, 1, EINVAL },
 	{ "hash buckets 0", F(hash_buckets), SET, 0, EINVAL },
 	{ "hash buckets 3", F(hash_buckets), SET, 3, EINVAL },
 	{ "hash buckets 96", F(hash_buckets), SET, 96, EINVAL },
@@ -349,7 +349,7 @@ static const struct rcase {
 	  offsetof(struct tally__hdr, node_size), 0 },
 	{ "chunk table", offsetof(struct tally__hdr, meta_off),
 	  offsetof(struct tally__hdr, meta_size), 0 },
-	{ "family table", offsetof(struct tally__hdr, metric_off),
+	{ "metric record table", offsetof(struct tally__hdr, metric_off),
 	  offsetof(struct tally__hdr, metric_size), 0 },
 	{ "series table", offsetof(struct tally__hdr, series_off),
 	  offsetof(struct tally__hdr, series_size), 0 },
@@ -676,11 +676,11 @@ TEST(series_records)
 		void (*fn)(struct tally__series *, const struct tally__hdr *);
 		int hist; /* applied to the histogram's record */
 	} cases[] = {
-		{ "family not yet published", sc_fam_next, 0 },
-		{ "family = capacity", sc_fam_cap, 0 },
-		{ "family = capacity - 1", sc_fam_cap_m1, 0 },
-		{ "family 2^32-1", sc_fam_max, 0 },
-		{ "family of another kind", sc_fam_hist, 0 },
+		{ "metric record not yet published", sc_fam_next, 0 },
+		{ "metric record = capacity", sc_fam_cap, 0 },
+		{ "metric record = capacity - 1", sc_fam_cap_m1, 0 },
+		{ "metric record 2^32-1", sc_fam_max, 0 },
+		{ "metric record of another kind", sc_fam_hist, 0 },
 		{ "slots 0", sc_nslots_0, 0 },
 		{ "slots 2", sc_nslots_2, 0 },
 		{ "slots max", sc_nslots_max, 0 },
@@ -720,7 +720,7 @@ TEST(series_records)
 		{ "labels counted, none stored", sc_labels_none_but_counted, 0 },
 		{ "33 labels", sc_labels_33, 0 },
 		{ "26 labels", sc_labels_26, 0 },
-		{ "gauge: family of another kind", sc_fam_hist, 2 },
+		{ "gauge: metric record of another kind", sc_fam_hist, 2 },
 		{ "removed record brought back with slots 2", sc_nslots_2, 3 },
 	};
 
@@ -1069,10 +1069,10 @@ FC(other_layout, f->max_bits = 9) /* valid, but not the series' slots */
 FC(bits_on_counter, f->sub_bits = 3; f->max_bits = 40)
 FC(max_on_counter, f->max_bits = 1)
 FC(vtype2, f->vtype = 2)
-FC(float_counter, f->vtype = TALLY__VT_FLOAT64) /* a counter's family */
+FC(float_counter, f->vtype = TALLY__VT_FLOAT64) /* a counter's metric record */
 FC(float_histogram, f->vtype = TALLY__VT_FLOAT64)
 
-TEST(family_records)
+TEST(metric_records)
 {
 	static const struct {
 		const char *what;
@@ -1122,7 +1122,8 @@ TEST(family_records)
 
 	setup();
 	h = pristine_hdr();
-	/* Families in registration order: c_total, g, removed_total, gs, h. */
+	/* Metric records in registration order: c_total, g, removed_total,
+	 * gs, h. */
 	cfam = rec_read(fx->path, fx->counter).metric;
 	hfam = rec_read(fx->path, fx->hist).metric;
 	CHECK_EQ(cfam, 0);
@@ -1131,22 +1132,23 @@ TEST(family_records)
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
 		fam_case(cases[i].what, cases[i].hist ? hfam : cfam,
 			 cases[i].fn, 3);
-	/* The family of the removed series only: no series of it is live,
-	 * but the table is corrupt all the same. */
-	fam_case("kind 0 (family without live series)", 2, fc_kind0, 4);
-	/* A family count past the families written. */
+	/* The metric record of the removed series only: no series of it is
+	 * live, but the table is corrupt all the same. */
+	fam_case("kind 0 (metric record without live series)", 2, fc_kind0, 4);
+	/* A metric record count past the records written. */
 	{
 		uint32_t n = 6;
 
 		copy_sparse(fx->path, work);
 		patch(work, offsetof(struct tally__hdr, metric_count), &n, 4);
-		expect_skipped("family count + 1", work, 4);
+		expect_skipped("metric record count + 1", work, 4);
 	}
 	expect_valid(fx->path);
 }
 
-/* A family being written (odd seq): its series wait, the rest is read. */
-TEST(family_being_written)
+/* A metric record being written (odd seq): its series wait, the rest
+ * is read. */
+TEST(metric_record_being_written)
 {
 	struct tally__hdr h;
 	struct tally__metric_rec f;
@@ -1373,7 +1375,7 @@ TEST(out_of_memory_names_the_file)
 #endif
 	setup();
 	copy_sparse(fx->path, work);
-	/* 1024 families to load: a 1 MiB allocation. */
+	/* 1024 metric records to load: a 1 MiB allocation. */
 	patch(work, offsetof(struct tally__hdr, metric_count), &n, 4);
 	s = tally_seg_open(work, NULL);
 	CHECK(s != NULL);

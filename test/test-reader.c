@@ -1007,8 +1007,8 @@ TEST(record_reused_during_copy)
 	CHECK_EQ(sn.n, 2);
 	snap_free(&sn);
 
-	/* The reader has copied the record's seq, state, lengths, family
-	 * and slot (its first 28 bytes) when the writer reuses it. */
+	/* The reader has copied the record's seq, state, lengths, metric
+	 * record and slot (its first 28 bytes) when the writer reuses it. */
 	r = (struct reuse){ z, &a, a.series };
 	hook.split_at = z->hdr->series_off +
 			(uint64_t)a.series * sizeof(struct tally__series) +
@@ -2008,7 +2008,7 @@ TEST(series_table_holes_are_not_read)
 	       (unsigned long long)s->bytes_read);
 	CHECK_EQ(n, 4);
 	/* Two copies of the pages that hold records, the header, the
-	 * families and the values: far below a megabyte (2 GB before). */
+	 * metric records and the values: far below a megabyte. */
 	CHECK(s->bytes_read < (1u << 20));
 	tally_seg_close(s);
 	CHECK_EQ(unlink(c->path), 0);

@@ -3,9 +3,9 @@
  *
  * Proves that an add, with rseq or with the fallback, writes nothing of
  * the thread's control block but the rseq_cs field of the area it uses
- * (an earlier version wrote %fs:8, glibc's DTV pointer, when rseq was
- * off), and that tally_rseq_active() tells the truth about which path the
- * adds take on this host.
+ * (in particular not %fs:8, glibc's DTV pointer, with rseq off), and
+ * that tally_rseq_active() tells the truth about which path the adds
+ * take on this host.
  */
 #define _GNU_SOURCE
 #include <pthread.h>

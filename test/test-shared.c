@@ -237,7 +237,7 @@ static void worker_longchurn(void)
  *   requests_total  a counter, the same in both;
  *   hits_total      a counter whose help text changes;
  *   latency         a histogram in 1, a set gauge in 2 (its type);
- *   routes_total    a family of counters (label route), per-CPU in 1,
+ *   routes_total    a label family of counters (label route), per-CPU in 1,
  *                   shared in 2 (its mode).
  * Each adds $TALLY_TEST_ADDS to each.  With $TALLY_TEST_GO set, it then
  * creates $TALLY_TEST_GO.ready, waits for $TALLY_TEST_GO to exist (a
@@ -303,7 +303,7 @@ static void worker_deploy(void)
 		while (access(go, F_OK) != 0)
 			usleep(1000);
 		/* A child made after the newer version redefined the
-		 * family: still this version's generation. */
+		 * metric: still this version's generation. */
 		deploy_check(tally_counter_family_get(&routes, late, 1, &c));
 		for (long i = 0; i < n; i++) {
 			tally_counter_inc(&req);
@@ -1375,7 +1375,7 @@ static void show(const char *path, struct shown out[5])
 
 /*
  * A restart within the retention whose new version changes a help text,
- * a type and a mode: it starts (today's registrations were refused with
+ * a type and a mode: it starts (no registration is refused with
  * EINVAL), the unchanged counter goes on exactly, and readers show each
  * name once, as the new version defines it.
  */

@@ -21,6 +21,13 @@
 #     version the library writes (TALLY__FMT_MAJOR and TALLY__FMT_MINOR,
 #     wherever src/ or include/ defines them): FORMAT.md in its title, its
 #     header table and the newest entry of its "Versions" list.
+#   - No string literal of the library (src/: its error messages and the
+#     reader's corrupt-segment messages) says "family" or "families" for
+#     a metric record: a message says "metric record", and "family" only
+#     as "label family" (the process-side cache of label sets,
+#     tally/family.h) or inside a name (tally_family_remove).  Comments
+#     and #include lines are not read; a literal split as "label "
+#     "family" is reported, so keep the two words in one piece.
 #
 # Each failure names the file, the line and what is wrong.
 #
@@ -160,6 +167,61 @@ check_paths() {
 	return $rc
 }
 
+# The string literals of src/*.c and src/*.h (comments and #include
+# lines skipped) that say "family" for anything but a label family.
+check_words() {
+	local src=$1 files
+	[ -d "$src/src" ] || return 0
+	files=$(cd "$src" && find src -type f \( -name '*.c' -o -name '*.h' \) | sort)
+	[ -n "$files" ] || return 0
+	(cd "$src" && awk '
+	FNR == 1 { incomment = 0 }
+	# One literal: "family" but for "label family" and names (a_family).
+	function judge(lit,   t) {
+		t = tolower(lit)
+		gsub(/label famil(y|ies)/, "", t)
+		if (t ~ /(^|[^a-z0-9_])famil(y|ies)/) {
+			printf "%s:%d: \"%s\": say \"metric record\" (or \"label family\"), not family\n", FILENAME, FNR, lit
+			bad = 1
+		}
+	}
+	{
+		line = $0
+		if (!incomment && line ~ /^[ \t]*#[ \t]*include/)
+			next
+		n = length(line); i = 1
+		while (i <= n) {
+			c = substr(line, i, 1); d = substr(line, i, 2)
+			if (incomment) {
+				if (d == "*/") { incomment = 0; i += 2 } else i++
+			} else if (d == "/*") {
+				incomment = 1; i += 2
+			} else if (d == "//") {
+				break
+			} else if (c == "\x27") {
+				# A character constant: skip it, escapes included.
+				i++
+				while (i <= n && substr(line, i, 1) != "\x27")
+					i += substr(line, i, 1) == "\\" ? 2 : 1
+				i++
+			} else if (c == "\"") {
+				lit = ""; i++
+				while (i <= n && substr(line, i, 1) != "\"") {
+					if (substr(line, i, 1) == "\\") {
+						lit = lit substr(line, i, 2); i += 2
+					} else {
+						lit = lit substr(line, i, 1); i++
+					}
+				}
+				i++
+				judge(lit)
+			} else
+				i++
+		}
+	}
+	END { exit bad }' $files)
+}
+
 # The value of "#define NAME value" in src/ or include/, wherever it is.
 define_of() {
 	grep -rhE "^#define $2[[:space:]]+[0-9]+" "$1/src" "$1/include" 2>/dev/null |
@@ -230,7 +292,8 @@ self_test() {
 	(cd "$tmp/good"
 	printf '#define TALLY__FMT_MAJOR   2\n#define TALLY__FMT_MINOR   5\n' >src/layout.h
 	: >src/zone.c; : >src/other.c; : >tools/x.sh; : >rust/tests/abi.rs
-	: >include/tally/block.h; : >examples/demo.c; : >test/harness.h
+	: >include/tally/block.h; : >include/tally/family.h
+	: >examples/demo.c; : >test/harness.h
 	: >programs/tallystat/main.c
 	cat >README.md <<-'EOF'
 	See src/zone.c, docs/FORMAT.md and `tools/x.sh`; src/*.h and
@@ -253,8 +316,15 @@ self_test() {
 	- 2.5: the newest.
 	- 2.4: older.
 	EOF
-	printf '/* Described in FORMAT.md. */\n' >src/zone.c)
-	if ! out=$(check_paths "$tmp/good" && check_version "$tmp/good"); then
+	printf '/* Described in FORMAT.md. */\n' >src/zone.c
+	cat >src/other.c <<-'EOF'
+	#include "tally/family.h" /* a "family" here is no message */
+	static const char q = '"';
+	int f(void) { return g("tally_family_remove: no label family", 'x'); }
+	EOF
+	)
+	if ! out=$(check_paths "$tmp/good" && check_version "$tmp/good" &&
+		check_words "$tmp/good"); then
 		echo "self-test: a correct tree fails:"; echo "$out"; rc=1
 	fi
 	# ...does not bring the error back: one of each.
@@ -265,8 +335,9 @@ self_test() {
 	printf '`tests/gone.rs`, ../../seeds/004\n' >>rust/README.md
 	sed -i -e '1s/2\.5/2.0/' -e 's/| minor | 5\./| minor | 4./' \
 		-e 's/^- 2\.5:/- 2.6:/' docs/FORMAT.md
-	printf '# see programs/common/strbuf.h\n' >tools/x.sh)
-	out=$( (check_paths "$tmp/bad"; check_version "$tmp/bad") || true)
+	printf '# see programs/common/strbuf.h\n' >tools/x.sh
+	printf 'int h(void) { return g("family %%u: bad unit"); }\n' >>src/other.c)
+	out=$( (check_paths "$tmp/bad"; check_version "$tmp/bad"; check_words "$tmp/bad") || true)
 	for want in \
 		'README.md:1: src/zone.c: no such file' \
 		'README.md:2: src/{zone.c,layout.h}: no such file' \
@@ -278,15 +349,16 @@ self_test() {
 		'tools/x.sh:1: programs/common/strbuf.h: no such file' \
 		'docs/FORMAT.md:1: the title says version 2.0 (the library writes 2.5)' \
 		'docs/FORMAT.md:4: the header table gives another minor version' \
-		'docs/FORMAT.md:8: the newest entry of "Versions" is 2.6'; do
+		'docs/FORMAT.md:8: the newest entry of "Versions" is 2.6' \
+		'src/other.c:4: "family %u: bad unit": say "metric record"'; do
 		grep -qF "$want" <<<"$out" ||
 			{ echo "self-test: not reported: $want"; rc=1; }
 	done
 	n=$(grep -c . <<<"$out")
-	if [ "$n" != 11 ]; then
-		echo "self-test: expected 11 errors, got $n:"; echo "$out"; rc=1
+	if [ "$n" != 12 ]; then
+		echo "self-test: expected 12 errors, got $n:"; echo "$out"; rc=1
 	fi
-	[ "$rc" = 0 ] && echo "check-docs self-test: a correct tree passes, 11 errors of a broken one are named"
+	[ "$rc" = 0 ] && echo "check-docs self-test: a correct tree passes, 12 errors of a broken one are named"
 	return $rc
 }
 
@@ -300,5 +372,6 @@ src=$1
 rc=0
 check_paths "$src" || rc=1
 check_version "$src" || rc=1
-[ "$rc" = 0 ] && echo "docs: every path named exists, FORMAT.md gives format $(define_of "$src" TALLY__FMT_MAJOR).$(define_of "$src" TALLY__FMT_MINOR)"
+check_words "$src" || rc=1
+[ "$rc" = 0 ] && echo "docs: every path named exists, no message of src/ says family for a metric record, FORMAT.md gives format $(define_of "$src" TALLY__FMT_MAJOR).$(define_of "$src" TALLY__FMT_MINOR)"
 exit $rc

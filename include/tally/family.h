@@ -1,8 +1,9 @@
 /*
  * tally/family.h: series whose label values are known only at run time.
  *
- * A family is a metric description (tally/metrics.h) and the names of
- * some of its labels; each set of values of those labels (a status code,
+ * A label family (tally_family, "family" for short in this header) is a
+ * metric description (tally/metrics.h) and the names of some of its
+ * labels; each set of values of those labels (a status code,
  * a route) is one series of the family, its child.  The child is
  * registered the first time its values are asked for, and found without
  * a lock every time after that:
@@ -77,7 +78,7 @@ typedef struct tally_chistogram_family {
  * tally_fgauge_family_register: make a
  * family of the series described by @d in @z (NULL: the default zone),
  * whose children add the labels @label_names[0 .. @n - 1] to @d's own.
- * @d is copied; its metric family is made (or found) in the zone at
+ * @d is copied; its metric record is made (or found) in the zone at
  * once.  A definition that differs from the zone's is taken as
  * tally_counter_register() takes it: a new help text or unit, or a new
  * generation of the name; the family makes all its children in the

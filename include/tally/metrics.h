@@ -8,7 +8,7 @@
  * zone's metrics lock (a few hundred nanoseconds); updating one is the
  * core's inline add, with no lookup, hash or lock.  Registration is
  * get-or-create, with a reference count; series whose label values are
- * known only at run time are children of a family (tally/family.h).
+ * known only at run time are children of a label family (tally/family.h).
  *
  * Kinds, each with its own handle type, so that a call meant for
  * another kind does not compile:
@@ -203,20 +203,21 @@ typedef struct tally_chistogram {
  * registration of it is removed.  A respawned worker, or a library
  * initialised twice, finds its series this way.
  *
- * Series of one name share one family: kind, help, unit, mode and
- * histogram layout.  Labels are stored sorted by name, so their order
+ * Series of one name share one metric record: kind, help, unit, mode
+ * and histogram layout.  Labels are stored sorted by name, so their order
  * does not matter.  A definition that changes (a new version of the
  * program attaching a shared zone that outlived the old one, or both
  * running at once in a rolling deploy) is never refused:
- *   - another help text or unit replaces the family's: readers show the
- *     one registered last (a family's child keeps its family's);
+ *   - another help text or unit replaces the record's: readers show the
+ *     one registered last (a label family's child keeps its label
+ *     family's);
  *   - another kind, mode or histogram layout makes a new generation of
- *     the family (or makes current again an older one of this very
+ *     the metric (or makes current again an older one of this very
  *     definition, with its series: a rollback): the series registered
  *     from now on are made in it, and readers show only the current
  *     generation of a name.  Handles of the others stay valid and their
  *     updates are kept (not shown while superseded), and
- *     a family registered before (tally_*_family_register) goes on
+ *     a label family registered before (tally_*_family_register) goes on
  *     making its children in its own generation, so that processes of
  *     the old version run on unchanged.  The zone counts such changes
  *     (tally_seg_info(): redefinitions).
@@ -231,7 +232,7 @@ typedef struct tally_chistogram {
  *             labels over TALLY_LABELS_MAX bytes or TALLY_LABEL_PAIRS_MAX
  *             pairs; labels over 100 bytes in a shared zone made by a
  *             libtally older than format 2.5, which cannot hold them;
- *   -ENOSPC   the zone has no room for another series, family or block
+ *   -ENOSPC   the zone has no room for another series, metric record or block
  *             (a series that exists is found even in a full zone), or
  *             for the new generation of a changed definition (the
  *             message names the metric, what changed and the file);
@@ -340,14 +341,15 @@ TALLY_API int tally_pgauge_register(struct tally_zone *z,
 /*
  * tally_metric_redefine: record @d (its kind, help, unit, mode and layout)
  * as the definition of @d->name in @z (NULL: the default zone), as a
- * family without series that readers do not show, for a binding whose
- * one metric is several tally families (the Python package's).  When the
+ * metric record without series that readers do not show, for a binding
+ * whose one metric is several tally metrics (the Python package's).  When the
  * zone holds another definition of that name (help or unit included),
- * the families @names[0 .. @n - 1] that exist are superseded for good
+ * the metrics @names[0 .. @n - 1] that exist are superseded for good
  * at the same time, under the zone's lock: readers stop showing their
  * series, and their next registrations (other than the children of
- * families registered before) make new generations.  Processes that define the
- * name the new way thus never mix their series with the old version's.
+ * label families registered before) make new generations.  Processes
+ * that define the name the new way thus never mix their series with the
+ * old version's.
  * Return: 1 when the definition changed (the zone counts it in
  * redefinitions), 0 when it was new or the same, or a negative errno as
  * tally_counter_register() (-EINVAL also for a NULL @names with @n > 0).

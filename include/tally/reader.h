@@ -58,7 +58,7 @@ struct tally_seg_info {
 	uint64_t file_bytes;     /* the file's (virtual) size */
 	uint64_t resident_bytes; /* the memory it really holds */
 	uint32_t series_used;    /* series records in use or reusable */
-	uint32_t families;
+	uint32_t families;       /* metric records (the name is the API's) */
 	uint64_t generation;     /* changes with every register/remove */
 	uint64_t capacity_chunks; /* chunks of chunk_slots slots the zone
 				     can hold */
@@ -77,7 +77,7 @@ struct tally_seg_info {
 				    in_use say whether any process uses it */
 	uint64_t redefinitions;  /* metric definitions that changed while
 				    the zone held them: each made a new
-				    generation of a family, or superseded
+				    generation of a metric, or superseded
 				    one (tally_metric_redefine); 0 in
 				    files older than format 2.5 */
 };
@@ -184,10 +184,10 @@ TALLY_API int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info);
  * process holds on the file (the same from any PID namespace).
  *
  * Only the current definition of a name is shown: the series of a
- * family superseded by another generation (another kind, mode or
+ * metric record superseded by another generation (another kind, mode or
  * histogram layout registered later, tally/metrics.h) are skipped,
  * though the processes that hold them may still write them.
- * Help and unit are those the family holds now.
+ * Help and unit are those the metric record holds now.
  *
  * Records are read, then values, then records again; a series that was
  * added, removed or changed in between is skipped for this pass, so a

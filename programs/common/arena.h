@@ -2,9 +2,9 @@
  * programs/common/arena.h: a block allocator for what lives exactly as
  * long as one snapshot: the strings and arrays of its series.
  *
- * A snapshot of 100,000 series used to cost several malloc() and free()
- * calls per series; an arena hands out memory from large chunks with a
- * pointer bump and frees every chunk at once.  Nothing is freed alone.
+ * Rather than several malloc() and free() calls per series, an arena
+ * hands out memory from large chunks with a pointer bump and frees every
+ * chunk at once.  Nothing is freed alone.
  */
 #ifndef TALLY_PROGRAMS_ARENA_H
 #define TALLY_PROGRAMS_ARENA_H

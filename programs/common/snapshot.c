@@ -200,6 +200,13 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 
 	if (c->o->series_filter && !c->o->series_filter(v, c->info, c->o->arg))
 		return 0;
+	if (c->o->series_visit) {
+		struct tp_series ident = c->tmpl;
+
+		ident.dead = series_dead(c, v, c->tmpl.dead);
+		c->o->series_visit(v, &ident, c->o->visit_arg);
+		return 0;
+	}
 	if (snap->nseries == c->cap_series) {
 		c->cap_series = c->cap_series ? 2 * c->cap_series : 256;
 		snap->series = tp_xrealloc(snap->series,
@@ -304,7 +311,8 @@ static int seg_cb(const char *path, struct tally_seg *seg, const char *error,
 	c->tmpl.dead = !info.alive && !info.in_use ? TP_DEAD : TP_LIVE;
 	/* Room for the records the header announces: one realloc per
 	 * segment at most, not a doubling series of them. */
-	if (snap->nseries + info.series_used > c->cap_series &&
+	if (!c->o->series_visit &&
+	    snap->nseries + info.series_used > c->cap_series &&
 	    info.series_used < (1u << 24)) {
 		c->cap_series = snap->nseries + info.series_used + 16;
 		snap->series = tp_xrealloc(snap->series, c->cap_series *
@@ -317,8 +325,12 @@ static int seg_cb(const char *path, struct tally_seg *seg, const char *error,
 		snap->nseries = c->first;
 		add_skipped(c, path, tally_errmsg()[0] ? tally_errmsg() :
 						    strerror(-rc), rc);
+		if (c->o->seg_end)
+			c->o->seg_end(0, c->o->visit_arg);
 		return 0;
 	}
+	if (c->o->seg_end)
+		c->o->seg_end(1, c->o->visit_arg);
 	if (snap->nsegs == c->cap_segs) {
 		c->cap_segs = c->cap_segs ? 2 * c->cap_segs : 16;
 		snap->segs = tp_xrealloc(snap->segs,

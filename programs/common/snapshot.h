@@ -191,6 +191,18 @@ struct tp_collect_opts {
 			     const struct tally_seg_info *info, void *arg);
 	void *arg;
 	unsigned order;             /* TP_ORDER_SORTED (0) or TP_ORDER_READ */
+	/* Not NULL: each series the filters keep is passed to series_visit
+	 * instead of being copied (snap->series stays empty), with @ident
+	 * its identity (pid, start_ticks, created_ns, proc, zone, dead,
+	 * nprocs; no string or value) and the view borrowed for the call;
+	 * then seg_end tells whether the segment's series stand (@kept 1)
+	 * or are to be forgotten (0: it turned out corrupt half-way, and
+	 * is named in snap->skipped); both get visit_arg.  Its segment is snap->segs[nsegs]
+	 * once kept. */
+	void (*series_visit)(const struct tally_series_view *v,
+			     const struct tp_series *ident, void *arg);
+	void (*seg_end)(int kept, void *arg);
+	void *visit_arg;            /* their @arg */
 };
 
 /*

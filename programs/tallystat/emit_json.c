@@ -174,6 +174,7 @@ static void json_report(const struct ts_report *r, const struct ts_options *o)
 	static const char *const kinds[] = { "since-start", "interval",
 					     "average" };
 	struct tp_buf b = { 0 };
+	struct ts_iter it;
 
 	(void)o;
 	tp_buf_puts(&b, nreports++ ? ",\n  " : "\n  ");
@@ -186,16 +187,18 @@ static void json_report(const struct ts_report *r, const struct ts_options *o)
 		tp_buf_printf(&b, ", \"interval\": %.3f", r->seconds);
 	tp_buf_puts(&b, ", \"series\": [");
 	/* Written row by row: the report is never whole in memory. */
-	for (size_t i = 0; i < r->nrows; i++) {
+	ts_iter_begin(&it, r, 0);
+	for (size_t i = 0; ts_iter_next(&it); i++) {
 		struct ts_row x;
 
-		ts_report_row(r, i, &x);
+		ts_iter_row(&it, &x);
 		tp_buf_puts(&b, i ? ",\n    " : "\n    ");
 		row(&b, &x, r);
 		ts_row_free(&x);
 		fputs(tp_buf_str(&b), stdout);
 		tp_buf_reset(&b);
 	}
+	ts_iter_end(&it);
 	tp_buf_puts(&b, "], \"events\": [");
 	for (size_t i = 0; i < r->nevents; i++) {
 		const struct ts_event *e = &r->events[i];

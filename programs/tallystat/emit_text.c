@@ -136,21 +136,30 @@ static void text_begin(const struct ts_host *h, const struct ts_options *o,
 
 static int has_zone_column(const struct ts_report *r)
 {
-	for (size_t i = 0; i < r->nrows; i++)
-		if (strcmp(ts_report_series(r, i)->zone,
-			   ts_report_series(r, i)->proc) != 0)
-			return 1;
-	return 0;
+	const struct tp_series *s;
+	struct ts_iter it;
+	int found = 0;
+
+	ts_iter_begin(&it, r, TS_ITER_IDENT);
+	while (!found && (s = ts_iter_next(&it)))
+		found = strcmp(s->zone, s->proc) != 0;
+	ts_iter_end(&it);
+	return found;
 }
 
 /* Is a row of the report one of processes that are gone?  Then every
  * table gets a State column. */
 static int has_state_column(const struct ts_report *r)
 {
-	for (size_t i = 0; i < r->nrows; i++)
-		if (ts_report_series(r, i)->dead)
-			return 1;
-	return 0;
+	const struct tp_series *s;
+	struct ts_iter it;
+	int found = 0;
+
+	ts_iter_begin(&it, r, TS_ITER_IDENT);
+	while (!found && (s = ts_iter_next(&it)))
+		found = s->dead != 0;
+	ts_iter_end(&it);
+	return found;
 }
 
 /* Does the report hold two incarnations of one pid and zone (a
@@ -161,7 +170,7 @@ static int has_state_column(const struct ts_report *r)
  * (zone, start time, creation time) met in the run: linear in the rows,
  * whatever their number. */
 struct incarnation {
-	const char *zone;
+	char zone[64];          /* a copy: the series may be the iterator's */
 	uint64_t start_ticks, created_ns;
 };
 
@@ -176,14 +185,18 @@ static int has_started_column(const struct ts_report *r)
 {
 	struct incarnation *seen = NULL;
 	size_t nseen = 0, cap = 0;
-	int found = 0;
+	int found = 0, prev_pid = 0, first = 1;
+	const struct tp_series *s;
+	struct ts_iter it;
 
-	for (size_t i = 0; i < r->nrows && !found; i++) {
-		const struct tp_series *s = ts_report_series(r, i);
+	ts_iter_begin(&it, r, TS_ITER_IDENT);
+	while (!found && (s = ts_iter_next(&it))) {
 		size_t k;
 
-		if (i && ts_report_series(r, i - 1)->pid != s->pid)
+		if (!first && prev_pid != s->pid)
 			nseen = 0;      /* a new run of one pid */
+		first = 0;
+		prev_pid = s->pid;
 		if (!s->pid || (nseen && same_incarnation(&seen[nseen - 1], s)))
 			continue;
 		for (k = 0; k < nseen && !found; k++) {
@@ -197,9 +210,12 @@ static int has_started_column(const struct ts_report *r)
 			cap = cap ? 2 * cap : 8;
 			seen = tp_xrealloc(seen, cap * sizeof(*seen));
 		}
-		seen[nseen++] = (struct incarnation){ s->zone, s->start_ticks,
-						      s->created_ns };
+		snprintf(seen[nseen].zone, sizeof(seen[nseen].zone), "%s",
+			 s->zone);
+		seen[nseen].start_ticks = s->start_ticks;
+		seen[nseen++].created_ns = s->created_ns;
 	}
+	ts_iter_end(&it);
 	free(seen);
 	return found;
 }
@@ -343,12 +359,13 @@ static void scalar_row(struct ts_table *t, const struct lead *l,
 static void table_rows(struct ts_table *t, const struct lead *l,
 		       const struct ts_report *r, int hist, int print)
 {
-	for (size_t i = 0; i < r->nrows; i++) {
+	struct ts_iter it;
+
+	ts_iter_begin(&it, r, hist ? TS_ITER_HIST : TS_ITER_SCALAR);
+	while (ts_iter_next(&it)) {
 		struct ts_row x;
 
-		if ((ts_report_series(r, i)->kind == TALLY_HISTOGRAM) != hist)
-			continue;
-		ts_report_row(r, i, &x);
+		ts_iter_row(&it, &x);
 		if (hist)
 			hist_row(t, l, &x);
 		else
@@ -357,6 +374,7 @@ static void table_rows(struct ts_table *t, const struct lead *l,
 		if (print)
 			ts_table_print_row(t, t->cells, l->o->color);
 	}
+	ts_iter_end(&it);
 }
 
 /*

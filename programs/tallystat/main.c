@@ -54,47 +54,30 @@ void ts_host_get(struct ts_host *h)
 		h->ncpus = 1;
 }
 
-static int seg_filter(const struct tally_seg_info *in, void *arg)
-{
-	return ts_seg_selected(in, arg);
-}
-
-static int series_filter(const struct tally_series_view *v,
-			 const struct tally_seg_info *in, void *arg)
-{
-	const struct ts_options *o = arg;
-
-	(void)in;
-	if (!o->nsels)
-		return 1;
-	for (unsigned i = 0; i < o->nsels; i++)
-		if (tp_selector_match(&o->sels[i], v->name, v->nlabels,
-				      v->label_names, v->label_values))
-			return 1;
-	return 0;
-}
-
 /* Files already reported as skipped: each is named once per run. */
 static struct tp_strmap reported;
 
-/* Read every segment; a directory that cannot be read ends the run. */
+/* Read every segment; a directory that cannot be read ends the run.
+ * With @cp, into a compact read (compact.c) that *@cp is set to, and
+ * @snap holds no series. */
 static int collect(const struct ts_options *o, struct tp_snapshot *snap,
-		   struct ts_report *r)
+		   struct ts_report *r, struct ts_compact **cp)
 {
-	struct tp_collect_opts co = {
-		.dirs = o->dirs, .ndirs = o->ndirs,
-		.open_opts = &o->open_opts,
-		.read_flags = o->percpu ? TALLY_READ_PERCPU : 0,
-		.seg_filter = seg_filter, .series_filter = series_filter,
-		.arg = (void *)o,
-	};
+	struct tp_collect_opts co;
 	char err[512];
 	size_t w = 0;
 
+	ts_collect_opts(o, &co);
+	if (cp)
+		*cp = ts_compact_new(&co);
 	if (tp_snapshot_collect(snap, &co, err, sizeof(err)) < 0) {
 		fprintf(stderr, PROG ": %s\n", err);
 		return -1;
 	}
+	/* Checked before anything is said of the read, which a snapshot
+	 * then reads again. */
+	if (cp && ts_compact_finish(*cp, snap) < 0)
+		return -2;
 	/* Move the files skipped for the first time to the front: those
 	 * are the report's. */
 	for (size_t i = 0; i < snap->nskipped; i++) {
@@ -180,6 +163,49 @@ static void since_start(const struct ts_emitter *em,
 		tp_snapshot_free(&agg);
 }
 
+/* Does the selection given leave nothing?  Say why, once (series may
+ * still appear later in an interval run). */
+static void warn_empty(const struct ts_options *o, size_t nseries)
+{
+	if (!nseries && (o->nsels || o->npids || o->have_comm ||
+			 o->zone_glob))
+		fprintf(stderr, PROG ": no series matches the selectors, -p, "
+			"-C or --zone given%s\n", o->interval ? " (yet)" : "");
+}
+
+/*
+ * One report since start, of a compact read (compact.c): what a report
+ * of a million series costs is then its values and record ids, not its
+ * texts.  Returns 0, 1 when a directory cannot be read, or -1 when the
+ * read cannot be ordered so (the caller reads a snapshot instead).
+ */
+static int run_compact(const struct ts_options *o, const struct ts_emitter *em,
+		       const struct ts_host *h)
+{
+	struct tp_snapshot snap;
+	struct ts_report skips = { 0 }, r;
+	struct ts_compact *cp = NULL;
+
+	int rc = collect(o, &snap, &skips, &cp);
+
+	if (rc < 0) {
+		ts_compact_free(cp);
+		tp_snapshot_free(&snap);
+		return rc == -2 ? -1 : 1;
+	}
+	warn_empty(o, ts_compact_nseries(cp));
+	em->begin(h, o, &snap.real);
+	ts_report_compact(&r, cp, o);
+	r.skipped = skips.skipped;
+	r.nskipped = skips.nskipped;
+	em->report(&r, o);
+	ts_report_free(&r);
+	ts_compact_free(cp);
+	tp_snapshot_free(&snap);
+	em->end(o);
+	return 0;
+}
+
 static int run(const struct ts_options *o, const struct ts_emitter *em,
 	       const struct ts_host *h)
 {
@@ -191,14 +217,10 @@ static int run(const struct ts_options *o, const struct ts_emitter *em,
 	int status = 0;
 
 	/* A directory that cannot be read fails before any output. */
-	if (collect(o, &prev, &skips) < 0)
+	if (collect(o, &prev, &skips, NULL) < 0)
 		return 1;
-	/* A selection that keeps nothing gives bare headers: say why, once
-	 * (series may still appear later in an interval run). */
-	if (!prev.nseries && (o->nsels || o->npids || o->have_comm ||
-			      o->zone_glob))
-		fprintf(stderr, PROG ": no series matches the selectors, -p, "
-			"-C or --zone given%s\n", o->interval ? " (yet)" : "");
+	/* A selection that keeps nothing gives bare headers. */
+	warn_empty(o, prev.nseries);
 	em->begin(h, o, &prev.real);
 	if (!o->interval || !o->omit_first) {
 		since_start(em, o, &prev, &skips);
@@ -219,7 +241,7 @@ static int run(const struct ts_options *o, const struct ts_emitter *em,
 
 		add_seconds(&deadline, o->interval);
 		sleep_until(&deadline);
-		if (collect(o, &cur, &fresh) < 0) {
+		if (collect(o, &cur, &fresh, NULL) < 0) {
 			status = 1;
 			break;
 		}
@@ -312,7 +334,14 @@ int main(int argc, char **argv)
 		sigaction(SIGINT, &sa, NULL);
 
 	em = o.json ? &ts_emit_json : &ts_emit_text;
-	rc = run(&o, em, &h);
+	/* One report since start, of each process's own series: the
+	 * compact read; rates over intervals, sums (-a) and per-CPU columns
+	 * (-P) read snapshots. */
+	rc = -1;
+	if (!o.interval && !o.aggregate && !o.percpu)
+		rc = run_compact(&o, em, &h);
+	if (rc < 0)
+		rc = run(&o, em, &h);
 
 	for (size_t i = 0; i < reported.cap; i++)
 		free((char *)reported.keys[i]);

@@ -192,8 +192,12 @@ static void interval_row(const struct ts_report *r, const struct tp_series *s,
 
 void ts_report_row(const struct ts_report *r, size_t i, struct ts_row *row)
 {
-	const struct tp_series *s = r->sel[i];
+	ts_report_row_of(r, r->sel[i], row);
+}
 
+void ts_report_row_of(const struct ts_report *r, const struct tp_series *s,
+		      struct ts_row *row)
+{
 	memset(row, 0, sizeof(*row));
 	if (r->kind == TS_SINCE_START) {
 		since_start_row(r, s, row);

@@ -21,7 +21,8 @@
 #include "table.h"
 #include "tallystat.h"
 
-/* -p, -C and --zone, as the reports apply them. */
+/* -p, -C and --zone, as the reports apply them (and, in
+ * ts_collect_opts(), the selectors). */
 int ts_seg_selected(const struct tally_seg_info *in,
 		    const struct ts_options *o)
 {
@@ -39,6 +40,39 @@ int ts_seg_selected(const struct tally_seg_info *in,
 	if (o->zone_glob && fnmatch(o->zone_glob, in->zone_name, 0) != 0)
 		return 0;
 	return 1;
+}
+
+static int seg_filter(const struct tally_seg_info *in, void *arg)
+{
+	return ts_seg_selected(in, arg);
+}
+
+/* The positional selectors, or'ed: any of them. */
+static int series_filter(const struct tally_series_view *v,
+			 const struct tally_seg_info *in, void *arg)
+{
+	const struct ts_options *o = arg;
+
+	(void)in;
+	if (!o->nsels)
+		return 1;
+	for (unsigned i = 0; i < o->nsels; i++)
+		if (tp_selector_match(&o->sels[i], v->name, v->nlabels,
+				      v->label_names, v->label_values))
+			return 1;
+	return 0;
+}
+
+void ts_collect_opts(const struct ts_options *o, struct tp_collect_opts *co)
+{
+	memset(co, 0, sizeof(*co));
+	co->dirs = o->dirs;
+	co->ndirs = o->ndirs;
+	co->open_opts = &o->open_opts;
+	co->read_flags = o->percpu ? TALLY_READ_PERCPU : 0;
+	co->seg_filter = seg_filter;
+	co->series_filter = series_filter;
+	co->arg = (void *)o;
 }
 
 struct seg_entry {

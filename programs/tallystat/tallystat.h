@@ -8,8 +8,11 @@
  * (report.c), adds the intervals up for the Average: rows (average.c),
  * and hands the report to one back end: aligned text (emit_text.c,
  * table.c) or sysstat's JSON envelope (emit_json.c), which make each row
- * from its series as they print it (ts_report_row).  args.c reads the command line, segments.c does
- * --list and --clean, main.c runs the loop.
+ * from its series as they print it (ts_report_row).  A single report
+ * since start (no interval, -a or -P) reads no snapshot: compact.c keeps
+ * per series its values and record id, and the back ends walk either
+ * kind of report through struct ts_iter.  args.c reads the command line,
+ * segments.c does --list and --clean, main.c runs the loop.
  */
 #ifndef TALLYSTAT_H
 #define TALLYSTAT_H
@@ -21,6 +24,7 @@
 
 #include "match.h"
 #include "snapshot.h"
+#include "strbuf.h"
 
 #define PROG "tallystat"
 #ifndef TALLYSTAT_VERSION
@@ -133,6 +137,10 @@ struct ts_report {
 	size_t nskipped;
 	unsigned ncpus;             /* CPU columns (-P), see cpu_ids */
 	unsigned *cpu_ids;
+	/* Not NULL: the rows are those of a compact read (compact.c), not
+	 * sel; omit_zero leaves out its series of value 0 (-z). */
+	const struct ts_compact *cp;
+	int omit_zero;
 };
 
 struct ts_host {
@@ -178,12 +186,67 @@ void ts_report_choose_cpus(struct ts_report *r, unsigned max,
 /* Row @i of @r into @row; ts_row_free() releases its per-CPU values. */
 void ts_report_row(const struct ts_report *r, size_t i, struct ts_row *row);
 void ts_row_free(struct ts_row *row);
-/* The series of row @i of @r. */
-static inline const struct tp_series *ts_report_series(
-	const struct ts_report *r, size_t i)
-{
-	return r->sel[i];
-}
+/* Row of series @s of @r into @row (a compact read's, compact.c). */
+void ts_report_row_of(const struct ts_report *r, const struct tp_series *s,
+		      struct ts_row *row);
+
+/*
+ * compact.c: a report since start without a snapshot.  ts_compact_new()
+ * sets @co so that tp_snapshot_collect() hands it each series (the
+ * snapshot then holds the segments and the files skipped, no series);
+ * ts_compact_finish() orders the segments of @snap, which must outlive
+ * the compact read, and returns -1 when two segments share a pid, start
+ * time and zone (their series would interleave: read a snapshot
+ * instead).  ts_report_compact() makes the report of it.
+ */
+struct ts_compact;
+struct tp_collect_opts;
+struct ts_compact *ts_compact_new(struct tp_collect_opts *co);
+int ts_compact_finish(struct ts_compact *c, const struct tp_snapshot *snap);
+size_t ts_compact_nseries(const struct ts_compact *c);
+void ts_compact_free(struct ts_compact *c);
+void ts_report_compact(struct ts_report *r, const struct ts_compact *c,
+		       const struct ts_options *o);
+
+/*
+ * The rows of a report in order, one series at a time, whatever holds
+ * them: ts_iter_next() gives the next series (NULL at the end), valid
+ * until the next call; ts_iter_row() makes its row.  Flags: only the
+ * histograms, or only the others; TS_ITER_IDENT: only the identity of
+ * each series is needed (pid, proc, zone, start_ticks, created_ns, dead,
+ * kind), not its texts, which a compact read would fetch.
+ */
+#define TS_ITER_HIST   0x1u
+#define TS_ITER_SCALAR 0x2u
+#define TS_ITER_IDENT  0x4u
+struct ts_iter {
+	const struct ts_report *r;
+	unsigned flags;
+	size_t i;                   /* sel: the next row */
+	const struct tp_series *cur;
+	/* A compact read's: where it is, and the current series. */
+	uint32_t g;                 /* in its segment order */
+	size_t at;                  /* its entry */
+	struct tally_seg *seg;      /* open: segment segno */
+	uint32_t segno;
+	struct tp_series s;
+	/* The texts of a batch of entries (req[0 .. nreq)), read in one
+	 * pass over their records (ids): entry req[j]'s from text.p +
+	 * tat[j] (SIZE_MAX: not found), bnl[j] label pairs. */
+	size_t *req, *tat;
+	uint32_t *ids;
+	unsigned *bnl, *bmode;
+	size_t nreq, bcur, cbj;
+	struct tp_buf text, scratch;
+	char **lab;
+	unsigned caplab;
+};
+#define TS_BATCH 512
+void ts_iter_begin(struct ts_iter *it, const struct ts_report *r,
+		   unsigned flags);
+const struct tp_series *ts_iter_next(struct ts_iter *it);
+void ts_iter_row(const struct ts_iter *it, struct ts_row *row);
+void ts_iter_end(struct ts_iter *it);
 
 /* average.c: the sums behind the Average: rows. */
 struct ts_average;
@@ -227,6 +290,9 @@ void ts_json_host(struct tp_buf *b, const struct ts_host *h,
 /* segments.c: --list and --clean; -p, -C and --zone on a segment. */
 int ts_seg_selected(const struct tally_seg_info *in,
 		    const struct ts_options *o);
+/* What the reports read, as @o says: directories, -P, -p, -C, --zone and
+ * the selectors (@o must outlive @co). */
+void ts_collect_opts(const struct ts_options *o, struct tp_collect_opts *co);
 int ts_list(const struct ts_options *o, const struct ts_host *h);
 int ts_clean(const struct ts_options *o);
 

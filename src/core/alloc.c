@@ -35,10 +35,8 @@
 #define TC_WAYS 4
 /* Full chunks a thread keeps per mode and size class: a batch of up to
  * 16 x 252 two-slot blocks (4,000 tc rules of 2 actions) cycles through
- * the thread's own chunks without the pool.  With 8, the 2,000 blocks of
- * tally-bench's 2-action batches overflowed them at every batch, and two
- * threads met in the pool: 1.3-1.8x one thread's rate where two
- * processes, each with a zone of its own, got 2.0x. */
+ * the thread's own chunks without the pool, where two threads would
+ * meet (docs/RESULTS.md, "Linux tc"). */
 #define KEEP 16
 
 /*

@@ -83,7 +83,8 @@ static inline const char *tally__zone_lock_path(const struct tally_zone *z)
  * discard block; idempotent. */
 void tally__zone_hooks(void);
 
-/* The steps of the core (zone.c, alloc.c, add.c) and of family.c. */
+/* The steps of the core (zone.c, alloc.c, add.c) and of the label
+ * families (family.c). */
 void tally__zone_postfork_child(void);
 void tally__zone_exit_begin(void);
 void tally__zone_exit_end(void);

@@ -262,9 +262,9 @@ int tally__zone_room(const char *name, unsigned flags)
 	char path[PATH_MAX];
 	int slot, dup = 0;
 
-	/* File names no longer tell two zones of one name apart: the
-	 * registry does.  Zones inherited from a parent do not count (the
-	 * child is another process, as its pid said in the old names). */
+	/* The registry, not the file name (random), tells two zones of
+	 * one name in this process apart.  Zones inherited from a parent
+	 * do not count: the child is another process. */
 	tally__self_get(&me);
 	tally__zone_shared_path(path, sizeof(path), name);
 	pthread_mutex_lock(&reg_lock);

@@ -4,9 +4,9 @@
  *
  * A definition that changes is never refused (a new version of a program
  * meets the old one's in a shared zone): another help text or unit is
- * written over the family's, another kind, mode or layout makes a new
- * generation of the family (layout.h), which the metric index points at;
- * families keep making their children in the generation they were
+ * written over the record's, another kind, mode or layout makes a new
+ * generation of the metric (layout.h), which the metric index points at;
+ * label families keep making their children in the generation they were
  * defined in (family.c pins it), so that an old version runs on.
  */
 #define _GNU_SOURCE
@@ -137,114 +137,101 @@ uint32_t tally__metric_rec_find(struct tally_zone *z, const char *name,
 	return i;
 }
 
+/* What the steps of tally__metric_rec_get() share: the name and its plan,
+ * the index bucket of the name, its current record (index + 1, or 0),
+ * what tells that record from @p, and the last generation of the name. */
+struct rec_look {
+	const char *name;
+	const struct tally__plan *p;
+	uint32_t bucket, found, last;
+	char change[96];
+};
+
+/* Pinned lookup: does record @pin (index + 1), the one a label family of
+ * this process was defined in, hold @l's name in @l's generation? */
+static int pinned_serves(struct tally_zone *z, struct rec_look *l,
+			 uint32_t pin)
+{
+	const struct tally__metric_rec *f;
+
+	if (pin > atomic_load_explicit(&z->hdr->metric_count,
+				       memory_order_relaxed))
+		return 0;
+	f = &metric_recs(z)[pin - 1];
+	tally__describe_change(f, l->p, l->change, sizeof(l->change));
+	return !strcmp(f->name, l->name) && !l->change[0];
+}
+
+/* Current-generation lookup: does the name's newest record serve @l (of
+ * its generation, not superseded)?  Its help and unit become @l's when
+ * @retext.  Otherwise l->change says why not. */
+static int current_serves(struct tally_zone *z, struct rec_look *l,
+			  int retext)
+{
+	struct tally__metric_rec *f = &metric_recs(z)[l->found - 1];
+
+	tally__describe_change(f, l->p, l->change, sizeof(l->change));
+	if (!l->change[0] && !(f->flags & TALLY__METRIC_SUPERSEDED)) {
+		if (retext)
+			metric_retext(z, f, l->p);
+		return 1;
+	}
+	if (!l->change[0])
+		snprintf(l->change, sizeof(l->change), "its definition was "
+			 "superseded");
+	return 0;
+}
+
 /*
- * Under the metrics lock: the metric record of @name for @p.
- *
- * @pin (record index + 1, or 0) is the record a family of this process
- * was defined in (family.c): its children go on being made there, in
- * their generation, whatever newer ones exist.  Otherwise the newest
- * record of @name serves when it is not superseded and @p is of its
- * generation (kind, value type, mode, histogram layout); its help and
- * unit become @p's when @retext.  A different definition makes a new
- * generation (layout.h), when @create; a record that does not exist
- * yet is made only when @create too (else -ENOENT, without a message).
+ * Rollback scan, for a changed definition: an older generation of this
+ * very definition (a rollback, or an old version registering again)
+ * becomes the current one again, with its series, rather than a new
+ * record each time two versions take turns.  One that a binding retired
+ * (tally_metric_redefine) never comes back.  Sets l->last, the last
+ * generation made, which a new one follows.  1 with *@out when one came
+ * back, else 0.
  */
-int tally__metric_rec_get(struct tally_zone *z, const char *name,
-		      const struct tally__plan *p, uint32_t *out, int create,
-		      uint32_t pin, int retext)
+static int roll_back(struct tally_zone *z, struct rec_look *l, int retext,
+		     uint32_t *out)
 {
 	struct tally__hdr *h = z->hdr;
-	uint32_t *fb = metric_buckets(z);
-	struct tally__metric_rec *f, *old = NULL;
-	uint32_t i, idx, found, last = 0;
-	char change[96] = "";
-
-	if (pin && pin <= atomic_load_explicit(&h->metric_count,
-					       memory_order_relaxed)) {
-		f = &metric_recs(z)[pin - 1];
-		tally__describe_change(f, p, change, sizeof(change));
-		if (!strcmp(f->name, name) && !change[0]) {
-			*out = pin - 1;
-			return 0;
-		}
-	}
-	i = tally__metric_rec_find(z, name, &found);
-	if (found) {
-		old = &metric_recs(z)[found - 1];
-		tally__describe_change(old, p, change, sizeof(change));
-		if (!change[0] && !(old->flags & TALLY__METRIC_SUPERSEDED)) {
-			if (retext)
-				metric_retext(z, old, p);
-			*out = found - 1;
-			return 0;
-		}
-		if (!change[0])
-			snprintf(change, sizeof(change), "its definition was "
-				 "superseded");
-	}
-	if (!create)
-		return -ENOENT;
-	idx = atomic_load_explicit(&h->metric_count, memory_order_relaxed);
-	if (old) {
-		/* The generations of the name: the last one made (the new
-		 * one follows it), and an older one of this very definition
-		 * (a rollback, or an old version registering again), which
-		 * becomes the current one again, with its series, rather
-		 * than a new record each time two versions take turns.  One
-		 * that a binding retired (tally_metric_redefine) never comes
-		 * back.  A scan of the records: only a changed definition
-		 * gets here. */
-		uint32_t back = 0;
-
-		for (uint32_t k = 0; k < idx; k++) {
-			struct tally__metric_rec *g = &metric_recs(z)[k];
-			char diff[96];
-
-			if (strcmp(g->name, name))
-				continue;
-			last = k + 1;
-			tally__describe_change(g, p, diff, sizeof(diff));
-			if (k != found - 1 && !diff[0] &&
-			    !(g->flags & TALLY__METRIC_RETIRED))
-				back = k + 1;
-		}
-		if (back) {
-			f = &metric_recs(z)[back - 1];
-			tally__metric_rec_flag(z, old, TALLY__METRIC_SUPERSEDED, 1);
-			tally__metric_rec_flag(z, f, TALLY__METRIC_SUPERSEDED, 0);
-			if (retext)
-				metric_retext(z, f, p);
-			atomic_fetch_add_explicit(&h->redefinitions, 1,
-						  memory_order_relaxed);
-			fb[i] = back;
-			*out = back - 1;
-			return 0;
-		}
-	}
-	if (idx >= h->metric_cap) {
-		atomic_fetch_add_explicit(&h->alloc_refused, 1,
+	uint32_t n = atomic_load_explicit(&h->metric_count,
 					  memory_order_relaxed);
-		if (old)
-			return tally__fail(ENOSPC, "metric %s changed (%s) but "
-					   "zone file %s holds %u metric "
-					   "families already: no room for "
-					   "its new definition", name, change,
-					   zone_file(z),
-					   h->metric_cap);
-		return tally__fail(ENOSPC, "zone \"%s\" holds %u metric names "
-				   "already", h->zone_name, h->metric_cap);
-	}
-	/* The record and its index entry, reserved before they are written. */
-	f = &metric_recs(z)[idx];
-	{
-		int rc = tally__reserve_at(z, f, sizeof(*f), "a metric family");
+	struct tally__metric_rec *f;
+	uint32_t back = 0;
 
-		if (rc == 0)
-			rc = tally__reserve_at(z, &fb[i], sizeof(fb[i]),
-					       "the family index");
-		if (rc < 0)
-			return rc;
+	for (uint32_t k = 0; k < n; k++) {
+		struct tally__metric_rec *g = &metric_recs(z)[k];
+		char diff[96];
+
+		if (strcmp(g->name, l->name))
+			continue;
+		l->last = k + 1;
+		tally__describe_change(g, l->p, diff, sizeof(diff));
+		if (k != l->found - 1 && !diff[0] &&
+		    !(g->flags & TALLY__METRIC_RETIRED))
+			back = k + 1;
 	}
+	if (!back)
+		return 0;
+	f = &metric_recs(z)[back - 1];
+	tally__metric_rec_flag(z, &metric_recs(z)[l->found - 1],
+			       TALLY__METRIC_SUPERSEDED, 1);
+	tally__metric_rec_flag(z, f, TALLY__METRIC_SUPERSEDED, 0);
+	if (retext)
+		metric_retext(z, f, l->p);
+	atomic_fetch_add_explicit(&h->redefinitions, 1, memory_order_relaxed);
+	metric_buckets(z)[l->bucket] = back;
+	*out = back - 1;
+	return 1;
+}
+
+/* Write the fields of new record @f for @l, under its seq. */
+static void rec_write(struct tally_zone *z, struct tally__metric_rec *f,
+		      const struct rec_look *l)
+{
+	const struct tally__plan *p = l->p;
+
 	seq_begin(&f->seq);
 	f->kind = (uint8_t)p->kind;
 	f->vtype = (uint8_t)p->vtype;
@@ -252,17 +239,17 @@ int tally__metric_rec_get(struct tally_zone *z, const char *name,
 	f->sub_bits = (uint8_t)p->sub_bits;
 	f->max_bits = (uint8_t)p->max_bits;
 	f->flags = 0;
-	f->prev = last;
+	f->prev = l->last;
 	f->generation = 0;
-	if (last) {
-		uint16_t g = metric_recs(z)[last - 1].generation;
+	if (l->last) {
+		uint16_t g = metric_recs(z)[l->last - 1].generation;
 
 		f->generation = (uint16_t)(g < UINT16_MAX ? g + 1u : g);
 	}
-	f->name_len = (uint16_t)strlen(name);
+	f->name_len = (uint16_t)strlen(l->name);
 	f->unit_len = (uint16_t)strlen(p->unit);
 	f->help_len = (uint16_t)strlen(p->help);
-	memcpy(f->name, name, f->name_len + 1u);
+	memcpy(f->name, l->name, f->name_len + 1u);
 	memcpy(f->unit, p->unit, f->unit_len + 1u);
 	memcpy(f->help, p->help, f->help_len + 1u);
 	f->type = (uint8_t)p->type;
@@ -284,16 +271,83 @@ int tally__metric_rec_get(struct tally_zone *z, const char *name,
 	}
 	f->state = 1;
 	seq_end(&f->seq);
+}
+
+/* Creation: a new record for @l (a new generation when l->found), and
+ * its index entry, both reserved before they are written. */
+static int rec_create(struct tally_zone *z, struct rec_look *l,
+		      uint32_t *out)
+{
+	struct tally__hdr *h = z->hdr;
+	uint32_t *fb = metric_buckets(z);
+	uint32_t idx = atomic_load_explicit(&h->metric_count,
+					    memory_order_relaxed);
+	struct tally__metric_rec *f;
+	int rc;
+
+	if (idx >= h->metric_cap) {
+		atomic_fetch_add_explicit(&h->alloc_refused, 1,
+					  memory_order_relaxed);
+		if (l->found)
+			return tally__fail(ENOSPC, "metric %s changed (%s) but "
+					   "zone file %s holds %u metric "
+					   "records already: no room for "
+					   "its new definition", l->name,
+					   l->change, zone_file(z),
+					   h->metric_cap);
+		return tally__fail(ENOSPC, "zone \"%s\" holds %u metric names "
+				   "already", h->zone_name, h->metric_cap);
+	}
+	f = &metric_recs(z)[idx];
+	rc = tally__reserve_at(z, f, sizeof(*f), "a metric record");
+	if (rc == 0)
+		rc = tally__reserve_at(z, &fb[l->bucket], sizeof(fb[0]),
+				       "the metric index");
+	if (rc < 0)
+		return rc;
+	rec_write(z, f, l);
 	/* The older generation is marked before the index points past it:
 	 * a reader that sees the new record sees the old one superseded
 	 * at its next read of the metric records. */
-	if (old) {
-		tally__metric_rec_flag(z, old, TALLY__METRIC_SUPERSEDED, 1);
+	if (l->found) {
+		tally__metric_rec_flag(z, &metric_recs(z)[l->found - 1],
+				       TALLY__METRIC_SUPERSEDED, 1);
 		atomic_fetch_add_explicit(&h->redefinitions, 1,
 					  memory_order_relaxed);
 	}
 	atomic_store_explicit(&h->metric_count, idx + 1, memory_order_release);
-	fb[i] = idx + 1;
+	fb[l->bucket] = idx + 1;
 	*out = idx;
 	return 0;
+}
+
+/*
+ * Under the metrics lock: the metric record of @name for @p, in *@out.
+ * The steps, in order: the record @o->pin names, when it is of @p's
+ * generation; the name's current record, when it is; with @o->create,
+ * an older generation of @p's definition brought back, or a new record
+ * (a new generation of the name when it has one).  Without @o->create
+ * and no record that serves: -ENOENT, without a message.
+ */
+int tally__metric_rec_get(struct tally_zone *z, const char *name,
+			  const struct tally__plan *p,
+			  const struct tally__rec_opts *o, uint32_t *out)
+{
+	struct rec_look l = { .name = name, .p = p };
+
+	if (o->pin && pinned_serves(z, &l, o->pin)) {
+		*out = o->pin - 1;
+		return 0;
+	}
+	l.change[0] = 0;
+	l.bucket = tally__metric_rec_find(z, name, &l.found);
+	if (l.found && current_serves(z, &l, o->retext)) {
+		*out = l.found - 1;
+		return 0;
+	}
+	if (!o->create)
+		return -ENOENT;
+	if (l.found && roll_back(z, &l, o->retext, out))
+		return 0;
+	return rec_create(z, &l, out);
 }

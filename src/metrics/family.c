@@ -176,7 +176,7 @@ static struct tally__ftable *table_new(struct tally_zone *z, unsigned kind,
 			free(t->labels);
 		free(t);
 		free(s);
-		tally__fail(ENOMEM, "no memory for a family of %.60s",
+		tally__fail(ENOMEM, "no memory for a label family of %.60s",
 			    d->name);
 		return NULL;
 	}
@@ -234,17 +234,18 @@ static int family_register_bounds(struct tally_zone *z,
 	tally__ok();
 	tally__hook_child(TALLY__CHILD_FAMILY, family_postfork_child);
 	if (!f)
-		return tally__fail(EINVAL, "family register: NULL family");
+		return tally__fail(EINVAL, "label family register: NULL "
+				   "label family");
 	f->table = NULL;
 	if (!d)
-		return tally__fail(EINVAL, "family register: NULL "
+		return tally__fail(EINVAL, "label family register: NULL "
 				   "description");
 	if (d->kind && d->kind != kind)
 		return tally__fail(EINVAL, "%s: the description's kind is %u, "
 				   "this function registers kind %u",
 				   d->name ? d->name : "?", d->kind, kind);
 	if (!n || !names)
-		return tally__fail(EINVAL, "family %s: no label names (give "
+		return tally__fail(EINVAL, "label family %s: no label names (give "
 				   "at least one; a series without variable "
 				   "labels is registered with "
 				   "tally_counter_register and its kin)",
@@ -254,13 +255,13 @@ static int family_register_bounds(struct tally_zone *z,
 				   d->nlabels);
 	nl = d->nlabels + n;
 	if (nl > TALLY_LABEL_PAIRS_MAX)
-		return tally__fail(E2BIG, "family %.60s: %u labels, more than "
+		return tally__fail(E2BIG, "label family %.60s: %u labels, more than "
 				   "the %u a series may have",
 				   d->name ? d->name : "?", nl,
 				   TALLY_LABEL_PAIRS_MAX);
 	for (unsigned i = 0; i < n; i++)
 		if (!names[i])
-			return tally__fail(EINVAL, "family %.60s: label name "
+			return tally__fail(EINVAL, "label family %.60s: label name "
 					   "%u is NULL",
 					   d->name ? d->name : "?", i);
 	if (!z && !(z = tally_zone_default()))
@@ -271,7 +272,7 @@ static int family_register_bounds(struct tally_zone *z,
 	rc = 0;
 	l = calloc(nl, sizeof(*l));
 	if (!l)
-		return tally__fail(ENOMEM, "no memory for a family of %.60s",
+		return tally__fail(ENOMEM, "no memory for a label family of %.60s",
 				   d->name ? d->name : "?");
 	if (d->nlabels)
 		memcpy(l, d->labels, d->nlabels * sizeof(*l));
@@ -454,11 +455,11 @@ static int make_room(struct tally__ftable *t)
 	if ((t->count + 1) * 2 <= cap)
 		return 0;
 	if (cap > UINT32_MAX / 4)
-		return tally__fail(ENOSPC, "family %s: %u children already",
+		return tally__fail(ENOSPC, "label family %s: %u children already",
 				   t->desc.name, t->count);
 	ns = calloc(1, sizeof(*ns) + 2 * (size_t)cap * sizeof(ns->e[0]));
 	if (!ns)
-		return tally__fail(ENOMEM, "family %s: no memory for more "
+		return tally__fail(ENOMEM, "label family %s: no memory for more "
 				   "than %u children", t->desc.name, t->count);
 	ns->mask = 2 * cap - 1;
 	for (uint32_t i = 0; i < cap; i++) {
@@ -502,12 +503,12 @@ static int get_slow(struct tally__ftable *t, const char *const *v,
 	}
 	rc = make_room(t);
 	if (rc == 0 && !(c = malloc(sizeof(*c) + keylen)))
-		rc = tally__fail(ENOMEM, "family %s: no memory for a child",
+		rc = tally__fail(ENOMEM, "label family %s: no memory for a child",
 				 t->desc.name);
 	if (rc == 0 && t->kind == TALLY_CHISTOGRAM &&
 	    !(c->u.ch = calloc(1, sizeof(*c->u.ch)))) {
 		free(c);
-		rc = tally__fail(ENOMEM, "family %s: no memory for a child",
+		rc = tally__fail(ENOMEM, "label family %s: no memory for a child",
 				 t->desc.name);
 	}
 	if (rc < 0) {
@@ -570,7 +571,8 @@ static int family_get(const tally_family *f, unsigned kind,
 
 	tally__ok();
 	if (!out)
-		return tally__fail(EINVAL, "family get: NULL handle pointer");
+		return tally__fail(EINVAL, "label family get: NULL handle "
+				   "pointer");
 	/* The fast path: a child this process knows. */
 	if (__builtin_expect(t && v && n == t->n, 1) &&
 	    (h = hash_values(v, n, &keylen)) &&
@@ -588,14 +590,15 @@ static int family_get(const tally_family *f, unsigned kind,
 		return rc;
 	}
 	if (!t)
-		rc = tally__fail(EINVAL, "family get: %s", f ? "the family's "
+		rc = tally__fail(EINVAL, "label family get: %s",
+				 f ? "the label family's "
 				 "registration failed, or it was removed" :
-				 "NULL family");
+				 "NULL label family");
 	else if (!v)
-		rc = tally__fail(EINVAL, "family %s: NULL label values",
+		rc = tally__fail(EINVAL, "label family %s: NULL label values",
 				 t->desc.name);
 	else if (n != t->n)
-		rc = tally__fail(EINVAL, "family %s: %u label values given "
+		rc = tally__fail(EINVAL, "label family %s: %u label values given "
 				 "for its %u label names", t->desc.name, n,
 				 t->n);
 	else {
@@ -603,9 +606,9 @@ static int family_get(const tally_family *f, unsigned kind,
 
 		while (i < n && v[i])
 			i++;
-		rc = i < n ? tally__fail(EINVAL, "family %s: label value %u "
+		rc = i < n ? tally__fail(EINVAL, "label family %s: label value %u "
 					 "is NULL", t->desc.name, i) :
-			     tally__fail(E2BIG, "family %s: the label values "
+			     tally__fail(E2BIG, "label family %s: the label values "
 					 "are longer than the %u bytes all "
 					 "labels may take", t->desc.name,
 					 TALLY_LABELS_MAX);
@@ -727,7 +730,8 @@ int tally_family_remove(tally_family *f)
 
 	tally__ok();
 	if (!t)
-		return tally__fail(EINVAL, "tally_family_remove: no family "
+		return tally__fail(EINVAL, "tally_family_remove: no "
+				   "label family "
 				   "(NULL, removed, or its registration "
 				   "failed)");
 	f->table = NULL;

@@ -93,11 +93,11 @@ static int name_retired(struct tally_zone *z, const char *name, uint32_t n)
  * generation is superseded but none was retired (a rollback cut between
  * its two flags), the one the index points at becomes current again.
  */
-static void one_current(struct tally_zone *z, uint32_t nfam)
+static void one_current(struct tally_zone *z, uint32_t nmrec)
 {
 	uint32_t *fb = metric_buckets(z), fmask = z->hdr->metric_hash_buckets - 1;
 
-	for (uint32_t i = 0; i < nfam; i++) {
+	for (uint32_t i = 0; i < nmrec; i++) {
 		struct tally__metric_rec *f = &metric_recs(z)[i];
 		uint32_t k = (uint32_t)fnv1a(0xcbf29ce484222325ull, f->name,
 					     strnlen(f->name, TALLY__NAME_MAX)) &
@@ -111,7 +111,7 @@ static void one_current(struct tally_zone *z, uint32_t nfam)
 				tally__metric_rec_flag(z, f,
 						TALLY__METRIC_SUPERSEDED, 1);
 		} else if ((f->flags & TALLY__METRIC_SUPERSEDED) &&
-			   !name_retired(z, f->name, nfam)) {
+			   !name_retired(z, f->name, nmrec)) {
 			tally__metric_rec_flag(z, f, TALLY__METRIC_SUPERSEDED, 0);
 		}
 	}
@@ -127,24 +127,24 @@ static void one_current(struct tally_zone *z, uint32_t nfam)
 static uint32_t repair_metrics(struct tally_zone *z)
 {
 	struct tally__hdr *h = z->hdr;
-	uint32_t nfam = atomic_load(&h->metric_count);
+	uint32_t nmrec = atomic_load(&h->metric_count);
 	uint32_t *fb = metric_buckets(z), fmask = h->metric_hash_buckets - 1;
 
-	if (nfam > h->metric_cap)
-		nfam = h->metric_cap;
-	if (nfam < h->metric_cap) {
-		struct tally__metric_rec *f = &metric_recs(z)[nfam];
+	if (nmrec > h->metric_cap)
+		nmrec = h->metric_cap;
+	if (nmrec < h->metric_cap) {
+		struct tally__metric_rec *f = &metric_recs(z)[nmrec];
 		uint32_t seq = peek_seq(z, &f->seq);
 
 		if (seq & 1) {
 			f->state = 0;
 			seq_end(&f->seq);
 		} else if (seq && f->state == 1) {
-			nfam++;
+			nmrec++;
 		}
 	}
-	atomic_store(&h->metric_count, nfam);
-	for (uint32_t i = 0; i < nfam; i++) {
+	atomic_store(&h->metric_count, nmrec);
+	for (uint32_t i = 0; i < nmrec; i++) {
 		struct tally__metric_rec *f = &metric_recs(z)[i];
 
 		if (!(atomic_load(&f->seq) & 1))
@@ -157,7 +157,7 @@ static uint32_t repair_metrics(struct tally_zone *z)
 	memset(fb, 0, h->metric_hash_buckets * sizeof(*fb));
 	/* One entry a name: its generation that is not superseded, else
 	 * the last one made. */
-	for (uint32_t i = 0; i < nfam; i++) {
+	for (uint32_t i = 0; i < nmrec; i++) {
 		const char *name = metric_recs(z)[i].name;
 		size_t len = strnlen(name, TALLY__NAME_MAX);
 		uint32_t k = (uint32_t)fnv1a(0xcbf29ce484222325ull, name,
@@ -171,8 +171,8 @@ static uint32_t repair_metrics(struct tally_zone *z)
 		    !(metric_recs(z)[i].flags & TALLY__METRIC_SUPERSEDED))
 			fb[k] = i + 1;
 	}
-	one_current(z, nfam);
-	return nfam;
+	one_current(z, nmrec);
+	return nmrec;
 }
 
 /* Is the chain of extensions of long record @i whole: each an
@@ -205,7 +205,7 @@ static int chain_whole(struct tally_zone *z, uint32_t i, uint32_t hwm)
  * long record stay, the others (of a record retired, or never
  * published) are freed with the free records.
  */
-static void repair_series(struct tally_zone *z, uint32_t nfam)
+static void repair_series(struct tally_zone *z, uint32_t nmrec)
 {
 	struct tally__hdr *h = z->hdr;
 	uint32_t hwm = atomic_load(&h->series_hwm);
@@ -226,7 +226,7 @@ static void repair_series(struct tally_zone *z, uint32_t nfam)
 			s->state = TALLY__SERIES_FREE;
 			seq_end(&s->seq);
 		}
-		if (tally__series_live(s->state) && s->metric >= nfam)
+		if (tally__series_live(s->state) && s->metric >= nmrec)
 			s->state = TALLY__SERIES_FREE;
 	}
 	for (uint32_t i = 0; i < hwm; i++) {
@@ -272,12 +272,19 @@ int tally__metrics_lock(struct tally_zone *z)
 	if (rc < 0)
 		return rc;
 	if (rc) {
-		uint32_t nfam = repair_metrics(z);
+		uint32_t nmrec = repair_metrics(z);
 
 		if (__atomic_load_n(&z->hdr->hash_cur, __ATOMIC_RELAXED))
-			repair_series(z, nfam);
+			repair_series(z, nmrec);
 		atomic_fetch_add(&z->hdr->series_gen, 1);
 		pthread_mutex_consistent(&z->hdr->metrics_lock);
 	}
 	return 0;
+}
+
+/* The one release of the metrics lock, beside the one take: whoever
+ * took it through tally__metrics_lock() gives it back here. */
+void tally__metrics_unlock(struct tally_zone *z)
+{
+	pthread_mutex_unlock(&z->hdr->metrics_lock);
 }

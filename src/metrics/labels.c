@@ -111,6 +111,12 @@ static int pack_labels(const struct tally_metric_desc *d,
 	return 0;
 }
 
+/* Steps of tally__plan_make(), after it. */
+static int plan_typed(const struct tally_metric_desc *d,
+		      struct tally__plan *p);
+static int plan_hist_bits(const struct tally_metric_desc *d,
+			  struct tally__plan *p);
+
 int tally__plan_make(const struct tally_metric_desc *d, struct tally__plan *p)
 {
 	int rc;
@@ -139,9 +145,9 @@ int tally__plan_make(const struct tally_metric_desc *d, struct tally__plan *p)
 				   "[a-zA-Z0-9_]*", p->unit);
 	if (d->mode > TALLY_ADAPTIVE)
 		return tally__fail(EINVAL, "unknown block mode %u", d->mode);
-	/* A TALLY_FGAUGE is stored as a set gauge whose family says its slot
-	 * holds a double: a reader older than format 2.3 shows the bits as
-	 * an integer instead of refusing the segment. */
+	/* A TALLY_FGAUGE is stored as a set gauge whose metric record says
+	 * its slot holds a double: a reader older than format 2.3 shows the
+	 * bits as an integer instead of refusing the segment. */
 	p->kind = d->kind == TALLY_FGAUGE || d->kind == TALLY_PGAUGE ?
 		  TALLY_GAUGE_SET : d->kind == TALLY_FCOUNTER ||
 		  d->kind == TALLY_CHISTOGRAM ? TALLY_COUNTER : d->kind;
@@ -149,6 +155,22 @@ int tally__plan_make(const struct tally_metric_desc *d, struct tally__plan *p)
 		   TALLY__VT_FLOAT64 : TALLY__VT_INT64;
 	p->mode = p->kind == TALLY_GAUGE_SET ? TALLY_SHARED : d->mode;
 	p->nslots = d->kind == TALLY_GAUGE ? 2 : 1; /* increments, decrements */
+	if ((rc = plan_typed(d, p)) < 0 || (rc = plan_hist_bits(d, p)) < 0)
+		return rc;
+	if ((rc = pack_labels(d, p->labels, &p->labels_len)) < 0)
+		return rc;
+	if (p->labels_len > TALLY__LABELS_INLINE ||
+	    d->nlabels > TALLY__LABELS_INLINE_PAIRS)
+		p->nexts = (unsigned)((p->labels_len + TALLY__EXT_DATA - 1) /
+				      TALLY__EXT_DATA);
+	return 0;
+}
+
+/* The record type, slots and help room of the kinds that older readers
+ * see as another kind (layout.h: typed records). */
+static int plan_typed(const struct tally_metric_desc *d,
+		      struct tally__plan *p)
+{
 	if (d->kind == TALLY_FCOUNTER) {
 		/* A counter for older readers (which skip its series),
 		 * whole units and billionths for newer ones (layout.h). */
@@ -187,6 +209,13 @@ int tally__plan_make(const struct tally_metric_desc *d, struct tally__plan *p)
 					   d->name, TALLY__HELP_MAX -
 					   TALLY__TAIL_BYTES - 1);
 	}
+	return 0;
+}
+
+/* The bucket layout of a TALLY_HISTOGRAM, refused on any other kind. */
+static int plan_hist_bits(const struct tally_metric_desc *d,
+			  struct tally__plan *p)
+{
 	if (d->kind == TALLY_HISTOGRAM) {
 		unsigned sb = d->hist_sub_bits ? d->hist_sub_bits :
 						 TALLY_HIST_SUB_BITS_DEFAULT;
@@ -210,11 +239,5 @@ int tally__plan_make(const struct tally_metric_desc *d, struct tally__plan *p)
 		return tally__fail(EINVAL, "histogram bits given for a metric "
 				   "that is not a histogram");
 	}
-	if ((rc = pack_labels(d, p->labels, &p->labels_len)) < 0)
-		return rc;
-	if (p->labels_len > TALLY__LABELS_INLINE ||
-	    d->nlabels > TALLY__LABELS_INLINE_PAIRS)
-		p->nexts = (unsigned)((p->labels_len + TALLY__EXT_DATA - 1) /
-				      TALLY__EXT_DATA);
 	return 0;
 }

@@ -25,6 +25,11 @@
 #include "metrics/table.h"
 #include "tally/metrics.h"
 
+/* A definition (tally__metric_define, redefine) makes its record or a
+ * new generation, and its text is the newest. */
+static const struct tally__rec_opts defining = { .create = true,
+						 .retext = true };
+
 _Static_assert(TALLY_COUNTER == TALLY__KIND_COUNTER &&
 	       TALLY_HISTOGRAM == TALLY__KIND_HISTOGRAM,
 	       "kinds agree with the format");
@@ -129,22 +134,25 @@ static void fill_handle(tally_metric *m, struct tally_zone *z, uint32_t idx,
 /*
  * Under the metrics lock: when the series of @p exists, take one more
  * reference to it, fill @m and return 1; else 0 and the index bucket the
- * new series goes to.  The family's definition is checked first, so that
- * a conflicting one is refused either way; a new family is made only
+ * new series goes to.  The metric record's definition is checked first, so
+ * that a conflicting one is refused either way; a new record is made only
  * when @create (else 0: no such series).
  */
 static int find_and_ref(struct tally_zone *z, const char *name,
 			struct tally__plan *p, tally_metric *m,
-			uint32_t *fam, uint32_t *bucket, int create,
+			uint32_t *mrec, uint32_t *bucket, int create,
 			uint32_t pin)
 {
+	/* A label family's own generation keeps its text as it was. */
+	const struct tally__rec_opts o = { .pin = pin, .create = create,
+					   .retext = !pin };
 	struct tally__series *s;
 	uint32_t idx = 0;
 	int rc;
 
-	if ((rc = tally__metric_rec_get(z, name, p, fam, create, pin, !pin)) < 0)
+	if ((rc = tally__metric_rec_get(z, name, p, &o, mrec)) < 0)
 		return rc == -ENOENT ? 0 : rc;
-	if (!tally__series_find(z, *fam, p, bucket, &idx))
+	if (!tally__series_find(z, *mrec, p, bucket, &idx))
 		return 0;
 	s = &series(z)[idx];
 	if (s->refs == UINT32_MAX)
@@ -200,7 +208,7 @@ static int register_combine(struct tally_zone *z,
 	struct tally_metric_desc typed;
 	struct tally__plan p;
 	tally_block *b;
-	uint32_t fam = 0, idx = 0, bucket = 0;
+	uint32_t mrec = 0, idx = 0, bucket = 0;
 	uint32_t ext[TALLY__LABELS_PACKED_MAX / TALLY__EXT_DATA + 1];
 	int rc, alloc_rc = 0;
 
@@ -244,10 +252,10 @@ static int register_combine(struct tally_zone *z,
 		return tally__metric_failed(z, kind, m, rc);
 	}
 	if ((b && (rc = tally__index_grow(z)) < 0) ||
-	    (rc = find_and_ref(z, d->name, &p, m, &fam, &bucket, b != NULL,
+	    (rc = find_and_ref(z, d->name, &p, m, &mrec, &bucket, b != NULL,
 			       pin)) != 0 ||
 	    (rc = b ? tally__series_take(z, &p, ext, &idx) : alloc_rc) < 0) {
-		pthread_mutex_unlock(&z->hdr->metrics_lock);
+		tally__metrics_unlock(z);
 		if (b) {
 			char failed = tally__err_set;
 
@@ -259,21 +267,22 @@ static int register_combine(struct tally_zone *z,
 		tally__ok(); /* found, whatever the allocation said */
 		return 0;
 	}
-	tally__series_publish(z, idx, fam, &p, d->nlabels, b, bucket, ext);
+	tally__series_publish(z, idx, mrec, &p, d->nlabels, b, bucket, ext);
 	fill_handle(m, z, idx, &p);
-	pthread_mutex_unlock(&z->hdr->metrics_lock);
+	tally__metrics_unlock(z);
 	return 0;
 }
 
-/* Check @d and make its family in @z, as registering a series of it
- * would (family.c: a family is checked before any of its series); its
+/* Check @d and make its metric record in @z, as registering a series of
+ * it would (family.c: a label family is checked before any of its
+ * series); its
  * record index + 1 in *@rec, for tally__metric_register_in(). */
 int tally__metric_define(struct tally_zone *z,
 			 const struct tally_metric_desc *d, unsigned combine,
 			 const double *bounds, unsigned nbounds, uint32_t *rec)
 {
 	struct tally__plan p;
-	uint32_t fam;
+	uint32_t mrec;
 	int rc;
 
 	if ((rc = tally__plan_make(d, &p)) < 0)
@@ -299,10 +308,10 @@ int tally__metric_define(struct tally_zone *z,
 				   TALLY__LABELS_INLINE_PAIRS);
 	if ((rc = tally__metrics_lock(z)) < 0)
 		return rc;
-	rc = tally__metric_rec_get(z, d->name, &p, &fam, 1, 0, 1);
-	pthread_mutex_unlock(&z->hdr->metrics_lock);
+	rc = tally__metric_rec_get(z, d->name, &p, &defining, &mrec);
+	tally__metrics_unlock(z);
 	if (rc == 0 && rec)
-		*rec = fam + 1;
+		*rec = mrec + 1;
 	return rc;
 }
 
@@ -355,7 +364,7 @@ static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
 {
 	struct tally_metric_desc typed;
 	struct tally__plan p;
-	uint32_t fam, found;
+	uint32_t mrec, found;
 	uint64_t before;
 	int rc, changed = 0;
 
@@ -393,7 +402,7 @@ static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
 	}
 	before = atomic_load_explicit(&z->hdr->redefinitions,
 				      memory_order_relaxed);
-	rc = tally__metric_rec_get(z, d->name, &p, &fam, 1, 0, 1);
+	rc = tally__metric_rec_get(z, d->name, &p, &defining, &mrec);
 	if (rc == 0 && changed) {
 		for (unsigned i = 0; i < n; i++) {
 			tally__metric_rec_find(z, names[i], &found);
@@ -409,7 +418,7 @@ static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
 						  memory_order_relaxed);
 		rc = 1;
 	}
-	pthread_mutex_unlock(&z->hdr->metrics_lock);
+	tally__metrics_unlock(z);
 	return rc;
 }
 
@@ -733,13 +742,13 @@ int tally_metric_remove(tally_metric *m)
 					      memory_order_relaxed) ||
 	    !tally__series_live(s->state) ||
 	    atomic_load_explicit(&s->seq, memory_order_relaxed) != m->seq) {
-		pthread_mutex_unlock(&h->metrics_lock);
+		tally__metrics_unlock(z);
 		return tally__fail(EINVAL, "series already removed");
 	}
 	/* Another registration still holds it: one reference fewer. */
 	if (s->refs > 1) {
 		s->refs--;
-		pthread_mutex_unlock(&h->metrics_lock);
+		tally__metrics_unlock(z);
 		m->block = NULL;
 		return 0;
 	}
@@ -769,7 +778,7 @@ int tally_metric_remove(tally_metric *m)
 	atomic_fetch_add_explicit(&h->series_gen, 1, memory_order_release);
 	if (h->series_live == 0)
 		tally__series_give_back(z);
-	pthread_mutex_unlock(&h->metrics_lock);
+	tally__metrics_unlock(z);
 
 	tally_block_free(z, m->block);
 	m->block = NULL;

@@ -17,7 +17,7 @@ int tally__metric_register(struct tally_zone *z,
 			   const struct tally_metric_desc *d, unsigned kind,
 			   struct tally_metric *m);
 /* _register_in: @pin (record index + 1, 0: none) is the metric record
- * of the family the series belongs to, as _define made it: its children
+ * of the label family the series belongs to, as _define made it: its children
  * stay in its generation (metrics.c). */
 int tally__metric_register_in(struct tally_zone *z,
 			      const struct tally_metric_desc *d, unsigned kind,

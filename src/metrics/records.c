@@ -3,7 +3,7 @@
  * the extension records of a long label set), publishing one, telling a
  * removed one, and giving records back to the zone.
  *
- * Families and series are records in the segment (layout.h).  Writers
+ * Metric records and series are records in the segment (layout.h).  Writers
  * change them under the zone's metrics lock, a robust process-shared
  * mutex, so that processes sharing a zone across fork() see one set of
  * names and duplicates are found.  Readers take no lock: a record is
@@ -27,7 +27,7 @@
 #include "tally/metrics.h"
 
 /* Under the metrics lock: are the labels of record @s (of the same
- * family and length) those of long plan @p? */
+ * metric record and length) those of long plan @p? */
 static int same_long(struct tally_zone *z, const struct tally__series *s,
 		     const struct tally__plan *p)
 {
@@ -50,13 +50,13 @@ static int same_long(struct tally_zone *z, const struct tally__series *s,
 /* Under the metrics lock: 1 and the series' record in *@found when the
  * series is in the index, else 0; either way the index bucket it is (or
  * goes) in.  No index yet (hash_cur 0): no series, and no bucket. */
-int tally__series_find(struct tally_zone *z, uint32_t fam,
+int tally__series_find(struct tally_zone *z, uint32_t mrec,
 		       struct tally__plan *p, uint32_t *bucket, uint32_t *found)
 {
 	uint32_t link;
 
 	*bucket = 0;
-	p->hash = series_hash64(fam, p->labels, p->labels_len);
+	p->hash = series_hash64(mrec, p->labels, p->labels_len);
 	if (!__atomic_load_n(&z->hdr->hash_cur, __ATOMIC_RELAXED))
 		return 0;
 	*bucket = series_bucket(z, p->hash);
@@ -64,7 +64,7 @@ int tally__series_find(struct tally_zone *z, uint32_t fam,
 	     link = chains(z)[link - 1]) {
 		struct tally__series *s = &series(z)[link - 1];
 
-		if (s->metric != fam || s->labels_len != p->labels_len)
+		if (s->metric != mrec || s->labels_len != p->labels_len)
 			continue;
 		if (p->nexts ? same_long(z, s, p) :
 			       !memcmp(s->labels, p->labels, p->labels_len)) {
@@ -222,7 +222,7 @@ void tally__series_free_exts(struct tally_zone *z,
 
 /* Under the metrics lock: write record @idx (published with its seq) and
  * enter it into the index; a long one's extensions @ext first. */
-void tally__series_publish(struct tally_zone *z, uint32_t idx, uint32_t fam,
+void tally__series_publish(struct tally_zone *z, uint32_t idx, uint32_t mrec,
 			   const struct tally__plan *p, unsigned nlabels,
 			   tally_block *b, uint32_t bucket, const uint32_t *ext)
 {
@@ -234,7 +234,7 @@ void tally__series_publish(struct tally_zone *z, uint32_t idx, uint32_t fam,
 	seq_begin(&s->seq);
 	s->nlabels = (uint8_t)nlabels;
 	s->labels_len = (uint16_t)p->labels_len;
-	s->metric = fam;
+	s->metric = mrec;
 	s->nslots = p->nslots;
 	s->slot_off = (uint64_t)(((uintptr_t)b & ~(uintptr_t)3) -
 				 (uintptr_t)h);

@@ -3,13 +3,14 @@
  * installed): where the table's parts are in a zone, the seqlock of a
  * record, the hashes, and the steps of a registration that each file
  * owns (labels.c, define.c, index.c, records.c; metrics.c puts them
- * together).  The small helpers are static inline, as they were when the
- * table was one file.
+ * together).  The small helpers are static inline, so that each of those
+ * files has them without a call.
  */
 #ifndef TALLY_METRICS_TABLE_H
 #define TALLY_METRICS_TABLE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -99,10 +100,10 @@ static inline uint32_t name_bucket(struct tally_zone *z, const char *name)
 }
 
 /* The hash of a series: its metric and packed labels. */
-static inline uint64_t series_hash64(uint32_t fam, const char *labels,
+static inline uint64_t series_hash64(uint32_t mrec, const char *labels,
 				      size_t len)
 {
-	uint64_t h = fnv1a(0xcbf29ce484222325ull, &fam, sizeof(fam));
+	uint64_t h = fnv1a(0xcbf29ce484222325ull, &mrec, sizeof(mrec));
 
 	return fnv1a(h, labels, len);
 }
@@ -146,24 +147,36 @@ void tally__metric_rec_flag(struct tally_zone *z, struct tally__metric_rec *f,
 			unsigned flags, int set);
 uint32_t tally__metric_rec_find(struct tally_zone *z, const char *name,
 			    uint32_t *found);
+/* How tally__metric_rec_get() looks a name up.  @pin: the record index
+ * + 1 a label family of this process was defined in (family.c), whose
+ * series go on being made there, in their generation, whatever newer
+ * ones exist; 0 for none.  @create: make a record (or a new generation)
+ * when none serves.  @retext: the help and unit of the record found
+ * become the plan's (the newest registration's text wins). */
+struct tally__rec_opts {
+	uint32_t pin;
+	bool create, retext;
+};
 int tally__metric_rec_get(struct tally_zone *z, const char *name,
-		      const struct tally__plan *p, uint32_t *out, int create,
-		      uint32_t pin, int retext);
+			  const struct tally__plan *p,
+			  const struct tally__rec_opts *o, uint32_t *out);
 
 /* The index, and the metrics lock that repairs it (index.c). */
 int tally__index_grow(struct tally_zone *z);
 /* 0, or -errno with a message (ETIMEDOUT: held too long by another
  * process, see tally__robust_lock). */
 int tally__metrics_lock(struct tally_zone *z);
+/* Release what tally__metrics_lock() took. */
+void tally__metrics_unlock(struct tally_zone *z);
 
 /* Series records (records.c). */
-int tally__series_find(struct tally_zone *z, uint32_t fam,
+int tally__series_find(struct tally_zone *z, uint32_t mrec,
 		       struct tally__plan *p, uint32_t *bucket, uint32_t *found);
 int tally__series_take(struct tally_zone *z, const struct tally__plan *p,
 		       uint32_t *ext, uint32_t *idx);
 void tally__series_free_exts(struct tally_zone *z,
 			     const struct tally__long_labels *l);
-void tally__series_publish(struct tally_zone *z, uint32_t idx, uint32_t fam,
+void tally__series_publish(struct tally_zone *z, uint32_t idx, uint32_t mrec,
 			   const struct tally__plan *p, unsigned nlabels,
 			   tally_block *b, uint32_t bucket, const uint32_t *ext);
 void tally__series_give_back(struct tally_zone *z);

@@ -91,7 +91,7 @@ extern const unsigned int __rseq_size __attribute__((weak));
  * that succeeds clears the flag (tally__ok()), so that tally_errmsg() never
  * shows a message a success came after.  The flag alone is initial-exec,
  * one byte of static TLS, so that clearing it costs a store and no
- * __tls_get_addr() on paths that run often (a family's child lookup).
+ * __tls_get_addr() on paths that run often (a label family's child lookup).
  */
 static __thread char errbuf[512];
 __thread char tally__err_set __attribute__((tls_model("initial-exec")));

@@ -15,7 +15,7 @@
  * (config.c, registered by tally__init), zone use locks (zone.c), thread
  * caches (alloc.c) and fallback copies (add.c), all three registered by
  * the core at its first zone, and the locks of the label families
- * (family.c, at the first family); at exit, the zone registry's lock,
+ * (family.c, at the first label family); at exit, the zone registry's lock,
  * thread caches, then detaching.  So this file calls no higher layer: the
  * higher ones hand it their steps.  A step is registered before the lock
  * it renews is first taken, so a fork never finds a lock held that its

@@ -136,7 +136,7 @@ enum tally__child_step {
 	TALLY__CHILD_ZONE,       /* zone.c: the registry, use locks */
 	TALLY__CHILD_TCACHE,     /* alloc.c: thread caches */
 	TALLY__CHILD_FALLBACK,   /* add.c: fallback copies */
-	TALLY__CHILD_FAMILY,     /* family.c: the families' locks */
+	TALLY__CHILD_FAMILY,     /* family.c: the label families' locks */
 	TALLY__CHILD_STEPS
 };
 enum tally__exit_step {

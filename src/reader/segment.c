@@ -114,7 +114,7 @@ static int validate_header(struct tally_seg *s, uint64_t st_size)
 	    h->metric_cap < 1 || h->metric_cap > 65536 || h->series_cap > (1u << 24) ||
 	    h->hash_buckets == 0 || (h->hash_buckets & (h->hash_buckets - 1)))
 		return tally__seg_corrupt(s, "capacities out of range (chunks "
-					  "%llu, families %u, series %u)",
+					  "%llu, metric records %u, series %u)",
 					  (unsigned long long)h->nchunks,
 					  h->metric_cap, h->series_cap);
 	return check_regions(s, st_size);
@@ -142,7 +142,7 @@ static int check_regions(struct tally_seg *s, uint64_t st_size)
 		  (uint64_t)h->nslabs * 2 },
 		{ "chunk table", h->meta_off, h->meta_size,
 		  h->nchunks * sizeof(struct tally__chunk) },
-		{ "family table", h->metric_off, h->metric_size,
+		{ "metric record table", h->metric_off, h->metric_size,
 		  (uint64_t)h->metric_cap * sizeof(struct tally__metric_rec) },
 		{ "series table", h->series_off, h->series_size,
 		  (uint64_t)h->series_cap * sizeof(struct tally__series) },
@@ -398,7 +398,7 @@ void tally_seg_close(struct tally_seg *s)
 }
 
 int tally__seg_read_live(struct tally_seg *s, uint64_t *gen, uint32_t *hwm,
-		     uint32_t *nfam)
+		     uint32_t *nmrec)
 {
 	struct tally__hdr live;
 	size_t off = offsetof(struct tally__hdr, series_gen);
@@ -408,7 +408,7 @@ int tally__seg_read_live(struct tally_seg *s, uint64_t *gen, uint32_t *hwm,
 	*gen = *(uint64_t *)((char *)&live + off);
 	*hwm = *(uint32_t *)((char *)&live + offsetof(struct tally__hdr,
 						       series_hwm));
-	*nfam = *(uint32_t *)((char *)&live + offsetof(struct tally__hdr,
+	*nmrec = *(uint32_t *)((char *)&live + offsetof(struct tally__hdr,
 						        metric_count));
 	_Static_assert(offsetof(struct tally__hdr, redefinitions) + 8 <=
 			       offsetof(struct tally__hdr, series_gen) + 64,
@@ -419,8 +419,8 @@ int tally__seg_read_live(struct tally_seg *s, uint64_t *gen, uint32_t *hwm,
 		offsetof(struct tally__hdr, redefinitions));
 	if (*hwm > s->hdr.series_cap)
 		*hwm = s->hdr.series_cap;
-	if (*nfam > s->hdr.metric_cap)
-		*nfam = s->hdr.metric_cap;
+	if (*nmrec > s->hdr.metric_cap)
+		*nmrec = s->hdr.metric_cap;
 	return 0;
 }
 
@@ -487,13 +487,13 @@ int tally__seg_used(const struct tally_seg *s)
 int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info)
 {
 	struct stat st;
-	uint32_t hwm, nfam;
+	uint32_t hwm, nmrec;
 	uint64_t gen;
 
 	tally__ok();
 	if (!s || !info)
 		return tally__fail(EINVAL, "tally_seg_info: NULL argument");
-	if (tally__seg_read_live(s, &gen, &hwm, &nfam) < 0)
+	if (tally__seg_read_live(s, &gen, &hwm, &nmrec) < 0)
 		return -errno;
 	if (fstat(s->fd, &st) < 0)
 		return tally__fail(errno, "%s: %s", s->path, strerror(errno));
@@ -514,7 +514,7 @@ int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info)
 	info->file_bytes = (uint64_t)st.st_size;
 	info->resident_bytes = (uint64_t)st.st_blocks * 512u;
 	info->series_used = hwm;
-	info->families = nfam;
+	info->families = nmrec;
 	info->generation = gen;
 	info->redefinitions = s->live_redefinitions;
 	info->capacity_chunks = s->hdr.nchunks;

@@ -54,10 +54,10 @@ struct tally_seg {
 	uint32_t chunk_pages;
 
 	struct tally__metric_rec *mrecs;
-	uint32_t nmrecs;          /* families read and validated */
+	uint32_t nmrecs;          /* metric records read and validated */
 	uint64_t mrecs_gen;
 	uint32_t metric_changes;    /* the header's metric_changes when the
-				    families were read (walk.c) */
+				    metric records were read (walk.c) */
 	uint32_t live_metric_changes;   /* as tally__seg_read_live() found: */
 	uint64_t live_redefinitions; /* 0 before format 2.5 */
 
@@ -142,7 +142,7 @@ int tally__seg_read_at(struct tally_seg *s, void *buf, size_t n,
 		       uint64_t off);
 /* The live header fields, re-read. */
 int tally__seg_read_live(struct tally_seg *s, uint64_t *gen, uint32_t *hwm,
-			 uint32_t *nfam);
+			 uint32_t *nmrec);
 /* Is the segment's creator still running (it holds the creator lock)? */
 int tally__seg_alive(const struct tally_seg *s);
 /* Does anybody use the segment: its creator, or a child that inherited

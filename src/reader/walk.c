@@ -32,14 +32,14 @@
 /* emit(): a per-process series that was not passed on (yet). */
 #define PG_HELD INT32_MIN
 
-/* --- Families ---------------------------------------------------------- */
+/* --- Metric records ---------------------------------------------------- */
 
 static int nul_within(const char *s, size_t cap, size_t len)
 {
 	return len < cap && s[len] == 0 && strlen(s) == len;
 }
 
-static unsigned family_slots(const struct tally__metric_rec *f)
+static unsigned mrec_slots(const struct tally__metric_rec *f)
 {
 	if (f->type == TALLY__TYPE_PGAUGE)
 		return 2; /* the value, the time of its last set */
@@ -55,23 +55,23 @@ static unsigned family_slots(const struct tally__metric_rec *f)
 }
 
 /* A metric record that is stable (even seq) must be well formed. */
-static int check_family(struct tally_seg *s, uint32_t i,
-			const struct tally__metric_rec *f)
+static int check_mrec(struct tally_seg *s, uint32_t i,
+		      const struct tally__metric_rec *f)
 {
 	if (f->state != 1 || f->kind < TALLY__KIND_COUNTER ||
 	    f->kind > TALLY__KIND_HISTOGRAM || f->mode > TALLY_ADAPTIVE)
-		return tally__seg_corrupt(s, "family %u: bad state, kind or mode", i);
+		return tally__seg_corrupt(s, "metric record %u: bad state, kind or mode", i);
 	if (f->vtype > TALLY__VT_FLOAT64 ||
 	    (f->vtype == TALLY__VT_FLOAT64 &&
 	     (f->kind != TALLY__KIND_GAUGE_SET || f->mode != TALLY_SHARED)))
-		return tally__seg_corrupt(s, "family %u: value type %u on a "
+		return tally__seg_corrupt(s, "metric record %u: value type %u on a "
 					  "kind %u", i, f->vtype, f->kind);
 	if (!nul_within(f->name, sizeof(f->name), f->name_len) ||
 	    !tally__valid_metric_name(f->name))
-		return tally__seg_corrupt(s, "family %u: bad metric name", i);
+		return tally__seg_corrupt(s, "metric record %u: bad metric name", i);
 	if (!nul_within(f->unit, sizeof(f->unit), f->unit_len) ||
 	    !tally__valid_unit(f->unit))
-		return tally__seg_corrupt(s, "family %u: bad unit", i);
+		return tally__seg_corrupt(s, "metric record %u: bad unit", i);
 	/* A type newer than this reader: its series are skipped
 	 * (compute_batch), the record is checked as its kind says. */
 	if ((f->type == TALLY__TYPE_PGAUGE &&
@@ -79,7 +79,7 @@ static int check_family(struct tally_seg *s, uint32_t i,
 	      tally__metric_tail(f)->combine > TALLY__COMBINE_MAX_MODE)) ||
 	    ((f->type == TALLY__TYPE_FCOUNTER || f->type == TALLY__TYPE_CHISTO) &&
 	     (f->kind != TALLY__KIND_COUNTER || f->vtype != TALLY__VT_INT64)))
-		return tally__seg_corrupt(s, "family %u: type %u on a kind %u",
+		return tally__seg_corrupt(s, "metric record %u: type %u on a kind %u",
 					  i, f->type, f->kind);
 	if (f->type == TALLY__TYPE_CHISTO) {
 		const struct tally__metric_tail *t = tally__metric_tail(f);
@@ -87,25 +87,25 @@ static int check_family(struct tally_seg *s, uint32_t i,
 
 		memcpy(b, tally__metric_bounds(f)->bound, sizeof(b));
 		if (t->nbounds > TALLY__BOUNDS_MAX)
-			return tally__seg_corrupt(s, "family %u: %u bucket "
+			return tally__seg_corrupt(s, "metric record %u: %u bucket "
 						  "bounds", i, t->nbounds);
 		for (unsigned k = 0; k < t->nbounds; k++)
 			if (!__builtin_isfinite(b[k]) ||
 			    (k && !(b[k] > b[k - 1])))
-				return tally__seg_corrupt(s, "family %u: bucket "
+				return tally__seg_corrupt(s, "metric record %u: bucket "
 							  "bounds not finite "
 							  "and increasing", i);
 	}
 	if (!nul_within(f->help, tally__help_room(f), f->help_len) ||
 	    !tally__valid_utf8(f->help, f->help_len))
-		return tally__seg_corrupt(s, "family %u: bad help text", i);
+		return tally__seg_corrupt(s, "metric record %u: bad help text", i);
 	if (f->kind == TALLY__KIND_HISTOGRAM) {
 		if (f->sub_bits < 1 || f->sub_bits > 7 ||
 		    f->max_bits <= f->sub_bits || f->max_bits > 63 ||
-		    family_slots(f) > TALLY_BLOCK_MAX_SLOTS)
-			return tally__seg_corrupt(s, "family %u: bad histogram layout", i);
+		    mrec_slots(f) > TALLY_BLOCK_MAX_SLOTS)
+			return tally__seg_corrupt(s, "metric record %u: bad histogram layout", i);
 	} else if (f->sub_bits || f->max_bits) {
-		return tally__seg_corrupt(s, "family %u: histogram bits on a %u", i,
+		return tally__seg_corrupt(s, "metric record %u: histogram bits on a %u", i,
 			       f->kind);
 	}
 	return 0;
@@ -113,7 +113,7 @@ static int check_family(struct tally_seg *s, uint32_t i,
 
 /*
  * The suffixes that tally 0.3's Python package gave the series of its
- * metrics (its _encoding.py, python/tally_metrics/_encoding.py today):
+ * metrics (its _encoding.py, python/tally_metrics/_encoding.py):
  * fractions in millionths,
  * buckets that are not cumulative, per-process gauges told by a pid
  * label, which only that package decoded.  Found in a zone older than
@@ -142,7 +142,7 @@ static int py03_name(const char *name, size_t len)
 
 /* Read the metric records [nmrecs, want), all published (want is at most
  * the live metric_count), and check them. */
-static int load_families(struct tally_seg *s, uint32_t want)
+static int load_mrecs(struct tally_seg *s, uint32_t want)
 {
 	struct tally__metric_rec *f, again;
 	uint32_t i;
@@ -184,7 +184,7 @@ static int load_families(struct tally_seg *s, uint32_t want)
 			}
 			sched_yield();
 		}
-		if (check_family(s, i, &f[i]) < 0) {
+		if (check_mrec(s, i, &f[i]) < 0) {
 			/* Corrupt (from any participant of a shared zone,
 			 * or a crash), or unreadable while it is rewritten:
 			 * it and its series are skipped (state 0 in this
@@ -472,7 +472,7 @@ static int check_series(struct tally_seg *s, uint32_t id, uint32_t i,
 {
 	const struct tally__hdr *h = &s->hdr;
 	uint64_t rel, in;
-	unsigned need = family_slots(&s->mrecs[r->metric]);
+	unsigned need = mrec_slots(&s->mrecs[r->metric]);
 	int n;
 
 	if (r->nslots != need)
@@ -729,9 +729,9 @@ static int compute_batch(struct tally_seg *s, uint32_t first, uint32_t n,
 					 s->path, first + i, r->metric);
 			continue;
 		}
-		/* A family newer than our copy: read it now. */
+		/* A metric record newer than our copy: read it now. */
 		if (r->metric >= s->nmrecs &&
-		    (rc = load_families(s, r->metric + 1)) < 0)
+		    (rc = load_mrecs(s, r->metric + 1)) < 0)
 			return rc;
 		if (r->metric >= s->nmrecs || s->mrecs[r->metric].state != 1)
 			continue; /* still being written */
@@ -912,14 +912,14 @@ static uint32_t next_run(struct tally_seg *s, uint32_t *first, uint32_t hwm)
 
 int tally__walk_begin(struct tally_seg *s, unsigned flags, uint32_t *hwm)
 {
-	uint32_t nfam;
+	uint32_t nmrec;
 	uint64_t gen;
 	int rc;
 
 	if (flags & ~TALLY_READ_PERCPU)
 		return tally__fail(EINVAL, "unknown flags 0x%x", flags);
 	if ((rc = check_size(s)) < 0 ||
-	    (rc = tally__seg_read_live(s, &gen, hwm, &nfam)) < 0)
+	    (rc = tally__seg_read_live(s, &gen, hwm, &nmrec)) < 0)
 		return rc;
 	/* A metric record was rewritten (help, unit, superseded: format
 	 * 2.5): read them all again. */
@@ -928,7 +928,7 @@ int tally__walk_begin(struct tally_seg *s, unsigned flags, uint32_t *hwm)
 		s->nmrecs = 0;
 	}
 	s->bad_series = 0;
-	if ((rc = load_families(s, nfam)) < 0)
+	if ((rc = load_mrecs(s, nmrec)) < 0)
 		return rc;
 	tally__pg_free(s); /* what a pass that failed left */
 	return 0;

@@ -81,10 +81,10 @@ extern "C" {
  * whose address has the same low 12 bits as a locked add just before it
  * waits for that add to finish (the store buffer compares the low 12 bits
  * first): a loop of shared or per-node adds to the slot whose offset
- * matched the setting it loads cost 1.3 times an atomic add
- * (docs/RESULTS.md), and which slot that is depended on where the linker
- * put this structure.  The padding makes it 4096-aligned, an alignment a
- * copy relocation keeps too.
+ * matches the setting it loads is slower than one of atomic adds
+ * (docs/RESULTS.md has the figures), and which slot that is would
+ * depend on where the linker put this structure.  The padding makes it
+ * 4096-aligned, an alignment a copy relocation keeps too.
  */
 #define TALLY__CFG_PAGE_OFF 4032u
 struct tally__cfg {

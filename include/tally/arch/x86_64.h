@@ -264,9 +264,9 @@ tally__ahint_set(uintptr_t k, uintptr_t h)
  * promoted bit (an atomic or, which keeps the value), so that later adds
  * go to the per-CPU copies, which readers sum with the word.  No count
  * is lost at any point.  (A fetch-and-add rather than the
- * compare-and-swap of the slow path: on the machine of docs/RESULTS.md,
- * lock cmpxchg after a load costs 1.19 times a lone atomic add, lock xadd
- * after a load 1.05 times.)
+ * compare-and-swap of the slow path: after a load, lock xadd costs
+ * about what it costs alone, lock cmpxchg more; docs/RESULTS.md has the
+ * figures.)
  * The word must never leave its 63 bits, and nothing stops other adds
  * between the load and the add: so the inline add takes only values
  * below 2^31 in magnitude, to a word whose value is within -2^61 ..
@@ -303,7 +303,8 @@ tally__shared_word_add(int64_t *word, int64_t old, int64_t v, uintptr_t k)
  * was unpromoted and within its band after this thread's last add to
  * it, so the add does not read it first (one lock xaddq, as a shared
  * add).  On Intel cores reading the word just after the previous locked
- * add to it costs 1.7 times the add alone (docs/RESULTS.md): the read
+ * add to it costs much more than the add alone (docs/RESULTS.md has
+ * the figures): the read
  * waits for that add to finish, and the next add for the read.
  * What the add returns says what the read would have: when the word
  * was promoted meanwhile (the add still counts: readers sum the word

@@ -190,10 +190,10 @@ def slow(seconds, nconn, maxheld):
         st, dt = request("127.0.0.2", timeout=max(15, TIMEOUT_S))
         n += 1
         worst = max(worst, dt)
-        # The aim is 1 s (measured: 0.01 s on an idle host); the bound
-        # is looser because this client's own threads share the host's
-        # CPUs with the exporter.  Before the per-address share, the
-        # scrapes waited 4 s and more.
+        # The aim is 1 s; the bound is looser because this client's own
+        # threads share the host's CPUs with the exporter.  Without the
+        # per-address share of connections the scrapes would wait
+        # behind the attacker's.
         bad += st != 200 or dt > SLOW_S
         time.sleep(0.5)
     c.join()

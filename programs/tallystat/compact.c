@@ -1,0 +1,245 @@
+/*
+ * programs/tallystat/compact.c: the report since start of one read,
+ * keeping per series only what its row needs besides its texts.
+ *
+ * A snapshot copies every series with its name, labels and help; a report
+ * of a million series does not need them all at once.  Here the read
+ * keeps, per series, its record id in its segment, a hash of its key and
+ * its values (struct centry), sorts each segment's series by key as it
+ * goes (the keys of one segment only are held, and only while it is
+ * read), and the back ends get each row's texts by reading the record
+ * again from its segment when they print it (iter.c).  The
+ * values are those of the first read: a text report makes its rows twice
+ * (the widths, then the lines), and both must show the same numbers.
+ * Histograms and per-process gauges (whose views combine several
+ * records, and may vanish with a process) are kept whole, as a copy.
+ *
+ * The rows come out in the order of tp_series_cmp(): segments by pid,
+ * start time and zone, the series of each by key (strverscmp) and kind.
+ * Two segments of one pid, start time and zone (the same files through
+ * two directories) would interleave their series: ts_compact_finish()
+ * says so and the caller reads a whole snapshot instead.
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "format.h"
+#include "strbuf.h"
+#include "compact.h"
+
+uint64_t ts_key_hash(const char *key, unsigned kind)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
+		h ^= *p;
+		h *= 0x100000001b3ull;
+	}
+	return (h ^ kind) * 0x100000001b3ull;
+}
+
+void ts_make_key(struct tp_buf *b, const struct tally_series_view *v)
+{
+	tp_buf_reset(b);
+	tp_series_key_buf(b, v->name, v->nlabels, v->label_names,
+			  v->label_values);
+}
+
+/* A whole copy of the series of @v, as a snapshot keeps it. */
+static struct tp_series *full_copy(const struct tally_series_view *v,
+				   const struct tp_series *ident,
+				   const char *key)
+{
+	struct tp_series tmp = *ident, *s = tp_xmalloc(sizeof(*s));
+
+	tmp.key = (char *)key;
+	tmp.name = (char *)v->name;
+	tmp.help = (char *)(v->help ? v->help : "");
+	tmp.unit = (char *)(v->unit ? v->unit : "");
+	tmp.kind = v->kind;
+	tmp.mode = v->mode;
+	tmp.nlabels = v->nlabels;
+	/* tp_series_copy() copies the arrays of labels only when there
+	 * are labels. */
+	tmp.label_names = v->nlabels ? (char **)v->label_names : NULL;
+	tmp.label_values = v->nlabels ? (char **)v->label_values : NULL;
+	tmp.value = v->value;
+	tmp.fvalue = v->fvalue;
+	tmp.fractional = v->fractional;
+	tmp.frac = v->frac;
+	if (v->kind == TALLY_HISTOGRAM) {
+		tmp.sum = v->sum;
+		tmp.sub_bits = v->sub_bits;
+		tmp.max_bits = v->max_bits;
+		tmp.nbuckets = v->buckets ? v->nbuckets : 0;
+		tmp.buckets = (int64_t *)v->buckets;
+		tmp.classic = v->classic;
+		tmp.nbounds = v->bounds ? v->nbounds : 0;
+		tmp.bounds = (double *)v->bounds;
+		tmp.fsum = v->fsum;
+	}
+	tp_series_copy(s, &tmp);
+	return s;
+}
+
+static void visit(const struct tally_series_view *v,
+		  const struct tp_series *ident, void *arg)
+{
+	struct ts_compact *c = arg;
+	struct centry *e;
+	struct ts_skey *k;
+
+	if (c->n == c->cap) {
+		c->cap = c->cap ? 2 * c->cap : 1024;
+		c->e = tp_xrealloc(c->e, c->cap * sizeof(*c->e));
+	}
+	e = &c->e[c->n];
+	memset(e, 0, sizeof(*e));
+	ts_make_key(&c->key, v);
+	e->value = v->value;
+	e->fvalue = v->fvalue;
+	e->hash = ts_key_hash(tp_buf_str(&c->key), v->kind);
+	e->seg = c->nsegs;
+	e->id = v->id;
+	e->frac = v->frac;
+	e->kind = (unsigned char)v->kind;
+	e->dead = (unsigned char)ident->dead;
+	e->fractional = (unsigned char)!!v->fractional;
+	if (v->kind == TALLY_HISTOGRAM || v->per_process)
+		e->full = full_copy(v, ident, tp_buf_str(&c->key));
+	if (c->nsk == c->capsk) {
+		c->capsk = c->capsk ? 2 * c->capsk : 1024;
+		c->sk = tp_xrealloc(c->sk, c->capsk * sizeof(*c->sk));
+	}
+	k = &c->sk[c->nsk++];
+	k->key = tp_arena_memdup(&c->keys, tp_buf_str(&c->key),
+				 c->key.len + 1);
+	k->at = c->n++;
+	k->kind = v->kind;
+}
+
+static int skey_cmp(const void *a, const void *b)
+{
+	const struct ts_skey *x = a, *y = b;
+	int r = strverscmp(x->key, y->key);
+
+	if (r)
+		return r;
+	return (int)x->kind - (int)y->kind;
+}
+
+static void drop_full(struct centry *e)
+{
+	if (e->full) {
+		tp_series_free(e->full);
+		free(e->full);
+		e->full = NULL;
+	}
+}
+
+/* The segment read is done: sort its series by key, or forget them. */
+static void seg_end(int kept, void *arg)
+{
+	struct ts_compact *c = arg;
+	size_t n = c->n - c->first;
+
+	if (!kept) {
+		for (size_t i = c->first; i < c->n; i++)
+			drop_full(&c->e[i]);
+		c->n = c->first;
+	} else if (n > 1) {
+		struct centry *tmp = tp_xmalloc(n * sizeof(*tmp));
+
+		qsort(c->sk, c->nsk, sizeof(*c->sk), skey_cmp);
+		for (size_t i = 0; i < n; i++)
+			tmp[i] = c->e[c->sk[i].at];
+		memcpy(&c->e[c->first], tmp, n * sizeof(*tmp));
+		free(tmp);
+	}
+	if (kept) {
+		c->seg_first = tp_xrealloc(c->seg_first, (c->nsegs + 2) *
+					   sizeof(*c->seg_first));
+		c->seg_first[c->nsegs++] = c->first;
+		c->seg_first[c->nsegs] = c->n;
+	}
+	c->first = c->n;
+	c->nsk = 0;
+	tp_arena_free(&c->keys);
+}
+
+struct ts_compact *ts_compact_new(struct tp_collect_opts *co)
+{
+	struct ts_compact *c = tp_xcalloc(1, sizeof(*c));
+
+	co->series_visit = visit;
+	co->seg_end = seg_end;
+	co->visit_arg = c;
+	c->open_opts = co->open_opts;
+	return c;
+}
+
+/* The pointer to sort segments with (qsort has no argument). */
+static const struct tp_snapshot *sorting;
+
+static int seg_cmp(const void *a, const void *b)
+{
+	const struct tally_seg_info *x = &sorting->segs[*(const uint32_t *)a].info;
+	const struct tally_seg_info *y = &sorting->segs[*(const uint32_t *)b].info;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->start_ticks != y->start_ticks)
+		return x->start_ticks < y->start_ticks ? -1 : 1;
+	return strcmp(x->zone_name, y->zone_name);
+}
+
+int ts_compact_finish(struct ts_compact *c, const struct tp_snapshot *snap)
+{
+	c->snap = snap;
+	tp_buf_free(&c->key);
+	free(c->sk);
+	c->sk = NULL;
+	c->order = tp_xcalloc(c->nsegs + 1, sizeof(*c->order));
+	for (uint32_t g = 0; g < c->nsegs; g++)
+		c->order[g] = g;
+	sorting = snap;
+	qsort(c->order, c->nsegs, sizeof(*c->order), seg_cmp);
+	for (uint32_t g = 1; g < c->nsegs; g++)
+		if (seg_cmp(&c->order[g - 1], &c->order[g]) == 0)
+			return -1;
+	return 0;
+}
+
+size_t ts_compact_nseries(const struct ts_compact *c)
+{
+	return c->n;
+}
+
+void ts_compact_free(struct ts_compact *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->n; i++)
+		drop_full(&c->e[i]);
+	free(c->e);
+	free(c->seg_first);
+	free(c->order);
+	free(c->sk);
+	tp_buf_free(&c->key);
+	tp_arena_free(&c->keys);
+	free(c);
+}
+
+void ts_report_compact(struct ts_report *r, const struct ts_compact *c,
+		       const struct ts_options *o)
+{
+	memset(r, 0, sizeof(*r));
+	r->kind = TS_SINCE_START;
+	r->when = c->snap->real;
+	r->cp = c;
+	r->omit_zero = o->omit_idle;
+	for (size_t i = 0; i < c->n; i++)
+		if (!o->omit_idle || c->e[i].value != 0)
+			r->nrows++;
+}

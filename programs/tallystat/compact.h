@@ -1,0 +1,52 @@
+/*
+ * programs/tallystat/compact.h: what a compact read (compact.c) holds,
+ * which the iterator over a report's rows (iter.c) reads back: per series
+ * its values, a hash of its key and its record id, segment by segment in
+ * the order of the report.
+ */
+#ifndef TALLYSTAT_COMPACT_H
+#define TALLYSTAT_COMPACT_H
+
+#include "tallystat.h"
+
+/* One series of the read. */
+struct centry {
+	int64_t value;
+	double fvalue;
+	uint64_t hash;          /* of its key and kind */
+	struct tp_series *full; /* histograms, per-process gauges: a copy */
+	uint32_t seg, id;       /* its segment (snap->segs), its record */
+	unsigned frac;
+	unsigned char kind, dead, fractional;
+};
+
+/* A series of the segment being read, for the sort. */
+struct ts_skey {
+	const char *key;
+	size_t at;              /* in e[] */
+	unsigned kind;
+};
+
+struct ts_compact {
+	struct centry *e;
+	size_t n, cap;
+	size_t *seg_first;      /* entries of segment g: seg_first[g] ..
+				   seg_first[g + 1] */
+	uint32_t nsegs;
+	uint32_t *order;        /* segments in report order */
+	/* The segment being read: its keys, for the sort. */
+	size_t first;
+	struct tp_arena keys;
+	struct ts_skey *sk;
+	size_t nsk, capsk;
+	struct tp_buf key;
+	const struct tp_snapshot *snap;
+	const struct tally_open_opts *open_opts;
+};
+
+/* The hash of a series' key and kind that tells whether a record still
+ * holds the series read; the key of @v into @b. */
+uint64_t ts_key_hash(const char *key, unsigned kind);
+void ts_make_key(struct tp_buf *b, const struct tally_series_view *v);
+
+#endif /* TALLYSTAT_COMPACT_H */

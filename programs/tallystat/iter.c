@@ -1,0 +1,245 @@
+/*
+ * programs/tallystat/iter.c: the rows of a report in order, one series at
+ * a time (struct ts_iter), from its selected series or from a compact
+ * read (compact.h), whose texts are read again from the records, in
+ * batches of TS_BATCH rows of a segment a pass.
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "compact.h"
+
+void ts_iter_begin(struct ts_iter *it, const struct ts_report *r,
+		   unsigned flags)
+{
+	memset(it, 0, sizeof(*it));
+	it->r = r;
+	it->flags = flags;
+}
+
+/* The identity of entry @e: its segment's. */
+static void ident_of(struct ts_iter *it, const struct centry *e)
+{
+	const struct tally_seg_info *in = &it->r->cp->snap->segs[e->seg].info;
+	struct tp_series *s = &it->s;
+
+	memset(s, 0, sizeof(*s));
+	s->pid = in->pid;
+	s->start_ticks = in->start_ticks;
+	s->created_ns = in->created_ns;
+	s->nprocs = 1;
+	snprintf(s->proc, sizeof(s->proc), "%.15s", in->proc_name);
+	snprintf(s->zone, sizeof(s->zone), "%.63s", in->zone_name);
+	s->kind = e->kind;
+	s->dead = e->dead;
+	s->value = e->value;
+	s->fvalue = e->fvalue;
+	s->fractional = e->fractional;
+	s->frac = e->frac;
+	s->arena = 1;
+}
+
+static void put_str(struct tp_buf *b, const char *s)
+{
+	tp_buf_puts(b, s ? s : "");
+	tp_buf_putc(b, '\0');
+}
+
+/* A series of the batch read again: its texts are kept when its record
+ * still holds the series of its entry (it may have been removed, or
+ * reused, since the read). */
+static int batch_cb(const struct tally_series_view *v, void *arg)
+{
+	struct ts_iter *it = arg;
+	const struct centry *e;
+	size_t j = it->cbj;
+
+	while (j < it->nreq && it->ids[j] != v->id)
+		j++;
+	if (j == it->nreq)
+		return 0;
+	it->cbj = j + 1;
+	e = &it->r->cp->e[it->req[j]];
+	ts_make_key(&it->scratch, v);
+	if (v->kind != e->kind ||
+	    ts_key_hash(tp_buf_str(&it->scratch), v->kind) != e->hash)
+		return 0;
+	it->tat[j] = it->text.len;
+	it->bnl[j] = v->nlabels;
+	it->bmode[j] = v->mode;
+	put_str(&it->text, tp_buf_str(&it->scratch));
+	put_str(&it->text, v->name);
+	put_str(&it->text, v->help);
+	put_str(&it->text, v->unit);
+	for (unsigned i = 0; i < v->nlabels; i++) {
+		put_str(&it->text, v->label_names[i]);
+		put_str(&it->text, v->label_values[i]);
+	}
+	return 0;
+}
+
+/* Does the iterator show entry @e?  (-z, and the kinds asked for.) */
+static int shown(const struct ts_iter *it, const struct centry *e)
+{
+	if (it->r->omit_zero && e->value == 0)
+		return 0;
+	if ((it->flags & TS_ITER_HIST) && e->kind != TALLY_HISTOGRAM)
+		return 0;
+	return !((it->flags & TS_ITER_SCALAR) && e->kind == TALLY_HISTOGRAM);
+}
+
+/* Read the texts of the entries shown from @x on, up to @end (its
+ * segment's) and TS_BATCH of them, in one pass over their records. */
+static void refill(struct ts_iter *it, size_t x, size_t end)
+{
+	const struct ts_compact *c = it->r->cp;
+	uint32_t g = c->e[x].seg;
+
+	if (!it->req) {
+		it->req = tp_xmalloc(TS_BATCH * sizeof(*it->req));
+		it->tat = tp_xmalloc(TS_BATCH * sizeof(*it->tat));
+		it->ids = tp_xmalloc(TS_BATCH * sizeof(*it->ids));
+		it->bnl = tp_xmalloc(TS_BATCH * sizeof(*it->bnl));
+		it->bmode = tp_xmalloc(TS_BATCH * sizeof(*it->bmode));
+	}
+	if (!it->seg || it->segno != g) {
+		tally_seg_close(it->seg);
+		it->segno = g;
+		it->seg = tally_seg_open(c->snap->segs[g].path, c->open_opts);
+	}
+	it->nreq = it->bcur = it->cbj = 0;
+	for (size_t y = x; y < end && it->nreq < TS_BATCH; y++) {
+		const struct centry *e = &c->e[y];
+
+		if (e->full || !shown(it, e))
+			continue;
+		it->req[it->nreq] = y;
+		it->ids[it->nreq] = e->id;
+		it->tat[it->nreq++] = SIZE_MAX;
+	}
+	tp_buf_reset(&it->text);
+	/* A segment gone, or corrupt now: its rows are left out. */
+	if (it->seg)
+		tally_seg_foreach_ids(it->seg, 0, it->ids, it->nreq, batch_cb,
+				      it);
+}
+
+/* Entry @x's texts from the batch into it->s; 0, or -1 when its record
+ * no longer holds its series (no row). */
+static int serve(struct ts_iter *it, size_t x)
+{
+	struct tp_series *s = &it->s;
+	const char *p;
+	unsigned nl;
+
+	while (it->bcur < it->nreq && it->req[it->bcur] < x)
+		it->bcur++;
+	if (it->bcur == it->nreq || it->req[it->bcur] != x ||
+	    it->tat[it->bcur] == SIZE_MAX)
+		return -1;
+	nl = it->bnl[it->bcur];
+	s->mode = it->bmode[it->bcur];
+	p = it->text.p + it->tat[it->bcur];
+	s->key = (char *)p;
+	p += strlen(p) + 1;
+	s->name = (char *)p;
+	p += strlen(p) + 1;
+	s->help = (char *)p;
+	p += strlen(p) + 1;
+	s->unit = (char *)p;
+	p += strlen(p) + 1;
+	if (nl > it->caplab) {
+		it->caplab = nl;
+		it->lab = tp_xrealloc(it->lab, 2 * nl * sizeof(char *));
+	}
+	for (unsigned i = 0; i < 2 * nl; i++) {
+		it->lab[i % 2 ? nl + i / 2 : i / 2] = (char *)p;
+		p += strlen(p) + 1;
+	}
+	s->nlabels = nl;
+	s->label_names = nl ? it->lab : NULL;
+	s->label_values = nl ? it->lab + nl : NULL;
+	return 0;
+}
+
+/* Entry @x (of a segment whose entries end at @end) as a series, or NULL
+ * when it has no row any more. */
+static const struct tp_series *fetch(struct ts_iter *it, size_t x,
+				     size_t end)
+{
+	const struct centry *e = &it->r->cp->e[x];
+
+	if (e->full)
+		return e->full;
+	ident_of(it, e);
+	if (it->flags & TS_ITER_IDENT)
+		return &it->s;
+	if (!it->nreq || x < it->req[0] || x > it->req[it->nreq - 1])
+		refill(it, x, end);
+	return serve(it, x) == 0 ? &it->s : NULL;
+}
+
+static const struct tp_series *next_compact(struct ts_iter *it)
+{
+	const struct ts_compact *c = it->r->cp;
+
+	while (it->g < c->nsegs) {
+		uint32_t g = c->order[it->g];
+		size_t end = c->seg_first[g + 1];
+		const struct tp_series *s;
+		const struct centry *e;
+
+		if (it->at < c->seg_first[g])
+			it->at = c->seg_first[g];
+		if (it->at >= end) {
+			it->g++;
+			it->at = 0;
+			continue;
+		}
+		e = &c->e[it->at++];
+		if (shown(it, e) && (s = fetch(it, it->at - 1, end)))
+			return s;
+	}
+	return NULL;
+}
+
+const struct tp_series *ts_iter_next(struct ts_iter *it)
+{
+	const struct ts_report *r = it->r;
+
+	if (r->cp)
+		return it->cur = next_compact(it);
+	while (it->i < r->nrows) {
+		const struct tp_series *s = r->sel[it->i++];
+
+		if ((it->flags & TS_ITER_HIST) && s->kind != TALLY_HISTOGRAM)
+			continue;
+		if ((it->flags & TS_ITER_SCALAR) && s->kind == TALLY_HISTOGRAM)
+			continue;
+		return it->cur = s;
+	}
+	return it->cur = NULL;
+}
+
+void ts_iter_row(const struct ts_iter *it, struct ts_row *row)
+{
+	if (it->r->cp)
+		ts_report_row_of(it->r, it->cur, row);
+	else
+		ts_report_row(it->r, it->i - 1, row);
+}
+
+void ts_iter_end(struct ts_iter *it)
+{
+	tally_seg_close(it->seg);
+	tp_buf_free(&it->text);
+	tp_buf_free(&it->scratch);
+	free(it->lab);
+	free(it->req);
+	free(it->tat);
+	free(it->ids);
+	free(it->bnl);
+	free(it->bmode);
+	memset(it, 0, sizeof(*it));
+}

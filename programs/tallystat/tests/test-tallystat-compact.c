@@ -1,0 +1,343 @@
+/*
+ * test-tallystat-compact.c: the report since start of a compact read
+ * (compact.c) is, byte for byte, the report of a snapshot of the same
+ * segments, for every option that takes the compact path.
+ *
+ * The segments are made here: one of this process (counters whose label
+ * values sort as versions, every kind, a 2000-byte label set, escapes,
+ * per-process gauges), one of a child that stays alive, and one of a
+ * child that exited (dead).  Each report is made in a child process of
+ * its own (the JSON back end counts its reports in a static), with the
+ * clock of the read fixed, so that both reports give the same rates.
+ *
+ *   test-tallystat-compact [TEST...]   (test/harness.h)
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tally/tally.h"
+
+#include "snapshot.h"
+#include "strbuf.h"
+#include "tallystat.h"
+#include "harness.h"
+
+static char dir[64];
+
+#define REG(fn, z, d, h) CHECK(fn((z), (d), (h)) == 0)
+
+/* The series of one zone; @many counters tc_many_total{series="<i>"}. */
+static void fill(struct tally_zone *z, unsigned many)
+{
+	static char big[2001];
+	struct tally_label esc = { "path", "C:\\dir \"q\" \xc3\xa9t\xc3\xa9" };
+	struct tally_label ll[2] = { { "alpha", "a" }, { "gamma", big } };
+	struct tally_metric_desc d = { 0 };
+	static const double bounds[] = { 0.005, 0.1, 2.5 };
+	tally_counter c;
+	tally_gauge g;
+	tally_setgauge sg;
+	tally_fgauge fg;
+	tally_fcounter fc;
+	tally_histogram h;
+	tally_chistogram ch;
+	tally_pgauge pg;
+
+	for (unsigned i = 0; i < many; i++) {
+		char v[16];
+		struct tally_label l = { "series", v };
+
+		/* Registered out of order: the report sorts them as
+		 * versions (9 before 10). */
+		snprintf(v, sizeof(v), "%u", (i * 7) % many);
+		d = (struct tally_metric_desc){ .name = "tc_many_total",
+						.labels = &l, .nlabels = 1 };
+		REG(tally_counter_register, z, &d, &c);
+		tally_counter_add(&c, (i * 7) % many);
+	}
+	d = (struct tally_metric_desc){ .name = "tc_bytes_total",
+					.unit = "bytes", .help = "Bytes." };
+	REG(tally_counter_register, z, &d, &c);
+	tally_counter_add(&c, 123456789012ll);
+	d = (struct tally_metric_desc){ .name = "tc_escaped_total",
+					.labels = &esc, .nlabels = 1 };
+	REG(tally_counter_register, z, &d, &c);
+	tally_counter_add(&c, 3);
+	memset(big, 'c', 2000);
+	d = (struct tally_metric_desc){ .name = "tc_long_total", .labels = ll,
+					.nlabels = 2 };
+	REG(tally_counter_register, z, &d, &c);
+	tally_counter_add(&c, 5);
+	d = (struct tally_metric_desc){ .name = "tc_in_flight" };
+	REG(tally_gauge_register, z, &d, &g);
+	tally_gauge_add(&g, -7);
+	d = (struct tally_metric_desc){ .name = "tc_temperature" };
+	REG(tally_setgauge_register, z, &d, &sg);
+	tally_setgauge_set(&sg, 0);
+	d = (struct tally_metric_desc){ .name = "tc_load" };
+	REG(tally_fgauge_register, z, &d, &fg);
+	tally_fgauge_set(&fg, 0.625);
+	d = (struct tally_metric_desc){ .name = "tc_seconds_total" };
+	REG(tally_fcounter_register, z, &d, &fc);
+	for (int i = 0; i < 3; i++)
+		tally_fcounter_add(&fc, 0.1);
+	d = (struct tally_metric_desc){ .name = "tc_latency_ns",
+					.unit = "nanoseconds" };
+	REG(tally_histogram_register, z, &d, &h);
+	for (int i = 0; i < 1000; i++)
+		tally_histogram_observe(&h, 1000 + 37 * i);
+	d = (struct tally_metric_desc){ .name = "tc_empty_ns" };
+	REG(tally_histogram_register, z, &d, &h);
+	d = (struct tally_metric_desc){ .name = "tc_wait_seconds" };
+	CHECK(tally_chistogram_register(z, &d, bounds, 3, &ch) == 0);
+	tally_chistogram_observe(&ch, 0.05);
+	tally_chistogram_observe(&ch, 3.0);
+	d = (struct tally_metric_desc){ .name = "tc_workers" };
+	CHECK(tally_pgauge_register(z, &d, TALLY_COMBINE_LIVESUM, &pg) == 0);
+	tally_pgauge_set(&pg, 4);
+	d = (struct tally_metric_desc){ .name = "tc_rss_bytes" };
+	CHECK(tally_pgauge_register(z, &d, TALLY_COMBINE_ALL, &pg) == 0);
+	tally_pgauge_set(&pg, 1.5);
+}
+
+/* A child that makes zone @name and exits (@stay 0: its segment stays,
+ * dead) or lives as long as this process (@stay 1). */
+static pid_t child_zone(const char *name, unsigned many, int stay)
+{
+	int p[2];
+	char c;
+	pid_t pid;
+
+	CHECK(pipe(p) == 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct tally_zone *z;
+
+		prctl(PR_SET_NAME, name, 0, 0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		z = tally_zone_create(name, NULL);
+		if (!z)
+			_exit(1);
+		fill(z, many);
+		if (write(p[1], "r", 1) != 1)
+			_exit(1);
+		if (!stay)
+			_exit(0);
+		for (;;)
+			pause();
+	}
+	CHECK(read(p[0], &c, 1) == 1);
+	close(p[0]);
+	close(p[1]);
+	if (!stay) {
+		int st;
+
+		CHECK(waitpid(pid, &st, 0) == pid);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	return pid;
+}
+
+static void setup(void)
+{
+	struct tally_zone *z;
+
+	snprintf(dir, sizeof(dir), "/tmp/tc-compact.XXXXXX");
+	CHECK(mkdtemp(dir) != NULL);
+	CHECK(chmod(dir, 0700) == 0);
+	setenv("TALLY_DIR", dir, 1);
+	setenv("TALLY_KEEP", "1", 1);
+	child_zone("tc-dead", 5, 0);
+	child_zone("tc-live", 12, 1);
+	prctl(PR_SET_NAME, "tc-self", 0, 0, 0);
+	z = tally_zone_create("tc-self", NULL);
+	CHECK(z != NULL);
+	fill(z, 25);
+}
+
+static void cleanup(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", dir);
+}
+
+/* The report of tallystat @args (split at blanks) into @out, from a
+ * compact read or a snapshot; exits 0, or 3 when the compact read
+ * cannot be ordered. */
+static void report_to(const char *args, int compact, const char *out)
+{
+	static const struct ts_host h = { "host", "Linux", "6.0", "x86_64",
+					  2 };
+	char *argv[32], *copy = strdup(args), *save = NULL;
+	int argc = 0;
+	struct ts_options o;
+	struct tp_collect_opts co;
+	struct tp_snapshot snap;
+	struct ts_compact *cp = NULL;
+	struct ts_report r;
+	const struct ts_emitter *em;
+	char err[256];
+
+	argv[argc++] = (char *)"tallystat";
+	for (char *t = strtok_r(copy, " ", &save); t && argc < 31;
+	     t = strtok_r(NULL, " ", &save))
+		argv[argc++] = t;
+	argv[argc] = NULL;
+	if (ts_parse_options(argc, argv, &o) != 0)
+		_exit(2);
+	ts_collect_opts(&o, &co);
+	if (compact)
+		cp = ts_compact_new(&co);
+	if (tp_snapshot_collect(&snap, &co, err, sizeof(err)) < 0)
+		_exit(2);
+	/* The same moment for both reads: the same rates. */
+	snap.real.tv_sec = 1900000000;
+	snap.real.tv_nsec = 123456789;
+	if (compact && ts_compact_finish(cp, &snap) < 0)
+		_exit(3);
+	if (!freopen(out, "w", stdout))
+		_exit(2);
+	em = o.json ? &ts_emit_json : &ts_emit_text;
+	em->begin(&h, &o, &snap.real);
+	if (compact)
+		ts_report_compact(&r, cp, &o);
+	else
+		ts_report_since_start(&r, &snap, &o);
+	r.skipped = snap.skipped;
+	r.nskipped = snap.nskipped;
+	em->report(&r, &o);
+	em->end(&o);
+	ts_report_free(&r);
+	ts_compact_free(cp);
+	tp_snapshot_free(&snap);
+	ts_options_free(&o);
+	free(copy);
+	fflush(stdout);
+	/* exit(), not _exit(): a sanitizer build checks for leaks. */
+	exit(0);
+}
+
+/* The text of a report (malloc'ed), or NULL when its child failed;
+ * *@status: the child's exit status. */
+static char *report(const char *args, int compact, int *status)
+{
+	char path[128], *text;
+	long n;
+	FILE *f;
+	pid_t pid;
+	int st;
+
+	snprintf(path, sizeof(path), "%s/report.%d.txt", dir, compact);
+	fflush(stdout);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0)
+		report_to(args, compact, path);
+	CHECK(waitpid(pid, &st, 0) == pid);
+	*status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+	if (*status)
+		return NULL;
+	CHECK((f = fopen(path, "r")) != NULL);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	text = calloc(1, (size_t)n + 1);
+	CHECK(text && fread(text, 1, (size_t)n, f) == (size_t)n);
+	fclose(f);
+	unlink(path);
+	return text;
+}
+
+/* The first line where @a and @b differ, for the failure message. */
+static void show_diff(const char *args, const char *a, const char *b)
+{
+	int line = 1;
+
+	while (*a && *a == *b) {
+		line += *a == '\n';
+		a++;
+		b++;
+	}
+	fprintf(stderr, "'%s': line %d differs:\n snapshot: %.200s\n "
+		"compact:  %.200s\n", args, line, a, b);
+}
+
+TEST(same_bytes)
+{
+	static const char *const sets[] = {
+		"", "-o JSON", "-z", "-z -o JSON", "--human",
+		"--human -o JSON", "-t", "--width 16", "--width 200",
+		"-Z tc-live", "-C tc-d.*", "tc_many_total",
+		"tc_latency_ns tc_workers", "nothing_matches",
+		"nothing_matches -o JSON",
+	};
+	int failed = 0;
+
+	setup();
+	for (size_t i = 0; i < sizeof(sets) / sizeof(*sets); i++) {
+		int s1, s2;
+		char *a = report(sets[i], 0, &s1);
+		char *b = report(sets[i], 1, &s2);
+
+		CHECK_EQ(s1, 0);
+		CHECK_EQ(s2, 0);
+		if (strcmp(a, b) != 0) {
+			show_diff(sets[i], a, b);
+			failed = 1;
+		}
+		free(a);
+		free(b);
+	}
+	cleanup();
+	CHECK(!failed);
+}
+
+/* What the reports hold, besides being equal: the dead process, the
+ * version order, the long label set cut. */
+TEST(content)
+{
+	int st;
+	char *t, *p9, *p10;
+
+	setup();
+	t = report("", 1, &st);
+	CHECK(t != NULL);
+	cleanup();
+	CHECK(strstr(t, "tc-dead") && strstr(t, "dead"));
+	CHECK(strstr(t, "tc-live") && strstr(t, "tc-self"));
+	p9 = strstr(t, "tc_many_total{series=\"9\"}");
+	p10 = strstr(t, "tc_many_total{series=\"10\"}");
+	CHECK(p9 && p10 && p9 < p10);
+	CHECK(strstr(t, "tc_long_total{alpha=\"a\",gamma=\"ccc") &&
+	      strstr(t, "\xe2\x80\xa6"));
+	CHECK(strstr(t, "tc_wait_seconds") && strstr(t, "tc_workers"));
+	free(t);
+}
+
+/* The same segments through two directory names: their series would
+ * interleave, so the compact read declines (tallystat then reads a
+ * snapshot). */
+TEST(same_segment_twice)
+{
+	char args[256];
+	int st;
+
+	setup();
+	snprintf(args, sizeof(args), "--dir %s --dir %s/.", dir, dir);
+	CHECK(report(args, 1, &st) == NULL);
+	cleanup();
+	CHECK_EQ(st, 3);
+}
