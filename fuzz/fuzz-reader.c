@@ -10,9 +10,9 @@
  * prefix of a segment whose tail is empty.  Then the target opens it with
  * tally__seg_open_fd(), reads tally_seg_info(), walks the series twice
  * (with and without per-CPU values), visits chosen records
- * (tally_seg_foreach_ids: the last ones backwards, the first, and ids
- * beyond the table, which must be refused), and computes quantiles of
- * every histogram.
+ * (tally_seg_foreach_ids: the last ones backwards, the first, every
+ * third from the second on with a repeat, and ids beyond the table,
+ * which must be refused), and computes quantiles of every histogram.
  *
  * Besides the sanitizers, the callback checks what reader.h promises of a
  * view: known kind and mode, strings that follow the naming rules and are
@@ -208,8 +208,9 @@ static int make_file(const uint8_t *data, size_t size)
 	return fd;
 }
 
-/* Chosen records: in range, backwards and repeated, they get the same
- * checks as a full pass; one beyond the table makes the call fail. */
+/* Chosen records: in range, backwards, scattered and repeated, they get
+ * the same checks as a full pass; one beyond the table makes the call
+ * fail. */
 static void by_ids(struct tally_seg *s, const struct tally_seg_info *info,
 		   struct walk *w)
 {
@@ -227,8 +228,17 @@ static void by_ids(struct tally_seg *s, const struct tally_seg_info *info,
 		broken("more series than ids");
 	if (rc < 0 && !strstr(tally_errmsg(), "fuzz-input"))
 		broken("an error message that does not name the file");
-	ids[n++] = used;
+	/* Scattered: every third record from 1 on, one repeated, read in
+	 * one batch with the gaps between them. */
+	for (n = 0; n < 5 && 1 + 3 * n < used; n++)
+		ids[n] = 1 + 3 * (uint32_t)n;
+	if (n)
+		ids[n++] = ids[0];
 	w->flags = 0;
+	rc = tally_seg_foreach_ids(s, w->flags, ids, n, on_series, w);
+	if (rc > (int)n)
+		broken("more series than ids");
+	ids[n++] = used;
 	if (tally_seg_foreach_ids(s, w->flags, ids, n, on_series, w) >= 0)
 		broken("an id beyond the table accepted");
 	ids[0] = UINT32_MAX;

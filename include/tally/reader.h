@@ -211,8 +211,10 @@ TALLY_API int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_serie
  * after the others, combined over the records given).  An id is a
  * tally_series_view.id of an earlier pass: a caller that keeps only ids
  * (to sort a segment's series, say) comes back for the series without
- * keeping a copy of them.  Ids may repeat and come in any order; runs of
- * consecutive ids (7, 8, 9) are read together, as a full pass reads them.
+ * keeping a copy of them.  Ids may repeat and come in any order; ids
+ * that lie close together (7, 8, 9, or every tenth record) are read in
+ * one batch, as a full pass reads them: the chunk pages they share are
+ * read once, values computed for the ids given only.
  * A record may hold another series by now (its series was removed and
  * the record reused): check what the view says, its name and labels.
  * Return: the number of series passed to @fn, the non-zero value @fn

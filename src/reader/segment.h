@@ -108,14 +108,17 @@ void tally__pg_free(struct tally_seg *s);
  * gives the series table's high-water mark in *@hwm; tally__walk_run
  * reads records [@first, @first + @n) (n at most BATCH, below *@hwm) and
  * passes their live series to @fn, returning how many it passed, or
- * -errno, with what @fn returned to stop in *@stop; tally__walk_end
+ * -errno, with what @fn returned to stop in *@stop; given @ids (@nids
+ * of them, each within the batch, repeats allowed), it reads those
+ * records only and passes their series in that order; tally__walk_end
  * passes on the per-process gauges gathered (unless @stop) and returns
  * what the pass returns.
  */
 int tally__walk_begin(struct tally_seg *s, unsigned flags, uint32_t *hwm);
 int tally__walk_run(struct tally_seg *s, uint32_t first, uint32_t n,
-		    unsigned flags, tally_series_fn fn, void *arg,
-		    char *badmsg, size_t badlen, int *stop);
+		    const uint32_t *ids, size_t nids, unsigned flags,
+		    tally_series_fn fn, void *arg, char *badmsg, size_t badlen,
+		    int *stop);
 int tally__walk_end(struct tally_seg *s, int stop, int count,
 		    tally_series_fn fn, void *arg);
 

@@ -6,10 +6,14 @@
  * sorts a segment's series by name through an index of ids, then prints
  * them in that order) comes back for the series by id.  The records are
  * read exactly as tally_seg_foreach reads them (walk.c: copy, values,
- * copy again, equal or skipped), in runs: ids that follow each other in
- * the caller's order (7, 8, 9) are read as one batch, so that a caller
- * asking for a whole table in order costs what one tally_seg_foreach
- * costs.  Every id is checked against the series table's high-water mark
+ * copy again, equal or skipped), in batches: ids that lie within one
+ * batch's span of records (BATCH) of each other, in whatever order the
+ * caller gives them (7, 8, 9, or the 7, 17, 27 of a metric whose series
+ * were registered among others'), are read together, each chunk page
+ * they share once, with values computed for the ids asked for only; so
+ * a caller asking for a whole table in order costs what one
+ * tally_seg_foreach costs, and one asking for every tenth record little
+ * more.  Every id is checked against the series table's high-water mark
  * before anything is read: an id beyond it is the caller's mistake, and
  * nothing past the table is ever read.
  */
@@ -18,14 +22,23 @@
 
 #include "reader/segment.h"
 
-/* The length of the run of consecutive ids that starts at ids[0], at
- * most BATCH records. */
-static uint32_t run_length(const uint32_t *ids, size_t nids)
+/* The number of ids from ids[0] on that lie within BATCH records of each
+ * other, the lowest and highest of them in *@lo and *@hi. */
+static size_t group_length(const uint32_t *ids, size_t nids, uint32_t *lo,
+			   uint32_t *hi)
 {
-	uint32_t n = 1;
+	size_t n = 1;
 
-	while (n < nids && n < BATCH && ids[n] == ids[0] + n)
-		n++;
+	*lo = *hi = ids[0];
+	for (; n < nids; n++) {
+		uint32_t l = ids[n] < *lo ? ids[n] : *lo;
+		uint32_t h = ids[n] > *hi ? ids[n] : *hi;
+
+		if (h - l >= BATCH)
+			break;
+		*lo = l;
+		*hi = h;
+	}
 	return n;
 }
 
@@ -33,7 +46,8 @@ int tally_seg_foreach_ids(struct tally_seg *s, unsigned flags,
 			  const uint32_t *ids, size_t nids,
 			  tally_series_fn fn, void *arg)
 {
-	uint32_t hwm, n;
+	uint32_t hwm, lo, hi;
+	size_t n;
 	int count = 0, rc, stop = 0;
 	char badmsg[256] = "";
 
@@ -52,9 +66,9 @@ int tally_seg_foreach_ids(struct tally_seg *s, unsigned flags,
 					   "exist (the table holds %u)",
 					   s->path, ids[i], hwm);
 	for (size_t i = 0; !stop && i < nids; i += n) {
-		n = run_length(ids + i, nids - i);
-		rc = tally__walk_run(s, ids[i], n, flags, fn, arg, badmsg,
-				     sizeof(badmsg), &stop);
+		n = group_length(ids + i, nids - i, &lo, &hi);
+		rc = tally__walk_run(s, lo, hi - lo + 1, ids + i, n, flags, fn,
+				     arg, badmsg, sizeof(badmsg), &stop);
 		if (rc < 0)
 			return rc;
 		count += rc;

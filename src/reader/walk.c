@@ -9,6 +9,11 @@
  *      are equal with an even seq and the "live" state.
  * A series removed before step 2 finished changed its record (seq), so
  * the values of a reused block are never reported under the old name.
+ * A batch of chosen records (select.c) reads the same way, but only the
+ * records asked for (and the short gaps between them), computes values
+ * for those only, and passes them on in the caller's order: the chunk
+ * pages that scattered series share are read once per batch, not once
+ * per series.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -696,7 +701,8 @@ static int check_size(struct tally_seg *s)
  * changed it, which the second copy tells.
  */
 static int compute_batch(struct tally_seg *s, uint32_t first, uint32_t n,
-			 unsigned flags, char *badmsg, size_t badlen)
+			 const unsigned char *want, unsigned flags,
+			 char *badmsg, size_t badlen)
 {
 	int rc;
 
@@ -710,6 +716,8 @@ static int compute_batch(struct tally_seg *s, uint32_t first, uint32_t n,
 		s->res[i].ok = 0;
 		s->res[i].bad = 0;
 		s->res[i].long_labels = 0;
+		if (want && !want[i])
+			continue; /* not asked for, not read */
 		if ((atomic_load_explicit(&r->seq, memory_order_relaxed) & 1) ||
 		    !tally__series_live(r->state))
 			continue;
@@ -758,54 +766,108 @@ static int compute_batch(struct tally_seg *s, uint32_t first, uint32_t n,
 	return 0;
 }
 
-/* Step 3 of a batch: report the series whose two copies agree.  Returns
+/*
+ * Step 3 for record @i of a batch: report its series if its two copies
+ * agree.  Returns 1 when it was passed to @fn, 0 when not, what @fn
+ * returned to stop (in *@stop, returning 0), or -errno.
+ */
+static int emit_record(struct tally_seg *s, uint32_t first, uint32_t i,
+		       unsigned flags, tally_series_fn fn, void *arg,
+		       const char *badmsg, int *stop)
+{
+	int same, rc;
+
+	/* refs changes without the seq (layout.h): not compared. */
+	s->rec2[i].refs = s->rec1[i].refs;
+	same = !memcmp(&s->rec1[i], &s->rec2[i], sizeof(s->rec1[i]));
+
+	/* Corrupt (its two copies agree): it alone is skipped, counted,
+	 * and the first one named. */
+	if (s->res[i].bad && same && s->bad_series++ == 0) {
+		char mine[32];
+
+		/* The batch's message is the first bad record's, which may
+		 * have been torn, not this one. */
+		snprintf(mine, sizeof(mine), "series %u:", first + i);
+		if (strstr(badmsg, mine))
+			snprintf(s->bad_series_msg, sizeof(s->bad_series_msg),
+				 "%s", badmsg);
+		else
+			snprintf(s->bad_series_msg, sizeof(s->bad_series_msg),
+				 "%.200s: series %u: failed its checks",
+				 s->path, first + i);
+	}
+	if (!s->res[i].ok || !same)
+		return 0;
+	rc = emit(s, first + i, i, &s->rec1[i], &s->res[i], flags, fn, arg);
+	if (rc == PG_HELD)
+		return 0; /* combined at the end, or left out */
+	if (rc < 0 && s->rec1[i].state >= TALLY__SERIES_TYPED)
+		return rc;
+	if (rc) {
+		*stop = rc;
+		return 0;
+	}
+	return 1;
+}
+
+/* Step 3 of a batch: report the series whose two copies agree, those of
+ * records @ids (NULL: every record of the batch, in order).  Returns
  * the number reported, or what @fn returned to stop (in *@stop). */
 static int emit_batch(struct tally_seg *s, uint32_t first, uint32_t n,
-		      unsigned flags, tally_series_fn fn, void *arg,
-		      const char *badmsg, int *stop)
+		      const uint32_t *ids, size_t nids, unsigned flags,
+		      tally_series_fn fn, void *arg, const char *badmsg,
+		      int *stop)
 {
+	size_t todo = ids ? nids : n;
 	int count = 0, rc;
 
-	for (uint32_t i = 0; i < n; i++) {
-		int same;
+	for (size_t k = 0; k < todo && !*stop; k++) {
+		uint32_t i = ids ? ids[k] - first : (uint32_t)k;
 
-		/* refs changes without the seq (layout.h): not compared. */
-		s->rec2[i].refs = s->rec1[i].refs;
-		same = !memcmp(&s->rec1[i], &s->rec2[i], sizeof(s->rec1[i]));
-
-		/* Corrupt (its two copies agree): it alone is skipped,
-		 * counted, and the first one named. */
-		if (s->res[i].bad && same && s->bad_series++ == 0) {
-			char mine[32];
-
-			/* The batch's message is the first bad record's,
-			 * which may have been torn, not this one. */
-			snprintf(mine, sizeof(mine), "series %u:", first + i);
-			if (strstr(badmsg, mine))
-				snprintf(s->bad_series_msg,
-					 sizeof(s->bad_series_msg), "%s",
-					 badmsg);
-			else
-				snprintf(s->bad_series_msg,
-					 sizeof(s->bad_series_msg),
-					 "%.200s: series %u: failed its checks",
-					 s->path, first + i);
-		}
-		if (!s->res[i].ok || !same)
-			continue;
-		rc = emit(s, first + i, i, &s->rec1[i], &s->res[i], flags, fn,
-			  arg);
-		if (rc == PG_HELD)
-			continue; /* combined at the end, or left out */
-		if (rc < 0 && s->rec1[i].state >= TALLY__SERIES_TYPED)
+		rc = emit_record(s, first, i, flags, fn, arg, badmsg, stop);
+		if (rc < 0)
 			return rc;
-		if (rc) {
-			*stop = rc;
-			return count;
-		}
-		count++;
+		count += rc;
 	}
 	return count;
+}
+
+/*
+ * Steps 1 and 3: copy the records of a batch, [@first, @first + @n) into
+ * @to, or those marked in @want only.  Records asked for that lie close
+ * together are copied with the gap between them in one read: a read
+ * costs about what copying a page does, and this reader keeps nothing
+ * of the records in between.
+ */
+#define GAP_READ (TALLY__PAGE / sizeof(struct tally__series))
+
+static int read_records(struct tally_seg *s, struct tally__series *to,
+			uint32_t first, uint32_t n, const unsigned char *want)
+{
+	const uint64_t rec = sizeof(struct tally__series);
+	uint64_t off = s->hdr.series_off + (uint64_t)first * rec;
+	uint32_t a = 0, b;
+
+	if (!want)
+		return tally__seg_read_at(s, to, n * rec, off);
+	while (a < n) {
+		while (a < n && !want[a])
+			a++;
+		if (a == n)
+			break;
+		/* [a, b]: the records asked for from a on, with gaps of at
+		 * most GAP_READ records between them. */
+		b = a;
+		for (uint32_t j = a + 1; j < n && j - b <= GAP_READ; j++)
+			if (want[j])
+				b = j;
+		if (tally__seg_read_at(s, to + a, (b - a + 1) * rec,
+				       off + a * rec) < 0)
+			return -errno;
+		a = b + 1;
+	}
+	return 0;
 }
 
 /*
@@ -873,20 +935,27 @@ int tally__walk_begin(struct tally_seg *s, unsigned flags, uint32_t *hwm)
 }
 
 int tally__walk_run(struct tally_seg *s, uint32_t first, uint32_t n,
-		    unsigned flags, tally_series_fn fn, void *arg,
-		    char *badmsg, size_t badlen, int *stop)
+		    const uint32_t *ids, size_t nids, unsigned flags,
+		    tally_series_fn fn, void *arg, char *badmsg, size_t badlen,
+		    int *stop)
 {
-	uint64_t off = s->hdr.series_off +
-		       (uint64_t)first * sizeof(struct tally__series);
-	size_t bytes = n * sizeof(struct tally__series);
+	unsigned char want[BATCH];
+	const unsigned char *w = NULL;
 	int rc;
 
-	if ((rc = tally__seg_read_at(s, s->rec1, bytes, off)) < 0 ||
-	    (rc = compute_batch(s, first, n, flags, badmsg, badlen)) < 0 ||
-	    (rc = tally__seg_read_at(s, s->rec2, bytes, off)) < 0 ||
+	if (ids) {
+		memset(want, 0, n);
+		for (size_t k = 0; k < nids; k++)
+			want[ids[k] - first] = 1;
+		w = want;
+	}
+	if ((rc = read_records(s, s->rec1, first, n, w)) < 0 ||
+	    (rc = compute_batch(s, first, n, w, flags, badmsg, badlen)) < 0 ||
+	    (rc = read_records(s, s->rec2, first, n, w)) < 0 ||
 	    (rc = check_size(s)) < 0)
 		return rc;
-	return emit_batch(s, first, n, flags, fn, arg, badmsg, stop);
+	return emit_batch(s, first, n, ids, nids, flags, fn, arg, badmsg,
+			  stop);
 }
 
 int tally__walk_end(struct tally_seg *s, int stop, int count,
@@ -912,8 +981,8 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 	if ((rc = tally__walk_begin(s, flags, &hwm)) < 0)
 		return rc;
 	for (; !stop && (n = next_run(s, &first, hwm)) > 0; first += n) {
-		rc = tally__walk_run(s, first, n, flags, fn, arg, badmsg,
-				     sizeof(badmsg), &stop);
+		rc = tally__walk_run(s, first, n, NULL, 0, flags, fn, arg,
+				     badmsg, sizeof(badmsg), &stop);
 		if (rc < 0)
 			return rc;
 		count += rc;

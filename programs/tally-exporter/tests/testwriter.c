@@ -7,6 +7,14 @@
  *   testwriter run SECONDS FINAL a counter counted up to FINAL while the
  *                                test watches, and a histogram
  *   testwriter many N SECONDS    N counters of one family (measurements)
+ *   testwriter spread N SECONDS  N series of ten metrics, registered
+ *                                label set by label set, so that a
+ *                                metric's records are every tenth
+ *                                (measurements): series i is
+ *                                spread_<m>_total{id="<i/10>"} = i for
+ *                                m = i % 10 below 9, the histogram
+ *                                spread_9{id="<i/10>"} with one
+ *                                observation of i for m = 9 (76 buckets)
  *   testwriter worker N SECONDS  a pre-fork worker: worker_requests_total
  *                                += N, N observations of 5000 and one of
  *                                N in worker_latency_ns, worker_up = 1
@@ -263,6 +271,24 @@ static int run(double seconds, long long final)
 	return 0;
 }
 
+/* A counter of @d holding @v. */
+static void count_one(const struct tally_metric_desc *d, long v)
+{
+	tally_counter m;
+
+	must(tally_counter_register(NULL, d, &m), d);
+	tally_counter_add(&m, v);
+}
+
+/* Say so, then keep the series for @seconds. */
+static int ready_and_hold(double seconds)
+{
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	hold(seconds);
+	return 0;
+}
+
 /* N counters of one family with a label each (for measurements). */
 static int many(long n, double seconds)
 {
@@ -277,17 +303,48 @@ static int many(long n, double seconds)
 	d.labels = &l;
 	d.nlabels = 1;
 	for (long i = 0; i < n; i++) {
-		tally_counter m;
-
 		snprintf(v, sizeof(v), "%ld", i);
 		l.value = v;
-		must(tally_counter_register(NULL, &d, &m), &d);
-		tally_counter_add(&m, i);
+		count_one(&d, i);
 	}
-	printf("ready %d\n", (int)getpid());
-	fflush(stdout);
-	hold(seconds);
-	return 0;
+	return ready_and_hold(seconds);
+}
+
+/* N series of ten metrics, the series of each scattered among the
+ * others' in the series table (for measurements). */
+static int spread(long n, double seconds)
+{
+	struct tally_metric_desc d;
+	struct tally_label l = { "id", NULL };
+	char v[32], name[32];
+
+	memset(&d, 0, sizeof(d));
+	d.name = name;
+	d.help = "One of many series, among other metrics' series.";
+	d.labels = &l;
+	d.nlabels = 1;
+	for (long i = 0; i < n; i++) {
+		snprintf(v, sizeof(v), "%ld", i / 10);
+		l.value = v;
+		if (i % 10 == 9) {
+			tally_histogram h;
+
+			/* 77 slots: a zone of the default size holds
+			 * 200,000 series. */
+			d.kind = TALLY_HISTOGRAM;
+			d.hist_sub_bits = 2;
+			d.hist_max_bits = 20;
+			snprintf(name, sizeof(name), "spread_9");
+			must(tally_histogram_register(NULL, &d, &h), &d);
+			tally_histogram_observe(&h, (uint64_t)i);
+		} else {
+			d.kind = TALLY_COUNTER;
+			d.hist_sub_bits = d.hist_max_bits = 0;
+			snprintf(name, sizeof(name), "spread_%ld_total", i % 10);
+			count_one(&d, i);
+		}
+	}
+	return ready_and_hold(seconds);
 }
 
 static int worker(long n, double seconds)
@@ -534,6 +591,8 @@ int main(int argc, char **argv)
 		return run(atof(argv[2]), atoll(argv[3]));
 	if (argc == 4 && strcmp(argv[1], "many") == 0)
 		return many(atol(argv[2]), atof(argv[3]));
+	if (argc == 4 && strcmp(argv[1], "spread") == 0)
+		return spread(atol(argv[2]), atof(argv[3]));
 	if (argc == 4 && strcmp(argv[1], "worker") == 0)
 		return worker(atol(argv[2]), atof(argv[3]));
 	if (argc == 4 && strcmp(argv[1], "forked") == 0)
@@ -569,7 +628,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	fprintf(stderr, "usage: testwriter fixture SECONDS | run SECONDS FINAL "
-		"| many N SECONDS | worker N SECONDS | forked N SECONDS "
+		"| many N SECONDS | spread N SECONDS | worker N SECONDS | forked N SECONDS "
 		"| pooled SECONDS "
 		"| clash SECONDS | cleanup | hash PASSWORD [COST]\n");
 	return 2;
