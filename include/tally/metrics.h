@@ -348,9 +348,14 @@ TALLY_API int tally_pgauge_register(struct tally_zone *z,
  * series, and their next registrations (other than the children of
  * families registered before) make new generations.  Processes that define the
  * name the new way thus never mix their series with the old version's.
+ * A binding may also record there the very metric whose series it
+ * registers under @d->name (a TALLY_FGAUGE, say), leaving that name out
+ * of @names; a classic histogram and a per-process gauge take
+ * tally_chistogram_redefine() and tally_pgauge_redefine().
  * Return: 1 when the definition changed (the zone counts it in
  * redefinitions), 0 when it was new or the same, or a negative errno as
- * tally_counter_register() (-EINVAL also for a NULL @names with @n > 0).
+ * tally_counter_register() (-EINVAL also for a NULL @names with @n > 0,
+ * or a @d->kind of TALLY_CHISTOGRAM or TALLY_PGAUGE).
  * This API is MT-safe and safe after fork().  Not async-signal-safe.
  */
 TALLY_API int tally_metric_redefine(struct tally_zone *z,
@@ -371,6 +376,22 @@ TALLY_API int tally_metric_redefine(struct tally_zone *z,
 TALLY_API int tally_chistogram_redefine(struct tally_zone *z,
 				    const struct tally_metric_desc *d,
 				    const double *bounds, unsigned nbounds,
+				    const char *const *names, unsigned n);
+
+/*
+ * tally_pgauge_redefine: tally_metric_redefine() for a per-process gauge
+ * whose series the binding registers under @d->name itself
+ * (tally_pgauge_register(), with this @combine): its metric record is the
+ * definition, so the gauge's own name must not be among @names.  The
+ * definition changed when the name's current record is not a per-process
+ * gauge of this combine mode, help and unit (label names are no part of
+ * it, as for every series of C code).  Returns as tally_metric_redefine(),
+ * and -EINVAL for an unknown @combine, -EPROTONOSUPPORT in a zone made by
+ * a libtally older than format 2.6.
+ */
+TALLY_API int tally_pgauge_redefine(struct tally_zone *z,
+				    const struct tally_metric_desc *d,
+				    unsigned combine,
 				    const char *const *names, unsigned n);
 
 /*

@@ -307,7 +307,7 @@ int tally__metric_define(struct tally_zone *z,
 }
 
 static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
-		    const double *bounds, unsigned nbounds,
+		    unsigned combine, const double *bounds, unsigned nbounds,
 		    const char *const *names, unsigned n);
 
 int tally_metric_redefine(struct tally_zone *z,
@@ -319,7 +319,11 @@ int tally_metric_redefine(struct tally_zone *z,
 		return tally__fail(EINVAL, "tally_metric_redefine: a classic "
 				   "histogram is redefined with "
 				   "tally_chistogram_redefine");
-	return redefine(z, d, NULL, 0, names, n);
+	if (d && d->kind == TALLY_PGAUGE)
+		return tally__fail(EINVAL, "tally_metric_redefine: a "
+				   "per-process gauge is redefined with "
+				   "tally_pgauge_redefine");
+	return redefine(z, d, 0, NULL, 0, names, n);
 }
 
 int tally_chistogram_redefine(struct tally_zone *z,
@@ -346,11 +350,37 @@ int tally_chistogram_redefine(struct tally_zone *z,
 				   "whose readers would not show a classic "
 				   "histogram", typed.name ? typed.name : "?",
 				   zone_file(z));
-	return redefine(z, &typed, bounds, nbounds, names, n);
+	return redefine(z, &typed, 0, bounds, nbounds, names, n);
+}
+
+int tally_pgauge_redefine(struct tally_zone *z,
+			  const struct tally_metric_desc *d, unsigned combine,
+			  const char *const *names, unsigned n)
+{
+	struct tally_metric_desc typed;
+
+	tally__ok();
+	if (!d)
+		return tally__fail(EINVAL, "tally_pgauge_redefine: NULL "
+				   "argument");
+	if (combine > TALLY_COMBINE_LIVEMOSTRECENT)
+		return tally__fail(EINVAL, "%.60s: unknown combine mode %u",
+				   d->name ? d->name : "?", combine);
+	typed = *d;
+	typed.kind = TALLY_PGAUGE;
+	if (!z && !(z = tally_zone_default()))
+		return -errno;
+	if (z->hdr->minor < TALLY__FMT_MINOR_TYPES)
+		return tally__fail(EPROTONOSUPPORT, "%.60s: zone file %s was "
+				   "made by a libtally older than format 2.6, "
+				   "whose readers would not show a per-process "
+				   "gauge", typed.name ? typed.name : "?",
+				   zone_file(z));
+	return redefine(z, &typed, combine, NULL, 0, names, n);
 }
 
 static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
-		    const double *bounds, unsigned nbounds,
+		    unsigned combine, const double *bounds, unsigned nbounds,
 		    const char *const *names, unsigned n)
 {
 	struct tally_metric_desc typed;
@@ -367,6 +397,7 @@ static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
 		typed.kind = TALLY_COUNTER;
 	if ((rc = tally__plan_make(&typed, &p)) < 0)
 		return rc;
+	p.combine = combine;
 	if (p.type == TALLY__TYPE_CHISTO) {
 		p.nbounds = nbounds;
 		if (nbounds)
