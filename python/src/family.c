@@ -491,12 +491,14 @@ PyTypeObject TpyFamily_Type = {
 };
 
 /*
- * claim(zone, name, definition, parts=(), bounds=None, unit=None): record
- * @definition as the definition of the metric @name in @zone: a metric
- * family named @name with @definition as its help and no series (readers
- * show nothing of it); with @bounds, a classic histogram's (whose series
- * are registered under @name itself, with @definition its help and
- * @unit its unit: tally_chistogram_redefine).  When the zone holds another one (an earlier version of the
+ * claim(zone, name, definition, parts=(), bounds=None, unit=None, kind=0,
+ * combine=0): record @definition as the definition of the metric @name
+ * in @zone: a metric record named @name with @definition as its help and
+ * no series (readers show nothing of it); with @bounds, a classic
+ * histogram's, and with @kind TALLY_FGAUGE or TALLY_PGAUGE (of @combine) a
+ * gauge's, whose series are registered under @name itself, with
+ * @definition its help and @unit its unit (tally_chistogram_redefine,
+ * tally_pgauge_redefine, tally_metric_redefine).  When the zone holds another one (an earlier version of the
  * program, still running or not), the families @parts (every tally name
  * a metric of that name may use, whatever its type) are superseded at
  * once: readers show only the series the new definition makes, and the
@@ -506,8 +508,9 @@ PyTypeObject TpyFamily_Type = {
 PyObject *tpy_claim(PyObject *unused, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "zone", "name", "definition", "parts",
-		"bounds", "unit", NULL };
+		"bounds", "unit", "kind", "combine", NULL };
 	struct tally_metric_desc d = { .kind = TALLY_COUNTER };
+	unsigned kind = 0, combine = 0;
 	struct tally_zone *z;
 	PyObject *zone, *parts = NULL, *bounds = NULL;
 	double b[TALLY_CHISTOGRAM_BOUNDS_MAX + 1];
@@ -517,11 +520,19 @@ PyObject *tpy_claim(PyObject *unused, PyObject *args, PyObject *kw)
 	int rc;
 
 	(void)unused;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "Oss|O!O!z:claim", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "Oss|O!O!zII:claim", kwlist,
 					 &zone, &d.name, &d.help,
 					 &PyTuple_Type, &parts,
-					 &PyTuple_Type, &bounds, &d.unit))
+					 &PyTuple_Type, &bounds, &d.unit,
+					 &kind, &combine))
 		return NULL;
+	if (kind && kind != TALLY_FGAUGE && kind != TALLY_PGAUGE) {
+		PyErr_Format(PyExc_ValueError, "%s: a definition of kind %u",
+			     d.name, kind);
+		return NULL;
+	}
+	if (kind)
+		d.kind = kind;
 	if (bounds) {
 		nb = PyTuple_GET_SIZE(bounds);
 		if (nb > (Py_ssize_t)TALLY_CHISTOGRAM_BOUNDS_MAX + 1) {
@@ -559,9 +570,13 @@ PyObject *tpy_claim(PyObject *unused, PyObject *args, PyObject *kw)
 	Py_BEGIN_ALLOW_THREADS
 	/* A classic histogram's record, under the name, is its
 	 * definition. */
-	rc = bounds ? tally_chistogram_redefine(z, &d, b, (unsigned)nb, names,
-						(unsigned)n) :
-		      tally_metric_redefine(z, &d, names, (unsigned)n);
+	if (bounds)
+		rc = tally_chistogram_redefine(z, &d, b, (unsigned)nb, names,
+					       (unsigned)n);
+	else if (kind == TALLY_PGAUGE)
+		rc = tally_pgauge_redefine(z, &d, combine, names, (unsigned)n);
+	else
+		rc = tally_metric_redefine(z, &d, names, (unsigned)n);
 	Py_END_ALLOW_THREADS
 	free(names);
 	if (rc < 0) {

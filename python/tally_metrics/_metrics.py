@@ -287,21 +287,33 @@ class Gauge(_MetricMixin, _native.GaugeBase):
         self._setup(name, documentation, labelnames, namespace, subsystem,
                     unit, registry)
 
+    def _claim(self, zone: _native.Zone) -> None:
+        # The gauge's own record (a per-process gauge of the format with
+        # its combine mode, or a shared float gauge, under the metric's
+        # name) is its definition: an earlier version's of another type,
+        # mode, help or unit is superseded with the series of every name
+        # it may have used but this one.
+        if self._per_process:
+            _native.claim(zone, self._name, self._documentation,
+                          enc.every_series(self._name), unit=self._unit,
+                          kind=_native.TALLY_PGAUGE,
+                          combine=enc.COMBINE[self._multiprocess_mode])
+        else:
+            _native.claim(zone, self._name, self._documentation,
+                          enc.every_series(self._name), unit=self._unit,
+                          kind=_native.TALLY_FGAUGE)
+
     def _make_family(self, zone: _native.Zone) -> _native.Family:
         # A per-process gauge is one of the format (2.6): libtally adds
-        # each process's pid label and keeps the time of its last set,
-        # and every reader combines the processes as the mode says,
-        # judging which run by a lock, from any PID namespace.
+        # each process's pid label, and every reader combines the
+        # processes as the mode says, judging which run by a lock, from
+        # any PID namespace.  A shared gauge is a float gauge.  Either
+        # is shown under the metric's own name.
         combine = enc.COMBINE[self._multiprocess_mode] \
             if self._per_process else -1
         return _native_family(
-            zone, _native.KIND_GAUGE,
-            enc.gauge(self._name, self._multiprocess_mode), self,
+            zone, _native.KIND_GAUGE, enc.gauge(self._name), self,
             self._labelnames, self._unit, combine=combine)
-
-    def _definition(self) -> str:
-        return "%s mode=%s" % (super()._definition(),
-                               self._multiprocess_mode or "shared")
 
     def _bind_values(self, values: Tuple[str, ...]) -> None:
         super()._bind_values(values)
