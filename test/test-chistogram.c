@@ -3,7 +3,9 @@
  * bounds (TALLY_CHISTOGRAM, format 2.6): exact bucket counts and sum under
  * concurrent observations, shown by the reader as a TALLY_HISTOGRAM with
  * its bounds, checked bounds, another definition for other bounds, and
- * the bytes a reader older than 2.6 checks.
+ * the bytes a reader older than 2.6 checks.  Summaries (TALLY_SUMMARY,
+ * format 2.7), classic histograms of no bounds flagged as summaries: an
+ * exact count and sum, shown with the view's summary set.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,7 +24,7 @@
 struct seen {
 	int n;
 	unsigned kind, nbounds, nbuckets, sub_bits;
-	int classic;
+	int classic, summary;
 	int64_t count, sum;
 	unsigned frac;
 	double fsum, bounds[TALLY_CHISTOGRAM_BOUNDS_MAX];
@@ -39,6 +41,7 @@ static int seen_fn(const struct tally_series_view *v, void *arg)
 	s->n++;
 	s->kind = v->kind;
 	s->classic = v->classic;
+	s->summary = v->summary;
 	s->nbounds = v->nbounds;
 	s->nbuckets = v->nbuckets;
 	s->sub_bits = v->sub_bits;
@@ -390,5 +393,111 @@ TEST(the_histogram_record_is_the_binding_definition)
 		CHECK_EQ(info.redefinitions, 1u);
 		tally_seg_close(seg);
 	}
+	tally_zone_destroy(z);
+}
+
+struct summary_worker {
+	const tally_summary *s;
+	int n;
+};
+
+static void *observe_tenths(void *arg)
+{
+	const struct summary_worker *w = arg;
+
+	for (int i = 0; i < w->n; i++)
+		tally_summary_observe(w->s, 0.1);
+	return NULL;
+}
+
+/*
+ * A summary: four threads observe 0.1 ten thousand times each, the main
+ * thread 2.25 and a NaN (not counted).  The count is exactly 40001 and
+ * the sum exactly 4002.25, in this process (tally_summary_fetch) and to
+ * a reader, which shows a classic histogram of no bounds with summary
+ * set, its one bucket the count.
+ */
+TEST(summary_count_and_sum_are_exact)
+{
+	struct tally_zone *z = zone_in("summary");
+	struct tally_metric_desc d = desc(TALLY_SUMMARY,
+					  "order_value_dollars");
+	struct summary_worker w = { NULL, 10000 };
+	pthread_t t[4];
+	tally_summary s;
+	int64_t count;
+	double sum;
+	struct seen seen;
+
+	d.help = "What orders were worth.";
+	CHECK_EQ(tally_summary_register(z, &d, &s), 0);
+	w.s = &s;
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(pthread_create(&t[i], NULL, observe_tenths, &w), 0);
+	tally_summary_observe(&s, 2.25);
+	tally_summary_observe(&s, NAN);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(pthread_join(t[i], NULL), 0);
+	CHECK_EQ(tally_summary_fetch(&s, &count, &sum), 0);
+	CHECK_EQ(count, 40001);
+	CHECK(sum == 4002.25);
+	CHECK_EQ(tally_metric_fetch(&s.metric, &count), 0);
+	CHECK_EQ(count, 40001);
+	seen = read_zone(z);
+	CHECK_EQ(seen.n, 1);
+	CHECK_EQ(seen.kind, TALLY_HISTOGRAM);
+	CHECK_EQ(seen.classic, 1);
+	CHECK_EQ(seen.summary, 1);
+	CHECK_EQ(seen.nbounds, 0u);
+	CHECK_EQ(seen.nbuckets, 1u);
+	CHECK_EQ(seen.buckets[0], 40001);
+	CHECK_EQ(seen.count, 40001);
+	CHECK_EQ(seen.sum, 4002);
+	CHECK_EQ(seen.frac, 250000000u);
+	CHECK(seen.fsum == 4002.25);
+	tally_zone_destroy(z);
+}
+
+/*
+ * A summary and a classic histogram of no finite bounds (only +Inf) are
+ * two definitions of a name, each shown as what it is; a binding's
+ * summary record is its definition (tally_summary_redefine); a
+ * description of another kind is refused with a failed handle.
+ */
+TEST(summary_and_histogram_are_two_definitions)
+{
+	struct tally_zone *z = zone_in("sumdef");
+	struct tally_metric_desc d = desc(0, "order_value_dollars");
+	const double inf[] = { INFINITY };
+	const char *parts[] = { "order_value_dollars:summary_sum" };
+	tally_chistogram h;
+	tally_summary s;
+	struct seen seen;
+	int64_t count;
+	double sum;
+
+	CHECK_EQ(tally_summary_redefine(z, &d, parts, 1), 0);
+	CHECK_EQ(tally_summary_register(z, &d, &s), 0);
+	tally_summary_observe(&s, 3);
+	CHECK_EQ(tally_summary_redefine(z, &d, parts, 1), 0);
+	CHECK_EQ(tally_chistogram_register(z, &d, inf, 1, &h), 0);
+	tally_chistogram_observe(&h, 5);
+	seen = read_zone(z);
+	CHECK_EQ(seen.n, 1);
+	CHECK_EQ(seen.summary, 0);
+	CHECK(seen.fsum == 5.0);
+	/* Back to the summary: its series resume. */
+	CHECK_EQ(tally_summary_redefine(z, &d, parts, 1), 1);
+	CHECK_EQ(tally_summary_register(z, &d, &s), 0);
+	tally_summary_observe(&s, 4);
+	seen = read_zone(z);
+	CHECK_EQ(seen.n, 1);
+	CHECK_EQ(seen.summary, 1);
+	CHECK_EQ(seen.count, 2);
+	CHECK(seen.fsum == 7.0);
+	d.kind = TALLY_COUNTER;
+	CHECK_EQ(tally_summary_register(z, &d, &s), -EINVAL);
+	tally_summary_observe(&s, 1); /* goes nowhere */
+	CHECK_EQ(tally_summary_fetch(&s, &count, &sum), -EINVAL);
 	tally_zone_destroy(z);
 }

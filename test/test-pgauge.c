@@ -423,7 +423,7 @@ TEST(older_readers_skip_the_typed_series)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	CHECK(fd >= 0);
 	CHECK_EQ(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
-	CHECK_EQ(h.minor, TALLY__FMT_MINOR_TYPES);
+	CHECK_EQ(h.minor, TALLY__FMT_MINOR);
 	CHECK_EQ(pread(fd, &f, sizeof(f), (off_t)h.metric_off),
 		 (ssize_t)sizeof(f));
 	CHECK_STR(f.name, "g");

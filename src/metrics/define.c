@@ -60,6 +60,12 @@ void tally__describe_change(const struct tally__metric_rec *f,
 		snprintf(out, len, "combine mode %u, was %u", p->combine,
 			 tally__metric_tail(f)->combine);
 	else if (f->type == TALLY__TYPE_CHISTO &&
+		 !(tally__metric_tail(f)->flags & TALLY__TAIL_SUMMARY) !=
+		 !p->summary)
+		snprintf(out, len, "type %s, was %s",
+			 p->summary ? "summary" : "classic histogram",
+			 p->summary ? "classic histogram" : "summary");
+	else if (f->type == TALLY__TYPE_CHISTO &&
 		 (tally__metric_tail(f)->nbounds != p->nbounds ||
 		  memcmp(tally__metric_bounds(f)->bound, p->bounds,
 			 p->nbounds * sizeof(double))))
@@ -280,6 +286,7 @@ int tally__metric_rec_get(struct tally_zone *z, const char *name,
 			       p->nbounds * sizeof(double));
 			t->combine = 0;
 			t->nbounds = (uint8_t)p->nbounds;
+			t->flags = p->summary ? TALLY__TAIL_SUMMARY : 0;
 		}
 	}
 	f->state = 1;

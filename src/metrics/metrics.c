@@ -178,6 +178,7 @@ struct typed_extra {
 	unsigned combine;
 	const double *bounds;
 	unsigned nbounds;
+	unsigned summary;
 };
 
 static int register_combine(struct tally_zone *z,
@@ -222,6 +223,7 @@ static int register_combine(struct tally_zone *z,
 		return tally__metric_failed(z, kind, m, rc);
 	if (x) {
 		p.combine = x->combine;
+		p.summary = x->summary;
 		p.nbounds = x->nbounds;
 		if (x->nbounds)
 			memcpy(p.bounds, x->bounds,
@@ -310,6 +312,9 @@ static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
 		    unsigned combine, const double *bounds, unsigned nbounds,
 		    const char *const *names, unsigned n);
 
+/* A summary is a classic histogram of no bounds, flagged (layout.h). */
+#define SUMMARY_FLAG 0x100u
+
 int tally_metric_redefine(struct tally_zone *z,
 			  const struct tally_metric_desc *d,
 			  const char *const *names, unsigned n)
@@ -351,6 +356,31 @@ int tally_chistogram_redefine(struct tally_zone *z,
 				   "histogram", typed.name ? typed.name : "?",
 				   zone_file(z));
 	return redefine(z, &typed, 0, bounds, nbounds, names, n);
+}
+
+int tally_summary_redefine(struct tally_zone *z,
+			   const struct tally_metric_desc *d,
+			   const char *const *names, unsigned n)
+{
+	struct tally_metric_desc typed;
+	int rc;
+
+	tally__ok();
+	if (!d)
+		return tally__fail(EINVAL, "tally_summary_redefine: NULL "
+				   "argument");
+	typed = *d;
+	typed.kind = TALLY_CHISTOGRAM;
+	if ((rc = tally__chistogram_check(&typed, NULL, &(unsigned){ 0 })) < 0)
+		return rc;
+	if (!z && !(z = tally_zone_default()))
+		return -errno;
+	if (z->hdr->minor < TALLY__FMT_MINOR_TYPES)
+		return tally__fail(EPROTONOSUPPORT, "%.60s: zone file %s was "
+				   "made by a libtally older than format 2.6, "
+				   "whose readers would not show a summary",
+				   typed.name ? typed.name : "?", zone_file(z));
+	return redefine(z, &typed, SUMMARY_FLAG, NULL, 0, names, n);
 }
 
 int tally_pgauge_redefine(struct tally_zone *z,
@@ -397,7 +427,8 @@ static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
 		typed.kind = TALLY_COUNTER;
 	if ((rc = tally__plan_make(&typed, &p)) < 0)
 		return rc;
-	p.combine = combine;
+	p.combine = combine & ~SUMMARY_FLAG;
+	p.summary = !!(combine & SUMMARY_FLAG);
 	if (p.type == TALLY__TYPE_CHISTO) {
 		p.nbounds = nbounds;
 		if (nbounds)
@@ -611,6 +642,53 @@ int tally__chistogram_register_in(struct tally_zone *z,
 void (tally_chistogram_observe)(const tally_chistogram *h, double v)
 {
 	tally__chistogram_observe(h, v);
+}
+
+int tally_summary_register(struct tally_zone *z,
+			   const struct tally_metric_desc *d, tally_summary *s)
+{
+	struct typed_extra x = { .summary = 1 };
+	struct tally_metric_desc typed;
+	unsigned none = 0;
+	int rc;
+
+	tally__ok();
+	if (!s)
+		return tally__fail(EINVAL, "register: NULL handle");
+	if (!d || (d->kind && d->kind != TALLY_SUMMARY))
+		return tally__metric_failed(z, TALLY_CHISTOGRAM, &s->metric,
+				tally__fail(EINVAL, "%s: not a summary's "
+					    "description", d && d->name ?
+					    d->name : "?"));
+	typed = *d;
+	typed.kind = TALLY_CHISTOGRAM;
+	if ((rc = tally__chistogram_check(&typed, NULL, &none)) < 0)
+		return tally__metric_failed(z, TALLY_CHISTOGRAM, &s->metric,
+					    rc);
+	if (!z && !(z = tally_zone_default()))
+		return tally__metric_failed(NULL, TALLY_CHISTOGRAM,
+					    &s->metric, -errno);
+	if (z->hdr->minor < TALLY__FMT_MINOR_TYPES)
+		return tally__metric_failed(z, TALLY_CHISTOGRAM, &s->metric,
+				tally__fail(EPROTONOSUPPORT, "%.60s: zone "
+				"file %s was made by a libtally older than "
+				"format 2.6, whose readers would not show a "
+				"summary", typed.name ? typed.name : "?",
+				zone_file(z)));
+	return register_combine(z, &typed, TALLY_CHISTOGRAM, &s->metric, 0,
+				&x);
+}
+
+void (tally_summary_observe)(const tally_summary *s, double v)
+{
+	tally__summary_observe(s, v);
+}
+
+int tally_summary_fetch(const tally_summary *s, int64_t *count, double *sum)
+{
+	tally_chistogram h = { .metric = s ? s->metric : (tally_metric){ 0 } };
+
+	return tally_chistogram_fetch(&h, count, sum, NULL);
 }
 
 int tally_chistogram_fetch(const tally_chistogram *h, int64_t *count,
