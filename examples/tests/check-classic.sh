@@ -6,7 +6,7 @@
 # check metrics prints nothing on its scrape (0.0.4; OpenMetrics spells
 # the bounds as floats);
 # tally-dump shows the bounds, buckets and sum; tallystat the count and
-# the mean.  The exporter binds 127.0.0.1, lives at most 30 s and is
+# the mean, and of a summary (format 2.7) its count, mean and sum.  The exporter binds 127.0.0.1, lives at most 30 s and is
 # stopped by its pid.
 set -uo pipefail
 dump=$1
@@ -75,6 +75,16 @@ h = [s for s in series if s["name"] == "request_seconds"][0]
 assert h["count"] == 5 and h["sum"] == 12.743, h
 assert h["bounds"][0] == 0.005 and h["bounds"][-1] == 10 and len(h["bounds"]) == 14, h
 assert h["buckets"] == [1, 0, 2, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1], h
+PY
+# A summary (format 2.7): its count and mean, no quantiles.
+out=$("$tallystat" --dir "$dir" order_value_dollars) || fail "tallystat: exit $?"
+grep -Eq "order_value_dollars +4 +[0-9.]+ +0\.6375 +- +- +- +-$" <<<"$out" || fail "tallystat summary: $out"
+out=$("$tallystat" --dir "$dir" -o json order_value_dollars) || fail "tallystat -o json: exit $?"
+python3 - "$out" <<'PY' || fail "tallystat -o json: $out"
+import json, sys
+doc = json.loads(sys.argv[1])
+[s] = doc["sysstat"]["hosts"][0]["statistics"][0]["series"]
+assert (s["kind"], s["count"], s["sum"], s["p50"]) == ("summary", 4, 2.55, None), s
 PY
 out=$("$tallystat" --dir "$dir" request_seconds) || fail "tallystat: exit $?"
 grep -Eq "request_seconds +5 +[0-9.]+ +2\.5486 +0\.02125 +10 +10 +10$" <<<"$out" || fail "tallystat: $out"

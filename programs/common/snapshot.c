@@ -222,6 +222,7 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 		s->nbuckets = v->nbuckets;
 		s->buckets = arena_i64(a, v->buckets, v->nbuckets);
 		s->classic = v->classic;
+		s->summary = v->summary;
 		s->nbounds = v->nbounds;
 		s->fsum = v->fsum;
 		s->bounds = v->nbounds ? tp_arena_memdup(a, v->bounds,
