@@ -501,3 +501,44 @@ TEST(summary_and_histogram_are_two_definitions)
 	CHECK_EQ(tally_summary_fetch(&s, &count, &sum), -EINVAL);
 	tally_zone_destroy(z);
 }
+
+static int count_summaries(const struct tally_series_view *v, void *arg)
+{
+	int64_t *n = arg;
+
+	if (!strcmp(v->name, "size_bytes") && v->summary &&
+	    v->nlabels == 1 && !strcmp(v->label_names[0], "route"))
+		n[!strcmp(v->label_values[0], "/b")] += v->value * 1000 +
+						       v->sum;
+	return 0;
+}
+
+/* A family of summaries: each child a summary of its labels. */
+TEST(a_family_of_summaries)
+{
+	struct tally_zone *z = zone_in("sumfam");
+	struct tally_metric_desc d = desc(0, "size_bytes");
+	const char *names[] = { "route" };
+	const char *a[] = { "/a" }, *b[] = { "/b" };
+	tally_summary_family f;
+	const tally_summary *s;
+	struct tally_seg *seg;
+	int64_t n[2] = { 0, 0 };
+
+	CHECK_EQ(tally_summary_family_register(z, &d, names, 1, &f), 0);
+	CHECK_EQ(tally_summary_family_get(&f, a, 1, &s), 0);
+	tally_summary_observe(s, 10);
+	tally_summary_observe(s, 20);
+	CHECK_EQ(tally_summary_family_get(&f, b, 1, &s), 0);
+	tally_summary_observe(s, 7);
+	seg = tally_seg_open(tally_zone_path(z), NULL);
+	CHECK(seg != NULL);
+	CHECK(tally_seg_foreach(seg, 0, count_summaries, n) >= 0);
+	tally_seg_close(seg);
+	CHECK_EQ(n[0], 2030); /* count 2, sum 30 */
+	CHECK_EQ(n[1], 1007); /* count 1, sum 7 */
+	d.kind = TALLY_COUNTER;
+	CHECK_EQ(tally_summary_family_register(z, &d, names, 1, &f), -EINVAL);
+	CHECK_EQ(tally_family_remove(&f.family), -EINVAL);
+	tally_zone_destroy(z);
+}

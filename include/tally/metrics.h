@@ -198,9 +198,10 @@ typedef struct tally_chistogram {
 	const double *bounds;
 	unsigned nbounds;
 } tally_chistogram;
-/* A summary's handle: its metric is a classic histogram's of no bounds
- * (metric.kind TALLY_CHISTOGRAM). */
-typedef struct tally_summary   { tally_metric metric; } tally_summary;
+/* A summary's handle is a classic histogram's of no bounds (metric.kind
+ * TALLY_CHISTOGRAM, nbounds 0): tally_chistogram_observe() and
+ * tally_chistogram_fetch() take it too. */
+typedef tally_chistogram tally_summary;
 
 /*
  * tally_counter_register, tally_gauge_register, tally_setgauge_register,
@@ -656,9 +657,7 @@ static inline void tally__chistogram_observe(const tally_chistogram *h,
  * slot 2. */
 static inline void tally__summary_observe(const tally_summary *s, double v)
 {
-	const tally_chistogram h = { s->metric, 0, 0 };
-
-	tally__chistogram_observe(&h, v);
+	tally__chistogram_observe(s, v);
 }
 
 #define tally_counter_add(c, v)       tally__counter_add((c), (v))

@@ -282,6 +282,8 @@ int tally__metric_define(struct tally_zone *z,
 		return rc;
 	p.combine = combine;
 	if (p.type == TALLY__TYPE_CHISTO) {
+		p.combine = 0;
+		p.summary = combine;
 		p.nbounds = nbounds;
 		if (nbounds)
 			memcpy(p.bounds, bounds, nbounds * sizeof(double));
@@ -603,15 +605,17 @@ int tally_chistogram_register(struct tally_zone *z,
 		return tally__metric_failed(z, TALLY_CHISTOGRAM, &h->metric,
 					    rc);
 	}
-	return tally__chistogram_register_in(z, d, bounds, nbounds, h, 0);
+	return tally__chistogram_register_in(z, d, bounds, nbounds, h, 0, 0);
 }
 
 int tally__chistogram_register_in(struct tally_zone *z,
 				  const struct tally_metric_desc *d,
 				  const double *bounds, unsigned nbounds,
-				  tally_chistogram *h, uint32_t pin)
+				  tally_chistogram *h, uint32_t pin,
+				  unsigned summary)
 {
-	struct typed_extra x = { .bounds = bounds, .nbounds = nbounds };
+	struct typed_extra x = { .bounds = bounds, .nbounds = nbounds,
+				 .summary = summary };
 	const char *name = d && d->name ? d->name : "?";
 	int rc;
 
@@ -647,7 +651,6 @@ void (tally_chistogram_observe)(const tally_chistogram *h, double v)
 int tally_summary_register(struct tally_zone *z,
 			   const struct tally_metric_desc *d, tally_summary *s)
 {
-	struct typed_extra x = { .summary = 1 };
 	struct tally_metric_desc typed;
 	unsigned none = 0;
 	int rc;
@@ -665,18 +668,7 @@ int tally_summary_register(struct tally_zone *z,
 	if ((rc = tally__chistogram_check(&typed, NULL, &none)) < 0)
 		return tally__metric_failed(z, TALLY_CHISTOGRAM, &s->metric,
 					    rc);
-	if (!z && !(z = tally_zone_default()))
-		return tally__metric_failed(NULL, TALLY_CHISTOGRAM,
-					    &s->metric, -errno);
-	if (z->hdr->minor < TALLY__FMT_MINOR_TYPES)
-		return tally__metric_failed(z, TALLY_CHISTOGRAM, &s->metric,
-				tally__fail(EPROTONOSUPPORT, "%.60s: zone "
-				"file %s was made by a libtally older than "
-				"format 2.6, whose readers would not show a "
-				"summary", typed.name ? typed.name : "?",
-				zone_file(z)));
-	return register_combine(z, &typed, TALLY_CHISTOGRAM, &s->metric, 0,
-				&x);
+	return tally__chistogram_register_in(z, &typed, NULL, 0, s, 0, 1);
 }
 
 void (tally_summary_observe)(const tally_summary *s, double v)
@@ -686,9 +678,7 @@ void (tally_summary_observe)(const tally_summary *s, double v)
 
 int tally_summary_fetch(const tally_summary *s, int64_t *count, double *sum)
 {
-	tally_chistogram h = { .metric = s ? s->metric : (tally_metric){ 0 } };
-
-	return tally_chistogram_fetch(&h, count, sum, NULL);
+	return tally_chistogram_fetch(s, count, sum, NULL);
 }
 
 int tally_chistogram_fetch(const tally_chistogram *h, int64_t *count,
