@@ -37,9 +37,17 @@ reader can rebuild the metric from the names alone:
                                                 bound, <n>_sum and
                                                 <n>_sum:frac_u; still
                                                 decoded here)
-  Summary    <n>:summary:bucket, <n>:summary_sum, <n>:summary_sum:frac_u
-                                                a histogram of the one
-                                                bucket le="+Inf"
+  Summary    <n>                      CHISTOGRAM a summary of the format
+                                                (2.7): a classic
+                                                histogram of no bounds
+                                                flagged as a summary;
+                                                every reader shows its
+                                                _count and _sum (earlier
+                                                versions wrote
+                                                <n>:summary:bucket,
+                                                <n>:summary_sum and
+                                                <n>:summary_sum:frac_u;
+                                                still decoded here)
   Info       <n>:info                 FGAUGE    1 for the current pairs
                                                 (labels), 0 for old ones
   Enum       <n>:enum                 FGAUGE    one per state (label <n>),

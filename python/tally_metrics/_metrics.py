@@ -424,19 +424,26 @@ class Summary(_MetricMixin, _native.HistogramBase):
     """The count and the sum of observations: prometheus_client's
     Summary, as its multiprocess mode keeps it (no quantiles).
 
-    Held as a histogram of one bucket (+Inf) under the name
-    <name>:summary, so that the count is an exact integer and the sum an
-    exact integer part plus millionths, added by every process.
+    A summary of the format (2.7) under the metric's name: the count
+    is an exact integer and the sum exact to 1e-9, added by every
+    process, and every reader, tally-exporter included, shows _count
+    and _sum.
     """
 
     _type = "summary"
     _kind = _native.KIND_HISTOGRAM
 
+    def _claim(self, zone: _native.Zone) -> None:
+        # The summary's own record is its definition, as a Histogram's.
+        _native.claim(zone, self._name, self._documentation,
+                      enc.every_series(self._name), unit=self._unit,
+                      summary=True)
+
     def _make_family(self, zone: _native.Zone) -> _native.Family:
-        return _native_family(
-            zone, _native.KIND_HISTOGRAM, enc.summary(self._name), self,
-            self._labelnames, self._unit, buckets=(INF,),
-            bucket_labels=("+Inf",))
+        return _native.Family(
+            zone, _native.KIND_HISTOGRAM, enc.classic_parts(self._name),
+            self._documentation, self._unit, self._labelnames,
+            buckets=(INF,), bucket_labels=("+Inf",), classic=2)
 
     def time(self) -> Timer:
         """Observe the duration of a block or function, in seconds."""

@@ -195,6 +195,11 @@ def test_what_metrics_write_is_what_the_encoding_lists(uniq):
             # under its own name: no name of the encoding.
             assert name == uniq + "h", name
             continue
+        if kind == _native.TALLY_SUMMARY:
+            # A Summary is a summary of the format (2.7), under its own
+            # name.
+            assert name == uniq + "s", name
+            continue
         assert owner, name
         d = enc.decode(name, kind, hists)
         if d.role not in (enc.FRACTION, enc.SET_TIME, enc.MAIN_PLAIN):
@@ -254,3 +259,23 @@ def test_gauge_named_like_a_part_of_the_encoding_is_refused(uniq, suffix):
         tally.Gauge(uniq + suffix, "d", registry=None)
     names = [s[0] for s in _native.read(None, None)[0]]
     assert uniq + suffix not in names
+
+
+def test_summary_is_a_summary_of_the_format(uniq):
+    """A Summary is one series of the format's summary type (2.7) under
+    its name: every reader sees its exact count and sum (0.1 observed ten
+    times sums to 1 exactly), and the package shows _count and _sum."""
+    reg = tally.CollectorRegistry()
+    s = tally.Summary(uniq, "Sizes.", ["k"], registry=reg)
+    for _ in range(10):
+        s.labels("a").observe(0.1)
+    [series] = [x for x in _native.read(None, reg.zone_name())[0]
+                if x[0] == uniq]
+    name, kind, _help, _unit, labels, count, hist = series
+    assert (kind, labels, count) == (_native.TALLY_SUMMARY, (("k", "a"),),
+                                     10)
+    assert hist[0] == 1.0
+    [fam] = [f for f in tally.read(reg).families if f.name == uniq]
+    assert fam.type == "summary"
+    assert [(x.name, x.labels, x.value) for x in fam.samples] == [
+        (uniq + "_count", {"k": "a"}, 10.0), (uniq + "_sum", {"k": "a"}, 1.0)]
