@@ -333,6 +333,25 @@ int tally_metric_redefine(struct tally_zone *z,
 	return redefine(z, d, 0, NULL, 0, names, n);
 }
 
+/* The redefinition of a typed metric (@what, for the message), which
+ * only a zone of 2.6 or later holds. */
+static int redefine_typed(struct tally_zone *z,
+			  const struct tally_metric_desc *typed,
+			  const char *what, unsigned combine,
+			  const double *bounds, unsigned nbounds,
+			  const char *const *names, unsigned n)
+{
+	if (!z && !(z = tally_zone_default()))
+		return -errno;
+	if (z->hdr->minor < TALLY__FMT_MINOR_TYPES)
+		return tally__fail(EPROTONOSUPPORT, "%.60s: zone file %s was "
+				   "made by a libtally older than format 2.6, "
+				   "whose readers would not show a %s",
+				   typed->name ? typed->name : "?",
+				   zone_file(z), what);
+	return redefine(z, typed, combine, bounds, nbounds, names, n);
+}
+
 int tally_chistogram_redefine(struct tally_zone *z,
 			      const struct tally_metric_desc *d,
 			      const double *bounds, unsigned nbounds,
@@ -349,15 +368,8 @@ int tally_chistogram_redefine(struct tally_zone *z,
 	typed.kind = TALLY_CHISTOGRAM;
 	if ((rc = tally__chistogram_check(&typed, bounds, &nbounds)) < 0)
 		return rc;
-	if (!z && !(z = tally_zone_default()))
-		return -errno;
-	if (z->hdr->minor < TALLY__FMT_MINOR_TYPES)
-		return tally__fail(EPROTONOSUPPORT, "%.60s: zone file %s was "
-				   "made by a libtally older than format 2.6, "
-				   "whose readers would not show a classic "
-				   "histogram", typed.name ? typed.name : "?",
-				   zone_file(z));
-	return redefine(z, &typed, 0, bounds, nbounds, names, n);
+	return redefine_typed(z, &typed, "classic histogram", 0, bounds,
+			      nbounds, names, n);
 }
 
 int tally_summary_redefine(struct tally_zone *z,
@@ -365,6 +377,7 @@ int tally_summary_redefine(struct tally_zone *z,
 			   const char *const *names, unsigned n)
 {
 	struct tally_metric_desc typed;
+	unsigned none = 0;
 	int rc;
 
 	tally__ok();
@@ -373,16 +386,10 @@ int tally_summary_redefine(struct tally_zone *z,
 				   "argument");
 	typed = *d;
 	typed.kind = TALLY_CHISTOGRAM;
-	if ((rc = tally__chistogram_check(&typed, NULL, &(unsigned){ 0 })) < 0)
+	if ((rc = tally__chistogram_check(&typed, NULL, &none)) < 0)
 		return rc;
-	if (!z && !(z = tally_zone_default()))
-		return -errno;
-	if (z->hdr->minor < TALLY__FMT_MINOR_TYPES)
-		return tally__fail(EPROTONOSUPPORT, "%.60s: zone file %s was "
-				   "made by a libtally older than format 2.6, "
-				   "whose readers would not show a summary",
-				   typed.name ? typed.name : "?", zone_file(z));
-	return redefine(z, &typed, SUMMARY_FLAG, NULL, 0, names, n);
+	return redefine_typed(z, &typed, "summary", SUMMARY_FLAG, NULL, 0,
+			      names, n);
 }
 
 int tally_pgauge_redefine(struct tally_zone *z,
@@ -400,15 +407,8 @@ int tally_pgauge_redefine(struct tally_zone *z,
 				   d->name ? d->name : "?", combine);
 	typed = *d;
 	typed.kind = TALLY_PGAUGE;
-	if (!z && !(z = tally_zone_default()))
-		return -errno;
-	if (z->hdr->minor < TALLY__FMT_MINOR_TYPES)
-		return tally__fail(EPROTONOSUPPORT, "%.60s: zone file %s was "
-				   "made by a libtally older than format 2.6, "
-				   "whose readers would not show a per-process "
-				   "gauge", typed.name ? typed.name : "?",
-				   zone_file(z));
-	return redefine(z, &typed, combine, NULL, 0, names, n);
+	return redefine_typed(z, &typed, "per-process gauge", combine, NULL,
+			      0, names, n);
 }
 
 static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
