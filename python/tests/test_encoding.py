@@ -279,3 +279,29 @@ def test_summary_is_a_summary_of_the_format(uniq):
     assert fam.type == "summary"
     assert [(x.name, x.labels, x.value) for x in fam.samples] == [
         (uniq + "_count", {"k": "a"}, 10.0), (uniq + "_sum", {"k": "a"}, 1.0)]
+
+
+def test_gauge_of_an_earlier_build_is_superseded(uniq):
+    """A zone where an earlier build of the package wrote a per-process
+    gauge as <n>:gauge_livesum (its definition a series-less record
+    under <n>): still read as gauge <n> until a process defines the gauge
+    anew, whose series, under <n> itself, are then the only ones shown."""
+    reg = tally.CollectorRegistry()
+    zone = reg.zone
+    _native.claim(zone, uniq, "tally-python gauge labels= mode=livesum",
+                  enc.every_series(uniq))
+    old = _native.GaugeBase()
+    old._bind(_native.Family(zone, _native.KIND_GAUGE,
+                             enc.parts(_native.KIND_GAUGE,
+                                       uniq + ":gauge_livesum"),
+                             "Busy.", "", (), combine=3), ())
+    old.set(5)
+    [fam] = [f for f in tally.read(reg).families if f.name == uniq]
+    assert [(s.name, s.value) for s in fam.samples] == [(uniq, 5.0)]
+    tally.Gauge(uniq, "Busy.", registry=None,
+                multiprocess_mode="livesum").set(2)
+    names = {s[0] for s in _native.read(None, reg.zone_name())[0]}
+    assert uniq in names and uniq + ":gauge_livesum" not in names
+    [fam] = [f for f in tally.read(reg).families if f.name == uniq]
+    assert (fam.type, [(s.name, s.value) for s in fam.samples]) == \
+        ("gauge", [(uniq, 2.0)])
