@@ -496,6 +496,7 @@ TEST(summary_and_histogram_are_two_definitions)
 	CHECK_EQ(seen.count, 2);
 	CHECK(seen.fsum == 7.0);
 	d.kind = TALLY_COUNTER;
+	memset(&s, 0xff, sizeof(s)); /* a handle never filled before */
 	CHECK_EQ(tally_summary_register(z, &d, &s), -EINVAL);
 	tally_summary_observe(&s, 1); /* goes nowhere */
 	CHECK_EQ(tally_summary_fetch(&s, &count, &sum), -EINVAL);

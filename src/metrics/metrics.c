@@ -658,6 +658,9 @@ int tally_summary_register(struct tally_zone *z,
 	tally__ok();
 	if (!s)
 		return tally__fail(EINVAL, "register: NULL handle");
+	/* A summary has no bounds: its one bucket is the count. */
+	s->bounds = NULL;
+	s->nbounds = 0;
 	if (!d || (d->kind && d->kind != TALLY_SUMMARY))
 		return tally__metric_failed(z, TALLY_CHISTOGRAM, &s->metric,
 				tally__fail(EINVAL, "%s: not a summary's "
