@@ -143,6 +143,26 @@ uint32_t tally__metric_rec_find(struct tally_zone *z, const char *name,
 	return i;
 }
 
+/* What a typed record's type needs besides, past its help text
+ * (layout.h: the tail, and a classic histogram's bounds). */
+static void write_tail(struct tally__metric_rec *f,
+		       const struct tally__plan *p)
+{
+	struct tally__metric_tail *t = tally__metric_tail(f);
+
+	memset(t, 0, sizeof(*t));
+	t->combine = (uint8_t)p->combine;
+	if (p->type == TALLY__TYPE_CHISTO) {
+		struct tally__metric_bounds *bd = tally__metric_bounds(f);
+
+		memset(bd, 0, sizeof(*bd));
+		memcpy(bd->bound, p->bounds, p->nbounds * sizeof(double));
+		t->combine = 0;
+		t->nbounds = (uint8_t)p->nbounds;
+		t->flags = p->summary ? TALLY__TAIL_SUMMARY : 0;
+	}
+}
+
 /*
  * Under the metrics lock: the metric record of @name for @p.
  *
@@ -272,23 +292,8 @@ int tally__metric_rec_get(struct tally_zone *z, const char *name,
 	memcpy(f->unit, p->unit, f->unit_len + 1u);
 	memcpy(f->help, p->help, f->help_len + 1u);
 	f->type = (uint8_t)p->type;
-	if (p->type) {
-		struct tally__metric_tail *t = tally__metric_tail(f);
-
-		memset(t, 0, sizeof(*t));
-		t->combine = (uint8_t)p->combine;
-		if (p->type == TALLY__TYPE_CHISTO) {
-			struct tally__metric_bounds *bd =
-				tally__metric_bounds(f);
-
-			memset(bd, 0, sizeof(*bd));
-			memcpy(bd->bound, p->bounds,
-			       p->nbounds * sizeof(double));
-			t->combine = 0;
-			t->nbounds = (uint8_t)p->nbounds;
-			t->flags = p->summary ? TALLY__TAIL_SUMMARY : 0;
-		}
-	}
+	if (p->type)
+		write_tail(f, p);
 	f->state = 1;
 	seq_end(&f->seq);
 	/* The older generation is marked before the index points past it:
