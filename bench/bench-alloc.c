@@ -655,13 +655,8 @@ int bench_alloc(const struct bench_opts *o)
 	int child_rc = 0;
 	size_t chunks;
 
-	memset(&d, 0, sizeof(d));
-	d.bench = "alloc";
-	d.rate_name = "mrules";
-	d.ratio_names[0] = "x_mutex";
-	d.ratio_names[1] = "vs_1_thread";
-	d.ratio_names[2] = "vs_real_slabs";
-	bench_progress_init(o, o->child ? "alloc (child)" : "alloc");
+	bench_doc_start(&d, o, "alloc", "mrules", (const char *const[4]){
+				"x_mutex", "vs_1_thread", "vs_real_slabs" });
 
 	/* Room for every thread's live batch, plus the chunks each thread
 	 * holds in its cache, plus slack. */

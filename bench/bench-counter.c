@@ -361,26 +361,6 @@ static const char longadder_src[] =
 	"  }\n"
 	"}\n";
 
-/* Is there a java on the PATH? */
-static int have_java(void)
-{
-	const char *path = getenv("PATH");
-	char buf[4096];
-
-	for (const char *p = path; p && *p;) {
-		size_t n = strcspn(p, ":");
-
-		if (n > 0 && n < sizeof(buf) - 8) {
-			memcpy(buf, p, n);
-			memcpy(buf + n, "/java", 6);
-			if (access(buf, X_OK) == 0)
-				return 1;
-		}
-		p += n + (p[n] == ':');
-	}
-	return 0;
-}
-
 /* The "java LongAdder" row (1 thread), or nothing when no JVM runs it. */
 static void measure_longadder(struct bench_doc *d, const struct bench_opts *o)
 {
@@ -389,7 +369,7 @@ static void measure_longadder(struct bench_doc *d, const struct bench_opts *o)
 	struct bench_row *r = NULL;
 	FILE *f;
 
-	if (!have_java() || !mkdtemp(dir))
+	if (!bench_on_path("java") || !mkdtemp(dir))
 		return;
 	snprintf(src, sizeof(src), "%s/TallyBenchLongAdder.java", dir);
 	f = fopen(src, "w");
@@ -481,20 +461,12 @@ int bench_counter(const struct bench_opts *o)
 		}
 		gr[ngr++] = (struct group){ T, 0 };
 	}
-	memset(&d, 0, sizeof(d));
-	d.bench = "counter";
-	d.rate_name = "mops";
-	d.ratio_names[0] = "x_tls";
-	d.ratio_names[1] = "x_atomic";
-	bench_progress_init(o, o->child ? "counter (child)" : "counter");
+	bench_doc_start(&d, o, "counter", "mops",
+			(const char *const[4]){ "x_tls", "x_atomic" });
 
 	snprintf(name, sizeof(name), "tally-bench-counter%s",
 		 o->child ? "-child" : "");
-	zone = tally_zone_create(name, &(struct tally_zone_opts){
-					       .capacity = 4 * TALLY_CHUNK_SLOTS,
-					       .flags = TALLY_ZONE_ANON });
-	if (!zone)
-		bench_die("tally_zone_create: %s", tally_errmsg());
+	zone = bench_anon_zone(name, 4 * TALLY_CHUNK_SLOTS);
 	if (tally_zone_usage(zone, &u) < 0)
 		bench_die("tally_zone_usage: %s", tally_errmsg());
 	{

@@ -34,15 +34,12 @@
 
 enum kind { K_PACKED, K_PADDED, K_TALLY };
 
-static const struct conf {
-	const char *name;
-	enum kind kind;
-} confs[] = {
+static const struct bench_conf confs[] = {
 	{ "packed", K_PACKED },
 	{ "padded", K_PADDED },
 	{ "tally percpu", K_TALLY },
 };
-#define NCONFS (sizeof(confs) / sizeof(confs[0]))
+#define NCONFS BENCH_NELEMS(confs)
 
 /* Eight counters in one line, and eight counters 128 bytes apart. */
 static struct {
@@ -101,7 +98,7 @@ static int package_of(int cpu)
 	return id;
 }
 
-static void run_once(const struct conf *cf, unsigned threads, uint64_t n,
+static void run_once(const struct bench_conf *cf, unsigned threads, uint64_t n,
 		     struct bench_row *r)
 {
 	int cpus[BENCH_MAX_THREADS];
@@ -147,12 +144,8 @@ int bench_falseshare(const struct bench_opts *o)
 	uint64_t n = o->adds ? o->adds : (o->quick ? 1000000 : 50000000);
 	const char *where = "one CPU: nothing is shared, packing costs nothing";
 
-	memset(&d, 0, sizeof(d));
-	d.bench = "falseshare";
-	d.rate_name = "mops";
-	d.ratio_names[0] = "x_padded";
-	d.ratio_names[1] = "x_percpu";
-	bench_progress_init(o, "falseshare");
+	bench_doc_start(&d, o, "falseshare", "mops",
+			(const char *const[4]){ "x_padded", "x_percpu" });
 	if (T > 1) {
 		int p0 = package_of(cpus[0]), p1 = package_of(cpus[1]);
 
@@ -163,12 +156,7 @@ int bench_falseshare(const struct bench_opts *o)
 			"the CPUs here are in different packages, as in the "
 			"seed";
 	}
-	zone = tally_zone_create("tally-bench-falseshare",
-				 &(struct tally_zone_opts){
-					 .capacity = 4 * TALLY_CHUNK_SLOTS,
-					 .flags = TALLY_ZONE_ANON });
-	if (!zone)
-		bench_die("tally_zone_create: %s", tally_errmsg());
+	zone = bench_anon_zone("tally-bench-falseshare", 4 * TALLY_CHUNK_SLOTS);
 
 	for (unsigned gi = 0; gi < ngr; gi++) {
 		struct bench_row *r[NCONFS];

@@ -38,15 +38,12 @@
 
 enum kind { K_NONE, K_ATOMIC, K_TALLY };
 
-static const struct conf {
-	const char *name;
-	enum kind kind;
-} confs[] = {
+static const struct bench_conf confs[] = {
 	{ "no accounting", K_NONE },
 	{ "shared atomic", K_ATOMIC },
 	{ "tally percpu", K_TALLY },
 };
-#define NCONFS (sizeof(confs) / sizeof(confs[0]))
+#define NCONFS BENCH_NELEMS(confs)
 
 static const unsigned works[] = { 50, 500 };
 #define NWORKS (sizeof(works) / sizeof(works[0]))
@@ -142,7 +139,7 @@ static uint64_t worker(void *ctx, unsigned i)
 
 static struct tally_zone *zone;
 
-static void run_once(const struct conf *cf, unsigned threads, unsigned wk,
+static void run_once(const struct bench_conf *cf, unsigned threads, unsigned wk,
 		     uint64_t n, struct bench_row *r)
 {
 	int cpus[BENCH_MAX_THREADS];
@@ -193,19 +190,9 @@ int bench_inflight(const struct bench_opts *o)
 	uint64_t N = o->adds ? o->adds : (o->quick ? 100000 : 2000000);
 	char prof[NWORKS][16], file[NWORKS][32], title[NWORKS][128];
 
-	memset(&d, 0, sizeof(d));
-	d.bench = "inflight";
-	d.rate_name = "mops";
-	d.ratio_names[0] = "accounting_share";
-	d.ratio_names[1] = "x_none";
-	d.ratio_names[2] = "x_atomic";
-	bench_progress_init(o, "inflight");
-	zone = tally_zone_create("tally-bench-inflight",
-				 &(struct tally_zone_opts){
-					 .capacity = 4 * TALLY_CHUNK_SLOTS,
-					 .flags = TALLY_ZONE_ANON });
-	if (!zone)
-		bench_die("tally_zone_create: %s", tally_errmsg());
+	bench_doc_start(&d, o, "inflight", "mops", (const char *const[4]){
+				"accounting_share", "x_none", "x_atomic" });
+	zone = bench_anon_zone("tally-bench-inflight", 4 * TALLY_CHUNK_SLOTS);
 	for (unsigned k = 0; k < NWORKS; k++)
 		snprintf(prof[k], sizeof(prof[k]), "work %u", works[k]);
 

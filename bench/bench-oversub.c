@@ -35,15 +35,12 @@
 
 enum kind { K_TALLY, K_THREAD, K_ATOMIC };
 
-static const struct conf {
-	const char *name;
-	enum kind kind;
-} confs[] = {
+static const struct bench_conf confs[] = {
 	{ "tally percpu", K_TALLY },
 	{ "per-thread", K_THREAD },
 	{ "shared atomic", K_ATOMIC },
 };
-#define NCONFS (sizeof(confs) / sizeof(confs[0]))
+#define NCONFS BENCH_NELEMS(confs)
 
 static struct {
 	_Alignas(64) uint64_t atomic;
@@ -97,7 +94,7 @@ static uint64_t write_each_once(void *ctx, unsigned i)
 
 static struct tally_zone *zone;
 
-static void run_once(const struct conf *cf, unsigned threads, uint64_t n,
+static void run_once(const struct bench_conf *cf, unsigned threads, uint64_t n,
 		     struct bench_row *r)
 {
 	struct run run = { cf->kind, NULL, n };
@@ -150,12 +147,8 @@ static void measure_memory(struct bench_doc *d, unsigned threads, uint64_t K,
 
 	if (!b)
 		bench_die("out of memory");
-	z = tally_zone_create("tally-bench-oversub-mem",
-			      &(struct tally_zone_opts){
-				      .capacity = (size_t)K + 8 * TALLY_CHUNK_SLOTS,
-				      .flags = TALLY_ZONE_ANON });
-	if (!z)
-		bench_die("tally_zone_create: %s", tally_errmsg());
+	z = bench_anon_zone("tally-bench-oversub-mem",
+			    (size_t)K + 8 * TALLY_CHUNK_SLOTS);
 	if (tally_zone_usage(z, &u0) < 0)
 		bench_die("tally_zone_usage: %s", tally_errmsg());
 	for (uint64_t i = 0; i < K; i++)
@@ -221,21 +214,13 @@ int bench_oversub(const struct bench_opts *o)
 	unsigned tcount[16], nt = 0, step = 0, nsteps;
 	struct tally_zone_usage u;
 
-	memset(&d, 0, sizeof(d));
-	d.bench = "oversub";
-	d.rate_name = "mops";
-	d.ratio_names[0] = "x_atomic";
-	d.ratio_names[1] = "vs_1_thread";
-	bench_progress_init(o, "oversub");
+	bench_doc_start(&d, o, "oversub", "mops",
+			(const char *const[4]){ "x_atomic", "vs_1_thread" });
 	for (unsigned t = 1; t < Tmax && nt < 15; t *= 2)
 		tcount[nt++] = t;
 	tcount[nt++] = Tmax;
 
-	zone = tally_zone_create("tally-bench-oversub", &(struct tally_zone_opts){
-					 .capacity = 4 * TALLY_CHUNK_SLOTS,
-					 .flags = TALLY_ZONE_ANON });
-	if (!zone)
-		bench_die("tally_zone_create: %s", tally_errmsg());
+	zone = bench_anon_zone("tally-bench-oversub", 4 * TALLY_CHUNK_SLOTS);
 	if (tally_zone_usage(zone, &u) < 0)
 		bench_die("tally_zone_usage: %s", tally_errmsg());
 

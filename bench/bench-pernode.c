@@ -140,12 +140,8 @@ static void run_flows(const struct conf *cf, size_t F, struct bench_row *r)
 
 	if (!fl)
 		bench_die("out of memory");
-	z = tally_zone_create("tally-bench-pernode-flows",
-			      &(struct tally_zone_opts){
-				      .capacity = 2 * F + 8 * TALLY_CHUNK_SLOTS,
-				      .flags = TALLY_ZONE_ANON });
-	if (!z)
-		bench_die("tally_zone_create: %s", tally_errmsg());
+	z = bench_anon_zone("tally-bench-pernode-flows",
+			    2 * F + 8 * TALLY_CHUNK_SLOTS);
 	/* Before allocation: shared and per-node chunks get their pages
 	 * when they are handed out, per-CPU ones as CPUs write. */
 	if (tally_zone_usage(z, &u0) < 0)
@@ -237,22 +233,14 @@ int bench_pernode(const struct bench_opts *o)
 	int child_rc = 0;
 	char meta[256] = "";
 
-	memset(&d, 0, sizeof(d));
-	d.bench = "pernode";
-	d.rate_name = "mops";
-	d.ratio_names[0] = "nodes";
-	d.ratio_names[1] = "x_percpu";
-	bench_progress_init(o, o->child ? "pernode (child)" : "pernode");
+	bench_doc_start(&d, o, "pernode", "mops",
+			(const char *const[4]){ "nodes", "x_percpu" });
 
 	if (o->child || o->no_child) {
 		struct tally_zone_usage u;
 
-		zone = tally_zone_create("tally-bench-pernode",
-					 &(struct tally_zone_opts){
-						 .capacity = 4 * TALLY_CHUNK_SLOTS,
-						 .flags = TALLY_ZONE_ANON });
-		if (!zone)
-			bench_die("tally_zone_create: %s", tally_errmsg());
+		zone = bench_anon_zone("tally-bench-pernode",
+				       4 * TALLY_CHUNK_SLOTS);
 		if (tally_zone_usage(zone, &u) < 0)
 			bench_die("tally_zone_usage: %s", tally_errmsg());
 		measure(&d, o, n, F, u.nslabs);

@@ -48,14 +48,11 @@
 
 enum kind { K_MUTEX, K_TALLY };
 
-static const struct conf {
-	const char *name;
-	enum kind kind;
-} confs[] = {
+static const struct bench_conf confs[] = {
 	{ "mutex stats", K_MUTEX },
 	{ "tally percpu", K_TALLY },
 };
-#define NCONFS (sizeof(confs) / sizeof(confs[0]))
+#define NCONFS BENCH_NELEMS(confs)
 
 /* The lock-based statistics. */
 static struct {
@@ -76,15 +73,37 @@ struct thr {
 	int clobbered, lost;
 };
 
+/* Waits for the other threads, then reads the clocks and context switches
+ * of @t's start; returns the thread pointer's word, for thr_end(). */
+static uintptr_t thr_start(struct thr *t)
+{
+	uintptr_t tcb = bench_tcb_word();
+
+	pthread_barrier_wait(t->bar);
+	getrusage(RUSAGE_THREAD, &t->ru0);
+	t->t0 = bench_now_ns();
+	t->c0 = bench_thread_cpu_ns();
+	return tcb;
+}
+
+/* Reads the clocks and context switches of @t's end, and whether its
+ * thread pointer's word is still @tcb (restored and recorded if not). */
+static void thr_end(struct thr *t, uintptr_t tcb)
+{
+	t->c1 = bench_thread_cpu_ns();
+	t->t1 = bench_now_ns();
+	getrusage(RUSAGE_THREAD, &t->ru1);
+	if (bench_tcb_word() != tcb) {
+		bench_tcb_restore(tcb);
+		t->clobbered = 1;
+	}
+}
+
 static void *writer_main(void *arg)
 {
 	struct thr *w = arg;
-	uintptr_t tcb = bench_tcb_word();
+	uintptr_t tcb = thr_start(w);
 
-	pthread_barrier_wait(w->bar);
-	getrusage(RUSAGE_THREAD, &w->ru0);
-	w->t0 = bench_now_ns();
-	w->c0 = bench_thread_cpu_ns();
 	for (uint64_t i = 0; i < w->n; i++) {
 		if (w->kind == K_MUTEX) {
 			pthread_mutex_lock(&ms.lock);
@@ -98,13 +117,7 @@ static void *writer_main(void *arg)
 		while (eventfd_write(w->efd, 1) < 0 && errno == EINTR)
 			;
 	}
-	w->c1 = bench_thread_cpu_ns();
-	w->t1 = bench_now_ns();
-	getrusage(RUSAGE_THREAD, &w->ru1);
-	if (bench_tcb_word() != tcb) {
-		bench_tcb_restore(tcb);
-		w->clobbered = 1;
-	}
+	thr_end(w, tcb);
 	return NULL;
 }
 
@@ -112,13 +125,9 @@ static void *reader_main(void *arg)
 {
 	struct thr *r = arg;
 	struct epoll_event ev[NWRITERS];
-	uintptr_t tcb = bench_tcb_word();
+	uintptr_t tcb = thr_start(r);
 	unsigned idle = 0;
 
-	pthread_barrier_wait(r->bar);
-	getrusage(RUSAGE_THREAD, &r->ru0);
-	r->t0 = bench_now_ns();
-	r->c0 = bench_thread_cpu_ns();
 	while (r->got < r->n) {
 		int k = epoll_wait(r->efd, ev, NWRITERS, 1000);
 
@@ -152,13 +161,7 @@ static void *reader_main(void *arg)
 			tally_block_fetch(r->b, 0, &seen);
 		}
 	}
-	r->c1 = bench_thread_cpu_ns();
-	r->t1 = bench_now_ns();
-	getrusage(RUSAGE_THREAD, &r->ru1);
-	if (bench_tcb_word() != tcb) {
-		bench_tcb_restore(tcb);
-		r->clobbered = 1;
-	}
+	thr_end(r, tcb);
 	return NULL;
 }
 
@@ -227,8 +230,8 @@ struct extra {
 	int res_known;
 };
 
-static void run_once(const struct conf *cf, uint64_t n, struct bench_row *r,
-		     struct extra *x)
+static void run_once(const struct bench_conf *cf, uint64_t n,
+		     struct bench_row *r, struct extra *x)
 {
 	struct thr t[NWRITERS + 1];
 	pthread_barrier_t bar;
@@ -350,21 +353,11 @@ int bench_wakeup(const struct bench_opts *o)
 	char cpu_json[NCONFS][32];
 	unsigned step = 0;
 
-	memset(&d, 0, sizeof(d));
 	memset(ex, 0, sizeof(ex));
-	d.bench = "wakeup";
-	d.rate_name = "mops";
-	d.ratio_names[0] = "vcsw_per_kevent";
-	d.ratio_names[1] = "ivcsw_per_kevent";
-	d.ratio_names[2] = "res_per_kevent";
-	d.ratio_names[3] = "res_per_s";
-	bench_progress_init(o, "wakeup");
-	zone = tally_zone_create("tally-bench-wakeup",
-				 &(struct tally_zone_opts){
-					 .capacity = 4 * TALLY_CHUNK_SLOTS,
-					 .flags = TALLY_ZONE_ANON });
-	if (!zone)
-		bench_die("tally_zone_create: %s", tally_errmsg());
+	bench_doc_start(&d, o, "wakeup", "mops", (const char *const[4]){
+				"vcsw_per_kevent", "ivcsw_per_kevent",
+				"res_per_kevent", "res_per_s" });
+	zone = bench_anon_zone("tally-bench-wakeup", 4 * TALLY_CHUNK_SLOTS);
 	for (unsigned c = 0; c < NCONFS; c++)
 		r[c] = bench_row_add(&d, confs[c].name, "", NWRITERS + 1, 0, 0);
 	for (unsigned k = 0; k < o->repeat; k++)

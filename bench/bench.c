@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "tally/tally.h"
 
 extern char **environ;
 
@@ -562,6 +563,29 @@ void bench_ministat(char *out, size_t outsz, const char *title,
 	}
 }
 
+int bench_on_path(const char *prog)
+{
+	const char *path = getenv("PATH");
+	char buf[4096];
+	size_t len = strlen(prog);
+
+	if (!path || !*path)
+		path = "/usr/bin:/bin";
+	while (*path) {
+		size_t n = strcspn(path, ":");
+
+		if (n && n + len + 2 <= sizeof(buf)) {
+			memcpy(buf, path, n);
+			buf[n] = '/';
+			memcpy(buf + n + 1, prog, len + 1);
+			if (access(buf, X_OK) == 0)
+				return 1;
+		}
+		path += n + (path[n] == ':');
+	}
+	return 0;
+}
+
 /* Progress -------------------------------------------------------------- */
 
 /*
@@ -578,6 +602,32 @@ void bench_progress_init(const struct bench_opts *o, const char *tag)
 	prog_on = !o->quiet && isatty(2);
 	snprintf(prog_tag, sizeof(prog_tag), "%s", tag);
 	prog_t0 = bench_now_ns();
+}
+
+void bench_doc_start(struct bench_doc *d, const struct bench_opts *o,
+		     const char *bench, const char *rate_name,
+		     const char *const ratios[4])
+{
+	char tag[32];
+
+	memset(d, 0, sizeof(*d));
+	d->bench = bench;
+	d->rate_name = rate_name;
+	for (int k = 0; k < 4 && ratios[k]; k++)
+		d->ratio_names[k] = ratios[k];
+	snprintf(tag, sizeof(tag), "%s%s", bench, o->child ? " (child)" : "");
+	bench_progress_init(o, tag);
+}
+
+struct tally_zone *bench_anon_zone(const char *name, size_t capacity)
+{
+	struct tally_zone *z = tally_zone_create(name,
+		&(struct tally_zone_opts){ .capacity = capacity,
+					   .flags = TALLY_ZONE_ANON });
+
+	if (!z)
+		bench_die("tally_zone_create: %s", tally_errmsg());
+	return z;
 }
 
 static void progress_line(const char *fmt, va_list ap)

@@ -9,8 +9,11 @@
 #ifndef TALLY_BENCH_H
 #define TALLY_BENCH_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+struct tally_zone;
 
 #define BENCH_MAX_REPEAT  100
 #define BENCH_MAX_THREADS 256
@@ -37,6 +40,18 @@ struct bench_opts {
 	const char *child;     /* hidden: "fallback", "nodes" or "slabs" */
 	const char *plot_dir;  /* --plot DIR: charts and JSON go there */
 };
+
+/*
+ * A contender of an experiment whose contenders differ in the loop their
+ * workers run: its name in the rows, and which loop (an enum of the
+ * experiment's own).
+ */
+struct bench_conf {
+	const char *name;
+	int kind;
+};
+
+#define BENCH_NELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Min, max, median, mean and standard deviation of a sample. */
 struct bench_stats {
@@ -183,6 +198,10 @@ unsigned bench_cpus(int *cpus, unsigned max);
 int bench_pin(int cpu);
 const char *bench_cpu_list(void);
 
+/* Whether an executable @prog is in a directory of $PATH (of
+ * /usr/bin:/bin when $PATH is unset or empty). */
+int bench_on_path(const char *prog);
+
 /*
  * The word at %fs:8 (glibc's DTV pointer on x86-64).  A tally add must
  * never change it; tally-bench saves it around every loop of adds,
@@ -319,6 +338,22 @@ void bench_ministat(char *out, size_t outsz, const char *title,
  * steps so far took since bench_progress_init().
  */
 void bench_progress_init(const struct bench_opts *o, const char *tag);
+
+/*
+ * Starts @d, the document of the experiment @bench: zeroed, @rate_name
+ * the JSON name of its rates, @ratios the JSON names of its ratios (NULL
+ * after the last one used), and the progress line, tagged "@bench
+ * (child)" in a re-executed child (o->child).
+ */
+void bench_doc_start(struct bench_doc *d, const struct bench_opts *o,
+		     const char *bench, const char *rate_name,
+		     const char *const ratios[4]);
+
+/*
+ * A zone of @capacity slots named @name, anonymous (TALLY_ZONE_ANON: no
+ * file, nothing left behind by a run), or exit with tally's message.
+ */
+struct tally_zone *bench_anon_zone(const char *name, size_t capacity);
 void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void bench_progress_step(unsigned done, unsigned total, unsigned rep,
 			 unsigned nrep, const char *fmt, ...)

@@ -28,23 +28,7 @@ void bench_plot_add(struct bench_doc *d, const struct bench_plot *p)
 
 int bench_have_gnuplot(void)
 {
-	const char *path = getenv("PATH");
-	char buf[4096];
-
-	if (!path || !*path)
-		path = "/usr/bin:/bin";
-	while (*path) {
-		size_t n = strcspn(path, ":");
-
-		if (n && n < sizeof(buf) - 16) {
-			memcpy(buf, path, n);
-			memcpy(buf + n, "/gnuplot", 9);
-			if (access(buf, X_OK) == 0)
-				return 1;
-		}
-		path += n + (path[n] == ':');
-	}
-	return 0;
+	return bench_on_path("gnuplot");
 }
 
 /* mkdir -p */

@@ -9,8 +9,10 @@
  * file is extended to it with a hole, so that an input can be a short
  * prefix of a segment whose tail is empty.  Then the target opens it with
  * tally__seg_open_fd(), reads tally_seg_info(), walks the series twice
- * (with and without per-CPU values), and computes quantiles of every
- * histogram.
+ * (with and without per-CPU values), visits chosen records
+ * (tally_seg_foreach_ids: the last ones backwards, the first, and ids
+ * beyond the table, which must be refused), and computes quantiles of
+ * every histogram.
  *
  * Besides the sanitizers, the callback checks what reader.h promises of a
  * view: known kind and mode, strings that follow the naming rules and are
@@ -211,6 +213,34 @@ static int make_file(const uint8_t *data, size_t size)
 	return fd;
 }
 
+/* Chosen records: in range, backwards and repeated, they get the same
+ * checks as a full pass; one beyond the table makes the call fail. */
+static void by_ids(struct tally_seg *s, const struct tally_seg_info *info,
+		   struct walk *w)
+{
+	uint32_t ids[8], used = info->series_used;
+	size_t n = 0;
+	int rc;
+
+	for (uint32_t i = used; i > 0 && n < 6; i--)
+		ids[n++] = i - 1;
+	if (used)
+		ids[n++] = 0;
+	w->flags = TALLY_READ_PERCPU;
+	rc = tally_seg_foreach_ids(s, w->flags, ids, n, on_series, w);
+	if (rc > (int)n)
+		broken("more series than ids");
+	if (rc < 0 && !strstr(tally_errmsg(), "fuzz-input"))
+		broken("an error message that does not name the file");
+	ids[n++] = used;
+	w->flags = 0;
+	if (tally_seg_foreach_ids(s, w->flags, ids, n, on_series, w) >= 0)
+		broken("an id beyond the table accepted");
+	ids[0] = UINT32_MAX;
+	if (tally_seg_visit(s, 0, ids[0], on_series, w) >= 0)
+		broken("an id beyond the table accepted");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct tally_seg_info info;
@@ -244,6 +274,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rc = tally_seg_foreach(s, w.flags, on_series, &w);
 	if (rc < 0 && !strstr(tally_errmsg(), "fuzz-input"))
 		broken("an error message that does not name the file");
+	by_ids(s, &info, &w);
 	tally_seg_close(s);
 	return 0;
 }

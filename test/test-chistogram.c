@@ -21,13 +21,16 @@
 #include "tally/tally.h"
 #include "util.h"
 
+/* The histogram every test defines. */
+#define NAME "order_value_dollars"
+
+/* How many series named NAME a pass showed, and the last one: its view
+ * (numbers only: the strings and arrays end with the pass), a copy of
+ * its bounds and buckets, and its median and highest quantile. */
 struct seen {
 	int n;
-	unsigned kind, nbounds, nbuckets, sub_bits;
-	int classic, summary;
-	int64_t count, sum;
-	unsigned frac;
-	double fsum, bounds[TALLY_CHISTOGRAM_BOUNDS_MAX];
+	struct tally_series_view v;
+	double bounds[TALLY_CHISTOGRAM_BOUNDS_MAX];
 	int64_t buckets[TALLY_CHISTOGRAM_BOUNDS_MAX + 1];
 	double p50, p100;
 };
@@ -36,19 +39,10 @@ static int seen_fn(const struct tally_series_view *v, void *arg)
 {
 	struct seen *s = arg;
 
-	if (strcmp(v->name, "order_value_dollars"))
+	if (strcmp(v->name, NAME))
 		return 0;
 	s->n++;
-	s->kind = v->kind;
-	s->classic = v->classic;
-	s->summary = v->summary;
-	s->nbounds = v->nbounds;
-	s->nbuckets = v->nbuckets;
-	s->sub_bits = v->sub_bits;
-	s->count = v->value;
-	s->sum = v->sum;
-	s->frac = v->frac;
-	s->fsum = v->fsum;
+	s->v = *v;
 	if (v->nbounds <= TALLY_CHISTOGRAM_BOUNDS_MAX)
 		memcpy(s->bounds, v->bounds, v->nbounds * sizeof(double));
 	if (v->nbuckets <= TALLY_CHISTOGRAM_BOUNDS_MAX + 1)
@@ -63,14 +57,9 @@ static int seen_fn(const struct tally_series_view *v, void *arg)
 
 static struct seen read_zone(struct tally_zone *z)
 {
-	struct tally_seg *seg = tally_seg_open(tally_zone_path(z), NULL);
 	struct seen s;
 
-	memset(&s, 0, sizeof(s));
-	if (!seg)
-		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
-	CHECK(tally_seg_foreach(seg, 0, seen_fn, &s) >= 0);
-	tally_seg_close(seg);
+	zone_pass(z, seen_fn, &s, sizeof(s));
 	return s;
 }
 
@@ -80,8 +69,7 @@ static const double bounds[] = { 1, 2.5, 10, 25, 100, INFINITY };
 TEST(buckets_sum_and_count_are_exact)
 {
 	struct tally_zone *z = zone_in("exact");
-	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
-					  "order_value_dollars");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM, NAME);
 	tally_chistogram h;
 	int64_t count, b[6];
 	double sum;
@@ -97,11 +85,11 @@ TEST(buckets_sum_and_count_are_exact)
 	tally_chistogram_observe(&h, NAN);   /* ignored */
 	s = read_zone(z);
 	CHECK_EQ(s.n, 1);
-	CHECK_EQ(s.kind, TALLY_HISTOGRAM);
-	CHECK_EQ(s.classic, 1);
-	CHECK_EQ(s.sub_bits, 0u);
-	CHECK_EQ(s.nbounds, 5u);
-	CHECK_EQ(s.nbuckets, 6u);
+	CHECK_EQ(s.v.kind, TALLY_HISTOGRAM);
+	CHECK_EQ(s.v.classic, 1);
+	CHECK_EQ(s.v.sub_bits, 0u);
+	CHECK_EQ(s.v.nbounds, 5u);
+	CHECK_EQ(s.v.nbuckets, 6u);
 	CHECK(s.bounds[0] == 1 && s.bounds[1] == 2.5 && s.bounds[4] == 100);
 	CHECK_EQ(s.buckets[0], 2);
 	CHECK_EQ(s.buckets[1], 1);
@@ -109,11 +97,11 @@ TEST(buckets_sum_and_count_are_exact)
 	CHECK_EQ(s.buckets[3], 1);
 	CHECK_EQ(s.buckets[4], 0);
 	CHECK_EQ(s.buckets[5], 1);
-	CHECK_EQ(s.count, 5);
+	CHECK_EQ(s.v.value, 5);
 	/* 0.1 + 1 + 2.5 + 19.99 + 1000 = 1023.59, to the billionth. */
-	CHECK_EQ(s.sum, 1023);
-	CHECK_EQ(s.frac, 590000000u);
-	CHECK(s.fsum == 1023.59);
+	CHECK_EQ(s.v.sum, 1023);
+	CHECK_EQ(s.v.frac, 590000000u);
+	CHECK(s.v.fsum == 1023.59);
 	/* Rank 2.5 of 5: half way through the one value of (1, 2.5], as
 	 * Prometheus's histogram_quantile() says. */
 	CHECK(fabs(s.p50 - 1.75) < 1e-12);
@@ -129,23 +117,17 @@ TEST(buckets_sum_and_count_are_exact)
 	tally_chistogram_observe(&h, -0.25);
 	s = read_zone(z);
 	CHECK_EQ(s.buckets[0], 3);
-	CHECK_EQ(s.sum, 1023);
-	CHECK_EQ(s.frac, 340000000u);
+	CHECK_EQ(s.v.sum, 1023);
+	CHECK_EQ(s.v.frac, 340000000u);
 	tally_zone_destroy(z);
 }
 
-struct observer {
-	const tally_chistogram *h;
-	long n;
-};
-
+/* Observes 0.25 and 30.5 with the histogram @arg, 100000 times each. */
 static void *observe_many(void *arg)
 {
-	struct observer *o = arg;
-
-	for (long i = 0; i < o->n; i++) {
-		tally_chistogram_observe(o->h, 0.25);
-		tally_chistogram_observe(o->h, 30.5);
+	for (long i = 0; i < 100000; i++) {
+		tally_chistogram_observe(arg, 0.25);
+		tally_chistogram_observe(arg, 30.5);
 	}
 	return NULL;
 }
@@ -154,32 +136,25 @@ static void *observe_many(void *arg)
 TEST(concurrent_observations_add_up_exactly)
 {
 	struct tally_zone *z = zone_in("threads");
-	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
-					  "order_value_dollars");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM, NAME);
 	tally_chistogram h;
-	pthread_t t[4];
-	struct observer o = { &h, 100000 };
 	struct seen s;
 
 	CHECK_EQ(tally_chistogram_register(z, &d, bounds, 5, &h), 0);
-	for (int i = 0; i < 4; i++)
-		CHECK_EQ(pthread_create(&t[i], NULL, observe_many, &o), 0);
-	for (int i = 0; i < 4; i++)
-		pthread_join(t[i], NULL);
+	run_threads(4, observe_many, &h);
 	s = read_zone(z);
-	CHECK_EQ(s.count, 800000);
+	CHECK_EQ(s.v.value, 800000);
 	CHECK_EQ(s.buckets[0], 400000);
 	CHECK_EQ(s.buckets[4], 400000);
-	CHECK_EQ(s.sum, 400000 * 30 + 100000 * 3);    /* 0.25 + 30.5, 4e5 times */
-	CHECK_EQ(s.frac, 0u);
+	CHECK_EQ(s.v.sum, 400000 * 30 + 100000 * 3);    /* 0.25 + 30.5, 4e5 times */
+	CHECK_EQ(s.v.frac, 0u);
 	tally_zone_destroy(z);
 }
 
 TEST(bounds_are_checked)
 {
 	struct tally_zone *z = zone_in("checked");
-	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
-					  "order_value_dollars");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM, NAME);
 	double down[] = { 1, 0.5 }, nan[] = { NAN }, many[41];
 	char help[TALLY_CHISTOGRAM_HELP_MAX + 2];
 	tally_chistogram h;
@@ -222,8 +197,7 @@ TEST(bounds_are_checked)
 TEST(other_bounds_are_another_definition)
 {
 	struct tally_zone *z = zone_in("redefine");
-	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
-					  "order_value_dollars");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM, NAME);
 	double other[] = { 5, 50 };
 	tally_chistogram a, b, again;
 	struct seen s;
@@ -236,16 +210,16 @@ TEST(other_bounds_are_another_definition)
 	tally_chistogram_observe(&b, 70);
 	s = read_zone(z);
 	CHECK_EQ(s.n, 1);
-	CHECK_EQ(s.nbounds, 2u);
-	CHECK_EQ(s.count, 2);
+	CHECK_EQ(s.v.nbounds, 2u);
+	CHECK_EQ(s.v.value, 2);
 	CHECK_EQ(s.buckets[1], 1);
 	CHECK_EQ(s.buckets[2], 1);
 	/* The first bounds again: the first generation, with its count. */
 	CHECK_EQ(tally_chistogram_register(z, &d, bounds, 5, &again), 0);
 	s = read_zone(z);
 	CHECK_EQ(s.n, 1);
-	CHECK_EQ(s.nbounds, 5u);
-	CHECK_EQ(s.count, 1);
+	CHECK_EQ(s.v.nbounds, 5u);
+	CHECK_EQ(s.v.value, 1);
 	CHECK_EQ(s.buckets[2], 1);
 	tally_zone_destroy(z);
 }
@@ -255,34 +229,22 @@ TEST(other_bounds_are_another_definition)
 TEST(older_readers_skip_it)
 {
 	struct tally_zone *z = zone_in("old");
-	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
-					  "order_value_dollars");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM, NAME);
 	tally_chistogram h;
 	struct tally__hdr hd;
 	struct tally__metric_rec f;
 	struct tally__series r;
-	int fd;
 
 	d.help = "What orders were worth.";
 	CHECK_EQ(tally_chistogram_register(z, &d, bounds, 5, &h), 0);
 	tally_chistogram_observe(&h, 1.5);
-	fd = open(tally_zone_path(z), O_RDONLY | O_CLOEXEC);
-	CHECK(fd >= 0);
-	CHECK_EQ(pread(fd, &hd, sizeof(hd), 0), (ssize_t)sizeof(hd));
-	CHECK_EQ(pread(fd, &f, sizeof(f), (off_t)hd.metric_off),
-		 (ssize_t)sizeof(f));
-	CHECK_EQ(f.kind, TALLY__KIND_COUNTER);
-	CHECK_EQ(f.vtype, TALLY__VT_INT64);
-	CHECK_EQ(f.type, TALLY__TYPE_CHISTO);
-	CHECK_EQ(f.sub_bits, 0);
+	read_first_records(tally_zone_path(z), &hd, &f, &r);
+	check_typed_counter_rec(&f, TALLY__TYPE_CHISTO);
 	CHECK_EQ(strlen(f.help), f.help_len);
 	CHECK_EQ(tally__metric_tail(&f)->nbounds, 5);
 	CHECK(tally__metric_bounds(&f)->bound[1] == 2.5);
-	CHECK_EQ(pread(fd, &r, sizeof(r), (off_t)hd.series_off),
-		 (ssize_t)sizeof(r));
 	CHECK_EQ(r.state, TALLY__SERIES_TYPED);
 	CHECK_EQ(r.nslots, 8u); /* the sum's two, 6 buckets */
-	close(fd);
 	tally_zone_destroy(z);
 }
 
@@ -290,8 +252,7 @@ TEST(older_readers_skip_it)
 TEST(a_family_of_classic_histograms)
 {
 	struct tally_zone *z = zone_in("family");
-	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
-					  "order_value_dollars");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM, NAME);
 	const char *names[] = { "shop" }, *a[] = { "a" }, *b[] = { "b" };
 	double down[] = { 2, 1 };
 	tally_chistogram_family f, bad;
@@ -325,7 +286,7 @@ TEST(a_family_of_classic_histograms)
 	}
 	s = read_zone(z);
 	CHECK_EQ(s.n, 2);
-	CHECK_EQ(s.nbounds, 5u);
+	CHECK_EQ(s.v.nbounds, 5u);
 	CHECK_EQ(tally_family_remove(&f.family), 0);
 	s = read_zone(z);
 	CHECK_EQ(s.n, 0);
@@ -351,12 +312,10 @@ static int count_named(const struct tally_series_view *v, void *arg)
 TEST(the_histogram_record_is_the_binding_definition)
 {
 	struct tally_zone *z = zone_in("claim");
-	struct tally_metric_desc old = desc(TALLY_COUNTER,
-					    "order_value_dollars");
+	struct tally_metric_desc old = desc(TALLY_COUNTER, NAME);
 	struct tally_metric_desc part = desc(TALLY_COUNTER,
 					     "order_value_dollars:bucket");
-	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM,
-					  "order_value_dollars");
+	struct tally_metric_desc d = desc(TALLY_CHISTOGRAM, NAME);
 	const char *parts[] = { "order_value_dollars:bucket" };
 	tally_counter c;
 	tally_chistogram h;
@@ -377,7 +336,7 @@ TEST(the_histogram_record_is_the_binding_definition)
 	CHECK_EQ(tally_metric_redefine(z, &d, parts, 1), -EINVAL);
 	s = read_zone(z);
 	CHECK_EQ(s.n, 1);
-	CHECK_EQ(s.count, 1);
+	CHECK_EQ(s.v.value, 1);
 	CHECK_EQ(s.buckets[1], 1);
 	seg = tally_seg_open(tally_zone_path(z), NULL);
 	CHECK(seg != NULL);
@@ -445,16 +404,16 @@ TEST(summary_count_and_sum_are_exact)
 	CHECK_EQ(count, 40001);
 	seen = read_zone(z);
 	CHECK_EQ(seen.n, 1);
-	CHECK_EQ(seen.kind, TALLY_HISTOGRAM);
-	CHECK_EQ(seen.classic, 1);
-	CHECK_EQ(seen.summary, 1);
-	CHECK_EQ(seen.nbounds, 0u);
-	CHECK_EQ(seen.nbuckets, 1u);
+	CHECK_EQ(seen.v.kind, TALLY_HISTOGRAM);
+	CHECK_EQ(seen.v.classic, 1);
+	CHECK_EQ(seen.v.summary, 1);
+	CHECK_EQ(seen.v.nbounds, 0u);
+	CHECK_EQ(seen.v.nbuckets, 1u);
 	CHECK_EQ(seen.buckets[0], 40001);
-	CHECK_EQ(seen.count, 40001);
-	CHECK_EQ(seen.sum, 4002);
-	CHECK_EQ(seen.frac, 250000000u);
-	CHECK(seen.fsum == 4002.25);
+	CHECK_EQ(seen.v.value, 40001);
+	CHECK_EQ(seen.v.sum, 4002);
+	CHECK_EQ(seen.v.frac, 250000000u);
+	CHECK(seen.v.fsum == 4002.25);
 	tally_zone_destroy(z);
 }
 
@@ -484,17 +443,17 @@ TEST(summary_and_histogram_are_two_definitions)
 	tally_chistogram_observe(&h, 5);
 	seen = read_zone(z);
 	CHECK_EQ(seen.n, 1);
-	CHECK_EQ(seen.summary, 0);
-	CHECK(seen.fsum == 5.0);
+	CHECK_EQ(seen.v.summary, 0);
+	CHECK(seen.v.fsum == 5.0);
 	/* Back to the summary: its series resume. */
 	CHECK_EQ(tally_summary_redefine(z, &d, parts, 1), 1);
 	CHECK_EQ(tally_summary_register(z, &d, &s), 0);
 	tally_summary_observe(&s, 4);
 	seen = read_zone(z);
 	CHECK_EQ(seen.n, 1);
-	CHECK_EQ(seen.summary, 1);
-	CHECK_EQ(seen.count, 2);
-	CHECK(seen.fsum == 7.0);
+	CHECK_EQ(seen.v.summary, 1);
+	CHECK_EQ(seen.v.value, 2);
+	CHECK(seen.v.fsum == 7.0);
 	d.kind = TALLY_COUNTER;
 	memset(&s, 0xff, sizeof(s)); /* a handle never filled before */
 	CHECK_EQ(tally_summary_register(z, &d, &s), -EINVAL);

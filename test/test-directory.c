@@ -50,10 +50,8 @@ struct shared {
 
 static struct shared *shared_new(const char *name)
 {
-	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
-				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct shared *sh = shared_mem(sizeof(*sh));
 
-	CHECK(sh != MAP_FAILED);
 	snprintf(sh->dir, sizeof(sh->dir), "%s/%s.%d", harness_dir(), name,
 		 (int)getpid());
 	CHECK_EQ(mkdir(sh->dir, 0700), 0);
@@ -148,13 +146,9 @@ static int sum_fn(const struct tally_series_view *v, void *arg)
 
 static int64_t sum_of(const char *path)
 {
-	struct tally_seg *s = tally_seg_open(path, NULL);
 	int64_t sum = 0;
 
-	if (!s)
-		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
-	CHECK_EQ(tally_seg_foreach(s, 0, sum_fn, &sum), SERIES);
-	tally_seg_close(s);
+	CHECK_EQ(foreach_path(path, sum_fn, &sum), SERIES);
 	return sum;
 }
 
@@ -352,15 +346,13 @@ static int opened_fn(const char *path, struct tally_seg *s,
 TEST_TIMEOUT(cleanup_stays_in_the_checked_directory, 60)
 {
 	struct shared *sh = shared_new("swap-victim");
-	struct swap *w = mmap(NULL, sizeof(*w), PROT_READ | PROT_WRITE,
-			      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct swap *w = shared_mem(sizeof(*w));
 	struct stat before[VICTIMS], st;
 	long rounds = 0, opened = 0;
 	double t0;
 	pid_t pid;
 	int status;
 
-	CHECK(w != MAP_FAILED);
 	kill_victims(sh);
 	snprintf(w->dir, sizeof(w->dir), "%s/swap.%d", harness_dir(),
 		 (int)getpid());

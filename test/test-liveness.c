@@ -45,13 +45,9 @@ static int find_fn(const struct tally_series_view *v, void *arg)
 
 static int64_t value_in_file(const char *path, const char *name)
 {
-	struct tally_seg *s = tally_seg_open(path, NULL);
 	struct find f = { name, -1 };
 
-	if (!s)
-		harness_fail(__FILE__, __LINE__, "%s", tally_errmsg());
-	CHECK(tally_seg_foreach(s, 0, find_fn, &f) >= 0);
-	tally_seg_close(s);
+	foreach_path(path, find_fn, &f);
 	return f.value;
 }
 
@@ -150,16 +146,25 @@ static pid_t start_ns_writer(struct ns_shared *sh, int i, int64_t value,
 	return pid;
 }
 
+/* The segments at @path[0] and @path[1] read alive and in use as
+ * @first says (both 0 or both 1) and alive and in use as @second says. */
+static void check_liveness(char path[2][PATH_MAX], int first, int second)
+{
+	struct tally_seg_info a = info_of(path[0]), b = info_of(path[1]);
+
+	CHECK_EQ(a.alive, first);
+	CHECK_EQ(a.in_use, first);
+	CHECK_EQ(b.alive, second);
+	CHECK_EQ(b.in_use, second);
+}
+
 TEST(pid_namespaces_share_a_directory)
 {
-	struct ns_shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
-				    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	struct tally_seg_info a, b;
+	struct ns_shared *sh = shared_mem(sizeof(*sh));
 	pid_t waiter[2];
 	int cmd[2], st;
 	char said[2];
 
-	CHECK(sh != MAP_FAILED);
 	if (geteuid() != 0)
 		harness_skip("PID namespaces need root here");
 	own_subdir(sh->dir, sizeof(sh->dir), "ns");
@@ -185,14 +190,9 @@ TEST(pid_namespaces_share_a_directory)
 	CHECK_EQ(access(sh->path[0], F_OK), 0);
 	CHECK_EQ(access(sh->path[1], F_OK), 0);
 	/* Read from the root namespace, where pid 1 is somebody else. */
-	a = info_of(sh->path[0]);
-	b = info_of(sh->path[1]);
-	CHECK_EQ(a.pid, 1);
-	CHECK_EQ(b.pid, 1);
-	CHECK_EQ(a.alive, 1);
-	CHECK_EQ(b.alive, 1);
-	CHECK_EQ(a.in_use, 1);
-	CHECK_EQ(b.in_use, 1);
+	CHECK_EQ(info_of(sh->path[0]).pid, 1);
+	CHECK_EQ(info_of(sh->path[1]).pid, 1);
+	check_liveness(sh->path, 1, 1);
 	CHECK_EQ(value_in_file(sh->path[0], "requests_total"), 1000);
 	CHECK_EQ(value_in_file(sh->path[1], "requests_total"), 2000);
 	/* Nothing to clean while both live. */
@@ -202,12 +202,7 @@ TEST(pid_namespaces_share_a_directory)
 	close(cmd[0]);
 	CHECK_EQ(waitpid(waiter[0], &st, 0), waiter[0]);
 	CHECK_CHILD_OK(st);
-	a = info_of(sh->path[0]);
-	b = info_of(sh->path[1]);
-	CHECK_EQ(a.alive, 0);
-	CHECK_EQ(a.in_use, 0);
-	CHECK_EQ(b.alive, 1);
-	CHECK_EQ(b.in_use, 1);
+	check_liveness(sh->path, 0, 1);
 	/* Post-mortem: still readable. */
 	CHECK_EQ(value_in_file(sh->path[0], "requests_total"), 1000);
 	CHECK_EQ(tally_dir_cleanup(sh->dir), 1);
@@ -287,10 +282,8 @@ static void planted_child(void *arg)
 
 TEST(existing_file_is_never_replaced)
 {
-	struct planted *p = mmap(NULL, sizeof(*p), PROT_READ | PROT_WRITE,
-				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct planted *p = shared_mem(sizeof(*p));
 
-	CHECK(p != MAP_FAILED);
 	own_subdir(p->dir, sizeof(p->dir), "planted");
 	CHECK_CHILD_OK(harness_child(planted_child, p));
 	if (p->err)

@@ -1482,12 +1482,7 @@ static uint64_t rnd_state = 0x9e3779b97f4a7c15ull;
 
 static uint64_t rnd(void)
 {
-	uint64_t x = rnd_state;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return rnd_state = x;
+	return xorshift64(&rnd_state);
 }
 
 static void check_value(uint64_t v, unsigned sub, unsigned max)

@@ -450,29 +450,59 @@ TEST(older_readers_skip_the_typed_series)
 	stop(&w);
 }
 
+/* A zone "pg" of mode shared in a directory of the test's own, @dir
+ * (own_subdir() @name), which becomes $TALLY_DIR. */
+static struct tally_zone *shared_pg_zone(char *dir, size_t n,
+					 const char *name)
+{
+	struct tally_zone *z;
+
+	own_subdir(dir, n, name);
+	setenv("TALLY_DIR", dir, 1);
+	z = tally_zone_create("pg", &(struct tally_zone_opts){
+					     0, 0, TALLY_ZONE_SHARED });
+	CHECK(z != NULL);
+	return z;
+}
+
+/* In a forked child: tells the parent through the pipe @p that its
+ * value is written (ready_child() returns), then lives until killed. */
+static _Noreturn void hold(int p[2])
+{
+	if (write(p[1], "r", 1) != 1)
+		_exit(4);
+	pause();
+	_exit(0);
+}
+
+/* In the parent: waits until the child @pid says through @p that its
+ * value is written (hold()). */
+static void ready_child(pid_t pid, int p[2])
+{
+	char c;
+
+	CHECK(pid >= 0);
+	close(p[1]);
+	CHECK_EQ(read(p[0], &c, 1), 1);
+	close(p[0]);
+}
+
 TEST(a_child_after_fork_has_a_value_of_its_own)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 16];
 	struct tally_metric_desc d = desc(TALLY_PGAUGE, "g");
 	struct tally_label l = { "route", "a" };
-	struct tally_zone *z;
+	struct tally_zone *z = shared_pg_zone(dir, sizeof(dir), "fork");
 	tally_pgauge g, mine;
 	int p[2], st;
-	char c;
 	pid_t pid;
 
-	own_subdir(dir, sizeof(dir), "fork");
-	setenv("TALLY_DIR", dir, 1);
-	z = tally_zone_create("pg", &(struct tally_zone_opts){
-					     0, 0, TALLY_ZONE_SHARED });
-	CHECK(z != NULL);
 	d.labels = &l;
 	d.nlabels = 1;
 	CHECK_EQ(tally_pgauge_register(z, &d, TALLY_COMBINE_LIVESUM, &g), 0);
 	tally_pgauge_inc(&g);
 	CHECK_EQ(pipe(p), 0);
 	pid = fork();
-	CHECK(pid >= 0);
 	if (pid == 0) {
 		double v;
 
@@ -483,14 +513,9 @@ TEST(a_child_after_fork_has_a_value_of_its_own)
 		tally_pgauge_add(&mine, 2);
 		CHECK_EQ(tally_pgauge_fetch(&mine, &v), 0);
 		CHECK(v == 2.0);
-		if (write(p[1], "r", 1) != 1)
-			_exit(4);
-		pause();
-		_exit(0);
+		hold(p);
 	}
-	close(p[1]);
-	CHECK_EQ(read(p[0], &c, 1), 1);
-	close(p[0]);
+	ready_child(pid, p);
 	snprintf(path, sizeof(path), "%s/pg.tally", dir);
 	CHECK(one_value(dir) == 3.0);
 	kill(pid, SIGKILL);
@@ -600,18 +625,12 @@ TEST(a_family_forgets_its_parents_children_after_fork)
 	struct tally_metric_desc d = desc(TALLY_PGAUGE, "g");
 	const char *names[] = { "route" }, *vals[] = { "a" };
 	const char *bad[] = { "pid" };
-	struct tally_zone *z;
+	struct tally_zone *z = shared_pg_zone(dir, sizeof(dir), "family");
 	tally_pgauge_family f, fb;
 	const tally_pgauge *g, *again;
 	int p[2], st;
-	char c;
 	pid_t pid;
 
-	own_subdir(dir, sizeof(dir), "family");
-	setenv("TALLY_DIR", dir, 1);
-	z = tally_zone_create("pg", &(struct tally_zone_opts){
-					     0, 0, TALLY_ZONE_SHARED });
-	CHECK(z != NULL);
 	CHECK_EQ(tally_pgauge_family_register(z, &d, bad, 1,
 					      TALLY_COMBINE_LIVESUM, &fb),
 		 -EINVAL);
@@ -623,20 +642,14 @@ TEST(a_family_forgets_its_parents_children_after_fork)
 	CHECK(again == g);
 	CHECK_EQ(pipe(p), 0);
 	pid = fork();
-	CHECK(pid >= 0);
 	if (pid == 0) {
 		close(p[0]);
 		CHECK_EQ(tally_pgauge_family_get(&f, vals, 1, &again), 0);
 		CHECK(again->metric.series != g->metric.series);
 		tally_pgauge_set(again, 5);
-		if (write(p[1], "r", 1) != 1)
-			_exit(4);
-		pause();
-		_exit(0);
+		hold(p);
 	}
-	close(p[1]);
-	CHECK_EQ(read(p[0], &c, 1), 1);
-	close(p[0]);
+	ready_child(pid, p);
 	CHECK(one_value(dir) == 6.0);
 	kill(pid, SIGKILL);
 	CHECK_EQ(waitpid(pid, &st, 0), pid);

@@ -370,10 +370,8 @@ static int entries(const char *dir, const char *suffix)
 
 static struct setup *setup_new(void)
 {
-	struct setup *s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE,
-			       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct setup *s = shared_mem(sizeof(*s));
 
-	CHECK(s != MAP_FAILED);
 	if (geteuid() != 0)
 		harness_skip("needs root to play the service's user and an "
 			     "attacker in its group");
@@ -568,12 +566,10 @@ static void wait_for_held(void *arg)
 
 static void bounded_wait_case(int forge)
 {
-	struct holder *h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE,
-				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct holder *h = shared_mem(sizeof(*h));
 	pid_t holder;
 	int st;
 
-	CHECK(h != MAP_FAILED);
 	h->forge = forge;
 	own_subdir(h->dir, sizeof(h->dir), forge ? "forged" : "held");
 	holder = start_child(hold_a_mutex, h);

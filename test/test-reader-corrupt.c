@@ -95,9 +95,7 @@ static int has(const char *hay, const char *needle)
 /* Writes the fixture (once per test: each test is its own process). */
 static void setup(void)
 {
-	fx = mmap(NULL, sizeof(*fx), PROT_READ | PROT_WRITE,
-		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	CHECK(fx != MAP_FAILED);
+	fx = shared_mem(sizeof(*fx));
 	CHECK_CHILD_OK(harness_child(write_fixture, fx));
 	snprintf(work, sizeof(work), "%s/work.1.tally", harness_dir());
 }
@@ -942,9 +940,7 @@ TEST(long_label_records)
 	int n = 0;
 
 	setup();
-	lfx = mmap(NULL, sizeof(*lfx), PROT_READ | PROT_WRITE,
-		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	CHECK(lfx != MAP_FAILED);
+	lfx = shared_mem(sizeof(*lfx));
 	for (size_t i = 0; i < sizeof(lfx->value) - 1; i++)
 		lfx->value[i] = (char)('a' + i % 26);
 	CHECK_CHILD_OK(harness_child(write_long_fixture, lfx));

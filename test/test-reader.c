@@ -119,11 +119,8 @@ struct ctl {
 
 static struct ctl *ctl_new(const char *sub)
 {
-	struct ctl *c = mmap(NULL, sizeof(*c), PROT_READ | PROT_WRITE,
-			     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct ctl *c = shared_mem(sizeof(*c));
 
-	CHECK(c != MAP_FAILED);
-	memset(c, 0, sizeof(*c));
 	snprintf(c->dir, sizeof(c->dir), "%s/%s", harness_dir(), sub);
 	if (mkdir(c->dir, 0700) < 0 && errno != EEXIST)
 		harness_fail(__FILE__, __LINE__, "mkdir %s: %m", c->dir);
@@ -210,6 +207,18 @@ static struct tally_zone *make_zone(const char *name, size_t chunks,
 	return z;
 }
 
+/* A writer's zone (make_zone()), whose path it tells the test in
+ * c->path. */
+static struct tally_zone *writer_zone(struct ctl *c, const char *name,
+				      size_t chunks, size_t max_series,
+				      unsigned flags)
+{
+	struct tally_zone *z = make_zone(name, chunks, max_series, flags);
+
+	snprintf(c->path, sizeof(c->path), "%s", tally_zone_path(z));
+	return z;
+}
+
 static int has(const char *hay, const char *needle)
 {
 	return hay && strstr(hay, needle) != NULL;
@@ -280,8 +289,7 @@ static void writer_values(struct ctl *c)
 	pthread_barrier_t bar;
 
 	writer_env(c, NULL);
-	z = make_zone("values", 16, 256, TALLY_ZONE_PERSIST);
-	snprintf(c->path, sizeof(c->path), "%s", tally_zone_path(z));
+	z = writer_zone(c, "values", 16, 256, TALLY_ZONE_PERSIST);
 	c->nslabs = tally__env.nslabs;
 
 	d = desc(TALLY_COUNTER, "http_requests_total");
@@ -586,12 +594,7 @@ static uint64_t q_state;
 
 static uint64_t q_rand(void)
 {
-	uint64_t x = q_state;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return q_state = x;
+	return xorshift64(&q_state);
 }
 
 /* Over [1, 10^decades): a random decade, a random value in it. */
@@ -627,8 +630,7 @@ static void writer_quantiles(struct ctl *c)
 	struct tally_zone *z;
 
 	writer_env(c, NULL);
-	z = make_zone("quantiles", 8, 16, TALLY_ZONE_PERSIST);
-	snprintf(c->path, sizeof(c->path), "%s", tally_zone_path(z));
+	z = writer_zone(c, "quantiles", 8, 16, TALLY_ZONE_PERSIST);
 	for (size_t f = 0; f < ARRAY_SIZE(qfam); f++) {
 		struct tally_metric_desc d = desc(TALLY_HISTOGRAM, qfam[f].name);
 		tally_metric m;
@@ -732,8 +734,7 @@ static void writer_last_bucket(struct ctl *c)
 	tally_metric m;
 
 	writer_env(c, NULL);
-	z = make_zone("last", 4, 16, TALLY_ZONE_PERSIST);
-	snprintf(c->path, sizeof(c->path), "%s", tally_zone_path(z));
+	z = writer_zone(c, "last", 4, 16, TALLY_ZONE_PERSIST);
 	d.hist_sub_bits = 3;
 	d.hist_max_bits = 10;
 	reg(z, d, NULL, 0, &m);
@@ -792,8 +793,7 @@ static void writer_churn(struct ctl *c)
 
 	writer_env(c, NULL);
 	/* Few chunks and records: blocks and records are reused at once. */
-	z = make_zone("churn", 8, 4 * CHURN_WINDOW, 0);
-	snprintf(c->path, sizeof(c->path), "%s", tally_zone_path(z));
+	z = writer_zone(c, "churn", 8, 4 * CHURN_WINDOW, 0);
 	atomic_store(&c->stage, 1);
 	for (id = 0; !atomic_load(&c->stop); id++) {
 		struct churn_series *s = &win[id % CHURN_WINDOW];
@@ -1059,8 +1059,7 @@ static void writer_grow(struct ctl *c)
 	tally_metric m;
 
 	writer_env(c, NULL);
-	z = make_zone("grow", 2, 16, 0);
-	snprintf(c->path, sizeof(c->path), "%s", tally_zone_path(z));
+	z = writer_zone(c, "grow", 2, 16, 0);
 	reg(z, d, NULL, 0, &m);
 	atomic_store(&c->stage, 1);
 	for (long i = 0; !atomic_load(&c->stop); i++) {
@@ -1187,8 +1186,7 @@ static void writer_flight(struct ctl *c)
 	pthread_t t[2];
 
 	writer_env(c, NULL);
-	z = make_zone("flight", 2, 16, 0);
-	snprintf(c->path, sizeof(c->path), "%s", tally_zone_path(z));
+	z = writer_zone(c, "flight", 2, 16, 0);
 	f.c = c;
 	CHECK_EQ(tally_gauge_register(z, &d, &f.g), 0);
 	CHECK_EQ(pthread_create(&t[0], NULL, flight_submitter, &f), 0);
@@ -1216,7 +1214,7 @@ TEST_TIMEOUT(gauge_reads_never_below_truth, 300)
 {
 	struct ctl *c = ctl_new("flight");
 	pid_t pid = spawn(writer_flight, c);
-	long reads = harness_scale(1000000), within = 0, over = 0;
+	long reads = harness_scale(250000), within = 0, over = 0;
 	int64_t lowest = INT64_MAX, highest = INT64_MIN;
 	struct tally_seg *s;
 	double t0;
@@ -1266,8 +1264,7 @@ static void writer_victim(struct ctl *c)
 	tally_metric m, h, tmp;
 
 	writer_env(c, NULL);
-	z = make_zone("victim", 8, 64, 0);
-	snprintf(c->path, sizeof(c->path), "%s", tally_zone_path(z));
+	z = writer_zone(c, "victim", 8, 64, 0);
 	reg(z, d, NULL, 0, &m);
 	reg(z, dh, NULL, 0, &h);
 	for (long i = 0;; i++) {
@@ -1296,8 +1293,7 @@ static void writer_idle(struct ctl *c)
 	tally_metric m;
 
 	writer_env(c, NULL);
-	z = make_zone("idle", 2, 16, 0);
-	snprintf(c->path, sizeof(c->path), "%s", tally_zone_path(z));
+	z = writer_zone(c, "idle", 2, 16, 0);
 	reg(z, d, NULL, 0, &m);
 	tally_counter_add(counter_of(&m), 3);
 	atomic_store(&c->stage, 1);
@@ -1311,8 +1307,7 @@ static void writer_persistent(struct ctl *c)
 	tally_metric m;
 
 	writer_env(c, NULL);
-	z = make_zone("kept", 2, 16, TALLY_ZONE_PERSIST);
-	snprintf(c->path, sizeof(c->path), "%s", tally_zone_path(z));
+	z = writer_zone(c, "kept", 2, 16, TALLY_ZONE_PERSIST);
 	reg(z, d, NULL, 0, &m);
 	tally_counter_add(counter_of(&m), 4);
 	exit(0);
@@ -1432,8 +1427,8 @@ static void writer_memory(struct ctl *c)
 
 	writer_env(c, "256");
 	harness_pin(0);
-	z = make_zone("memory", 48, MEM_COUNTERS + MEM_HISTS, TALLY_ZONE_PERSIST);
-	snprintf(c->path, sizeof(c->path), "%s", tally_zone_path(z));
+	z = writer_zone(c, "memory", 48, MEM_COUNTERS + MEM_HISTS,
+			TALLY_ZONE_PERSIST);
 	c->nslabs = tally__env.nslabs;
 	c->cpu[0] = sched_getcpu();
 	for (int i = 0; i < MEM_COUNTERS; i++) {
@@ -1560,8 +1555,7 @@ static void writer_small(struct ctl *c)
 	tally_metric m;
 
 	writer_env(c, NULL);
-	z = make_zone("small", 2, 16, TALLY_ZONE_PERSIST);
-	snprintf(c->path, sizeof(c->path), "%s", tally_zone_path(z));
+	z = writer_zone(c, "small", 2, 16, TALLY_ZONE_PERSIST);
 	reg(z, d, NULL, 0, &m);
 	tally_counter_add(counter_of(&m), 42);
 }
@@ -1711,14 +1705,12 @@ static void group_writer(void *arg)
  */
 TEST(group_shared_files)
 {
-	struct group_writer *g = mmap(NULL, sizeof(*g), PROT_READ | PROT_WRITE,
-				      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct group_writer *g = shared_mem(sizeof(*g));
 	struct tally_open_opts grp = { .allow_uid = -1, .allow_group = 1 };
 	struct tally_seg *s;
 	struct stat st;
 	int n = 0;
 
-	CHECK(g != MAP_FAILED);
 	if (geteuid() != 0)
 		harness_skip("needs root to play two users");
 	snprintf(g->dir, sizeof(g->dir), "%s/grp.%d", harness_dir(),
@@ -1875,8 +1867,7 @@ static void writer_exits(struct ctl *c)
 	tally_metric m;
 
 	writer_env(c, NULL);
-	z = make_zone("gone", 2, 16, 0);
-	snprintf(c->path, sizeof(c->path), "%s", tally_zone_path(z));
+	z = writer_zone(c, "gone", 2, 16, 0);
 	reg(z, d, NULL, 0, &m);
 	tally_counter_add(counter_of(&m), 1);
 	_exit(0); /* no exit handlers: the file stays, its writer is gone */
@@ -1964,8 +1955,7 @@ static void writer_huge_table(struct ctl *c)
 	struct tally_zone *z;
 
 	writer_env(c, NULL);
-	z = make_zone("huge", 2, 1u << 24, TALLY_ZONE_PERSIST);
-	snprintf(c->path, sizeof(c->path), "%s", tally_zone_path(z));
+	z = writer_zone(c, "huge", 2, 1u << 24, TALLY_ZONE_PERSIST);
 	for (int i = 0; i < 3; i++) {
 		char v[8];
 		struct tally_label l = { "i", v };

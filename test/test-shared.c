@@ -668,19 +668,14 @@ TEST_TIMEOUT(cleanup_never_removes_a_zone_being_attached, 300)
 }
 
 /*
- * @n workers attach zone "kills" of @dir, register and hold their chunks,
- * and are killed with SIGKILL, ten at a time; then one more worker comes
- * and goes, as a recycled worker would.  Returns the bytes the zone's file
- * then holds, after checking that every series kept its value.
+ * Starts @n holders, ten at a time, and kills each ten with SIGKILL once
+ * all of them say (a byte on their stdout) that they hold their chunks.
+ * Holder i is a child that runs @hold(@arg), which does not return, with
+ * TALLY_TEST_ADDS=i.
  */
-static uint64_t kill_holders(const char *dir, long n)
+static void kill_in_tens(long n, void (*hold)(void *), void *arg)
 {
-	char path[PATH_MAX + 16];
-	struct tally_seg_info info;
-	long done = 0;
-
-	snprintf(path, sizeof(path), "%s/kills.tally", dir);
-	while (done < n) {
+	for (long done = 0; done < n;) {
 		pid_t w[10];
 		long k = n - done < 10 ? n - done : 10;
 
@@ -697,13 +692,8 @@ static uint64_t kill_holders(const char *dir, long n)
 				dup2(fds[1], 1);
 				close(fds[0]);
 				snprintf(v, sizeof(v), "%ld", done + i);
-				setenv("TALLY_TEST_WORKER", "hold", 1);
-				setenv("TALLY_DIR", dir, 1);
-				setenv("TALLY_ZONE", "kills", 1);
 				setenv("TALLY_TEST_ADDS", v, 1);
-				execl("/proc/self/exe", "test-shared-worker",
-				      (char *)NULL);
-				_exit(127);
+				hold(arg);
 			}
 			close(fds[1]);
 			CHECK_EQ(read(fds[0], &b, 1), 1);
@@ -718,6 +708,38 @@ static uint64_t kill_holders(const char *dir, long n)
 		}
 		done += k;
 	}
+}
+
+/* A holder of kill_in_tens(): worker "hold" of zone "kills" of the
+ * directory @dir, executed afresh. */
+static void exec_holder(void *dir)
+{
+	setenv("TALLY_TEST_WORKER", "hold", 1);
+	setenv("TALLY_DIR", dir, 1);
+	setenv("TALLY_ZONE", "kills", 1);
+	execl("/proc/self/exe", "test-shared-worker", (char *)NULL);
+	_exit(127);
+}
+
+/* A holder of kill_in_tens(): worker "hold" of the zone @z, forked. */
+static void forked_holder(void *z)
+{
+	worker_hold_in(z);
+}
+
+/*
+ * @n workers attach zone "kills" of @dir, register and hold their chunks,
+ * and are killed with SIGKILL, ten at a time; then one more worker comes
+ * and goes, as a recycled worker would.  Returns the bytes the zone's file
+ * then holds, after checking that every series kept its value.
+ */
+static uint64_t kill_holders(const char *dir, long n)
+{
+	char path[PATH_MAX + 16];
+	struct tally_seg_info info;
+
+	snprintf(path, sizeof(path), "%s/kills.tally", dir);
+	kill_in_tens(n, exec_holder, (void *)dir);
 	wait_ok(spawn("count", dir, "kills", 1));
 	info = info_of(path);
 	CHECK_EQ(scan_file(path, "hold_hits_total").value, n);
@@ -779,36 +801,7 @@ static uint64_t kill_forked(const char *dir, const char *zone, long n)
 	/* The master registers first (an application loaded before the
 	 * fork): it has taken its chunks, and swept, before any child. */
 	CHECK_EQ(register_in(z, "hold_hits_total", NULL, 0, &hits), 0);
-	for (long done = 0; done < n;) {
-		pid_t w[10];
-		long k = n - done < 10 ? n - done : 10;
-
-		for (long i = 0; i < k; i++) {
-			int fds[2];
-			char b;
-
-			CHECK_EQ(pipe(fds), 0);
-			w[i] = fork();
-			CHECK(w[i] >= 0);
-			if (w[i] == 0) {
-				char v[32];
-
-				dup2(fds[1], 1);
-				close(fds[0]);
-				snprintf(v, sizeof(v), "%ld", done + i);
-				setenv("TALLY_TEST_ADDS", v, 1);
-				worker_hold_in(z);
-			}
-			close(fds[1]);
-			CHECK_EQ(read(fds[0], &b, 1), 1);
-			close(fds[0]);
-		}
-		for (long i = 0; i < k; i++) {
-			kill(w[i], SIGKILL);
-			CHECK_EQ(waitpid(w[i], NULL, 0), w[i]);
-		}
-		done += k;
-	}
+	kill_in_tens(n, forked_holder, z);
 	/* One more worker comes and goes. */
 	{
 		pid_t c = fork();
@@ -876,83 +869,6 @@ static int owned_by(const char *path, int pid)
 }
 
 /*
- * A worker in a PID namespace of its own (a container sharing /dev/shm)
- * holds chunks of the zone as pid 1, with its own /proc: here pid 1 is
- * another process, started at another time.  Processes of this namespace
- * that come and go never take its chunks while it runs (its owner locks
- * say so); once it is killed, the next one does.  Needs root (skipped
- * otherwise).
- */
-TEST(chunks_of_another_pid_namespace_stay_its_own)
-{
-	char dir[PATH_MAX], path[PATH_MAX + 16];
-	int ready[2], pidp[2], st;
-	pid_t c1, c2 = 0;
-	char b;
-	int n0;
-
-	own_subdir(dir, sizeof(dir), "pidns");
-	snprintf(path, sizeof(path), "%s/ns.tally", dir);
-	wait_ok(spawn("count", dir, "ns", 1));
-	CHECK_EQ(pipe(ready), 0);
-	CHECK_EQ(pipe(pidp), 0);
-	c1 = fork();
-	CHECK(c1 >= 0);
-	if (c1 == 0) {
-		close(ready[0]);
-		close(pidp[0]);
-		if (unshare(CLONE_NEWPID | CLONE_NEWNS) < 0)
-			_exit(77);
-		c2 = fork();
-		if (c2 == 0) {
-			/* pid 1 of the namespace, with a /proc of its own. */
-			if (mount("none", "/", NULL, MS_REC | MS_PRIVATE,
-				  NULL) < 0 ||
-			    mount("proc", "/proc", "proc", 0, NULL) < 0)
-				_exit(78);
-			dup2(ready[1], 1);
-			setenv("TALLY_TEST_WORKER", "hold", 1);
-			setenv("TALLY_DIR", dir, 1);
-			setenv("TALLY_ZONE", "ns", 1);
-			setenv("TALLY_TEST_ADDS", "0", 1);
-			execl("/proc/self/exe", "test-shared-worker",
-			      (char *)NULL);
-			_exit(127);
-		}
-		close(ready[1]);
-		if (c2 < 0 || write(pidp[1], &c2, sizeof(c2)) != sizeof(c2))
-			_exit(2);
-		waitpid(c2, &st, 0);
-		_exit(0);
-	}
-	close(ready[1]);
-	close(pidp[1]);
-	if (read(pidp[0], &c2, sizeof(c2)) != sizeof(c2) ||
-	    read(ready[0], &b, 1) != 1) {
-		CHECK_EQ(waitpid(c1, &st, 0), c1);
-		close(ready[0]);
-		close(pidp[0]);
-		harness_skip("cannot make a PID namespace (not root?): "
-			     "exit %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-	}
-	close(ready[0]);
-	close(pidp[0]);
-	n0 = owned_by(path, 1);
-	CHECK(n0 > 0);
-	for (int i = 0; i < 3; i++)
-		wait_ok(spawn("count", dir, "ns", 1));
-	CHECK_EQ(owned_by(path, 1), n0);
-
-	kill(c2, SIGKILL);
-	CHECK_EQ(waitpid(c1, &st, 0), c1);
-	CHECK_CHILD_OK(st);
-	wait_ok(spawn("count", dir, "ns", 1));
-	CHECK_EQ(owned_by(path, 1), 0);
-	CHECK_EQ(scan_file(path, "hold_hits_total").value, 1);
-	CHECK_EQ(scan_file(path, "hits_total").value, 5);
-}
-
-/*
  * Start worker "hold" as pid 1 of a PID namespace of its own, with a
  * /proc of its own, attached to zone @zone of @dir; waits until it holds
  * its chunks.  *@outer is the process to wait for, *@pid1 the worker
@@ -976,6 +892,7 @@ static int start_pid1(const char *dir, const char *zone, pid_t *outer,
 			_exit(77);
 		c2 = fork();
 		if (c2 == 0) {
+			/* pid 1 of the namespace, with a /proc of its own. */
 			if (mount("none", "/", NULL, MS_REC | MS_PRIVATE,
 				  NULL) < 0 ||
 			    mount("proc", "/proc", "proc", 0, NULL) < 0)
@@ -1009,6 +926,40 @@ static int start_pid1(const char *dir, const char *zone, pid_t *outer,
 	*outer = c1;
 	*pid1 = c2;
 	return 0;
+}
+
+/*
+ * A worker in a PID namespace of its own (a container sharing /dev/shm)
+ * holds chunks of the zone as pid 1, with its own /proc: here pid 1 is
+ * another process, started at another time.  Processes of this namespace
+ * that come and go never take its chunks while it runs (its owner locks
+ * say so); once it is killed, the next one does.  Needs root (skipped
+ * otherwise).
+ */
+TEST(chunks_of_another_pid_namespace_stay_its_own)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+	pid_t c1, c2;
+	int n0, st;
+
+	own_subdir(dir, sizeof(dir), "pidns");
+	snprintf(path, sizeof(path), "%s/ns.tally", dir);
+	wait_ok(spawn("count", dir, "ns", 1));
+	if (start_pid1(dir, "ns", &c1, &c2) < 0)
+		harness_skip("cannot make a PID namespace (not root?)");
+	n0 = owned_by(path, 1);
+	CHECK(n0 > 0);
+	for (int i = 0; i < 3; i++)
+		wait_ok(spawn("count", dir, "ns", 1));
+	CHECK_EQ(owned_by(path, 1), n0);
+
+	kill(c2, SIGKILL);
+	CHECK_EQ(waitpid(c1, &st, 0), c1);
+	CHECK_CHILD_OK(st);
+	wait_ok(spawn("count", dir, "ns", 1));
+	CHECK_EQ(owned_by(path, 1), 0);
+	CHECK_EQ(scan_file(path, "hold_hits_total").value, 1);
+	CHECK_EQ(scan_file(path, "hits_total").value, 5);
 }
 
 static uint64_t resident_of(const char *path)

@@ -46,17 +46,9 @@ static void mount_tmpfs(char *dir, size_t n, const char *name,
 			const char *size)
 {
 	const char *force = getenv("TALLY_TEST_FAIL_ON_TMPFS");
-	char opts[64];
 
 	harness_mount_point(dir, n, name);
-	CHECK(mkdir(dir, 0700) == 0 || errno == EEXIST);
-	snprintf(opts, sizeof(opts), "size=%s,mode=0700", size);
-	if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
-		if (errno == EPERM)
-			harness_skip("cannot mount a tmpfs: %s",
-				     strerror(errno));
-		harness_fail(__FILE__, __LINE__, "mount: %s", strerror(errno));
-	}
+	mount_tmpfs_on(dir, size);
 	if (force && !strcmp(force, "fail"))
 		harness_fail(__FILE__, __LINE__, "failing on %s, as "
 			     "TALLY_TEST_FAIL_ON_TMPFS says", dir);
@@ -72,12 +64,7 @@ struct job {
 
 static struct job *new_job(void)
 {
-	struct job *j = mmap(NULL, sizeof(*j), PROT_READ | PROT_WRITE,
-			     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-
-	CHECK(j != MAP_FAILED);
-	memset(j, 0, sizeof(*j));
-	return j;
+	return shared_mem(sizeof(struct job));
 }
 
 /* Runs @fn in a fresh process, unmounts @j->dir, fails on a signal. */

@@ -9,6 +9,7 @@
 # group as the unit does, starts and serves its metrics.
 set -eu
 cd "$(dirname "$0")/.."
+. tools/listen.sh
 debs=$(cd "${1:-build-deb}" && pwd)
 root=$(mktemp -d)
 work=$(mktemp -d)
@@ -79,14 +80,9 @@ cmd=$(echo "$exec_start" | sed "s|\$TALLY_EXPORTER_OPTS|$opts|; s|/usr/bin/|$roo
 timeout 20 setpriv --reuid=65534 --regid=65534 --clear-groups env -u TALLY_DIR $cmd \
 	2>"$work/exporter.log" &
 pid=$!
-url=
-for _ in $(seq 100); do
-	url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$work/exporter.log")
-	[ -n "$url" ] && break
-	kill -0 "$pid" 2>/dev/null || break
-	sleep 0.05
-done
-[ -n "$url" ] || { cat "$work/exporter.log"; echo "deb: the unit's command does not start"; exit 1; }
+port=$(listen_port "$work/exporter.log" "$pid") ||
+	{ cat "$work/exporter.log"; echo "deb: the unit's command does not start"; exit 1; }
+url=http://127.0.0.1:$port/metrics
 curl -sf "$url" | grep -q '^tally_exporter_build_info{version=' ||
 	{ echo "deb: the exporter does not serve its metrics"; exit 1; }
 kill "$pid"; wait "$pid" 2>/dev/null || true; pid=

@@ -9,6 +9,7 @@
 # series the rules read is drawn by a panel.  Takes about a second.
 set -eu
 cd "$(dirname "$0")/.."
+. tools/listen.sh
 build=${1:-build}
 exporter=$build/programs/tally-exporter/tally-exporter
 command -v promtool >/dev/null || { echo "monitoring: no promtool (make deps installs prometheus)"; exit 1; }
@@ -29,13 +30,9 @@ promtool check rules monitoring/tally.rules.yml >"$work/check.log" 2>&1 ||
 mkdir -m 700 "$work/zones"
 timeout 20 "$exporter" --listen 127.0.0.1:0 --dir "$work/zones" 2>"$work/exporter.log" &
 pid=$!
-url=
-for _ in $(seq 100); do
-	url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$work/exporter.log")
-	[ -n "$url" ] && break
-	sleep 0.05
-done
-[ -n "$url" ] || { cat "$work/exporter.log"; echo "monitoring: the exporter did not start"; exit 1; }
+port=$(listen_port "$work/exporter.log" "$pid") ||
+	{ cat "$work/exporter.log"; echo "monitoring: the exporter did not start"; exit 1; }
+url=http://127.0.0.1:$port/metrics
 curl -sf "$url" | sed -n 's/^# TYPE \([a-z_:]*\) .*/\1/p' >"$work/exported"
 kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
 [ -s "$work/exported" ] || { echo "monitoring: no metrics from $url"; exit 1; }

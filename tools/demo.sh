@@ -18,6 +18,7 @@ set -eEuo pipefail
 trap 'echo "demo: FAILED: line $LINENO: $BASH_COMMAND" >&2' ERR
 
 build=${1:?usage: tools/demo.sh BUILD_DIR}
+. "$(dirname "$0")/listen.sh"
 svc=$build/examples/queue-service
 dump=$build/examples/tally-dump
 bench=$build/bench/tally-bench
@@ -156,13 +157,8 @@ exporter=$build/programs/tally-exporter/tally-exporter
 if [ -x "$exporter" ] && command -v curl >/dev/null; then
 	"$exporter" --listen 127.0.0.1:0 2>"$dir/exporter.log" &
 	pid=$!
-	port=
-	for _ in $(seq 100); do
-		port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$dir/exporter.log")
-		[ -n "$port" ] && break
-		sleep 0.05
-	done
-	[ -n "$port" ] || fail "tally-exporter did not start"
+	port=$(listen_port "$dir/exporter.log" "$pid") ||
+		fail "tally-exporter did not start"
 	curl -sS --max-time 10 "http://127.0.0.1:$port/metrics" >"$dir/metrics.txt" ||
 		fail "scraping tally-exporter"
 	kill "$pid"; wait "$pid" 2>/dev/null || true

@@ -8,33 +8,18 @@
 # tally-dump shows the bounds, buckets and sum; tallystat the count and
 # the mean, and of a summary (format 2.7) its count, mean and sum.  The exporter binds 127.0.0.1, lives at most 30 s and is
 # stopped by its pid.
-set -uo pipefail
+. "$(dirname "$0")/lib.sh" tally-classic
 dump=$1
 exporter=$2
 tallystat=$3
 typed=$4
-dir=$(mktemp -d /dev/shm/tally-classic.XXXXXX)
-epid=
-cleanup() {
-	[ -n "$epid" ] && kill "$epid" 2>/dev/null && wait "$epid" 2>/dev/null
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-chmod 700 "$dir"
-bad=0
-fail() { echo "FAIL: $*"; bad=1; }
 
-TALLY_DIR=$dir TALLY_KEEP=1 "$typed" >/dev/null || { echo "typed-segment failed"; exit 1; }
+write_segment "$typed"
 
 timeout 30 "$exporter" --dir "$dir" --listen 127.0.0.1:0 2>"$dir/log" &
 epid=$!
-port=
-for _ in $(seq 100); do
-	port=$(sed -n 's|.*listening on https\{0,1\}://127.0.0.1:\([0-9]*\)/.*|\1|p' "$dir/log")
-	[ -n "$port" ] && break
-	sleep 0.05
-done
-[ -n "$port" ] || { cat "$dir/log"; echo "the exporter did not start"; exit 1; }
+port=$(listen_port "$dir/log" "$epid") ||
+	{ cat "$dir/log"; echo "the exporter did not start"; exit 1; }
 curl -sS --max-time 10 "http://127.0.0.1:$port/metrics" >"$dir/m.txt" || fail "scrape"
 curl -sS --max-time 10 -H 'Accept: application/openmetrics-text; version=1.0.0' \
 	"http://127.0.0.1:$port/metrics" >"$dir/om.txt" || fail "scrape (OpenMetrics)"
@@ -91,18 +76,13 @@ grep -Eq "request_seconds +5 +[0-9.]+ +2\.5486 +0\.02125 +10 +10 +10$" <<<"$out"
 
 # Two processes' histograms of the same bounds, summed (--aggregate):
 # the buckets add up, and the billionths of the sums carry exactly.
-TALLY_DIR=$dir TALLY_KEEP=1 "$typed" >/dev/null || { echo "typed-segment failed"; exit 1; }
+write_segment "$typed"
 kill "$epid" 2>/dev/null; wait "$epid" 2>/dev/null
 : >"$dir/log"
 timeout 30 "$exporter" --dir "$dir" --aggregate --listen 127.0.0.1:0 2>"$dir/log" &
 epid=$!
-port=
-for _ in $(seq 100); do
-	port=$(sed -n 's|.*listening on https\{0,1\}://127.0.0.1:\([0-9]*\)/.*|\1|p' "$dir/log")
-	[ -n "$port" ] && break
-	sleep 0.05
-done
-[ -n "$port" ] || { cat "$dir/log"; echo "the exporter did not start"; exit 1; }
+port=$(listen_port "$dir/log" "$epid") ||
+	{ cat "$dir/log"; echo "the exporter did not start"; exit 1; }
 curl -sS --max-time 10 "http://127.0.0.1:$port/metrics" >"$dir/a.txt" || fail "scrape (--aggregate)"
 for want in 'request_seconds_bucket{le="0.025"} 6' 'request_seconds_bucket{le="+Inf"} 10' \
 	'request_seconds_count 10' 'request_seconds_sum 25.486'; do

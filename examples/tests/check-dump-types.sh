@@ -4,17 +4,11 @@
 # exact decimal (text and --json), a per-process gauge combined by its
 # mode; a summary (2.7) as its count and exact sum; the writer exited,
 # so its livesum gauge is gone and its sum gauge stays.
-set -uo pipefail
+. "$(dirname "$0")/lib.sh" tally-dump-types
 dump=$1
 typed=$2
-dir=$(mktemp -d /dev/shm/tally-dump-types.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
-chmod 700 "$dir"
-bad=0
-fail() { echo "FAIL: $*"; bad=1; }
 
-path=$(TALLY_DIR=$dir TALLY_KEEP=1 "$typed") || { echo "typed-segment failed"; exit 1; }
-[ -e "$path" ] || { echo "no segment at $path"; exit 1; }
+write_segment "$typed"
 
 out=$("$dump" --dir "$dir") || fail "tally-dump: exit $?"
 grep -Eq "counter +paid_total +3\.750000001$" <<<"$out" || fail "fractional counter: $out"

@@ -7,24 +7,14 @@
 # its log (once) and in tally_exporter_segments_skipped_total
 # {reason="version"}.  The exporter binds 127.0.0.1, lives at most 30 s
 # and is stopped by its pid.
-set -uo pipefail
+. "$(dirname "$0")/lib.sh" tally-py03
 dump=$1
 tallystat=$2
 exporter=$3
 py03=$4
-dir=$(mktemp -d /dev/shm/tally-py03.XXXXXX)
-epid=
-cleanup() {
-	[ -n "$epid" ] && kill "$epid" 2>/dev/null && wait "$epid" 2>/dev/null
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-chmod 700 "$dir"
-bad=0
-fail() { echo "FAIL: $*"; bad=1; }
 what="written by tally 0.3's Python package (series order_value_dollars:bucket), whose encoded names only it read; restart the service with tally 0.4"
 
-TALLY_DIR=$dir TALLY_KEEP=1 "$py03" >/dev/null || { echo "py03-segment failed"; exit 1; }
+write_segment "$py03"
 
 out=$("$dump" --dir "$dir" 2>"$dir/err")
 grep -qF "$what" "$dir/err" || fail "tally-dump said: $(cat "$dir/err")"
@@ -37,13 +27,8 @@ grep -q "bucket\|orders" <<<"$out" && fail "tallystat showed: $out"
 
 timeout 30 "$exporter" --dir "$dir" --listen 127.0.0.1:0 2>"$dir/log" &
 epid=$!
-port=
-for _ in $(seq 100); do
-	port=$(sed -n 's|.*listening on https\{0,1\}://127.0.0.1:\([0-9]*\)/.*|\1|p' "$dir/log")
-	[ -n "$port" ] && break
-	sleep 0.05
-done
-[ -n "$port" ] || { cat "$dir/log"; echo "the exporter did not start"; exit 1; }
+port=$(listen_port "$dir/log" "$epid") ||
+	{ cat "$dir/log"; echo "the exporter did not start"; exit 1; }
 for _ in 1 2; do
 	curl -sS --max-time 10 "http://127.0.0.1:$port/metrics" >"$dir/m.txt" || fail "scrape"
 done

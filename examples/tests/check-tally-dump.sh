@@ -2,17 +2,11 @@
 # check-tally-dump.sh TALLY_DUMP EMPTY_SEGMENT: tally-dump on a segment
 # with no series (text and --json: valid JSON, no series, exit 0; a
 # sanitized build aborted on qsort(NULL, 0, ...)), and its --help.
-set -uo pipefail
+. "$(dirname "$0")/lib.sh" tally-dump-test
 dump=$1
 empty=$2
-dir=$(mktemp -d /dev/shm/tally-dump-test.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
-chmod 700 "$dir"
-bad=0
-fail() { echo "FAIL: $*"; bad=1; }
 
-path=$(TALLY_DIR=$dir TALLY_KEEP=1 "$empty") || { echo "empty-segment failed"; exit 1; }
-[ -e "$path" ] || { echo "no segment at $path"; exit 1; }
+write_segment "$empty"
 
 out=$("$dump" --dir "$dir" --json) || fail "tally-dump --json: exit $?"
 python3 - "$out" "$path" <<'PY' || fail "tally-dump --json: $out"

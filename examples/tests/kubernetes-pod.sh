@@ -214,7 +214,13 @@ for i in $(seq "$restarts"); do
 			fail "TALLY_DIR is $(stat -c '%a %u %g' "$appdir"), want 2750 $app_uid $fsgroup"
 		ok "the application (uid $app_uid) made $appdir: 2750, group $fsgroup"
 	fi
-	scrape >"$work/m.txt"
+	# The segment can appear before the application defined its
+	# metric: scrape until it has (bounded, not timed).
+	for _ in $(seq 200); do
+		scrape >"$work/m.txt"
+		grep -q '^requests_total{.*pid="1"' "$work/m.txt" && break
+		sleep 0.05
+	done
 	check_scrape "$work/m.txt"
 	alive=$(grep '^tally_segment_alive{pid="1",' "$work/m.txt" || true)
 	[ "$(echo "$alive" | grep -c .)" = 1 ] && [ "${alive##* }" = 1 ] ||

@@ -207,6 +207,41 @@ TALLY_API int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_serie
 		      void *arg);
 
 /*
+ * tally_seg_foreach_ids: tally_seg_foreach() over the records @ids[0 ..
+ * @nids) only, in that order: call @fn for each of them that holds a live
+ * series, with the same view, the same checks and the same rules
+ * (a record being written, removed or reused during the pass, or of a
+ * superseded metric, is skipped; per-process gauges that combine come
+ * after the others, combined over the records given).  An id is a
+ * tally_series_view.id of an earlier pass: a caller that keeps only ids
+ * (to sort a segment's series, say) comes back for the series without
+ * keeping a copy of them.  Ids may repeat and come in any order; runs of
+ * consecutive ids (7, 8, 9) are read together, as a full pass reads them.
+ * A record may hold another series by now (its series was removed and
+ * the record reused): check what the view says, its name and labels.
+ * Return: the number of series passed to @fn, the non-zero value @fn
+ * returned to stop, or a negative errno: -EINVAL for a NULL @s or @fn,
+ * NULL @ids with @nids not 0, unknown @flags, or an id beyond the series
+ * table's high-water mark (tally_seg_info().series_used; nothing is read
+ * then), or as tally_seg_foreach() when the file turns out corrupt or
+ * unreadable (tally_errmsg() says what).
+ * A segment is used by one thread at a time.
+ */
+TALLY_API int tally_seg_foreach_ids(struct tally_seg *s, unsigned flags,
+				    const uint32_t *ids, size_t nids,
+				    tally_series_fn fn, void *arg);
+
+/*
+ * tally_seg_visit: tally_seg_foreach_ids() of the one record @id.
+ * Return: 1 when its series was passed to @fn, 0 when the record holds no
+ * live series now, what @fn returned when not 0, or a negative errno as
+ * tally_seg_foreach_ids() (-EINVAL for an id beyond the table).
+ * A segment is used by one thread at a time.
+ */
+TALLY_API int tally_seg_visit(struct tally_seg *s, unsigned flags, uint32_t id,
+			      tally_series_fn fn, void *arg);
+
+/*
  * tally_seg_skipped: the corrupt records that the last tally_seg_foreach()
  * of @s skipped (written so by any participant of a shared zone, or left
  * so by a crash): a metric record, which hides its own series, or a

@@ -172,6 +172,25 @@ static unsigned series_dead(struct collect *c,
 	return seg;
 }
 
+void tp_series_set_values(struct tp_series *s,
+			  const struct tally_series_view *v)
+{
+	s->value = v->value;
+	s->fvalue = v->fvalue;
+	s->fractional = v->fractional;
+	s->frac = v->frac;
+	if (v->kind != TALLY_HISTOGRAM)
+		return;
+	s->sum = v->sum;
+	s->sub_bits = v->sub_bits;
+	s->max_bits = v->max_bits;
+	s->nbuckets = v->nbuckets;
+	s->classic = v->classic;
+	s->summary = v->summary;
+	s->nbounds = v->nbounds;
+	s->fsum = v->fsum;
+}
+
 static int series_cb(const struct tally_series_view *v, void *arg)
 {
 	struct collect *c = arg;
@@ -211,20 +230,9 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 							v->label_values[i]);
 	}
 	s->dead = series_dead(c, v, c->tmpl.dead);
-	s->value = v->value;
-	s->fvalue = v->fvalue;
-	s->fractional = v->fractional;
-	s->frac = v->frac;
+	tp_series_set_values(s, v);
 	if (v->kind == TALLY_HISTOGRAM) {
-		s->sum = v->sum;
-		s->sub_bits = v->sub_bits;
-		s->max_bits = v->max_bits;
-		s->nbuckets = v->nbuckets;
 		s->buckets = arena_i64(a, v->buckets, v->nbuckets);
-		s->classic = v->classic;
-		s->summary = v->summary;
-		s->nbounds = v->nbounds;
-		s->fsum = v->fsum;
 		s->bounds = v->nbounds ? tp_arena_memdup(a, v->bounds,
 				v->nbounds * sizeof(double)) : NULL;
 	}

@@ -222,6 +222,12 @@ void tp_series_copy(struct tp_series *dst, const struct tp_series *src);
 void tp_series_copy_to(struct tp_arena *a, struct tp_series *dst,
 		       const struct tp_series *src,
 		       const struct tp_series *like);
+/* tp_series_set_values: the numbers of view @v into @s: value, fvalue,
+ * fractional, frac and a histogram's sum, layout, classic, nbounds and
+ * fsum; not its arrays (buckets, bounds), which the caller copies or
+ * borrows. */
+void tp_series_set_values(struct tp_series *s,
+			  const struct tally_series_view *v);
 /* tp_series_free: release what @s holds (nothing when s->arena), zero it. */
 void tp_series_free(struct tp_series *s);
 

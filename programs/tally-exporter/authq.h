@@ -1,11 +1,11 @@
 /*
  * authq.h: the order of tally-exporter's login queue among client
- * addresses (server.c holds the queue; these choose in it).  A queue is
+ * addresses (auth.c holds the queue; these choose in it).  A queue is
  * given as the addresses of its logins in the order they came, @n of
  * them, and the address of the login being checked (@running, or NULL).
  * Addresses are AUTHQ_ADDR bytes (family, then the address), compared
  * whole.  @clean (or NULL: none) marks the clean logins: those of a
- * configured user with no recent failure (server.c), which go first and
+ * configured user with no recent failure (auth.c), which go first and
  * are never dropped, so that a flood of wrong passwords from any number
  * of addresses cannot keep a right one out.
  */

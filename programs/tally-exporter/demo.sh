@@ -6,6 +6,7 @@
 set -eEuo pipefail
 trap 'echo "exporter demo: FAILED: line $LINENO: $BASH_COMMAND" >&2' ERR
 build=${1:?usage: demo.sh BUILD_DIR}
+. "$(dirname "$0")/../../tools/listen.sh"
 svc=$build/examples/queue-service
 exp=$build/programs/tally-exporter/tally-exporter
 fail() { echo "exporter demo: FAILED: $*" >&2; exit 1; }
@@ -27,13 +28,8 @@ spid=$!
 for _ in $(seq 50); do ls "$dir"/*.tally >/dev/null 2>&1 && break; sleep 0.1; done
 "$exp" --listen 127.0.0.1:0 2>"$dir/exp.log" &
 epid=$!
-port=
-for _ in $(seq 50); do
-	port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$dir/exp.log")
-	[ -n "$port" ] && break
-	sleep 0.1
-done
-[ -n "$port" ] || { cat "$dir/exp.log" >&2; fail "the exporter did not start"; }
+port=$(listen_port "$dir/exp.log" "$epid") ||
+	{ cat "$dir/exp.log" >&2; fail "the exporter did not start"; }
 cat "$dir/exp.log"
 sleep 1.5
 echo "\$ curl -s http://127.0.0.1:$port/metrics   (a few lines)"

@@ -1,11 +1,12 @@
 /*
- * expose.c: writing a snapshot in Prometheus's formats (expose.h).
+ * expose.c: writing a scrape in Prometheus's formats (expose.h).
  *
  * The one pass that matters for a large scrape: group the series by name
- * (a hash map of names, then a counting sort that keeps the snapshot's
- * order inside each family; the snapshot itself is not sorted), then
- * write each series with appends, not printf: a histogram's label block
- * is built once and reused for each of its bucket lines.  Duplicate label
+ * (a hash map of names, then a counting sort that keeps the order read
+ * inside each metric; nothing is moved), then write each series with
+ * appends, not printf, as the body is sent (ex_stream_fill()), reading
+ * again the series of an index (index.h) a run at a time: a histogram's
+ * label block is built once and reused for each of its bucket lines.  Duplicate label
  * sets are looked for (with a hash set) only where they can occur: when
  * two segments would write the same pid, process and zone labels, or when
  * a summed family mixes histogram layouts.
@@ -26,17 +27,21 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fnmatch.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "tally/block.h"
 #include "tally/metrics.h"
 #include "tally/reader.h"
 
 #include "expose.h"
 #include "format.h"
+#include "index.h"
 #include "segfield.h"
+#include "selfmetrics.h"
 #include "strmap.h"
 
 static const struct ex_le_rule *le_rule_for(const struct ex_config *c,
@@ -537,192 +542,308 @@ static int same_definition(const struct tp_series *s,
 	return 1;
 }
 
-static void write_family(struct tp_buf *b, const struct tp_snapshot *snap,
-			 const struct fam *fm, const size_t *order,
-			 const struct ex_config *c, enum ex_format f,
-			 struct names *nm, struct tp_buf *lb, struct plan *pl,
-			 struct ex_result *res)
+/*
+ * What one metric is written with, worked out once by metric_begin() and
+ * used for each of its series.  The selection of a histogram's buckets
+ * has one byte per bucket: a series has at most TALLY_BLOCK_MAX_SLOTS
+ * slots, of which a histogram's buckets are all but one.
+ */
+struct metric_plan {
+	const struct tp_series *s0;   /* its first series: the HELP */
+	unsigned kind;
+	char base[TALLY_NAME_MAX + 16];
+	const char *sample_sfx;       /* "_total" for a counter */
+	const struct ex_le_rule *rule;
+	struct tally_unit_scale sc;
+	int scaled;                   /* values shown in the base unit */
+	int dedupe;                   /* look for label sets written twice */
+	unsigned char sel[TALLY_BLOCK_MAX_SLOTS];
+	unsigned sel_sub, sel_max, sel_n; /* the layout sel is for */
+	int cur_pid, zone_multi;
+	char pid[16];                 /* cur_pid in decimal */
+};
+
+/*
+ * A scrape being written (expose.h): the metrics in name order with the
+ * place of each of their series in the snapshot, and where the writing
+ * stands, so that ex_stream_fill() can stop after any series.
+ */
+/* The items of an index (index.h: places, or the snapshot's series)
+ * grouped by metric, metrics in name order. */
+struct ex_group {
+	struct fam *fams;
+	size_t nfams;
+	uint32_t *order;              /* items, those of a metric together */
+	uint64_t conflicts;           /* items of segments left out */
+};
+
+/* Series read again at once, at most: one tally_seg_foreach_ids(). */
+#define RUN 128u
+/* Segments kept open while a scrape is written. */
+#define NOPEN 8u
+
+struct ex_stream {
+	const struct ex_index *ix;
+	const struct tp_snapshot *snap;  /* &ix->snap */
+	const struct ex_config *c;
+	enum ex_format f;
+	struct ex_self self;
+	uint64_t t0_ns;
+	struct ex_result res;
+	const struct ex_group *g;     /* the items by metric */
+	struct ex_group *own;         /* g, when this stream made it */
+	struct names nm;
+	struct tp_buf lb;             /* the labels of the series at hand */
+	struct plan pl;
+	unsigned char *shadowed, *skip;
+	size_t fi, si;                /* the next metric, its next series */
+	int in_fam;                   /* metric_begin() done for metric fi */
+	int done;
+	struct metric_plan fp;
+	/* Reading places again: the segments open (seg: their index in
+	 * snap.segs), the ids of a run, and the run's place in them. */
+	struct {
+		struct tally_seg *g;
+		uint32_t seg;
+		uint64_t used;
+	} open[NOPEN];
+	uint64_t uses;
+	uint32_t ids[RUN];
+	size_t run_n, run_at;
+	uint32_t run_seg;
+	const char *run_name;
+	struct tp_buf *run_out;
+};
+
+/* Item @i's series when it is in memory; NULL for a place to read. */
+static const struct tp_series *item_series(const struct ex_stream *st,
+					   size_t i)
 {
-	const struct tp_series *s0 = &snap->series[order[fm->first]];
-	unsigned kind = tp_kind_type(s0->kind);
-	char base[TALLY_NAME_MAX + 16], val[TP_F64_LEN], le[96];
-	const char *type, *sample_sfx = "";
-	const struct ex_le_rule *rule = NULL;
-	unsigned char sel[512];
-	unsigned sel_sub = 0, sel_max = 0, sel_n = 0;
-	int cur_pid = 0, zone_multi = 0, dedupe = pl->dedupe_all;
-	char pid[16] = "0";
+	const struct ex_place *p;
+
+	if (!st->ix->places)
+		return &st->snap->series[i];
+	p = &st->ix->places[i];
+	return p->rec == EX_PLACE_KEPT ? &st->snap->series[p->id] : NULL;
+}
+
+/* What item @i is grouped and planned by: its series, or for a place
+ * its metric record's first series; NULL when it is left out. */
+static const struct tp_series *item_like(const struct ex_stream *st,
+					 size_t i)
+{
+	const struct ex_place *p;
+
+	if (!st->ix->places || st->ix->places[i].rec == EX_PLACE_KEPT)
+		return item_series(st, i);
+	p = &st->ix->places[i];
+	return p->rec == EX_PLACE_GONE ? NULL : &st->ix->recs[p->rec].first;
+}
+
+/* Is item @i of a segment whose labels another incarnation speaks for? */
+static int item_shadowed(const struct ex_stream *st, size_t i)
+{
+	const struct ex_place *p;
+
+	if (!st->ix->places || st->ix->places[i].rec == EX_PLACE_KEPT)
+		return st->skip && st->skip[st->ix->places ?
+					    st->ix->places[i].id : i];
+	p = &st->ix->places[i];
+	return !st->c->aggregate && st->shadowed[st->ix->recs[p->rec].seg];
+}
+
+/* The names metric @fm writes, claimed, and its header written; 0 when
+ * they clash with names written before (every series a conflict). */
+static int metric_begin(struct ex_stream *st, struct tp_buf *b,
+		     const struct fam *fm)
+{
+	struct metric_plan *fp = &st->fp;
+	const struct tp_series *s0 = item_like(st, st->g->order[fm->first]);
+	const char *const *sfx = sfx_gauge;
+	const char *unit;
+
+	fp->s0 = s0;
+	fp->kind = tp_kind_type(s0->kind);
+	fp->sample_sfx = "";
+	fp->rule = NULL;
+	fp->sel_sub = fp->sel_max = fp->sel_n = 0;
+	fp->cur_pid = 0;
+	fp->zone_multi = 0;
+	snprintf(fp->pid, sizeof(fp->pid), "0");
+	fp->dedupe = st->pl.dedupe_all;
 	/* Integers in nanoseconds (say) are shown in seconds: the name,
 	 * the unit, values, le edges and sums (tally/metrics.h). */
-	struct tally_unit_scale sc;
-	int scaled = tally_unit_scale(s0->unit, &sc);
-	const char *unit = scaled ? sc.base : s0->unit;
-
-	if (!scaled || tally_unit_name(s0->name, s0->unit, base,
-				       sizeof(base)) < 0)
-		snprintf(base, sizeof(base), "%s", s0->name);
-	type = tp_kind_name(kind);
-	if (kind == TALLY_COUNTER) {
-		size_t n = strlen(base);
-
-		if (tp_ends_with(base, "_total"))
-			base[n - 6] = '\0';
-		if (names_claim(nm, base, sfx_counter) < 0)
-			goto clash;
-	} else if (kind == TALLY_HISTOGRAM) {
-		if (names_claim(nm, base, sfx_hist) < 0)
-			goto clash;
-		rule = le_rule_for(c, s0->name);
-	} else {
-		if (names_claim(nm, base, sfx_gauge) < 0)
-			goto clash;
+	fp->scaled = tally_unit_scale(s0->unit, &fp->sc);
+	unit = fp->scaled ? fp->sc.base : s0->unit;
+	if (!fp->scaled || tally_unit_name(s0->name, s0->unit, fp->base,
+					   sizeof(fp->base)) < 0)
+		snprintf(fp->base, sizeof(fp->base), "%s", s0->name);
+	if (fp->kind == TALLY_COUNTER) {
+		if (tp_ends_with(fp->base, "_total"))
+			fp->base[strlen(fp->base) - 6] = '\0';
+		sfx = sfx_counter;
+		fp->sample_sfx = "_total";
+	} else if (fp->kind == TALLY_HISTOGRAM) {
+		sfx = sfx_hist;
+		fp->rule = le_rule_for(st->c, s0->name);
 	}
-	if (kind == TALLY_COUNTER && f == EX_TEXT) {
+	if (names_claim(&st->nm, fp->base, sfx) < 0) {
+		st->res.conflicts += fm->n;
+		return 0;
+	}
+	if (fp->kind == TALLY_COUNTER && st->f == EX_TEXT) {
 		/* In 0.0.4 the TYPE line names the sample: base_total. */
-		char tname[sizeof(base) + 8];
+		char tname[sizeof(fp->base) + 8];
 
-		snprintf(tname, sizeof(tname), "%s_total", base);
-		put_header(b, tname, type, s0->help, unit, f);
+		snprintf(tname, sizeof(tname), "%s_total", fp->base);
+		put_header(b, tname, tp_kind_name(fp->kind), s0->help, unit,
+			   st->f);
 	} else {
-		put_header(b, base, type, s0->help, unit, f);
+		put_header(b, fp->base, tp_kind_name(fp->kind), s0->help, unit,
+			   st->f);
 	}
-	if (kind == TALLY_COUNTER)
-		sample_sfx = "_total";
 	/* Summed series are one per key, unless two layouts of a histogram
 	 * were summed apart (or kinds differ): then check every key. */
-	for (size_t i = 1; c->aggregate && !dedupe && i < fm->n; i++) {
-		const struct tp_series *s = &snap->series[order[fm->first + i]];
+	for (size_t i = 1; st->c->aggregate && !fp->dedupe && i < fm->n; i++) {
+		const struct tp_series *s = item_like(st, st->g->order[fm->first + i]);
 
-		dedupe = s->sub_bits != s0->sub_bits ||
-			 s->nbuckets != s0->nbuckets || s->kind != s0->kind;
+		fp->dedupe = s->sub_bits != s0->sub_bits ||
+			     s->nbuckets != s0->nbuckets || s->kind != s0->kind;
 	}
-	if (dedupe) {
-		tp_strmap_free(&pl->seen);
-		tp_arena_free(&pl->seen_mem);
+	if (fp->dedupe) {
+		tp_strmap_free(&st->pl.seen);
+		tp_arena_free(&st->pl.seen_mem);
 	}
+	return 1;
+}
 
-	for (size_t i = 0; i < fm->n; i++) {
-		const struct tp_series *s = &snap->series[order[fm->first + i]];
+/* The one sample of counter or gauge @s (labels in @lb). */
+static void put_value(struct tp_buf *b, const struct metric_plan *fp,
+		      const struct tp_buf *lb, const struct tp_series *s)
+{
+	char val[TP_F64_LEN];
+	const char *v;
 
-		if (tp_kind_type(s->kind) != kind) {
-			res->conflicts++;
+	if (s->fractional && s->frac && !fp->scaled)
+		v = fmt_frac(val, s->value, s->frac); /* exact (format 2.6) */
+	else if (s->kind == TALLY_FGAUGE)
+		v = tp_fmt_f64(val, fp->scaled ? (double)fp->sc.mul *
+			       s->fvalue / pow10u(fp->sc.div10) : s->fvalue);
+	else if (fp->scaled)
+		v = fmt_scaled(val, s->value, &fp->sc);
+	else
+		v = tp_fmt_i64(val, s->value);
+	put_sample(b, fp->base, fp->sample_sfx, tp_buf_str(lb), lb->len, NULL,
+		   v);
+}
+
+/* The samples of tally histogram @s: the selected buckets made
+ * cumulative, +Inf, _count and _sum; returns how many. */
+static uint64_t put_log_hist(struct tp_buf *b, struct metric_plan *fp,
+			     const struct tp_buf *lb,
+			     const struct tp_series *s, enum ex_format f)
+{
+	char val[TP_F64_LEN], le[96];
+	uint64_t samples = 3;
+	int64_t cum = 0;
+
+	if (s->sub_bits != fp->sel_sub || s->max_bits != fp->sel_max ||
+	    s->nbuckets != fp->sel_n) {
+		fp->sel_sub = s->sub_bits;
+		fp->sel_max = s->max_bits;
+		fp->sel_n = s->nbuckets;
+		ex_le_select(fp->rule, fp->sel_sub, fp->sel_max, fp->sel_n,
+			     fp->sel);
+	}
+	for (unsigned bk = 0; bk < s->nbuckets; bk++) {
+		uint64_t lo, hi;
+
+		cum = (int64_t)((uint64_t)cum + (uint64_t)s->buckets[bk]);
+		if (!fp->sel[bk])
 			continue;
+		tally_histogram_bucket_bounds(bk, s->sub_bits, &lo, &hi);
+		if (fp->scaled) {
+			char e[64];
+
+			tally_unit_format(hi, 0, &fp->sc, f == EX_OPENMETRICS,
+					  e, sizeof(e));
+			snprintf(le, sizeof(le), "le=\"%s\"", e);
+		} else {
+			snprintf(le, sizeof(le), "le=\"%llu%s\"",
+				 (unsigned long long)hi,
+				 f == EX_OPENMETRICS ? ".0" : "");
 		}
-		/* Another definition of the name (help, label names): shown
-		 * under the first one's HELP, and said so. */
-		if (!same_definition(s, s0))
-			res->redefined++;
-		if (s->pid != cur_pid) {
-			cur_pid = s->pid;
-			snprintf(pid, sizeof(pid), "%d", s->pid);
-			zone_multi = !c->aggregate && is_multi(pl, s->pid);
-		}
-		switch (label_clash(s, c, zone_multi,
-				    kind == TALLY_HISTOGRAM)) {
-		case -1:
-			res->labels_dropped++;
-			continue;
-		case 1:
-			res->labels_renamed++;
-			break;
-		default:
-			break;
-		}
-		tp_buf_reset(lb);
-		put_labels(lb, s, c, zone_multi, pid, kind == TALLY_HISTOGRAM);
-		/* The same label set twice (see struct plan): write the
-		 * first. */
-		if (dedupe && plan_seen(pl, s, tp_buf_str(lb), lb->len)) {
-			res->conflicts++;
-			continue;
-		}
+		put_sample(b, fp->base, "_bucket", tp_buf_str(lb), lb->len, le,
+			   tp_fmt_i64(val, cum));
+		samples++;
+	}
+	/* +Inf and _count print one number: the buckets' total, which is
+	 * how the reader computes the count. */
+	tp_fmt_i64(val, cum);
+	put_sample(b, fp->base, "_bucket", tp_buf_str(lb), lb->len,
+		   "le=\"+Inf\"", val);
+	put_sample(b, fp->base, "_count", tp_buf_str(lb), lb->len, NULL, val);
+	put_sample(b, fp->base, "_sum", tp_buf_str(lb), lb->len, NULL,
+		   fp->scaled ? fmt_scaled(val, s->sum, &fp->sc) :
+		   tp_fmt_i64(val, s->sum));
+	return samples;
+}
+
+/* Series @s of the metric metric_begin() planned, or why it is left out. */
+static void write_series(struct ex_stream *st, struct tp_buf *b,
+			 const struct tp_series *s)
+{
+	struct metric_plan *fp = &st->fp;
+	struct ex_result *res = &st->res;
+	int hist = fp->kind == TALLY_HISTOGRAM;
+
+	if (tp_kind_type(s->kind) != fp->kind) {
+		res->conflicts++;
+		return;
+	}
+	/* Another definition of the name (help, label names): shown under
+	 * the first one's HELP, and said so. */
+	if (!same_definition(s, fp->s0))
+		res->redefined++;
+	if (s->pid != fp->cur_pid) {
+		fp->cur_pid = s->pid;
+		snprintf(fp->pid, sizeof(fp->pid), "%d", s->pid);
+		fp->zone_multi = !st->c->aggregate && is_multi(&st->pl, s->pid);
+	}
+	switch (label_clash(s, st->c, fp->zone_multi, hist)) {
+	case -1:
+		res->labels_dropped++;
+		return;
+	case 1:
+		res->labels_renamed++;
+		break;
+	default:
+		break;
+	}
+	tp_buf_reset(&st->lb);
+	put_labels(&st->lb, s, st->c, fp->zone_multi, fp->pid, hist);
+	/* The same label set twice (see struct plan): write the first. */
+	if (fp->dedupe && plan_seen(&st->pl, s, tp_buf_str(&st->lb),
+				    st->lb.len)) {
+		res->conflicts++;
+		return;
+	}
+	if (!hist || (s->fractional && s->frac && !fp->scaled)) {
+		put_value(b, fp, &st->lb, s);
 		res->series++;
-		if (s->fractional && s->frac && !scaled) {
-			/* value.frac, exact (format 2.6). */
-			put_sample(b, base, sample_sfx, tp_buf_str(lb), lb->len,
-				   NULL, fmt_frac(val, s->value, s->frac));
-			res->samples++;
-			continue;
-		}
-		if (kind != TALLY_HISTOGRAM) {
-			put_sample(b, base, sample_sfx, tp_buf_str(lb), lb->len,
-				   NULL, s->kind == TALLY_FGAUGE ?
-				   tp_fmt_f64(val, scaled ? (double)sc.mul *
-					      s->fvalue / pow10u(sc.div10) :
-					      s->fvalue) :
-				   scaled ? fmt_scaled(val, s->value, &sc) :
-				   tp_fmt_i64(val, s->value));
-			res->samples++;
-			continue;
-		}
-		if (s->classic) {
-			put_classic(b, base, lb, s, f, scaled ?
-				    (double)sc.mul / pow10u(sc.div10) : 1.0,
-				    scaled);
-			res->samples += s->nbuckets + 2;
-			continue;
-		}
-		if (s->nbuckets > sizeof(sel) || s->nbuckets == 0) {
-			res->conflicts++;
-			res->series--;
-			continue;
-		}
-		if (s->sub_bits != sel_sub || s->max_bits != sel_max ||
-		    s->nbuckets != sel_n) {
-			sel_sub = s->sub_bits;
-			sel_max = s->max_bits;
-			sel_n = s->nbuckets;
-			ex_le_select(rule, sel_sub, sel_max, sel_n, sel);
-		}
-		{
-			int64_t cum = 0;
-
-			for (unsigned bk = 0; bk < s->nbuckets; bk++) {
-				uint64_t lo, hi;
-				int n;
-
-				cum = (int64_t)((uint64_t)cum +
-						(uint64_t)s->buckets[bk]);
-				if (!sel[bk])
-					continue;
-				tally_histogram_bucket_bounds(bk, s->sub_bits,
-							      &lo, &hi);
-				if (scaled) {
-					char e[64];
-
-					tally_unit_format(hi, 0, &sc,
-							  f == EX_OPENMETRICS,
-							  e, sizeof(e));
-					n = snprintf(le, sizeof(le),
-						     "le=\"%s\"", e);
-				} else {
-					n = snprintf(le, sizeof(le),
-						     "le=\"%llu%s\"",
-						     (unsigned long long)hi,
-						     f == EX_OPENMETRICS ?
-						     ".0" : "");
-				}
-				(void)n;
-				put_sample(b, base, "_bucket", tp_buf_str(lb),
-					   lb->len, le, tp_fmt_i64(val, cum));
-				res->samples++;
-			}
-			/* +Inf and _count print one number: the buckets'
-			 * total, which is how the reader computes the count. */
-			tp_fmt_i64(val, cum);
-			put_sample(b, base, "_bucket", tp_buf_str(lb), lb->len,
-				   "le=\"+Inf\"", val);
-			put_sample(b, base, "_count", tp_buf_str(lb), lb->len,
-				   NULL, val);
-			put_sample(b, base, "_sum", tp_buf_str(lb), lb->len,
-				   NULL, scaled ? fmt_scaled(val, s->sum, &sc) :
-				   tp_fmt_i64(val, s->sum));
-			res->samples += 3;
-		}
+		res->samples++;
+	} else if (s->classic) {
+		put_classic(b, fp->base, &st->lb, s, st->f, fp->scaled ?
+			    (double)fp->sc.mul / pow10u(fp->sc.div10) : 1.0,
+			    fp->scaled);
+		res->series++;
+		res->samples += s->nbuckets + 2;
+	} else if (s->nbuckets > sizeof(fp->sel) || s->nbuckets == 0) {
+		res->conflicts++;
+	} else {
+		res->series++;
+		res->samples += put_log_hist(b, fp, &st->lb, s, st->f);
 	}
-	return;
-clash:
-	res->conflicts += fm->n;
 }
 
 /* --- The exporter's own metrics -------------------------------------- */
@@ -893,17 +1014,6 @@ static void seg_metric(struct tp_buf *b, const struct tp_snapshot *snap,
 	}
 }
 
-/* What the tally_exporter_* metrics are worked out from. */
-struct self_ctx {
-	const struct tp_snapshot *snap;
-	const struct ex_self *self;
-	const struct ex_result *res;
-	uint64_t t0_ns;
-	uint64_t skipped[TP_NSKIP];  /* in this scrape, by reason */
-	uint64_t nread;              /* segments read in this scrape */
-	uint64_t records_skipped;    /* corrupt records they hid */
-};
-
 /* A sample: @name{@labels} @value (no braces without labels). */
 static void put_line(struct tp_buf *b, const char *name, const char *labels,
 		     const char *value)
@@ -919,209 +1029,28 @@ static void put_line(struct tp_buf *b, const char *name, const char *labels,
 	tp_buf_putc(b, '\n');
 }
 
-static void put_line_u64(struct tp_buf *b, const char *name,
-			 const char *labels, uint64_t v)
-{
-	char t[TP_I64_LEN + 1];
-
-	snprintf(t, sizeof(t), "%llu", (unsigned long long)v);
-	put_line(b, name, labels, t);
-}
-
-static void w_build_info(struct tp_buf *b, const char *name,
-			 const struct self_ctx *x)
-{
-	tp_buf_puts(b, name);
-	tp_buf_putc(b, '{');
-	tp_buf_label(b, "version", x->self->version ? x->self->version : "");
-	tp_buf_putc(b, ',');
-	tp_buf_label(b, "libmicrohttpd", x->self->mhd_version ?
-		     x->self->mhd_version : "");
-	tp_buf_puts(b, "} 1\n");
-}
-
-static void put_by_reason(struct tp_buf *b, const char *name,
-			  const uint64_t *n)
-{
-	char l[64];
-
-	for (unsigned r = 0; r < TP_NSKIP; r++) {
-		snprintf(l, sizeof(l), "reason=\"%s\"", tp_skip_names[r]);
-		put_line_u64(b, name, l, n[r]);
-	}
-}
-
-static void w_skipped_now(struct tp_buf *b, const char *name,
-			  const struct self_ctx *x)
-{
-	put_by_reason(b, name, x->skipped);
-}
-
-static void w_skipped_total(struct tp_buf *b, const char *name,
-			    const struct self_ctx *x)
-{
-	put_by_reason(b, name, x->self->skipped_total);
-}
-
-static void w_clashes(struct tp_buf *b, const char *name,
-		      const struct self_ctx *x)
-{
-	put_line_u64(b, name, "action=\"renamed\"",
-		     x->self->label_clashes_total[0] + x->res->labels_renamed);
-	put_line_u64(b, name, "action=\"dropped\"",
-		     x->self->label_clashes_total[1] + x->res->labels_dropped);
-}
-
-static void put_seconds(struct tp_buf *b, const char *name, double s)
-{
-	char t[64];
-
-	snprintf(t, sizeof(t), "%.6f", s);
-	put_line(b, name, NULL, t);
-}
-
-static void w_collect_seconds(struct tp_buf *b, const char *name,
-			      const struct self_ctx *x)
-{
-	put_seconds(b, name, x->self->collect_seconds);
-}
-
-/* Measured when written, the last metric, so that it covers the
- * formatting too (not gzip). */
-static void w_scrape_seconds(struct tp_buf *b, const char *name,
-			     const struct self_ctx *x)
-{
-	put_seconds(b, name, (double)(tp_now_ns() - x->t0_ns) / 1e9);
-}
-
-/* Where the value of a metric of one unlabelled integer is. */
-enum self_src { S_WRITE, S_CTX, S_SELF, S_RES };
-#define FROM_CTX(m)  S_CTX, offsetof(struct self_ctx, m)
-#define FROM_SELF(m) S_SELF, offsetof(struct ex_self, m)
-#define FROM_RES(m)  S_RES, offsetof(struct ex_result, m)
-#define WRITTEN_BY(fn) fn, S_WRITE, 0
-
-/*
- * The tally_exporter_* metrics, in the order written: the one place
- * that names them (ex_write() claims these names too).  Each has its
- * samples written by @write, or is one unlabelled integer: the uint64_t
- * at @off in struct self_ctx, ex_self or ex_result (@src).
- */
-static const struct self_metric {
-	const char *name;       /* the family: counters without _total */
-	int counter;
-	const char *help, *unit;
-	void (*write)(struct tp_buf *b, const char *name,
-		      const struct self_ctx *x);
-	enum self_src src;
-	size_t off;
-} self_metrics[] = {
-	{ "tally_exporter_build_info", 0,
-	  "tally-exporter's version and libmicrohttpd's.", NULL,
-	  WRITTEN_BY(w_build_info) },
-	{ "tally_exporter_segments_read", 0,
-	  "Segments read in this scrape.", NULL, NULL,
-	  FROM_CTX(nread) },
-	{ "tally_exporter_scrape_segments_skipped", 0,
-	  "Segments skipped in this scrape, by reason.", NULL,
-	  WRITTEN_BY(w_skipped_now) },
-	{ "tally_exporter_segments_skipped", 1,
-	  "Segments skipped since the exporter started, by reason.", NULL,
-	  WRITTEN_BY(w_skipped_total) },
-	{ "tally_exporter_scrape_records_skipped", 0,
-	  "Corrupt records skipped in the segments read in this scrape, "
-	  "each hiding only its own series.", NULL, NULL,
-	  FROM_CTX(records_skipped) },
-	{ "tally_exporter_connections_evicted", 1,
-	  "Connections that had not sent a whole request, closed (the "
-	  "oldest first) because the connection table was full, since the "
-	  "exporter started.", NULL, NULL, FROM_SELF(conns_evicted) },
-	{ "tally_exporter_dead_segments", 0,
-	  "Segments whose processes are all gone, kept for post-mortem "
-	  "reading until TALLY_RETAIN has passed.", NULL, NULL,
-	  FROM_SELF(dead_segments) },
-	{ "tally_exporter_dead_segment_bytes", 0,
-	  "Memory the dead segments hold.", "bytes", NULL,
-	  FROM_SELF(dead_bytes) },
-	{ "tally_exporter_series", 0,
-	  "Series exported in this scrape.", NULL, NULL,
-	  FROM_RES(series) },
-	{ "tally_exporter_series_conflicts", 0,
-	  "Series left out in this scrape: a kind or bucket layout that "
-	  "differs from its family's, names that clash, or a label set "
-	  "written already.", NULL, NULL, FROM_RES(conflicts) },
-	{ "tally_exporter_series_redefined", 0,
-	  "Series written in this scrape under the HELP of another "
-	  "definition of their name: segments (services) that give one "
-	  "name another help text or other label names; the family shows "
-	  "the first one's.", NULL, NULL, FROM_RES(redefined) },
-	{ "tally_exporter_label_clashes", 1,
-	  "Series whose label names clashed with the exposition's (le on a "
-	  "histogram) or the exporter's own (pid, process, zone), or "
-	  "repeated a name, since the exporter started: renamed "
-	  "(exported_le, tally_<name>) or dropped, once per scrape.", NULL,
-	  WRITTEN_BY(w_clashes) },
-	{ "tally_exporter_retired_series", 0,
-	  "--aggregate: series whose counts are kept for processes that "
-	  "exited.", NULL, NULL, FROM_SELF(retired_series) },
-	{ "tally_exporter_retired_segments", 1,
-	  "--aggregate: segments that vanished since the exporter started, "
-	  "whose last counts are kept.", NULL, NULL,
-	  FROM_SELF(retired_segments) },
-	{ "tally_exporter_scrapes", 1,
-	  "Scrapes served since the exporter started.", NULL, NULL,
-	  FROM_SELF(scrapes) },
-	{ "tally_exporter_collect_duration_seconds", 0,
-	  "Time spent reading the segments in this scrape.", "seconds",
-	  WRITTEN_BY(w_collect_seconds) },
-	{ "tally_exporter_scrape_duration_seconds", 0,
-	  "Time spent reading the segments and formatting this response.",
-	  "seconds", WRITTEN_BY(w_scrape_seconds) },
-};
-
-#define NSELF (sizeof(self_metrics) / sizeof(self_metrics[0]))
-
-static uint64_t self_u64(const struct self_metric *m,
-			 const struct self_ctx *x)
-{
-	const char *p = m->src == S_CTX ? (const char *)x :
-			m->src == S_SELF ? (const char *)x->self :
-					   (const char *)x->res;
-	uint64_t v;
-
-	memcpy(&v, p + m->off, sizeof(v));
-	return v;
-}
-
 static void write_self(struct tp_buf *b, const struct tp_snapshot *snap,
 		       enum ex_format f, const struct ex_self *self,
 		       const struct ex_result *res, uint64_t t0_ns,
 		       const unsigned char *shadowed)
 {
-	struct self_ctx x = { snap, self, res, t0_ns, { 0 }, 0, 0 };
+	struct self_in in = { snap, self, res, t0_ns };
+	struct self_sample v[SELF_MAX_SAMPLES];
 	char sample[128];
-
-	for (size_t i = 0; i < snap->nskipped; i++)
-		x.skipped[tp_skip_reason(snap->skipped[i].err)]++;
-	for (size_t i = 0; i < snap->nsegs; i++) {
-		x.nread += !snap->segs[i].stale;
-		if (!snap->segs[i].stale)
-			x.records_skipped += snap->segs[i].records_skipped;
-	}
 
 	for (size_t i = 0; i < tp_seg_nfields; i++)
 		if (tp_seg_fields[i].metric)
 			seg_metric(b, snap, f, &tp_seg_fields[i], shadowed);
 	for (size_t i = 0; i < NSELF; i++) {
 		const struct self_metric *m = &self_metrics[i];
+		unsigned n = self_samples(m, &in, v);
 
 		self_header(b, f, m->name, m->counter, m->help, m->unit);
 		snprintf(sample, sizeof(sample), "%s%s", m->name,
 			 m->counter ? "_total" : "");
-		if (m->write)
-			m->write(b, sample, &x);
-		else
-			put_line_u64(b, sample, NULL, self_u64(m, &x));
+		for (unsigned j = 0; j < n; j++)
+			put_line(b, sample, v[j].labels[0] ? v[j].labels :
+				 NULL, v[j].value);
 	}
 }
 
@@ -1147,100 +1076,286 @@ static void claim_self_names(struct names *nm)
 			    self_metrics[i].counter ? counter : plain);
 }
 
+/* A metric more in g->fams, of @name, as index @at before the sort. */
+static size_t add_fam(struct ex_group *g, size_t *cap, const char *name)
+{
+	size_t at = g->nfams++;
+
+	if (at == *cap) {
+		*cap = *cap ? 2 * *cap : 64;
+		g->fams = tp_xrealloc(g->fams, *cap * sizeof(*g->fams));
+	}
+	g->fams[at].name = name;
+	g->fams[at].n = 0;
+	g->fams[at].first = at; /* its index, through the sort */
+	return at;
+}
+
+/*
+ * The metrics of @st's items in name order (g->fams), and g->order: the
+ * items of each metric together, in the order read inside each (a hash
+ * map of names, then a counting sort; the items themselves are not
+ * moved).
+ */
+static struct ex_group *group_by_name(const struct ex_stream *st)
+{
+	size_t n = st->ix->places ? st->ix->nplaces : st->snap->nseries;
+	struct ex_group *g = tp_xcalloc(1, sizeof(*g));
+	struct tp_strmap famidx = { 0 };
+	size_t *pos, *rank, cap = 0, last_at = 0, at = 0;
+	uint32_t *famof = tp_xmalloc((n + 1) * sizeof(*famof));
+	const char *last_name = NULL;
+
+	g->order = tp_xmalloc((n + 1) * sizeof(*g->order));
+	for (size_t i = 0; i < n; i++) {
+		const struct tp_series *s = item_like(st, i);
+
+		famof[i] = UINT32_MAX;
+		/* A gauge of processes that are gone is not a current
+		 * value: left out (snapshot.h, "Whose a series is"). */
+		if (!s || tp_series_gone_gauge(s))
+			continue;
+		/* Another incarnation speaks for its labels. */
+		if (item_shadowed(st, i)) {
+			g->conflicts++;
+			continue;
+		}
+		/* Neighbours of one metric share their name's memory. */
+		if (s->name != last_name) {
+			last_at = tp_strmap_get(&famidx, s->name);
+			if (last_at == (size_t)-1) {
+				last_at = add_fam(g, &cap, s->name);
+				tp_strmap_put(&famidx, s->name, last_at);
+			}
+			last_name = s->name;
+		}
+		g->fams[last_at].n++;
+		famof[i] = (uint32_t)last_at;
+	}
+	if (g->nfams)
+		qsort(g->fams, g->nfams, sizeof(*g->fams), cmp_fam);
+	rank = tp_xmalloc((g->nfams + 1) * sizeof(*rank));
+	pos = tp_xmalloc((g->nfams + 1) * sizeof(*pos));
+	for (size_t i = 0; i < g->nfams; i++) {
+		rank[g->fams[i].first] = i;
+		g->fams[i].first = at;
+		pos[i] = at;
+		at += g->fams[i].n;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (famof[i] != UINT32_MAX)
+			g->order[pos[rank[famof[i]]]++] = (uint32_t)i;
+	tp_strmap_free(&famidx);
+	free(famof);
+	free(rank);
+	free(pos);
+	return g;
+}
+
+void ex_group_free(struct ex_group *g)
+{
+	if (!g)
+		return;
+	free(g->order);
+	free(g->fams);
+	free(g);
+}
+
+struct ex_stream *ex_stream_open(const struct ex_index *ix,
+				 const struct ex_group *g,
+				 const struct ex_config *c, enum ex_format f,
+				 const struct ex_self *self, uint64_t t0_ns)
+{
+	struct ex_stream *st = tp_xcalloc(1, sizeof(*st));
+
+	st->ix = ix;
+	st->snap = &ix->snap;
+	st->c = c;
+	st->f = f;
+	if (self)
+		st->self = *self;
+	st->t0_ns = t0_ns;
+	plan_make(&st->pl, st->snap, c);
+	st->shadowed = seg_shadowed(st->snap);
+	if (!c->aggregate)
+		st->skip = shadow_series(st->snap, st->shadowed);
+	if (c->self_metrics)
+		claim_self_names(&st->nm);
+	if (!g)
+		g = st->own = group_by_name(st);
+	st->g = g;
+	st->res.conflicts = g->conflicts;
+	/* Only the items' places are needed from here on. */
+	free(st->skip);
+	st->skip = NULL;
+	return st;
+}
+
+/* Segment @seg of the snapshot, open; NULL when it cannot be opened
+ * again, or is another file by now (its series are then left out, as
+ * series removed since they were indexed). */
+static struct tally_seg *seg_open(struct ex_stream *st, uint32_t seg)
+{
+	const struct tally_seg_info *was = &st->snap->segs[seg].info;
+	struct tally_seg_info now;
+	unsigned lru = 0;
+
+	for (unsigned i = 0; i < NOPEN; i++) {
+		if (st->open[i].g && st->open[i].seg == seg) {
+			st->open[i].used = ++st->uses;
+			return st->open[i].g;
+		}
+		if (st->open[i].used < st->open[lru].used)
+			lru = i;
+	}
+	tally_seg_close(st->open[lru].g);
+	st->open[lru].g = tally_seg_open(st->snap->segs[seg].path,
+					 st->ix->open_opts);
+	st->open[lru].seg = seg;
+	st->open[lru].used = ++st->uses;
+	if (st->open[lru].g &&
+	    (tally_seg_info(st->open[lru].g, &now) < 0 || now.pid != was->pid ||
+	     now.start_ticks != was->start_ticks ||
+	     now.created_ns != was->created_ns)) {
+		tally_seg_close(st->open[lru].g);
+		st->open[lru].g = NULL;
+	}
+	return st->open[lru].g;
+}
+
+/* A series of the run being read again: written when it is one of the
+ * run's places and still of the metric (a record may have been reused
+ * by another series since). */
+static int run_series(const struct tally_series_view *v, void *arg)
+{
+	struct ex_stream *st = arg;
+	struct tp_series s;
+
+	if (v->per_process)
+		return 0; /* kept whole (index.h) */
+	while (st->run_at < st->run_n && st->ids[st->run_at] != v->id)
+		st->run_at++; /* removed since */
+	if (st->run_at == st->run_n || strcmp(v->name, st->run_name))
+		return 0;
+	st->run_at++;
+	ex_index_series(st->ix, st->run_seg, v, &s);
+	write_series(st, st->run_out, &s);
+	return 0;
+}
+
+/* The places of metric @fm from its next one on that are in one
+ * segment, at most RUN, read again and written; returns how many. */
+static size_t write_run(struct ex_stream *st, struct tp_buf *out,
+			const struct fam *fm)
+{
+	const struct ex_index *ix = st->ix;
+	uint32_t seg = ix->recs[ix->places[st->g->order[fm->first +
+						     st->si]].rec].seg;
+	struct tally_seg *g;
+	size_t n = 0;
+
+	while (n < RUN && st->si + n < fm->n) {
+		const struct ex_place *p =
+			&ix->places[st->g->order[fm->first + st->si + n]];
+
+		if (p->rec >= EX_PLACE_GONE || ix->recs[p->rec].seg != seg)
+			break;
+		st->ids[n++] = p->id;
+	}
+	g = seg_open(st, seg);
+	st->run_n = n;
+	st->run_at = 0;
+	st->run_seg = seg;
+	st->run_name = fm->name;
+	st->run_out = out;
+	/* A segment found corrupt now: what it gave is written, the rest
+	 * left out, as a snapshot leaves out a segment that cannot be
+	 * read. */
+	if (g)
+		tally_seg_foreach_ids(g, 0, st->ids, n, run_series, st);
+	return n;
+}
+
+int ex_stream_fill(struct ex_stream *st, struct tp_buf *out, size_t want)
+{
+	while (out->len < want && st->fi < st->g->nfams) {
+		const struct fam *fm = &st->g->fams[st->fi];
+
+		if (!st->in_fam && !metric_begin(st, out, fm))
+			st->si = fm->n; /* its names clash: left out */
+		st->in_fam = 1;
+		while (st->si < fm->n && out->len < want) {
+			const struct tp_series *s =
+				item_series(st, st->g->order[fm->first + st->si]);
+
+			if (!s) {
+				st->si += write_run(st, out, fm);
+				continue;
+			}
+			write_series(st, out, s);
+			st->si++;
+		}
+		if (st->si == fm->n) {
+			st->fi++;
+			st->si = 0;
+			st->in_fam = 0;
+		}
+	}
+	if (out->len >= want)
+		return 1;
+	if (!st->done) {
+		if (st->c->self_metrics)
+			write_self(out, st->snap, st->f, &st->self, &st->res,
+				   st->t0_ns, st->shadowed);
+		if (st->f == EX_OPENMETRICS)
+			tp_buf_puts(out, "# EOF\n");
+		st->done = 1;
+	}
+	return 0;
+}
+
+void ex_stream_close(struct ex_stream *st, struct ex_result *res)
+{
+	if (!st)
+		return;
+	if (res)
+		*res = st->res;
+	for (unsigned i = 0; i < NOPEN; i++)
+		tally_seg_close(st->open[i].g);
+	tp_buf_free(&st->lb);
+	plan_free(&st->pl);
+	free(st->skip);
+	free(st->shadowed);
+	names_free(&st->nm);
+	ex_group_free(st->own);
+	free(st);
+}
+
+struct ex_group *ex_group_make(const struct ex_index *ix,
+			       const struct ex_config *c)
+{
+	struct ex_stream *st = ex_stream_open(ix, NULL, c, EX_TEXT, NULL, 0);
+	struct ex_group *g = st->own;
+
+	st->own = NULL;
+	ex_stream_close(st, NULL);
+	return g;
+}
+
 void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
 	      const struct ex_config *c, enum ex_format f,
 	      const struct ex_self *self, uint64_t t0_ns,
 	      struct ex_result *res)
 {
-	struct tp_strmap famidx = { 0 };
-	struct fam *fams = NULL;
-	size_t nfams = 0, *famof, *order, *pos, *rank;
-	struct names nm = { 0 };
-	struct tp_buf lb = { 0 };
-	struct plan pl;
-	unsigned char *shadowed, *skip = NULL;
-	const char *last_name = NULL;
-	size_t last_at = 0;
+	struct ex_index ix;
+	struct ex_stream *st;
 
-	memset(res, 0, sizeof(*res));
-	plan_make(&pl, snap, c);
-	shadowed = seg_shadowed(snap);
-	if (!c->aggregate)
-		skip = shadow_series(snap, shadowed);
-	if (c->self_metrics)
-		claim_self_names(&nm);
-
-	famof = tp_xmalloc((snap->nseries + 1) * sizeof(*famof));
-	order = tp_xmalloc((snap->nseries + 1) * sizeof(*order));
-	fams = tp_xmalloc((snap->nseries + 1) * sizeof(*fams));
-	for (size_t i = 0; i < snap->nseries; i++) {
-		const char *name = snap->series[i].name;
-		size_t at;
-
-		/* A gauge of processes that are gone is not a current
-		 * value: left out (snapshot.h, "Whose a series is"). */
-		if (tp_series_gone_gauge(&snap->series[i])) {
-			famof[i] = (size_t)-1;
-			continue;
-		}
-		/* Another incarnation speaks for its labels. */
-		if (skip && skip[i]) {
-			famof[i] = (size_t)-1;
-			res->conflicts++;
-			continue;
-		}
-		/* Neighbours of one family share their name's memory. */
-		if (name == last_name) {
-			fams[last_at].n++;
-			famof[i] = last_at;
-			continue;
-		}
-		at = tp_strmap_get(&famidx, name);
-		if (at == (size_t)-1) {
-			at = nfams++;
-			fams[at].name = name;
-			fams[at].n = 0;
-			fams[at].first = at; /* its index, through the sort */
-			tp_strmap_put(&famidx, name, at);
-		}
-		fams[at].n++;
-		famof[i] = at;
-		last_name = name;
-		last_at = at;
-	}
-	qsort(fams, nfams, sizeof(*fams), cmp_fam);
-	rank = tp_xmalloc((nfams + 1) * sizeof(*rank));
-	pos = tp_xmalloc((nfams + 1) * sizeof(*pos));
-	{
-		size_t at = 0;
-
-		for (size_t i = 0; i < nfams; i++) {
-			rank[fams[i].first] = i;
-			fams[i].first = at;
-			pos[i] = at;
-			at += fams[i].n;
-		}
-	}
-	for (size_t i = 0; i < snap->nseries; i++)
-		if (famof[i] != (size_t)-1)
-			order[pos[rank[famof[i]]]++] = i;
-	for (size_t i = 0; i < nfams; i++)
-		write_family(out, snap, &fams[i], order, c, f, &nm, &lb, &pl,
-			     res);
-	if (c->self_metrics)
-		write_self(out, snap, f, self, res, t0_ns, shadowed);
-	if (f == EX_OPENMETRICS)
-		tp_buf_puts(out, "# EOF\n");
-
-	tp_buf_free(&lb);
-	plan_free(&pl);
-	free(skip);
-	free(shadowed);
-	names_free(&nm);
-	tp_strmap_free(&famidx);
-	free(famof);
-	free(order);
-	free(fams);
-	free(rank);
-	free(pos);
+	/* An index without places over the caller's snapshot, which it
+	 * only borrows: not freed here. */
+	memset(&ix, 0, sizeof(ix));
+	ix.snap = *snap;
+	st = ex_stream_open(&ix, NULL, c, f, self, t0_ns);
+	while (ex_stream_fill(st, out, SIZE_MAX))
+		;
+	ex_stream_close(st, res);
 }

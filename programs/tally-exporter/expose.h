@@ -1,10 +1,11 @@
 /*
- * expose.h: a snapshot in Prometheus's text format 0.0.4 or in
- * OpenMetrics 1.0.0.
+ * expose.h: a scrape's series (index.h: places to read again, or a
+ * snapshot) in Prometheus's text format 0.0.4 or in OpenMetrics 1.0.0.
  *
  * Both formats want every series of a name together, under one TYPE line;
- * expose groups the snapshot's series by name (families in name order) and
- * writes each family once.  Values are the segments' integers, printed
+ * expose groups the series by name (metrics in name order) and writes
+ * each metric once, reading the series of an index again as it writes
+ * them.  Values are the segments' integers, printed
  * exactly.  Counters are exposed as <base>_total in both formats (base:
  * the name without a trailing _total), so that a series keeps its name
  * whichever format Prometheus negotiates.  A family whose names would
@@ -38,6 +39,7 @@
 #ifndef TALLY_EXPORTER_EXPOSE_H
 #define TALLY_EXPORTER_EXPOSE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "clock.h"
@@ -65,25 +67,9 @@ struct ex_config {
 				      tally_segment_* */
 };
 
-/* The exporter's own numbers, written after the series. */
-struct ex_self {
-	double collect_seconds;    /* reading the segments */
-	uint64_t scrapes;          /* served so far, this one included */
-	uint64_t skipped_total[TP_NSKIP]; /* since start, by
-					     tp_skip_reason() */
-	uint64_t retired_series;   /* --aggregate: series kept for exited
-				      processes */
-	uint64_t retired_segments; /* --aggregate: segments that vanished,
-				      since start */
-	uint64_t dead_segments;    /* read in this scrape, whose processes
-				      are all gone */
-	uint64_t dead_bytes;       /* the memory those hold */
-	uint64_t label_clashes_total[2]; /* series renamed, dropped, in
-					    the scrapes before this one */
-	uint64_t conns_evicted;    /* incomplete connections closed to make
-				      room in a full table, since start */
-	const char *version, *mhd_version;
-};
+/* The exporter's own numbers, written after the series: selfmetrics.h
+ * defines and fills them. */
+struct ex_self;
 
 /* Numbers of the last ex_write(). */
 struct ex_result {
@@ -98,9 +84,42 @@ struct ex_result {
 };
 
 /*
- * ex_write: append @snap to @out in format @f.  @t0_ns is the
- * CLOCK_MONOTONIC time the scrape began (its duration is reported).
- * Not MT-safe: one call at a time per @out.
+ * A scrape written as it is sent.  ex_group_make() groups the items of
+ * @ix (index.h: places to read again, or a snapshot's series) by metric,
+ * metrics in name order, 4 bytes per item; a group is read only, so the
+ * streams of several scrapes of one index may share it (ex_group_free()
+ * frees it, NULL: nothing).  ex_stream_open() starts writing @ix with
+ * group @g (NULL: the stream makes its own); @ix and @g must outlive the
+ * stream.  ex_stream_fill() appends to @out until out->len reaches
+ * @want or the body ends, stopping between series (or after a run of at
+ * most 128 series read again together), and returns 1 while there is
+ * more to write, 0 once the body is whole (the exporter's own metrics and
+ * OpenMetrics' "# EOF" included); ex_stream_close() gives the numbers of
+ * what was written and frees the stream (NULL: nothing).  The bytes are
+ * the same whatever the sizes asked for.  @t0_ns is the CLOCK_MONOTONIC
+ * time the scrape began: tally_exporter_scrape_duration_seconds is
+ * measured when it is written, the last metric, so it counts the time
+ * the client took to read the body up to there.  Not MT-safe: one thread
+ * at a time per stream; streams of one index and group may run in
+ * different threads.
+ */
+struct ex_index;
+struct ex_group;
+struct ex_stream;
+struct ex_group *ex_group_make(const struct ex_index *ix,
+			       const struct ex_config *c);
+void ex_group_free(struct ex_group *g);
+struct ex_stream *ex_stream_open(const struct ex_index *ix,
+				 const struct ex_group *g,
+				 const struct ex_config *c, enum ex_format f,
+				 const struct ex_self *self, uint64_t t0_ns);
+int ex_stream_fill(struct ex_stream *st, struct tp_buf *out, size_t want);
+void ex_stream_close(struct ex_stream *st, struct ex_result *res);
+
+/*
+ * ex_write: append @snap to @out in format @f, whole (a stream filled to
+ * its end).  @t0_ns is the CLOCK_MONOTONIC time the scrape began (its
+ * duration is reported).  Not MT-safe: one call at a time per @out.
  */
 void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
 	      const struct ex_config *c, enum ex_format f,

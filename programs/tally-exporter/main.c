@@ -96,7 +96,7 @@ static void *stop_timer(void *arg)
 	return NULL;
 }
 
-/* The server logs what it removes the same way (server.c). */
+/* The server logs what it removes the same way (scrape.c). */
 static void expired(const char *path, const char *why, void *arg)
 {
 	(void)arg;

@@ -9,7 +9,7 @@
  * client may take to send its request (a client that sends one byte a
  * second is cut off when its time is up).  With users in the web config,
  * passwords are checked by a thread of their own behind a bounded queue
- * (server.c), so failed logins never hold the threads that serve.
+ * (auth.c), so failed logins never hold the threads that serve.
  */
 #ifndef TALLY_EXPORTER_SERVER_H
 #define TALLY_EXPORTER_SERVER_H

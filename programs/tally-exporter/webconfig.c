@@ -1,7 +1,7 @@
 /*
- * webconfig.c: the strict YAML subset of webconfig.h, reading its files
- * without blocking or trusting their size, and basic-auth checks with
- * bcrypt of a bounded cost behind a cache of keyed hashes.
+ * webconfig.c: the strict YAML subset of webconfig.h, and reading its
+ * files without blocking or trusting their size.  The checks of a
+ * password against the users it lists are authcache.c's.
  *
  * Accepted: comments (# at the start of a line or after a space),
  * blank lines, "key:" opening a mapping at column 0, "  key: value"
@@ -9,17 +9,17 @@
  * plain or in '...' or "..." quotes.  Nothing else.
  */
 #define _GNU_SOURCE
-#include <crypt.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "webconfig.h"
 
 static int fail(char *err, size_t n, const char *path, unsigned line,
@@ -80,264 +80,235 @@ static char *scalar(char *v, char **why)
 	return v;
 }
 
-/*
- * A bcrypt hash as crypt(3) writes it: "$2a$", "$2b$" or "$2y$", two
- * digits of cost, "$", then 53 characters of bcrypt's base64 (22 of salt,
- * 31 of hash).  Returns the cost, or -1 when @h is not such a hash.
- */
-static int bcrypt_cost(const char *h)
-{
-	static const char b64[] = "./ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-				  "abcdefghijklmnopqrstuvwxyz0123456789";
+/* The sections of the file: each a mapping at column 0. */
+enum section { NONE, TLS, USERS };
 
-	if (strlen(h) != 60 || h[0] != '$' || h[1] != '2' ||
-	    (h[2] != 'a' && h[2] != 'b' && h[2] != 'y') || h[3] != '$' ||
-	    h[4] < '0' || h[4] > '9' || h[5] < '0' || h[5] > '9' ||
-	    h[6] != '$')
-		return -1;
-	for (const char *p = h + 7; *p; p++)
-		if (!strchr(b64, *p))
-			return -1;
-	return (h[4] - '0') * 10 + (h[5] - '0');
+/* What wc_parse() keeps from line to line. */
+struct parse {
+	struct webconfig *wc;
+	const char *path;
+	char *err;
+	size_t errlen;
+	enum section sect;
+	int indent;                /* of the entries of sect; -1: none yet */
+	unsigned ln;               /* the line being read, from 1 */
+	unsigned tls_line, users_line; /* where each section opened */
+};
+
+static int bad(struct parse *p, const char *fmt, const char *arg)
+{
+	return fail(p->err, p->errlen, p->path, p->ln, fmt, arg);
 }
 
-/*
- * The dummy hash and the cache keys, once the users are known.  The
- * dummy has the largest cost of the users, so that an unknown user
- * costs what the most expensive known one does.
- */
-static int wc_prepare(struct webconfig *wc, const char *path, char *err,
-		      size_t errlen)
+/* "cert_file: PATH" or "key_file: PATH" in tls_server_config. */
+static int tls_entry(struct parse *p, const char *key, const char *val)
 {
-	struct crypt_data *cd;
-	unsigned char pw[16];
-	char salt[64], hex[33];
-	const char *h;
+	static const struct {
+		const char *key;
+		size_t off;
+	} keys[] = {
+		{ "cert_file", offsetof(struct webconfig, cert_file) },
+		{ "key_file", offsetof(struct webconfig, key_file) },
+	};
+	char **dst = NULL;
 
-	if (getrandom(wc->key, sizeof(wc->key), 0) != sizeof(wc->key) ||
-	    getrandom(pw, sizeof(pw), 0) != sizeof(pw)) {
-		snprintf(err, errlen, "%s: no random bytes for the password "
-			 "cache: %s", path, strerror(errno));
-		return -EIO;
-	}
-	for (unsigned i = 0; i < sizeof(pw); i++)
-		snprintf(hex + 2 * i, 3, "%02x", pw[i]);
-	cd = calloc(1, sizeof(*cd));
-	if (!cd)
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (strcmp(key, keys[i].key) == 0)
+			dst = (char **)((char *)p->wc + keys[i].off);
+	if (!dst)
+		return bad(p, "unsupported tls_server_config setting '%s' "
+			   "(supported: cert_file, key_file)", key);
+	if (*dst)
+		return bad(p, "'%s' given twice", key);
+	*dst = strdup(val);
+	return 0;
+}
+
+/* The cost of user @key's hash @val, or a negative errno (the reason in
+ * p->err) when it is not a bcrypt hash of an accepted cost. */
+static int user_cost(struct parse *p, const char *key, const char *val)
+{
+	int cost = auth_bcrypt_cost(val);
+	char what[300];
+
+	if (cost < 0)
+		return bad(p, "the password of '%s' is not a bcrypt hash "
+			   "($2y$/$2b$/$2a$, 60 characters)", key);
+	if (cost >= WC_MIN_COST && cost <= WC_MAX_COST)
+		return cost;
+	snprintf(what, sizeof(what), "user '%.60s': bcrypt cost %d is outside "
+		 "%d..%d (a check of cost %d takes %s; hash the password "
+		 "again, e.g. htpasswd -nBC 10)", key, cost, WC_MIN_COST,
+		 WC_MAX_COST, cost, cost < WC_MIN_COST ?
+		 "nothing: bcrypt has no such cost" :
+		 cost <= 16 ? "seconds" :
+		 cost <= 24 ? "minutes to hours" : "days");
+	return bad(p, "%s", what);
+}
+
+/* "USER: HASH" in basic_auth_users. */
+static int user_entry(struct parse *p, const char *key, const char *val)
+{
+	struct webconfig *wc = p->wc;
+	struct wc_user *u;
+	int cost;
+
+	for (unsigned i = 0; i < wc->nusers; i++)
+		if (strcmp(wc->users[i].name, key) == 0)
+			return bad(p, "user '%s' given twice", key);
+	cost = user_cost(p, key, val);
+	if (cost < 0)
+		return cost;
+	u = realloc(wc->users, (wc->nusers + 1) * sizeof(*u));
+	if (!u)
 		return -ENOMEM;
-	h = crypt_gensalt_rn("$2b$", wc->cost_max, NULL, 0, salt,
-			     sizeof(salt));
-	if (h)
-		h = crypt_r(hex, salt, cd);
-	if (!h || h[0] == '*' || strlen(h) >= sizeof(wc->dummy)) {
-		free(cd);
-		snprintf(err, errlen, "%s: this libcrypt cannot make a bcrypt "
-			 "hash of cost %u", path, wc->cost_max);
-		return -EINVAL;
-	}
-	memcpy(wc->dummy, h, strlen(h) + 1);
-	free(cd);
+	wc->users = u;
+	u[wc->nusers].name = strdup(key);
+	u[wc->nusers].hash = strdup(val);
+	u[wc->nusers].cost = (unsigned)cost;
+	wc->nusers++;
+	if (!u[wc->nusers - 1].name || !u[wc->nusers - 1].hash)
+		return -ENOMEM;
+	if (wc->nusers == 1 || (unsigned)cost < wc->cost_min)
+		wc->cost_min = (unsigned)cost;
+	if ((unsigned)cost > wc->cost_max)
+		wc->cost_max = (unsigned)cost;
+	return 0;
+}
+
+/* The keys of column 0, each opening a mapping whose entries its
+ * handler reads. */
+static const struct {
+	const char *key;
+	enum section sect;
+	int (*entry)(struct parse *p, const char *key, const char *val);
+} sections[] = {
+	{ "tls_server_config", TLS, tls_entry },
+	{ "basic_auth_users", USERS, user_entry },
+};
+
+/* "KEY:" at column 0: a section opens. */
+static int open_section(struct parse *p, const char *key, const char *val)
+{
+	if (*val)
+		return bad(p, "'%s' must be a mapping", key);
+	for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++)
+		if (strcmp(key, sections[i].key) == 0) {
+			p->sect = sections[i].sect;
+			if (p->sect == TLS)
+				p->tls_line = p->ln;
+			else
+				p->users_line = p->ln;
+			p->indent = -1;
+			return 0;
+		}
+	return bad(p, "unsupported setting '%s' (tally-exporter knows "
+		   "tls_server_config and basic_auth_users)", key);
+}
+
+/* "  KEY: VALUE" at indentation @ind: an entry of the open section. */
+static int section_entry(struct parse *p, int ind, const char *key,
+			 const char *val)
+{
+	if (p->sect == NONE)
+		return bad(p, "indented line outside a mapping", NULL);
+	if (p->indent < 0)
+		p->indent = ind;
+	if (ind != p->indent)
+		return bad(p, "inconsistent indentation (nested mappings are "
+			   "not supported)", NULL);
+	if (!*val)
+		return bad(p, "'%s' has no value", key);
+	for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++)
+		if (sections[i].sect == p->sect)
+			return sections[i].entry(p, key, val);
+	return -EINVAL;
+}
+
+/* One line of the file, NUL-terminated in place. */
+static int parse_line(struct parse *p, char *line)
+{
+	char *why = NULL, *colon, *key, *val;
+	int ind = 0;
+
+	if (strchr(line, '\t'))
+		return bad(p, "tab character (YAML indents with spaces)",
+			   NULL);
+	if (line[0] && line[strlen(line) - 1] == '\r')
+		line[strlen(line) - 1] = '\0';
+	while (line[ind] == ' ')
+		ind++;
+	if (!line[ind] || line[ind] == '#')
+		return 0;
+	if (strcmp(line + ind, "---") == 0 && ind == 0)
+		return 0;
+	key = line + ind;
+	colon = strchr(key, ':');
+	if (!colon || (colon[1] && colon[1] != ' '))
+		return bad(p, "expected 'key: value' or 'key:'", NULL);
+	*colon = '\0';
+	if (*key == '"' || *key == '\'' || *key == '-' || *key == '?')
+		return bad(p, "quoted keys, lists and complex keys are not "
+			   "supported", NULL);
+	val = scalar(colon + 1, &why);
+	if (!val)
+		return bad(p, "%s", why);
+	if (ind == 0)
+		return open_section(p, key, val);
+	return section_entry(p, ind, key, val);
+}
+
+/* After the last line: what the whole file must hold. */
+static int parse_end(struct parse *p)
+{
+	struct webconfig *wc = p->wc;
+
+	if (!wc->cert_file != !wc->key_file)
+		return bad(p, "tls_server_config needs both cert_file and "
+			   "key_file", NULL);
+	/* Fail closed: a section that is there but empty, or a file that
+	 * sets nothing, would otherwise serve plain HTTP without
+	 * authentication to someone who asked for TLS or users. */
+	if (p->tls_line && !wc->cert_file)
+		return fail(p->err, p->errlen, p->path, p->tls_line,
+			    "tls_server_config has no cert_file and key_file",
+			    NULL);
+	if (p->users_line && !wc->nusers)
+		return fail(p->err, p->errlen, p->path, p->users_line,
+			    "basic_auth_users lists no user", NULL);
+	if (!wc->cert_file && !wc->nusers)
+		return fail(p->err, p->errlen, p->path, p->ln ? p->ln : 1,
+			    "sets neither tls_server_config nor "
+			    "basic_auth_users (to serve plain HTTP without "
+			    "authentication, leave out --web.config.file)",
+			    NULL);
+	if (wc->nusers)
+		return auth_prepare(wc, p->path, p->err, p->errlen);
 	return 0;
 }
 
 int wc_parse(const char *text, const char *path, struct webconfig *wc,
 	     char *err, size_t errlen)
 {
-	char *copy = strdup(text), *line;
-	enum { NONE, TLS, USERS } sect = NONE;
-	int indent = -1, rc = 0;
-	unsigned ln = 0, tls_line = 0, users_line = 0;
+	struct parse p = { wc, path, err, errlen, NONE, -1, 0, 0, 0 };
+	char *copy = strdup(text);
+	int rc = 0;
 
 	memset(wc, 0, sizeof(*wc));
-	pthread_mutex_init(&wc->cache_lock, NULL);
-	wc->initialized = 1;
+	auth_cache_init(&wc->login);
 	if (!copy) {
 		wc_free(wc);
 		return -ENOMEM;
 	}
-	for (char *next = copy; next;) {
-		char *why = NULL, *colon, *key, *val;
-		int ind = 0;
-
-		line = next;
+	for (char *line = copy, *next; line && rc == 0; line = next) {
 		next = strchr(line, '\n');
 		if (next)
 			*next++ = '\0';
-		ln++;
-		if (strchr(line, '\t')) {
-			rc = fail(err, errlen, path, ln, "tab character "
-				  "(YAML indents with spaces)", NULL);
-			goto out;
-		}
-		if (line[0] && line[strlen(line) - 1] == '\r')
-			line[strlen(line) - 1] = '\0';
-		while (line[ind] == ' ')
-			ind++;
-		if (!line[ind] || line[ind] == '#')
-			continue;
-		if (strcmp(line + ind, "---") == 0 && ind == 0)
-			continue;
-		key = line + ind;
-		colon = strchr(key, ':');
-		if (!colon || (colon[1] && colon[1] != ' ')) {
-			rc = fail(err, errlen, path, ln, "expected 'key: "
-				  "value' or 'key:'", NULL);
-			goto out;
-		}
-		*colon = '\0';
-		if (*key == '"' || *key == '\'' || *key == '-' || *key == '?') {
-			rc = fail(err, errlen, path, ln, "quoted keys, lists and "
-				  "complex keys are not supported", NULL);
-			goto out;
-		}
-		val = scalar(colon + 1, &why);
-		if (!val) {
-			rc = fail(err, errlen, path, ln, "%s", why);
-			goto out;
-		}
-		if (ind == 0) {
-			if (*val) {
-				rc = fail(err, errlen, path, ln, "'%s' must "
-					  "be a mapping", key);
-				goto out;
-			}
-			if (strcmp(key, "tls_server_config") == 0) {
-				sect = TLS;
-				tls_line = ln;
-			} else if (strcmp(key, "basic_auth_users") == 0) {
-				sect = USERS;
-				users_line = ln;
-			} else {
-				rc = fail(err, errlen, path, ln, "unsupported "
-					  "setting '%s' (tally-exporter knows "
-					  "tls_server_config and "
-					  "basic_auth_users)", key);
-				goto out;
-			}
-			indent = -1;
-			continue;
-		}
-		if (sect == NONE) {
-			rc = fail(err, errlen, path, ln, "indented line "
-				  "outside a mapping", NULL);
-			goto out;
-		}
-		if (indent < 0)
-			indent = ind;
-		if (ind != indent) {
-			rc = fail(err, errlen, path, ln, "inconsistent "
-				  "indentation (nested mappings are not "
-				  "supported)", NULL);
-			goto out;
-		}
-		if (!*val) {
-			rc = fail(err, errlen, path, ln, "'%s' has no value",
-				  key);
-			goto out;
-		}
-		if (sect == TLS) {
-			char **dst;
-
-			if (strcmp(key, "cert_file") == 0)
-				dst = &wc->cert_file;
-			else if (strcmp(key, "key_file") == 0)
-				dst = &wc->key_file;
-			else {
-				rc = fail(err, errlen, path, ln, "unsupported "
-					  "tls_server_config setting '%s' "
-					  "(supported: cert_file, key_file)",
-					  key);
-				goto out;
-			}
-			if (*dst) {
-				rc = fail(err, errlen, path, ln, "'%s' given "
-					  "twice", key);
-				goto out;
-			}
-			*dst = strdup(val);
-		} else {
-			struct wc_user *u;
-			int cost;
-
-			for (unsigned i = 0; i < wc->nusers; i++)
-				if (strcmp(wc->users[i].name, key) == 0) {
-					rc = fail(err, errlen, path, ln,
-						  "user '%s' given twice", key);
-					goto out;
-				}
-			cost = bcrypt_cost(val);
-			if (cost < 0) {
-				rc = fail(err, errlen, path, ln, "the password "
-					  "of '%s' is not a bcrypt hash "
-					  "($2y$/$2b$/$2a$, 60 characters)",
-					  key);
-				goto out;
-			}
-			if (cost < WC_MIN_COST || cost > WC_MAX_COST) {
-				char what[300];
-
-				snprintf(what, sizeof(what), "user '%.60s': "
-					 "bcrypt cost %d is outside %d..%d (a "
-					 "check of cost %d takes %s; hash the "
-					 "password again, e.g. htpasswd -nBC "
-					 "10)", key, cost, WC_MIN_COST,
-					 WC_MAX_COST, cost, cost < WC_MIN_COST ?
-					 "nothing: bcrypt has no such cost" :
-					 cost <= 16 ? "seconds" :
-					 cost <= 24 ? "minutes to hours" :
-					 "days");
-				rc = fail(err, errlen, path, ln, "%s", what);
-				goto out;
-			}
-			u = realloc(wc->users, (wc->nusers + 1) * sizeof(*u));
-			if (!u) {
-				rc = -ENOMEM;
-				goto out;
-			}
-			wc->users = u;
-			u[wc->nusers].name = strdup(key);
-			u[wc->nusers].hash = strdup(val);
-			u[wc->nusers].cost = (unsigned)cost;
-			wc->nusers++;
-			if (!u[wc->nusers - 1].name ||
-			    !u[wc->nusers - 1].hash) {
-				rc = -ENOMEM;
-				goto out;
-			}
-			if (wc->nusers == 1 || (unsigned)cost < wc->cost_min)
-				wc->cost_min = (unsigned)cost;
-			if ((unsigned)cost > wc->cost_max)
-				wc->cost_max = (unsigned)cost;
-		}
+		p.ln++;
+		rc = parse_line(&p, line);
 	}
-	if (!wc->cert_file != !wc->key_file) {
-		rc = fail(err, errlen, path, ln, "tls_server_config needs both "
-			  "cert_file and key_file", NULL);
-		goto out;
-	}
-	/* Fail closed: a section that is there but empty, or a file that
-	 * sets nothing, would otherwise serve plain HTTP without
-	 * authentication to someone who asked for TLS or users. */
-	if (tls_line && !wc->cert_file) {
-		rc = fail(err, errlen, path, tls_line, "tls_server_config has "
-			  "no cert_file and key_file", NULL);
-		goto out;
-	}
-	if (users_line && !wc->nusers) {
-		rc = fail(err, errlen, path, users_line, "basic_auth_users "
-			  "lists no user", NULL);
-		goto out;
-	}
-	if (!wc->cert_file && !wc->nusers) {
-		rc = fail(err, errlen, path, ln ? ln : 1, "sets neither "
-			  "tls_server_config nor basic_auth_users (to serve "
-			  "plain HTTP without authentication, leave out "
-			  "--web.config.file)", NULL);
-		goto out;
-	}
-	if (wc->nusers)
-		rc = wc_prepare(wc, path, err, errlen);
-out:
+	if (rc == 0)
+		rc = parse_end(&p);
 	free(copy);
 	if (rc)
 		wc_free(wc);
@@ -459,138 +430,6 @@ int wc_load(const char *path, struct webconfig *wc, char *err, size_t errlen)
 	return 0;
 }
 
-/*
- * SipHash-2-4 (Aumasson and Bernstein): a keyed hash whose output cannot
- * be predicted or steered to a collision without the key.  Two of them
- * with independent keys give the 128-bit tag of a login.
- */
-#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-#define SIPROUND                                                        \
-	do {                                                            \
-		v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32); \
-		v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                  \
-		v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                  \
-		v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32); \
-	} while (0)
-
-static uint64_t siphash(const uint64_t k[2], const unsigned char *in,
-			size_t n)
-{
-	uint64_t v0 = 0x736f6d6570736575ull ^ k[0];
-	uint64_t v1 = 0x646f72616e646f6dull ^ k[1];
-	uint64_t v2 = 0x6c7967656e657261ull ^ k[0];
-	uint64_t v3 = 0x7465646279746573ull ^ k[1];
-	uint64_t b = (uint64_t)n << 56, m;
-	size_t i = 0;
-
-	for (; i + 8 <= n; i += 8) {
-		m = 0;
-		for (unsigned j = 0; j < 8; j++)
-			m |= (uint64_t)in[i + j] << (8 * j);
-		v3 ^= m;
-		SIPROUND;
-		SIPROUND;
-		v0 ^= m;
-	}
-	for (unsigned j = 0; i + j < n; j++)
-		b |= (uint64_t)in[i + j] << (8 * j);
-	v3 ^= b;
-	SIPROUND;
-	SIPROUND;
-	v0 ^= b;
-	v2 ^= 0xff;
-	SIPROUND;
-	SIPROUND;
-	SIPROUND;
-	SIPROUND;
-	return v0 ^ v1 ^ v2 ^ v3;
-}
-
-/* The tag of "user NUL password" (a user name holds no NUL). */
-static int login_tag(const struct webconfig *wc, const char *user,
-		     const char *password, uint64_t tag[2])
-{
-	size_t nu = strlen(user), np = strlen(password);
-	unsigned char *buf = malloc(nu + np + 1);
-
-	if (!buf)
-		return -ENOMEM;
-	memcpy(buf, user, nu + 1);
-	memcpy(buf + nu + 1, password, np);
-	tag[0] = siphash(wc->key, buf, nu + np + 1);
-	tag[1] = siphash(wc->key + 2, buf, nu + np + 1);
-	memset(buf, 0, nu + np + 1);
-	free(buf);
-	return 0;
-}
-
-int wc_cached(struct webconfig *wc, const char *user, const char *password)
-{
-	uint64_t tag[2], hit = 0;
-
-	if (login_tag(wc, user, password, tag) < 0)
-		return 0;
-	pthread_mutex_lock(&wc->cache_lock);
-	for (unsigned i = 0; i < wc->ncache; i++)
-		hit |= ((wc->cache[i].tag[0] ^ tag[0]) |
-			(wc->cache[i].tag[1] ^ tag[1])) == 0;
-	pthread_mutex_unlock(&wc->cache_lock);
-	return hit != 0;
-}
-
-static int ct_equal(const char *a, const char *b)
-{
-	size_t na = strlen(a), nb = strlen(b);
-	unsigned char d = (unsigned char)(na != nb);
-
-	for (size_t i = 0; i < na && i < nb; i++)
-		d |= (unsigned char)(a[i] ^ b[i]);
-	return d == 0;
-}
-
-int wc_verify(struct webconfig *wc, const char *user, const char *password)
-{
-	const char *hash = wc->dummy;
-	struct crypt_data *cd;
-	const char *out;
-	uint64_t tag[2];
-	int ok, known = 0;
-
-	if (!wc->nusers)
-		return 0;
-	for (unsigned i = 0; i < wc->nusers; i++)
-		if (strcmp(wc->users[i].name, user) == 0) {
-			hash = wc->users[i].hash;
-			known = 1;
-		}
-	cd = calloc(1, sizeof(*cd));
-	if (!cd)
-		return 0;
-	out = crypt_r(password, hash, cd);
-	wc->checks++;
-	wc->last_cost = bcrypt_cost(hash);
-	ok = known && out && out[0] != '*' && ct_equal(out, hash);
-	explicit_bzero(cd, sizeof(*cd));
-	free(cd);
-	if (ok && login_tag(wc, user, password, tag) == 0) {
-		/* The oldest entry gives way when the cache is full. */
-		pthread_mutex_lock(&wc->cache_lock);
-		wc->cache[wc->next_slot].tag[0] = tag[0];
-		wc->cache[wc->next_slot].tag[1] = tag[1];
-		wc->next_slot = (wc->next_slot + 1) % WC_CACHE_SIZE;
-		if (wc->ncache < WC_CACHE_SIZE)
-			wc->ncache++;
-		pthread_mutex_unlock(&wc->cache_lock);
-	}
-	return ok;
-}
-
-int wc_check_user(struct webconfig *wc, const char *user,
-		  const char *password)
-{
-	return wc_cached(wc, user, password) ||
-	       wc_verify(wc, user, password);
-}
 
 void wc_free(struct webconfig *wc)
 {
@@ -603,7 +442,6 @@ void wc_free(struct webconfig *wc)
 		free(wc->users[i].hash);
 	}
 	free(wc->users);
-	if (wc->initialized)
-		pthread_mutex_destroy(&wc->cache_lock);
+	auth_cache_free(&wc->login);
 	memset(wc, 0, sizeof(*wc));
 }

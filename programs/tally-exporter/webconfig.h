@@ -15,17 +15,15 @@
  * cannot be read, or sets neither TLS nor users is an error, never a
  * plain-HTTP server without authentication.
  *
- * Password checks are split in two so that the server can keep bcrypt off
- * its network threads: wc_cached() is fast (a keyed hash of the presented
- * credentials looked up among the recent successes), wc_verify() is one
- * bcrypt of a bounded cost (WC_MAX_COST).
+ * The checks of a login against its users, and the cache of recent
+ * successes this struct holds for them, are auth.h's.
  */
 #ifndef TALLY_EXPORTER_WEBCONFIG_H
 #define TALLY_EXPORTER_WEBCONFIG_H
 
-#include <pthread.h>
 #include <stddef.h>
-#include <stdint.h>
+
+#include "auth.h"
 
 /*
  * The largest bcrypt cost accepted: 2^12 rounds take about 0.2 s on a
@@ -35,18 +33,12 @@
  */
 #define WC_MIN_COST 4
 #define WC_MAX_COST 12
-/* Remembered successful logins (keyed hashes, never passwords). */
-#define WC_CACHE_SIZE 64
 /* The largest web config, certificate or key file read. */
 #define WC_MAX_FILE (1u << 20)
 
 struct wc_user {
 	char *name, *hash;
 	unsigned cost;
-};
-
-struct wc_cached_login {
-	uint64_t tag[2];
 };
 
 struct webconfig {
@@ -57,22 +49,7 @@ struct webconfig {
 	unsigned cost_min, cost_max;  /* over the users */
 	int world_readable;           /* users' hashes readable by others */
 	int key_world_readable;       /* the TLS key readable by others */
-	/* A hash of a random password with cost cost_max, generated at
-	 * load: unknown users are checked against it so that they cost
-	 * what a known user costs. */
-	char dummy[64];
-	/* The cache: keys of the keyed hash (random at load), and the
-	 * tags of the last WC_CACHE_SIZE successful logins. */
-	uint64_t key[4];
-	pthread_mutex_t cache_lock;
-	struct wc_cached_login cache[WC_CACHE_SIZE];
-	unsigned ncache, next_slot;
-	/* The bcrypt checks wc_verify() made and the cost of the last one:
-	 * what a login cost, counted rather than timed (by the tests).
-	 * Written by the one thread that calls wc_verify(). */
-	unsigned long checks;
-	int last_cost;
-	int initialized;
+	struct auth_cache login;      /* the checks of its users (auth.h) */
 };
 
 /*
@@ -91,30 +68,11 @@ int wc_parse(const char *text, const char *path, struct webconfig *wc,
  * directory, FIFO or device is refused without blocking), parse it, and
  * read the certificate and key files the same way.  Sets
  * wc->world_readable when the file holding users' hashes is readable by
- * others, wc->key_world_readable when the TLS key is (the caller warns).  Return 0 or a negative errno with a
- * one-line message in @err.  Not MT-safe on one @wc.
+ * others, wc->key_world_readable when the TLS key is (the caller warns).
+ * Return 0 or a negative errno with a one-line message in @err.  Not
+ * MT-safe on one @wc.
  */
 int wc_load(const char *path, struct webconfig *wc, char *err, size_t errlen);
-
-/*
- * wc_cached: 1 when @user and @password are the credentials of one of
- * the last WC_CACHE_SIZE successful checks, else 0.  Costs two SipHash
- * computations and a mutex: no bcrypt.  MT-safe.
- */
-int wc_cached(struct webconfig *wc, const char *user, const char *password);
-
-/*
- * wc_verify: 1 when @user exists and @password matches its bcrypt hash
- * (crypt_r(3)), else 0; a success is remembered for wc_cached().  An
- * unknown user is checked against a hash of the largest configured cost,
- * so the time taken does not tell which users exist (when all users have
- * the same cost).  Costs one bcrypt: at most WC_MAX_COST.  MT-safe.
- */
-int wc_verify(struct webconfig *wc, const char *user, const char *password);
-
-/* wc_check_user: wc_cached() or else wc_verify().  MT-safe. */
-int wc_check_user(struct webconfig *wc, const char *user,
-		  const char *password);
 
 /* wc_free: release what wc_parse() or wc_load() allocated.  Not
  * MT-safe on one @wc. */

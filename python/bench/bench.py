@@ -141,12 +141,21 @@ def _backend_scrape_child(series, per_worker, repeat):
         c.labels(f"/r{i}").inc()
     reg = CollectorRegistry()
     MultiProcessCollector(reg)
+    print(json.dumps(_workers_come_and_go(
+        c, series, per_worker, repeat, lambda: generate_latest(reg))))
 
+
+def _workers_come_and_go(c, series, per_worker, repeat, generate):
+    """Median times in ms of @repeat scrapes by @generate(), with no worker
+    yet ("0") and after each N of WORKERS workers came and went (str(N)):
+    each adds to @per_worker of the @series series of counter @c and exits
+    (fork: the zone, or the multiprocess directory, is the shared one).
+    Every scrape must show all @series series."""
     def scrape():
         times = []
         for _ in range(repeat):
             t = time.perf_counter()
-            body = generate_latest(reg)
+            body = generate()
             times.append(time.perf_counter() - t)
         assert body.count(b"\nbench_requests_total{") == series
         return statistics.median(times) * 1e3
@@ -166,7 +175,7 @@ def _backend_scrape_child(series, per_worker, repeat):
             os.waitpid(pid, 0)
             done += 1
         out[str(n)] = scrape()
-    print(json.dumps(out))
+    return out
 
 
 def prom_scrape(series, repeat):
@@ -219,33 +228,8 @@ def _tally_scrape_child(series, per_worker, repeat):
     c = tally.Counter("bench_requests", "Requests.", ["route"])
     for i in range(series):
         c.labels(f"/r{i}").inc()
-
-    def scrape():
-        times = []
-        for _ in range(repeat):
-            t = time.perf_counter()
-            body = tally.generate_latest()
-            times.append(time.perf_counter() - t)
-        assert body.count(b"\nbench_requests_total{") == series
-        return statistics.median(times) * 1e3
-
-    out = {"0": scrape()}
-    done = 0
-    for n in WORKERS:
-        # Workers come and go: each adds to some series and exits
-        # (fork: the zone is the shared one, TALLY_ZONE).
-        while done < n:
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    base = (done * per_worker) % series
-                    for i in range(per_worker):
-                        c.labels(f"/r{(base + i) % series}").inc()
-                finally:
-                    os._exit(0)
-            os.waitpid(pid, 0)
-            done += 1
-        out[str(n)] = scrape()
+    out = _workers_come_and_go(c, series, per_worker, repeat,
+                               tally.generate_latest)
     res = tally.read()
     out["segments"] = res.segments
     out["total"] = sum(s.value for f in res.families for s in f.samples)

@@ -7,10 +7,8 @@ deploy_requests is the same in both."""
 import os
 import time
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, \
-    generate_latest
-
 import tally_metrics as tally
+from wsgi_common import metrics, text
 
 with open(os.environ["DEPLOY_VERSION_FILE"]) as f:
     VERSION = int(f.read().strip())
@@ -27,19 +25,13 @@ if V2 and CHANGE == "type":
 else:
     SIZE = tally.Counter("deploy_size", "Size.")
 
-registry = CollectorRegistry()
-registry.register(tally.TallyCollector())
-
 
 def app(environ, start_response):
     path = environ["PATH_INFO"]
     if path == "/metrics":
-        body = generate_latest(registry)
-        start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
-        return [body]
+        return metrics(start_response)
     if path == "/version":
-        start_response("200 OK", [("Content-Type", "text/plain")])
-        return [f"{VERSION} {os.getpid()}".encode()]
+        return text(start_response, f"{VERSION} {os.getpid()}".encode())
     if path == "/slow":
         # Held until the test opens $DEPLOY_GATE (version 2 runs by
         # then), so that this worker counts after the redefinition,
@@ -50,13 +42,11 @@ def app(environ, start_response):
             time.sleep(0.01)
         REQUESTS.labels("/slow").inc()
         HITS.inc()
-        start_response("200 OK", [("Content-Type", "text/plain")])
-        return [f"{VERSION} {os.getpid()}".encode()]
+        return text(start_response, f"{VERSION} {os.getpid()}".encode())
     REQUESTS.labels("/").inc()
     HITS.inc()
     if isinstance(SIZE, tally.Gauge):
         SIZE.set(VERSION)
     else:
         SIZE.inc()
-    start_response("200 OK", [("Content-Type", "text/plain")])
-    return [b"ok\n"]
+    return text(start_response, b"ok\n")

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import http.client
 import os
-import random
-import signal
-import threading
 import time
 
 import pytest
@@ -20,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import tally_metrics as tally
 from conftest import child_env
-from gunicorn_server import GUNICORN, Gunicorn, get
+from gunicorn_server import GUNICORN, Gunicorn, drive, get
 
 N = 300
 
@@ -102,82 +99,14 @@ class Server(Gunicorn):
 def _drive(server, kill=False, scrape=False):
     """N successful requests to "/" from 3 clients (a failed one is sent
     again); with @scrape, /metrics read all along; with @kill, a worker
-    SIGKILLed every 0.3 s.  Returns (failed, scraped counts, kills)."""
-    lock = threading.Lock()
-    state = {"ok": 0, "pending": 0, "failed": 0, "kills": 0}
-    done = threading.Event()
-    scrapes, errors = [], []
-    deadline = time.monotonic() + 60
+    SIGKILLed every 0.3 s, twice at least.  Returns (failed, scraped
+    counts, kills)."""
+    def count():
+        return server.count(get(server.port, "/metrics", timeout=5).decode())
 
-    def client():
-        while not done.is_set() and time.monotonic() < deadline:
-            with lock:
-                if state["ok"] + state["pending"] >= N:
-                    if state["ok"] >= N:
-                        return
-                    wait = True
-                elif (kill and state["kills"] < 2 and
-                      state["ok"] + state["pending"] >= N - 1):
-                    # The last request waits for the second kill, so
-                    # that a fast run still has its workers killed.
-                    wait = True
-                else:
-                    state["pending"] += 1
-                    wait = False
-            if wait:
-                time.sleep(0.01)
-                continue
-            try:
-                get(server.port, "/")
-                success = True
-            except (OSError, http.client.HTTPException):
-                success = False
-            with lock:
-                state["pending"] -= 1
-                if success:
-                    state["ok"] += 1
-                    if state["ok"] >= N:
-                        done.set()
-                else:
-                    state["failed"] += 1
-
-    def scraper():
-        while not done.is_set() and time.monotonic() < deadline:
-            try:
-                scrapes.append(server.count(
-                    get(server.port, "/metrics", timeout=5).decode()))
-            except (OSError, http.client.HTTPException):
-                pass
-            except Exception as e:  # a parse error fails the test
-                errors.append(e)
-            time.sleep(0.05)
-
-    def killer():
-        rng = random.Random(2)
-        while not done.is_set() and time.monotonic() < deadline:
-            time.sleep(0.3)
-            ws = server.workers()
-            if ws:
-                try:
-                    os.kill(rng.choice(ws), signal.SIGKILL)
-                    with lock:
-                        state["kills"] += 1
-                except ProcessLookupError:
-                    pass
-
-    ts = [threading.Thread(target=client) for _ in range(3)]
-    if scrape:
-        ts.append(threading.Thread(target=scraper))
-    if kill:
-        ts.append(threading.Thread(target=killer))
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(90)
-    done.set()
-    assert not errors, errors
-    assert state["ok"] == N, f"only {state['ok']} requests succeeded"
-    return state["failed"], scrapes, state["kills"]
+    return drive(server, N, 3, 60, scrape=count if scrape else None,
+                 kill_every=0.3 if kill else None, seed=2,
+                 hold_last_for_kills=2 if kill else 0)
 
 
 def _normal(text):

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import http.client
 import os
-import random
-import signal
-import threading
 import time
 
 import pytest
@@ -15,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import tally_metrics as tally
 from conftest import child_env
-from gunicorn_server import GUNICORN, Gunicorn, get
+from gunicorn_server import GUNICORN, Gunicorn, drive, get
 
 N_REQUESTS = 2000
 CLIENTS = 4
@@ -44,81 +41,12 @@ class Server(Gunicorn):
 
 
 def _drive(server, kill_workers):
-    """Send requests until N_REQUESTS succeeded; scrape all along.
-    Returns (failed requests, scraped values, final value)."""
-    ok = [0]
-    failed = [0]
-    lock = threading.Lock()
-    done = threading.Event()
-    scrapes = []
-    errors = []
-    deadline = time.monotonic() + 150
-
-    pending = [0]
-
-    def client():
-        # Each request takes a ticket first, so that exactly N_REQUESTS
-        # succeed (a failed one gives its ticket back).
-        while not done.is_set() and time.monotonic() < deadline:
-            with lock:
-                if ok[0] + pending[0] >= N_REQUESTS:
-                    if ok[0] >= N_REQUESTS:
-                        return
-                    wait = True
-                else:
-                    pending[0] += 1
-                    wait = False
-            if wait:
-                time.sleep(0.01)
-                continue
-            try:
-                get(server.port, "/")
-                success = True
-            except (OSError, http.client.HTTPException):
-                success = False
-            with lock:
-                pending[0] -= 1
-                if success:
-                    ok[0] += 1
-                    if ok[0] >= N_REQUESTS:
-                        done.set()
-                else:
-                    failed[0] += 1
-
-    def scraper():
-        while not done.is_set() and time.monotonic() < deadline:
-            try:
-                scrapes.append(server.scrape()[0])
-            except (OSError, http.client.HTTPException):
-                pass  # a worker killed while scraping
-            except Exception as e:  # a parse error must fail the test
-                errors.append(e)
-            time.sleep(0.05)
-
-    def killer():
-        rng = random.Random(1)
-        while not done.is_set() and time.monotonic() < deadline:
-            time.sleep(0.25)
-            ws = server.workers()
-            if ws:
-                try:
-                    os.kill(rng.choice(ws), signal.SIGKILL)
-                    kills[0] += 1
-                except ProcessLookupError:
-                    pass
-
-    kills = [0]
-    ts = [threading.Thread(target=client) for _ in range(CLIENTS)]
-    ts.append(threading.Thread(target=scraper))
-    if kill_workers:
-        ts.append(threading.Thread(target=killer))
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(170)
-    done.set()
-    assert not errors, errors
-    assert ok[0] == N_REQUESTS, f"only {ok[0]} requests succeeded in time"
+    """Send requests until N_REQUESTS succeeded; scrape all along; with
+    @kill_workers, a worker SIGKILLed every 0.25 s.  Returns (failed
+    requests, scraped values, final value, kills)."""
+    failed, scrapes, kills = drive(
+        server, N_REQUESTS, CLIENTS, 150, scrape=lambda: server.scrape()[0],
+        kill_every=0.25 if kill_workers else None, seed=1)
     # The final value, read once the last responses are out.
     final = None
     for _ in range(50):
@@ -127,7 +55,7 @@ def _drive(server, kill_workers):
             break
         except (OSError, http.client.HTTPException):
             time.sleep(0.1)
-    return failed[0], scrapes, final, kills[0]
+    return failed, scrapes, final, kills
 
 
 def test_gunicorn_exact_count_and_monotonic(tally_dir):

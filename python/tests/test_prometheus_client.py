@@ -75,15 +75,22 @@ app_size_bytes_sum 30.0
 """
 
 
-@pytest.mark.parametrize("how", ["environment", "one line"])
-def test_unchanged_app_on_tally(how, tally_dir, tmp_path):
-    env = child_env(tally_dir, TALLY_ZONE="promclient")
+def _run_switched(app, how, env):
+    """Runs the program @app with prometheus_client switched to tally
+    @how: by the environment (TALLY_PROMETHEUS_CLIENT=1) or by one line
+    at its top; returns what it printed, as JSON."""
     if how == "environment":
         env["TALLY_PROMETHEUS_CLIENT"] = "1"
         switch = ""
     else:
         switch = "import tally_metrics as tally; tally.use_in_prometheus_client()"
-    out = json.loads(run_py(APP.format(switch=switch), env))
+    return json.loads(run_py(app.format(switch=switch), env))
+
+
+@pytest.mark.parametrize("how", ["environment", "one line"])
+def test_unchanged_app_on_tally(how, tally_dir, tmp_path):
+    env = child_env(tally_dir, TALLY_ZONE="promclient")
+    out = _run_switched(APP, how, env)
     assert out["value_class"] == "TallyValue"
     # get() of a value is the zone's total, every worker's adds in.
     assert out["get"] == 3001.0
@@ -282,12 +289,7 @@ MODES_APP = textwrap.dedent('''
 @pytest.mark.parametrize("how", ["environment", "one line"])
 def test_default_registry_applies_the_gauge_mode(how, tally_dir):
     env = child_env(tally_dir, TALLY_ZONE="promclient_modes")
-    if how == "environment":
-        env["TALLY_PROMETHEUS_CLIENT"] = "1"
-        switch = ""
-    else:
-        switch = "import tally_metrics as tally; tally.use_in_prometheus_client()"
-    out = json.loads(run_py(MODES_APP.format(switch=switch), env))
+    out = _run_switched(MODES_APP, how, env)
     assert out["both"] == {"livesum": 3.0, "sum": 3.0, "max": 2.0,
                            "livemax": 2.0, "min": 1.0, "all": 1.0}
     # The other worker's registry: the same combined values (under

@@ -101,6 +101,24 @@ int tally__pg_flush(struct tally_seg *s, tally_series_fn fn, void *arg,
 		    int *count);
 void tally__pg_free(struct tally_seg *s);
 
+/*
+ * A pass over the series, in steps (walk.c), shared by tally_seg_foreach
+ * and the passes over chosen records (select.c).  tally__walk_begin
+ * checks @flags and the file, reads the metric records that changed and
+ * gives the series table's high-water mark in *@hwm; tally__walk_run
+ * reads records [@first, @first + @n) (n at most BATCH, below *@hwm) and
+ * passes their live series to @fn, returning how many it passed, or
+ * -errno, with what @fn returned to stop in *@stop; tally__walk_end
+ * passes on the per-process gauges gathered (unless @stop) and returns
+ * what the pass returns.
+ */
+int tally__walk_begin(struct tally_seg *s, unsigned flags, uint32_t *hwm);
+int tally__walk_run(struct tally_seg *s, uint32_t first, uint32_t n,
+		    unsigned flags, tally_series_fn fn, void *arg,
+		    char *badmsg, size_t badlen, int *stop);
+int tally__walk_end(struct tally_seg *s, int stop, int count,
+		    tally_series_fn fn, void *arg);
+
 /* Open segment @name of the directory open as @dfd (whose fstat is
  * @dir), never following a symbolic link; @path names it in messages. */
 struct tally_seg *tally__seg_openat(int dfd, const struct stat *dir,

@@ -850,21 +850,16 @@ static uint32_t next_run(struct tally_seg *s, uint32_t *first, uint32_t hwm)
 	return n ? n : 1;
 }
 
-int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
-		      void *arg)
+int tally__walk_begin(struct tally_seg *s, unsigned flags, uint32_t *hwm)
 {
-	uint32_t hwm, nfam, first = 0, n;
+	uint32_t nfam;
 	uint64_t gen;
-	int count = 0, rc, stop = 0;
-	char badmsg[256] = "";
+	int rc;
 
-	tally__ok();
-	if (!s || !fn)
-		return tally__fail(EINVAL, "tally_seg_foreach: NULL argument");
 	if (flags & ~TALLY_READ_PERCPU)
 		return tally__fail(EINVAL, "unknown flags 0x%x", flags);
 	if ((rc = check_size(s)) < 0 ||
-	    (rc = tally__seg_read_live(s, &gen, &hwm, &nfam)) < 0)
+	    (rc = tally__seg_read_live(s, &gen, hwm, &nfam)) < 0)
 		return rc;
 	/* A metric record was rewritten (help, unit, superseded: format
 	 * 2.5): read them all again. */
@@ -876,28 +871,56 @@ int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
 	if ((rc = load_families(s, nfam)) < 0)
 		return rc;
 	tally__pg_free(s); /* what a pass that failed left */
-	for (; !stop && (n = next_run(s, &first, hwm)) > 0; first += n) {
-		uint64_t off = s->hdr.series_off +
-			       (uint64_t)first * sizeof(struct tally__series);
-		size_t bytes = n * sizeof(struct tally__series);
+	return 0;
+}
 
-		if ((rc = tally__seg_read_at(s, s->rec1, bytes, off)) < 0 ||
-		    (rc = compute_batch(s, first, n, flags, badmsg,
-					sizeof(badmsg))) < 0 ||
-		    (rc = tally__seg_read_at(s, s->rec2, bytes, off)) < 0 ||
-		    (rc = check_size(s)) < 0 ||
-		    (rc = emit_batch(s, first, n, flags, fn, arg, badmsg,
-				     &stop)) < 0)
-			return rc;
-		count += rc;
-	}
+int tally__walk_run(struct tally_seg *s, uint32_t first, uint32_t n,
+		    unsigned flags, tally_series_fn fn, void *arg,
+		    char *badmsg, size_t badlen, int *stop)
+{
+	uint64_t off = s->hdr.series_off +
+		       (uint64_t)first * sizeof(struct tally__series);
+	size_t bytes = n * sizeof(struct tally__series);
+	int rc;
+
+	if ((rc = tally__seg_read_at(s, s->rec1, bytes, off)) < 0 ||
+	    (rc = compute_batch(s, first, n, flags, badmsg, badlen)) < 0 ||
+	    (rc = tally__seg_read_at(s, s->rec2, bytes, off)) < 0 ||
+	    (rc = check_size(s)) < 0)
+		return rc;
+	return emit_batch(s, first, n, flags, fn, arg, badmsg, stop);
+}
+
+int tally__walk_end(struct tally_seg *s, int stop, int count,
+		    tally_series_fn fn, void *arg)
+{
 	if (!stop)
 		stop = tally__pg_flush(s, fn, arg, &count);
 	else
 		tally__pg_free(s);
-	if (stop < 0)
-		return stop;
 	return stop ? stop : count;
+}
+
+int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_series_fn fn,
+		      void *arg)
+{
+	uint32_t hwm, first = 0, n;
+	int count = 0, rc, stop = 0;
+	char badmsg[256] = "";
+
+	tally__ok();
+	if (!s || !fn)
+		return tally__fail(EINVAL, "tally_seg_foreach: NULL argument");
+	if ((rc = tally__walk_begin(s, flags, &hwm)) < 0)
+		return rc;
+	for (; !stop && (n = next_run(s, &first, hwm)) > 0; first += n) {
+		rc = tally__walk_run(s, first, n, flags, fn, arg, badmsg,
+				     sizeof(badmsg), &stop);
+		if (rc < 0)
+			return rc;
+		count += rc;
+	}
+	return tally__walk_end(s, stop, count, fn, arg);
 }
 
 int tally_seg_skipped(const struct tally_seg *s, const char **msg)

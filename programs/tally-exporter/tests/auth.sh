@@ -76,40 +76,11 @@ ok "world-readable web config: $(grep warning "$exporter_log")"
 # long each takes is measured by exporter-auth-timing.
 stop "$exporter_pid"
 
-# The largest cost: a flood of wrong passwords from 127.0.0.1.
-printf 'basic_auth_users:\n  prom: %s\n' "$hash12" >"$dir/web12.yml"
-chmod 600 "$dir/web12.yml"
-start_exporter --web.config.file "$dir/web12.yml"
-timeout 60 python3 "$TESTS/auth.py" flood "$port" prom 'right pass' 5 ||
-	fail "wrong passwords delay the right one"
-ok "a flood of wrong passwords (cost 12) delays neither scrapes nor a first login from another address"
-# The same flood from 4 addresses: with 2 places each they fill the queue
-# of 8 between them, and a first login from a fifth address takes the
-# place of the last login waiting from one of them.
-stop "$exporter_pid"
-start_exporter --web.config.file "$dir/web12.yml"
-timeout 60 python3 "$TESTS/auth.py" spread "$port" prom 'right pass' 7 ||
-	fail "wrong passwords from 4 addresses refuse a first login from a fifth"
-ok "a flood of wrong passwords (cost 12) from 4 addresses: a first login from a fifth served"
-# SIGTERM during the flood: the exporter stops, with status 0.  How long
-# it takes (a clean stop waits for the one bcrypt in progress, and
-# STOP_SECONDS bounds the rest) is exporter-auth-timing's; here 30 s is a
-# bound for a hang.
-timeout 60 python3 "$TESTS/auth.py" flood "$port" prom 'right pass' 6 >/dev/null &
-flood_pid=$!
-pids+=($flood_pid)
-sleep 2
-t0=$(date +%s%N)
-kill -TERM "$exporter_pid"
-for _ in $(seq 600); do
-	kill -0 "$exporter_pid" 2>/dev/null || break
-	sleep 0.05
-done
-t1=$(date +%s%N)
-kill -0 "$exporter_pid" 2>/dev/null && { kill -KILL "$exporter_pid"; fail "SIGTERM during a flood of logins: still running after 30 s"; }
-wait "$exporter_pid" || fail "exit status $? after SIGTERM"
-ms=$(( (t1 - t0) / 1000000 ))
-wait "$flood_pid" || true
+# The largest cost, floods from one address and from 4, and SIGTERM
+# during a flood (lib.sh).  How long the stop takes (a clean stop waits
+# for the one bcrypt in progress, and STOP_SECONDS bounds the rest) is
+# exporter-auth-timing's; here 30 s is a bound for a hang.
+login_floods "$hash12" 30
 ok "SIGTERM during a flood of logins: stopped, status 0 (in $ms ms, not judged here)"
 
 # Slow connections from one address: with 64 connections in all, the

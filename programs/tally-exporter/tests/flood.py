@@ -15,7 +15,9 @@ slow PORT SECONDS NADDR NCONN
     (A bound, not a measurement: a scrape that finds no place waits for
     the exporter to cut a slow connection, its request timeout of 10 s.)
 """
-import base64, socket, sys, threading, time
+import socket, sys, threading, time
+
+import rawhttp
 
 cmd, port = sys.argv[1], int(sys.argv[2])
 SCRAPE_TIMEOUT_S = 5
@@ -23,25 +25,7 @@ SCRAPE_TIMEOUT_S = 5
 
 def request(src, auth, timeout=20):
     """One GET /metrics on a new connection from address src: status."""
-    s = socket.socket()
-    s.settimeout(timeout)
-    try:
-        s.bind((src, 0))
-        s.connect(("127.0.0.1", port))
-        s.sendall(("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                   "Authorization: Basic %s\r\n\r\n" %
-                   base64.b64encode(auth.encode()).decode()).encode())
-        data = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            data += b
-        return int(data.split(b" ", 2)[1]) if data else 0
-    except (OSError, ValueError, IndexError):
-        return 0
-    finally:
-        s.close()
+    return rawhttp.get(port, src, auth=auth, timeout=timeout)
 
 
 def addresses(seconds, users):
@@ -75,24 +59,7 @@ def addresses(seconds, users):
 
 def get(src, timeout=10):
     """A GET /metrics without credentials: status (0: none in time)."""
-    s = socket.socket()
-    s.settimeout(timeout)
-    try:
-        s.bind((src, 0))
-        s.connect(("127.0.0.1", port))
-        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n"
-                  b"Connection: close\r\n\r\n")
-        data = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            data += b
-        return int(data.split(b" ", 2)[1]) if data else 0
-    except (OSError, ValueError, IndexError):
-        return 0
-    finally:
-        s.close()
+    return rawhttp.get(port, src, timeout=timeout)
 
 
 def slow(seconds, naddr, nconn):

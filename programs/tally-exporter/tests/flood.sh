@@ -3,7 +3,7 @@
 # loopback range, an IPv6 /48).  Wrong passwords from a hundred addresses
 # do not keep out the first login of a configured user whose password
 # failed nowhere lately: each such login is checked before the flood's
-# and never dropped for them (server.c).  Requests sent a byte a second
+# and never dropped for them (auth.c).  Requests sent a byte a second
 # on every place of the connection table do not keep out a scrape: the
 # oldest incomplete connection is closed to make room, and counted.
 . "$(dirname "$0")/lib.sh"

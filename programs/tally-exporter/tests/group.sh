@@ -36,13 +36,8 @@ start_monitor() {
 		"$EXPORTER" --listen 127.0.0.1:0 --dir "$dir" "$@" 2>"$exporter_log" &
 	exporter_pid=$!
 	pids+=($exporter_pid)
-	for _ in $(seq 100); do
-		port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$exporter_log")
-		[ -n "$port" ] && break
-		kill -0 "$exporter_pid" 2>/dev/null || break
-		sleep 0.05
-	done
-	[ -n "$port" ] || { cat "$exporter_log" >&2; fail "the exporter (uid 65534) did not start"; }
+	port=$(listen_port "$exporter_log" "$exporter_pid") ||
+		{ cat "$exporter_log" >&2; fail "the exporter (uid 65534) did not start"; }
 	[ "$(stat -c %u /proc/$exporter_pid)" = 65534 ] || fail "the exporter does not run as uid 65534"
 }
 t=$dir/out.txt

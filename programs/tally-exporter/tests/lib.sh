@@ -6,6 +6,7 @@
 # bounded.
 set -euo pipefail
 : "${EXPORTER:?}" "${WRITER:?}" "${TESTS:?}"
+. "$TESTS/../../../tools/listen.sh"
 
 pids=()
 dir=$(mktemp -d /dev/shm/tally-exptest.XXXXXX)
@@ -47,12 +48,7 @@ start_exporter() {
 	"$EXPORTER" --listen 127.0.0.1:0 "$@" 2>"$exporter_log" &
 	exporter_pid=$!
 	pids+=($exporter_pid)
-	for _ in $(seq 100); do
-		port=$(sed -n 's|.*listening on https\{0,1\}://127.0.0.1:\([0-9]*\)/.*|\1|p' "$exporter_log")
-		[ -n "$port" ] && return 0
-		kill -0 "$exporter_pid" 2>/dev/null || break
-		sleep 0.05
-	done
+	port=$(listen_port "$exporter_log" "$exporter_pid") && return 0
 	cat "$exporter_log" >&2
 	fail "the exporter did not start"
 }
@@ -92,6 +88,46 @@ stop() {
 	done
 	kill -KILL "$p" 2>/dev/null
 	fail "pid $p did not stop within 30 s of SIGTERM"
+}
+
+# login_floods HASH BOUND: floods of wrong passwords against an exporter
+# whose one user, prom, has the bcrypt HASH of cost 12; exporter-auth
+# judges what the exporter answers, exporter-auth-timing (AUTH_TIMING=1,
+# with which auth.py judges the times too) how long it takes.  From
+# 127.0.0.1: scrapes and a first login from another address are served.
+# From 4 addresses, with 2 places each, the floods fill the queue of 8
+# between them, and a first login from a fifth address takes the place of
+# the last login waiting from one of them.  SIGTERM during a flood: the
+# exporter stops with status 0 within BOUND seconds (a bound for a hang),
+# and $ms says how long it took.
+login_floods() {
+	local t0 t1 flood_pid
+	printf 'basic_auth_users:\n  prom: %s\n' "$1" >"$dir/web12.yml"
+	chmod 600 "$dir/web12.yml"
+	start_exporter --web.config.file "$dir/web12.yml"
+	timeout 60 python3 "$TESTS/auth.py" flood "$port" prom 'right pass' 5 ||
+		fail "wrong passwords delay the right one"
+	ok "a flood of wrong passwords (cost 12) delays neither scrapes nor a first login from another address"
+	stop "$exporter_pid"
+	start_exporter --web.config.file "$dir/web12.yml"
+	timeout 60 python3 "$TESTS/auth.py" spread "$port" prom 'right pass' 7 ||
+		fail "wrong passwords from 4 addresses refuse a first login from a fifth"
+	ok "a flood of wrong passwords (cost 12) from 4 addresses: a first login from a fifth served"
+	timeout 60 python3 "$TESTS/auth.py" flood "$port" prom 'right pass' 6 >/dev/null &
+	flood_pid=$!
+	pids+=($flood_pid)
+	sleep 2
+	t0=$(date +%s%N)
+	kill -TERM "$exporter_pid"
+	for _ in $(seq $(($2 * 20))); do
+		kill -0 "$exporter_pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	t1=$(date +%s%N)
+	kill -0 "$exporter_pid" 2>/dev/null && { kill -KILL "$exporter_pid"; fail "SIGTERM during a flood of logins: still running after $2 s"; }
+	wait "$exporter_pid" || fail "exit status $? after SIGTERM"
+	ms=$(( (t1 - t0) / 1000000 ))
+	wait "$flood_pid" || true
 }
 
 # With pipefail, never "scrape ... | grep -q": grep -q stops reading at

@@ -27,6 +27,7 @@ def read_response(f):
         raise IOError("connection closed")
     code = int(status.split()[1])
     length = None
+    chunked = False
     while True:
         h = f.readline()
         if h in (b"\r\n", b""):
@@ -34,6 +35,18 @@ def read_response(f):
         k, _, v = h.decode().partition(":")
         if k.lower() == "content-length":
             length = int(v)
+        if k.lower() == "transfer-encoding" and "chunked" in v.lower():
+            chunked = True
+    if chunked:  # a streamed scrape: chunks until one of size 0
+        body = b""
+        while True:
+            size = int(f.readline().split(b";")[0], 16)
+            chunk = f.read(size)
+            if len(chunk) != size or f.readline() != b"\r\n":
+                raise IOError("short chunk")
+            if size == 0:
+                return code, body
+            body += chunk
     body = f.read(length) if length else b""
     if length is not None and len(body) != length:
         raise IOError("short body")

@@ -79,7 +79,9 @@ static void hold(double seconds)
 		nanosleep(&ts, NULL);
 }
 
-static int fixture(double seconds)
+/* The fixture's counters: past 2^53, escapes in labels and help, two
+ * series of one name, no _total suffix, a unit. */
+static void fixture_counters(void)
 {
 	static const struct tally_label esc[] = {
 		{ "path", "a\"b\\c\nd" },
@@ -87,11 +89,7 @@ static int fixture(double seconds)
 	};
 	static const struct tally_label q0[] = { { "queue", "0" } };
 	static const struct tally_label q1[] = { { "queue", "1" } };
-	tally_counter big, esc_c, qc0, qc1, noto, secs, redef_old;
-	tally_gauge neg, empty;
-	tally_setgauge set, redef;
-	tally_fgauge ratio, cold;
-	tally_histogram hist;
+	tally_counter big, esc_c, qc0, qc1, noto, secs;
 	struct tally_metric_desc d;
 
 	memset(&d, 0, sizeof(d));
@@ -130,8 +128,18 @@ static int fixture(double seconds)
 	d.unit = "seconds";
 	must(tally_counter_register(NULL, &d, &secs), &d);
 	tally_counter_add(&secs, 12);
-	d.unit = NULL;
+}
 
+/* The fixture's gauges: below zero, INT64_MAX, floating point at 0.1 and
+ * -Inf, no help. */
+static void fixture_gauges(void)
+{
+	tally_gauge neg, empty;
+	tally_setgauge set;
+	tally_fgauge ratio, cold;
+	struct tally_metric_desc d;
+
+	memset(&d, 0, sizeof(d));
 	d.kind = TALLY_GAUGE;
 	d.name = "fixture_in_flight";
 	d.help = "A gauge below zero.";
@@ -158,7 +166,16 @@ static int fixture(double seconds)
 	d.name = "fixture_empty_help";
 	d.help = NULL;
 	must(tally_gauge_register(NULL, &d, &empty), &d);
+}
 
+/* The fixture's histogram, with observations at bucket edges and one of
+ * 2^41. */
+static void fixture_histogram(void)
+{
+	tally_histogram hist;
+	struct tally_metric_desc d;
+
+	memset(&d, 0, sizeof(d));
 	d.kind = TALLY_HISTOGRAM;
 	d.name = "fixture_latency_ns";
 	d.help = "Observations 0, 1, 7, 8, 9, 1000 (x10), 5000 (x1000) and "
@@ -175,20 +192,34 @@ static int fixture(double seconds)
 	for (int i = 0; i < 1000; i++)
 		tally_histogram_observe(&hist, 5000);
 	tally_histogram_observe(&hist, 1ull << 41);
+}
 
-	/* A definition that changed (an older version of the program, still
-	 * running, made it a counter): only the gauge is exported. */
+/* A definition that changed (an older version of the program, still
+ * running, made it a counter): only the gauge is exported. */
+static void fixture_redefined(void)
+{
+	tally_counter redef_old;
+	tally_setgauge redef;
+	struct tally_metric_desc d;
+
+	memset(&d, 0, sizeof(d));
 	d.kind = TALLY_COUNTER;
 	d.name = "fixture_redefined";
 	d.help = "Version 1: a counter.";
-	d.unit = NULL;
 	must(tally_counter_register(NULL, &d, &redef_old), &d);
 	d.kind = TALLY_GAUGE_SET;
 	d.help = "Version 2: a set gauge.";
 	must(tally_setgauge_register(NULL, &d, &redef), &d);
 	tally_counter_add(&redef_old, 5);
 	tally_setgauge_set(&redef, 9);
+}
 
+static int fixture(double seconds)
+{
+	fixture_counters();
+	fixture_gauges();
+	fixture_histogram();
+	fixture_redefined();
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
 	hold(seconds);

@@ -17,15 +17,20 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "tally/metrics.h"
 #include "tally/reader.h"
 
 #include "aggregate.h"
+#include "auth.h"
 #include "authq.h"
+#include "body.h"
 #include "expose.h"
+#include "index.h"
 #include "listen.h"
 #include "retain.h"
+#include "selfmetrics.h"
 #include "server.h"
 #include "webconfig.h"
 #include "harness.h"
@@ -136,7 +141,7 @@ TEST(webconfig)
 	CHECK(wc.nusers == 2 && strcmp(wc.users[1].name, "bob") == 0);
 	CHECK(wc.cost_min == 4 && wc.cost_max == 10);
 	/* Unknown users are checked against a hash of the largest cost. */
-	CHECK(strncmp(wc.dummy, "$2b$10$", 7) == 0 && strlen(wc.dummy) == 60);
+	CHECK(strncmp(wc.login.dummy, "$2b$10$", 7) == 0 && strlen(wc.login.dummy) == 60);
 	wc_free(&wc);
 	CHECK(wc_parse("basic_auth_users:\n  a: plain\n", "w.yml", &wc, err,
 		       sizeof(err)) < 0);
@@ -195,19 +200,19 @@ TEST(webconfig)
 		 h5, h6);
 	CHECK(wc_parse(text, "w", &wc, err, sizeof(err)) == 0);
 	CHECK(wc.cost_min == 5 && wc.cost_max == 6);
-	CHECK(strncmp(wc.dummy, "$2b$06$", 7) == 0);
-	CHECK(!wc_cached(&wc, "u", "right"));
-	CHECK(!wc_verify(&wc, "u", "wrong"));
-	CHECK(!wc_cached(&wc, "u", "wrong"));
-	CHECK(!wc_verify(&wc, "nobody", "right"));
-	CHECK(!wc_verify(&wc, "v", "right"));
-	CHECK(wc_verify(&wc, "u", "right"));
-	CHECK(wc_cached(&wc, "u", "right"));
-	CHECK(!wc_cached(&wc, "v", "right"));
-	CHECK(!wc_cached(&wc, "u", "right "));
-	CHECK(!wc_cached(&wc, "u", "righ"));
-	CHECK(wc_check_user(&wc, "v", "other"));
-	CHECK(wc_cached(&wc, "v", "other") && wc_cached(&wc, "u", "right"));
+	CHECK(strncmp(wc.login.dummy, "$2b$06$", 7) == 0);
+	CHECK(!auth_cached(&wc, "u", "right"));
+	CHECK(!auth_verify(&wc, "u", "wrong"));
+	CHECK(!auth_cached(&wc, "u", "wrong"));
+	CHECK(!auth_verify(&wc, "nobody", "right"));
+	CHECK(!auth_verify(&wc, "v", "right"));
+	CHECK(auth_verify(&wc, "u", "right"));
+	CHECK(auth_cached(&wc, "u", "right"));
+	CHECK(!auth_cached(&wc, "v", "right"));
+	CHECK(!auth_cached(&wc, "u", "right "));
+	CHECK(!auth_cached(&wc, "u", "righ"));
+	CHECK(auth_check_user(&wc, "v", "other"));
+	CHECK(auth_cached(&wc, "v", "other") && auth_cached(&wc, "u", "right"));
 	wc_free(&wc);
 }
 
@@ -216,7 +221,7 @@ TEST(webconfig)
  * a password of the same length that differs in any one byte (the first,
  * a middle one, the last), a user and password split at another place,
  * or the same bytes with user and password swapped, is not a hit.  Only
- * wc_verify() (bcrypt) can let those in, and it refuses them.
+ * auth_verify() (bcrypt) can let those in, and it refuses them.
  */
 TEST(webconfig_cache_exact)
 {
@@ -229,22 +234,22 @@ TEST(webconfig_cache_exact)
 	snprintf(text, sizeof(text),
 		 "basic_auth_users:\n  u: %s\n  uri: %s\n", h5, h6);
 	CHECK(wc_parse(text, "w", &wc, err, sizeof(err)) == 0);
-	CHECK(wc_check_user(&wc, "u", pw));
-	CHECK(wc_cached(&wc, "u", pw));
+	CHECK(auth_check_user(&wc, "u", pw));
+	CHECK(auth_cached(&wc, "u", pw));
 	for (size_t i = 0; i < sizeof(pw) - 1; i++) {
 		memcpy(other, pw, sizeof(pw));
 		other[i] ^= 0x20; /* the case of one letter */
-		CHECK(!wc_cached(&wc, "u", other));
-		CHECK(!wc_check_user(&wc, "u", other));
-		CHECK(!wc_cached(&wc, "u", other));
+		CHECK(!auth_cached(&wc, "u", other));
+		CHECK(!auth_check_user(&wc, "u", other));
+		CHECK(!auth_cached(&wc, "u", other));
 	}
 	/* "u" NUL "right" against "ur" NUL "ight" and "righ" NUL "t". */
-	CHECK(!wc_cached(&wc, "ur", "ight"));
-	CHECK(!wc_cached(&wc, "", "uright"));
-	CHECK(!wc_cached(&wc, "right", "u"));
-	CHECK(!wc_cached(&wc, "uri", "ght"));
-	CHECK(!wc_check_user(&wc, "uri", "ght"));
-	CHECK(wc_cached(&wc, "u", pw));
+	CHECK(!auth_cached(&wc, "ur", "ight"));
+	CHECK(!auth_cached(&wc, "", "uright"));
+	CHECK(!auth_cached(&wc, "right", "u"));
+	CHECK(!auth_cached(&wc, "uri", "ght"));
+	CHECK(!auth_check_user(&wc, "uri", "ght"));
+	CHECK(auth_cached(&wc, "u", pw));
 	wc_free(&wc);
 }
 
@@ -266,37 +271,37 @@ TEST(webconfig_login_cost)
 	snprintf(text, sizeof(text), "basic_auth_users:\n  u: %s\n  v: %s\n",
 		 h5, h6);
 	CHECK(wc_parse(text, "w", &wc, err, sizeof(err)) == 0);
-	CHECK_EQ(wc.checks, 0);
+	CHECK_EQ(wc.login.checks, 0);
 	for (int i = 0; i < 3; i++) {
-		n = wc.checks;
-		CHECK(!wc_check_user(&wc, "u", "wrong"));
-		CHECK_EQ(wc.checks, n + 1);
-		CHECK_EQ(wc.last_cost, 5);
-		CHECK(!wc_check_user(&wc, "v", "wrong"));
-		CHECK_EQ(wc.checks, n + 2);
-		CHECK_EQ(wc.last_cost, 6);
+		n = wc.login.checks;
+		CHECK(!auth_check_user(&wc, "u", "wrong"));
+		CHECK_EQ(wc.login.checks, n + 1);
+		CHECK_EQ(wc.login.last_cost, 5);
+		CHECK(!auth_check_user(&wc, "v", "wrong"));
+		CHECK_EQ(wc.login.checks, n + 2);
+		CHECK_EQ(wc.login.last_cost, 6);
 		/* Unknown users: the dummy, of the largest cost. */
-		CHECK(!wc_check_user(&wc, "nobody", "wrong"));
-		CHECK_EQ(wc.checks, n + 3);
-		CHECK_EQ(wc.last_cost, 6);
-		CHECK(!wc_check_user(&wc, "", ""));
-		CHECK_EQ(wc.checks, n + 4);
-		CHECK_EQ(wc.last_cost, 6);
+		CHECK(!auth_check_user(&wc, "nobody", "wrong"));
+		CHECK_EQ(wc.login.checks, n + 3);
+		CHECK_EQ(wc.login.last_cost, 6);
+		CHECK(!auth_check_user(&wc, "", ""));
+		CHECK_EQ(wc.login.checks, n + 4);
+		CHECK_EQ(wc.login.last_cost, 6);
 	}
-	n = wc.checks;
-	CHECK(wc_check_user(&wc, "u", "right"));
-	CHECK_EQ(wc.checks, n + 1);
+	n = wc.login.checks;
+	CHECK(auth_check_user(&wc, "u", "right"));
+	CHECK_EQ(wc.login.checks, n + 1);
 	for (int i = 0; i < 3; i++)
-		CHECK(wc_check_user(&wc, "u", "right"));
-	CHECK_EQ(wc.checks, n + 1);
+		CHECK(auth_check_user(&wc, "u", "right"));
+	CHECK_EQ(wc.login.checks, n + 1);
 	wc_free(&wc);
 	/* One user: known and unknown cost the same bcrypt. */
 	snprintf(text, sizeof(text), "basic_auth_users:\n  u: %s\n", h5);
 	CHECK(wc_parse(text, "w", &wc, err, sizeof(err)) == 0);
-	CHECK(!wc_check_user(&wc, "u", "wrong"));
-	CHECK(!wc_check_user(&wc, "x", "wrong"));
-	CHECK_EQ(wc.checks, 2);
-	CHECK_EQ(wc.last_cost, 5);
+	CHECK(!auth_check_user(&wc, "u", "wrong"));
+	CHECK(!auth_check_user(&wc, "x", "wrong"));
+	CHECK_EQ(wc.login.checks, 2);
+	CHECK_EQ(wc.login.last_cost, 5);
 	wc_free(&wc);
 }
 
@@ -413,6 +418,41 @@ TEST(listen)
 }
 
 /* A snapshot by hand: two processes, a counter each, a histogram. */
+/* A stream filled a few bytes at a time writes what ex_write() writes
+ * at once, with the same numbers (self metrics off: no durations). */
+static void check_streamed(const struct tp_snapshot *s,
+			   const struct ex_config *c, enum ex_format f)
+{
+	static const size_t steps[] = { 1, 7, 100, 4096 };
+	struct ex_self self = { 0 };
+	struct ex_result whole, part;
+	struct tp_buf a = { 0 }, b = { 0 };
+
+	ex_write(&a, s, c, f, &self, 0, &whole);
+	struct ex_index ix;
+
+	/* An index without places over @s, borrowed (not freed). */
+	memset(&ix, 0, sizeof(ix));
+	ix.snap = *s;
+	for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
+		struct ex_stream *st = ex_stream_open(&ix, NULL, c, f, &self,
+						      0);
+		unsigned calls = 0;
+
+		tp_buf_reset(&b);
+		while (ex_stream_fill(st, &b, b.len + steps[k]))
+			calls++;
+		ex_stream_close(st, &part);
+		CHECK(b.len == a.len && memcmp(tp_buf_str(&a), tp_buf_str(&b),
+					       a.len) == 0);
+		CHECK(memcmp(&whole, &part, sizeof(whole)) == 0);
+		/* Small steps stop between series: several calls. */
+		CHECK(steps[k] > 1 || calls > 1);
+	}
+	tp_buf_free(&a);
+	tp_buf_free(&b);
+}
+
 TEST(write)
 {
 	struct tp_snapshot s = { 0 };
@@ -484,6 +524,8 @@ TEST(write)
 	CHECK(strstr(t, "# TYPE a_total counter\n"));
 	CHECK(res.series == 4 && res.conflicts == 0);
 	tp_buf_reset(&b);
+	check_streamed(&s, &c, EX_TEXT);
+	check_streamed(&s, &c, EX_OPENMETRICS);
 
 	/* OpenMetrics: family "a", samples a_total, le as floats, # EOF. */
 	ex_write(&b, &s, &c, EX_OPENMETRICS, &self, tp_now_ns(), &res);
@@ -500,7 +542,150 @@ TEST(write)
 	v[2].key = "a";
 	ex_write(&b, &s, &c, EX_OPENMETRICS, &self, tp_now_ns(), &res);
 	CHECK(res.conflicts == 2); /* both series of a_total */
+	check_streamed(&s, &c, EX_OPENMETRICS);
 	tp_buf_free(&b);
+}
+
+/* What a body hands back when its text is done: counted, and freed. */
+static int bodies_done;
+
+static void body_done(const struct ex_result *res, void *arg)
+{
+	CHECK(res != NULL);
+	bodies_done++;
+	ex_index_free(arg);
+}
+
+/* A body read @max bytes at a time, inflated when gzip; it takes @snap. */
+static void read_body(struct tp_snapshot *snap, const struct ex_config *c,
+		      enum ex_format f, int gz, size_t max, struct tp_buf *out)
+{
+	struct ex_self self = { 0 };
+	struct tp_buf raw = { 0 };
+	static char chunk[65536];
+	static struct ex_index ix;
+	struct ex_body *b;
+	ssize_t n;
+	int done = bodies_done;
+
+	ex_index_of_snapshot(&ix, snap);
+	b = ex_body_new(&ix, NULL, c, f, &self, 0, gz, body_done, &ix);
+	CHECK(ex_body_gzip(b) == gz);
+	while ((n = ex_body_read(b, chunk, max)) > 0)
+		tp_buf_putn(&raw, chunk, (size_t)n);
+	CHECK(n == 0);
+	CHECK(ex_body_read(b, chunk, max) == 0);
+	CHECK(bodies_done == done + 1 && ix.snap.series == NULL);
+	ex_body_free(b);
+	CHECK(bodies_done == done + 1);
+	tp_buf_reset(out);
+	if (!gz) {
+		tp_buf_putn(out, tp_buf_str(&raw), raw.len);
+	} else {
+		z_stream z;
+		int rc;
+
+		memset(&z, 0, sizeof(z));
+		CHECK(inflateInit2(&z, 15 + 16) == Z_OK);
+		z.next_in = (Bytef *)raw.p;
+		z.avail_in = (uInt)raw.len;
+		do {
+			z.next_out = (Bytef *)chunk;
+			z.avail_out = sizeof(chunk);
+			rc = inflate(&z, Z_NO_FLUSH);
+			tp_buf_putn(out, chunk, sizeof(chunk) - z.avail_out);
+		} while (rc == Z_OK);
+		CHECK(rc == Z_STREAM_END && z.avail_in == 0);
+		inflateEnd(&z);
+	}
+	tp_buf_free(&raw);
+}
+
+/*
+ * A body (body.h) of many series, plain and gzip, read in pieces of
+ * several sizes: the text of ex_write(), whole; the body takes the
+ * snapshot and frees it.
+ */
+TEST(body)
+{
+	enum { N = 20000 };
+	struct ex_config c = { .pid_label = "pid", .process_label = "process" };
+	static const size_t maxes[] = { 1, 1000, 65536 };
+	struct ex_self self = { 0 };
+	struct tp_buf want = { 0 }, got = { 0 };
+	struct ex_result res;
+
+	for (int gz = 0; gz < 2; gz++)
+		for (size_t k = 0; k < 3; k++) {
+			struct tp_snapshot s = { 0 };
+
+			s.arena = tp_xcalloc(1, sizeof(*s.arena));
+			s.series = tp_xcalloc(N, sizeof(*s.series));
+			s.segs = tp_xcalloc(1, sizeof(*s.segs));
+			s.segs[0].path = tp_xstrdup("x");
+			s.nsegs = 1;
+			s.segs[0].info.pid = 10;
+			for (unsigned i = 0; i < N; i++) {
+				struct tp_series *v = &s.series[s.nseries++];
+				char name[32];
+
+				snprintf(name, sizeof(name), "m%u_total", i % 7);
+				v->kind = TALLY_COUNTER;
+				v->name = tp_arena_strdup(s.arena, name);
+				v->key = v->name;
+				v->help = v->unit = "";
+				v->pid = 10 + (int)(i % 5);
+				v->value = (int64_t)i * 1000003;
+				v->arena = 1;
+				strcpy(v->proc, "p");
+			}
+			tp_buf_reset(&want);
+			ex_write(&want, &s, &c, EX_OPENMETRICS, &self, 0, &res);
+			CHECK(want.len > 3 * EX_BODY_CHUNK);
+			read_body(&s, &c, EX_OPENMETRICS, gz,
+				  k == 0 && gz ? 7 : maxes[k], &got);
+			CHECK(s.nseries == 0 && s.series == NULL);
+			CHECK(got.len == want.len &&
+			      memcmp(got.p, want.p, want.len) == 0);
+		}
+	tp_buf_free(&want);
+	tp_buf_free(&got);
+}
+
+static void body_cut(const struct ex_result *res, void *arg)
+{
+	CHECK(res == NULL);
+	*(int *)arg += 1;
+}
+
+/* A body freed before its end (the client went away) hands its index
+ * back once, with no numbers. */
+TEST(body_cut)
+{
+	enum { N = 8000 }; /* more text than one chunk */
+	struct ex_config c = { .pid_label = "pid" };
+	struct tp_snapshot s = { 0 };
+	static struct tp_series v[N];
+	struct ex_index ix;
+	struct ex_body *b;
+	char buf[16];
+	int cut = 0;
+
+	for (int i = 0; i < N; i++) {
+		v[i].kind = TALLY_COUNTER;
+		v[i].name = v[i].key = "a_total";
+		v[i].help = v[i].unit = "";
+		v[i].value = i;
+	}
+	s.series = v;
+	s.nseries = N;
+	memset(&ix, 0, sizeof(ix));
+	ix.snap = s; /* borrowed: not freed */
+	b = ex_body_new(&ix, NULL, &c, EX_TEXT, NULL, 0, 1, body_cut, &cut);
+	CHECK(ex_body_read(b, buf, sizeof(buf)) > 0);
+	CHECK(cut == 0);
+	ex_body_free(b);
+	CHECK(cut == 1);
 }
 
 /* Two services define one name otherwise (help, label names): their
@@ -598,6 +783,84 @@ TEST(fractional)
 }
 
 /* Label names that clash: renamed or left out, never written twice. */
+/*
+ * Every tally_exporter_* metric but the scrape's duration, exactly, from
+ * known numbers: the definitions and filling of selfmetrics.c as
+ * write_self() prints them.  Each number is different, so a metric that
+ * reads another's is caught; a version holding a quote is escaped.
+ */
+TEST(self_metrics_exact)
+{
+	static const char *const want[] = {
+		"# HELP tally_exporter_build_info tally-exporter's version and "
+		"libmicrohttpd's.\n# TYPE tally_exporter_build_info gauge\n"
+		"tally_exporter_build_info{version=\"1\\\"2\","
+		"libmicrohttpd=\"0.9\"} 1\n",
+		"\ntally_exporter_segments_read 1\n",
+		"\ntally_exporter_scrape_segments_skipped{reason=\"corrupt\"} 1\n"
+		"tally_exporter_scrape_segments_skipped{reason=\"foreign\"} 0\n"
+		"tally_exporter_scrape_segments_skipped{reason=\"version\"} 0\n"
+		"tally_exporter_scrape_segments_skipped{reason=\"vanished\"} 0\n"
+		"tally_exporter_scrape_segments_skipped{reason=\"symlink\"} 2\n"
+		"tally_exporter_scrape_segments_skipped{reason=\"unreadable\"} 0\n",
+		"# TYPE tally_exporter_segments_skipped_total counter\n"
+		"tally_exporter_segments_skipped_total{reason=\"corrupt\"} 21\n"
+		"tally_exporter_segments_skipped_total{reason=\"foreign\"} 22\n"
+		"tally_exporter_segments_skipped_total{reason=\"version\"} 23\n"
+		"tally_exporter_segments_skipped_total{reason=\"vanished\"} 24\n"
+		"tally_exporter_segments_skipped_total{reason=\"symlink\"} 25\n"
+		"tally_exporter_segments_skipped_total{reason=\"unreadable\"} 26\n",
+		"\ntally_exporter_scrape_records_skipped 3\n",
+		"\ntally_exporter_connections_evicted_total 17\n",
+		"\ntally_exporter_dead_segments 13\n",
+		"# TYPE tally_exporter_dead_segment_bytes gauge\n"
+		"tally_exporter_dead_segment_bytes 14\n",
+		"\ntally_exporter_series 0\n",
+		"\ntally_exporter_series_conflicts 0\n",
+		"\ntally_exporter_series_redefined 0\n",
+		"\ntally_exporter_label_clashes_total{action=\"renamed\"} 15\n"
+		"tally_exporter_label_clashes_total{action=\"dropped\"} 16\n",
+		"\ntally_exporter_retired_series 11\n",
+		"\ntally_exporter_retired_segments_total 12\n",
+		"\ntally_exporter_scrapes_total 7\n",
+		"\ntally_exporter_collect_duration_seconds 0.250000\n",
+	};
+	struct tp_skipped sk[3] = { { NULL, NULL, EINVAL },
+				    { NULL, NULL, ELOOP },
+				    { NULL, NULL, ELOOP } };
+	struct tp_segment seg[2];
+	struct ex_self self = {
+		.collect_seconds = 0.25, .scrapes = 7,
+		.skipped_total = { 21, 22, 23, 24, 25, 26 },
+		.retired_series = 11, .retired_segments = 12,
+		.dead_segments = 13, .dead_bytes = 14,
+		.label_clashes_total = { 15, 16 }, .conns_evicted = 17,
+		.version = "1\"2", .mhd_version = "0.9",
+	};
+	struct ex_config c = { .self_metrics = 1 };
+	struct tp_snapshot s = { 0 };
+	struct tp_buf b = { 0 };
+	struct ex_result res;
+	const char *t;
+
+	memset(seg, 0, sizeof(seg));
+	seg[0].records_skipped = 3;
+	seg[1].stale = 1;             /* not read this time: not counted */
+	seg[1].records_skipped = 100;
+	s.segs = seg;
+	s.nsegs = 2;
+	s.skipped = sk;
+	s.nskipped = 3;
+	ex_write(&b, &s, &c, EX_TEXT, &self, tp_now_ns(), &res);
+	t = tp_buf_str(&b);
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		if (!strstr(t, want[i]))
+			harness_fail(__FILE__, __LINE__, "no \"%s\" in:\n%s",
+				     want[i], t);
+	CHECK(strstr(t, "\ntally_exporter_scrape_duration_seconds "));
+	tp_buf_free(&b);
+}
+
 TEST(label_clashes)
 {
 	struct tp_snapshot s = { 0 };
@@ -674,6 +937,8 @@ TEST(label_clashes)
 		      "102\n"));
 	CHECK(strstr(t, "tally_exporter_label_clashes_total{action=\"dropped\"} "
 		      "3\n"));
+	c.self_metrics = 0;
+	check_streamed(&s, &c, EX_TEXT);
 	tp_buf_free(&b);
 }
 
@@ -701,58 +966,158 @@ struct clash_case {
 	int renamed[3];
 };
 
-TEST(label_clash_rules)
+static const struct clash_case clash_cases[] = {
+	{ 1, { "le" }, {
+	  "le=\"v\",pid=\"10\",process=\"p\"",
+	  "le=\"v\",pid=\"10\",process=\"p\"",
+	  "exported_le=\"v\",pid=\"10\",process=\"p\"" }, { 0, 0, 1 } },
+	{ 1, { "pid" }, {
+	  "pid=\"v\",tally_pid=\"10\",process=\"p\"",
+	  "pid=\"v\",tally_pid=\"10\",process=\"p\"",
+	  "pid=\"v\",tally_pid=\"10\",process=\"p\"" }, { 1, 1, 1 } },
+	{ 1, { "process" }, {
+	  "process=\"v\",pid=\"10\",tally_process=\"p\"",
+	  "process=\"v\",pid=\"10\",tally_process=\"p\"",
+	  "process=\"v\",pid=\"10\",tally_process=\"p\"" }, { 1, 1, 1 } },
+	{ 2, { "pid", "process" }, {
+	  "pid=\"v\",process=\"v\",tally_pid=\"10\",tally_process=\"p\"",
+	  "pid=\"v\",process=\"v\",tally_pid=\"10\",tally_process=\"p\"",
+	  "pid=\"v\",process=\"v\",tally_pid=\"10\",tally_process=\"p\"" },
+	  { 1, 1, 1 } },
+	{ 1, { "tally_pid" }, {
+	  "tally_pid=\"v\",pid=\"10\",process=\"p\"",
+	  "tally_pid=\"v\",pid=\"10\",process=\"p\"",
+	  "tally_pid=\"v\",pid=\"10\",process=\"p\"" }, { 0, 0, 0 } },
+	{ 2, { "pid", "tally_pid" }, { NULL, NULL, NULL }, { 0, 0, 0 } },
+	{ 2, { "process", "tally_process" }, { NULL, NULL, NULL },
+	  { 0, 0, 0 } },
+	{ 2, { "a", "a" }, { NULL, NULL, NULL }, { 0, 0, 0 } },
+	{ 2, { "exported_le", "le" }, {
+	  "exported_le=\"v\",le=\"v\",pid=\"10\",process=\"p\"",
+	  "exported_le=\"v\",le=\"v\",pid=\"10\",process=\"p\"",
+	  NULL }, { 0, 0, 0 } },
+	{ 2, { "b", "a" }, {
+	  "b=\"v\",a=\"v\",pid=\"10\",process=\"p\"",
+	  "b=\"v\",a=\"v\",pid=\"10\",process=\"p\"",
+	  "b=\"v\",a=\"v\",pid=\"10\",process=\"p\"" }, { 0, 0, 0 } },
+	{ 2, { "zz", "pid" }, {
+	  "zz=\"v\",pid=\"v\",tally_pid=\"10\",process=\"p\"",
+	  "zz=\"v\",pid=\"v\",tally_pid=\"10\",process=\"p\"",
+	  "zz=\"v\",pid=\"v\",tally_pid=\"10\",process=\"p\"" },
+	  { 1, 1, 1 } },
+	{ 1, { "zone" }, {
+	  "zone=\"v\",pid=\"10\",process=\"p\"",
+	  "zone=\"v\",pid=\"10\",process=\"p\"",
+	  "zone=\"v\",pid=\"10\",process=\"p\"" }, { 0, 0, 0 } },
+};
+
+enum { NCLASH = sizeof(clash_cases) / sizeof(clash_cases[0]) };
+
+/* Series v[k * NCLASH + i]: case i as a counter (k 0), a gauge (1) or a
+ * histogram (2), of pid 10 of process "p", named in @names. */
+static void clash_series(struct tp_series *v, char (*names)[16],
+			 int64_t *buckets)
 {
-	static const struct clash_case cases[] = {
-		{ 1, { "le" }, {
-		  "le=\"v\",pid=\"10\",process=\"p\"",
-		  "le=\"v\",pid=\"10\",process=\"p\"",
-		  "exported_le=\"v\",pid=\"10\",process=\"p\"" }, { 0, 0, 1 } },
-		{ 1, { "pid" }, {
-		  "pid=\"v\",tally_pid=\"10\",process=\"p\"",
-		  "pid=\"v\",tally_pid=\"10\",process=\"p\"",
-		  "pid=\"v\",tally_pid=\"10\",process=\"p\"" }, { 1, 1, 1 } },
-		{ 1, { "process" }, {
-		  "process=\"v\",pid=\"10\",tally_process=\"p\"",
-		  "process=\"v\",pid=\"10\",tally_process=\"p\"",
-		  "process=\"v\",pid=\"10\",tally_process=\"p\"" }, { 1, 1, 1 } },
-		{ 2, { "pid", "process" }, {
-		  "pid=\"v\",process=\"v\",tally_pid=\"10\",tally_process=\"p\"",
-		  "pid=\"v\",process=\"v\",tally_pid=\"10\",tally_process=\"p\"",
-		  "pid=\"v\",process=\"v\",tally_pid=\"10\",tally_process=\"p\"" },
-		  { 1, 1, 1 } },
-		{ 1, { "tally_pid" }, {
-		  "tally_pid=\"v\",pid=\"10\",process=\"p\"",
-		  "tally_pid=\"v\",pid=\"10\",process=\"p\"",
-		  "tally_pid=\"v\",pid=\"10\",process=\"p\"" }, { 0, 0, 0 } },
-		{ 2, { "pid", "tally_pid" }, { NULL, NULL, NULL }, { 0, 0, 0 } },
-		{ 2, { "process", "tally_process" }, { NULL, NULL, NULL },
-		  { 0, 0, 0 } },
-		{ 2, { "a", "a" }, { NULL, NULL, NULL }, { 0, 0, 0 } },
-		{ 2, { "exported_le", "le" }, {
-		  "exported_le=\"v\",le=\"v\",pid=\"10\",process=\"p\"",
-		  "exported_le=\"v\",le=\"v\",pid=\"10\",process=\"p\"",
-		  NULL }, { 0, 0, 0 } },
-		{ 2, { "b", "a" }, {
-		  "b=\"v\",a=\"v\",pid=\"10\",process=\"p\"",
-		  "b=\"v\",a=\"v\",pid=\"10\",process=\"p\"",
-		  "b=\"v\",a=\"v\",pid=\"10\",process=\"p\"" }, { 0, 0, 0 } },
-		{ 2, { "zz", "pid" }, {
-		  "zz=\"v\",pid=\"v\",tally_pid=\"10\",process=\"p\"",
-		  "zz=\"v\",pid=\"v\",tally_pid=\"10\",process=\"p\"",
-		  "zz=\"v\",pid=\"v\",tally_pid=\"10\",process=\"p\"" },
-		  { 1, 1, 1 } },
-		{ 1, { "zone" }, {
-		  "zone=\"v\",pid=\"10\",process=\"p\"",
-		  "zone=\"v\",pid=\"10\",process=\"p\"",
-		  "zone=\"v\",pid=\"10\",process=\"p\"" }, { 0, 0, 0 } },
-	};
-	enum { NC = sizeof(cases) / sizeof(cases[0]) };
 	static const unsigned kinds[3] = { TALLY_COUNTER, TALLY_GAUGE,
 					   TALLY_HISTOGRAM };
 	static const char *const vals[3] = { "v", "v", "v" };
-	static char names[3 * NC][16];
-	struct tp_series v[3 * NC];
+
+	for (unsigned k = 0; k < 3; k++)
+		for (unsigned i = 0; i < NCLASH; i++) {
+			struct tp_series *x = &v[k * NCLASH + i];
+
+			snprintf(names[k * NCLASH + i], sizeof(names[0]),
+				 "%c%02u%s", "cgh"[k], i,
+				 k == 0 ? "_total" : "");
+			x->name = x->key = names[k * NCLASH + i];
+			x->kind = kinds[k];
+			x->help = x->unit = "";
+			x->pid = 10;
+			strcpy(x->proc, "p");
+			strcpy(x->zone, "z");
+			x->nlabels = clash_cases[i].n;
+			x->label_names = (char **)clash_cases[i].names;
+			x->label_values = (char **)vals;
+			if (kinds[k] == TALLY_HISTOGRAM) {
+				x->sub_bits = 1;
+				x->max_bits = 8;
+				x->nbuckets = 16;
+				x->buckets = buckets;
+				x->value = 1;
+			}
+		}
+}
+
+/* With --aggregate nothing is ours: the labels as the segment holds
+ * them, or NULL (left out) when a name is there twice or le meets
+ * exported_le on a histogram. */
+static const char *clash_want_aggregated(unsigned i, unsigned k)
+{
+	const struct clash_case *cc = &clash_cases[i];
+	int twice = cc->n == 2 && !strcmp(cc->names[0], cc->names[1]);
+	int le_meets = k == 2 && !strcmp(cc->names[0], "exported_le");
+
+	return twice || le_meets ? NULL : "";
+}
+
+/* The sample line case @i of kind @k must be written as, with @head
+ * (its name and brace) first; *@renamed: whether it counts as renamed. */
+static void clash_line(unsigned i, unsigned k, int agg, const char *head,
+		       const char *want, char *line, size_t n, int *renamed)
+{
+	const struct clash_case *cc = &clash_cases[i];
+	char *p = line;
+
+	*renamed = cc->renamed[k];
+	if (!agg) {
+		snprintf(line, n, "%s%s} %d\n", head, want, k == 2);
+		return;
+	}
+	p += sprintf(p, "%s", head);
+	for (unsigned j = 0; j < cc->n; j++)
+		p += sprintf(p, "%s%s=\"v\"", j ? "," : "",
+			     k == 2 && !strcmp(cc->names[j], "le") ?
+			     "exported_le" : cc->names[j]);
+	sprintf(p, "} %d\n", k == 2);
+	*renamed = k == 2 && strstr(line, "exported_le=");
+}
+
+/* Checks exposition @t of every case against what it must hold; counts
+ * the series renamed and dropped. */
+static void clash_check(const char *t, int agg, unsigned *renamed,
+			unsigned *dropped)
+{
+	for (unsigned k = 0; k < 3; k++)
+		for (unsigned i = 0; i < NCLASH; i++) {
+			const char *want = agg ? clash_want_aggregated(i, k) :
+					   clash_cases[i].want[k];
+			char line[300], head[32];
+			int r;
+
+			snprintf(head, sizeof(head), "%c%02u%s{", "cgh"[k], i,
+				 k == 0 ? "_total" : k == 2 ? "_count" : "");
+			if (!want) {
+				if (strstr(t, head))
+					harness_fail(__FILE__, __LINE__,
+						     "case %u kind %u "
+						     "written:\n%s", i, k, t);
+				(*dropped)++;
+				continue;
+			}
+			clash_line(i, k, agg, head, want, line, sizeof(line),
+				   &r);
+			if (!strstr(t, line))
+				harness_fail(__FILE__, __LINE__,
+					     "case %u kind %u: no \"%s\" in:\n%s",
+					     i, k, line, t);
+			*renamed += (unsigned)r;
+		}
+}
+
+TEST(label_clash_rules)
+{
+	static char names[3 * NCLASH][16];
+	struct tp_series v[3 * NCLASH];
 	struct tp_segment seg[1];
 	int64_t buckets[16] = { 1 };
 	struct ex_self self = { 0 };
@@ -766,95 +1131,17 @@ TEST(label_clash_rules)
 		struct tp_snapshot s = { 0 };
 		struct tp_buf b = { 0 };
 		unsigned renamed = 0, dropped = 0;
-		const char *t;
 
 		memset(v, 0, sizeof(v));
 		memset(seg, 0, sizeof(seg));
 		seg[0].info.pid = 10;
-		for (unsigned k = 0; k < 3; k++)
-			for (unsigned i = 0; i < NC; i++) {
-				struct tp_series *x = &v[k * NC + i];
-
-				snprintf(names[k * NC + i], sizeof(names[0]),
-					 "%c%02u%s", "cgh"[k], i,
-					 k == 0 ? "_total" : "");
-				x->name = x->key = names[k * NC + i];
-				x->kind = kinds[k];
-				x->help = x->unit = "";
-				x->pid = 10;
-				strcpy(x->proc, "p");
-				strcpy(x->zone, "z");
-				x->nlabels = cases[i].n;
-				x->label_names = (char **)cases[i].names;
-				x->label_values = (char **)vals;
-				if (kinds[k] == TALLY_HISTOGRAM) {
-					x->sub_bits = 1;
-					x->max_bits = 8;
-					x->nbuckets = 16;
-					x->buckets = buckets;
-					x->value = 1;
-				}
-			}
+		clash_series(v, names, buckets);
 		s.series = v;
-		s.nseries = 3 * NC;
+		s.nseries = 3 * NCLASH;
 		s.segs = seg;
 		s.nsegs = 1;
 		ex_write(&b, &s, &c, EX_TEXT, &self, tp_now_ns(), &res);
-		t = tp_buf_str(&b);
-		for (unsigned k = 0; k < 3; k++)
-			for (unsigned i = 0; i < NC; i++) {
-				const char *want = cases[i].want[k];
-				char line[300], head[32];
-				int r = cases[i].renamed[k];
-
-				snprintf(head, sizeof(head), "%c%02u%s{", "cgh"[k],
-					 i, k == 0 ? "_total" : k == 2 ?
-					 "_count" : "");
-				if (agg) {
-					/* Nothing is ours: as the segment
-					 * holds them, or out when a name is
-					 * there twice or le meets
-					 * exported_le on a histogram. */
-					int twice = cases[i].n == 2 &&
-						    !strcmp(cases[i].names[0],
-							    cases[i].names[1]);
-					int le_meets = k == 2 &&
-						       !strcmp(cases[i].names[0],
-							       "exported_le");
-
-					want = twice || le_meets ? NULL : "";
-				}
-				if (!want) {
-					if (strstr(t, head))
-						harness_fail(__FILE__, __LINE__,
-							     "case %u kind %u "
-							     "written:\n%s", i,
-							     k, t);
-					dropped++;
-					continue;
-				}
-				if (agg) {
-					char *p = line;
-
-					p += sprintf(p, "%s", head);
-					for (unsigned j = 0; j < cases[i].n; j++)
-						p += sprintf(p, "%s%s=\"v\"",
-							     j ? "," : "",
-							     k == 2 && !strcmp(cases[i].names[j], "le") ?
-							     "exported_le" :
-							     cases[i].names[j]);
-					sprintf(p, "} %d\n", k == 2);
-					r = k == 2 && strstr(line, "exported_le=");
-				} else {
-					snprintf(line, sizeof(line), "%s%s} %d\n",
-						 head, want, k == 2);
-				}
-				if (!strstr(t, line))
-					harness_fail(__FILE__, __LINE__,
-						     "case %u kind %u: no \"%s\" in:\n%s",
-						     i, k, line, t);
-				renamed += (unsigned)r;
-			}
+		clash_check(tp_buf_str(&b), agg, &renamed, &dropped);
 		CHECK_EQ(res.labels_renamed, renamed);
 		CHECK_EQ(res.labels_dropped, dropped);
 		tp_buf_free(&b);
