@@ -106,7 +106,9 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 	struct tp_buf key = { 0 }, t = { 0 };
 	char num[40], f64[TP_F64_LEN];
 	double q[NQ];
-	int have_q = v->kind == TALLY_HISTOGRAM && v->value > 0;
+	int have_q = v->kind == TALLY_HISTOGRAM && !v->summary &&
+		     v->value > 0;
+	const char *kind = v->summary ? "summary" : tp_kind_name(v->kind);
 
 	/* The key: name{labels}, as Prometheus writes a series. */
 	tp_series_key_buf(&key, v->name, v->nlabels, v->label_names,
@@ -130,7 +132,7 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 		tp_buf_puts(&t, "{\"name\": ");
 		tp_buf_json_str(&t, v->name);
 		tp_buf_printf(&t, ", \"kind\": \"%s\"%s, \"mode\": \"%s\", "
-			      "\"unit\": ", tp_kind_name(v->kind),
+			      "\"unit\": ", kind,
 			      v->kind == TALLY_GAUGE_SET ||
 			      v->kind == TALLY_FGAUGE ? ", \"set\": true" : "",
 			      tp_mode_name(v->mode));
@@ -145,7 +147,11 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 			tp_buf_json_str(&t, v->label_values[i]);
 		}
 		tp_buf_putc(&t, '}');
-		if (v->kind == TALLY_HISTOGRAM && v->classic) {
+		if (v->summary) {
+			/* A summary (format 2.7): its count and exact sum. */
+			tp_buf_printf(&t, ", \"count\": %" PRId64 ", \"sum\": %s",
+				      v->value, classic_sum(v, num));
+		} else if (v->kind == TALLY_HISTOGRAM && v->classic) {
 			/* A classic histogram (format 2.6): its bounds, the
 			 * count of each bucket, the exact sum. */
 			tp_buf_printf(&t, ", \"count\": %" PRId64 ", \"sum\": %s"
@@ -202,9 +208,13 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 		}
 		tp_buf_putc(&t, '}');
 	} else {
-		tp_buf_printf(&t, "  %-9s %-40s", tp_kind_name(v->kind),
-			      tp_buf_str(&key));
-		if (v->kind == TALLY_HISTOGRAM && v->classic) {
+		tp_buf_printf(&t, "  %-9s %-40s", kind, tp_buf_str(&key));
+		if (v->summary) {
+			tp_buf_printf(&t, " count=%" PRId64 " sum=%s",
+				      v->value, classic_sum(v, num));
+			if (v->unit && v->unit[0])
+				tp_buf_printf(&t, " (%s)", v->unit);
+		} else if (v->kind == TALLY_HISTOGRAM && v->classic) {
 			tp_buf_printf(&t, " count=%" PRId64 " sum=%s",
 				      v->value, classic_sum(v, num));
 			for (unsigned i = 0; i < v->nbuckets; i++) {

@@ -59,7 +59,8 @@ static void check_str(const char *s, size_t max)
 }
 
 /* A classic histogram (format 2.6): its own bounds, finite and
- * increasing, one bucket more than bounds, the count their sum. */
+ * increasing, one bucket more than bounds, the count their sum.  A
+ * summary (2.7) is one of no bounds. */
 static int check_classic(const struct tally_series_view *v, struct walk *w)
 {
 	uint64_t sum = 0;
@@ -70,6 +71,8 @@ static int check_classic(const struct tally_series_view *v, struct walk *w)
 	    v->nbuckets != v->nbounds + 1 || !v->buckets ||
 	    (v->nbounds && !v->bounds))
 		broken("classic histogram layout");
+	if (v->summary && v->nbounds)
+		broken("a summary with bucket bounds");
 	for (unsigned b = 0; b < v->nbounds; b++)
 		if (!isfinite(v->bounds[b]) ||
 		    (b && !(v->bounds[b] > v->bounds[b - 1])))
@@ -143,6 +146,8 @@ static int on_series(const struct tally_series_view *v, void *arg)
 			broken("a quantile of a non-histogram");
 		return 0;
 	}
+	if (v->summary && (!v->classic || v->kind != TALLY_HISTOGRAM))
+		broken("a summary that is not a classic histogram");
 	if (v->classic)
 		return check_classic(v, w);
 	if (v->sub_bits < 1 || v->sub_bits > 7 || v->max_bits <= v->sub_bits ||

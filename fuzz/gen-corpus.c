@@ -286,7 +286,8 @@ static void sc_wide(void)
 }
 
 /* The types of a metric (format 2.6): a fractional counter, a classic
- * histogram with its bounds, a per-process gauge with its combine mode. */
+ * histogram with its bounds, a per-process gauge with its combine mode;
+ * and a summary (2.7). */
 static void sc_types(void)
 {
 	static const double bounds[] = { 0.005, 0.5, 1, 2.5, 1e9 };
@@ -295,6 +296,7 @@ static void sc_types(void)
 	struct tally_metric_desc d;
 	tally_fcounter fc;
 	tally_chistogram h;
+	tally_summary s;
 	tally_pgauge g;
 
 	memset(&d, 0, sizeof(d));
@@ -314,6 +316,12 @@ static void sc_types(void)
 	tally_chistogram_observe(&h, 0.25);
 	tally_chistogram_observe(&h, 3);
 	tally_chistogram_observe(&h, -1.5);
+	d.kind = TALLY_SUMMARY;
+	d.name = "request_size_bytes";
+	if (tally_summary_register(z, &d, &s) != 0)
+		die("tally_summary_register");
+	tally_summary_observe(&s, 512);
+	tally_summary_observe(&s, 0.5);
 	d.kind = TALLY_PGAUGE;
 	d.name = "inprogress";
 	if (tally_pgauge_register(z, &d, TALLY_COMBINE_LIVESUM, &g) != 0)

@@ -88,7 +88,7 @@
 
 #define TALLY__MAGIC       "TALLYSEG"
 #define TALLY__FMT_MAJOR   2
-#define TALLY__FMT_MINOR   6
+#define TALLY__FMT_MINOR   7
 /* From 2.1 on, the creator holds the creator lock (process/lock.c) while it
  * runs; readers judge older files by pid and start time.  2.2 adds shared
  * zones (TALLY__HDR_SHARED), whose every user holds the creator lock.
@@ -117,13 +117,18 @@
  * TALLY__SERIES_TYPED and _TYPED_LONG, which readers older than 2.6
  * skip as they skip every state they do not know: they show every other
  * series of the file, and their checks of the metric record pass (its
- * kind, value type, mode and texts are those of an older kind). */
+ * kind, value type, mode and texts are those of an older kind).
+ * 2.7: summaries.  A TALLY__TYPE_CHISTO record of no finite bounds whose
+ * tail has TALLY__TAIL_SUMMARY is a summary (a count and a sum), which
+ * readers of 2.6 show as the classic histogram it also is: its one
+ * bucket, +Inf, is the count. */
 #define TALLY__FMT_MINOR_CREATOR_LOCK 1
 #define TALLY__FMT_MINOR_OWNED_FALLBACK 4
 #define TALLY__FMT_MINOR_LONG_LABELS 5
 #define TALLY__FMT_MINOR_GENERATIONS 5
 #define TALLY__FMT_MINOR_LOCK_FILE 6
 #define TALLY__FMT_MINOR_TYPES 6
+#define TALLY__FMT_MINOR_SUMMARY 7
 #define TALLY__BYTE_ORDER  0x0102030405060708ull
 #define TALLY__PAGE        4096u
 #define TALLY__NAUX        2u
@@ -388,6 +393,10 @@ struct tally__metric_rec {
  *                       values v <= bound i and above bound i - 1, the
  *                       last one those above every bound (+Inf).
  *                       The count is the sum of the buckets.
+ *                       2.7: with TALLY__TAIL_SUMMARY in tail.flags (and
+ *                       no finite bounds: one bucket, the count), a
+ *                       summary: readers show its count and sum as a
+ *                       Prometheus summary's.
  */
 #define TALLY__TYPE_NONE     0u
 #define TALLY__TYPE_PGAUGE   1u
@@ -427,8 +436,12 @@ static inline int tally__combine_live(unsigned combine)
 struct tally__metric_tail {
 	uint8_t combine;         /* TALLY__TYPE_PGAUGE: TALLY__COMBINE_* */
 	uint8_t nbounds;         /* TALLY__TYPE_CHISTO: 0 .. TALLY__BOUNDS_MAX */
-	uint8_t zero[6];
+	uint8_t flags;           /* 2.7: TALLY__TAIL_* (0 before) */
+	uint8_t zero[5];
 };
+
+/* tail.flags: a TALLY__TYPE_CHISTO of no bounds that is a summary. */
+#define TALLY__TAIL_SUMMARY 0x1u
 
 /* A TALLY__TYPE_CHISTO record's bucket bounds: the TALLY__BOUNDS_BYTES
  * bytes of its help field before the tail, so that its help text and

@@ -3,7 +3,9 @@
  * bounds (TALLY_CHISTOGRAM, format 2.6): exact bucket counts and sum under
  * concurrent observations, shown by the reader as a TALLY_HISTOGRAM with
  * its bounds, checked bounds, another definition for other bounds, and
- * the bytes a reader older than 2.6 checks.
+ * the bytes a reader older than 2.6 checks.  Summaries (TALLY_SUMMARY,
+ * format 2.7), classic histograms of no bounds flagged as summaries: an
+ * exact count and sum, shown with the view's summary set.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -350,5 +352,153 @@ TEST(the_histogram_record_is_the_binding_definition)
 		CHECK_EQ(info.redefinitions, 1u);
 		tally_seg_close(seg);
 	}
+	tally_zone_destroy(z);
+}
+
+struct summary_worker {
+	const tally_summary *s;
+	int n;
+};
+
+static void *observe_tenths(void *arg)
+{
+	const struct summary_worker *w = arg;
+
+	for (int i = 0; i < w->n; i++)
+		tally_summary_observe(w->s, 0.1);
+	return NULL;
+}
+
+/*
+ * A summary: four threads observe 0.1 ten thousand times each, the main
+ * thread 2.25 and a NaN (not counted).  The count is exactly 40001 and
+ * the sum exactly 4002.25, in this process (tally_summary_fetch) and to
+ * a reader, which shows a classic histogram of no bounds with summary
+ * set, its one bucket the count.
+ */
+TEST(summary_count_and_sum_are_exact)
+{
+	struct tally_zone *z = zone_in("summary");
+	struct tally_metric_desc d = desc(TALLY_SUMMARY,
+					  "order_value_dollars");
+	struct summary_worker w = { NULL, 10000 };
+	pthread_t t[4];
+	tally_summary s;
+	int64_t count;
+	double sum;
+	struct seen seen;
+
+	d.help = "What orders were worth.";
+	CHECK_EQ(tally_summary_register(z, &d, &s), 0);
+	w.s = &s;
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(pthread_create(&t[i], NULL, observe_tenths, &w), 0);
+	tally_summary_observe(&s, 2.25);
+	tally_summary_observe(&s, NAN);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(pthread_join(t[i], NULL), 0);
+	CHECK_EQ(tally_summary_fetch(&s, &count, &sum), 0);
+	CHECK_EQ(count, 40001);
+	CHECK(sum == 4002.25);
+	CHECK_EQ(tally_metric_fetch(&s.metric, &count), 0);
+	CHECK_EQ(count, 40001);
+	seen = read_zone(z);
+	CHECK_EQ(seen.n, 1);
+	CHECK_EQ(seen.v.kind, TALLY_HISTOGRAM);
+	CHECK_EQ(seen.v.classic, 1);
+	CHECK_EQ(seen.v.summary, 1);
+	CHECK_EQ(seen.v.nbounds, 0u);
+	CHECK_EQ(seen.v.nbuckets, 1u);
+	CHECK_EQ(seen.buckets[0], 40001);
+	CHECK_EQ(seen.v.value, 40001);
+	CHECK_EQ(seen.v.sum, 4002);
+	CHECK_EQ(seen.v.frac, 250000000u);
+	CHECK(seen.v.fsum == 4002.25);
+	tally_zone_destroy(z);
+}
+
+/*
+ * A summary and a classic histogram of no finite bounds (only +Inf) are
+ * two definitions of a name, each shown as what it is; a binding's
+ * summary record is its definition (tally_summary_redefine); a
+ * description of another kind is refused with a failed handle.
+ */
+TEST(summary_and_histogram_are_two_definitions)
+{
+	struct tally_zone *z = zone_in("sumdef");
+	struct tally_metric_desc d = desc(0, "order_value_dollars");
+	const double inf[] = { INFINITY };
+	const char *parts[] = { "order_value_dollars:summary_sum" };
+	tally_chistogram h;
+	tally_summary s;
+	struct seen seen;
+	int64_t count;
+	double sum;
+
+	CHECK_EQ(tally_summary_redefine(z, &d, parts, 1), 0);
+	CHECK_EQ(tally_summary_register(z, &d, &s), 0);
+	tally_summary_observe(&s, 3);
+	CHECK_EQ(tally_summary_redefine(z, &d, parts, 1), 0);
+	CHECK_EQ(tally_chistogram_register(z, &d, inf, 1, &h), 0);
+	tally_chistogram_observe(&h, 5);
+	seen = read_zone(z);
+	CHECK_EQ(seen.n, 1);
+	CHECK_EQ(seen.v.summary, 0);
+	CHECK(seen.v.fsum == 5.0);
+	/* Back to the summary: its series resume. */
+	CHECK_EQ(tally_summary_redefine(z, &d, parts, 1), 1);
+	CHECK_EQ(tally_summary_register(z, &d, &s), 0);
+	tally_summary_observe(&s, 4);
+	seen = read_zone(z);
+	CHECK_EQ(seen.n, 1);
+	CHECK_EQ(seen.v.summary, 1);
+	CHECK_EQ(seen.v.value, 2);
+	CHECK(seen.v.fsum == 7.0);
+	d.kind = TALLY_COUNTER;
+	memset(&s, 0xff, sizeof(s)); /* a handle never filled before */
+	CHECK_EQ(tally_summary_register(z, &d, &s), -EINVAL);
+	tally_summary_observe(&s, 1); /* goes nowhere */
+	CHECK_EQ(tally_summary_fetch(&s, &count, &sum), -EINVAL);
+	tally_zone_destroy(z);
+}
+
+static int count_summaries(const struct tally_series_view *v, void *arg)
+{
+	int64_t *n = arg;
+
+	if (!strcmp(v->name, "size_bytes") && v->summary &&
+	    v->nlabels == 1 && !strcmp(v->label_names[0], "route"))
+		n[!strcmp(v->label_values[0], "/b")] += v->value * 1000 +
+						       v->sum;
+	return 0;
+}
+
+/* A family of summaries: each child a summary of its labels. */
+TEST(a_family_of_summaries)
+{
+	struct tally_zone *z = zone_in("sumfam");
+	struct tally_metric_desc d = desc(0, "size_bytes");
+	const char *names[] = { "route" };
+	const char *a[] = { "/a" }, *b[] = { "/b" };
+	tally_summary_family f;
+	const tally_summary *s;
+	struct tally_seg *seg;
+	int64_t n[2] = { 0, 0 };
+
+	CHECK_EQ(tally_summary_family_register(z, &d, names, 1, &f), 0);
+	CHECK_EQ(tally_summary_family_get(&f, a, 1, &s), 0);
+	tally_summary_observe(s, 10);
+	tally_summary_observe(s, 20);
+	CHECK_EQ(tally_summary_family_get(&f, b, 1, &s), 0);
+	tally_summary_observe(s, 7);
+	seg = tally_seg_open(tally_zone_path(z), NULL);
+	CHECK(seg != NULL);
+	CHECK(tally_seg_foreach(seg, 0, count_summaries, n) >= 0);
+	tally_seg_close(seg);
+	CHECK_EQ(n[0], 2030); /* count 2, sum 30 */
+	CHECK_EQ(n[1], 1007); /* count 1, sum 7 */
+	d.kind = TALLY_COUNTER;
+	CHECK_EQ(tally_summary_family_register(z, &d, names, 1, &f), -EINVAL);
+	CHECK_EQ(tally_family_remove(&f.family), -EINVAL);
 	tally_zone_destroy(z);
 }

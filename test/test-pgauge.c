@@ -423,7 +423,7 @@ TEST(older_readers_skip_the_typed_series)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	CHECK(fd >= 0);
 	CHECK_EQ(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
-	CHECK_EQ(h.minor, TALLY__FMT_MINOR_TYPES);
+	CHECK_EQ(h.minor, TALLY__FMT_MINOR);
 	CHECK_EQ(pread(fd, &f, sizeof(f), (off_t)h.metric_off),
 		 (ssize_t)sizeof(f));
 	CHECK_STR(f.name, "g");
@@ -655,5 +655,120 @@ TEST(a_family_forgets_its_parents_children_after_fork)
 	CHECK_EQ(waitpid(pid, &st, 0), pid);
 	CHECK(one_value(dir) == 1.0);
 	CHECK_EQ(tally_family_remove(&f.family), 0);
+	tally_zone_destroy(z);
+}
+
+/* Each series a reader shows, by name: its value, and whether it is a
+ * per-process gauge's. */
+struct shown {
+	int n;
+	char name[8][64];
+	double value[8];
+	int per_process[8];
+};
+
+static int shown_fn(const struct tally_series_view *v, void *arg)
+{
+	struct shown *s = arg;
+
+	if (s->n == 8)
+		return -1;
+	snprintf(s->name[s->n], sizeof(s->name[0]), "%s", v->name);
+	s->value[s->n] = v->fvalue;
+	s->per_process[s->n] = v->per_process;
+	s->n++;
+	return 0;
+}
+
+static struct shown shown_in(struct tally_zone *z)
+{
+	struct tally_seg *seg = tally_seg_open(tally_zone_path(z), NULL);
+	struct shown s;
+
+	memset(&s, 0, sizeof(s));
+	CHECK(seg != NULL);
+	CHECK(tally_seg_foreach(seg, 0, shown_fn, &s) >= 0);
+	tally_seg_close(seg);
+	return s;
+}
+
+/*
+ * A binding's definition (tally_pgauge_redefine): the per-process gauge's
+ * own record is it, so the binding registers the gauge under the metric's
+ * name.  An older version's definition under the name (a series-less
+ * counter) and its part under an encoded name are superseded; the same
+ * definition again changes nothing; another combine mode is another
+ * definition, whose series alone are shown.
+ */
+TEST(the_gauge_record_is_the_binding_definition)
+{
+	struct tally_zone *z = zone_in("pgclaim");
+	struct tally_metric_desc old = desc(TALLY_COUNTER, "inflight");
+	struct tally_metric_desc part = desc(TALLY_PGAUGE,
+					     "inflight:gauge_livesum");
+	struct tally_metric_desc d = desc(TALLY_PGAUGE, "inflight");
+	const char *parts[] = { "inflight:gauge_livesum" };
+	tally_pgauge p, g;
+	struct shown s;
+
+	old.help = "tally-python gauge labels= mode=livesum";
+	d.help = "Requests in flight.";
+	CHECK_EQ(tally_metric_redefine(z, &old, parts, 1), 0);
+	CHECK_EQ(tally_pgauge_register(z, &part, TALLY_COMBINE_LIVESUM, &p), 0);
+	tally_pgauge_set(&p, 5);
+	CHECK_EQ(tally_pgauge_redefine(z, &d, TALLY_COMBINE_LIVESUM, parts, 1),
+		 1);
+	CHECK_EQ(tally_pgauge_register(z, &d, TALLY_COMBINE_LIVESUM, &g), 0);
+	tally_pgauge_set(&g, 2);
+	CHECK_EQ(tally_pgauge_redefine(z, &d, TALLY_COMBINE_LIVESUM, parts, 1),
+		 0);
+	s = shown_in(z);
+	CHECK_EQ(s.n, 1);
+	CHECK_STR(s.name[0], "inflight");
+	CHECK(s.value[0] == 2.0);
+	CHECK_EQ(s.per_process[0], 1);
+	/* Another mode: a new generation, empty until registered in. */
+	CHECK_EQ(tally_pgauge_redefine(z, &d, TALLY_COMBINE_MAX, parts, 1), 1);
+	CHECK_EQ(shown_in(z).n, 0);
+	CHECK_EQ(tally_pgauge_register(z, &d, TALLY_COMBINE_MAX, &g), 0);
+	tally_pgauge_set(&g, 7);
+	s = shown_in(z);
+	CHECK_EQ(s.n, 1);
+	CHECK(s.value[0] == 7.0);
+	/* Refused: an unknown mode, and the generic call for this type. */
+	CHECK_EQ(tally_pgauge_redefine(z, &d, 10, parts, 1), -EINVAL);
+	CHECK(strstr(tally_errmsg(), "combine") != NULL);
+	CHECK_EQ(tally_metric_redefine(z, &d, parts, 1), -EINVAL);
+	CHECK(strstr(tally_errmsg(), "tally_pgauge_redefine") != NULL);
+	tally_zone_destroy(z);
+}
+
+/*
+ * A shared float gauge's own record as the definition
+ * (tally_metric_redefine of a TALLY_FGAUGE): the gauge registered under
+ * the name is in it, and an older version's encoded part is not shown.
+ */
+TEST(a_float_gauge_record_is_the_binding_definition)
+{
+	struct tally_zone *z = zone_in("fgclaim");
+	struct tally_metric_desc part = desc(TALLY_FGAUGE, "temp:gauge");
+	struct tally_metric_desc d = desc(TALLY_FGAUGE, "temp");
+	const char *parts[] = { "temp:gauge" };
+	tally_fgauge p, g;
+	struct shown s;
+
+	CHECK_EQ(tally_fgauge_register(z, &part, &p), 0);
+	tally_fgauge_set(&p, 3.5);
+	d.help = "Temperature.";
+	CHECK_EQ(tally_metric_redefine(z, &d, parts, 1), 0);
+	d.help = "The temperature.";
+	CHECK_EQ(tally_metric_redefine(z, &d, parts, 1), 1);
+	CHECK_EQ(tally_fgauge_register(z, &d, &g), 0);
+	tally_fgauge_set(&g, 21.5);
+	s = shown_in(z);
+	CHECK_EQ(s.n, 1);
+	CHECK_STR(s.name[0], "temp");
+	CHECK(s.value[0] == 21.5);
+	CHECK_EQ(s.per_process[0], 0);
 	tally_zone_destroy(z);
 }

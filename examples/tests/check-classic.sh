@@ -4,10 +4,11 @@
 # default buckets) reads the same in every reader: tally-exporter shows
 # cumulative _bucket{le=...}, _count and the exact _sum, and promtool
 # check metrics prints nothing on its scrape (0.0.4; OpenMetrics spells
-# the bounds as floats);
+# the bounds as floats); a summary (format 2.7) is TYPE summary with its
+# _count and exact _sum, in both formats;
 # tally-dump shows the bounds, buckets and sum; tallystat the count and
-# the mean.  The exporter binds 127.0.0.1, lives at most 30 s and is
-# stopped by its pid.
+# the mean, and of a summary its count, mean and sum.  The exporter
+# binds 127.0.0.1, lives at most 30 s and is stopped by its pid.
 . "$(dirname "$0")/lib.sh" tally-classic
 dump=$1
 exporter=$2
@@ -46,6 +47,14 @@ got=$(grep '^request_seconds' "$dir/m.txt" | sed 's/{pid="[0-9]*",process="typed
 [ "$got" = "$want" ] || fail "exposition: $(diff <(echo "$want") <(echo "$got"))"
 grep -q '^# TYPE request_seconds histogram$' "$dir/m.txt" || fail "no histogram TYPE line"
 grep -q 'request_seconds_bucket{.*le="10.0"} 4$' "$dir/om.txt" || fail "OpenMetrics le: $(grep request_seconds "$dir/om.txt")"
+# The summary: 0.1 three times and 2.25.
+want='# TYPE order_value_dollars summary
+order_value_dollars_count 4
+order_value_dollars_sum 2.55'
+for f in m.txt om.txt; do
+	got=$(grep 'order_value_dollars' "$dir/$f" | grep -v '^# HELP' | sed 's/{pid="[0-9]*",process="typed-segment",\{0,1\}/{/; s/{}//')
+	[ "$got" = "$want" ] || fail "summary in $f: $(diff <(echo "$want") <(echo "$got"))"
+done
 out=$(promtool check metrics <"$dir/m.txt" 2>&1) || fail "promtool: status $?"
 [ -z "$out" ] || fail "promtool printed: $out"
 
@@ -60,6 +69,16 @@ h = [s for s in series if s["name"] == "request_seconds"][0]
 assert h["count"] == 5 and h["sum"] == 12.743, h
 assert h["bounds"][0] == 0.005 and h["bounds"][-1] == 10 and len(h["bounds"]) == 14, h
 assert h["buckets"] == [1, 0, 2, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1], h
+PY
+# A summary (format 2.7): its count and mean, no quantiles.
+out=$("$tallystat" --dir "$dir" order_value_dollars) || fail "tallystat: exit $?"
+grep -Eq "order_value_dollars +4 +[0-9.]+ +0\.6375 +- +- +- +-$" <<<"$out" || fail "tallystat summary: $out"
+out=$("$tallystat" --dir "$dir" -o json order_value_dollars) || fail "tallystat -o json: exit $?"
+python3 - "$out" <<'PY' || fail "tallystat -o json: $out"
+import json, sys
+doc = json.loads(sys.argv[1])
+[s] = doc["sysstat"]["hosts"][0]["statistics"][0]["series"]
+assert (s["kind"], s["count"], s["sum"], s["p50"]) == ("summary", 4, 2.55, None), s
 PY
 out=$("$tallystat" --dir "$dir" request_seconds) || fail "tallystat: exit $?"
 grep -Eq "request_seconds +5 +[0-9.]+ +2\.5486 +0\.02125 +10 +10 +10$" <<<"$out" || fail "tallystat: $out"

@@ -2,8 +2,9 @@
  * typed-segment.c: writes the typed series of format 2.6, a fractional
  * counter (3.75 + 10^-9), two per-process gauges (livesum and sum, 2
  * each) and a classic histogram of prometheus_client's default buckets
- * (0.005 .. 10 seconds; 0.003, 0.02, 0.02, 0.7 and 12 observed), and
- * exits; with TALLY_KEEP=1 its segment stays, for tally-dump's
+ * (0.005 .. 10 seconds; 0.003, 0.02, 0.02, 0.7 and 12 observed), a
+ * summary of format 2.7 (0.1 three times and 2.25: count 4, sum 2.55),
+ * and exits; with TALLY_KEEP=1 its segment stays, for tally-dump's
  * test (check-dump-types.sh).  Prints the segment's path.
  */
 #include <math.h>
@@ -19,6 +20,7 @@ int main(void)
 	tally_fcounter c;
 	tally_pgauge live, all;
 	tally_chistogram h;
+	tally_summary s;
 	static const double bounds[] = { 0.005, 0.01, 0.025, 0.05, 0.075,
 					  0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
 					  7.5, 10.0, INFINITY };
@@ -48,6 +50,14 @@ int main(void)
 	tally_chistogram_observe(&h, 0.02);
 	tally_chistogram_observe(&h, 0.7);
 	tally_chistogram_observe(&h, 12);
+	d.name = "order_value_dollars";
+	d.help = "What orders were worth.";
+	if (tally_summary_register(z, &d, &s) < 0)
+		return 1;
+	tally_summary_observe(&s, 0.1);
+	tally_summary_observe(&s, 0.1);
+	tally_summary_observe(&s, 0.1);
+	tally_summary_observe(&s, 2.25);
 	printf("%s\n", tally_zone_path(z));
 	return tally_zone_destroy(z) < 0;
 }

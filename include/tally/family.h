@@ -71,6 +71,9 @@ typedef struct tally_fcounter_family {
 typedef struct tally_chistogram_family {
 	tally_family family;
 } tally_chistogram_family;
+typedef struct tally_summary_family {
+	tally_family family;
+} tally_summary_family;
 
 /*
  * tally_counter_family_register, tally_gauge_family_register,
@@ -140,6 +143,12 @@ TALLY_API int tally_chistogram_family_register(struct tally_zone *z,
 			const double *bounds, unsigned nbounds,
 			const char *const *label_names, unsigned n,
 			tally_chistogram_family *f);
+/* tally_summary_family_register: a family of summaries
+ * (tally_summary_register(), tally/metrics.h); as the others. */
+TALLY_API int tally_summary_family_register(struct tally_zone *z,
+			const struct tally_metric_desc *d,
+			const char *const *label_names, unsigned n,
+			tally_summary_family *f);
 TALLY_API int tally_pgauge_family_register(struct tally_zone *z,
 			const struct tally_metric_desc *d,
 			const char *const *label_names, unsigned n,
@@ -149,7 +158,8 @@ TALLY_API int tally_pgauge_family_register(struct tally_zone *z,
  * tally_counter_family_get, tally_gauge_family_get,
  * tally_setgauge_family_get, tally_histogram_family_get,
  * tally_fgauge_family_get, tally_pgauge_family_get,
- * tally_fcounter_family_get, tally_chistogram_family_get: the child of
+ * tally_fcounter_family_get, tally_chistogram_family_get,
+ * tally_summary_family_get: the child of
  * @f whose label values are @values[0 .. @n - 1] (in the order of the
  * family's label names), registered first if this process has not
  * asked for it yet; *@c points at its handle, which stays valid until
@@ -196,6 +206,9 @@ TALLY_API int tally_fcounter_family_get(const tally_fcounter_family *f,
 TALLY_API int tally_chistogram_family_get(const tally_chistogram_family *f,
 			const char *const *values, unsigned n,
 			const tally_chistogram **h);
+TALLY_API int tally_summary_family_get(const tally_summary_family *f,
+			const char *const *values, unsigned n,
+			const tally_summary **s);
 
 /*
  * tally_family_remove: remove the family (pass &family.family): each of

@@ -46,6 +46,13 @@
  *                    each bound, and their sum, exact to 10^-9.
  *                    Readers show it as a TALLY_HISTOGRAM whose view
  *                    carries the bounds.
+ *   TALLY_SUMMARY    tally_summary: the count and the sum of observations
+ *                    (prometheus_client's Summary, without quantiles),
+ *                    per-CPU, the sum exact to 10^-9 as a classic
+ *                    histogram's: a classic histogram of no bounds in the
+ *                    segment, flagged as a summary (format 2.7), which
+ *                    readers show with TALLY_HISTOGRAM's kind and the
+ *                    view's summary set.
  *   TALLY_PGAUGE     tally_pgauge: a per-process floating-point gauge
  *                    (tally_pgauge_register): each process that uses the
  *                    zone has a value of its own, and readers combine
@@ -76,6 +83,7 @@ extern "C" {
 #define TALLY_PGAUGE    6u
 #define TALLY_FCOUNTER  7u
 #define TALLY_CHISTOGRAM 8u
+#define TALLY_SUMMARY   9u
 
 /* The most finite bucket bounds a TALLY_CHISTOGRAM takes (the +Inf
  * bucket comes on top), and the longest help text it may have. */
@@ -190,6 +198,10 @@ typedef struct tally_chistogram {
 	const double *bounds;
 	unsigned nbounds;
 } tally_chistogram;
+/* A summary's handle is a classic histogram's of no bounds (metric.kind
+ * TALLY_CHISTOGRAM, nbounds 0): tally_chistogram_observe() and
+ * tally_chistogram_fetch() take it too. */
+typedef tally_chistogram tally_summary;
 
 /*
  * tally_counter_register, tally_gauge_register, tally_setgauge_register,
@@ -309,6 +321,28 @@ TALLY_API int tally_chistogram_fetch(const tally_chistogram *h,
 			int64_t *count, double *sum, int64_t *buckets);
 
 /*
+ * tally_summary_register: get or create the summary described by @d in @z
+ * (NULL: the default zone) and fill @s, as tally_counter_register() (the
+ * same rules, errors and handle), with a help text of at most
+ * TALLY_CHISTOGRAM_HELP_MAX bytes; @d->kind may be 0 or TALLY_SUMMARY.
+ * tally_summary_observe() counts a value and adds it to the sum, exactly
+ * to 10^-9 (a NaN is not counted).  A classic histogram of the same name
+ * is another definition (a new generation of the name).  Readers of
+ * format 2.6 show it as a classic histogram of the one bucket +Inf.
+ * In a zone made by a libtally older than format 2.6: -EPROTONOSUPPORT.
+ * This API is MT-safe and safe after fork().  Not async-signal-safe.
+ */
+TALLY_API int tally_summary_register(struct tally_zone *z,
+			const struct tally_metric_desc *d, tally_summary *s);
+
+/*
+ * tally_summary_fetch: the summary's count and sum in this process's zone.
+ * Return: 0 or -EINVAL, as tally_metric_fetch().  MT-safe.
+ */
+TALLY_API int tally_summary_fetch(const tally_summary *s, int64_t *count,
+				  double *sum);
+
+/*
  * tally_pgauge_register: get or create this process's series of the
  * per-process gauge described by @d in @z (NULL: the default zone), whose
  * values readers combine as @combine says (TALLY_COMBINE_*), and fill
@@ -349,10 +383,14 @@ TALLY_API int tally_pgauge_register(struct tally_zone *z,
  * series, and their next registrations (other than the children of
  * label families registered before) make new generations.  Processes
  * that define the name the new way thus never mix their series with the
- * old version's.
+ * old version's.  A binding may also record there the very metric whose
+ * series it registers under @d->name (a TALLY_FGAUGE, say), leaving that
+ * name out of @names; a classic histogram and a per-process gauge take
+ * tally_chistogram_redefine() and tally_pgauge_redefine().
  * Return: 1 when the definition changed (the zone counts it in
  * redefinitions), 0 when it was new or the same, or a negative errno as
- * tally_counter_register() (-EINVAL also for a NULL @names with @n > 0).
+ * tally_counter_register() (-EINVAL also for a NULL @names with @n > 0,
+ * or a @d->kind of TALLY_CHISTOGRAM or TALLY_PGAUGE).
  * This API is MT-safe and safe after fork().  Not async-signal-safe.
  */
 TALLY_API int tally_metric_redefine(struct tally_zone *z,
@@ -373,6 +411,32 @@ TALLY_API int tally_metric_redefine(struct tally_zone *z,
 TALLY_API int tally_chistogram_redefine(struct tally_zone *z,
 				    const struct tally_metric_desc *d,
 				    const double *bounds, unsigned nbounds,
+				    const char *const *names, unsigned n);
+
+/*
+ * tally_summary_redefine: tally_chistogram_redefine() for a summary
+ * (tally_summary_register()) whose series the binding registers under
+ * @d->name itself.  The definition changed when the name's current record
+ * is not a summary of this help and unit.
+ */
+TALLY_API int tally_summary_redefine(struct tally_zone *z,
+				     const struct tally_metric_desc *d,
+				     const char *const *names, unsigned n);
+
+/*
+ * tally_pgauge_redefine: tally_metric_redefine() for a per-process gauge
+ * whose series the binding registers under @d->name itself
+ * (tally_pgauge_register(), with this @combine): its metric record is the
+ * definition, so the gauge's own name must not be among @names.  The
+ * definition changed when the name's current record is not a per-process
+ * gauge of this combine mode, help and unit (label names are no part of
+ * it, as for every series of C code).  Returns as tally_metric_redefine(),
+ * and -EINVAL for an unknown @combine, -EPROTONOSUPPORT in a zone made by
+ * a libtally older than format 2.6.
+ */
+TALLY_API int tally_pgauge_redefine(struct tally_zone *z,
+				    const struct tally_metric_desc *d,
+				    unsigned combine,
 				    const char *const *names, unsigned n);
 
 /*
@@ -438,6 +502,7 @@ TALLY_API void (tally_fgauge_add)(const tally_fgauge *g, double v);
 TALLY_API void (tally_fcounter_add)(const tally_fcounter *c, double v);
 TALLY_API void (tally_chistogram_observe)(const tally_chistogram *h,
 					  double v);
+TALLY_API void (tally_summary_observe)(const tally_summary *s, double v);
 TALLY_API void (tally_pgauge_set)(const tally_pgauge *g, double v);
 TALLY_API void (tally_pgauge_add)(const tally_pgauge *g, double v);
 
@@ -589,6 +654,13 @@ static inline void tally__chistogram_observe(const tally_chistogram *h,
 		tally__block_add(h->metric.block, 1, nanos);
 }
 
+/* A summary's block is a classic histogram's of no bounds: the count in
+ * slot 2. */
+static inline void tally__summary_observe(const tally_summary *s, double v)
+{
+	tally__chistogram_observe(s, v);
+}
+
 #define tally_counter_add(c, v)       tally__counter_add((c), (v))
 #define tally_counter_inc(c)          tally__counter_add((c), 1)
 #define tally_gauge_add(g, v)         tally__gauge_add((g), (v))
@@ -601,6 +673,7 @@ static inline void tally__chistogram_observe(const tally_chistogram *h,
 #define tally_fgauge_add(g, v)        tally__fgauge_add((g), (v))
 #define tally_fcounter_add(c, v)      tally__fcounter_add((c), (v))
 #define tally_chistogram_observe(h, v) tally__chistogram_observe((h), (v))
+#define tally_summary_observe(s, v)   tally__summary_observe((s), (v))
 #define tally_pgauge_set(g, v)        tally__pgauge_set((g), (v))
 #define tally_pgauge_add(g, v)        tally__pgauge_add((g), (v))
 #define tally_pgauge_inc(g)           tally__pgauge_add((g), 1.0)

@@ -141,6 +141,10 @@ struct tally_series_view {
 	unsigned nbounds;
 	const double *bounds;
 	double fsum;
+	/* A summary (TALLY_SUMMARY, format 2.7): a classic histogram (classic
+	 * 1) of no bounds, its one bucket the count, that is shown as a
+	 * Prometheus summary: its count (value) and exact sum only. */
+	int summary;
 };
 
 /* Flags of tally_seg_foreach(). */

@@ -187,6 +187,7 @@ void tp_series_set_values(struct tp_series *s,
 	s->max_bits = v->max_bits;
 	s->nbuckets = v->nbuckets;
 	s->classic = v->classic;
+	s->summary = v->summary;
 	s->nbounds = v->nbounds;
 	s->fsum = v->fsum;
 }

@@ -69,6 +69,8 @@ struct tp_series {
 	 * its nbounds finite bucket bounds; nbuckets is nbounds + 1, sum
 	 * + frac / 10^9 the exact sum, fsum that as a double. */
 	int classic;
+	int summary;            /* a summary (format 2.7): a classic
+				   histogram of no bounds, count and sum */
 	unsigned nbounds;
 	double *bounds;
 	double fsum;

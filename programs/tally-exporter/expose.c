@@ -494,7 +494,8 @@ static double pow10u(unsigned n)
  * The samples of classic histogram @s (format 2.6): its buckets made
  * cumulative, each with its bound as le (times @mul when the exporter
  * @scaled its unit), then +Inf, _count and _sum.  The sum is the exact
- * decimal when it needs no scaling and is not negative.
+ * decimal when it needs no scaling and is not negative.  A summary
+ * (format 2.7, no bounds) has only _count and _sum.
  */
 static void put_classic(struct tp_buf *b, const char *base,
 			const struct tp_buf *lb, const struct tp_series *s,
@@ -516,8 +517,9 @@ static void put_classic(struct tp_buf *b, const char *base,
 			   tp_fmt_i64(val, (int64_t)cum));
 	}
 	tp_fmt_i64(val, (int64_t)cum);
-	put_sample(b, base, "_bucket", tp_buf_str(lb), lb->len,
-		   "le=\"+Inf\"", val);
+	if (!s->summary)
+		put_sample(b, base, "_bucket", tp_buf_str(lb), lb->len,
+			   "le=\"+Inf\"", val);
 	put_sample(b, base, "_count", tp_buf_str(lb), lb->len, NULL, val);
 	put_sample(b, base, "_sum", tp_buf_str(lb), lb->len, NULL,
 		   scaled || s->sum < 0 ? tp_fmt_f64(val, s->fsum * mul) :
@@ -699,8 +701,8 @@ static int metric_begin(struct ex_stream *st, struct tp_buf *b,
 		put_header(b, tname, tp_kind_name(fp->kind), s0->help, unit,
 			   st->f);
 	} else {
-		put_header(b, fp->base, tp_kind_name(fp->kind), s0->help, unit,
-			   st->f);
+		put_header(b, fp->base, s0->summary ? "summary" :
+			   tp_kind_name(fp->kind), s0->help, unit, st->f);
 	}
 	/* Summed series are one per key, unless two layouts of a histogram
 	 * were summed apart (or kinds differ): then check every key. */
@@ -797,7 +799,8 @@ static void write_series(struct ex_stream *st, struct tp_buf *b,
 	struct ex_result *res = &st->res;
 	int hist = fp->kind == TALLY_HISTOGRAM;
 
-	if (tp_kind_type(s->kind) != fp->kind) {
+	if (tp_kind_type(s->kind) != fp->kind ||
+	    s->summary != fp->s0->summary) {
 		res->conflicts++;
 		return;
 	}
@@ -837,7 +840,7 @@ static void write_series(struct ex_stream *st, struct tp_buf *b,
 			    (double)fp->sc.mul / pow10u(fp->sc.div10) : 1.0,
 			    fp->scaled);
 		res->series++;
-		res->samples += s->nbuckets + 2;
+		res->samples += s->summary ? 2 : s->nbuckets + 2;
 	} else if (s->nbuckets > sizeof(fp->sel) || s->nbuckets == 0) {
 		res->conflicts++;
 	} else {

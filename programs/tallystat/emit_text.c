@@ -107,7 +107,7 @@ static char *fmt_real(double v, enum tp_unit u, const struct ts_options *o,
 static char *fmt_hist(const struct ts_row *x, double v, enum tp_unit u,
 		      const struct ts_options *o, int decimals)
 {
-	if (!x->have_q)
+	if (!x->have_q || isnan(v)) /* none, or a summary's quantile */
 		return tp_xstrdup("-");
 	if (x->s->classic)
 		return fmt_f64(v, u, o);

@@ -42,6 +42,14 @@ void ts_row_histogram(struct ts_row *row, const struct tp_series *s)
 	row->have_q = 0;
 	if (s->value <= 0 || !s->buckets)
 		return;
+	if (s->summary) {
+		/* A summary (format 2.7) has a mean, and no quantiles. */
+		for (int i = 0; i < TS_NQ; i++)
+			row->q[i] = NAN;
+		row->mean = row->fsum / (double)s->value;
+		row->have_q = 1;
+		return;
+	}
 	for (int i = 0; i < TS_NQ; i++)
 		if (tally_histogram_quantile(&v, ts_quantiles[i].q,
 					     &row->q[i]) < 0)

@@ -122,6 +122,10 @@ static int part_register(TpyFamily *f, struct tpy_part *p,
 					f->bounds, f->nbounds, names, n,
 					&p->fam.ch);
 			break;
+		case TALLY_SUMMARY:
+			rc = tally_summary_family_register(f->zone, &d, names,
+							   n, &p->fam.sm);
+			break;
 		default:
 			rc = tally_setgauge_family_register(f->zone, &d, names,
 							    n, &p->fam.s);
@@ -149,6 +153,9 @@ static int part_register(TpyFamily *f, struct tpy_part *p,
 		case TALLY_CHISTOGRAM:
 			rc = tally_chistogram_register(f->zone, &d, f->bounds,
 						       f->nbounds, &p->one.ch);
+			break;
+		case TALLY_SUMMARY:
+			rc = tally_summary_register(f->zone, &d, &p->one.ch);
 			break;
 		default:
 			rc = tally_setgauge_register(f->zone, &d, &p->one.s);
@@ -214,6 +221,11 @@ int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
 		rc = tally_chistogram_family_get(&p->fam.ch, values, n, &ch);
 		*h = &ch->metric;
 		break;
+	case TALLY_SUMMARY:
+		/* A summary's handle is a classic histogram's. */
+		rc = tally_summary_family_get(&p->fam.sm, values, n, &ch);
+		*h = &ch->metric;
+		break;
 	default:
 		rc = tally_setgauge_family_get(&p->fam.s, values, n, &s);
 		*h = &s->metric;
@@ -247,7 +259,7 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 	const char **names = NULL;
 	Py_ssize_t n;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OiO!UUO!|OOpip:Family",
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OiO!UUO!|OOpii:Family",
 					 kwlist, &zone, &kind, &PyTuple_Type,
 					 &parts, &help, &unit, &PyTuple_Type,
 					 &labelnames, &buckets, &bucket_labels,
@@ -364,7 +376,8 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 		self->bucket.kind = TALLY_COUNTER;
 		self->main.kind = self->frac.kind = TALLY_GAUGE;
 		if (classic)
-			self->main.kind = TALLY_CHISTOGRAM;
+			self->main.kind = classic == 2 ? TALLY_SUMMARY :
+							 TALLY_CHISTOGRAM;
 		break;
 	}
 	if (!*pmain || (kind == TPY_COUNTER && !*pfrac) ||
@@ -491,12 +504,15 @@ PyTypeObject TpyFamily_Type = {
 };
 
 /*
- * claim(zone, name, definition, parts=(), bounds=None, unit=None): record
- * @definition as the definition of the metric @name in @zone: a metric
- * family named @name with @definition as its help and no series (readers
- * show nothing of it); with @bounds, a classic histogram's (whose series
- * are registered under @name itself, with @definition its help and
- * @unit its unit: tally_chistogram_redefine).  When the zone holds another one (an earlier version of the
+ * claim(zone, name, definition, parts=(), bounds=None, unit=None, kind=0,
+ * combine=0): record @definition as the definition of the metric @name
+ * in @zone: a metric record named @name with @definition as its help and
+ * no series (readers show nothing of it); with @bounds, a classic
+ * histogram's, and with @kind TALLY_FGAUGE or TALLY_PGAUGE (of @combine) a
+ * gauge's, with @summary a summary's (tally_summary_redefine), whose
+ * series are registered under @name itself, with
+ * @definition its help and @unit its unit (tally_chistogram_redefine,
+ * tally_pgauge_redefine, tally_metric_redefine).  When the zone holds another one (an earlier version of the
  * program, still running or not), the families @parts (every tally name
  * a metric of that name may use, whatever its type) are superseded at
  * once: readers show only the series the new definition makes, and the
@@ -506,8 +522,10 @@ PyTypeObject TpyFamily_Type = {
 PyObject *tpy_claim(PyObject *unused, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "zone", "name", "definition", "parts",
-		"bounds", "unit", NULL };
+		"bounds", "unit", "kind", "combine", "summary", NULL };
 	struct tally_metric_desc d = { .kind = TALLY_COUNTER };
+	unsigned kind = 0, combine = 0;
+	int summary = 0;
 	struct tally_zone *z;
 	PyObject *zone, *parts = NULL, *bounds = NULL;
 	double b[TALLY_CHISTOGRAM_BOUNDS_MAX + 1];
@@ -517,11 +535,19 @@ PyObject *tpy_claim(PyObject *unused, PyObject *args, PyObject *kw)
 	int rc;
 
 	(void)unused;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "Oss|O!O!z:claim", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "Oss|O!O!zIIp:claim", kwlist,
 					 &zone, &d.name, &d.help,
 					 &PyTuple_Type, &parts,
-					 &PyTuple_Type, &bounds, &d.unit))
+					 &PyTuple_Type, &bounds, &d.unit,
+					 &kind, &combine, &summary))
 		return NULL;
+	if (kind && kind != TALLY_FGAUGE && kind != TALLY_PGAUGE) {
+		PyErr_Format(PyExc_ValueError, "%s: a definition of kind %u",
+			     d.name, kind);
+		return NULL;
+	}
+	if (kind)
+		d.kind = kind;
 	if (bounds) {
 		nb = PyTuple_GET_SIZE(bounds);
 		if (nb > (Py_ssize_t)TALLY_CHISTOGRAM_BOUNDS_MAX + 1) {
@@ -559,9 +585,15 @@ PyObject *tpy_claim(PyObject *unused, PyObject *args, PyObject *kw)
 	Py_BEGIN_ALLOW_THREADS
 	/* A classic histogram's record, under the name, is its
 	 * definition. */
-	rc = bounds ? tally_chistogram_redefine(z, &d, b, (unsigned)nb, names,
-						(unsigned)n) :
-		      tally_metric_redefine(z, &d, names, (unsigned)n);
+	if (summary)
+		rc = tally_summary_redefine(z, &d, names, (unsigned)n);
+	else if (bounds)
+		rc = tally_chistogram_redefine(z, &d, b, (unsigned)nb, names,
+					       (unsigned)n);
+	else if (kind == TALLY_PGAUGE)
+		rc = tally_pgauge_redefine(z, &d, combine, names, (unsigned)n);
+	else
+		rc = tally_metric_redefine(z, &d, names, (unsigned)n);
 	Py_END_ALLOW_THREADS
 	free(names);
 	if (rc < 0) {

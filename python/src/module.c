@@ -75,6 +75,7 @@ static int module_exec(PyObject *m)
 	    PyModule_AddIntConstant(m, "TALLY_GAUGE", TALLY_GAUGE) < 0 ||
 	    PyModule_AddIntConstant(m, "TALLY_GAUGE_SET", TALLY_GAUGE_SET) < 0 ||
 	    PyModule_AddIntConstant(m, "TALLY_HISTOGRAM", TALLY_HISTOGRAM) < 0 ||
+	    PyModule_AddIntConstant(m, "TALLY_SUMMARY", TALLY_SUMMARY) < 0 ||
 	    PyModule_AddIntConstant(m, "TALLY_FGAUGE", TALLY_FGAUGE) < 0 ||
 	    PyModule_AddIntConstant(m, "TALLY_PGAUGE", TALLY_PGAUGE) < 0 ||
 	    PyModule_AddIntConstant(m, "LABELS_MAX", TALLY_LABELS_MAX) < 0 ||

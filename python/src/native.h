@@ -61,6 +61,7 @@ struct tpy_part {
 		tally_pgauge_family p;
 		tally_fcounter_family fc;
 		tally_chistogram_family ch;
+		tally_summary_family sm;
 		tally_family any;
 	} fam;
 	union {
@@ -99,7 +100,7 @@ typedef struct {
 	char **bound_labels;
 	int classic;             /* histograms: one classic histogram of the
 				    format (2.6) in .main, not buckets, sum
-				    and fraction parts */
+				    and fraction parts; 2: a summary (2.7) */
 	pthread_mutex_t lock;    /* lazy registration of fraction parts */
 } TpyFamily;
 

@@ -97,6 +97,7 @@ static int one_series(const struct tally_series_view *v, void *arg)
 		Py_INCREF(hist);
 	}
 	/* A floating-point gauge's value is a float, any other an int (a
+	 * summary's count, kind TALLY_SUMMARY (format 2.7); a
 	 * fractional counter's when it has no fraction, else a float); a
 	 * per-process gauge's, combined by the reader (format 2.6), says
 	 * TALLY_PGAUGE. */
@@ -105,7 +106,8 @@ static int one_series(const struct tally_series_view *v, void *arg)
 			      v->per_process ? TALLY_PGAUGE : v->kind,
 			      str_or_empty(v->help), str_or_empty(v->unit),
 			      labels, v->fvalue, hist) :
-		Py_BuildValue("(NINNNLN)", str_or_empty(v->name), v->kind,
+		Py_BuildValue("(NINNNLN)", str_or_empty(v->name),
+			      v->summary ? TALLY_SUMMARY : v->kind,
 			      str_or_empty(v->help), str_or_empty(v->unit),
 			      labels, (long long)v->value, hist);
 	if (w->nids == w->cap) {

@@ -15,13 +15,19 @@ reader can rebuild the metric from the names alone:
                                                 (0.3 wrote the fractions
                                                 in millionths, as
                                                 <n>_total:frac_u)
-  Gauge      <n>:gauge                FGAUGE    shared by every process
-             <n>:gauge_<mode>         PGAUGE    per-process gauges of the
-                                                format (2.6): libtally
-                                                adds the label pid and
-                                                the time of last set, and
-                                                its reader combines the
-                                                processes as <mode> says
+  Gauge      <n>                      FGAUGE    shared by every process
+                                      PGAUGE    with a multiprocess mode:
+                                                a per-process gauge of
+                                                the format (2.6) whose
+                                                record holds the mode;
+                                                libtally adds the label
+                                                pid, and every reader
+                                                combines the processes
+                                                as the mode says (earlier
+                                                versions wrote
+                                                <n>:gauge and
+                                                <n>:gauge_<mode>; still
+                                                decoded here)
   Histogram  <n>                      CHISTOGRAM a classic histogram of the
                                                 format (2.6), its buckets
                                                 in its record: every
@@ -31,9 +37,17 @@ reader can rebuild the metric from the names alone:
                                                 bound, <n>_sum and
                                                 <n>_sum:frac_u; still
                                                 decoded here)
-  Summary    <n>:summary:bucket, <n>:summary_sum, <n>:summary_sum:frac_u
-                                                a histogram of the one
-                                                bucket le="+Inf"
+  Summary    <n>                      CHISTOGRAM a summary of the format
+                                                (2.7): a classic
+                                                histogram of no bounds
+                                                flagged as a summary;
+                                                every reader shows its
+                                                _count and _sum (earlier
+                                                versions wrote
+                                                <n>:summary:bucket,
+                                                <n>:summary_sum and
+                                                <n>:summary_sum:frac_u;
+                                                still decoded here)
   Info       <n>:info                 FGAUGE    1 for the current pairs
                                                 (labels), 0 for old ones
   Enum       <n>:enum                 FGAUGE    one per state (label <n>),
@@ -97,12 +111,10 @@ def counter(name: str) -> str:
     return name + TOTAL
 
 
-def gauge(name: str, mode: Optional[str] = None) -> str:
-    """A shared gauge's series (mode None or "mostrecent": one series for
-    every process), or a per-process gauge's."""
-    if mode is None or mode == "mostrecent":
-        return name + GAUGE
-    return _per_process_gauge(name, mode)
+def gauge(name: str) -> str:
+    """A gauge's series, shared or per-process: the metric's own name
+    (its record says which, and the mode)."""
+    return name
 
 
 def _per_process_gauge(name: str, mode: str) -> str:
@@ -156,8 +168,8 @@ def every_series(name: str) -> Tuple[str, ...]:
     """Every series name a metric @name may use, whatever its type and
     mode: superseded together when its definition changes."""
     sfx = FRAC
-    names = [counter(name), counter(name) + sfx, gauge(name),
-             gauge(name) + SETNS,
+    names = [counter(name), counter(name) + sfx, name + GAUGE,
+             name + GAUGE + SETNS,
              name + BUCKET, name + SUM, name + SUM + sfx,
              summary(name) + BUCKET, summary(name) + SUM,
              summary(name) + SUM + sfx,
@@ -180,6 +192,14 @@ def check_name(metric_type: str, name: str) -> None:
         raise ValueError(
             f"Invalid metric name: {name} (a histogram's name cannot end "
             f"with {SUMMARY!r}: tally holds a summary's series under it)")
+    if metric_type == "gauge" and \
+            decode(name, _native.TALLY_FGAUGE, ()).role != MAIN_PLAIN:
+        # A gauge's series is its own name, which readers of zones of
+        # the earlier encoding would take for another metric's part.
+        raise ValueError(
+            f"Invalid metric name: {name} (a gauge's name cannot end with "
+            f"one of tally's suffixes :gauge, :gauge_<mode>, :info, "
+            f":enum, :set_ns, :frac_u, :bucket)")
 
 
 # --- Reading ---------------------------------------------------------

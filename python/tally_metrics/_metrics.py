@@ -287,21 +287,33 @@ class Gauge(_MetricMixin, _native.GaugeBase):
         self._setup(name, documentation, labelnames, namespace, subsystem,
                     unit, registry)
 
+    def _claim(self, zone: _native.Zone) -> None:
+        # The gauge's own record (a per-process gauge of the format with
+        # its combine mode, or a shared float gauge, under the metric's
+        # name) is its definition: an earlier version's of another type,
+        # mode, help or unit is superseded with the series of every name
+        # it may have used but this one.
+        if self._per_process:
+            _native.claim(zone, self._name, self._documentation,
+                          enc.every_series(self._name), unit=self._unit,
+                          kind=_native.TALLY_PGAUGE,
+                          combine=enc.COMBINE[self._multiprocess_mode])
+        else:
+            _native.claim(zone, self._name, self._documentation,
+                          enc.every_series(self._name), unit=self._unit,
+                          kind=_native.TALLY_FGAUGE)
+
     def _make_family(self, zone: _native.Zone) -> _native.Family:
         # A per-process gauge is one of the format (2.6): libtally adds
-        # each process's pid label and keeps the time of its last set,
-        # and every reader combines the processes as the mode says,
-        # judging which run by a lock, from any PID namespace.
+        # each process's pid label, and every reader combines the
+        # processes as the mode says, judging which run by a lock, from
+        # any PID namespace.  A shared gauge is a float gauge.  Either
+        # is shown under the metric's own name.
         combine = enc.COMBINE[self._multiprocess_mode] \
             if self._per_process else -1
         return _native_family(
-            zone, _native.KIND_GAUGE,
-            enc.gauge(self._name, self._multiprocess_mode), self,
+            zone, _native.KIND_GAUGE, enc.gauge(self._name), self,
             self._labelnames, self._unit, combine=combine)
-
-    def _definition(self) -> str:
-        return "%s mode=%s" % (super()._definition(),
-                               self._multiprocess_mode or "shared")
 
     def _bind_values(self, values: Tuple[str, ...]) -> None:
         super()._bind_values(values)
@@ -412,19 +424,26 @@ class Summary(_MetricMixin, _native.HistogramBase):
     """The count and the sum of observations: prometheus_client's
     Summary, as its multiprocess mode keeps it (no quantiles).
 
-    Held as a histogram of one bucket (+Inf) under the name
-    <name>:summary, so that the count is an exact integer and the sum an
-    exact integer part plus millionths, added by every process.
+    A summary of the format (2.7) under the metric's name: the count
+    is an exact integer and the sum exact to 1e-9, added by every
+    process, and every reader, tally-exporter included, shows _count
+    and _sum.
     """
 
     _type = "summary"
     _kind = _native.KIND_HISTOGRAM
 
+    def _claim(self, zone: _native.Zone) -> None:
+        # The summary's own record is its definition, as a Histogram's.
+        _native.claim(zone, self._name, self._documentation,
+                      enc.every_series(self._name), unit=self._unit,
+                      summary=True)
+
     def _make_family(self, zone: _native.Zone) -> _native.Family:
-        return _native_family(
-            zone, _native.KIND_HISTOGRAM, enc.summary(self._name), self,
-            self._labelnames, self._unit, buckets=(INF,),
-            bucket_labels=("+Inf",))
+        return _native.Family(
+            zone, _native.KIND_HISTOGRAM, enc.classic_parts(self._name),
+            self._documentation, self._unit, self._labelnames,
+            buckets=(INF,), bucket_labels=("+Inf",), classic=2)
 
     def time(self) -> Timer:
         """Observe the duration of a block or function, in seconds."""

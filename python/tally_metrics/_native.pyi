@@ -10,6 +10,7 @@ TALLY_GAUGE: int
 TALLY_GAUGE_SET: int
 TALLY_FGAUGE: int
 TALLY_HISTOGRAM: int
+TALLY_SUMMARY: int
 LABELS_MAX: int
 LABEL_PAIRS_MAX: int
 NAME_MAX: int
@@ -30,7 +31,8 @@ class Family:
                  help: str, unit: str, labelnames: Tuple[str, ...],
                  buckets: Optional[Tuple[float, ...]] = None,
                  bucket_labels: Optional[Tuple[str, ...]] = None,
-                 timestamps: bool = False) -> None: ...
+                 timestamps: bool = False, combine: int = -1,
+                 classic: int = 0) -> None: ...
     @property
     def bounds(self) -> Tuple[float, ...]: ...
     @property
@@ -68,7 +70,10 @@ Series = Tuple[str, int, str, str, Tuple[Tuple[str, str], ...], int,
 def read(dir: Optional[str] = None, zone: Optional[str] = None
          ) -> Tuple[List[Series], List[Tuple[str, str]], int]: ...
 def claim(zone: Optional[Zone], name: str, definition: str,
-          parts: Tuple[str, ...] = ()) -> bool: ...
+          parts: Tuple[str, ...] = (),
+          bounds: Optional[Tuple[float, ...]] = None,
+          unit: Optional[str] = None, kind: int = 0,
+          combine: int = 0, summary: bool = False) -> bool: ...
 def unit_value(v: int, unit: Optional[str], point: bool = False
                ) -> Optional[str]: ...
 def unit_name(name: str, unit: Optional[str]) -> Tuple[str, str]: ...

@@ -115,7 +115,7 @@ def _sum_segments(series: List[Any]) -> _Sums:
         if name not in s.meta:
             s.meta[name] = (kind, help_, unit)
         key = (name, labels)
-        if kind == _native.TALLY_HISTOGRAM:
+        if kind in (_native.TALLY_HISTOGRAM, _native.TALLY_SUMMARY):
             if hist is not None:
                 _add_tally_histogram(s.tally_hists, key, value, hist)
         elif kind in (_native.TALLY_FGAUGE, _native.TALLY_PGAUGE):
@@ -273,7 +273,15 @@ def _show_tally_histograms(sums: _Sums, scrape: _Scrape) -> None:
     (tally-exporter's default), cumulative, in the base unit."""
     for (name, labels), (count, sub_bits, total, counts, bounds) in \
             sums.tally_hists.items():
-        _kind, help_, unit = sums.meta[name]
+        kind, help_, unit = sums.meta[name]
+        if kind == _native.TALLY_SUMMARY:
+            # A summary of the format (2.7): its count and exact sum.
+            f = scrape.family(name, name, "summary", help_, unit)
+            f.samples.append(Sample(name + "_count", dict(labels),
+                                    float(count)))
+            f.samples.append(Sample(name + "_sum", dict(labels),
+                                    float(total)))
+            continue
         if bounds is not None:
             _show_classic(scrape, name, labels, help_, unit, count, total,
                           counts, bounds)

@@ -56,9 +56,28 @@ def test_counter_round_trip(name):
 
 @pytest.mark.parametrize("name", TRICKY)
 def test_gauge_round_trip(name):
+    """A gauge's series is its own name, shared or per-process (its
+    record says which): read as it is, or refused when a reader would
+    take it for a part of the earlier encoding."""
+    assert enc.gauge(name) == name
+    if enc.decode(name, FGAUGE, ()).role != enc.MAIN_PLAIN:
+        with pytest.raises(ValueError, match="cannot end with"):
+            enc.check_name("gauge", name)
+        return
+    enc.check_name("gauge", name)
+    for kind in (FGAUGE, _native.TALLY_PGAUGE):
+        assert _decode_all([(name, kind)]) == [
+            enc.Series(enc.MAIN_PLAIN, name, name)]
+
+
+@pytest.mark.parametrize("name", TRICKY)
+def test_gauge_of_the_earlier_encoding_round_trip(name):
+    """Zones written before gauges had their own names: <n>:gauge and
+    <n>:gauge_<mode> are still read as gauge <n>."""
     for mode in [None] + sorted(enc.MULTIPROCESS_MODES):
         ts = mode == "livemostrecent"
-        series = enc.gauge(name, mode)
+        series = name + (":gauge" if mode in (None, "mostrecent")
+                         else ":gauge_" + mode)
         got = _decode_all(_written(_native.KIND_GAUGE, series, ts))
         want_mode = None if mode in (None, "mostrecent") else mode
         assert got[0] == enc.Series(enc.GAUGE_VALUE, series, name, "gauge",
@@ -93,7 +112,7 @@ def test_names_of_every_kind_in_one_zone():
     for name in ("a", "a_sum", "a:bucket"):
         zone += _written(_native.KIND_HISTOGRAM, name)
         zone += _written(_native.KIND_COUNTER, enc.counter(name))
-        zone += _written(_native.KIND_GAUGE, enc.gauge(name, "all"), True)
+        zone += _written(_native.KIND_GAUGE, name + ":gauge_all", True)
     got = {n: d for (n, _), d in zip(zone, _decode_all(zone))}
     assert got["a_sum"] == enc.Series(enc.HIST_SUM, "a", "a", "histogram")
     assert got["a_sum_sum"].metric == "a_sum"
@@ -166,10 +185,20 @@ def test_what_metrics_write_is_what_the_encoding_lists(uniq):
     hists = enc.histogram_bases(n for n, _ in series)
     for name, kind in set(series):
         owner = [m for m in metrics if name in enc.every_series(m)]
+        if kind in (_native.TALLY_FGAUGE, _native.TALLY_PGAUGE) and \
+                name in metrics:
+            # A Gauge, shared or per-process, under its own name.
+            assert enc.decode(name, kind, hists).role == enc.MAIN_PLAIN
+            continue
         if kind == _native.TALLY_HISTOGRAM:
             # A Histogram is a classic histogram of the format (2.6),
             # under its own name: no name of the encoding.
             assert name == uniq + "h", name
+            continue
+        if kind == _native.TALLY_SUMMARY:
+            # A Summary is a summary of the format (2.7), under its own
+            # name.
+            assert name == uniq + "s", name
             continue
         assert owner, name
         d = enc.decode(name, kind, hists)
@@ -189,8 +218,8 @@ def test_histogram_named_like_a_summary_is_refused(uniq):
 
 @pytest.mark.parametrize("cls, suffix", [
     ("Counter", "_bucket"), ("Counter", "_sum"), ("Counter", ":bucket"),
-    ("Counter", ":frac_u"), ("Gauge", "_sum"), ("Gauge", ":gauge_all"),
-    ("Gauge", ":info"), ("Histogram", "_sum"), ("Histogram", ":bucket"),
+    ("Counter", ":frac_u"), ("Gauge", "_sum"), ("Gauge", "_info"),
+    ("Gauge", "_gauge_all"), ("Histogram", "_sum"), ("Histogram", ":bucket"),
     ("Histogram", "_total"), ("Summary", "_sum"), ("Summary", ":enum"),
     ("Info", "_sum"), ("Info", ":enum"), ("Enum", "_bucket")])
 def test_suffix_like_names_show_as_prometheus_client(uniq, cls, suffix):
@@ -217,3 +246,62 @@ def test_suffix_like_names_show_as_prometheus_client(uniq, cls, suffix):
             if f.name.startswith(uniq)]
     expected = prometheus_client.generate_latest(preg).decode()
     assert tally._exposition.format_text(mine) == expected
+
+
+@pytest.mark.parametrize("suffix", [":gauge", ":gauge_all", ":gauge_x",
+                                    ":info", ":enum", ":set_ns", ":frac_u",
+                                    ":bucket"])
+def test_gauge_named_like_a_part_of_the_encoding_is_refused(uniq, suffix):
+    """A gauge's series is its own name: one that readers of the earlier
+    encoding would take for a part of another metric is refused at
+    construction, before anything is written."""
+    with pytest.raises(ValueError, match="cannot end with"):
+        tally.Gauge(uniq + suffix, "d", registry=None)
+    names = [s[0] for s in _native.read(None, None)[0]]
+    assert uniq + suffix not in names
+
+
+def test_summary_is_a_summary_of_the_format(uniq):
+    """A Summary is one series of the format's summary type (2.7) under
+    its name: every reader sees its exact count and sum (0.1 observed ten
+    times sums to 1 exactly), and the package shows _count and _sum."""
+    reg = tally.CollectorRegistry()
+    s = tally.Summary(uniq, "Sizes.", ["k"], registry=reg)
+    for _ in range(10):
+        s.labels("a").observe(0.1)
+    [series] = [x for x in _native.read(None, reg.zone_name())[0]
+                if x[0] == uniq]
+    name, kind, _help, _unit, labels, count, hist = series
+    assert (kind, labels, count) == (_native.TALLY_SUMMARY, (("k", "a"),),
+                                     10)
+    assert hist[0] == 1.0
+    [fam] = [f for f in tally.read(reg).families if f.name == uniq]
+    assert fam.type == "summary"
+    assert [(x.name, x.labels, x.value) for x in fam.samples] == [
+        (uniq + "_count", {"k": "a"}, 10.0), (uniq + "_sum", {"k": "a"}, 1.0)]
+
+
+def test_gauge_of_an_earlier_build_is_superseded(uniq):
+    """A zone where an earlier build of the package wrote a per-process
+    gauge as <n>:gauge_livesum (its definition a series-less record
+    under <n>): still read as gauge <n> until a process defines the gauge
+    anew, whose series, under <n> itself, are then the only ones shown."""
+    reg = tally.CollectorRegistry()
+    zone = reg.zone
+    _native.claim(zone, uniq, "tally-python gauge labels= mode=livesum",
+                  enc.every_series(uniq))
+    old = _native.GaugeBase()
+    old._bind(_native.Family(zone, _native.KIND_GAUGE,
+                             enc.parts(_native.KIND_GAUGE,
+                                       uniq + ":gauge_livesum"),
+                             "Busy.", "", (), combine=3), ())
+    old.set(5)
+    [fam] = [f for f in tally.read(reg).families if f.name == uniq]
+    assert [(s.name, s.value) for s in fam.samples] == [(uniq, 5.0)]
+    tally.Gauge(uniq, "Busy.", registry=None,
+                multiprocess_mode="livesum").set(2)
+    names = {s[0] for s in _native.read(None, reg.zone_name())[0]}
+    assert uniq in names and uniq + ":gauge_livesum" not in names
+    [fam] = [f for f in tally.read(reg).families if f.name == uniq]
+    assert (fam.type, [(s.name, s.value) for s in fam.samples]) == \
+        ("gauge", [(uniq, 2.0)])

@@ -60,6 +60,12 @@ void tally__describe_change(const struct tally__metric_rec *f,
 		snprintf(out, len, "combine mode %u, was %u", p->combine,
 			 tally__metric_tail(f)->combine);
 	else if (f->type == TALLY__TYPE_CHISTO &&
+		 !(tally__metric_tail(f)->flags & TALLY__TAIL_SUMMARY) !=
+		 !p->summary)
+		snprintf(out, len, "type %s, was %s",
+			 p->summary ? "summary" : "classic histogram",
+			 p->summary ? "classic histogram" : "summary");
+	else if (f->type == TALLY__TYPE_CHISTO &&
 		 (tally__metric_tail(f)->nbounds != p->nbounds ||
 		  memcmp(tally__metric_bounds(f)->bound, p->bounds,
 			 p->nbounds * sizeof(double))))
@@ -182,6 +188,26 @@ static int current_serves(struct tally_zone *z, struct rec_look *l,
 	return 0;
 }
 
+/* What a typed record's type needs besides, past its help text
+ * (layout.h: the tail, and a classic histogram's bounds). */
+static void write_tail(struct tally__metric_rec *f,
+		       const struct tally__plan *p)
+{
+	struct tally__metric_tail *t = tally__metric_tail(f);
+
+	memset(t, 0, sizeof(*t));
+	t->combine = (uint8_t)p->combine;
+	if (p->type == TALLY__TYPE_CHISTO) {
+		struct tally__metric_bounds *bd = tally__metric_bounds(f);
+
+		memset(bd, 0, sizeof(*bd));
+		memcpy(bd->bound, p->bounds, p->nbounds * sizeof(double));
+		t->combine = 0;
+		t->nbounds = (uint8_t)p->nbounds;
+		t->flags = p->summary ? TALLY__TAIL_SUMMARY : 0;
+	}
+}
+
 /*
  * Rollback scan, for a changed definition: an older generation of this
  * very definition (a rollback, or an old version registering again)
@@ -253,22 +279,8 @@ static void rec_write(struct tally_zone *z, struct tally__metric_rec *f,
 	memcpy(f->unit, p->unit, f->unit_len + 1u);
 	memcpy(f->help, p->help, f->help_len + 1u);
 	f->type = (uint8_t)p->type;
-	if (p->type) {
-		struct tally__metric_tail *t = tally__metric_tail(f);
-
-		memset(t, 0, sizeof(*t));
-		t->combine = (uint8_t)p->combine;
-		if (p->type == TALLY__TYPE_CHISTO) {
-			struct tally__metric_bounds *bd =
-				tally__metric_bounds(f);
-
-			memset(bd, 0, sizeof(*bd));
-			memcpy(bd->bound, p->bounds,
-			       p->nbounds * sizeof(double));
-			t->combine = 0;
-			t->nbounds = (uint8_t)p->nbounds;
-		}
-	}
+	if (p->type)
+		write_tail(f, p);
 	f->state = 1;
 	seq_end(&f->seq);
 }

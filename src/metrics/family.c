@@ -373,6 +373,30 @@ int tally_chistogram_family_register(struct tally_zone *z,
 				      f ? &f->family : NULL);
 }
 
+int tally_summary_family_register(struct tally_zone *z,
+				  const struct tally_metric_desc *d,
+				  const char *const *label_names, unsigned n,
+				  tally_summary_family *f)
+{
+	struct tally_metric_desc typed;
+
+	if (d && d->kind && d->kind != TALLY_SUMMARY) {
+		if (f)
+			f->family.table = NULL;
+		return tally__fail(EINVAL, "%s: not a summary's description",
+				   d->name ? d->name : "?");
+	}
+	if (d) {
+		typed = *d;
+		typed.kind = TALLY_CHISTOGRAM;
+	}
+	/* A classic histogram family of no bounds whose combine, 1, makes
+	 * its record and children a summary's (metrics.h). */
+	return family_register_bounds(z, d ? &typed : NULL, label_names, n,
+				      TALLY_CHISTOGRAM, 1, NULL, 0,
+				      f ? &f->family : NULL);
+}
+
 int tally_pgauge_family_register(struct tally_zone *z,
 				 const struct tally_metric_desc *d,
 				 const char *const *label_names, unsigned n,
@@ -522,7 +546,8 @@ static int get_slow(struct tally__ftable *t, const char *const *v,
 					  &c->u.m, t->rec) :
 	     t->kind == TALLY_CHISTOGRAM ?
 		tally__chistogram_register_in(t->zone, &t->desc, t->bounds,
-					      t->nbounds, c->u.ch, t->rec) :
+					      t->nbounds, c->u.ch, t->rec,
+					      t->combine) :
 		tally__metric_register_in(t->zone, &t->desc, t->kind, &c->u.m,
 					  t->rec);
 	if (rc < 0) {
@@ -717,6 +742,19 @@ int tally_chistogram_family_get(const tally_chistogram_family *f,
 
 	if (h)
 		*h = u->ch;
+	return rc;
+}
+
+int tally_summary_family_get(const tally_summary_family *f,
+			     const char *const *values, unsigned n,
+			     const tally_summary **s)
+{
+	const union handle *u;
+	int rc = family_get(f ? &f->family : NULL, TALLY_CHISTOGRAM, values,
+			    n, s ? &u : NULL);
+
+	if (s)
+		*s = u->ch;
 	return rc;
 }
 

@@ -186,6 +186,7 @@ struct typed_extra {
 	unsigned combine;
 	const double *bounds;
 	unsigned nbounds;
+	unsigned summary;
 };
 
 static int register_combine(struct tally_zone *z,
@@ -230,6 +231,7 @@ static int register_combine(struct tally_zone *z,
 		return tally__metric_failed(z, kind, m, rc);
 	if (x) {
 		p.combine = x->combine;
+		p.summary = x->summary;
 		p.nbounds = x->nbounds;
 		if (x->nbounds)
 			memcpy(p.bounds, x->bounds,
@@ -289,6 +291,8 @@ int tally__metric_define(struct tally_zone *z,
 		return rc;
 	p.combine = combine;
 	if (p.type == TALLY__TYPE_CHISTO) {
+		p.combine = 0;
+		p.summary = combine;
 		p.nbounds = nbounds;
 		if (nbounds)
 			memcpy(p.bounds, bounds, nbounds * sizeof(double));
@@ -316,8 +320,11 @@ int tally__metric_define(struct tally_zone *z,
 }
 
 static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
-		    const double *bounds, unsigned nbounds,
+		    unsigned combine, const double *bounds, unsigned nbounds,
 		    const char *const *names, unsigned n);
+
+/* A summary is a classic histogram of no bounds, flagged (layout.h). */
+#define SUMMARY_FLAG 0x100u
 
 int tally_metric_redefine(struct tally_zone *z,
 			  const struct tally_metric_desc *d,
@@ -328,7 +335,30 @@ int tally_metric_redefine(struct tally_zone *z,
 		return tally__fail(EINVAL, "tally_metric_redefine: a classic "
 				   "histogram is redefined with "
 				   "tally_chistogram_redefine");
-	return redefine(z, d, NULL, 0, names, n);
+	if (d && d->kind == TALLY_PGAUGE)
+		return tally__fail(EINVAL, "tally_metric_redefine: a "
+				   "per-process gauge is redefined with "
+				   "tally_pgauge_redefine");
+	return redefine(z, d, 0, NULL, 0, names, n);
+}
+
+/* The redefinition of a typed metric (@what, for the message), which
+ * only a zone of 2.6 or later holds. */
+static int redefine_typed(struct tally_zone *z,
+			  const struct tally_metric_desc *typed,
+			  const char *what, unsigned combine,
+			  const double *bounds, unsigned nbounds,
+			  const char *const *names, unsigned n)
+{
+	if (!z && !(z = tally_zone_default()))
+		return -errno;
+	if (z->hdr->minor < TALLY__FMT_MINOR_TYPES)
+		return tally__fail(EPROTONOSUPPORT, "%.60s: zone file %s was "
+				   "made by a libtally older than format 2.6, "
+				   "whose readers would not show a %s",
+				   typed->name ? typed->name : "?",
+				   zone_file(z), what);
+	return redefine(z, typed, combine, bounds, nbounds, names, n);
 }
 
 int tally_chistogram_redefine(struct tally_zone *z,
@@ -347,19 +377,51 @@ int tally_chistogram_redefine(struct tally_zone *z,
 	typed.kind = TALLY_CHISTOGRAM;
 	if ((rc = tally__chistogram_check(&typed, bounds, &nbounds)) < 0)
 		return rc;
-	if (!z && !(z = tally_zone_default()))
-		return -errno;
-	if (z->hdr->minor < TALLY__FMT_MINOR_TYPES)
-		return tally__fail(EPROTONOSUPPORT, "%.60s: zone file %s was "
-				   "made by a libtally older than format 2.6, "
-				   "whose readers would not show a classic "
-				   "histogram", typed.name ? typed.name : "?",
-				   zone_file(z));
-	return redefine(z, &typed, bounds, nbounds, names, n);
+	return redefine_typed(z, &typed, "classic histogram", 0, bounds,
+			      nbounds, names, n);
+}
+
+int tally_summary_redefine(struct tally_zone *z,
+			   const struct tally_metric_desc *d,
+			   const char *const *names, unsigned n)
+{
+	struct tally_metric_desc typed;
+	unsigned none = 0;
+	int rc;
+
+	tally__ok();
+	if (!d)
+		return tally__fail(EINVAL, "tally_summary_redefine: NULL "
+				   "argument");
+	typed = *d;
+	typed.kind = TALLY_CHISTOGRAM;
+	if ((rc = tally__chistogram_check(&typed, NULL, &none)) < 0)
+		return rc;
+	return redefine_typed(z, &typed, "summary", SUMMARY_FLAG, NULL, 0,
+			      names, n);
+}
+
+int tally_pgauge_redefine(struct tally_zone *z,
+			  const struct tally_metric_desc *d, unsigned combine,
+			  const char *const *names, unsigned n)
+{
+	struct tally_metric_desc typed;
+
+	tally__ok();
+	if (!d)
+		return tally__fail(EINVAL, "tally_pgauge_redefine: NULL "
+				   "argument");
+	if (combine > TALLY_COMBINE_LIVEMOSTRECENT)
+		return tally__fail(EINVAL, "%.60s: unknown combine mode %u",
+				   d->name ? d->name : "?", combine);
+	typed = *d;
+	typed.kind = TALLY_PGAUGE;
+	return redefine_typed(z, &typed, "per-process gauge", combine, NULL,
+			      0, names, n);
 }
 
 static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
-		    const double *bounds, unsigned nbounds,
+		    unsigned combine, const double *bounds, unsigned nbounds,
 		    const char *const *names, unsigned n)
 {
 	struct tally_metric_desc typed;
@@ -376,6 +438,8 @@ static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
 		typed.kind = TALLY_COUNTER;
 	if ((rc = tally__plan_make(&typed, &p)) < 0)
 		return rc;
+	p.combine = combine & ~SUMMARY_FLAG;
+	p.summary = !!(combine & SUMMARY_FLAG);
 	if (p.type == TALLY__TYPE_CHISTO) {
 		p.nbounds = nbounds;
 		if (nbounds)
@@ -550,15 +614,17 @@ int tally_chistogram_register(struct tally_zone *z,
 		return tally__metric_failed(z, TALLY_CHISTOGRAM, &h->metric,
 					    rc);
 	}
-	return tally__chistogram_register_in(z, d, bounds, nbounds, h, 0);
+	return tally__chistogram_register_in(z, d, bounds, nbounds, h, 0, 0);
 }
 
 int tally__chistogram_register_in(struct tally_zone *z,
 				  const struct tally_metric_desc *d,
 				  const double *bounds, unsigned nbounds,
-				  tally_chistogram *h, uint32_t pin)
+				  tally_chistogram *h, uint32_t pin,
+				  unsigned summary)
 {
-	struct typed_extra x = { .bounds = bounds, .nbounds = nbounds };
+	struct typed_extra x = { .bounds = bounds, .nbounds = nbounds,
+				 .summary = summary };
 	const char *name = d && d->name ? d->name : "?";
 	int rc;
 
@@ -589,6 +655,42 @@ int tally__chistogram_register_in(struct tally_zone *z,
 void (tally_chistogram_observe)(const tally_chistogram *h, double v)
 {
 	tally__chistogram_observe(h, v);
+}
+
+int tally_summary_register(struct tally_zone *z,
+			   const struct tally_metric_desc *d, tally_summary *s)
+{
+	struct tally_metric_desc typed;
+	unsigned none = 0;
+	int rc;
+
+	tally__ok();
+	if (!s)
+		return tally__fail(EINVAL, "register: NULL handle");
+	/* A summary has no bounds: its one bucket is the count. */
+	s->bounds = NULL;
+	s->nbounds = 0;
+	if (!d || (d->kind && d->kind != TALLY_SUMMARY))
+		return tally__metric_failed(z, TALLY_CHISTOGRAM, &s->metric,
+				tally__fail(EINVAL, "%s: not a summary's "
+					    "description", d && d->name ?
+					    d->name : "?"));
+	typed = *d;
+	typed.kind = TALLY_CHISTOGRAM;
+	if ((rc = tally__chistogram_check(&typed, NULL, &none)) < 0)
+		return tally__metric_failed(z, TALLY_CHISTOGRAM, &s->metric,
+					    rc);
+	return tally__chistogram_register_in(z, &typed, NULL, 0, s, 0, 1);
+}
+
+void (tally_summary_observe)(const tally_summary *s, double v)
+{
+	tally__summary_observe(s, v);
+}
+
+int tally_summary_fetch(const tally_summary *s, int64_t *count, double *sum)
+{
+	return tally_chistogram_fetch(s, count, sum, NULL);
 }
 
 int tally_chistogram_fetch(const tally_chistogram *h, int64_t *count,

@@ -22,19 +22,23 @@ int tally__metric_register(struct tally_zone *z,
 int tally__metric_register_in(struct tally_zone *z,
 			      const struct tally_metric_desc *d, unsigned kind,
 			      struct tally_metric *m, uint32_t pin);
+/* @combine: a per-process gauge's TALLY_COMBINE_*; of a classic
+ * histogram, 1 for a summary (of no bounds). */
 int tally__metric_define(struct tally_zone *z,
 			 const struct tally_metric_desc *d, unsigned combine,
 			 const double *bounds, unsigned nbounds, uint32_t *rec);
 /* A classic histogram: its bounds checked (*@nbounds without a last
  * +Inf), then its series registered in the generation @pin, as
- * _register_in (a failure leaves a discarding handle). */
+ * _register_in (a failure leaves a discarding handle); a summary when
+ * @summary is 1 (and @nbounds 0). */
 struct tally_chistogram;
 int tally__chistogram_check(const struct tally_metric_desc *d,
 			    const double *bounds, unsigned *nbounds);
 int tally__chistogram_register_in(struct tally_zone *z,
 				  const struct tally_metric_desc *d,
 				  const double *bounds, unsigned nbounds,
-				  struct tally_chistogram *h, uint32_t pin);
+				  struct tally_chistogram *h, uint32_t pin,
+				  unsigned summary);
 /* A per-process gauge's series of this process (tally_pgauge_register),
  * in the generation @pin as _register_in. */
 int tally__pgauge_register_in(struct tally_zone *z,

@@ -23,6 +23,7 @@ struct tally__plan {
 	unsigned kind, vtype, mode, sub_bits, max_bits, nslots;
 	unsigned type;           /* TALLY__TYPE_* (layout.h) */
 	unsigned combine;        /* TALLY__TYPE_PGAUGE: TALLY__COMBINE_* */
+	unsigned summary;        /* TALLY__TYPE_CHISTO: a summary (2.7) */
 	unsigned nbounds;        /* TALLY__TYPE_CHISTO: its finite bounds, */
 	const char *help, *unit;
 	size_t labels_len;

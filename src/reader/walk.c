@@ -664,6 +664,8 @@ static int emit(struct tally_seg *s, uint32_t id, uint32_t i,
 		v.fsum = (double)v.sum + v.frac / 1e9;
 		v.nbounds = tally__metric_tail(f)->nbounds;
 		v.bounds = tally__metric_bounds(f)->bound;
+		v.summary = v.nbounds == 0 &&
+			    (tally__metric_tail(f)->flags & TALLY__TAIL_SUMMARY);
 		v.nbuckets = r->nslots - 2;
 		v.buckets = s->bucket_arena + res->buckets_at;
 	}

@@ -782,6 +782,70 @@ TEST(fractional)
 	tp_buf_free(&b);
 }
 
+/*
+ * A summary (format 2.7): TYPE summary, its _count and exact _sum, no
+ * bucket, in both formats; a classic histogram of the same name in
+ * another segment is another type: a conflict, not written.
+ */
+TEST(summary)
+{
+	struct tp_snapshot s = { 0 };
+	struct tp_series v[2];
+	struct tp_segment seg[2];
+	int64_t one[1] = { 4 }, two[1] = { 1 };
+	struct ex_config c = { .pid_label = "pid", .process_label = "process",
+			       .zone_label = "zone" };
+	struct ex_self self = { 0 };
+	struct ex_result res;
+	const char *t;
+
+	memset(v, 0, sizeof(v));
+	memset(seg, 0, sizeof(seg));
+	for (int i = 0; i < 2; i++) {
+		seg[i].info.pid = 10 + i;
+		v[i].kind = TALLY_HISTOGRAM;
+		v[i].classic = 1;
+		v[i].name = "order_value_dollars";
+		v[i].key = v[i].name;
+		v[i].help = "What orders were worth.";
+		v[i].unit = "";
+		v[i].pid = 10 + i;
+		v[i].nbuckets = 1;
+		strcpy(v[i].proc, "p");
+		strcpy(v[i].zone, "z");
+	}
+	v[0].summary = 1;
+	v[0].buckets = one;
+	v[0].value = 4;
+	v[0].sum = 2;
+	v[0].frac = 550000000;
+	v[0].fsum = 2.55;
+	v[1].buckets = two;
+	v[1].value = 1;
+	v[1].sum = 1;
+	v[1].fsum = 1;
+	s.series = v;
+	s.nseries = 2;
+	s.segs = seg;
+	s.nsegs = 2;
+	for (int f = 0; f < 2; f++) {
+		struct tp_buf b = { 0 };
+
+		ex_write(&b, &s, &c, f ? EX_OPENMETRICS : EX_TEXT, &self,
+			 tp_now_ns(), &res);
+		t = tp_buf_str(&b);
+		CHECK(strstr(t, "# TYPE order_value_dollars summary\n"));
+		CHECK(strstr(t, "order_value_dollars_count{pid=\"10\","
+			      "process=\"p\"} 4\n"));
+		CHECK(strstr(t, "order_value_dollars_sum{pid=\"10\","
+			      "process=\"p\"} 2.55\n"));
+		CHECK(!strstr(t, "order_value_dollars_bucket"));
+		CHECK(!strstr(t, "pid=\"11\""));
+		CHECK(res.conflicts == 1);
+		tp_buf_free(&b);
+	}
+}
+
 /* Label names that clash: renamed or left out, never written twice. */
 /*
  * Every tally_exporter_* metric but the scrape's duration, exactly, from
