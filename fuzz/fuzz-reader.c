@@ -93,6 +93,15 @@ static int check_classic(const struct tally_series_view *v, struct walk *w)
 	return 0;
 }
 
+
+/* A per-process gauge's view that combines several processes' values
+ * (every mode but all and liveall): it has no per-CPU values of its own
+ * (tally/reader.h). */
+static int combined(const struct tally_series_view *v)
+{
+	return v->per_process && v->combine != TALLY_COMBINE_ALL &&
+	       v->combine != TALLY_COMBINE_LIVEALL;
+}
 static int on_series(const struct tally_series_view *v, void *arg)
 {
 	struct walk *w = arg;
@@ -131,7 +140,7 @@ static int on_series(const struct tally_series_view *v, void *arg)
 			broken("bad label name");
 		check_str(v->label_values[i], TALLY_LABELS_MAX);
 	}
-	if (w->flags & TALLY_READ_PERCPU) {
+	if ((w->flags & TALLY_READ_PERCPU) && !combined(v)) {
 		if (!v->percpu || v->npercpu != w->nslabs)
 			broken("per-CPU values missing");
 		for (unsigned c = 0; c < v->npercpu; c++)

@@ -41,6 +41,14 @@ echo "fuzz: generating the seed corpus"
 	"$out/gen-corpus" "$out/corpus" ||
 	{ echo "fuzz: could not generate the seed corpus"; exit 1; }
 
+# Inputs that once broke a promise (fuzz/regress/, named for what they
+# broke) run first, every time.
+if [ -n "$(ls fuzz/regress 2>/dev/null)" ]; then
+	echo "fuzz: replaying $(ls fuzz/regress | wc -l) input(s) of fuzz/regress"
+	"$out/fuzz-reader" -runs=1 fuzz/regress/* >"$out/regress.log" 2>&1 ||
+		{ tail -20 "$out/regress.log"; echo "fuzz: FAILED on fuzz/regress"; exit 1; }
+fi
+
 before=$(ls "$out/crashes" | wc -l)
 echo "fuzz: running for $secs s on $(ls "$out/corpus" | wc -l) inputs"
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \

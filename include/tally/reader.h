@@ -104,7 +104,9 @@ struct tally_series_view {
 	 * rseq adds made on CPU c plus the fallback copy c (fallback copies
 	 * belong to threads, not CPUs; the fallback adds of a thread that
 	 * owned none are in no entry); zeroing is not subtracted.  For
-	 * histograms, the count per CPU. */
+	 * histograms, the count per CPU.  NULL and 0 for the view of a
+	 * per-process gauge that combines processes (below): its value is
+	 * no CPU's. */
 	const int64_t *percpu;
 	unsigned npercpu;
 	/* Histograms. */
