@@ -64,20 +64,12 @@ static struct tp_series *full_copy(const struct tally_series_view *v,
 	 * are labels. */
 	tmp.label_names = v->nlabels ? (char **)v->label_names : NULL;
 	tmp.label_values = v->nlabels ? (char **)v->label_values : NULL;
-	tmp.value = v->value;
-	tmp.fvalue = v->fvalue;
-	tmp.fractional = v->fractional;
-	tmp.frac = v->frac;
+	tp_series_set_values(&tmp, v);
 	if (v->kind == TALLY_HISTOGRAM) {
-		tmp.sum = v->sum;
-		tmp.sub_bits = v->sub_bits;
-		tmp.max_bits = v->max_bits;
 		tmp.nbuckets = v->buckets ? v->nbuckets : 0;
 		tmp.buckets = (int64_t *)v->buckets;
-		tmp.classic = v->classic;
 		tmp.nbounds = v->bounds ? v->nbounds : 0;
 		tmp.bounds = (double *)v->bounds;
-		tmp.fsum = v->fsum;
 	}
 	tp_series_copy(s, &tmp);
 	return s;

@@ -50,6 +50,7 @@ static void fill(struct tally_zone *z, unsigned many)
 	tally_fcounter fc;
 	tally_histogram h;
 	tally_chistogram ch;
+	tally_summary sm;
 	tally_pgauge pg;
 
 	for (unsigned i = 0; i < many; i++) {
@@ -101,6 +102,10 @@ static void fill(struct tally_zone *z, unsigned many)
 	CHECK(tally_chistogram_register(z, &d, bounds, 3, &ch) == 0);
 	tally_chistogram_observe(&ch, 0.05);
 	tally_chistogram_observe(&ch, 3.0);
+	d = (struct tally_metric_desc){ .name = "tc_order_dollars" };
+	CHECK(tally_summary_register(z, &d, &sm) == 0);
+	tally_summary_observe(&sm, 0.25);
+	tally_summary_observe(&sm, 7.5);
 	d = (struct tally_metric_desc){ .name = "tc_workers" };
 	CHECK(tally_pgauge_register(z, &d, TALLY_COMBINE_LIVESUM, &pg) == 0);
 	tally_pgauge_set(&pg, 4);
