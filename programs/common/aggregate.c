@@ -68,8 +68,8 @@ int tp_series_agg_same(const struct tp_series *a, const struct tp_series *b)
 	return tp_kind_sum_class(a->kind) == tp_kind_sum_class(b->kind) &&
 	       a->sub_bits == b->sub_bits && a->nbuckets == b->nbuckets &&
 	       a->classic == b->classic && a->summary == b->summary &&
-	       (!a->classic || !memcmp(a->bounds, b->bounds,
-				       a->nbounds * sizeof(double))) &&
+	       (!a->classic || !a->nbounds || /* a summary: no bounds */
+		!memcmp(a->bounds, b->bounds, a->nbounds * sizeof(double))) &&
 	       gone(a) == gone(b) && strcmp(a->key, b->key) == 0;
 }
 
