@@ -220,8 +220,14 @@ void ts_compact_free(struct ts_compact *c)
 {
 	if (!c)
 		return;
-	for (size_t i = 0; i < c->n; i++)
+	for (size_t i = 0; i < c->n; i++) {
 		drop_full(&c->e[i]);
+		if (c->d && c->d[i].full) {
+			tp_series_free(c->d[i].full);
+			free(c->d[i].full);
+		}
+	}
+	free(c->d);
 	free(c->e);
 	free(c->seg_first);
 	free(c->order);

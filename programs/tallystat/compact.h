@@ -20,6 +20,15 @@ struct centry {
 	unsigned char kind, dead, fractional;
 };
 
+/* An entry's change since the previous read (rates.c), as delta.c
+ * makes it: the increase (gauges: the value), TP_SERIES_* and TS_*
+ * flags, and for an entry kept whole the delta as a copy. */
+struct cdelta {
+	int64_t value;
+	struct tp_series *full;
+	unsigned flags;
+};
+
 /* A series of the segment being read, for the sort. */
 struct ts_skey {
 	const char *key;
@@ -42,11 +51,21 @@ struct ts_compact {
 	struct tp_buf key;
 	const struct tp_snapshot *snap;
 	const struct tally_open_opts *open_opts;
+	struct cdelta *d;       /* ts_compact_delta(): per entry, or NULL */
 };
 
 /* The hash of a series' key and kind that tells whether a record still
  * holds the series read; the key of @v into @b. */
 uint64_t ts_key_hash(const char *key, unsigned kind);
 void ts_make_key(struct tp_buf *b, const struct tally_series_view *v);
+
+/*
+ * rates.c: the delta of each entry of @cur against the read @prev (whose
+ * snapshot must still be there), into cur->d, with the formulas and
+ * flags of ts_delta().  An entry is the same series in both reads when
+ * its process (pid, start time, zone), the hash of its key and kind,
+ * and its bucket count are the same.
+ */
+void ts_compact_delta(struct ts_compact *cur, const struct ts_compact *prev);
 
 #endif /* TALLYSTAT_COMPACT_H */

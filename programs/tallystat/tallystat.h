@@ -170,6 +170,14 @@ void ts_report_since_start(struct ts_report *r, const struct tp_snapshot *cur,
  * strings are @cur's: free it before @cur. */
 void ts_delta(const struct tp_snapshot *prev, const struct tp_snapshot *cur,
 	      struct tp_snapshot *delta);
+/* The delta of one series into @o, a copy of @c whose buckets and
+ * per-CPU values are its own: @p is the series of the previous read
+ * (NULL: none); @known, for none, whether the series began since that
+ * read (ts_baseline_known()) so that its whole value is its delta. */
+void ts_delta_one(struct tp_series *o, const struct tp_series *c,
+		  const struct tp_series *p, int known);
+int ts_baseline_known(const struct tp_snapshot *prev,
+		      const struct tp_series *c);
 /* Rows of an interval of @seconds from a delta snapshot. */
 void ts_report_interval(struct ts_report *r, const struct tp_snapshot *d,
 			double seconds, const struct ts_options *o);

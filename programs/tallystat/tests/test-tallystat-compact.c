@@ -28,7 +28,7 @@
 
 #include "snapshot.h"
 #include "strbuf.h"
-#include "tallystat.h"
+#include "compact.h"
 #include "harness.h"
 
 static char dir[64];
@@ -340,4 +340,144 @@ TEST(same_segment_twice)
 	CHECK(report(args, 1, &st) == NULL);
 	cleanup();
 	CHECK_EQ(st, 3);
+}
+
+/* A read of the test's directory: a snapshot, and with @cp a compact read
+ * (whose own snapshot, holding no series, is @csnap). */
+static void read_dir(struct tp_snapshot *snap, struct ts_compact **cp,
+		     struct tp_snapshot *csnap)
+{
+	char *argv[] = { (char *)"tallystat", NULL };
+	struct ts_options o;
+	struct tp_collect_opts co;
+	char err[256];
+
+	CHECK(ts_parse_options(1, argv, &o) == 0);
+	ts_collect_opts(&o, &co);
+	CHECK(tp_snapshot_collect(snap, &co, err, sizeof(err)) == 0);
+	ts_collect_opts(&o, &co);
+	*cp = ts_compact_new(&co);
+	CHECK(tp_snapshot_collect(csnap, &co, err, sizeof(err)) == 0);
+	CHECK(ts_compact_finish(*cp, csnap) == 0);
+	ts_options_free(&o);
+}
+
+#define TS_DFLAGS (TP_SERIES_RESET | TP_SERIES_NEW | TS_CHANGED | TS_UNKNOWN)
+
+/* The series of delta snapshot @d that entry @e of @c is; NULL if none. */
+static const struct tp_series *delta_of(const struct tp_snapshot *d,
+					const struct ts_compact *c,
+					const struct centry *e)
+{
+	const struct tally_seg_info *in = &c->snap->segs[e->seg].info;
+	const struct tp_series *found = NULL;
+
+	for (size_t i = 0; i < d->nseries; i++) {
+		const struct tp_series *s = &d->series[i];
+
+		if (s->pid != in->pid || s->start_ticks != in->start_ticks ||
+		    s->kind != e->kind || strcmp(s->zone, in->zone_name) ||
+		    ts_key_hash(s->key, s->kind) != e->hash)
+			continue;
+		CHECK(found == NULL);
+		found = s;
+	}
+	return found;
+}
+
+/* Entry @i of @cur against the snapshot's delta; returns its series. */
+static const struct tp_series *check_entry(const struct ts_compact *cur,
+					   size_t i,
+					   const struct tp_snapshot *d)
+{
+	const struct centry *e = &cur->e[i];
+	const struct cdelta *x = &cur->d[i];
+	const struct tp_series *s = delta_of(d, cur, e);
+
+	CHECK(s != NULL);
+	CHECK_EQ(x->value, s->value);
+	CHECK_EQ(x->flags & TS_DFLAGS, s->flags & TS_DFLAGS);
+	CHECK_EQ(!!e->full, !!x->full);
+	if (x->full) {
+		CHECK_EQ(x->full->sum, s->sum);
+		CHECK_EQ(x->full->nbuckets, s->nbuckets);
+		for (unsigned b = 0; b < s->nbuckets; b++)
+			CHECK_EQ(x->full->buckets[b], s->buckets[b]);
+	}
+	return s;
+}
+
+/* The deltas between two compact reads (rates.c) are those of two
+ * snapshots (delta.c), series by series: increases, gauges changed or
+ * not, a counter that went down (a reset), a series new since the first
+ * read, histograms. */
+TEST(compact_deltas)
+{
+	struct tally_metric_desc d = { .name = "tc_moving_total" };
+	struct tally_label l = { "k", "new" };
+	struct tp_snapshot s1, s2, c1, c2, delta;
+	struct ts_compact *p1, *p2;
+	struct tally_zone *z;
+	tally_counter up, down, late;
+	tally_gauge g;
+	tally_histogram h;
+	unsigned seen = 0;
+
+	setup();
+	z = tally_zone_create("tc-moving", NULL);
+	CHECK(z != NULL);
+	REG(tally_counter_register, z, &d, &up);
+	tally_counter_add(&up, 10);
+	d.name = "tc_falling_total";
+	REG(tally_counter_register, z, &d, &down);
+	tally_counter_add(&down, 50);
+	d.name = "tc_level";
+	REG(tally_gauge_register, z, &d, &g);
+	tally_gauge_add(&g, 4);
+	d.name = "tc_moving_ns";
+	REG(tally_histogram_register, z, &d, &h);
+	tally_histogram_observe(&h, 1000);
+	read_dir(&s1, &p1, &c1);
+
+	tally_counter_add(&up, 7);
+	tally_counter_add(&down, -45);
+	tally_gauge_add(&g, 3);
+	tally_histogram_observe(&h, 2000);
+	tally_histogram_observe(&h, 3000);
+	d = (struct tally_metric_desc){ .name = "tc_moving_total",
+					.labels = &l, .nlabels = 1 };
+	REG(tally_counter_register, z, &d, &late);
+	tally_counter_add(&late, 2);
+	read_dir(&s2, &p2, &c2);
+
+	ts_delta(&s1, &s2, &delta);
+	ts_compact_delta(p2, p1);
+	CHECK_EQ(p2->n, delta.nseries);
+	for (size_t i = 0; i < p2->n; i++) {
+		const struct tp_series *s = check_entry(p2, i, &delta);
+
+		if (strcmp(s->zone, "tc-moving") != 0)
+			continue;
+		seen++;
+		if (!strcmp(s->key, "tc_moving_total"))
+			CHECK(s->value == 7 && s->flags == TS_CHANGED);
+		else if (!strcmp(s->key, "tc_falling_total"))
+			CHECK(s->flags & TP_SERIES_RESET);
+		else if (!strcmp(s->key, "tc_level"))
+			CHECK(s->value == 7 && (s->flags & TS_CHANGED));
+		else if (!strcmp(s->key, "tc_moving_ns"))
+			CHECK(s->value == 2 && s->nbuckets > 0);
+		else
+			CHECK(s->value == 2 && (s->flags & TP_SERIES_NEW) &&
+			      !(s->flags & TS_UNKNOWN));
+	}
+	CHECK_EQ(seen, 5);
+	tp_snapshot_free(&delta);
+	ts_compact_free(p1);
+	ts_compact_free(p2);
+	tp_snapshot_free(&c1);
+	tp_snapshot_free(&c2);
+	tp_snapshot_free(&s1);
+	tp_snapshot_free(&s2);
+	cleanup();
 }
