@@ -249,3 +249,18 @@ void ts_report_compact(struct ts_report *r, const struct ts_compact *c,
 		if (!o->omit_idle || c->e[i].value != 0)
 			r->nrows++;
 }
+
+void ts_report_compact_interval(struct ts_report *r,
+				const struct ts_compact *c, double seconds,
+				const struct ts_options *o)
+{
+	memset(r, 0, sizeof(*r));
+	r->kind = TS_INTERVAL;
+	r->when = c->snap->real;
+	r->seconds = seconds;
+	r->cp = c;
+	r->omit_zero = o->omit_idle;
+	for (size_t i = 0; i < c->n; i++)
+		if (!o->omit_idle || (c->d[i].flags & TS_CHANGED))
+			r->nrows++;
+}

@@ -35,6 +35,11 @@ static void ident_of(struct ts_iter *it, const struct centry *e)
 	s->dead = e->dead;
 	s->value = e->value;
 	s->fvalue = e->fvalue;
+	if (it->r->cp->d) {
+		/* An interval's row: the delta, a gauge's value. */
+		s->value = it->r->cp->d[e - it->r->cp->e].value;
+		s->flags = it->r->cp->d[e - it->r->cp->e].flags;
+	}
 	s->fractional = e->fractional;
 	s->frac = e->frac;
 	s->arena = 1;
@@ -79,10 +84,19 @@ static int batch_cb(const struct tally_series_view *v, void *arg)
 	return 0;
 }
 
+/* Is entry @e left out by -z: of value 0 since start, or unchanged
+ * over an interval? */
+static int idle(const struct ts_compact *c, const struct centry *e)
+{
+	if (c->d)
+		return !(c->d[e - c->e].flags & TS_CHANGED);
+	return e->value == 0;
+}
+
 /* Does the iterator show entry @e?  (-z, and the kinds asked for.) */
 static int shown(const struct ts_iter *it, const struct centry *e)
 {
-	if (it->r->omit_zero && e->value == 0)
+	if (it->r->omit_zero && idle(it->r->cp, e))
 		return 0;
 	if ((it->flags & TS_ITER_HIST) && e->kind != TALLY_HISTOGRAM)
 		return 0;
@@ -168,10 +182,11 @@ static int serve(struct ts_iter *it, size_t x)
 static const struct tp_series *fetch(struct ts_iter *it, size_t x,
 				     size_t end)
 {
-	const struct centry *e = &it->r->cp->e[x];
+	const struct ts_compact *c = it->r->cp;
+	const struct centry *e = &c->e[x];
 
 	if (e->full)
-		return e->full;
+		return c->d ? c->d[x].full : e->full;
 	ident_of(it, e);
 	if (it->flags & TS_ITER_IDENT)
 		return &it->s;

@@ -215,6 +215,11 @@ size_t ts_compact_nseries(const struct ts_compact *c);
 void ts_compact_free(struct ts_compact *c);
 void ts_report_compact(struct ts_report *r, const struct ts_compact *c,
 		       const struct ts_options *o);
+/* The report of an interval of @seconds ending with compact read @c,
+ * whose deltas ts_compact_delta() (compact.h) has taken. */
+void ts_report_compact_interval(struct ts_report *r,
+				const struct ts_compact *c, double seconds,
+				const struct ts_options *o);
 
 /*
  * The rows of a report in order, one series at a time, whatever holds

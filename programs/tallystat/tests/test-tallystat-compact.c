@@ -481,3 +481,176 @@ TEST(compact_deltas)
 	tp_snapshot_free(&s2);
 	cleanup();
 }
+
+/* Two reads of the directory, each both ways, the writer's changes
+ * between them made by the caller. */
+struct pair_read {
+	struct tp_snapshot s, c;
+	struct ts_compact *p;
+};
+
+static void pair_read(struct pair_read *x, long sec)
+{
+	read_dir(&x->s, &x->p, &x->c);
+	/* The same moment for both: the same rates and times. */
+	x->s.real.tv_sec = x->c.real.tv_sec = sec;
+	x->s.real.tv_nsec = x->c.real.tv_nsec = 250000000;
+}
+
+static void pair_free(struct pair_read *x)
+{
+	ts_compact_free(x->p);
+	tp_snapshot_free(&x->c);
+	tp_snapshot_free(&x->s);
+}
+
+/* The interval report from @a to @b with options @args into @out, of the
+ * snapshots' delta or of the compact reads'; in a child (exits 0). */
+static void interval_to(const char *args, int compact,
+			const struct pair_read *a, struct pair_read *b,
+			const char *out)
+{
+	static const struct ts_host h = { "host", "Linux", "6.0", "x86_64",
+					  2 };
+	char *argv[32], *copy = strdup(args), *save = NULL;
+	int argc = 0;
+	struct ts_options o;
+	struct tp_snapshot delta;
+	struct ts_report r;
+	const struct ts_emitter *em;
+
+	argv[argc++] = (char *)"tallystat";
+	for (char *t = strtok_r(copy, " ", &save); t && argc < 31;
+	     t = strtok_r(NULL, " ", &save))
+		argv[argc++] = t;
+	argv[argc] = NULL;
+	if (ts_parse_options(argc, argv, &o) != 0 || !freopen(out, "w", stdout))
+		_exit(2);
+	em = o.json ? &ts_emit_json : &ts_emit_text;
+	em->begin(&h, &o, &b->s.real);
+	if (compact) {
+		ts_compact_delta(b->p, a->p);
+		ts_report_compact_interval(&r, b->p, 2.0, &o);
+		ts_report_events(&r, &a->c, &b->c);
+	} else {
+		ts_delta(&a->s, &b->s, &delta);
+		ts_report_interval(&r, &delta, 2.0, &o);
+		ts_report_events(&r, &a->s, &b->s);
+	}
+	em->report(&r, &o);
+	em->end(&o);
+	ts_report_free(&r);
+	if (!compact)
+		tp_snapshot_free(&delta);
+	ts_options_free(&o);
+	free(copy);
+	fflush(stdout);
+	exit(0);
+}
+
+static char *slurp(const char *path)
+{
+	long n;
+	char *text;
+	FILE *f = fopen(path, "r");
+
+	CHECK(f != NULL);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	text = calloc(1, (size_t)n + 1);
+	CHECK(text && fread(text, 1, (size_t)n, f) == (size_t)n);
+	fclose(f);
+	unlink(path);
+	return text;
+}
+
+/* Do the interval reports from @a to @b agree for every option set? */
+static int intervals_agree(const struct pair_read *a, struct pair_read *b)
+{
+	static const char *const sets[] = {
+		"", "-o JSON", "-z", "-z -o JSON", "--human",
+		"--human -o JSON", "-t", "--width 16",
+	};
+	int failed = 0;
+
+	for (size_t i = 0; i < sizeof(sets) / sizeof(*sets); i++) {
+		char path[2][128], *t[2];
+
+		for (int compact = 0; compact < 2; compact++) {
+			pid_t pid;
+			int st;
+
+			snprintf(path[compact], sizeof(path[compact]),
+				 "%s/interval.%d.txt", dir, compact);
+			fflush(stdout);
+			pid = fork();
+			CHECK(pid >= 0);
+			if (pid == 0)
+				interval_to(sets[i], compact, a, b,
+					    path[compact]);
+			CHECK(waitpid(pid, &st, 0) == pid);
+			CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+			t[compact] = slurp(path[compact]);
+		}
+		if (strcmp(t[0], t[1]) != 0) {
+			show_diff(sets[i], t[0], t[1]);
+			failed = 1;
+		}
+		CHECK(strstr(t[1], "tc_moving_total") != NULL);
+		free(t[0]);
+		free(t[1]);
+	}
+	return !failed;
+}
+
+/* An interval's report of two compact reads is, byte for byte, that of
+ * the delta of two snapshots, in text and JSON: three reads with changes
+ * between them (increases, a reset, a gauge, a histogram, a new series,
+ * idle series for -z). */
+TEST(interval_same_bytes)
+{
+	struct tally_metric_desc d = { .name = "tc_moving_total" };
+	struct tally_label l = { "k", "new" };
+	struct pair_read r1, r2, r3;
+	struct tally_zone *z;
+	tally_counter up, down, late;
+	tally_gauge g;
+	tally_histogram h;
+
+	setup();
+	z = tally_zone_create("tc-moving", NULL);
+	CHECK(z != NULL);
+	REG(tally_counter_register, z, &d, &up);
+	tally_counter_add(&up, 10);
+	d.name = "tc_falling_total";
+	REG(tally_counter_register, z, &d, &down);
+	tally_counter_add(&down, 50);
+	d.name = "tc_level";
+	REG(tally_gauge_register, z, &d, &g);
+	d.name = "tc_moving_ns";
+	REG(tally_histogram_register, z, &d, &h);
+	tally_histogram_observe(&h, 1000);
+	pair_read(&r1, 1900000000);
+
+	tally_counter_add(&up, 7);
+	tally_counter_add(&down, -45);
+	tally_gauge_add(&g, 3);
+	tally_histogram_observe(&h, 2000);
+	d = (struct tally_metric_desc){ .name = "tc_moving_total",
+					.labels = &l, .nlabels = 1 };
+	REG(tally_counter_register, z, &d, &late);
+	tally_counter_add(&late, 2);
+	pair_read(&r2, 1900000002);
+	CHECK(intervals_agree(&r1, &r2));
+
+	tally_counter_add(&up, 1000000);
+	tally_counter_add(&late, 1);
+	tally_histogram_observe(&h, 5000000);
+	pair_read(&r3, 1900000004);
+	CHECK(intervals_agree(&r2, &r3));
+	pair_free(&r1);
+	pair_free(&r2);
+	pair_free(&r3);
+	cleanup();
+}
