@@ -52,20 +52,15 @@ struct ts_compact {
 	const struct tp_snapshot *snap;
 	const struct tally_open_opts *open_opts;
 	struct cdelta *d;       /* ts_compact_delta(): per entry, or NULL */
+	/* The sums of an Average: report (caverage.c): order is NULL, the
+	 * entries come in their own order, and the segments are held open
+	 * (held[seg]), so that a process gone since keeps its rows. */
+	struct tally_seg **held;
 };
 
 /* The hash of a series' key and kind that tells whether a record still
  * holds the series read; the key of @v into @b. */
 uint64_t ts_key_hash(const char *key, unsigned kind);
 void ts_make_key(struct tp_buf *b, const struct tally_series_view *v);
-
-/*
- * rates.c: the delta of each entry of @cur against the read @prev (whose
- * snapshot must still be there), into cur->d, with the formulas and
- * flags of ts_delta().  An entry is the same series in both reads when
- * its process (pid, start time, zone), the hash of its key and kind,
- * and its bucket count are the same.
- */
-void ts_compact_delta(struct ts_compact *cur, const struct ts_compact *prev);
 
 #endif /* TALLYSTAT_COMPACT_H */

@@ -215,8 +215,16 @@ size_t ts_compact_nseries(const struct ts_compact *c);
 void ts_compact_free(struct ts_compact *c);
 void ts_report_compact(struct ts_report *r, const struct ts_compact *c,
 		       const struct ts_options *o);
+/*
+ * rates.c: the delta of each entry of @cur against the read @prev (whose
+ * snapshot must still be there), into cur->d, with the formulas and
+ * flags of ts_delta().  An entry is the same series in both reads when
+ * its process (pid, start time, zone), the hash of its key and kind,
+ * and its bucket count are the same.
+ */
+void ts_compact_delta(struct ts_compact *cur, const struct ts_compact *prev);
 /* The report of an interval of @seconds ending with compact read @c,
- * whose deltas ts_compact_delta() (compact.h) has taken. */
+ * whose deltas ts_compact_delta() has taken. */
 void ts_report_compact_interval(struct ts_report *r,
 				const struct ts_compact *c, double seconds,
 				const struct ts_options *o);
@@ -274,6 +282,19 @@ void ts_report_average(struct ts_report *r, const struct ts_average *a,
 void ts_average_row(const struct ts_report *r, const struct tp_series *s,
 		    struct ts_row *row);
 void ts_average_free(struct ts_average *a);
+
+/* caverage.c: the same sums of a run of compact reads, whose deltas
+ * ts_compact_delta() has taken; ts_caverage_row() completes row @row of
+ * the sums' entry @x as ts_average_row() does. */
+struct ts_caverage;
+struct ts_caverage *ts_caverage_new(void);
+void ts_caverage_add(struct ts_caverage *av, const struct ts_compact *cur,
+		     double seconds);
+unsigned long ts_caverage_intervals(const struct ts_caverage *av);
+void ts_report_caverage(struct ts_report *r, const struct ts_caverage *av,
+			const struct ts_options *o);
+void ts_caverage_row(const struct ts_report *r, size_t x, struct ts_row *row);
+void ts_caverage_free(struct ts_caverage *av);
 
 /* Fill a row of a histogram from counts (deltas or totals). */
 void ts_row_histogram(struct ts_row *row, const struct tp_series *s);

@@ -504,11 +504,11 @@ static void pair_free(struct pair_read *x)
 	tp_snapshot_free(&x->s);
 }
 
-/* The interval report from @a to @b with options @args into @out, of the
- * snapshots' delta or of the compact reads'; in a child (exits 0). */
-static void interval_to(const char *args, int compact,
-			const struct pair_read *a, struct pair_read *b,
-			const char *out)
+/* A run of @n reads with options @args into @out: the report since start
+ * of the first, one of each interval (2 s each) and the Average: rows,
+ * of snapshots or of compact reads; in a child (exits 0). */
+static void run_to(const char *args, int compact, struct pair_read *rd,
+		   int n, const char *out)
 {
 	static const struct ts_host h = { "host", "Linux", "6.0", "x86_64",
 					  2 };
@@ -518,6 +518,8 @@ static void interval_to(const char *args, int compact,
 	struct tp_snapshot delta;
 	struct ts_report r;
 	const struct ts_emitter *em;
+	struct ts_average *av = ts_average_new();
+	struct ts_caverage *cav = ts_caverage_new();
 
 	argv[argc++] = (char *)"tallystat";
 	for (char *t = strtok_r(copy, " ", &save); t && argc < 31;
@@ -527,21 +529,42 @@ static void interval_to(const char *args, int compact,
 	if (ts_parse_options(argc, argv, &o) != 0 || !freopen(out, "w", stdout))
 		_exit(2);
 	em = o.json ? &ts_emit_json : &ts_emit_text;
-	em->begin(&h, &o, &b->s.real);
-	if (compact) {
-		ts_compact_delta(b->p, a->p);
-		ts_report_compact_interval(&r, b->p, 2.0, &o);
-		ts_report_events(&r, &a->c, &b->c);
-	} else {
-		ts_delta(&a->s, &b->s, &delta);
-		ts_report_interval(&r, &delta, 2.0, &o);
-		ts_report_events(&r, &a->s, &b->s);
+	em->begin(&h, &o, &rd[0].s.real);
+	if (compact)
+		ts_report_compact(&r, rd[0].p, &o);
+	else
+		ts_report_since_start(&r, &rd[0].s, &o);
+	em->report(&r, &o);
+	ts_report_free(&r);
+	for (int i = 1; i < n; i++) {
+		if (compact) {
+			ts_compact_delta(rd[i].p, rd[i - 1].p);
+			ts_report_compact_interval(&r, rd[i].p, 2.0, &o);
+			ts_report_events(&r, &rd[i - 1].c, &rd[i].c);
+		} else {
+			ts_delta(&rd[i - 1].s, &rd[i].s, &delta);
+			ts_report_interval(&r, &delta, 2.0, &o);
+			ts_report_events(&r, &rd[i - 1].s, &rd[i].s);
+		}
+		em->report(&r, &o);
+		ts_report_free(&r);
+		if (compact) {
+			ts_caverage_add(cav, rd[i].p, 2.0);
+		} else {
+			ts_average_add(av, &delta, 2.0);
+			tp_snapshot_free(&delta);
+		}
 	}
+	if (compact)
+		ts_report_caverage(&r, cav, &o);
+	else
+		ts_report_average(&r, av, &o);
+	r.when = rd[n - 1].s.real;
 	em->report(&r, &o);
 	em->end(&o);
 	ts_report_free(&r);
-	if (!compact)
-		tp_snapshot_free(&delta);
+	ts_average_free(av);
+	ts_caverage_free(cav);
 	ts_options_free(&o);
 	free(copy);
 	fflush(stdout);
@@ -565,8 +588,8 @@ static char *slurp(const char *path)
 	return text;
 }
 
-/* Do the interval reports from @a to @b agree for every option set? */
-static int intervals_agree(const struct pair_read *a, struct pair_read *b)
+/* Do the runs over reads @rd agree for every option set? */
+static int runs_agree(struct pair_read *rd, int n)
 {
 	static const char *const sets[] = {
 		"", "-o JSON", "-z", "-z -o JSON", "--human",
@@ -587,8 +610,8 @@ static int intervals_agree(const struct pair_read *a, struct pair_read *b)
 			pid = fork();
 			CHECK(pid >= 0);
 			if (pid == 0)
-				interval_to(sets[i], compact, a, b,
-					    path[compact]);
+				run_to(sets[i], compact, rd, n,
+				       path[compact]);
 			CHECK(waitpid(pid, &st, 0) == pid);
 			CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 			t[compact] = slurp(path[compact]);
@@ -597,28 +620,71 @@ static int intervals_agree(const struct pair_read *a, struct pair_read *b)
 			show_diff(sets[i], t[0], t[1]);
 			failed = 1;
 		}
-		CHECK(strstr(t[1], "tc_moving_total") != NULL);
+		/* Not vacuous: the series that move, the process gone, the
+		 * Average: rows are there. */
+		CHECK(strstr(t[1], "tc_moving_total") && strstr(t[1], "tc-brief"));
+		CHECK(strstr(t[1], "Average:") || strstr(t[1], "\"average\""));
 		free(t[0]);
 		free(t[1]);
 	}
 	return !failed;
 }
 
-/* An interval's report of two compact reads is, byte for byte, that of
- * the delta of two snapshots, in text and JSON: three reads with changes
- * between them (increases, a reset, a gauge, a histogram, a new series,
- * idle series for -z). */
+/* A child with zone tc-brief whose file goes when it exits (no
+ * TALLY_KEEP): it exits when @fd (the write end of its pipe) closes. */
+static pid_t child_brief(int *fd)
+{
+	int p[2], q[2];
+	char c;
+	pid_t pid;
+
+	CHECK(pipe(p) == 0 && pipe(q) == 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct tally_zone *z;
+
+		close(q[1]);
+		prctl(PR_SET_NAME, "tc-brief", 0, 0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		unsetenv("TALLY_KEEP");
+		z = tally_zone_create("tc-brief", NULL);
+		if (!z)
+			_exit(1);
+		fill(z, 3);
+		if (write(p[1], "r", 1) != 1)
+			_exit(1);
+		while (read(q[0], &c, 1) > 0)
+			;
+		exit(0);
+	}
+	close(q[0]);
+	CHECK(read(p[0], &c, 1) == 1);
+	close(p[0]);
+	close(p[1]);
+	*fd = q[1];
+	return pid;
+}
+
+/* A run of compact reads gives, byte for byte, the reports of a run of
+ * snapshots, in text and JSON: the report since start, each interval's
+ * and the Average: rows, over four reads with changes between them
+ * (increases, a reset, a gauge, a histogram, a new series, idle series
+ * for -z, a process that exits and takes its file away). */
 TEST(interval_same_bytes)
 {
 	struct tally_metric_desc d = { .name = "tc_moving_total" };
 	struct tally_label l = { "k", "new" };
-	struct pair_read r1, r2, r3;
+	struct pair_read rd[4];
 	struct tally_zone *z;
 	tally_counter up, down, late;
 	tally_gauge g;
 	tally_histogram h;
+	int fd, st;
+	pid_t brief;
 
 	setup();
+	brief = child_brief(&fd);
 	z = tally_zone_create("tc-moving", NULL);
 	CHECK(z != NULL);
 	REG(tally_counter_register, z, &d, &up);
@@ -631,7 +697,7 @@ TEST(interval_same_bytes)
 	d.name = "tc_moving_ns";
 	REG(tally_histogram_register, z, &d, &h);
 	tally_histogram_observe(&h, 1000);
-	pair_read(&r1, 1900000000);
+	pair_read(&rd[0], 1900000000);
 
 	tally_counter_add(&up, 7);
 	tally_counter_add(&down, -45);
@@ -641,16 +707,22 @@ TEST(interval_same_bytes)
 					.labels = &l, .nlabels = 1 };
 	REG(tally_counter_register, z, &d, &late);
 	tally_counter_add(&late, 2);
-	pair_read(&r2, 1900000002);
-	CHECK(intervals_agree(&r1, &r2));
+	pair_read(&rd[1], 1900000002);
 
 	tally_counter_add(&up, 1000000);
 	tally_counter_add(&late, 1);
+	tally_gauge_add(&g, -1);
 	tally_histogram_observe(&h, 5000000);
-	pair_read(&r3, 1900000004);
-	CHECK(intervals_agree(&r2, &r3));
-	pair_free(&r1);
-	pair_free(&r2);
-	pair_free(&r3);
+	pair_read(&rd[2], 1900000004);
+
+	/* tc-brief exits: its file goes, its rows stay in the Average:. */
+	close(fd);
+	CHECK(waitpid(brief, &st, 0) == brief);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	tally_counter_add(&up, 5);
+	pair_read(&rd[3], 1900000006);
+	CHECK(runs_agree(rd, 4));
+	for (int i = 0; i < 4; i++)
+		pair_free(&rd[i]);
 	cleanup();
 }
