@@ -348,18 +348,21 @@ static void read_dir(struct tp_snapshot *snap, struct ts_compact **cp,
 		     struct tp_snapshot *csnap)
 {
 	char *argv[] = { (char *)"tallystat", NULL };
-	struct ts_options o;
+	/* A compact read points at its options until it is freed. */
+	static struct ts_options o;
+	static int parsed;
 	struct tp_collect_opts co;
 	char err[256];
 
-	CHECK(ts_parse_options(1, argv, &o) == 0);
+	if (!parsed)
+		CHECK(ts_parse_options(1, argv, &o) == 0);
+	parsed = 1;
 	ts_collect_opts(&o, &co);
 	CHECK(tp_snapshot_collect(snap, &co, err, sizeof(err)) == 0);
 	ts_collect_opts(&o, &co);
 	*cp = ts_compact_new(&co);
 	CHECK(tp_snapshot_collect(csnap, &co, err, sizeof(err)) == 0);
 	CHECK(ts_compact_finish(*cp, csnap) == 0);
-	ts_options_free(&o);
 }
 
 #define TS_DFLAGS (TP_SERIES_RESET | TP_SERIES_NEW | TS_CHANGED | TS_UNKNOWN)
