@@ -69,28 +69,6 @@ static uint32_t seg_index(struct ts_caverage *av, const struct ts_compact *cur,
 	return av->segs.nsegs++;
 }
 
-static uint64_t ident_hash(const struct ts_compact *c, const struct centry *e)
-{
-	const struct tally_seg_info *in = &c->snap->segs[e->seg].info;
-
-	return (ts_key_hash(in->zone_name, (unsigned)in->pid) ^
-		(in->start_ticks * 0x9e3779b97f4a7c15ull) ^ e->hash) *
-	       0x100000001b3ull;
-}
-
-static int same(const struct ts_compact *a, const struct centry *x,
-		const struct ts_compact *b, const struct centry *y)
-{
-	const struct tally_seg_info *p = &a->snap->segs[x->seg].info;
-	const struct tally_seg_info *q = &b->snap->segs[y->seg].info;
-
-	return x->hash == y->hash && x->kind == y->kind &&
-	       (x->full ? x->full->nbuckets : 0) ==
-	       (y->full ? y->full->nbuckets : 0) && p->pid == q->pid &&
-	       p->start_ticks == q->start_ticks &&
-	       strcmp(p->zone_name, q->zone_name) == 0;
-}
-
 /* A new series of the sums: entry @x of @cur, and its delta. */
 static void add_new(struct ts_caverage *av, const struct ts_compact *cur,
 		    size_t x, uint32_t seg)
@@ -187,7 +165,7 @@ void ts_caverage_add(struct ts_caverage *av, const struct ts_compact *cur,
 	mask = cap - 1;
 	slot = tp_xcalloc(cap, sizeof(*slot));
 	for (size_t i = 0; i < av->c.n; i++) {
-		size_t k = (size_t)ident_hash(&av->c, &av->c.e[i]) & mask;
+		size_t k = (size_t)ts_entry_hash(&av->c, &av->c.e[i]) & mask;
 
 		while (slot[k])
 			k = (k + 1) & mask;
@@ -199,10 +177,11 @@ void ts_caverage_add(struct ts_caverage *av, const struct ts_compact *cur,
 		for (size_t x = cur->seg_first[g]; x < cur->seg_first[g + 1];
 		     x++) {
 			const struct centry *e = &cur->e[x];
-			size_t k = (size_t)ident_hash(cur, e) & mask;
+			size_t k = (size_t)ts_entry_hash(cur, e) & mask;
 
 			for (; slot[k]; k = (k + 1) & mask)
-				if (same(&av->c, &av->c.e[slot[k] - 1], cur, e))
+				if (ts_same_entry(&av->c, &av->c.e[slot[k] - 1],
+						  cur, e))
 					break;
 			if (slot[k]) {
 				add_to(av, slot[k] - 1, cur, x);

@@ -63,4 +63,11 @@ struct ts_compact {
 uint64_t ts_key_hash(const char *key, unsigned kind);
 void ts_make_key(struct tp_buf *b, const struct tally_series_view *v);
 
+/* rates.c: the hash of entry @e's identity (its process, key hash and
+ * kind); are @x of @a and @y of @b the same series (the same process,
+ * key hash, kind and bucket count)? */
+uint64_t ts_entry_hash(const struct ts_compact *c, const struct centry *e);
+int ts_same_entry(const struct ts_compact *a, const struct centry *x,
+		  const struct ts_compact *b, const struct centry *y);
+
 #endif /* TALLYSTAT_COMPACT_H */

@@ -22,7 +22,7 @@ static const struct tally_seg_info *seg_of(const struct ts_compact *c,
 	return &c->snap->segs[e->seg].info;
 }
 
-static uint64_t entry_hash(const struct ts_compact *c, const struct centry *e)
+uint64_t ts_entry_hash(const struct ts_compact *c, const struct centry *e)
 {
 	const struct tally_seg_info *in = seg_of(c, e);
 	uint64_t h = ts_key_hash(in->zone_name, (unsigned)in->pid);
@@ -36,8 +36,8 @@ static unsigned nbuckets_of(const struct centry *e)
 	return e->full ? e->full->nbuckets : 0;
 }
 
-static int same_entry(const struct ts_compact *a, const struct centry *x,
-		      const struct ts_compact *b, const struct centry *y)
+int ts_same_entry(const struct ts_compact *a, const struct centry *x,
+		  const struct ts_compact *b, const struct centry *y)
 {
 	const struct tally_seg_info *p = seg_of(a, x), *q = seg_of(b, y);
 
@@ -109,9 +109,9 @@ void ts_compact_delta(struct ts_compact *cur, const struct ts_compact *prev)
 	/* Of two entries of one identity (a segment read twice), the later
 	 * one is found, as ts_delta() finds it. */
 	for (size_t i = 0; i < prev->n; i++) {
-		size_t k = (size_t)entry_hash(prev, &prev->e[i]) & mask;
+		size_t k = (size_t)ts_entry_hash(prev, &prev->e[i]) & mask;
 
-		while (slot[k] && !same_entry(prev, &prev->e[slot[k] - 1],
+		while (slot[k] && !ts_same_entry(prev, &prev->e[slot[k] - 1],
 					      prev, &prev->e[i]))
 			k = (k + 1) & mask;
 		slot[k] = i + 1;
@@ -120,9 +120,9 @@ void ts_compact_delta(struct ts_compact *cur, const struct ts_compact *prev)
 	for (size_t i = 0; i < cur->n; i++) {
 		const struct centry *e = &cur->e[i], *p = NULL;
 
-		for (size_t k = (size_t)entry_hash(cur, e) & mask; slot[k];
+		for (size_t k = (size_t)ts_entry_hash(cur, e) & mask; slot[k];
 		     k = (k + 1) & mask)
-			if (same_entry(prev, &prev->e[slot[k] - 1], cur, e)) {
+			if (ts_same_entry(prev, &prev->e[slot[k] - 1], cur, e)) {
 				p = &prev->e[slot[k] - 1];
 				break;
 			}

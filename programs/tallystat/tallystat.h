@@ -8,11 +8,13 @@
  * (report.c), adds the intervals up for the Average: rows (average.c),
  * and hands the report to one back end: aligned text (emit_text.c,
  * table.c) or sysstat's JSON envelope (emit_json.c), which make each row
- * from its series as they print it (ts_report_row).  A single report
- * since start (no interval, -a or -P) reads no snapshot: compact.c keeps
- * per series its values and record id, and the back ends walk either
- * kind of report through struct ts_iter.  args.c reads the command line,
- * segments.c does --list and --clean, main.c runs the loop.
+ * from its series as they print it (ts_report_row).  Without -a or -P
+ * no snapshot of the series is read: compact.c keeps per series its
+ * values and record id, rates.c takes the deltas of two such reads,
+ * caverage.c sums them for the Average: rows, and the back ends walk
+ * either kind of report through struct ts_iter.  args.c reads the
+ * command line, segments.c does --list and --clean, main.c runs the
+ * loop.
  */
 #ifndef TALLYSTAT_H
 #define TALLYSTAT_H

@@ -174,15 +174,30 @@ static void cleanup(void)
 		fprintf(stderr, "cannot remove %s\n", dir);
 }
 
+static const struct ts_host host = { "host", "Linux", "6.0", "x86_64", 2 };
+
+/* The options of tallystat @args, split at blanks in @copy, into @o;
+ * exits 2 when they are wrong. */
+static void parse_args(char *copy, struct ts_options *o)
+{
+	char *argv[32], *save = NULL;
+	int argc = 0;
+
+	argv[argc++] = (char *)"tallystat";
+	for (char *t = strtok_r(copy, " ", &save); t && argc < 31;
+	     t = strtok_r(NULL, " ", &save))
+		argv[argc++] = t;
+	argv[argc] = NULL;
+	if (ts_parse_options(argc, argv, o) != 0)
+		_exit(2);
+}
+
 /* The report of tallystat @args (split at blanks) into @out, from a
  * compact read or a snapshot; exits 0, or 3 when the compact read
  * cannot be ordered. */
 static void report_to(const char *args, int compact, const char *out)
 {
-	static const struct ts_host h = { "host", "Linux", "6.0", "x86_64",
-					  2 };
-	char *argv[32], *copy = strdup(args), *save = NULL;
-	int argc = 0;
+	char *copy = strdup(args);
 	struct ts_options o;
 	struct tp_collect_opts co;
 	struct tp_snapshot snap;
@@ -191,13 +206,7 @@ static void report_to(const char *args, int compact, const char *out)
 	const struct ts_emitter *em;
 	char err[256];
 
-	argv[argc++] = (char *)"tallystat";
-	for (char *t = strtok_r(copy, " ", &save); t && argc < 31;
-	     t = strtok_r(NULL, " ", &save))
-		argv[argc++] = t;
-	argv[argc] = NULL;
-	if (ts_parse_options(argc, argv, &o) != 0)
-		_exit(2);
+	parse_args(copy, &o);
 	ts_collect_opts(&o, &co);
 	if (compact)
 		cp = ts_compact_new(&co);
@@ -211,7 +220,7 @@ static void report_to(const char *args, int compact, const char *out)
 	if (!freopen(out, "w", stdout))
 		_exit(2);
 	em = o.json ? &ts_emit_json : &ts_emit_text;
-	em->begin(&h, &o, &snap.real);
+	em->begin(&host, &o, &snap.real);
 	if (compact)
 		ts_report_compact(&r, cp, &o);
 	else
@@ -230,13 +239,29 @@ static void report_to(const char *args, int compact, const char *out)
 	exit(0);
 }
 
+/* The text of file @path (malloc'ed), which is then removed. */
+static char *slurp(const char *path)
+{
+	long n;
+	char *text;
+	FILE *f = fopen(path, "r");
+
+	CHECK(f != NULL);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	text = calloc(1, (size_t)n + 1);
+	CHECK(text && fread(text, 1, (size_t)n, f) == (size_t)n);
+	fclose(f);
+	unlink(path);
+	return text;
+}
+
 /* The text of a report (malloc'ed), or NULL when its child failed;
  * *@status: the child's exit status. */
 static char *report(const char *args, int compact, int *status)
 {
-	char path[128], *text;
-	long n;
-	FILE *f;
+	char path[128];
 	pid_t pid;
 	int st;
 
@@ -250,15 +275,7 @@ static char *report(const char *args, int compact, int *status)
 	*status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 	if (*status)
 		return NULL;
-	CHECK((f = fopen(path, "r")) != NULL);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	rewind(f);
-	text = calloc(1, (size_t)n + 1);
-	CHECK(text && fread(text, 1, (size_t)n, f) == (size_t)n);
-	fclose(f);
-	unlink(path);
-	return text;
+	return slurp(path);
 }
 
 /* The first line where @a and @b differ, for the failure message. */
@@ -410,47 +427,66 @@ static const struct tp_series *check_entry(const struct ts_compact *cur,
 	return s;
 }
 
+/* Zone tc-moving, whose series the tests change between reads. */
+struct moving {
+	struct tally_zone *z;
+	tally_counter up, down, late;
+	tally_gauge g;
+	tally_histogram h;
+};
+
+static void moving_start(struct moving *m)
+{
+	struct tally_metric_desc d = { .name = "tc_moving_total" };
+
+	m->z = tally_zone_create("tc-moving", NULL);
+	CHECK(m->z != NULL);
+	REG(tally_counter_register, m->z, &d, &m->up);
+	tally_counter_add(&m->up, 10);
+	d.name = "tc_falling_total";
+	REG(tally_counter_register, m->z, &d, &m->down);
+	tally_counter_add(&m->down, 50);
+	d.name = "tc_level";
+	REG(tally_gauge_register, m->z, &d, &m->g);
+	tally_gauge_add(&m->g, 4);
+	d.name = "tc_moving_ns";
+	REG(tally_histogram_register, m->z, &d, &m->h);
+	tally_histogram_observe(&m->h, 1000);
+}
+
+/* An increase of 7, a counter that goes down (a reset), a gauge up by
+ * 3, two observations, a series registered (tc_moving_total{k="new"}),
+ * 2. */
+static void moving_step(struct moving *m)
+{
+	struct tally_label l = { "k", "new" };
+	struct tally_metric_desc d = { .name = "tc_moving_total",
+				       .labels = &l, .nlabels = 1 };
+
+	tally_counter_add(&m->up, 7);
+	tally_counter_add(&m->down, -45);
+	tally_gauge_add(&m->g, 3);
+	tally_histogram_observe(&m->h, 2000);
+	tally_histogram_observe(&m->h, 3000);
+	REG(tally_counter_register, m->z, &d, &m->late);
+	tally_counter_add(&m->late, 2);
+}
+
 /* The deltas between two compact reads (rates.c) are those of two
  * snapshots (delta.c), series by series: increases, gauges changed or
  * not, a counter that went down (a reset), a series new since the first
  * read, histograms. */
 TEST(compact_deltas)
 {
-	struct tally_metric_desc d = { .name = "tc_moving_total" };
-	struct tally_label l = { "k", "new" };
 	struct tp_snapshot s1, s2, c1, c2, delta;
 	struct ts_compact *p1, *p2;
-	struct tally_zone *z;
-	tally_counter up, down, late;
-	tally_gauge g;
-	tally_histogram h;
+	struct moving m;
 	unsigned seen = 0;
 
 	setup();
-	z = tally_zone_create("tc-moving", NULL);
-	CHECK(z != NULL);
-	REG(tally_counter_register, z, &d, &up);
-	tally_counter_add(&up, 10);
-	d.name = "tc_falling_total";
-	REG(tally_counter_register, z, &d, &down);
-	tally_counter_add(&down, 50);
-	d.name = "tc_level";
-	REG(tally_gauge_register, z, &d, &g);
-	tally_gauge_add(&g, 4);
-	d.name = "tc_moving_ns";
-	REG(tally_histogram_register, z, &d, &h);
-	tally_histogram_observe(&h, 1000);
+	moving_start(&m);
 	read_dir(&s1, &p1, &c1);
-
-	tally_counter_add(&up, 7);
-	tally_counter_add(&down, -45);
-	tally_gauge_add(&g, 3);
-	tally_histogram_observe(&h, 2000);
-	tally_histogram_observe(&h, 3000);
-	d = (struct tally_metric_desc){ .name = "tc_moving_total",
-					.labels = &l, .nlabels = 1 };
-	REG(tally_counter_register, z, &d, &late);
-	tally_counter_add(&late, 2);
+	moving_step(&m);
 	read_dir(&s2, &p2, &c2);
 
 	ts_delta(&s1, &s2, &delta);
@@ -513,10 +549,7 @@ static void pair_free(struct pair_read *x)
 static void run_to(const char *args, int compact, struct pair_read *rd,
 		   int n, const char *out)
 {
-	static const struct ts_host h = { "host", "Linux", "6.0", "x86_64",
-					  2 };
-	char *argv[32], *copy = strdup(args), *save = NULL;
-	int argc = 0;
+	char *copy = strdup(args);
 	struct ts_options o;
 	struct tp_snapshot delta;
 	struct ts_report r;
@@ -524,15 +557,11 @@ static void run_to(const char *args, int compact, struct pair_read *rd,
 	struct ts_average *av = ts_average_new();
 	struct ts_caverage *cav = ts_caverage_new();
 
-	argv[argc++] = (char *)"tallystat";
-	for (char *t = strtok_r(copy, " ", &save); t && argc < 31;
-	     t = strtok_r(NULL, " ", &save))
-		argv[argc++] = t;
-	argv[argc] = NULL;
-	if (ts_parse_options(argc, argv, &o) != 0 || !freopen(out, "w", stdout))
+	parse_args(copy, &o);
+	if (!freopen(out, "w", stdout))
 		_exit(2);
 	em = o.json ? &ts_emit_json : &ts_emit_text;
-	em->begin(&h, &o, &rd[0].s.real);
+	em->begin(&host, &o, &rd[0].s.real);
 	if (compact)
 		ts_report_compact(&r, rd[0].p, &o);
 	else
@@ -574,22 +603,6 @@ static void run_to(const char *args, int compact, struct pair_read *rd,
 	exit(0);
 }
 
-static char *slurp(const char *path)
-{
-	long n;
-	char *text;
-	FILE *f = fopen(path, "r");
-
-	CHECK(f != NULL);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	rewind(f);
-	text = calloc(1, (size_t)n + 1);
-	CHECK(text && fread(text, 1, (size_t)n, f) == (size_t)n);
-	fclose(f);
-	unlink(path);
-	return text;
-}
 
 /* Do the runs over reads @rd agree for every option set? */
 static int runs_agree(struct pair_read *rd, int n)
@@ -676,53 +689,29 @@ static pid_t child_brief(int *fd)
  * for -z, a process that exits and takes its file away). */
 TEST(interval_same_bytes)
 {
-	struct tally_metric_desc d = { .name = "tc_moving_total" };
-	struct tally_label l = { "k", "new" };
 	struct pair_read rd[4];
-	struct tally_zone *z;
-	tally_counter up, down, late;
-	tally_gauge g;
-	tally_histogram h;
+	struct moving m;
 	int fd, st;
 	pid_t brief;
 
 	setup();
 	brief = child_brief(&fd);
-	z = tally_zone_create("tc-moving", NULL);
-	CHECK(z != NULL);
-	REG(tally_counter_register, z, &d, &up);
-	tally_counter_add(&up, 10);
-	d.name = "tc_falling_total";
-	REG(tally_counter_register, z, &d, &down);
-	tally_counter_add(&down, 50);
-	d.name = "tc_level";
-	REG(tally_gauge_register, z, &d, &g);
-	d.name = "tc_moving_ns";
-	REG(tally_histogram_register, z, &d, &h);
-	tally_histogram_observe(&h, 1000);
+	moving_start(&m);
 	pair_read(&rd[0], 1900000000);
-
-	tally_counter_add(&up, 7);
-	tally_counter_add(&down, -45);
-	tally_gauge_add(&g, 3);
-	tally_histogram_observe(&h, 2000);
-	d = (struct tally_metric_desc){ .name = "tc_moving_total",
-					.labels = &l, .nlabels = 1 };
-	REG(tally_counter_register, z, &d, &late);
-	tally_counter_add(&late, 2);
+	moving_step(&m);
 	pair_read(&rd[1], 1900000002);
 
-	tally_counter_add(&up, 1000000);
-	tally_counter_add(&late, 1);
-	tally_gauge_add(&g, -1);
-	tally_histogram_observe(&h, 5000000);
+	tally_counter_add(&m.up, 1000000);
+	tally_counter_add(&m.late, 1);
+	tally_gauge_add(&m.g, -1);
+	tally_histogram_observe(&m.h, 5000000);
 	pair_read(&rd[2], 1900000004);
 
 	/* tc-brief exits: its file goes, its rows stay in the Average:. */
 	close(fd);
 	CHECK(waitpid(brief, &st, 0) == brief);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	tally_counter_add(&up, 5);
+	tally_counter_add(&m.up, 5);
 	pair_read(&rd[3], 1900000006);
 	CHECK(runs_agree(rd, 4));
 	for (int i = 0; i < 4; i++)
