@@ -59,9 +59,11 @@ static struct tp_strmap reported;
 
 /* Read every segment; a directory that cannot be read ends the run.
  * With @cp, into a compact read (compact.c) that *@cp is set to, and
- * @snap holds no series. */
+ * @snap holds no series; @may_decline: return -2 when it cannot be
+ * ordered (else its rows are kept, in the order it has). */
 static int collect(const struct ts_options *o, struct tp_snapshot *snap,
-		   struct ts_report *r, struct ts_compact **cp)
+		   struct ts_report *r, struct ts_compact **cp,
+		   int may_decline)
 {
 	struct tp_collect_opts co;
 	char err[512];
@@ -76,7 +78,7 @@ static int collect(const struct ts_options *o, struct tp_snapshot *snap,
 	}
 	/* Checked before anything is said of the read, which a snapshot
 	 * then reads again. */
-	if (cp && ts_compact_finish(*cp, snap) < 0)
+	if (cp && ts_compact_finish(*cp, snap) < 0 && may_decline)
 		return -2;
 	/* Move the files skipped for the first time to the front: those
 	 * are the report's. */
@@ -186,7 +188,7 @@ static int run_compact(const struct ts_options *o, const struct ts_emitter *em,
 	struct ts_report skips = { 0 }, r;
 	struct ts_compact *cp = NULL;
 
-	int rc = collect(o, &snap, &skips, &cp);
+	int rc = collect(o, &snap, &skips, &cp, 1);
 
 	if (rc < 0) {
 		ts_compact_free(cp);
@@ -268,7 +270,7 @@ static int run_compact_intervals(const struct ts_options *o,
 	struct ts_caverage *av;
 	struct timespec deadline;
 	unsigned long done = 0;
-	int p = 0, status = 0, rc = collect(o, &snaps[0], &skips, &prev);
+	int p = 0, status = 0, rc = collect(o, &snaps[0], &skips, &prev, 1);
 
 	if (rc < 0) {
 		ts_compact_free(prev);
@@ -296,7 +298,7 @@ static int run_compact_intervals(const struct ts_options *o,
 		sleep_until(&deadline);
 		/* A later read that cannot be ordered still has every
 		 * series: only the first read chooses the path. */
-		if (collect(o, &snaps[!p], &fresh, &cur) == -1) {
+		if (collect(o, &snaps[!p], &fresh, &cur, 0) < 0) {
 			status = 1;
 			ts_compact_free(cur);
 			break;
@@ -341,7 +343,7 @@ static int run(const struct ts_options *o, const struct ts_emitter *em,
 	int status = 0;
 
 	/* A directory that cannot be read fails before any output. */
-	if (collect(o, &prev, &skips, NULL) < 0)
+	if (collect(o, &prev, &skips, NULL, 0) < 0)
 		return 1;
 	/* A selection that keeps nothing gives bare headers. */
 	warn_empty(o, prev.nseries);
@@ -365,7 +367,7 @@ static int run(const struct ts_options *o, const struct ts_emitter *em,
 
 		add_seconds(&deadline, o->interval);
 		sleep_until(&deadline);
-		if (collect(o, &cur, &fresh, NULL) < 0) {
+		if (collect(o, &cur, &fresh, NULL, 0) < 0) {
 			status = 1;
 			break;
 		}
