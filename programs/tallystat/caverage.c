@@ -153,7 +153,8 @@ static void add_to(struct ts_caverage *av, size_t a,
 void ts_caverage_add(struct ts_caverage *av, const struct ts_compact *cur,
 		     double seconds)
 {
-	size_t cap = 64, mask, *slot;
+	size_t cap = 64, mask;
+	uint32_t *slot;
 	uint32_t *segmap = tp_xcalloc(cur->nsegs + 1, sizeof(*segmap));
 
 	av->seconds += seconds;
@@ -169,7 +170,7 @@ void ts_caverage_add(struct ts_caverage *av, const struct ts_compact *cur,
 
 		while (slot[k])
 			k = (k + 1) & mask;
-		slot[k] = i + 1;
+		slot[k] = (uint32_t)i + 1;
 	}
 	for (uint32_t o = 0; o < cur->nsegs; o++) {
 		uint32_t g = cur->order[o];
@@ -190,7 +191,7 @@ void ts_caverage_add(struct ts_caverage *av, const struct ts_compact *cur,
 			if (segmap[g] == UINT32_MAX)
 				segmap[g] = seg_index(av, cur, g);
 			add_new(av, cur, x, segmap[g]);
-			slot[k] = av->c.n;
+			slot[k] = (uint32_t)av->c.n;
 		}
 	}
 	free(slot);

@@ -100,21 +100,24 @@ static void delta_entry(struct ts_compact *cur, size_t i,
 
 void ts_compact_delta(struct ts_compact *cur, const struct ts_compact *prev)
 {
-	size_t cap = 64, mask, *slot;
+	size_t cap = 64, mask;
+	uint32_t *slot;
 
 	while (cap < 2 * prev->n)
 		cap *= 2;
 	mask = cap - 1;
 	slot = tp_xcalloc(cap, sizeof(*slot));
 	/* Of two entries of one identity (a segment read twice), the later
-	 * one is found, as ts_delta() finds it. */
+	 * one is found, as ts_delta() finds it.  Slots hold an entry's
+	 * index + 1: a read has fewer than 2^32 series (each costs a record
+	 * of a segment, and a segment fewer). */
 	for (size_t i = 0; i < prev->n; i++) {
 		size_t k = (size_t)ts_entry_hash(prev, &prev->e[i]) & mask;
 
 		while (slot[k] && !ts_same_entry(prev, &prev->e[slot[k] - 1],
 					      prev, &prev->e[i]))
 			k = (k + 1) & mask;
-		slot[k] = i + 1;
+		slot[k] = (uint32_t)i + 1;
 	}
 	cur->d = tp_xcalloc(cur->n + 1, sizeof(*cur->d));
 	for (size_t i = 0; i < cur->n; i++) {
