@@ -19,6 +19,10 @@
  * Two segments of one pid, start time and zone (the same files through
  * two directories) would interleave their series: ts_compact_finish()
  * says so and the caller reads a whole snapshot instead.
+ *
+ * An interval run reads compact reads too: rates.c takes the deltas of
+ * two of them into cdelta entries beside the entries, and caverage.c
+ * keeps the Average: sums as a compact read of its own.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
