@@ -15,7 +15,8 @@
 #   tally-dump         one pass, the example reader
 #   tallystat          one report since start (text), and -o JSON
 #   tallystat 1 2      a since-start report, one interval (the previous
-#                      values kept for rates) and the Average: rows
+#                      values kept for rates) and the Average: rows, in
+#                      text and -o JSON
 #   tally-exporter     one scrape of /metrics by a fresh process (gzip
 #                      off), its peak after the scrape; and with
 #                      --aggregate (the writers share their series:
@@ -26,8 +27,9 @@
 # (exact count of tw_many_total lines, or exporter samples).  The host's
 # CPU and load are printed first; timings are noisy on a busy machine,
 # bytes per series are not.  A last line "SUMMARY" holds every figure.
-# BASE=path/to/another/tallystat adds its two one-report rows, measured
-# in the same run (the figures of a build to compare with).
+# BASE=path/to/another/tallystat adds its rows (one report, text and
+# JSON; 1 2, text and JSON), measured in the same run (the figures of a
+# build to compare with).
 set -u
 n=${1:-1000000}
 build=${2:-${BUILD:-build}}
@@ -152,10 +154,13 @@ measure "tally-dump" "$n" "$dump"
 measure "tallystat" "$n" "$tallystat"
 measure "tallystat -o JSON" "$n" "$tallystat" -o JSON
 measure "tallystat 1 2 (rates)" "$((3 * n))" "$tallystat" 1 2
+measure "tallystat 1 2 -o JSON" "$((3 * n))" "$tallystat" 1 2 -o JSON
 if [ -n "${BASE:-}" ]; then
 	[ -x "$BASE" ] || die "BASE=$BASE is not an executable"
 	measure "base tallystat" "$n" "$BASE"
 	measure "base tallystat -o JSON" "$n" "$BASE" -o JSON
+	measure "base tallystat 1 2 (rates)" "$((3 * n))" "$BASE" 1 2
+	measure "base tallystat 1 2 -o JSON" "$((3 * n))" "$BASE" 1 2 -o JSON
 fi
 if [ -x "$exporter" ] && command -v curl >/dev/null; then
 	measure "tally-exporter scrape" "$n" scrape "$exporter"

@@ -19,6 +19,10 @@
  * Two segments of one pid, start time and zone (the same files through
  * two directories) would interleave their series: ts_compact_finish()
  * says so and the caller reads a whole snapshot instead.
+ *
+ * An interval run reads compact reads too: rates.c takes the deltas of
+ * two of them into cdelta entries beside the entries, and caverage.c
+ * keeps the Average: sums as a compact read of its own.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -212,8 +216,14 @@ void ts_compact_free(struct ts_compact *c)
 {
 	if (!c)
 		return;
-	for (size_t i = 0; i < c->n; i++)
+	for (size_t i = 0; i < c->n; i++) {
 		drop_full(&c->e[i]);
+		if (c->d && c->d[i].full) {
+			tp_series_free(c->d[i].full);
+			free(c->d[i].full);
+		}
+	}
+	free(c->d);
 	free(c->e);
 	free(c->seg_first);
 	free(c->order);
@@ -233,5 +243,20 @@ void ts_report_compact(struct ts_report *r, const struct ts_compact *c,
 	r->omit_zero = o->omit_idle;
 	for (size_t i = 0; i < c->n; i++)
 		if (!o->omit_idle || c->e[i].value != 0)
+			r->nrows++;
+}
+
+void ts_report_compact_interval(struct ts_report *r,
+				const struct ts_compact *c, double seconds,
+				const struct ts_options *o)
+{
+	memset(r, 0, sizeof(*r));
+	r->kind = TS_INTERVAL;
+	r->when = c->snap->real;
+	r->seconds = seconds;
+	r->cp = c;
+	r->omit_zero = o->omit_idle;
+	for (size_t i = 0; i < c->n; i++)
+		if (!o->omit_idle || (c->d[i].flags & TS_CHANGED))
 			r->nrows++;
 }

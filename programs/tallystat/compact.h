@@ -20,6 +20,15 @@ struct centry {
 	unsigned char kind, dead, fractional;
 };
 
+/* An entry's change since the previous read (rates.c), as delta.c
+ * makes it: the increase (gauges: the value), TP_SERIES_* and TS_*
+ * flags, and for an entry kept whole the delta as a copy. */
+struct cdelta {
+	int64_t value;
+	struct tp_series *full;
+	unsigned flags;
+};
+
 /* A series of the segment being read, for the sort. */
 struct ts_skey {
 	const char *key;
@@ -42,11 +51,23 @@ struct ts_compact {
 	struct tp_buf key;
 	const struct tp_snapshot *snap;
 	const struct tally_open_opts *open_opts;
+	struct cdelta *d;       /* ts_compact_delta(): per entry, or NULL */
+	/* The sums of an Average: report (caverage.c): order is NULL, the
+	 * entries come in their own order, and the segments are held open
+	 * (held[seg]), so that a process gone since keeps its rows. */
+	struct tally_seg **held;
 };
 
 /* The hash of a series' key and kind that tells whether a record still
  * holds the series read; the key of @v into @b. */
 uint64_t ts_key_hash(const char *key, unsigned kind);
 void ts_make_key(struct tp_buf *b, const struct tally_series_view *v);
+
+/* rates.c: the hash of entry @e's identity (its process, key hash and
+ * kind); are @x of @a and @y of @b the same series (the same process,
+ * key hash, kind and bucket count)? */
+uint64_t ts_entry_hash(const struct ts_compact *c, const struct centry *e);
+int ts_same_entry(const struct ts_compact *a, const struct centry *x,
+		  const struct ts_compact *b, const struct centry *y);
 
 #endif /* TALLYSTAT_COMPACT_H */

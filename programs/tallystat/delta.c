@@ -132,6 +132,74 @@ static void shallow_copy(struct tp_arena *a, struct tp_series *o,
 					    sizeof(*c->percpu));
 }
 
+int ts_baseline_known(const struct tp_snapshot *prev,
+		      const struct tp_series *c)
+{
+	return zone_known(prev, c) || c->created_ns >= ns_of(&prev->real);
+}
+
+void ts_delta_one(struct tp_series *o, const struct tp_series *c,
+		  const struct tp_series *p, int known)
+{
+	o->flags = 0;
+	if (!p) {
+		/* Registered since the previous read: it started at zero,
+		 * unless its zone is older than that read and we simply
+		 * never saw it. */
+		o->flags |= TP_SERIES_NEW | TS_CHANGED;
+		if (known)
+			return;
+		/* Its baseline is unknown: this interval shows no rate for
+		 * it, and its value becomes the baseline. */
+		o->flags |= TS_UNKNOWN;
+		if (c->kind == TALLY_COUNTER || c->kind == TALLY_HISTOGRAM) {
+			o->value = o->sum = 0;
+			o->fsum = 0;
+			if (o->buckets)
+				memset(o->buckets, 0, o->nbuckets *
+				       sizeof(*o->buckets));
+			if (o->percpu)
+				memset(o->percpu, 0, o->npercpu *
+				       sizeof(*o->percpu));
+		}
+		return;
+	}
+	if (tp_kind_is_gauge(c->kind)) {
+		/* Gauges keep their current values. */
+		if (c->value != p->value || c->fvalue != p->fvalue)
+			o->flags |= TS_CHANGED;
+		return;
+	}
+	if (c->kind == TALLY_HISTOGRAM) {
+		int reset = c->value < p->value || c->nbuckets != p->nbuckets;
+
+		for (unsigned b = 0; !reset && b < c->nbuckets; b++)
+			reset = c->buckets[b] < p->buckets[b];
+		if (reset) {
+			o->flags |= TP_SERIES_RESET;
+		} else {
+			o->value = sub(c->value, p->value);
+			o->sum = sub(c->sum, p->sum);
+			o->fsum = c->fsum - p->fsum;
+			for (unsigned b = 0; b < c->nbuckets; b++)
+				o->buckets[b] = sub(c->buckets[b],
+						    p->buckets[b]);
+		}
+	} else if (c->value >= p->value) {
+		o->value = sub(c->value, p->value);
+	} else {
+		o->flags |= TP_SERIES_RESET;
+	}
+	/* Per-CPU copies are raw adds: zeroing does not touch them, so
+	 * their differences stay meaningful across a reset. */
+	for (unsigned cpu = 0; cpu < o->npercpu; cpu++)
+		o->percpu[cpu] = cpu < p->npercpu ?
+				 sub(c->percpu[cpu], p->percpu[cpu]) :
+				 c->percpu[cpu];
+	if (o->value != 0 || (o->flags & TP_SERIES_RESET))
+		o->flags |= TS_CHANGED;
+}
+
 void ts_delta(const struct tp_snapshot *prev, const struct tp_snapshot *cur,
 	      struct tp_snapshot *d)
 {
@@ -149,66 +217,7 @@ void ts_delta(const struct tp_snapshot *prev, const struct tp_snapshot *cur,
 		struct tp_series *o = &d->series[d->nseries++];
 
 		shallow_copy(d->arena, o, c);
-		o->flags = 0;
-		if (!p) {
-			/* Registered since the previous read: it started
-			 * at zero, unless its zone is older than that read
-			 * and we simply never saw it. */
-			o->flags |= TP_SERIES_NEW | TS_CHANGED;
-			if (zone_known(prev, c) ||
-			    c->created_ns >= ns_of(&prev->real))
-				continue;
-			/* Its baseline is unknown: this interval shows no
-			 * rate for it, and its value becomes the baseline. */
-			o->flags |= TS_UNKNOWN;
-			if (c->kind == TALLY_COUNTER ||
-			    c->kind == TALLY_HISTOGRAM) {
-				o->value = o->sum = 0;
-				o->fsum = 0;
-				if (o->buckets)
-					memset(o->buckets, 0, o->nbuckets *
-					       sizeof(*o->buckets));
-				if (o->percpu)
-					memset(o->percpu, 0, o->npercpu *
-					       sizeof(*o->percpu));
-			}
-			continue;
-		}
-		if (tp_kind_is_gauge(c->kind)) {
-			/* Gauges keep their current values. */
-			if (c->value != p->value || c->fvalue != p->fvalue)
-				o->flags |= TS_CHANGED;
-			continue;
-		}
-		if (c->kind == TALLY_HISTOGRAM) {
-			int reset = c->value < p->value ||
-				    c->nbuckets != p->nbuckets;
-
-			for (unsigned b = 0; !reset && b < c->nbuckets; b++)
-				reset = c->buckets[b] < p->buckets[b];
-			if (reset) {
-				o->flags |= TP_SERIES_RESET;
-			} else {
-				o->value = sub(c->value, p->value);
-				o->sum = sub(c->sum, p->sum);
-				o->fsum = c->fsum - p->fsum;
-				for (unsigned b = 0; b < c->nbuckets; b++)
-					o->buckets[b] = sub(c->buckets[b],
-							    p->buckets[b]);
-			}
-		} else if (c->value >= p->value) {
-			o->value = sub(c->value, p->value);
-		} else {
-			o->flags |= TP_SERIES_RESET;
-		}
-		/* Per-CPU copies are raw adds: zeroing does not touch them,
-		 * so their differences stay meaningful across a reset. */
-		for (unsigned cpu = 0; cpu < o->npercpu; cpu++)
-			o->percpu[cpu] = cpu < p->npercpu ?
-					 sub(c->percpu[cpu], p->percpu[cpu]) :
-					 c->percpu[cpu];
-		if (o->value != 0 || (o->flags & TP_SERIES_RESET))
-			o->flags |= TS_CHANGED;
+		ts_delta_one(o, c, p, !p && ts_baseline_known(prev, c));
 	}
 	free(x.slot);
 }

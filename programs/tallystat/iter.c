@@ -35,6 +35,11 @@ static void ident_of(struct ts_iter *it, const struct centry *e)
 	s->dead = e->dead;
 	s->value = e->value;
 	s->fvalue = e->fvalue;
+	if (it->r->cp->d) {
+		/* An interval's row: the delta, a gauge's value. */
+		s->value = it->r->cp->d[e - it->r->cp->e].value;
+		s->flags = it->r->cp->d[e - it->r->cp->e].flags;
+	}
 	s->fractional = e->fractional;
 	s->frac = e->frac;
 	s->arena = 1;
@@ -79,10 +84,19 @@ static int batch_cb(const struct tally_series_view *v, void *arg)
 	return 0;
 }
 
+/* Is entry @e left out by -z: of value 0 since start, or unchanged
+ * over an interval? */
+static int idle(const struct ts_compact *c, const struct centry *e)
+{
+	if (c->d)
+		return !(c->d[e - c->e].flags & TS_CHANGED);
+	return e->value == 0;
+}
+
 /* Does the iterator show entry @e?  (-z, and the kinds asked for.) */
 static int shown(const struct ts_iter *it, const struct centry *e)
 {
-	if (it->r->omit_zero && e->value == 0)
+	if (it->r->omit_zero && idle(it->r->cp, e))
 		return 0;
 	if ((it->flags & TS_ITER_HIST) && e->kind != TALLY_HISTOGRAM)
 		return 0;
@@ -104,14 +118,19 @@ static void refill(struct ts_iter *it, size_t x, size_t end)
 		it->bmode = tp_xmalloc(TS_BATCH * sizeof(*it->bmode));
 	}
 	if (!it->seg || it->segno != g) {
-		tally_seg_close(it->seg);
+		if (!c->held)
+			tally_seg_close(it->seg);
 		it->segno = g;
-		it->seg = tally_seg_open(c->snap->segs[g].path, c->open_opts);
+		it->seg = c->held ? c->held[g] :
+			  tally_seg_open(c->snap->segs[g].path, c->open_opts);
 	}
 	it->nreq = it->bcur = it->cbj = 0;
 	for (size_t y = x; y < end && it->nreq < TS_BATCH; y++) {
 		const struct centry *e = &c->e[y];
 
+		/* Entries in their own order (sums) change segments. */
+		if (e->seg != g)
+			break;
 		if (e->full || !shown(it, e))
 			continue;
 		it->req[it->nreq] = y;
@@ -168,10 +187,11 @@ static int serve(struct ts_iter *it, size_t x)
 static const struct tp_series *fetch(struct ts_iter *it, size_t x,
 				     size_t end)
 {
-	const struct centry *e = &it->r->cp->e[x];
+	const struct ts_compact *c = it->r->cp;
+	const struct centry *e = &c->e[x];
 
 	if (e->full)
-		return e->full;
+		return c->d ? c->d[x].full : e->full;
 	ident_of(it, e);
 	if (it->flags & TS_ITER_IDENT)
 		return &it->s;
@@ -183,6 +203,16 @@ static const struct tp_series *fetch(struct ts_iter *it, size_t x,
 static const struct tp_series *next_compact(struct ts_iter *it)
 {
 	const struct ts_compact *c = it->r->cp;
+
+	while (!c->order && it->at < c->n) {
+		const struct tp_series *s;
+
+		if (shown(it, &c->e[it->at++]) &&
+		    (s = fetch(it, it->at - 1, c->n)))
+			return s;
+	}
+	if (!c->order)
+		return NULL;
 
 	while (it->g < c->nsegs) {
 		uint32_t g = c->order[it->g];
@@ -224,15 +254,18 @@ const struct tp_series *ts_iter_next(struct ts_iter *it)
 
 void ts_iter_row(const struct ts_iter *it, struct ts_row *row)
 {
-	if (it->r->cp)
+	if (it->r->cp) {
 		ts_report_row_of(it->r, it->cur, row);
-	else
+		if (it->r->kind == TS_AVERAGE)
+			ts_caverage_row(it->r, it->at - 1, row);
+	} else
 		ts_report_row(it->r, it->i - 1, row);
 }
 
 void ts_iter_end(struct ts_iter *it)
 {
-	tally_seg_close(it->seg);
+	if (!it->r || !it->r->cp || !it->r->cp->held)
+		tally_seg_close(it->seg);
 	tp_buf_free(&it->text);
 	tp_buf_free(&it->scratch);
 	free(it->lab);

@@ -59,9 +59,11 @@ static struct tp_strmap reported;
 
 /* Read every segment; a directory that cannot be read ends the run.
  * With @cp, into a compact read (compact.c) that *@cp is set to, and
- * @snap holds no series. */
+ * @snap holds no series; @may_decline: return -2 when it cannot be
+ * ordered (else its rows are kept, in the order it has). */
 static int collect(const struct ts_options *o, struct tp_snapshot *snap,
-		   struct ts_report *r, struct ts_compact **cp)
+		   struct ts_report *r, struct ts_compact **cp,
+		   int may_decline)
 {
 	struct tp_collect_opts co;
 	char err[512];
@@ -76,7 +78,7 @@ static int collect(const struct ts_options *o, struct tp_snapshot *snap,
 	}
 	/* Checked before anything is said of the read, which a snapshot
 	 * then reads again. */
-	if (cp && ts_compact_finish(*cp, snap) < 0)
+	if (cp && ts_compact_finish(*cp, snap) < 0 && may_decline)
 		return -2;
 	/* Move the files skipped for the first time to the front: those
 	 * are the report's. */
@@ -186,7 +188,7 @@ static int run_compact(const struct ts_options *o, const struct ts_emitter *em,
 	struct ts_report skips = { 0 }, r;
 	struct ts_compact *cp = NULL;
 
-	int rc = collect(o, &snap, &skips, &cp);
+	int rc = collect(o, &snap, &skips, &cp, 1);
 
 	if (rc < 0) {
 		ts_compact_free(cp);
@@ -206,6 +208,130 @@ static int run_compact(const struct ts_options *o, const struct ts_emitter *em,
 	return 0;
 }
 
+/* The report of an interval of compact reads: @cur's deltas against
+ * @prev's (whose entries are then freed: only the values are needed
+ * from one read to the next), the processes that came and went, the
+ * files skipped; then its deltas join the sums. */
+static void compact_interval(const struct ts_options *o,
+			     const struct ts_emitter *em,
+			     struct ts_compact **prev,
+			     const struct tp_snapshot *psnap,
+			     struct ts_compact *cur,
+			     const struct tp_snapshot *csnap,
+			     struct ts_report *skips,
+			     const struct ts_report *fresh, double dt,
+			     struct ts_caverage *av)
+{
+	struct ts_report r;
+
+	ts_compact_delta(cur, *prev);
+	ts_compact_free(*prev);
+	*prev = NULL;
+	ts_report_compact_interval(&r, cur, dt, o);
+	ts_report_events(&r, psnap, csnap);
+	if (skips->nskipped) {
+		/* Skipped before the first report (-y). */
+		r.skipped = skips->skipped;
+		r.nskipped = skips->nskipped;
+		skips->nskipped = 0;
+	} else {
+		r.skipped = fresh->skipped;
+		r.nskipped = fresh->nskipped;
+	}
+	em->report(&r, o);
+	ts_report_free(&r);
+	ts_caverage_add(av, cur, dt);
+}
+
+/* Next deadline: @interval on, or from now when the run fell behind (a
+ * stopped terminal, a slow read) rather than rush to catch up. */
+static void next_deadline(struct timespec *deadline, double interval)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (seconds_between(deadline, &now) > interval)
+		*deadline = now;
+}
+
+/*
+ * A run of intervals of compact reads: what it keeps from one read to
+ * the next is each series' values and key hash, and the sums of the
+ * Average: rows the same way (caverage.c).  Returns as run_compact().
+ * Two snapshots alternate, each holding the segments of one read.
+ */
+static int run_compact_intervals(const struct ts_options *o,
+				 const struct ts_emitter *em,
+				 const struct ts_host *h)
+{
+	struct tp_snapshot snaps[2];
+	struct ts_report skips = { 0 }, r;
+	struct ts_compact *prev = NULL, *cur = NULL;
+	struct ts_caverage *av;
+	struct timespec deadline;
+	unsigned long done = 0;
+	int p = 0, status = 0, rc = collect(o, &snaps[0], &skips, &prev, 1);
+
+	if (rc < 0) {
+		ts_compact_free(prev);
+		tp_snapshot_free(&snaps[0]);
+		return rc == -2 ? -1 : 1;
+	}
+	warn_empty(o, ts_compact_nseries(prev));
+	em->begin(h, o, &snaps[0].real);
+	if (!o->omit_first) {
+		ts_report_compact(&r, prev, o);
+		r.skipped = skips.skipped;
+		r.nskipped = skips.nskipped;
+		em->report(&r, o);
+		ts_report_free(&r);
+		done++;
+		skips.nskipped = 0;
+	}
+	av = ts_caverage_new();
+	deadline = snaps[0].mono;
+	while (!o->count || done < o->count) {
+		struct ts_report fresh = { 0 };
+		double dt;
+
+		add_seconds(&deadline, o->interval);
+		sleep_until(&deadline);
+		/* A later read that cannot be ordered still has every
+		 * series: only the first read chooses the path. */
+		if (collect(o, &snaps[!p], &fresh, &cur, 0) < 0) {
+			status = 1;
+			ts_compact_free(cur);
+			break;
+		}
+		dt = seconds_between(&snaps[p].mono, &snaps[!p].mono);
+		/* A SIGINT right after a read: nothing to report. */
+		if (interrupted && dt < 0.05) {
+			ts_compact_free(cur);
+			tp_snapshot_free(&snaps[!p]);
+			break;
+		}
+		compact_interval(o, em, &prev, &snaps[p], cur, &snaps[!p],
+				 &skips, &fresh, dt, av);
+		tp_snapshot_free(&snaps[p]);
+		prev = cur;
+		p = !p;
+		done++;
+		if (interrupted)
+			break;
+		next_deadline(&deadline, o->interval);
+	}
+	if (ts_caverage_intervals(av)) {
+		ts_report_caverage(&r, av, o);
+		em->report(&r, o);
+		ts_report_free(&r);
+	}
+	ts_caverage_free(av);
+	ts_compact_free(prev);
+	tp_snapshot_free(&snaps[p]);
+	em->end(o);
+	return status;
+}
+
 static int run(const struct ts_options *o, const struct ts_emitter *em,
 	       const struct ts_host *h)
 {
@@ -217,7 +343,7 @@ static int run(const struct ts_options *o, const struct ts_emitter *em,
 	int status = 0;
 
 	/* A directory that cannot be read fails before any output. */
-	if (collect(o, &prev, &skips, NULL) < 0)
+	if (collect(o, &prev, &skips, NULL, 0) < 0)
 		return 1;
 	/* A selection that keeps nothing gives bare headers. */
 	warn_empty(o, prev.nseries);
@@ -241,7 +367,7 @@ static int run(const struct ts_options *o, const struct ts_emitter *em,
 
 		add_seconds(&deadline, o->interval);
 		sleep_until(&deadline);
-		if (collect(o, &cur, &fresh, NULL) < 0) {
+		if (collect(o, &cur, &fresh, NULL, 0) < 0) {
 			status = 1;
 			break;
 		}
@@ -334,12 +460,14 @@ int main(int argc, char **argv)
 		sigaction(SIGINT, &sa, NULL);
 
 	em = o.json ? &ts_emit_json : &ts_emit_text;
-	/* One report since start, of each process's own series: the
-	 * compact read; rates over intervals, sums (-a) and per-CPU columns
+	/* Each process's own series, since start and over intervals: the
+	 * compact reads; sums across processes (-a) and per-CPU columns
 	 * (-P) read snapshots. */
 	rc = -1;
 	if (!o.interval && !o.aggregate && !o.percpu)
 		rc = run_compact(&o, em, &h);
+	else if (!o.aggregate && !o.percpu)
+		rc = run_compact_intervals(&o, em, &h);
 	if (rc < 0)
 		rc = run(&o, em, &h);
 

@@ -212,7 +212,9 @@ void ts_report_row_of(const struct ts_report *r, const struct tp_series *s,
 		return;
 	}
 	interval_row(r, s, row);
-	if (r->kind == TS_AVERAGE)
+	/* A compact read's sums are not struct acc: the iterator adds
+	 * theirs (ts_caverage_row). */
+	if (r->kind == TS_AVERAGE && !r->cp)
 		ts_average_row(r, s, row);
 }
 

@@ -8,11 +8,13 @@
  * (report.c), adds the intervals up for the Average: rows (average.c),
  * and hands the report to one back end: aligned text (emit_text.c,
  * table.c) or sysstat's JSON envelope (emit_json.c), which make each row
- * from its series as they print it (ts_report_row).  A single report
- * since start (no interval, -a or -P) reads no snapshot: compact.c keeps
- * per series its values and record id, and the back ends walk either
- * kind of report through struct ts_iter.  args.c reads the command line,
- * segments.c does --list and --clean, main.c runs the loop.
+ * from its series as they print it (ts_report_row).  Without -a or -P
+ * no snapshot of the series is read: compact.c keeps per series its
+ * values and record id, rates.c takes the deltas of two such reads,
+ * caverage.c sums them for the Average: rows, and the back ends walk
+ * either kind of report through struct ts_iter.  args.c reads the
+ * command line, segments.c does --list and --clean, main.c runs the
+ * loop.
  */
 #ifndef TALLYSTAT_H
 #define TALLYSTAT_H
@@ -170,6 +172,14 @@ void ts_report_since_start(struct ts_report *r, const struct tp_snapshot *cur,
  * strings are @cur's: free it before @cur. */
 void ts_delta(const struct tp_snapshot *prev, const struct tp_snapshot *cur,
 	      struct tp_snapshot *delta);
+/* The delta of one series into @o, a copy of @c whose buckets and
+ * per-CPU values are its own: @p is the series of the previous read
+ * (NULL: none); @known, for none, whether the series began since that
+ * read (ts_baseline_known()) so that its whole value is its delta. */
+void ts_delta_one(struct tp_series *o, const struct tp_series *c,
+		  const struct tp_series *p, int known);
+int ts_baseline_known(const struct tp_snapshot *prev,
+		      const struct tp_series *c);
 /* Rows of an interval of @seconds from a delta snapshot. */
 void ts_report_interval(struct ts_report *r, const struct tp_snapshot *d,
 			double seconds, const struct ts_options *o);
@@ -207,6 +217,19 @@ size_t ts_compact_nseries(const struct ts_compact *c);
 void ts_compact_free(struct ts_compact *c);
 void ts_report_compact(struct ts_report *r, const struct ts_compact *c,
 		       const struct ts_options *o);
+/*
+ * rates.c: the delta of each entry of @cur against the read @prev (whose
+ * snapshot must still be there), into cur->d, with the formulas and
+ * flags of ts_delta().  An entry is the same series in both reads when
+ * its process (pid, start time, zone), the hash of its key and kind,
+ * and its bucket count are the same.
+ */
+void ts_compact_delta(struct ts_compact *cur, const struct ts_compact *prev);
+/* The report of an interval of @seconds ending with compact read @c,
+ * whose deltas ts_compact_delta() has taken. */
+void ts_report_compact_interval(struct ts_report *r,
+				const struct ts_compact *c, double seconds,
+				const struct ts_options *o);
 
 /*
  * The rows of a report in order, one series at a time, whatever holds
@@ -261,6 +284,19 @@ void ts_report_average(struct ts_report *r, const struct ts_average *a,
 void ts_average_row(const struct ts_report *r, const struct tp_series *s,
 		    struct ts_row *row);
 void ts_average_free(struct ts_average *a);
+
+/* caverage.c: the same sums of a run of compact reads, whose deltas
+ * ts_compact_delta() has taken; ts_caverage_row() completes row @row of
+ * the sums' entry @x as ts_average_row() does. */
+struct ts_caverage;
+struct ts_caverage *ts_caverage_new(void);
+void ts_caverage_add(struct ts_caverage *av, const struct ts_compact *cur,
+		     double seconds);
+unsigned long ts_caverage_intervals(const struct ts_caverage *av);
+void ts_report_caverage(struct ts_report *r, const struct ts_caverage *av,
+			const struct ts_options *o);
+void ts_caverage_row(const struct ts_report *r, size_t x, struct ts_row *row);
+void ts_caverage_free(struct ts_caverage *av);
 
 /* Fill a row of a histogram from counts (deltas or totals). */
 void ts_row_histogram(struct ts_row *row, const struct tp_series *s);
