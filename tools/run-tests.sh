@@ -5,13 +5,13 @@
 # then a short fuzzing run of the segment reader.  Prints a summary line.
 #
 # Two lanes run at once once the normal build is there.  The first runs
-# the C suites (normal, ASan, TSan) and the install and monitoring
-# checks, printing as it goes.  The second, at a lower priority, builds
-# the ASan and TSan trees ahead of the first lane (which waits for them
-# on a lock when it gets there first), then runs the Python, wheel, Rust,
-# crate, Debian and fuzzing stages and last the tests labelled "timing"
-# (how long things take: they depend on the machine and its load, run
-# one at a time and are reported without failing the run), into
+# the C suites (normal, ASan, TSan), the install, monitoring and Debian
+# checks, the fuzzer and last the tests labelled "timing" (how long
+# things take: they depend on the machine and its load, run one at a
+# time and are reported without failing the run), printing as it goes.
+# The second, at a lower priority, builds the ASan and TSan trees ahead
+# of the first lane (which waits for them on a lock when it gets there
+# first), then runs the Python, wheel, Rust and crate stages, into
 # build-lane2.log, printed after the first lane.  A C suite waits much of
 # its time (servers, children, alarms) and the second lane mostly
 # compiles: together they keep both CPUs of a small machine busy.  Each
@@ -275,8 +275,7 @@ tsan_args="-DTALLY_SANITIZE=thread -DTALLY_BENCH=OFF"
 
 # The second lane, at a lower priority: the sanitizer builds (ahead of
 # the first lane, which waits for them at need), then what needs the
-# normal build's programs but not its tests, and the timing tests last
-# (reported only: the load of the other lane is theirs too).
+# normal build's programs but not its tests.
 lane2() {
 	renice -n 5 -p $BASHPID >/dev/null 2>&1 || true
 	echo "=== builds"
@@ -286,9 +285,6 @@ lane2() {
 	timed st_wheel
 	timed st_rust
 	timed st_crate
-	timed st_debian
-	timed st_fuzz
-	timed timings build
 }
 
 start=$(date +%s)
@@ -306,6 +302,9 @@ timed suite tsan build-tsan "$tsan_args" \
 	TALLY_TEST_SCALE=4 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 timed st_install
 timed st_monitoring
+timed st_debian
+timed st_fuzz
+timed timings build
 if [ -n "$lane2_pid" ]; then
 	wait "$lane2_pid"
 	cat build-lane2.log

@@ -48,6 +48,7 @@ const uint64_t tally_rs_abi[] = {
 	OFF(struct tally_series_view, sum),
 	OFF(struct tally_series_view, buckets),
 	OFF(struct tally_series_view, fvalue),
+	OFF(struct tally_series_view, summary),
 	TALLY_COUNTER, TALLY_GAUGE, TALLY_GAUGE_SET, TALLY_HISTOGRAM,
 	TALLY_FGAUGE,
 	TALLY_PERCPU, TALLY_SHARED, TALLY_PERNODE, TALLY_ADAPTIVE,

@@ -71,6 +71,9 @@ pub struct Series {
     /// A classic histogram's finite bucket upper bounds, increasing
     /// (empty for other kinds and for log-linear histograms).
     pub bounds: Vec<f64>,
+    /// A summary (format 2.7): a classic histogram without bounds, whose
+    /// count and sum are what it says (its one bucket is its count).
+    pub summary: bool,
 }
 
 impl Series {
@@ -79,7 +82,7 @@ impl Series {
     /// ```
     /// # let s = tally::reader::Series { name: "x".into(), help: String::new(), unit: String::new(),
     /// #   kind: tally::reader::Kind::Counter, labels: vec![("a".into(), "1".into())],
-    /// #   value: 0, fvalue: 0.0, sum: 0, buckets: vec![], bounds: vec![] };
+    /// #   value: 0, fvalue: 0.0, sum: 0, buckets: vec![], bounds: vec![], summary: false };
     /// assert_eq!(s.label("a"), Some("1"));
     /// ```
     pub fn label(&self, name: &str) -> Option<&str> {
@@ -164,6 +167,7 @@ unsafe extern "C" fn collect(v: *const sys::tally_series_view, arg: *mut c_void)
         sum: v.sum,
         buckets,
         bounds,
+        summary: v.summary != 0,
     });
     0
 }

@@ -232,6 +232,7 @@ pub struct tally_series_view {
     pub nbounds: c_uint,
     pub bounds: *const f64,
     pub fsum: f64,
+    pub summary: c_int,
 }
 
 /// Declares C functions that share one signature: the metric kinds'
