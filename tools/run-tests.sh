@@ -11,7 +11,7 @@
 # time and are reported without failing the run), printing as it goes.
 # The second, at a lower priority, builds the ASan and TSan trees ahead
 # of the first lane (which waits for them on a lock when it gets there
-# first), then runs the Python, wheel, Rust and crate stages, into
+# first), then runs the Rust, Python, wheel and crate stages, into
 # build-lane2.log, printed after the first lane.  A C suite waits much of
 # its time (servers, children, alarms) and the second lane mostly
 # compiles: together they keep both CPUs of a small machine busy.  Each
@@ -275,15 +275,17 @@ tsan_args="-DTALLY_SANITIZE=thread -DTALLY_BENCH=OFF"
 
 # The second lane, at a lower priority: the sanitizer builds (ahead of
 # the first lane, which waits for them at need), then what needs the
-# normal build's programs but not its tests.
+# normal build's programs but not its tests.  Rust comes before Python:
+# a Python test serves the crate's example service beside a C and a
+# Python one (python/tests/test_exporter.py).
 lane2() {
 	renice -n 5 -p $BASHPID >/dev/null 2>&1 || true
 	echo "=== builds"
 	timed build_of asan build-asan "$asan_args"
 	timed build_of tsan build-tsan "$tsan_args"
+	timed st_rust
 	timed st_python
 	timed st_wheel
-	timed st_rust
 	timed st_crate
 }
 
