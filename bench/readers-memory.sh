@@ -36,6 +36,7 @@ build=${2:-${BUILD:-build}}
 runs=${RUNS:-3}
 writers=8
 cd "$(dirname "$0")/.."
+. tools/listen.sh
 
 die() { echo "readers-memory: $*" >&2; exit 1; }
 case "$n" in ''|*[!0-9]*) die "N must be a number, got '$n'" ;; esac
@@ -98,16 +99,14 @@ timed() {
 # The exporter: a fresh process, one scrape, then its peak.
 # scrape EXPORTER DIR ARGS...
 scrape() {
-	local bin=$1 dir=$2 port=$((20000 + ($$ + RANDOM) % 20000)) p kib t
+	local bin=$1 dir=$2 port p kib t
 	shift 2
-	"$bin" --listen "127.0.0.1:$port" --dir "$dir" "$@" \
-		2>"$work/err" &
+	# Port 0: the kernel's choice, read from the log (tools/listen.sh),
+	# never one that another program may take meanwhile.
+	"$bin" --listen 127.0.0.1:0 --dir "$dir" "$@" 2>"$work/err" &
 	p=$!
-	for ((i = 0; i < 200; i++)); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-		kill -0 $p 2>/dev/null || { cat "$work/err" >&2; die "tally-exporter did not start"; }
-		sleep 0.05
-	done
+	port=$(listen_port "$work/err" "$p") ||
+		{ cat "$work/err" >&2; kill $p 2>/dev/null; die "tally-exporter did not start"; }
 	t=$(curl -s -o "$work/out" -w '%{time_total}' "http://127.0.0.1:$port/metrics") ||
 		{ kill $p; die "the scrape failed"; }
 	kib=$(awk '/^VmHWM:/ { print $2 }' "/proc/$p/status")
