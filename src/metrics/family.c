@@ -397,6 +397,40 @@ int tally_summary_family_register(struct tally_zone *z,
 				      f ? &f->family : NULL);
 }
 
+/* An info or enum family: its table's kind (TALLY_INFO, TALLY_ENUM) is
+ * what its children are registered as; they are float gauges. */
+static int family_register_typed(struct tally_zone *z,
+				 const struct tally_metric_desc *d,
+				 const char *const *label_names, unsigned n,
+				 unsigned kind, tally_fgauge_family *f)
+{
+	struct tally_metric_desc typed;
+
+	if (d) {
+		typed = *d;
+		if (!typed.kind)
+			typed.kind = kind;
+	}
+	return family_register(z, d ? &typed : NULL, label_names, n, kind, 0,
+			       f ? &f->family : NULL);
+}
+
+int tally_info_family_register(struct tally_zone *z,
+			       const struct tally_metric_desc *d,
+			       const char *const *label_names, unsigned n,
+			       tally_fgauge_family *f)
+{
+	return family_register_typed(z, d, label_names, n, TALLY_INFO, f);
+}
+
+int tally_enum_family_register(struct tally_zone *z,
+			       const struct tally_metric_desc *d,
+			       const char *const *label_names, unsigned n,
+			       tally_fgauge_family *f)
+{
+	return family_register_typed(z, d, label_names, n, TALLY_ENUM, f);
+}
+
 int tally_pgauge_family_register(struct tally_zone *z,
 				 const struct tally_metric_desc *d,
 				 const char *const *label_names, unsigned n,
