@@ -4,7 +4,8 @@
  * each) and a classic histogram of prometheus_client's default buckets
  * (0.005 .. 10 seconds; 0.003, 0.02, 0.02, 0.7 and 12 observed), a
  * summary of format 2.7 (0.1 three times and 2.25: count 4, sum 2.55),
- * and exits; with TALLY_KEEP=1 its segment stays, for tally-dump's
+ * an info metric of format 2.8 (build: version 1.1, replaced by 1.2)
+ * and an enum (state: up, then down), and exits; with TALLY_KEEP=1 its segment stays, for tally-dump's
  * test (check-dump-types.sh).  Prints the segment's path.
  */
 #include <math.h>
@@ -21,6 +22,8 @@ int main(void)
 	tally_pgauge live, all;
 	tally_chistogram h;
 	tally_summary s;
+	tally_fgauge old, cur, up, down;
+	struct tally_label l = { "version", "1.1" };
 	static const double bounds[] = { 0.005, 0.01, 0.025, 0.05, 0.075,
 					  0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
 					  7.5, 10.0, INFINITY };
@@ -58,6 +61,28 @@ int main(void)
 	tally_summary_observe(&s, 0.1);
 	tally_summary_observe(&s, 0.1);
 	tally_summary_observe(&s, 2.25);
+	d.name = "build";
+	d.help = "What was built.";
+	d.labels = &l;
+	d.nlabels = 1;
+	if (tally_info_register(z, &d, &old) < 0)
+		return 1;
+	l.value = "1.2";
+	if (tally_info_register(z, &d, &cur) < 0)
+		return 1;
+	tally_fgauge_set(&old, 0.0);
+	d.name = "state";
+	d.help = "Where it stands.";
+	l.name = "state";
+	l.value = "up";
+	if (tally_enum_register(z, &d, &up) < 0)
+		return 1;
+	l.value = "down";
+	if (tally_enum_register(z, &d, &down) < 0)
+		return 1;
+	tally_fgauge_set(&up, 1.0);
+	tally_fgauge_set(&down, 1.0);
+	tally_fgauge_set(&up, 0.0);
 	printf("%s\n", tally_zone_path(z));
 	return tally_zone_destroy(z) < 0;
 }

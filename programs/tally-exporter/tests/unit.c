@@ -846,6 +846,71 @@ TEST(summary)
 	}
 }
 
+/*
+ * An info metric (format 2.8): its series as <name>_info{pairs} 1, TYPE
+ * <name>_info gauge in the text format and <name> info in OpenMetrics;
+ * an enum: TYPE gauge, or stateset, each state's 0 or 1.  A plain gauge
+ * of the info's name in another segment is another type: a conflict.
+ */
+TEST(info_and_enum)
+{
+	struct tp_snapshot s = { 0 };
+	struct tp_series v[4];
+	struct tp_segment seg[2];
+	char *ln[4][1] = { { "version" }, { "state" }, { "state" }, { "x" } };
+	char *lv[4][1] = { { "1.2" }, { "up" }, { "down" }, { "1" } };
+	const char *names[4] = { "build", "state", "state", "build" };
+	struct ex_config c = { .aggregate = 1 };
+	struct ex_self self = { 0 };
+	struct ex_result res;
+	const char *t;
+
+	memset(v, 0, sizeof(v));
+	memset(seg, 0, sizeof(seg));
+	for (int i = 0; i < 4; i++) {
+		v[i].kind = TALLY_FGAUGE;
+		v[i].name = (char *)names[i];
+		v[i].key = v[i].name;
+		v[i].help = "H.";
+		v[i].unit = "";
+		v[i].pid = i == 3 ? 11 : 10;
+		v[i].nlabels = 1;
+		v[i].label_names = ln[i];
+		v[i].label_values = lv[i];
+		v[i].fvalue = i == 2 ? 0.0 : 1.0;
+		v[i].value = i == 2 ? 0 : 1;
+		strcpy(v[i].proc, "p");
+		strcpy(v[i].zone, "z");
+	}
+	seg[0].info.pid = 10;
+	seg[1].info.pid = 11;
+	v[0].info = 1;
+	v[1].stateset = v[2].stateset = 1;
+	s.series = v;
+	s.nseries = 4;
+	s.segs = seg;
+	s.nsegs = 2;
+	for (int f = 0; f < 2; f++) {
+		struct tp_buf b = { 0 };
+
+		ex_write(&b, &s, &c, f ? EX_OPENMETRICS : EX_TEXT, &self,
+			 tp_now_ns(), &res);
+		t = tp_buf_str(&b);
+		CHECK(strstr(t, f ? "# TYPE build info\n" :
+			      "# TYPE build_info gauge\n"));
+		CHECK(strstr(t, f ? "# HELP build H.\n" :
+			      "# HELP build_info H.\n"));
+		CHECK(strstr(t, "\nbuild_info{version=\"1.2\"} 1\n"));
+		CHECK(!strstr(t, "\nbuild{"));
+		CHECK(strstr(t, f ? "# TYPE state stateset\n" :
+			      "# TYPE state gauge\n"));
+		CHECK(strstr(t, "\nstate{state=\"up\"} 1\n"));
+		CHECK(strstr(t, "\nstate{state=\"down\"} 0\n"));
+		CHECK(res.conflicts == 1);
+		tp_buf_free(&b);
+	}
+}
+
 /* Label names that clash: renamed or left out, never written twice. */
 /*
  * Every tally_exporter_* metric but the scrape's duration, exactly, from
