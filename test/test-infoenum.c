@@ -165,6 +165,30 @@ TEST(info_family_and_definitions)
 	CHECK_EQ(tally_zone_destroy(z), 0);
 }
 
+/* A binding's definition of an enum (tally_metric_redefine) is the
+ * record its series are then registered in: one generation. */
+TEST(redefine_is_the_enum_record)
+{
+	struct tally_zone *z = zone_in("redefine");
+	struct tally_metric_desc d = desc(TALLY_ENUM, "state");
+	const char *names[] = { "state" }, *up[] = { "up" };
+	const tally_fgauge *g;
+	tally_fgauge_family f;
+	struct tally_seg_info info;
+
+	d.help = "State.";
+	CHECK_EQ(tally_metric_redefine(z, &d, NULL, 0), 0);
+	CHECK_EQ(tally_metric_redefine(z, &d, NULL, 0), 0);
+	CHECK_EQ(tally_enum_family_register(z, &d, names, 1, &f), 0);
+	CHECK_EQ(tally_fgauge_family_get(&f, up, 1, &g), 0);
+	info = info_of(tally_zone_path(z));
+	CHECK_EQ(info.redefinitions, 0);
+	d.kind = TALLY_INFO;
+	CHECK_EQ(tally_metric_redefine(z, &d, NULL, 0), 1);
+	tally_family_remove(&f.family);
+	CHECK_EQ(tally_zone_destroy(z), 0);
+}
+
 /* What a reader of 2.7 checks: a float gauge's metric record (kind 3,
  * value type 1, shared), whose tail is zero, and a series of state 4,
  * of a type it does not know, which it skips. */
@@ -226,6 +250,7 @@ TEST(refusals)
 	CHECK_EQ(tally_info_register(z, &d, &g), -EPROTONOSUPPORT);
 	CHECK_EQ(tally_info_family_register(z, &d, names, 1, &f),
 		 -EPROTONOSUPPORT);
+	CHECK_EQ(tally_metric_redefine(z, &d, NULL, 0), -EPROTONOSUPPORT);
 	set_minor(z, TALLY__FMT_MINOR);
 	CHECK_EQ(tally_info_register(z, &d, &g), 0);
 	CHECK_EQ(tally_zone_destroy(z), 0);

@@ -443,6 +443,7 @@ static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
 		    const char *const *names, unsigned n)
 {
 	struct tally_metric_desc typed;
+	struct tally_label state;
 	struct tally__plan p;
 	uint32_t mrec, found;
 	uint64_t before;
@@ -454,6 +455,13 @@ static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
 	typed = *d;
 	if (!typed.kind)
 		typed.kind = TALLY_COUNTER;
+	if (typed.kind == TALLY_ENUM && !typed.nlabels) {
+		/* The definition is the record's, whatever the states: the
+		 * plan checks an enum's series, which have a state label. */
+		state = (struct tally_label){ typed.name, "" };
+		typed.labels = &state;
+		typed.nlabels = 1;
+	}
 	if ((rc = tally__plan_make(&typed, &p)) < 0)
 		return rc;
 	p.combine = combine & ~SUMMARY_FLAG;
@@ -470,6 +478,8 @@ static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
 					   "%u is NULL", i);
 	if (!z && !(z = tally_zone_default()))
 		return -errno;
+	if ((rc = info_enum_room(z, &p, d->name)) < 0)
+		return rc;
 	if ((rc = tally__metrics_lock(z)) < 0)
 		return rc;
 	tally__metric_rec_find(z, d->name, &found);
