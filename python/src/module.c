@@ -78,6 +78,8 @@ static int module_exec(PyObject *m)
 	    PyModule_AddIntConstant(m, "TALLY_SUMMARY", TALLY_SUMMARY) < 0 ||
 	    PyModule_AddIntConstant(m, "TALLY_FGAUGE", TALLY_FGAUGE) < 0 ||
 	    PyModule_AddIntConstant(m, "TALLY_PGAUGE", TALLY_PGAUGE) < 0 ||
+	    PyModule_AddIntConstant(m, "TALLY_INFO", TALLY_INFO) < 0 ||
+	    PyModule_AddIntConstant(m, "TALLY_ENUM", TALLY_ENUM) < 0 ||
 	    PyModule_AddIntConstant(m, "LABELS_MAX", TALLY_LABELS_MAX) < 0 ||
 	    PyModule_AddIntConstant(m, "LABEL_PAIRS_MAX",
 				    TALLY_LABEL_PAIRS_MAX) < 0 ||
