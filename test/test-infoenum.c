@@ -57,6 +57,21 @@ static struct seen read_zone(struct tally_zone *z, const char *name)
 	return s;
 }
 
+/* The one series named @name a pass shows: a float gauge, an info's
+ * (@info) or not, of labels @labels and value @value. */
+static void check_one(struct tally_zone *z, const char *name, int info,
+		      const char *labels, double value)
+{
+	struct seen s = read_zone(z, name);
+
+	CHECK_EQ(s.n, 1);
+	CHECK_EQ(s.info, info);
+	CHECK_EQ(s.stateset, 0);
+	CHECK_EQ(s.fgauge, 1);
+	CHECK_STR(s.labels[0], labels);
+	CHECK(s.fvalue[0] == value);
+}
+
 static void set_minor(struct tally_zone *z, uint16_t minor)
 {
 	int fd = open(tally_zone_path(z), O_RDWR | O_CLOEXEC);
@@ -76,7 +91,6 @@ TEST(info_shows_its_current_pairs)
 	struct tally_label v2[] = { { "commit", "def" }, { "version", "1.3" } };
 	tally_fgauge a, b;
 	double x;
-	struct seen s;
 
 	d.help = "Build.";
 	d.labels = v1;
@@ -84,21 +98,12 @@ TEST(info_shows_its_current_pairs)
 	CHECK_EQ(tally_info_register(z, &d, &a), 0);
 	CHECK_EQ(tally_fgauge_fetch(&a, &x), 0);
 	CHECK(x == 1.0);
-	s = read_zone(z, "build");
-	CHECK_EQ(s.n, 1);
-	CHECK_EQ(s.info, 1);
-	CHECK_EQ(s.stateset, 0);
-	CHECK_EQ(s.fgauge, 1);
-	CHECK(s.fvalue[0] == 1.0);
-	CHECK_STR(s.labels[0], "commit=abc;version=1.2;");
+	check_one(z, "build", 1, "commit=abc;version=1.2;", 1.0);
 
 	d.labels = v2;
 	CHECK_EQ(tally_info_register(z, &d, &b), 0);
 	tally_fgauge_set(&a, 0.0);
-	s = read_zone(z, "build");
-	CHECK_EQ(s.n, 1);
-	CHECK_EQ(s.info, 1);
-	CHECK_STR(s.labels[0], "commit=def;version=1.3;");
+	check_one(z, "build", 1, "commit=def;version=1.3;", 1.0);
 	CHECK_EQ(tally_zone_destroy(z), 0);
 }
 
@@ -106,7 +111,7 @@ TEST(info_shows_its_current_pairs)
 TEST(enum_shows_every_state)
 {
 	struct tally_zone *z = zone_in("enum");
-	struct tally_metric_desc d = desc(0, "state");
+	struct tally_metric_desc d = desc(TALLY_ENUM, "state");
 	const char *names[] = { "shard", "state" };
 	const char *up[] = { "a", "up" }, *down[] = { "a", "down" };
 	const tally_fgauge *gu, *gd;
@@ -114,7 +119,7 @@ TEST(enum_shows_every_state)
 	struct seen s;
 
 	d.help = "State.";
-	CHECK_EQ(tally_enum_family_register(z, &d, names, 2, &f), 0);
+	CHECK_EQ(tally_fgauge_family_register(z, &d, names, 2, &f), 0);
 	CHECK_EQ(tally_fgauge_family_get(&f, up, 2, &gu), 0);
 	CHECK_EQ(tally_fgauge_family_get(&f, down, 2, &gd), 0);
 	tally_fgauge_set(gd, 1.0);
@@ -137,30 +142,24 @@ TEST(enum_shows_every_state)
 TEST(info_family_and_definitions)
 {
 	struct tally_zone *z = zone_in("infofam");
-	struct tally_metric_desc d = desc(0, "build");
+	struct tally_metric_desc d = desc(TALLY_INFO, "build");
 	const char *names[] = { "version" };
 	const char *v1[] = { "1" }, *v2[] = { "2" };
 	const tally_fgauge *g1, *g2;
 	tally_fgauge_family f;
 	tally_fgauge plain;
-	struct seen s;
 
-	CHECK_EQ(tally_info_family_register(z, &d, names, 1, &f), 0);
+	CHECK_EQ(tally_fgauge_family_register(z, &d, names, 1, &f), 0);
 	CHECK_EQ(tally_fgauge_family_get(&f, v1, 1, &g1), 0);
 	CHECK_EQ(tally_fgauge_family_get(&f, v2, 1, &g2), 0);
 	tally_fgauge_set(g2, 1.0);
-	s = read_zone(z, "build");
-	CHECK_EQ(s.n, 1);
-	CHECK_STR(s.labels[0], "version=2;");
+	check_one(z, "build", 1, "version=2;", 1.0);
 	/* A float gauge of the name is a new generation: the info's
 	 * series are no longer shown. */
 	d.kind = TALLY_FGAUGE;
 	CHECK_EQ(tally_fgauge_register(z, &d, &plain), 0);
 	tally_fgauge_set(&plain, 5.0);
-	s = read_zone(z, "build");
-	CHECK_EQ(s.n, 1);
-	CHECK_EQ(s.info, 0);
-	CHECK(s.fvalue[0] == 5.0);
+	check_one(z, "build", 0, "", 5.0);
 	tally_family_remove(&f.family);
 	CHECK_EQ(tally_zone_destroy(z), 0);
 }
@@ -179,7 +178,7 @@ TEST(redefine_is_the_enum_record)
 	d.help = "State.";
 	CHECK_EQ(tally_metric_redefine(z, &d, NULL, 0), 0);
 	CHECK_EQ(tally_metric_redefine(z, &d, NULL, 0), 0);
-	CHECK_EQ(tally_enum_family_register(z, &d, names, 1, &f), 0);
+	CHECK_EQ(tally_fgauge_family_register(z, &d, names, 1, &f), 0);
 	CHECK_EQ(tally_fgauge_family_get(&f, up, 1, &g), 0);
 	info = info_of(tally_zone_path(z));
 	CHECK_EQ(info.redefinitions, 0);
@@ -239,7 +238,7 @@ TEST(refusals)
 	CHECK(strstr(tally_errmsg(), "no label named as the metric"));
 	d.labels = NULL;
 	d.nlabels = 0;
-	CHECK_EQ(tally_enum_family_register(z, &d, names, 1, &f), -EINVAL);
+	CHECK_EQ(tally_fgauge_family_register(z, &d, names, 1, &f), -EINVAL);
 	set_minor(z, 7);
 	l.name = "state";
 	d.labels = &l;
@@ -248,7 +247,7 @@ TEST(refusals)
 	CHECK(strstr(tally_errmsg(), "older than format 2.8"));
 	d = desc(TALLY_INFO, "build");
 	CHECK_EQ(tally_info_register(z, &d, &g), -EPROTONOSUPPORT);
-	CHECK_EQ(tally_info_family_register(z, &d, names, 1, &f),
+	CHECK_EQ(tally_fgauge_family_register(z, &d, names, 1, &f),
 		 -EPROTONOSUPPORT);
 	CHECK_EQ(tally_metric_redefine(z, &d, NULL, 0), -EPROTONOSUPPORT);
 	set_minor(z, TALLY__FMT_MINOR);

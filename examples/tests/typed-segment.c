@@ -22,8 +22,6 @@ int main(void)
 	tally_pgauge live, all;
 	tally_chistogram h;
 	tally_summary s;
-	tally_fgauge old, cur, up, down;
-	struct tally_label l = { "version", "1.1" };
 	static const double bounds[] = { 0.005, 0.01, 0.025, 0.05, 0.075,
 					  0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
 					  7.5, 10.0, INFINITY };
@@ -61,28 +59,21 @@ int main(void)
 	tally_summary_observe(&s, 0.1);
 	tally_summary_observe(&s, 0.1);
 	tally_summary_observe(&s, 2.25);
-	d.name = "build";
-	d.help = "What was built.";
-	d.labels = &l;
-	d.nlabels = 1;
-	if (tally_info_register(z, &d, &old) < 0)
-		return 1;
-	l.value = "1.2";
-	if (tally_info_register(z, &d, &cur) < 0)
-		return 1;
-	tally_fgauge_set(&old, 0.0);
-	d.name = "state";
-	d.help = "Where it stands.";
-	l.name = "state";
-	l.value = "up";
-	if (tally_enum_register(z, &d, &up) < 0)
-		return 1;
-	l.value = "down";
-	if (tally_enum_register(z, &d, &down) < 0)
-		return 1;
-	tally_fgauge_set(&up, 1.0);
-	tally_fgauge_set(&down, 1.0);
-	tally_fgauge_set(&up, 0.0);
+	/* Pairs 1.1 replaced by 1.2; the state up, then down. */
+	for (unsigned i = 0; i < 4; i++) {
+		static const char *const v[] = { "1.1", "1.2", "up", "down" };
+		struct tally_label l = { i < 2 ? "version" : "state", v[i] };
+		tally_fgauge g;
+
+		d.name = i < 2 ? "build" : "state";
+		d.help = i < 2 ? "What was built." : "Where it stands.";
+		d.labels = &l;
+		d.nlabels = 1;
+		if ((i < 2 ? tally_info_register :
+		     tally_enum_register)(z, &d, &g) < 0)
+			return 1;
+		tally_fgauge_set(&g, i % 2 ? 1.0 : 0.0);
+	}
 	printf("%s\n", tally_zone_path(z));
 	return tally_zone_destroy(z) < 0;
 }

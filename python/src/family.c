@@ -108,16 +108,10 @@ static int part_register(TpyFamily *f, struct tpy_part *p,
 							 &p->fam.g);
 			break;
 		case TALLY_FGAUGE:
+		case TALLY_INFO: /* by d.kind (format 2.8) */
+		case TALLY_ENUM:
 			rc = tally_fgauge_family_register(f->zone, &d, names, n,
 							  &p->fam.f);
-			break;
-		case TALLY_INFO:
-			rc = tally_info_family_register(f->zone, &d, names, n,
-							&p->fam.f);
-			break;
-		case TALLY_ENUM:
-			rc = tally_enum_family_register(f->zone, &d, names, n,
-							&p->fam.f);
 			break;
 		case TALLY_FCOUNTER:
 			rc = tally_fcounter_family_register(f->zone, &d, names,

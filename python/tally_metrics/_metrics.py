@@ -463,13 +463,20 @@ class _PyMetric(_MetricMixin):
     def labels(self, *labelvalues: Any, **labelkwargs: Any) -> Any:
         return self._labels_slow(*labelvalues, **labelkwargs)
 
-
-def _older_zone(e: OSError) -> bool:
-    """Whether @e is libtally's refusal of an info or enum metric in a
-    shared zone older than format 2.8, whose readers would not show it:
-    such a metric is then written in the names of the encoding of
-    earlier versions (<n>:info, <n>:enum), which they read."""
-    return e.errno == errno.EPROTONOSUPPORT
+    def _claim_typed(self, zone: _native.Zone, kind: int) -> bool:
+        """Claim the metric's own record, of @kind TALLY_INFO or
+        TALLY_ENUM (format 2.8), as a Gauge's; False in a shared zone
+        older than 2.8, which refuses it (its readers would not show
+        it): the metric is then written in the names of the encoding of
+        earlier versions (<n>:info, <n>:enum), which they read."""
+        try:
+            _native.claim(zone, self._name, self._documentation,
+                          enc.every_series(self._name), kind=kind)
+        except _native.TallyError as e:
+            if e.errno != errno.EPROTONOSUPPORT:
+                raise
+            return False
+        return True
 
 
 class Info(_PyMetric):
@@ -504,15 +511,8 @@ class Info(_PyMetric):
     def _claim(self, zone: _native.Zone) -> None:
         # The info's own record (format 2.8), under its name, is its
         # definition, as a Gauge's; its keys are defined at info().
-        self._legacy = False
-        try:
-            _native.claim(zone, self._name, self._documentation,
-                          enc.every_series(self._name),
-                          kind=_native.TALLY_INFO)
-        except _native.TallyError as e:
-            if not _older_zone(e):
-                raise
-            self._legacy = True
+        self._legacy = not self._claim_typed(zone, _native.TALLY_INFO)
+        if self._legacy:
             super()._claim(zone)
 
     def _make_family(self, zone: _native.Zone) -> _native.Family:
@@ -612,15 +612,8 @@ class Enum(_PyMetric):
         # Other states than an earlier version's retire its record (whose
         # series are those states), then the enum's own record (format
         # 2.8), under its name, is its definition, as a Gauge's.
-        self._legacy = False
-        try:
-            _native.claim(zone, self._name, self._documentation,
-                          enc.every_series(self._name),
-                          kind=_native.TALLY_ENUM)
-        except _native.TallyError as e:
-            if not _older_zone(e):
-                raise
-            self._legacy = True
+        self._legacy = not self._claim_typed(zone, _native.TALLY_ENUM)
+        if self._legacy:
             _native.claim(zone, self._name, "%s states=%s" % (
                 self._definition(), ",".join(self._states)),
                 enc.every_series(self._name))
@@ -632,8 +625,7 @@ class Enum(_PyMetric):
                       (self._name, enc.enum(self._name)))
         # Again: when the states retired the record just claimed, this
         # one makes the new generation the states' series go to.
-        _native.claim(zone, self._name, self._documentation,
-                      enc.every_series(self._name), kind=_native.TALLY_ENUM)
+        self._claim_typed(zone, _native.TALLY_ENUM)
 
     def _make_family(self, zone: _native.Zone) -> _native.Family:
         if self._legacy:

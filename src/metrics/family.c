@@ -358,7 +358,12 @@ int tally_fgauge_family_register(struct tally_zone *z,
 				 const char *const *label_names, unsigned n,
 				 tally_fgauge_family *f)
 {
-	return family_register(z, d, label_names, n, TALLY_FGAUGE, 0,
+	/* An info or enum metric's family (format 2.8) is registered as
+	 * its kind, its children are float gauges. */
+	unsigned kind = d && (d->kind == TALLY_INFO || d->kind == TALLY_ENUM) ?
+			d->kind : TALLY_FGAUGE;
+
+	return family_register(z, d, label_names, n, kind, 0,
 			       f ? &f->family : NULL);
 }
 
@@ -395,40 +400,6 @@ int tally_summary_family_register(struct tally_zone *z,
 	return family_register_bounds(z, d ? &typed : NULL, label_names, n,
 				      TALLY_CHISTOGRAM, 1, NULL, 0,
 				      f ? &f->family : NULL);
-}
-
-/* An info or enum family: its table's kind (TALLY_INFO, TALLY_ENUM) is
- * what its children are registered as; they are float gauges. */
-static int family_register_typed(struct tally_zone *z,
-				 const struct tally_metric_desc *d,
-				 const char *const *label_names, unsigned n,
-				 unsigned kind, tally_fgauge_family *f)
-{
-	struct tally_metric_desc typed;
-
-	if (d) {
-		typed = *d;
-		if (!typed.kind)
-			typed.kind = kind;
-	}
-	return family_register(z, d ? &typed : NULL, label_names, n, kind, 0,
-			       f ? &f->family : NULL);
-}
-
-int tally_info_family_register(struct tally_zone *z,
-			       const struct tally_metric_desc *d,
-			       const char *const *label_names, unsigned n,
-			       tally_fgauge_family *f)
-{
-	return family_register_typed(z, d, label_names, n, TALLY_INFO, f);
-}
-
-int tally_enum_family_register(struct tally_zone *z,
-			       const struct tally_metric_desc *d,
-			       const char *const *label_names, unsigned n,
-			       tally_fgauge_family *f)
-{
-	return family_register_typed(z, d, label_names, n, TALLY_ENUM, f);
 }
 
 int tally_pgauge_family_register(struct tally_zone *z,

@@ -846,6 +846,32 @@ TEST(summary)
 	}
 }
 
+/* What info_and_enum's snapshot @s is written as, in OpenMetrics (@om)
+ * or in the text format. */
+static void check_info_enum(const struct tp_snapshot *s,
+			    const struct ex_config *c, int om)
+{
+	struct ex_self self = { 0 };
+	struct ex_result res;
+	struct tp_buf b = { 0 };
+	const char *t;
+
+	ex_write(&b, s, c, om ? EX_OPENMETRICS : EX_TEXT, &self, tp_now_ns(),
+		 &res);
+	t = tp_buf_str(&b);
+	CHECK(strstr(t, om ? "# TYPE build info\n" :
+		      "# TYPE build_info gauge\n"));
+	CHECK(strstr(t, om ? "# HELP build H.\n" : "# HELP build_info H.\n"));
+	CHECK(strstr(t, "\nbuild_info{version=\"1.2\"} 1\n"));
+	CHECK(!strstr(t, "\nbuild{"));
+	CHECK(strstr(t, om ? "# TYPE state stateset\n" :
+		      "# TYPE state gauge\n"));
+	CHECK(strstr(t, "\nstate{state=\"up\"} 1\n"));
+	CHECK(strstr(t, "\nstate{state=\"down\"} 0\n"));
+	CHECK(res.conflicts == 1);
+	tp_buf_free(&b);
+}
+
 /*
  * An info metric (format 2.8): its series as <name>_info{pairs} 1, TYPE
  * <name>_info gauge in the text format and <name> info in OpenMetrics;
@@ -854,16 +880,14 @@ TEST(summary)
  */
 TEST(info_and_enum)
 {
-	struct tp_snapshot s = { 0 };
 	struct tp_series v[4];
 	struct tp_segment seg[2];
+	struct tp_snapshot s = { .series = v, .nseries = 4, .segs = seg,
+				 .nsegs = 2 };
 	char *ln[4][1] = { { "version" }, { "state" }, { "state" }, { "x" } };
 	char *lv[4][1] = { { "1.2" }, { "up" }, { "down" }, { "1" } };
 	const char *names[4] = { "build", "state", "state", "build" };
 	struct ex_config c = { .aggregate = 1 };
-	struct ex_self self = { 0 };
-	struct ex_result res;
-	const char *t;
 
 	memset(v, 0, sizeof(v));
 	memset(seg, 0, sizeof(seg));
@@ -886,29 +910,8 @@ TEST(info_and_enum)
 	seg[1].info.pid = 11;
 	v[0].info = 1;
 	v[1].stateset = v[2].stateset = 1;
-	s.series = v;
-	s.nseries = 4;
-	s.segs = seg;
-	s.nsegs = 2;
-	for (int f = 0; f < 2; f++) {
-		struct tp_buf b = { 0 };
-
-		ex_write(&b, &s, &c, f ? EX_OPENMETRICS : EX_TEXT, &self,
-			 tp_now_ns(), &res);
-		t = tp_buf_str(&b);
-		CHECK(strstr(t, f ? "# TYPE build info\n" :
-			      "# TYPE build_info gauge\n"));
-		CHECK(strstr(t, f ? "# HELP build H.\n" :
-			      "# HELP build_info H.\n"));
-		CHECK(strstr(t, "\nbuild_info{version=\"1.2\"} 1\n"));
-		CHECK(!strstr(t, "\nbuild{"));
-		CHECK(strstr(t, f ? "# TYPE state stateset\n" :
-			      "# TYPE state gauge\n"));
-		CHECK(strstr(t, "\nstate{state=\"up\"} 1\n"));
-		CHECK(strstr(t, "\nstate{state=\"down\"} 0\n"));
-		CHECK(res.conflicts == 1);
-		tp_buf_free(&b);
-	}
+	check_info_enum(&s, &c, 0);
+	check_info_enum(&s, &c, 1);
 }
 
 /* Label names that clash: renamed or left out, never written twice. */
