@@ -5,8 +5,9 @@
  * (0.005 .. 10 seconds; 0.003, 0.02, 0.02, 0.7 and 12 observed), a
  * summary of format 2.7 (0.1 three times and 2.25: count 4, sum 2.55),
  * an info metric of format 2.8 (build: version 1.1, replaced by 1.2)
- * and an enum (state: up, then down), and exits; with TALLY_KEEP=1 its segment stays, for tally-dump's
- * test (check-dump-types.sh).  Prints the segment's path.
+ * and an enum (state: up, then down), and exits; with TALLY_KEEP=1 its
+ * segment stays, for tally-dump's test (check-dump-types.sh).  Prints
+ * the segment's path.
  */
 #include <math.h>
 #include <stdio.h>

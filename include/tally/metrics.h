@@ -432,7 +432,8 @@ TALLY_API int tally_pgauge_register(struct tally_zone *z,
  * old version's.  A binding may also record there the very metric whose
  * series it registers under @d->name (a TALLY_FGAUGE, say; a TALLY_INFO
  * or TALLY_ENUM too, which a zone older than format 2.8 refuses with
- * -EPROTONOSUPPORT), leaving that name out of @names; a classic histogram and a per-process gauge take
+ * -EPROTONOSUPPORT), leaving that name out of @names; a classic
+ * histogram and a per-process gauge take
  * tally_chistogram_redefine() and tally_pgauge_redefine().
  * Return: 1 when the definition changed (the zone counts it in
  * redefinitions), 0 when it was new or the same, or a negative errno as

@@ -531,7 +531,8 @@ PyTypeObject TpyFamily_Type = {
  * in @zone: a metric record named @name with @definition as its help and
  * no series (readers show nothing of it); with @bounds, a classic
  * histogram's, and with @kind TALLY_FGAUGE or TALLY_PGAUGE (of @combine) a
- * gauge's, TALLY_INFO or TALLY_ENUM an Info's or an Enum's (format 2.8), with @summary a summary's (tally_summary_redefine), whose
+ * gauge's, TALLY_INFO or TALLY_ENUM an Info's or an Enum's (format 2.8),
+ * with @summary a summary's (tally_summary_redefine), whose
  * series are registered under @name itself, with
  * @definition its help and @unit its unit (tally_chistogram_redefine,
  * tally_pgauge_redefine, tally_metric_redefine).  When the zone holds another one (an earlier version of the

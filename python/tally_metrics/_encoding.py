@@ -68,10 +68,11 @@ A "_total" ends the name of a counter (prometheus_client's name without
 it; tally-exporter and tallystat show the counter as it is), and "_sum"
 a histogram's sum (a series named <b>_sum is a sum only when <b>:bucket
 exists).  <n>:info_keys is a metric definition without series (the keys
-of an Info), and <n>:enum_states one of an Enum's states.  The suffixes starting with ':' are the encoding's own: a
-series that C code registers with one of them is read as the encoding
-says, and a Histogram's name may not end with ":summary" (its series
-would read as a Summary's).
+of an Info), and <n>:enum_states one of an Enum's states.  The suffixes
+starting with ':' are the encoding's own: a series that C code
+registers with one of them is read as the encoding says, and a
+Histogram's name may not end with ":summary" (its series would read as
+a Summary's).
 
 Series that match nothing above are shown as tally-exporter shows them
 (PLAIN): counters, gauges and tally's own histograms registered from C.
