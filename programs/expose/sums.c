@@ -1,0 +1,45 @@
+/*
+ * sums.c: a scrape of --aggregate without a server (sums.h): the
+ * segments summed as they are read (aggset.h), nothing retained from a
+ * scrape before (the segments of exited processes stay in their
+ * directory and are read again), written whole by expose.h's writer.
+ */
+#define _GNU_SOURCE
+#include <string.h>
+
+#include "aggset.h"
+#include "sums.h"
+
+int ex_write_sums(struct tp_buf *out, const struct tp_collect_opts *opts,
+		  enum ex_format f, struct tp_snapshot *skipped,
+		  char *errbuf, size_t errlen)
+{
+	struct ex_config c = { .aggregate = 1 };
+	struct tp_collect_opts co = { 0 };
+	struct ex_aggset *a = tp_xcalloc(1, sizeof(*a));
+	int rc;
+
+	co.dirs = opts->dirs;
+	co.ndirs = opts->ndirs;
+	co.open_opts = opts->open_opts;
+	co.seg_filter = opts->seg_filter;
+	co.arg = opts->arg;
+	co.order = TP_ORDER_READ; /* the writer groups the metrics itself */
+	rc = ex_aggset_collect(a, &co, errbuf, errlen);
+	ex_aggset_finish(a, NULL, 0);
+	ex_write(out, &a->agg, &c, f, NULL, 0, NULL);
+	if (skipped) {
+		/* The lists are handed over, not copied. */
+		skipped->skipped = a->agg.skipped;
+		skipped->nskipped = a->agg.nskipped;
+		skipped->segs = a->agg.segs;
+		skipped->nsegs = a->agg.nsegs;
+		a->agg.skipped = NULL;
+		a->agg.nskipped = 0;
+		a->agg.segs = NULL;
+		a->agg.nsegs = 0;
+	}
+	a->refs = 1;
+	ex_aggset_put(a);
+	return rc;
+}
