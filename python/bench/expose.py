@@ -8,7 +8,7 @@ its own in a new directory, then, --rounds times, in turn:
 
   exporter scrape            GET /metrics of tally-exporter --aggregate
                              --self-metrics=no over that directory
-                             (http.client, the body read whole)
+                             (urllib, the body read whole)
   tally.generate_latest()    the registry's zone, tally-exporter's writer
   TallyCollector, tally      tally.generate_latest(registry) of a
                              prometheus_client registry holding a
@@ -32,7 +32,6 @@ machine are noisy, hence the medians.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import platform
@@ -43,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 EXPORTER = os.environ.get("TALLY_EXPORTER") or os.path.join(
@@ -100,16 +100,10 @@ def start_exporter(d):
 
 
 def scrape(port):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    try:
-        c.request("GET", "/metrics", headers={"Accept": "text/plain"})
-        r = c.getresponse()
-        body = r.read()
-        if r.status != 200:
-            raise SystemExit(f"tally-exporter answered {r.status}")
-        return body
-    finally:
-        c.close()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics",
+                                 headers={"Accept": "text/plain"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return r.read()
 
 
 def timed(fn):

@@ -10,19 +10,15 @@ need it, curl or promtool are skipped without them.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
-import time
 
 import prometheus_client
 import pytest
 
 import tally_metrics as tally
-from conftest import HERE, child_env
-
-EXPORTER = os.environ.get("TALLY_EXPORTER") or os.path.join(
-    HERE, "..", "..", "build", "programs", "tally-exporter", "tally-exporter")
+from conftest import child_env
+from test_exporter import EXPORTER, _scrape
 
 # Every kind the package writes, with what a writer may spell
 # differently: escapes in help and label values, a unit of tally's
@@ -84,38 +80,10 @@ def _need():
         pytest.skip("curl not installed")
 
 
-def _scrape(tally_dir, accepts):
-    """tally-exporter --aggregate --self-metrics=no over @tally_dir,
-    scraped once with each Accept header of @accepts."""
-    log = os.path.join(tally_dir, "..", "exporter.log")
-    with open(log, "w") as err:
-        p = subprocess.Popen(["timeout", "30", EXPORTER, "--dir", tally_dir,
-                              "--aggregate", "--self-metrics=no",
-                              "--listen", "127.0.0.1:0"], stderr=err)
-    try:
-        port = None
-        for _ in range(200):
-            with open(log) as f:
-                m = re.search(r"listening on https?://127\.0\.0\.1:(\d+)/",
-                              f.read())
-            if m:
-                port = m.group(1)
-                break
-            time.sleep(0.05)
-        assert port, open(log).read()
-        return [subprocess.run(
-            ["curl", "-sS", "--max-time", "10", "-H", "Accept: " + a,
-             f"http://127.0.0.1:{port}/metrics"], capture_output=True,
-            timeout=20, check=True).stdout for a in accepts]
-    finally:
-        p.terminate()
-        p.wait(timeout=10)
-
-
 def test_generate_latest_is_the_exporters_scrape(zone):
     _need()
     tally_dir = zone
-    text, om = _scrape(tally_dir, [
+    text, om = _scrape(tally_dir, ["--aggregate", "--self-metrics=no"], [
         "text/plain", "application/openmetrics-text; version=1.0.0"])
     mine = tally.generate_latest(dir=tally_dir, all_zones=True)
     mine_om = tally.generate_latest(dir=tally_dir, all_zones=True,
