@@ -10,6 +10,10 @@ worker's counts stay.  It also makes prometheus_client's
 MultiProcessCollector read that zone, so that the /metrics view of an
 application (or of its framework instrumentator) written for the
 multiprocess mode shows the zone's totals unchanged.
+prometheus_client's own generate_latest() keeps writing them (in its
+spelling, "1.0"); tally.generate_latest() of the same registry writes
+the zone with tally-exporter's writer, in C
+(_exposition.of_prometheus_client()).
 
 A value maps onto the tally metric of the same definition (a registry
 of this module holds one per metric name and kind):
@@ -380,6 +384,17 @@ def _metric_collect(orig: Any) -> Any:
 
 
 _KINDS = ("counter", "gauge", "histogram", "summary")
+
+
+def zone_metric(c: Any) -> bool:
+    """Whether collector @c is a prometheus_client metric whose values
+    are the zone's: its samples are the zone's, so a scrape of the
+    default registry writes them from the zone."""
+    try:
+        return _promclient.backed(c) and \
+            _promclient.metric_type(c) in _KINDS
+    except AttributeError:
+        return False
 
 
 def _renew_lock() -> None:

@@ -85,10 +85,10 @@ def generate_latest(registry: Any = None, openmetrics: bool = False,
     skipped (read() lists them).
 
     @registry may also be a prometheus_client CollectorRegistry: its
-    TallyCollectors are then written by tally-exporter's writer and its
-    other collectors by prometheus_client, each in the order
-    registered (a registry of another class, or under the
-    prometheus_client switch its default registry: all by
+    TallyCollectors (and under the switch the zone of its metrics) are
+    then written by tally-exporter's writer and its other collectors by
+    prometheus_client, each in the order registered
+    (of_prometheus_client(); a registry of another class: all by
     prometheus_client)."""
     if registry is not None and not isinstance(registry, CollectorRegistry):
         return _of_prometheus_client(registry, openmetrics)
@@ -109,25 +109,54 @@ def expose(registry: Optional[CollectorRegistry] = None,
 
 
 def _of_prometheus_client(registry: Any, openmetrics: bool) -> bytes:
-    """generate_latest() of a prometheus_client registry: its runs of
-    TallyCollectors in C, the other collectors by prometheus_client."""
+    """generate_latest() of a prometheus_client registry: its parts held
+    in tally in C, the other collectors by prometheus_client."""
+    from . import _promclient
+    text = of_prometheus_client(registry, openmetrics)
+    if text is None:
+        text = _promclient.write_collectors([registry], openmetrics)
+        if openmetrics:
+            text += b"# EOF\n"
+    return text
+
+
+def of_prometheus_client(registry: Any, openmetrics: bool
+                         ) -> Optional[bytes]:
+    """The exposition of prometheus_client registry @registry, its runs
+    of collectors in the order registered: a TallyCollector by
+    tally-exporter's writer, and under the switch (_backend.py) the zone
+    of its metrics by that writer too, once, for a MultiProcessCollector
+    (which reads the zone) and for the metrics of the default registry
+    held in tally (whose collect() shows the zone's); every other
+    collector by prometheus_client.  None when @registry is not a plain
+    CollectorRegistry of prometheus_client."""
     from . import _backend, _promclient
     from ._collector import TallyCollector
     parts = _promclient.registry_parts(registry)
-    if parts is None or (_backend._installed and
-                         registry is _promclient.default_registry()):
-        parts = [registry]
+    if parts is None:
+        return None
+    switched = _backend._installed
+    default = switched and registry is _promclient.default_registry()
     out: List[bytes] = []
     others: List[Any] = []
+    zone_done = False
     for c in parts:
         if isinstance(c, TallyCollector):
-            if others:
-                out.append(_promclient.write_collectors(others, openmetrics))
-                others = []
             text = c.expose(openmetrics)
-            out.append(text[:-len(b"# EOF\n")] if openmetrics else text)
+        elif switched and (isinstance(getattr(c, "_tally", None),
+                                      TallyCollector) or
+                           (default and _backend.zone_metric(c))):
+            if zone_done:
+                continue
+            zone_done = True
+            text = expose(_backend._registry(), openmetrics)[0]
         else:
             others.append(c)
+            continue
+        if others:
+            out.append(_promclient.write_collectors(others, openmetrics))
+            others = []
+        out.append(text[:-len(b"# EOF\n")] if openmetrics else text)
     if others:
         out.append(_promclient.write_collectors(others, openmetrics))
     if openmetrics:

@@ -9,6 +9,7 @@ need it, curl or promtool are skipped without them.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ import prometheus_client
 import pytest
 
 import tally_metrics as tally
-from conftest import child_env
+from conftest import child_env, run_py
 from test_exporter import EXPORTER, _scrape
 
 # Every kind the package writes, with what a writer may spell
@@ -181,3 +182,60 @@ def test_a_registry_without_tally_collector_is_prometheus_clients():
     prometheus_client.Counter("plain", "Plain.", registry=creg).inc()
     assert tally.generate_latest(creg) == \
         prometheus_client.generate_latest(creg)
+
+
+# Under the switch: tally.generate_latest() of the application's own
+# registries writes the zone with the exporter's writer, once.
+SWITCHED = r"""
+import json
+import prometheus_client as pc
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
+import tally_metrics as tally
+
+Counter("sw_requests", "Requests.", ["code"]).labels("200").inc(3)
+Histogram("sw_seconds", "Latency.", buckets=[1, 2]).observe(1.5)
+Gauge("sw_inflight", "In flight.", multiprocess_mode="livesum").inc()
+
+
+class Own:
+    def collect(self):
+        yield GaugeMetricFamily("own_thing", "Own.", value=4)
+
+
+pc.REGISTRY.register(Own())
+mp = CollectorRegistry()
+MultiProcessCollector(mp)
+print(json.dumps(dict(
+    zone=tally.TallyCollector(tally._backend._registry()).expose().decode(),
+    default=tally.generate_latest(pc.REGISTRY).decode(),
+    default_own=pc.generate_latest(pc.REGISTRY).decode(),
+    mp=tally.generate_latest(mp).decode(),
+    mp_own=pc.generate_latest(mp).decode(),
+    om=tally.generate_latest(pc.REGISTRY, openmetrics=True).decode())))
+"""
+
+
+def test_switched_registries_are_written_from_the_zone(tally_dir):
+    out = json.loads(run_py(
+        SWITCHED, child_env(tally_dir, TALLY_PROMETHEUS_CLIENT=1)))
+    zone = out["zone"]
+    assert 'sw_requests_total{code="200"} 3\n' in zone
+    assert 'sw_seconds_bucket{le="2"} 1\n' in zone
+    assert "sw_inflight 1\n" in zone
+    # A MultiProcessCollector reads the zone: its registry is the zone.
+    assert out["mp"] == zone
+    # The default registry: its metrics held in tally are the zone,
+    # written once where the first of them was registered; the other
+    # collector by prometheus_client, after.
+    assert out["default"] == zone + "# HELP own_thing Own.\n" \
+        "# TYPE own_thing gauge\nown_thing 4.0\n"
+    # The same samples as prometheus_client's own writer gives, but for
+    # the _created of its own registry's metrics (a zone's series have
+    # no one creation time; its multiprocess mode has none either).
+    assert _parsed(out["default"]) == [
+        f for f in _parsed(out["default_own"])
+        if not f[0].endswith("_created")]
+    assert _parsed(out["mp"]) == _parsed(out["mp_own"])
+    assert out["om"].count("# EOF\n") == 1 and out["om"].endswith("# EOF\n")
