@@ -67,8 +67,9 @@ PyObject *tpy_expose(PyObject *self, PyObject *args, PyObject *kw)
 	Py_END_ALLOW_THREADS
 	if (rc < 0) {
 		/* As read() raises it: TallyError(errno, message). */
-		PyObject *e = Py_BuildValue("(is)", -rc, errbuf[0] ? errbuf :
-					    strerror(-rc));
+		PyObject *e = Py_BuildValue("(iN)", -rc, PyUnicode_FromFormat(
+			"cannot read the tally directory: %s",
+			errbuf[0] ? errbuf : strerror(-rc)));
 
 		if (e) {
 			PyErr_SetObject(TpyError, e);

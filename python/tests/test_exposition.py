@@ -239,3 +239,13 @@ def test_switched_registries_are_written_from_the_zone(tally_dir):
         if not f[0].endswith("_created")]
     assert _parsed(out["mp"]) == _parsed(out["mp_own"])
     assert out["om"].count("# EOF\n") == 1 and out["om"].endswith("# EOF\n")
+
+
+def test_a_directory_that_cannot_be_read_raises(tmp_path):
+    missing = str(tmp_path / "missing")
+    with pytest.raises(tally.TallyError) as e:
+        tally.generate_latest(dir=missing, all_zones=True)
+    assert isinstance(e.value, OSError) and e.value.errno == 2
+    assert str(e.value).endswith(
+        f"cannot read the tally directory: {missing}: "
+        "No such file or directory")
