@@ -49,7 +49,7 @@ import threading
 import warnings
 from typing import Any, Dict, Optional, Sequence, Tuple
 
-from . import _metrics, _native, _promclient
+from . import _collector, _metrics, _native, _promclient
 from ._format import INF
 from ._registry import CollectorRegistry
 
@@ -386,12 +386,18 @@ def _metric_collect(orig: Any) -> Any:
 _KINDS = ("counter", "gauge", "histogram", "summary")
 
 
-def zone_metric(c: Any) -> bool:
-    """Whether collector @c is a prometheus_client metric whose values
-    are the zone's: its samples are the zone's, so a scrape of the
-    default registry writes them from the zone."""
+def shows_zone(c: Any, default: bool) -> bool:
+    """Whether collector @c of a prometheus_client registry shows the
+    zone, so that a scrape may write the zone in its place: a
+    MultiProcessCollector (which reads the zone, _collector_init()),
+    or, in the default registry (@default), a metric held in the zone
+    (whose collect() shows the zone's children and values)."""
+    if not _installed:
+        return False
+    if isinstance(getattr(c, "_tally", None), _collector.TallyCollector):
+        return True
     try:
-        return _promclient.backed(c) and \
+        return default and _promclient.backed(c) and \
             _promclient.metric_type(c) in _KINDS
     except AttributeError:
         return False

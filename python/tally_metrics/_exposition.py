@@ -135,17 +135,15 @@ def of_prometheus_client(registry: Any, openmetrics: bool
     parts = _promclient.registry_parts(registry)
     if parts is None:
         return None
-    switched = _backend._installed
-    default = switched and registry is _promclient.default_registry()
+    default = _backend._installed and \
+        registry is _promclient.default_registry()
     out: List[bytes] = []
     others: List[Any] = []
     zone_done = False
     for c in parts:
         if isinstance(c, TallyCollector):
             text = c.expose(openmetrics)
-        elif switched and (isinstance(getattr(c, "_tally", None),
-                                      TallyCollector) or
-                           (default and _backend.zone_metric(c))):
+        elif _backend.shows_zone(c, default):
             if zone_done:
                 continue
             zone_done = True
