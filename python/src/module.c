@@ -20,6 +20,10 @@ static PyMethodDef module_methods[] = {
 	{ "read", (PyCFunction)(void (*)(void))tpy_read,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "read(dir=None, zone=None) -> (series, skipped, segments)" },
+	{ "expose", (PyCFunction)(void (*)(void))tpy_expose,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "expose(dir=None, zone=None, openmetrics=False) -> (text, "
+	  "skipped, segments): tally-exporter's exposition of the zone" },
 	{ "claim", (PyCFunction)(void (*)(void))tpy_claim,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "claim(zone, name, definition, parts=()) -> bool: define @name "

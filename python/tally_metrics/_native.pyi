@@ -71,6 +71,9 @@ Series = Tuple[str, int, str, str, Tuple[Tuple[str, str], ...], int,
 
 def read(dir: Optional[str] = None, zone: Optional[str] = None
          ) -> Tuple[List[Series], List[Tuple[str, str]], int]: ...
+def expose(dir: Optional[str] = None, zone: Optional[str] = None,
+           openmetrics: bool = False
+           ) -> Tuple[bytes, List[Tuple[str, str]], int]: ...
 def claim(zone: Optional[Zone], name: str, definition: str,
           parts: Tuple[str, ...] = (),
           bounds: Optional[Tuple[float, ...]] = None,

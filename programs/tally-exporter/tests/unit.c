@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -32,6 +33,7 @@
 #include "retain.h"
 #include "selfmetrics.h"
 #include "server.h"
+#include "sums.h"
 #include "webconfig.h"
 #include "harness.h"
 
@@ -780,6 +782,68 @@ TEST(fractional)
 	CHECK(strstr(t, "b_total{pid=\"11\",process=\"p\"} "
 		      "9007199254740993.5\n"));
 	tp_buf_free(&b);
+}
+
+/* One counter of @value in a new zone @zone of this process. */
+static struct tally_zone *sums_zone(const char *zone, const char *name,
+				    int64_t value, unsigned flags)
+{
+	struct tally_zone_opts o = { .flags = flags };
+	struct tally_metric_desc d = { .kind = TALLY_COUNTER, .name = name,
+				       .help = "Jobs \"done\"." };
+	struct tally_zone *z = tally_zone_create(zone, &o);
+	tally_counter c;
+
+	CHECK(z != NULL);
+	CHECK_EQ(tally_counter_register(z, &d, &c), 0);
+	tally_counter_add(&c, value);
+	return z;
+}
+
+/*
+ * ex_write_sums() (sums.h, what the Python package calls): the segments
+ * of one zone summed across processes, another zone's left out, a file
+ * that cannot be read listed and skipped, in both formats.
+ */
+TEST(write_sums)
+{
+	struct tp_collect_opts co = { 0 };
+	struct tp_snapshot got = { 0 };
+	struct tp_buf b = { 0 };
+	char junk[512], errbuf[256];
+	pid_t pid = fork();
+	int status;
+	FILE *f;
+
+	if (pid == 0) {
+		/* Another process of the zone, gone before the read. */
+		sums_zone("sums_a", "sums_total", 2, TALLY_ZONE_PERSIST);
+		_exit(0);
+	}
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && status == 0);
+	sums_zone("sums_a", "sums_total", 3, 0);
+	sums_zone("sums_b", "other_total", 100, 0);
+	snprintf(junk, sizeof(junk), "%s/junk.1.0.tally", harness_dir());
+	CHECK((f = fopen(junk, "w")) != NULL);
+	fputs("not a segment", f);
+	fclose(f);
+
+	CHECK_EQ(ex_write_sums(&b, &co, "sums_a", EX_TEXT, &got, errbuf,
+			       sizeof(errbuf)), 0);
+	CHECK(strcmp(tp_buf_str(&b), "# HELP sums_total Jobs \"done\".\n"
+		     "# TYPE sums_total counter\nsums_total 5\n") == 0);
+	CHECK_EQ(got.nsegs, 2);
+	CHECK_EQ(got.nskipped, 1);
+	CHECK(strcmp(got.skipped[0].path, junk) == 0);
+	tp_snapshot_free(&got);
+	tp_buf_free(&b);
+
+	CHECK_EQ(ex_write_sums(&b, &co, NULL, EX_OPENMETRICS, NULL, errbuf,
+			       sizeof(errbuf)), 0);
+	CHECK(strstr(tp_buf_str(&b), "\nother_total 100\n"));
+	CHECK(strstr(tp_buf_str(&b), "\nsums_total 5\n# EOF\n"));
+	tp_buf_free(&b);
+	unlink(junk);
 }
 
 /*
