@@ -227,7 +227,7 @@ static void give(struct collect *c, const struct tally_series_view *v)
 		s.percpu = (int64_t *)v->percpu;
 	}
 	c->given++;
-	c->o->series_sink(&s, c->o->arg);
+	c->o->series_sink(&s, v, c->o->sink_arg);
 }
 
 static int series_cb(const struct tally_series_view *v, void *arg)
@@ -242,13 +242,6 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 		return 0;
 	if (c->o->series_sink) {
 		give(c, v);
-		return 0;
-	}
-	if (c->o->series_visit) {
-		struct tp_series ident = c->tmpl;
-
-		ident.dead = series_dead(c, v, c->tmpl.dead);
-		c->o->series_visit(v, &ident, c->o->visit_arg);
 		return 0;
 	}
 	if (snap->nseries == c->cap_series) {
@@ -356,7 +349,7 @@ static int seg_cb(const char *path, struct tally_seg *seg, const char *error,
 	c->tmpl.dead = !info.alive && !info.in_use ? TP_DEAD : TP_LIVE;
 	/* Room for the records the header announces: one realloc per
 	 * segment at most, not a doubling series of them. */
-	if (!c->o->series_visit && !c->o->series_sink &&
+	if (!c->o->series_sink &&
 	    snap->nseries + info.series_used > c->cap_series &&
 	    info.series_used < (1u << 24)) {
 		c->cap_series = snap->nseries + info.series_used + 16;
@@ -370,14 +363,10 @@ static int seg_cb(const char *path, struct tally_seg *seg, const char *error,
 		snap->nseries = c->first;
 		add_skipped(c, path, tally_errmsg()[0] ? tally_errmsg() :
 						    strerror(-rc), rc);
-		if (c->o->visit_seg_end)
-			c->o->visit_seg_end(0, c->o->visit_arg);
 		if (c->o->sink_seg_end)
-			c->o->sink_seg_end(NULL, c->o->arg);
+			c->o->sink_seg_end(NULL, c->o->sink_arg);
 		return 0;
 	}
-	if (c->o->visit_seg_end)
-		c->o->visit_seg_end(1, c->o->visit_arg);
 	if (snap->nsegs == c->cap_segs) {
 		c->cap_segs = c->cap_segs ? 2 * c->cap_segs : 16;
 		snap->segs = tp_xrealloc(snap->segs,
@@ -404,7 +393,7 @@ static int seg_cb(const char *path, struct tally_seg *seg, const char *error,
 			 n > 0 ? msg : "");
 	}
 	if (c->o->sink_seg_end)
-		c->o->sink_seg_end(g, c->o->arg);
+		c->o->sink_seg_end(g, c->o->sink_arg);
 	return 0;
 }
 

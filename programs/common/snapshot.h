@@ -196,28 +196,21 @@ struct tp_collect_opts {
 			     const struct tally_seg_info *info, void *arg);
 	void *arg;
 	unsigned order;             /* TP_ORDER_SORTED (0) or TP_ORDER_READ */
-	/* Not NULL: each series the filters keep is passed to series_visit
-	 * instead of being copied (snap->series stays empty), with @ident
-	 * its identity (pid, start_ticks, created_ns, proc, zone, dead,
-	 * nprocs; no string or value) and the view borrowed for the call;
-	 * then visit_seg_end tells whether the segment's series stand (@kept 1)
-	 * or are to be forgotten (0: it turned out corrupt half-way, and
-	 * is named in snap->skipped); both get visit_arg.  Its segment is snap->segs[nsegs]
-	 * once kept. */
-	void (*series_visit)(const struct tally_series_view *v,
-			     const struct tp_series *ident, void *arg);
-	void (*visit_seg_end)(int kept, void *arg);
-	void *visit_arg;            /* their @arg */
-	/* Given each series the filter keeps, instead of keeping it: its
-	 * strings and arrays are the reader's, valid for the call only
-	 * (tally-exporter --aggregate sums them as they are read).  The
-	 * segment's nseries counts the series given. */
-	void (*series_sink)(const struct tp_series *s, void *arg);
-	/* Called after the series of a segment were given: @g is the
-	 * segment as kept in the snapshot, or NULL when it turned out
-	 * corrupt half-way and is skipped (what it gave must be forgotten).
-	 * Only with series_sink. */
+	/* Not NULL: each series the filters keep is given to series_sink
+	 * instead of being copied (snap->series stays empty): @s is the
+	 * series as a snapshot would hold it (identity, key, strings, values
+	 * and arrays), its strings and arrays the reader's, valid for the
+	 * call only; @v is the reader's view of it (its record id,
+	 * per_process...).  After the series of a segment, sink_seg_end gets
+	 * the segment as kept in the snapshot (its nseries counts the series
+	 * given), or NULL when it turned out corrupt half-way and is named in
+	 * snap->skipped: what it gave must be forgotten.  Both get sink_arg.
+	 * tallystat's compact reads and tally-exporter --aggregate (which
+	 * sums the series as they are read) use it. */
+	void (*series_sink)(const struct tp_series *s,
+			    const struct tally_series_view *v, void *arg);
 	void (*sink_seg_end)(const struct tp_segment *g, void *arg);
+	void *sink_arg;
 };
 
 /*

@@ -182,10 +182,12 @@ void ex_aggset_begin(struct ex_aggset *a)
 	tp_agg_begin(&a->sum, &a->agg);
 }
 
-void ex_aggset_give(const struct tp_series *s, void *arg)
+void ex_aggset_give(const struct tp_series *s,
+		    const struct tally_series_view *v, void *arg)
 {
 	struct ex_aggset *a = arg;
 
+	(void)v;
 	push(a, s, tp_agg_add(&a->sum, s, 0));
 }
 
@@ -259,7 +261,7 @@ int ex_aggset_collect(struct ex_aggset *a, const struct tp_collect_opts *opts,
 	ex_aggset_begin(a);
 	o.series_sink = ex_aggset_give;
 	o.sink_seg_end = ex_aggset_seg_end;
-	o.arg = a;
+	o.sink_arg = a;
 	o.order = TP_ORDER_READ;
 	rc = tp_snapshot_collect(&raw, &o, errbuf, errlen);
 	ex_aggset_end_read(a, &raw);
@@ -294,7 +296,7 @@ void ex_aggset_of_snapshot(struct ex_aggset *a, const struct tp_snapshot *raw)
 	ex_aggset_begin(a);
 	for (size_t k = 0; k < raw->nsegs; k++) {
 		for (unsigned i = 0; i < raw->segs[k].nseries; i++)
-			ex_aggset_give(&raw->series[at + i], a);
+			ex_aggset_give(&raw->series[at + i], NULL, a);
 		at += raw->segs[k].nseries;
 		ex_aggset_seg_end(&raw->segs[k], a);
 	}
@@ -315,7 +317,7 @@ void ex_aggset_carry(struct ex_aggset *cur, const struct ex_aggset *last,
 		struct tp_series s;
 
 		ex_aggset_series(last, seg, e, &pw, &s);
-		ex_aggset_give(&s, cur);
+		ex_aggset_give(&s, NULL, cur);
 	}
 	cur->agg.segs = tp_xrealloc(cur->agg.segs, (cur->agg.nsegs + 1) *
 				    sizeof(*cur->agg.segs));

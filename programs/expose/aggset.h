@@ -78,12 +78,14 @@ int ex_aggset_collect(struct ex_aggset *a, const struct tp_collect_opts *opts,
  * The steps of ex_aggset_collect(), for a reader of another kind (and
  * the tests): ex_aggset_begin() opens the sums of @a (zeroed);
  * ex_aggset_give() and ex_aggset_seg_end() are the collection's
- * series_sink and sink_seg_end (@arg: @a); ex_aggset_end_read() makes the sums
+ * series_sink and sink_seg_end (sink_arg: @a; @v may be NULL: only @s is
+ * read); ex_aggset_end_read() makes the sums
  * again if a segment was left out half-way (the entries kept are of
  * @raw's segments) and takes @raw's segments, skipped files and times.
  */
 void ex_aggset_begin(struct ex_aggset *a);
-void ex_aggset_give(const struct tp_series *s, void *arg);
+void ex_aggset_give(const struct tp_series *s,
+		    const struct tally_series_view *v, void *arg);
 void ex_aggset_seg_end(const struct tp_segment *g, void *arg);
 void ex_aggset_end_read(struct ex_aggset *a, struct tp_snapshot *raw);
 

@@ -10,27 +10,10 @@
 #include "aggset.h"
 #include "sums.h"
 
-/* The collection's filter and sinks share one argument. */
-struct sums {
-	struct ex_aggset *a;
-	const char *zone;
-};
-
+/* The segment filter: @arg is the zone wanted. */
 static int keep_zone(const struct tally_seg_info *info, void *arg)
 {
-	const struct sums *w = arg;
-
-	return strcmp(info->zone_name, w->zone) == 0;
-}
-
-static void give(const struct tp_series *s, void *arg)
-{
-	ex_aggset_give(s, ((struct sums *)arg)->a);
-}
-
-static void seg_end(const struct tp_segment *g, void *arg)
-{
-	ex_aggset_seg_end(g, ((struct sums *)arg)->a);
+	return strcmp(info->zone_name, (const char *)arg) == 0;
 }
 
 int ex_write_sums(struct tp_buf *out, const struct tp_collect_opts *opts,
@@ -40,17 +23,17 @@ int ex_write_sums(struct tp_buf *out, const struct tp_collect_opts *opts,
 	struct ex_config c = { .aggregate = 1 };
 	struct tp_collect_opts co = { 0 };
 	struct tp_snapshot raw = { 0 };
-	struct sums w = { tp_xcalloc(1, sizeof(*w.a)), zone };
-	struct ex_aggset *a = w.a;
+	struct ex_aggset *a = tp_xcalloc(1, sizeof(*a));
 	int rc;
 
 	co.dirs = opts->dirs;
 	co.ndirs = opts->ndirs;
 	co.open_opts = opts->open_opts;
 	co.seg_filter = zone ? keep_zone : NULL;
-	co.series_sink = give;
-	co.sink_seg_end = seg_end;
-	co.arg = &w;
+	co.arg = (void *)zone;
+	co.series_sink = ex_aggset_give;
+	co.sink_seg_end = ex_aggset_seg_end;
+	co.sink_arg = a;
 	co.order = TP_ORDER_READ; /* the writer groups the metrics itself */
 	/* ex_aggset_collect()'s steps, with a filter of segments. */
 	ex_aggset_begin(a);

@@ -50,14 +50,15 @@ void ts_make_key(struct tp_buf *b, const struct tally_series_view *v)
 			  v->label_values);
 }
 
-/* A whole copy of the series of @v, as a snapshot keeps it. */
+/* A whole copy of the series of @v, as a snapshot keeps it (@ident: as
+ * the read gave it), without its per-CPU values. */
 static struct tp_series *full_copy(const struct tally_series_view *v,
-				   const struct tp_series *ident,
-				   const char *key)
+				   const struct tp_series *ident)
 {
 	struct tp_series tmp = *ident, *s = tp_xmalloc(sizeof(*s));
 
-	tmp.key = (char *)key;
+	tmp.npercpu = 0;
+	tmp.percpu = NULL;
 	tmp.name = (char *)v->name;
 	tmp.help = (char *)(v->help ? v->help : "");
 	tmp.unit = (char *)(v->unit ? v->unit : "");
@@ -79,8 +80,8 @@ static struct tp_series *full_copy(const struct tally_series_view *v,
 	return s;
 }
 
-static void visit(const struct tally_series_view *v,
-		  const struct tp_series *ident, void *arg)
+static void visit(const struct tp_series *ident,
+		  const struct tally_series_view *v, void *arg)
 {
 	struct ts_compact *c = arg;
 	struct centry *e;
@@ -92,10 +93,9 @@ static void visit(const struct tally_series_view *v,
 	}
 	e = &c->e[c->n];
 	memset(e, 0, sizeof(*e));
-	ts_make_key(&c->key, v);
 	e->value = v->value;
 	e->fvalue = v->fvalue;
-	e->hash = ts_key_hash(tp_buf_str(&c->key), v->kind);
+	e->hash = ts_key_hash(ident->key, v->kind);
 	e->seg = c->nsegs;
 	e->id = v->id;
 	e->frac = v->frac;
@@ -105,14 +105,13 @@ static void visit(const struct tally_series_view *v,
 	e->info = (unsigned char)!!v->info;
 	e->stateset = (unsigned char)!!v->stateset;
 	if (v->kind == TALLY_HISTOGRAM || v->per_process)
-		e->full = full_copy(v, ident, tp_buf_str(&c->key));
+		e->full = full_copy(v, ident);
 	if (c->nsk == c->capsk) {
 		c->capsk = c->capsk ? 2 * c->capsk : 1024;
 		c->sk = tp_xrealloc(c->sk, c->capsk * sizeof(*c->sk));
 	}
 	k = &c->sk[c->nsk++];
-	k->key = tp_arena_memdup(&c->keys, tp_buf_str(&c->key),
-				 c->key.len + 1);
+	k->key = tp_arena_strdup(&c->keys, ident->key);
 	k->at = c->n++;
 	k->kind = v->kind;
 }
@@ -136,11 +135,13 @@ static void drop_full(struct centry *e)
 	}
 }
 
-/* The segment read is done: sort its series by key, or forget them. */
-static void seg_end(int kept, void *arg)
+/* The segment read is done: sort its series by key, or forget them
+ * (@g NULL: it turned out corrupt). */
+static void seg_end(const struct tp_segment *g, void *arg)
 {
 	struct ts_compact *c = arg;
 	size_t n = c->n - c->first;
+	int kept = g != NULL;
 
 	if (!kept) {
 		for (size_t i = c->first; i < c->n; i++)
@@ -170,9 +171,9 @@ struct ts_compact *ts_compact_new(struct tp_collect_opts *co)
 {
 	struct ts_compact *c = tp_xcalloc(1, sizeof(*c));
 
-	co->series_visit = visit;
-	co->visit_seg_end = seg_end;
-	co->visit_arg = c;
+	co->series_sink = visit;
+	co->sink_seg_end = seg_end;
+	co->sink_arg = c;
 	c->open_opts = co->open_opts;
 	return c;
 }
@@ -195,7 +196,6 @@ static int seg_cmp(const void *a, const void *b)
 int ts_compact_finish(struct ts_compact *c, const struct tp_snapshot *snap)
 {
 	c->snap = snap;
-	tp_buf_free(&c->key);
 	free(c->sk);
 	c->sk = NULL;
 	c->order = tp_xcalloc(c->nsegs + 1, sizeof(*c->order));
@@ -230,7 +230,6 @@ void ts_compact_free(struct ts_compact *c)
 	free(c->seg_first);
 	free(c->order);
 	free(c->sk);
-	tp_buf_free(&c->key);
 	tp_arena_free(&c->keys);
 	free(c);
 }

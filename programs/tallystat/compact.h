@@ -49,7 +49,6 @@ struct ts_compact {
 	struct tp_arena keys;
 	struct ts_skey *sk;
 	size_t nsk, capsk;
-	struct tp_buf key;
 	const struct tp_snapshot *snap;
 	const struct tally_open_opts *open_opts;
 	struct cdelta *d;       /* ts_compact_delta(): per entry, or NULL */

@@ -1561,13 +1561,13 @@ TEST(aggset_corrupt_segment)
 	ser_add(&bad, "y", TALLY_COUNTER, 100);
 	ser_add(&bad, "x", TALLY_COUNTER, 5);
 	ex_aggset_begin(a);
-	ex_aggset_give(&raw.series[at++], a);
+	ex_aggset_give(&raw.series[at++], NULL, a);
 	ex_aggset_seg_end(&raw.segs[0], a);
-	ex_aggset_give(&bad.series[0], a);
-	ex_aggset_give(&bad.series[1], a);
+	ex_aggset_give(&bad.series[0], NULL, a);
+	ex_aggset_give(&bad.series[1], NULL, a);
 	ex_aggset_seg_end(NULL, a);          /* w.2: corrupt half-way */
-	ex_aggset_give(&raw.series[at++], a);
-	ex_aggset_give(&raw.series[at++], a);
+	ex_aggset_give(&raw.series[at++], NULL, a);
+	ex_aggset_give(&raw.series[at++], NULL, a);
 	ex_aggset_seg_end(&raw.segs[1], a);
 	ex_aggset_end_read(a, &raw);
 	ex_aggset_finish(a, NULL, 0);
