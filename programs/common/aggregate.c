@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "aggregate.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,13 +82,16 @@ static inline int64_t add64(int64_t a, int64_t b)
 	return (int64_t)((uint64_t)a + (uint64_t)b);
 }
 
-/* dst[0..nsrc) += src; dst grows (in the arena) when src is longer. */
-static void add_i64(struct tp_arena *a, int64_t **dst, unsigned *ndst,
-		    const int64_t *src, unsigned nsrc)
+/* dst[0..nsrc) += src; dst grows (in the arena) when src is longer.
+ * Returns 0, or -ENOMEM (soft mode). */
+static int add_i64(struct tp_arena *a, int64_t **dst, unsigned *ndst,
+		   const int64_t *src, unsigned nsrc)
 {
 	if (nsrc > *ndst) {
 		int64_t *p = tp_arena_alloc(a, nsrc * sizeof(*p));
 
+		if (!p)
+			return -ENOMEM;
 		if (*ndst)
 			memcpy(p, *dst, *ndst * sizeof(*p));
 		memset(p + *ndst, 0, (nsrc - *ndst) * sizeof(*p));
@@ -96,6 +100,7 @@ static void add_i64(struct tp_arena *a, int64_t **dst, unsigned *ndst,
 	}
 	for (unsigned i = 0; i < nsrc; i++)
 		(*dst)[i] = add64((*dst)[i], src[i]);
+	return 0;
 }
 
 static int has_pid(const struct tp_series *s, int pid)
@@ -113,23 +118,32 @@ static int cmp_key(const void *a, const void *b)
 
 /* Room for one more result: series, pids capacities and a table at
  * most half full (a summed series' identity, hence its hash, never
- * changes once it is made). */
-static void grow(struct tp_agg *g)
+ * changes once it is made).  Returns 0, or -ENOMEM (soft mode). */
+static int grow(struct tp_agg *g)
 {
 	struct tp_snapshot *out = g->out;
-	size_t cap;
+	size_t cap, *slot;
 
 	if (out->nseries == g->cap) {
-		g->cap = g->cap ? g->cap + g->cap / 2 : 64;
-		out->series = tp_xrealloc(out->series,
-					  g->cap * sizeof(*out->series));
-		g->pcap = tp_xrealloc(g->pcap, g->cap * sizeof(*g->pcap));
+		size_t n = g->cap ? g->cap + g->cap / 2 : 64;
+		struct tp_series *v = tp_xrealloc(out->series, n * sizeof(*v));
+		unsigned *pcap;
+
+		if (!v)
+			return -ENOMEM;
+		out->series = v;
+		if (!(pcap = tp_xrealloc(g->pcap, n * sizeof(*pcap))))
+			return -ENOMEM;
+		g->pcap = pcap;
+		g->cap = n;
 	}
 	if (2 * (out->nseries + 1) <= (g->slot ? g->mask + 1 : 0))
-		return;
+		return 0;
 	cap = g->slot ? 2 * (g->mask + 1) : 64;
+	if (!(slot = tp_xcalloc(cap, sizeof(*slot))))
+		return -ENOMEM;
 	free(g->slot);
-	g->slot = tp_xcalloc(cap, sizeof(*g->slot));
+	g->slot = slot;
 	g->mask = cap - 1;
 	for (size_t k = 0; k < out->nseries; k++) {
 		size_t i = (size_t)tp_series_agg_hash(&out->series[k]) &
@@ -139,14 +153,16 @@ static void grow(struct tp_agg *g)
 			i = (i + 1) & g->mask;
 		g->slot[i] = k + 1;
 	}
+	return 0;
 }
 
-void tp_agg_begin(struct tp_agg *g, struct tp_snapshot *out)
+int tp_agg_begin(struct tp_agg *g, struct tp_snapshot *out)
 {
 	memset(g, 0, sizeof(*g));
 	memset(out, 0, sizeof(*out));
-	out->arena = tp_xcalloc(1, sizeof(*out->arena));
 	g->out = out;
+	out->arena = tp_xcalloc(1, sizeof(*out->arena));
+	return out->arena ? 0 : -ENOMEM; /* soft mode */
 }
 
 void tp_agg_end(struct tp_agg *g)
@@ -156,6 +172,46 @@ void tp_agg_end(struct tp_agg *g)
 	memset(g, 0, sizeof(*g));
 }
 
+/* A new sum, of @s alone, in table slot @i; its index, or TP_AGG_FAILED
+ * (soft mode). */
+static size_t add_new(struct tp_agg *g, const struct tp_series *s, int extra,
+		      size_t i)
+{
+	struct tp_snapshot *out = g->out;
+	struct tp_arena *a = out->arena;
+	size_t at = out->nseries++;
+	struct tp_series *d = &out->series[at];
+
+	g->slot[i] = at + 1;
+	if (tp_series_copy_to(a, d, s, g->last_new ?
+			      &out->series[g->last_new - 1] : NULL) < 0) {
+		/* Not added, and its slot empty again (the table must not
+		 * name a series half made). */
+		out->nseries--;
+		g->slot[i] = 0;
+		return TP_AGG_FAILED;
+	}
+	g->last_new = at + 1;
+	d->pid = 0;
+	d->start_ticks = 0;
+	d->kind = tp_kind_sum_class(d->kind);
+	if (extra) {
+		d->dead = TP_DEAD; /* its process exited */
+		d->nprocs = 0;
+		d->pids = NULL;
+		g->pcap[at] = 0;
+		return at;
+	}
+	g->pcap[at] = 4;
+	if (!(d->pids = tp_arena_alloc(a, 4 * sizeof(int)))) {
+		d->nprocs = 0;
+		return TP_AGG_FAILED;
+	}
+	d->pids[0] = s->pid;
+	d->nprocs = 1;
+	return at;
+}
+
 size_t tp_agg_add(struct tp_agg *g, const struct tp_series *s, int extra)
 {
 	struct tp_snapshot *out;
@@ -163,36 +219,16 @@ size_t tp_agg_add(struct tp_agg *g, const struct tp_series *s, int extra)
 	struct tp_series *d;
 	size_t i, at;
 
-	grow(g);
+	if (grow(g) < 0)
+		return TP_AGG_FAILED;
 	out = g->out;
 	a = out->arena;
 	for (i = (size_t)tp_series_agg_hash(s) & g->mask; g->slot[i];
 	     i = (i + 1) & g->mask)
 		if (tp_series_agg_same(&out->series[g->slot[i] - 1], s))
 			break;
-	if (!g->slot[i]) {
-		at = out->nseries++;
-		g->slot[i] = at + 1;
-		d = &out->series[at];
-		tp_series_copy_to(a, d, s, g->last_new ?
-				  &out->series[g->last_new - 1] : NULL);
-		g->last_new = at + 1;
-		d->pid = 0;
-		d->start_ticks = 0;
-		d->kind = tp_kind_sum_class(d->kind);
-		if (extra) {
-			d->dead = TP_DEAD; /* its process exited */
-			d->nprocs = 0;
-			d->pids = NULL;
-			g->pcap[at] = 0;
-		} else {
-			g->pcap[at] = 4;
-			d->pids = tp_arena_alloc(a, 4 * sizeof(int));
-			d->pids[0] = s->pid;
-			d->nprocs = 1;
-		}
-		return at;
-	}
+	if (!g->slot[i])
+		return add_new(g, s, extra, i);
 	at = g->slot[i] - 1;
 	d = &out->series[at];
 	d->value = add64(d->value, s->value);
@@ -216,8 +252,9 @@ size_t tp_agg_add(struct tp_agg *g, const struct tp_series *s, int extra)
 			d->value = add64(d->value, 1);
 	}
 	d->sum = add64(d->sum, s->sum);
-	add_i64(a, &d->buckets, &d->nbuckets, s->buckets, s->nbuckets);
-	add_i64(a, &d->percpu, &d->npercpu, s->percpu, s->npercpu);
+	if (add_i64(a, &d->buckets, &d->nbuckets, s->buckets, s->nbuckets) ||
+	    add_i64(a, &d->percpu, &d->npercpu, s->percpu, s->npercpu))
+		return TP_AGG_FAILED;
 	d->flags |= s->flags;
 	if (extra)
 		return at;
@@ -241,6 +278,8 @@ size_t tp_agg_add(struct tp_agg *g, const struct tp_series *s, int extra)
 			unsigned cap = g->pcap[at] ? 2 * g->pcap[at] : 4;
 			int *p = tp_arena_alloc(a, cap * sizeof(int));
 
+			if (!p)
+				return TP_AGG_FAILED;
 			if (d->nprocs)
 				memcpy(p, d->pids, d->nprocs * sizeof(int));
 			d->pids = p;

@@ -52,7 +52,9 @@ void tp_snapshot_aggregate_with(const struct tp_snapshot *in,
  * order met, and returns the index of its sum in out->series (it may
  * move: hold indexes, not pointers); tp_agg_end() frees the lookup
  * table, not @out.  @out has no segments, skipped files nor times: the
- * caller sets them.
+ * caller sets them.  In soft mode (strbuf.h), tp_agg_begin() returns
+ * -ENOMEM and tp_agg_add() TP_AGG_FAILED when memory runs out: the sums
+ * are then only to be freed (tp_agg_end(), tp_snapshot_free(@out)).
  */
 struct tp_agg {
 	struct tp_snapshot *out;
@@ -62,7 +64,8 @@ struct tp_agg {
 	unsigned *pcap;       /* room in out->series[i].pids */
 	size_t last_new;      /* index + 1 of the last series made */
 };
-void tp_agg_begin(struct tp_agg *g, struct tp_snapshot *out);
+#define TP_AGG_FAILED ((size_t)-1)
+int tp_agg_begin(struct tp_agg *g, struct tp_snapshot *out);
 size_t tp_agg_add(struct tp_agg *g, const struct tp_series *s, int extra);
 void tp_agg_end(struct tp_agg *g);
 

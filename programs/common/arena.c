@@ -30,7 +30,8 @@ static void *grow(struct tp_arena *a, size_t n)
 		size = ARENA_MAX;
 	if (size < n)
 		size = n;
-	c = tp_xmalloc(sizeof(*c) + size);
+	if (!(c = tp_xmalloc(sizeof(*c) + size)))
+		return NULL; /* soft mode */
 	c->size = size;
 	a->bytes += size;
 	if (n > size / 4 && a->chunks) {
@@ -65,7 +66,7 @@ void *tp_arena_memdup(struct tp_arena *a, const void *src, size_t n)
 {
 	void *p = tp_arena_alloc(a, n);
 
-	if (n)
+	if (n && p)
 		memcpy(p, src, n);
 	return p;
 }

@@ -19,7 +19,8 @@ struct tp_arena {
 	size_t bytes;                  /* taken from malloc, in all */
 };
 
-/* @n bytes aligned for any scalar (8 bytes); never NULL (TP_DIE). */
+/* @n bytes aligned for any scalar (8 bytes); never NULL (TP_DIE), but in
+ * soft mode (strbuf.h): then NULL when out of memory, as for the copies. */
 void *tp_arena_alloc(struct tp_arena *a, size_t n);
 /* Copies of @n bytes, and of a string (NULL gives ""). */
 void *tp_arena_memdup(struct tp_arena *a, const void *src, size_t n);

@@ -38,6 +38,8 @@ struct collect {
 	const struct tally_seg_info *info; /* the segment being walked */
 	size_t first;                      /* its first series */
 	size_t given;                      /* its series given to the sink */
+	int err;                           /* what ended the read: -ENOMEM,
+					      or a sink's error */
 	struct tp_series tmpl;             /* what its series share */
 	struct tp_buf key;                 /* scratch for keys */
 };
@@ -85,10 +87,12 @@ static char **share_names(struct tp_arena *a, unsigned n,
 		if (i == n)
 			return like->label_names;
 	}
-	out = tp_arena_alloc(a, n * sizeof(char *));
+	if (!(out = tp_arena_alloc(a, n * sizeof(char *))))
+		return NULL; /* soft mode */
 	for (i = 0; i < n; i++)
-		out[i] = share(a, names[i], like && i < like->nlabels ?
-				    like->label_names[i] : NULL);
+		if (!(out[i] = share(a, names[i], like && i < like->nlabels ?
+					  like->label_names[i] : NULL)))
+			return NULL;
 	return out;
 }
 
@@ -132,8 +136,10 @@ static int proc_alive(struct collect *c, const char *v)
 	pid = strtol(v, &end, 10);
 	want = strtoull(end + 1, NULL, 10);
 	alive = pid > 0 && proc_start(pid) == want;
-	tp_strmap_put(&c->procs, tp_arena_strdup(c->snap->arena, v),
-		      (size_t)alive);
+	/* Remembered for the next series of the process; in soft mode
+	 * (strbuf.h) not when memory runs out: looked up again then. */
+	if ((v = tp_arena_strdup(c->snap->arena, v)))
+		tp_strmap_put(&c->procs, v, (size_t)alive);
 	return alive;
 }
 
@@ -195,14 +201,17 @@ void tp_series_set_values(struct tp_series *s,
 }
 
 /* A series given to the sink: the reader's strings and arrays, with the
- * fields series_cb() gives a kept one. */
-static void give(struct collect *c, const struct tally_series_view *v)
+ * fields series_cb() gives a kept one.  Returns what the sink returns,
+ * or -ENOMEM (soft mode) when its key did not fit. */
+static int give(struct collect *c, const struct tally_series_view *v)
 {
 	struct tp_series s = c->tmpl;
 
 	tp_buf_reset(&c->key);
 	tp_series_key_buf(&c->key, v->name, v->nlabels, v->label_names,
 			  v->label_values);
+	if (c->key.err)
+		return c->key.err;
 	s.key = (char *)tp_buf_str(&c->key);
 	s.name = (char *)v->name;
 	s.help = (char *)v->help;
@@ -227,7 +236,7 @@ static void give(struct collect *c, const struct tally_series_view *v)
 		s.percpu = (int64_t *)v->percpu;
 	}
 	c->given++;
-	c->o->series_sink(&s, v, c->o->sink_arg);
+	return c->o->series_sink(&s, v, c->o->sink_arg);
 }
 
 static int series_cb(const struct tally_series_view *v, void *arg)
@@ -241,8 +250,9 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 	if (c->o->series_filter && !c->o->series_filter(v, c->info, c->o->arg))
 		return 0;
 	if (c->o->series_sink) {
-		give(c, v);
-		return 0;
+		/* Non-zero ends tally_seg_foreach(), which returns it. */
+		c->err = give(c, v);
+		return c->err;
 	}
 	if (snap->nseries == c->cap_series) {
 		c->cap_series = c->cap_series ? 2 * c->cap_series : 256;
@@ -286,9 +296,11 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 	return 0;
 }
 
-static void add_skipped(struct collect *c, const char *path,
-			const char *why, int err)
+/* File @path named in snap->skipped; 0, or -ENOMEM (soft mode). */
+static int add_skipped(struct collect *c, const char *path,
+		       const char *why, int err)
 {
+	struct tp_skipped *sk;
 	struct tp_snapshot *snap = c->snap;
 	size_t plen = strlen(path);
 
@@ -303,14 +315,66 @@ static void add_skipped(struct collect *c, const char *path,
 			why = "cannot be read";
 	}
 	if (snap->nskipped == c->cap_skipped) {
-		c->cap_skipped = c->cap_skipped ? 2 * c->cap_skipped : 8;
-		snap->skipped = tp_xrealloc(snap->skipped, c->cap_skipped *
-					    sizeof(*snap->skipped));
+		size_t cap = c->cap_skipped ? 2 * c->cap_skipped : 8;
+
+		if (!(sk = tp_xrealloc(snap->skipped, cap * sizeof(*sk))))
+			return -ENOMEM;
+		snap->skipped = sk;
+		c->cap_skipped = cap;
 	}
-	snap->skipped[snap->nskipped].path = tp_xstrdup(path);
-	snap->skipped[snap->nskipped].reason = tp_xstrdup(why);
-	snap->skipped[snap->nskipped].err = err < 0 ? -err : err;
+	sk = &snap->skipped[snap->nskipped];
+	sk->path = tp_xstrdup(path);
+	sk->reason = tp_xstrdup(why);
+	sk->err = err < 0 ? -err : err;
+	if (!sk->path || !sk->reason) {
+		free(sk->path);
+		free(sk->reason);
+		return -ENOMEM;
+	}
 	snap->nskipped++;
+	return 0;
+}
+
+/* Segment @path, whose series were read, added to snap->segs; NULL when
+ * memory runs out (soft mode). */
+static struct tp_segment *add_segment(struct collect *c, const char *path,
+				      const struct tally_seg_info *info)
+{
+	struct tp_snapshot *snap = c->snap;
+	struct tp_segment *g;
+
+	if (snap->nsegs == c->cap_segs) {
+		size_t cap = c->cap_segs ? 2 * c->cap_segs : 16;
+
+		if (!(g = tp_xrealloc(snap->segs, cap * sizeof(*g))))
+			return NULL;
+		snap->segs = g;
+		c->cap_segs = cap;
+	}
+	g = &snap->segs[snap->nsegs];
+	memset(g, 0, sizeof(*g));
+	if (!(g->path = tp_xstrdup(path)))
+		return NULL;
+	snap->nsegs++;
+	g->info = *info;
+	g->info.path = g->path;
+	return g;
+}
+
+/* The read ends on error @err (seg_cb()'s return: the walk stops). */
+static int stop(struct collect *c, int err)
+{
+	c->err = err;
+	return 1;
+}
+
+/* Does the reader's error @err end the read?  In soft mode (strbuf.h),
+ * a segment the reader could not open or walk for want of memory is not
+ * left out as if it were broken: the read fails as a whole, rather than
+ * answer without its series (its counters would seem to vanish). */
+static int ends_read(int err)
+{
+	return tp_soft() && (err == ENOMEM || err == -ENOMEM);
 }
 
 static int seg_cb(const char *path, struct tally_seg *seg, const char *error,
@@ -325,13 +389,17 @@ static int seg_cb(const char *path, struct tally_seg *seg, const char *error,
 	if (!seg) {
 		/* tally_dir_foreach() calls us right after tally_seg_open()
 		 * failed: errno is still its reason. */
-		add_skipped(c, path, error, errno);
-		return 0;
+		if (ends_read(errno))
+			return stop(c, -ENOMEM);
+		rc = add_skipped(c, path, error, errno);
+		return rc < 0 ? stop(c, rc) : 0;
 	}
 	if ((rc = tally_seg_info(seg, &info)) < 0) {
-		add_skipped(c, path, tally_errmsg()[0] ? tally_errmsg() :
+		if (ends_read(rc))
+			return stop(c, -ENOMEM);
+		rc = add_skipped(c, path, tally_errmsg()[0] ? tally_errmsg() :
 						    strerror(-rc), rc);
-		return 0;
+		return rc < 0 ? stop(c, rc) : 0;
 	}
 	if (c->o->seg_filter && !c->o->seg_filter(&info, c->o->arg))
 		return 0;
@@ -357,26 +425,29 @@ static int seg_cb(const char *path, struct tally_seg *seg, const char *error,
 					   sizeof(*snap->series));
 	}
 	rc = tally_seg_foreach(seg, c->o->read_flags, series_cb, c);
+	if (!c->err && ends_read(rc))
+		c->err = -ENOMEM;
+	if (c->err) {
+		/* A sink failed: what the segment gave is forgotten. */
+		if (c->o->sink_seg_end)
+			c->o->sink_seg_end(NULL, c->o->sink_arg);
+		return 1;
+	}
 	if (rc < 0) {
 		/* Corrupt half-way: drop what it gave (its arena memory stays
 		 * until the snapshot is freed), name it, go on. */
 		snap->nseries = c->first;
-		add_skipped(c, path, tally_errmsg()[0] ? tally_errmsg() :
+		rc = add_skipped(c, path, tally_errmsg()[0] ? tally_errmsg() :
 						    strerror(-rc), rc);
 		if (c->o->sink_seg_end)
 			c->o->sink_seg_end(NULL, c->o->sink_arg);
-		return 0;
+		return rc < 0 ? stop(c, rc) : 0;
 	}
-	if (snap->nsegs == c->cap_segs) {
-		c->cap_segs = c->cap_segs ? 2 * c->cap_segs : 16;
-		snap->segs = tp_xrealloc(snap->segs,
-					 c->cap_segs * sizeof(*snap->segs));
+	if (!(g = add_segment(c, path, &info))) {
+		if (c->o->sink_seg_end)
+			c->o->sink_seg_end(NULL, c->o->sink_arg);
+		return stop(c, -ENOMEM);
 	}
-	g = &snap->segs[snap->nsegs++];
-	memset(g, 0, sizeof(*g));
-	g->path = tp_xstrdup(path);
-	g->info = info;
-	g->info.path = g->path;
 	g->nseries = (unsigned)(c->o->series_sink ? c->given :
 				snap->nseries - c->first);
 	{
@@ -392,8 +463,8 @@ static int seg_cb(const char *path, struct tally_seg *seg, const char *error,
 		snprintf(g->records_msg, sizeof(g->records_msg), "%s",
 			 n > 0 ? msg : "");
 	}
-	if (c->o->sink_seg_end)
-		c->o->sink_seg_end(g, c->o->sink_arg);
+	if (c->o->sink_seg_end && (rc = c->o->sink_seg_end(g, c->o->sink_arg)))
+		return stop(c, rc);
 	return 0;
 }
 
@@ -417,6 +488,14 @@ static int cmp_series(const void *a, const void *b)
 	return tp_series_cmp(a, b);
 }
 
+/* A read that ran out of memory (soft mode): -ENOMEM, and @errbuf says so. */
+static int oom(char *errbuf, size_t errlen)
+{
+	if (errbuf && errlen)
+		snprintf(errbuf, errlen, "out of memory");
+	return -ENOMEM;
+}
+
 int tp_snapshot_collect(struct tp_snapshot *snap,
 			const struct tp_collect_opts *opts, char *errbuf,
 			size_t errlen)
@@ -427,10 +506,11 @@ int tp_snapshot_collect(struct tp_snapshot *snap,
 	unsigned n = c.o->ndirs;
 
 	memset(snap, 0, sizeof(*snap));
-	snap->arena = tp_xcalloc(1, sizeof(*snap->arena));
-	snap->unsorted = c.o->order == TP_ORDER_READ;
 	if (errbuf && errlen)
 		errbuf[0] = '\0';
+	if (!(snap->arena = tp_xcalloc(1, sizeof(*snap->arena))))
+		return oom(errbuf, errlen); /* soft mode */
+	snap->unsorted = c.o->order == TP_ORDER_READ;
 	clock_gettime(CLOCK_MONOTONIC, &snap->mono);
 	clock_gettime(CLOCK_REALTIME, &snap->real);
 	for (unsigned i = 0; i < (n ? n : 1); i++) {
@@ -446,14 +526,18 @@ int tp_snapshot_collect(struct tp_snapshot *snap,
 	}
 	tp_buf_free(&c.key);
 	tp_strmap_free(&c.procs);
+	if (c.err == -ENOMEM)
+		return oom(errbuf, errlen);
+	if (c.err)
+		return c.err;
 	if (snap->nseries > 1 && !snap->unsorted)
 		qsort(snap->series, snap->nseries, sizeof(*snap->series),
 		      cmp_series);
 	return result;
 }
 
-void tp_series_copy_to(struct tp_arena *a, struct tp_series *d,
-		       const struct tp_series *s, const struct tp_series *like)
+int tp_series_copy_to(struct tp_arena *a, struct tp_series *d,
+		      const struct tp_series *s, const struct tp_series *like)
 {
 	*d = *s;
 	d->arena = 1;
@@ -463,19 +547,30 @@ void tp_series_copy_to(struct tp_arena *a, struct tp_series *d,
 	d->unit = share(a, s->unit, like ? like->unit : NULL);
 	d->pids = s->pids ? tp_arena_memdup(a, s->pids, s->nprocs *
 					    sizeof(int)) : NULL;
+	if (!d->key || !d->name || !d->help || !d->unit ||
+	    (s->pids && !d->pids))
+		return -ENOMEM; /* soft mode */
 	if (s->nlabels) {
 		d->label_names = share_names(a, s->nlabels,
 					     (const char *const *)s->label_names,
 					     like);
 		d->label_values = tp_arena_alloc(a, s->nlabels * sizeof(char *));
+		if (!d->label_names || !d->label_values)
+			return -ENOMEM;
 		for (unsigned i = 0; i < s->nlabels; i++)
-			d->label_values[i] = tp_arena_strdup(a,
-							s->label_values[i]);
+			if (!(d->label_values[i] = tp_arena_strdup(a,
+							s->label_values[i])))
+				return -ENOMEM;
 	}
 	d->buckets = arena_i64(a, s->buckets, s->nbuckets);
 	d->bounds = s->nbounds ? tp_arena_memdup(a, s->bounds, s->nbounds *
 						 sizeof(double)) : NULL;
 	d->percpu = arena_i64(a, s->percpu, s->npercpu);
+	if ((s->buckets && s->nbuckets && !d->buckets) ||
+	    (s->nbounds && !d->bounds) ||
+	    (s->percpu && s->npercpu && !d->percpu))
+		return -ENOMEM;
+	return 0;
 }
 
 void tp_series_copy(struct tp_series *d, const struct tp_series *s)

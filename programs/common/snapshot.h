@@ -204,12 +204,15 @@ struct tp_collect_opts {
 	 * per_process...).  After the series of a segment, sink_seg_end gets
 	 * the segment as kept in the snapshot (its nseries counts the series
 	 * given), or NULL when it turned out corrupt half-way and is named in
-	 * snap->skipped: what it gave must be forgotten.  Both get sink_arg.
+	 * snap->skipped: what it gave must be forgotten.  Both get sink_arg,
+	 * and return 0, or a negative errno (-ENOMEM) that ends the read:
+	 * the segment at hand is then forgotten (sink_seg_end gets NULL when
+	 * series_sink failed) and tp_snapshot_collect() returns it.
 	 * tallystat's compact reads and tally-exporter --aggregate (which
 	 * sums the series as they are read) use it. */
-	void (*series_sink)(const struct tp_series *s,
-			    const struct tally_series_view *v, void *arg);
-	void (*sink_seg_end)(const struct tp_segment *g, void *arg);
+	int (*series_sink)(const struct tp_series *s,
+			   const struct tally_series_view *v, void *arg);
+	int (*sink_seg_end)(const struct tp_segment *g, void *arg);
 	void *sink_arg;
 };
 
@@ -224,6 +227,9 @@ struct tp_collect_opts {
  * in numeric order), unless opts->order is TP_ORDER_READ.
  * Return: 0, or -errno when a directory cannot be read; then @errbuf says
  * which and why (the series of the other directories are still there).
+ * In soft mode (strbuf.h), with a series_sink only: -ENOMEM when memory
+ * ran out (or what a sink returned), the read stopped there, @errbuf
+ * saying so; @snap is then only to be freed.
  */
 int tp_snapshot_collect(struct tp_snapshot *snap,
 			const struct tp_collect_opts *opts, char *errbuf,
@@ -236,10 +242,12 @@ void tp_snapshot_free(struct tp_snapshot *snap);
  * (malloc, dst->arena = 0), whatever @src's is. */
 void tp_series_copy(struct tp_series *dst, const struct tp_series *src);
 /* tp_series_copy_to: the same, into @a (dst->arena = 1); strings equal to
- * @like's (may be NULL), a series of the same arena, are shared. */
-void tp_series_copy_to(struct tp_arena *a, struct tp_series *dst,
-		       const struct tp_series *src,
-		       const struct tp_series *like);
+ * @like's (may be NULL), a series of the same arena, are shared.  Returns
+ * 0, or in soft mode (strbuf.h) -ENOMEM with @dst half made (its memory
+ * is @a's: nothing to free but @a). */
+int tp_series_copy_to(struct tp_arena *a, struct tp_series *dst,
+		      const struct tp_series *src,
+		      const struct tp_series *like);
 /* tp_series_set_values: the numbers of view @v into @s: value, fvalue,
  * fractional, frac and a histogram's sum, layout, classic, nbounds and
  * fsum; not its arrays (buckets, bounds), which the caller copies or

@@ -25,11 +25,30 @@ void tp_die(const char *file, int line, const char *fmt, ...)
 	exit(1);
 }
 
+/* The depth of soft mode of this thread: each thread writing an
+ * exposition decides for itself. */
+static _Thread_local unsigned soft;
+
+void tp_soft_begin(void)
+{
+	soft++;
+}
+
+void tp_soft_end(void)
+{
+	soft--;
+}
+
+int tp_soft(void)
+{
+	return soft != 0;
+}
+
 void *tp_xmalloc(size_t n)
 {
 	void *p = malloc(n ? n : 1);
 
-	if (!p)
+	if (!p && !soft)
 		TP_DIE("out of memory (%zu bytes)", n);
 	return p;
 }
@@ -38,7 +57,7 @@ void *tp_xcalloc(size_t n, size_t size)
 {
 	void *p = calloc(n ? n : 1, size ? size : 1);
 
-	if (!p)
+	if (!p && !soft)
 		TP_DIE("out of memory (%zu x %zu bytes)", n, size);
 	return p;
 }
@@ -47,7 +66,7 @@ void *tp_xrealloc(void *p, size_t n)
 {
 	void *q = realloc(p, n ? n : 1);
 
-	if (!q)
+	if (!q && !soft)
 		TP_DIE("out of memory (%zu bytes)", n);
 	return q;
 }
@@ -56,18 +75,30 @@ char *tp_xstrdup(const char *s)
 {
 	char *p = strdup(s ? s : "");
 
-	if (!p)
+	if (!p && !soft)
 		TP_DIE("out of memory");
 	return p;
 }
 
-/* Room for @n more bytes and the NUL. */
-static void reserve(struct tp_buf *b, size_t n)
+/* Room for @n more bytes and the NUL: 0, or -1 when @b is failed (soft
+ * mode: nothing is to be written). */
+static int reserve(struct tp_buf *b, size_t n)
 {
+	size_t cap;
+	char *p;
+
+	if (b->err)
+		return -1;
 	if (b->len + n + 1 <= b->cap)
-		return;
-	b->cap = b->cap * 2 + n + 64;
-	b->p = tp_xrealloc(b->p, b->cap);
+		return 0;
+	cap = b->cap * 2 + n + 64;
+	if (!(p = tp_xrealloc(b->p, cap))) {
+		b->err = -ENOMEM;
+		return -1;
+	}
+	b->p = p;
+	b->cap = cap;
+	return 0;
 }
 
 void tp_buf_printf(struct tp_buf *b, const char *fmt, ...)
@@ -78,9 +109,14 @@ void tp_buf_printf(struct tp_buf *b, const char *fmt, ...)
 	va_start(ap, fmt);
 	n = vsnprintf(NULL, 0, fmt, ap);
 	va_end(ap);
-	if (n < 0)
+	if (n < 0 && !soft)
 		TP_DIE("vsnprintf: %s", strerror(errno));
-	reserve(b, (size_t)n);
+	if (n < 0) {
+		b->err = b->err ? b->err : -EOVERFLOW;
+		return;
+	}
+	if (reserve(b, (size_t)n) < 0)
+		return;
 	va_start(ap, fmt);
 	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
 	va_end(ap);
@@ -89,7 +125,8 @@ void tp_buf_printf(struct tp_buf *b, const char *fmt, ...)
 
 void tp_buf_putn(struct tp_buf *b, const char *s, size_t n)
 {
-	reserve(b, n);
+	if (reserve(b, n) < 0)
+		return;
 	memcpy(b->p + b->len, s, n);
 	b->len += n;
 	b->p[b->len] = '\0';
@@ -102,7 +139,8 @@ void tp_buf_puts(struct tp_buf *b, const char *s)
 
 void tp_buf_putc(struct tp_buf *b, char c)
 {
-	reserve(b, 1);
+	if (reserve(b, 1) < 0)
+		return;
 	b->p[b->len++] = c;
 	b->p[b->len] = '\0';
 }
@@ -124,6 +162,7 @@ void tp_buf_free(struct tp_buf *b)
 	free(b->p);
 	b->p = NULL;
 	b->len = b->cap = 0;
+	b->err = 0;
 }
 
 char *tp_buf_take(struct tp_buf *b)

@@ -4,7 +4,10 @@
  *
  * Shared by tallystat and tally-exporter.  Running out of memory is fatal
  * in the programs: tp_die() names the file and line and exits with
- * status 1 (the tools report file:line on internal errors).
+ * status 1 (the tools report file:line on internal errors).  A caller
+ * that is a library inside someone else's process (the Python package's
+ * expose(), sums.h) must not exit: it runs in soft mode (tp_soft_begin()),
+ * where running out of memory is an error returned.
  */
 #ifndef TALLY_PROGRAMS_STRBUF_H
 #define TALLY_PROGRAMS_STRBUF_H
@@ -15,6 +18,8 @@ struct tp_buf {
 	char *p;    /* NUL-terminated once anything was written; may be NULL */
 	size_t len; /* bytes written, without the NUL */
 	size_t cap;
+	int err;    /* soft mode: -ENOMEM once a write did not fit (that
+		       write and those after it were dropped) */
 };
 
 /* Print "<program>: FILE:LINE: message" on stderr and exit(1). */
@@ -22,7 +27,21 @@ struct tp_buf {
 void tp_die(const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4), noreturn));
 
-/* malloc/calloc/realloc/strdup that never return NULL (they TP_DIE). */
+/*
+ * Soft mode, per thread, nested: between tp_soft_begin() and
+ * tp_soft_end(), tp_xmalloc() and its kin return NULL (errno ENOMEM)
+ * instead of dying, as do tp_arena_alloc() and its kin (arena.h);
+ * tp_strmap_put() returns -ENOMEM; a tp_buf that cannot grow sets its err.
+ * Code reached in soft mode checks them and returns -ENOMEM (a string
+ * too long for vsnprintf sets err to -EOVERFLOW).  Elsewhere the
+ * programs die as before.  tp_soft() tells whether the thread is in it.
+ */
+void tp_soft_begin(void);
+void tp_soft_end(void);
+int tp_soft(void);
+
+/* malloc/calloc/realloc/strdup that never return NULL (they TP_DIE),
+ * but in soft mode. */
 void *tp_xmalloc(size_t n);
 void *tp_xcalloc(size_t n, size_t size);
 void *tp_xrealloc(void *p, size_t n);

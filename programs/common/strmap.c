@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "strmap.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,7 @@ static void insert(struct tp_strmap *m, const char *key, size_t val)
 	m->n++;
 }
 
-void tp_strmap_put(struct tp_strmap *m, const char *key, size_t val)
+int tp_strmap_put(struct tp_strmap *m, const char *key, size_t val)
 {
 	/* Keep the load under one half, so that probes stay short. */
 	if ((m->n + 1) * 2 > m->cap) {
@@ -59,6 +60,13 @@ void tp_strmap_put(struct tp_strmap *m, const char *key, size_t val)
 		m->cap = old.cap ? old.cap * 2 : 64;
 		m->keys = tp_xcalloc(m->cap, sizeof(*m->keys));
 		m->vals = tp_xcalloc(m->cap, sizeof(*m->vals));
+		if (!m->keys || !m->vals) {
+			/* Soft mode (strbuf.h): the map stays as it was. */
+			free(m->keys);
+			free(m->vals);
+			*m = old;
+			return -ENOMEM;
+		}
 		m->n = 0;
 		for (size_t i = 0; i < old.cap; i++)
 			if (old.keys[i])
@@ -67,6 +75,7 @@ void tp_strmap_put(struct tp_strmap *m, const char *key, size_t val)
 		free(old.vals);
 	}
 	insert(m, key, val);
+	return 0;
 }
 
 void tp_strmap_free(struct tp_strmap *m)

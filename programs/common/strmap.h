@@ -17,8 +17,9 @@ struct tp_strmap {
 
 /* The value of @key, or (size_t)-1 when absent. */
 size_t tp_strmap_get(const struct tp_strmap *m, const char *key);
-/* Map @key to @val (replacing an earlier value). */
-void tp_strmap_put(struct tp_strmap *m, const char *key, size_t val);
+/* Map @key to @val (replacing an earlier value).  Returns 0, or in soft
+ * mode (strbuf.h) -ENOMEM with @m as it was. */
+int tp_strmap_put(struct tp_strmap *m, const char *key, size_t val);
 void tp_strmap_free(struct tp_strmap *m);
 
 #endif /* TALLY_PROGRAMS_STRMAP_H */

@@ -10,6 +10,7 @@
  * many as its sum's).
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,27 +34,45 @@ static double bitsd(uint64_t u)
 	return d;
 }
 
-static void pool_put(struct ex_aggset *a, uint64_t w)
+/* Every function that allocates returns 0, or -ENOMEM in soft mode
+ * (strbuf.h): the aggset is then only to be freed. */
+static int pool_put(struct ex_aggset *a, uint64_t w)
 {
 	if (a->npool == a->cap_pool) {
-		a->cap_pool = a->cap_pool ? a->cap_pool + a->cap_pool / 2 : 256;
-		a->pool = tp_xrealloc(a->pool, a->cap_pool * sizeof(*a->pool));
+		size_t cap = a->cap_pool ? a->cap_pool + a->cap_pool / 2 : 256;
+		uint64_t *p = tp_xrealloc(a->pool, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		a->pool = p;
+		a->cap_pool = cap;
 	}
 	a->pool[a->npool++] = w;
+	return 0;
 }
 
 /* Note series @s, summed in agg.series[@key], as an entry. */
-static void push(struct ex_aggset *a, const struct tp_series *s, size_t key)
+static int push(struct ex_aggset *a, const struct tp_series *s, size_t key)
 {
 	struct ex_entry *e;
 	int wide = s->kind > 255 || s->mode > 255;
 	int hist = s->kind == TALLY_HISTOGRAM;
+	int rc = 0;
 
-	if (key > UINT32_MAX)
+	if (key == TP_AGG_FAILED)
+		return -ENOMEM;
+	if (key > UINT32_MAX && !tp_soft())
 		TP_DIE("aggregate: more than %u series", UINT32_MAX);
+	if (key > UINT32_MAX)
+		return -E2BIG;
 	if (a->nents == a->cap_ents) {
-		a->cap_ents = a->cap_ents ? a->cap_ents + a->cap_ents / 2 : 1024;
-		a->ents = tp_xrealloc(a->ents, a->cap_ents * sizeof(*a->ents));
+		size_t cap = a->cap_ents ? a->cap_ents + a->cap_ents / 2 : 1024;
+		struct ex_entry *p = tp_xrealloc(a->ents, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		a->ents = p;
+		a->cap_ents = cap;
 	}
 	e = &a->ents[a->nents++];
 	memset(e, 0, sizeof(*e));
@@ -66,20 +85,21 @@ static void push(struct ex_aggset *a, const struct tp_series *s, size_t key)
 		  (wide ? EX_ENTRY_WIDE : 0);
 	if (hist || wide || s->frac || dbits(s->fvalue)) {
 		e->bits |= EX_ENTRY_EXTRA;
-		pool_put(a, dbits(s->fvalue));
-		pool_put(a, s->frac);
+		rc |= pool_put(a, dbits(s->fvalue));
+		rc |= pool_put(a, s->frac);
 	}
 	if (wide) {
-		pool_put(a, s->kind);
-		pool_put(a, s->mode);
+		rc |= pool_put(a, s->kind);
+		rc |= pool_put(a, s->mode);
 	}
-	if (!hist)
-		return;
-	pool_put(a, (uint64_t)s->sum);
-	pool_put(a, dbits(s->fsum));
+	if (!hist || rc)
+		return rc ? -ENOMEM : 0;
+	rc |= pool_put(a, (uint64_t)s->sum);
+	rc |= pool_put(a, dbits(s->fsum));
 	/* The sum has as many buckets: same identity, same layout. */
-	for (unsigned b = 0; b < s->nbuckets; b++)
-		pool_put(a, s->buckets ? (uint64_t)s->buckets[b] : 0);
+	for (unsigned b = 0; b < s->nbuckets && !rc; b++)
+		rc = pool_put(a, s->buckets ? (uint64_t)s->buckets[b] : 0);
+	return rc ? -ENOMEM : 0;
 }
 
 /* The series entry @x stands for: its strings and layout @t's (its sum),
@@ -148,14 +168,18 @@ void ex_aggset_series(const struct ex_aggset *a, size_t seg, size_t e,
 }
 
 /* The entries since the last segment closed are the next segment's. */
-static void close_segment(struct ex_aggset *a)
+static int close_segment(struct ex_aggset *a)
 {
 	if (a->nclosed + 2 > a->cap_first) {
-		a->cap_first = a->cap_first ? 2 * a->cap_first : 16;
-		a->first = tp_xrealloc(a->first, a->cap_first *
-				       sizeof(*a->first));
-		a->pfirst = tp_xrealloc(a->pfirst, a->cap_first *
-					sizeof(*a->pfirst));
+		size_t cap = a->cap_first ? 2 * a->cap_first : 16, *p;
+
+		if (!(p = tp_xrealloc(a->first, cap * sizeof(*p))))
+			return -ENOMEM;
+		a->first = p;
+		if (!(p = tp_xrealloc(a->pfirst, cap * sizeof(*p))))
+			return -ENOMEM;
+		a->pfirst = p;
+		a->cap_first = cap;
 	}
 	if (!a->nclosed) {
 		a->first[0] = 0;
@@ -164,6 +188,7 @@ static void close_segment(struct ex_aggset *a)
 	a->nclosed++;
 	a->first[a->nclosed] = a->nents;
 	a->pfirst[a->nclosed] = a->npool;
+	return 0;
 }
 
 /* Where the entries of the segment being read begin. */
@@ -177,44 +202,48 @@ static size_t seg_pool_start(const struct ex_aggset *a)
 	return a->nclosed ? a->pfirst[a->nclosed] : 0;
 }
 
-void ex_aggset_begin(struct ex_aggset *a)
+int ex_aggset_begin(struct ex_aggset *a)
 {
-	tp_agg_begin(&a->sum, &a->agg);
+	return tp_agg_begin(&a->sum, &a->agg);
 }
 
-void ex_aggset_give(const struct tp_series *s,
-		    const struct tally_series_view *v, void *arg)
+int ex_aggset_give(const struct tp_series *s,
+		   const struct tally_series_view *v, void *arg)
 {
 	struct ex_aggset *a = arg;
 
 	(void)v;
-	push(a, s, tp_agg_add(&a->sum, s, 0));
+	return push(a, s, tp_agg_add(&a->sum, s, 0));
 }
 
-void ex_aggset_seg_end(const struct tp_segment *g, void *arg)
+int ex_aggset_seg_end(const struct tp_segment *g, void *arg)
 {
 	struct ex_aggset *a = arg;
 
-	if (g) {
-		close_segment(a);
-		return;
-	}
+	if (g)
+		return close_segment(a);
 	/* Corrupt half-way: its series are left out, and the sums they
 	 * went into are made again without them. */
 	if (a->nents > seg_start(a))
 		a->redo = 1;
 	a->nents = seg_start(a);
 	a->npool = seg_pool_start(a);
+	return 0;
 }
 
 /* The sums made again from the entries kept, of segments @segs (whose
  * series they are). */
-static void resum(struct ex_aggset *a, const struct tp_segment *segs)
+static int resum(struct ex_aggset *a, const struct tp_segment *segs)
 {
 	struct tp_snapshot old = a->agg;
+	int rc;
 
 	tp_agg_end(&a->sum);
-	tp_agg_begin(&a->sum, &a->agg);
+	if ((rc = tp_agg_begin(&a->sum, &a->agg)) < 0) {
+		tp_snapshot_free(&a->agg);
+		a->agg = old; /* freed with @a */
+		return rc;
+	}
 	for (size_t k = 0; k < a->nclosed; k++) {
 		const uint64_t *w = a->pool + a->pfirst[k];
 
@@ -222,19 +251,28 @@ static void resum(struct ex_aggset *a, const struct tp_segment *segs)
 			struct ex_entry *x = &a->ents[e];
 			struct tp_series s;
 
+			size_t key;
+
 			entry_series(&old.series[x->key], &segs[k].info, x, &w,
 				     &s);
-			x->key = (uint32_t)tp_agg_add(&a->sum, &s, 0);
+			if ((key = tp_agg_add(&a->sum, &s, 0)) == TP_AGG_FAILED) {
+				tp_snapshot_free(&old);
+				return -ENOMEM;
+			}
+			x->key = (uint32_t)key;
 		}
 	}
 	tp_snapshot_free(&old);
 	a->redo = 0;
+	return 0;
 }
 
-void ex_aggset_end_read(struct ex_aggset *a, struct tp_snapshot *raw)
+int ex_aggset_end_read(struct ex_aggset *a, struct tp_snapshot *raw)
 {
-	if (a->redo)
-		resum(a, raw->segs);
+	int rc = a->redo ? resum(a, raw->segs) : 0;
+
+	if (rc < 0)
+		return rc;
 	a->agg.segs = raw->segs;
 	a->agg.nsegs = raw->nsegs;
 	a->agg.skipped = raw->skipped;
@@ -249,6 +287,7 @@ void ex_aggset_end_read(struct ex_aggset *a, struct tp_snapshot *raw)
 	if (a->nclosed != a->agg.nsegs)
 		TP_DIE("aggregate: %zu segments, %zu closed", a->agg.nsegs,
 		       a->nclosed);
+	return 0;
 }
 
 int ex_aggset_collect(struct ex_aggset *a, const struct tp_collect_opts *opts,
@@ -256,17 +295,18 @@ int ex_aggset_collect(struct ex_aggset *a, const struct tp_collect_opts *opts,
 {
 	struct tp_collect_opts o = *opts;
 	struct tp_snapshot raw = { 0 };
-	int rc;
+	int rc, erc;
 
-	ex_aggset_begin(a);
+	if ((rc = ex_aggset_begin(a)) < 0)
+		return rc;
 	o.series_sink = ex_aggset_give;
 	o.sink_seg_end = ex_aggset_seg_end;
 	o.sink_arg = a;
 	o.order = TP_ORDER_READ;
 	rc = tp_snapshot_collect(&raw, &o, errbuf, errlen);
-	ex_aggset_end_read(a, &raw);
+	erc = rc == -ENOMEM ? rc : ex_aggset_end_read(a, &raw);
 	tp_snapshot_free(&raw);
-	return rc;
+	return erc < 0 ? erc : rc;
 }
 
 /* A deep copy of @s's segments and skipped files, into @d. */
@@ -329,19 +369,29 @@ void ex_aggset_carry(struct ex_aggset *cur, const struct ex_aggset *last,
 	close_segment(cur);
 }
 
-void ex_aggset_finish(struct ex_aggset *a, const struct tp_series *extra,
-		      size_t nextra)
+int ex_aggset_finish(struct ex_aggset *a, const struct tp_series *extra,
+		     size_t nextra)
 {
+	void *p;
+
 	for (size_t i = 0; i < nextra; i++)
-		tp_agg_add(&a->sum, &extra[i], 1);
+		if (tp_agg_add(&a->sum, &extra[i], 1) == TP_AGG_FAILED)
+			return -ENOMEM;
 	tp_agg_end(&a->sum);
-	/* Room left by the growth given back: kept until the next scrape. */
-	a->agg.series = tp_xrealloc(a->agg.series, (a->agg.nseries + 1) *
-				    sizeof(*a->agg.series));
-	a->ents = tp_xrealloc(a->ents, (a->nents + 1) * sizeof(*a->ents));
-	a->cap_ents = a->nents + 1;
-	a->pool = tp_xrealloc(a->pool, (a->npool + 1) * sizeof(*a->pool));
-	a->cap_pool = a->npool + 1;
+	/* Room left by the growth given back: kept until the next scrape.
+	 * A block that cannot be moved (soft mode) stays as it is. */
+	if ((p = tp_xrealloc(a->agg.series, (a->agg.nseries + 1) *
+			     sizeof(*a->agg.series))))
+		a->agg.series = p;
+	if ((p = tp_xrealloc(a->ents, (a->nents + 1) * sizeof(*a->ents)))) {
+		a->ents = p;
+		a->cap_ents = a->nents + 1;
+	}
+	if ((p = tp_xrealloc(a->pool, (a->npool + 1) * sizeof(*a->pool)))) {
+		a->pool = p;
+		a->cap_pool = a->npool + 1;
+	}
+	return 0;
 }
 
 void ex_aggset_put(struct ex_aggset *a)

@@ -82,12 +82,14 @@ int ex_aggset_collect(struct ex_aggset *a, const struct tp_collect_opts *opts,
  * read); ex_aggset_end_read() makes the sums
  * again if a segment was left out half-way (the entries kept are of
  * @raw's segments) and takes @raw's segments, skipped files and times.
+ * Each returns 0, or in soft mode (strbuf.h) -ENOMEM: @a is then only to
+ * be freed (ex_aggset_put()), as after ex_aggset_finish()'s.
  */
-void ex_aggset_begin(struct ex_aggset *a);
-void ex_aggset_give(const struct tp_series *s,
-		    const struct tally_series_view *v, void *arg);
-void ex_aggset_seg_end(const struct tp_segment *g, void *arg);
-void ex_aggset_end_read(struct ex_aggset *a, struct tp_snapshot *raw);
+int ex_aggset_begin(struct ex_aggset *a);
+int ex_aggset_give(const struct tp_series *s,
+		   const struct tally_series_view *v, void *arg);
+int ex_aggset_seg_end(const struct tp_segment *g, void *arg);
+int ex_aggset_end_read(struct ex_aggset *a, struct tp_snapshot *raw);
 
 /* ex_aggset_of_snapshot: the same made of @raw (TP_ORDER_READ: series
  * segment by segment), which is copied, not taken. */
@@ -107,8 +109,8 @@ void ex_aggset_carry(struct ex_aggset *cur, const struct ex_aggset *last,
 
 /* ex_aggset_finish: @nextra series without process added to the sums
  * (tp_snapshot_aggregate_with()'s extra), and the sums closed. */
-void ex_aggset_finish(struct ex_aggset *a, const struct tp_series *extra,
-		      size_t nextra);
+int ex_aggset_finish(struct ex_aggset *a, const struct tp_series *extra,
+		     size_t nextra);
 
 /* ex_aggset_put: one reference of @a let go, and @a freed with the last
  * (NULL: nothing). */

@@ -95,6 +95,7 @@ struct names {
 	struct tp_strmap map;
 	char **owned;
 	size_t n, cap;
+	int err;              /* -ENOMEM: a name was not kept (soft mode) */
 };
 
 static int names_claim(struct names *nm, const char *base,
@@ -107,16 +108,26 @@ static int names_claim(struct names *nm, const char *base,
 		if (tp_strmap_get(&nm->map, tmp) != (size_t)-1)
 			return -1;
 	}
-	for (const char *const *s = suffixes; *s; s++) {
+	for (const char *const *s = suffixes; *s && !nm->err; s++) {
 		snprintf(tmp, sizeof(tmp), "%s%s", base, *s);
 		if (nm->n == nm->cap) {
-			nm->cap = nm->cap ? 2 * nm->cap : 64;
-			nm->owned = tp_xrealloc(nm->owned,
-						nm->cap * sizeof(char *));
+			size_t cap = nm->cap ? 2 * nm->cap : 64;
+			char **p = tp_xrealloc(nm->owned, cap * sizeof(*p));
+
+			if (!p) {
+				nm->err = -ENOMEM;
+				break;
+			}
+			nm->owned = p;
+			nm->cap = cap;
 		}
-		nm->owned[nm->n] = tp_xstrdup(tmp);
-		tp_strmap_put(&nm->map, nm->owned[nm->n], 1);
+		if (!(nm->owned[nm->n] = tp_xstrdup(tmp))) {
+			nm->err = -ENOMEM;
+			break;
+		}
 		nm->n++;
+		if (tp_strmap_put(&nm->map, nm->owned[nm->n - 1], 1) < 0)
+			nm->err = -ENOMEM;
 	}
 	return 0;
 }
@@ -337,6 +348,7 @@ struct plan {
 	struct tp_strmap seen;/* dedupe: label sets written, per family */
 	struct tp_arena seen_mem;
 	struct tp_buf scratch;
+	int err;              /* -ENOMEM: soft mode (strbuf.h) */
 };
 
 static int cmp_int(const void *a, const void *b)
@@ -373,10 +385,15 @@ static void plan_make(struct plan *p, const struct tp_snapshot *snap,
 	if (c->aggregate || snap->nsegs < 2)
 		return;
 	v = tp_xmalloc(snap->nsegs * sizeof(*v));
+	p->multi_pids = tp_xmalloc(snap->nsegs * sizeof(int));
+	if (!v || !p->multi_pids) {
+		p->err = -ENOMEM; /* soft mode */
+		free(v);
+		return;
+	}
 	for (size_t i = 0; i < snap->nsegs; i++)
 		v[i] = &snap->segs[i];
 	qsort(v, snap->nsegs, sizeof(*v), cmp_seg);
-	p->multi_pids = tp_xmalloc(snap->nsegs * sizeof(int));
 	for (size_t i = 0; i + 1 < snap->nsegs; i++) {
 		const struct tally_seg_info *a = &v[i]->info, *b = &v[i + 1]->info;
 
@@ -399,7 +416,13 @@ static void plan_make(struct plan *p, const struct tp_snapshot *snap,
 		struct tp_strmap m = { 0 };
 		struct tp_buf *k = tp_xcalloc(snap->nsegs, sizeof(*k));
 
-		for (size_t i = 0; i < snap->nsegs && !p->dedupe_all; i++) {
+		if (!k) {
+			p->err = -ENOMEM;
+			free(v);
+			return;
+		}
+		for (size_t i = 0; i < snap->nsegs && !p->dedupe_all &&
+				   !p->err; i++) {
 			const struct tally_seg_info *in = &v[i]->info;
 
 			tp_buf_printf(&k[i], "%s\x1f%s", with_proc ?
@@ -407,7 +430,9 @@ static void plan_make(struct plan *p, const struct tp_snapshot *snap,
 				      in->zone_name : "");
 			if (tp_strmap_get(&m, tp_buf_str(&k[i])) != (size_t)-1)
 				p->dedupe_all = 1;
-			tp_strmap_put(&m, tp_buf_str(&k[i]), i);
+			if (k[i].err || tp_strmap_put(&m, tp_buf_str(&k[i]),
+						       i) < 0)
+				p->err = -ENOMEM;
 		}
 		tp_strmap_free(&m);
 		for (size_t i = 0; i < snap->nsegs; i++)
@@ -430,7 +455,7 @@ static int incarnation_cmp(int a_dead, uint64_t a_created, int b_dead,
 }
 
 /* 1 when @labels (with the series' key) was written before in this
- * family; records it otherwise. */
+ * family; records it otherwise (in soft mode, p->err when it cannot). */
 static int plan_seen(struct plan *p, const struct tp_series *s,
 		     const char *labels, size_t llen)
 {
@@ -440,11 +465,16 @@ static int plan_seen(struct plan *p, const struct tp_series *s,
 	tp_buf_puts(&p->scratch, s->name);
 	tp_buf_putc(&p->scratch, '{');
 	tp_buf_putn(&p->scratch, labels, llen);
+	if (p->scratch.err) {
+		p->err = p->scratch.err;
+		return 0;
+	}
 	if (tp_strmap_get(&p->seen, tp_buf_str(&p->scratch)) != (size_t)-1)
 		return 1;
 	k = tp_arena_memdup(&p->seen_mem, tp_buf_str(&p->scratch),
 			    p->scratch.len + 1);
-	tp_strmap_put(&p->seen, k, 1);
+	if (!k || tp_strmap_put(&p->seen, k, 1) < 0)
+		p->err = -ENOMEM;
 	return 0;
 }
 
@@ -903,7 +933,8 @@ static int cmp_seg_labels(const void *a, const void *b)
 }
 
 /* shadowed[i]: 1 when segment i has the pid, process and zone labels of
- * an incarnation that speaks for them (see the top of this file). */
+ * an incarnation that speaks for them (see the top of this file); NULL
+ * when out of memory (soft mode). */
 static unsigned char *seg_shadowed(const struct tp_snapshot *snap)
 {
 	unsigned char *sh = tp_xcalloc(snap->nsegs + 1, 1);
@@ -911,6 +942,12 @@ static unsigned char *seg_shadowed(const struct tp_snapshot *snap)
 						 sizeof(*v));
 	const struct tp_segment *prev = NULL;
 
+	if (!sh || !v) {
+		/* Soft mode: the stream is not made. */
+		free(sh);
+		free(v);
+		return NULL;
+	}
 	for (size_t i = 0; i < snap->nsegs; i++)
 		v[i] = &snap->segs[i];
 	qsort(v, snap->nsegs, sizeof(*v), cmp_seg_labels);
@@ -1089,15 +1126,22 @@ static void claim_self_names(struct names *nm)
 			    self_metrics[i].counter ? counter : plain);
 }
 
-/* A metric more in g->fams, of @name, as index @at before the sort. */
+/* A metric more in g->fams, of @name, as index @at before the sort;
+ * (size_t)-1 when out of memory (soft mode). */
 static size_t add_fam(struct ex_group *g, size_t *cap, const char *name)
 {
-	size_t at = g->nfams++;
+	size_t at = g->nfams;
 
 	if (at == *cap) {
-		*cap = *cap ? 2 * *cap : 64;
-		g->fams = tp_xrealloc(g->fams, *cap * sizeof(*g->fams));
+		size_t n = *cap ? 2 * *cap : 64;
+		struct fam *p = tp_xrealloc(g->fams, n * sizeof(*p));
+
+		if (!p)
+			return (size_t)-1;
+		g->fams = p;
+		*cap = n;
 	}
+	g->nfams++;
 	g->fams[at].name = name;
 	g->fams[at].n = 0;
 	g->fams[at].first = at; /* its index, through the sort */
@@ -1108,18 +1152,20 @@ static size_t add_fam(struct ex_group *g, size_t *cap, const char *name)
  * The metrics of @st's items in name order (g->fams), and g->order: the
  * items of each metric together, in the order read inside each (a hash
  * map of names, then a counting sort; the items themselves are not
- * moved).
+ * moved).  NULL when out of memory (soft mode).
  */
 static struct ex_group *group_by_name(const struct ex_stream *st)
 {
 	size_t n = st->ix->places ? st->ix->nplaces : st->snap->nseries;
 	struct ex_group *g = tp_xcalloc(1, sizeof(*g));
 	struct tp_strmap famidx = { 0 };
-	size_t *pos, *rank, cap = 0, last_at = 0, at = 0;
+	size_t *pos = NULL, *rank = NULL, cap = 0, last_at = 0, at = 0;
 	uint32_t *famof = tp_xmalloc((n + 1) * sizeof(*famof));
 	const char *last_name = NULL;
 
-	g->order = tp_xmalloc((n + 1) * sizeof(*g->order));
+	if (!g || !famof || !(g->order = tp_xmalloc((n + 1) *
+						     sizeof(*g->order))))
+		goto oom;
 	for (size_t i = 0; i < n; i++) {
 		const struct tp_series *s = item_like(st, i);
 
@@ -1138,7 +1184,9 @@ static struct ex_group *group_by_name(const struct ex_stream *st)
 			last_at = tp_strmap_get(&famidx, s->name);
 			if (last_at == (size_t)-1) {
 				last_at = add_fam(g, &cap, s->name);
-				tp_strmap_put(&famidx, s->name, last_at);
+				if (last_at == (size_t)-1 ||
+				    tp_strmap_put(&famidx, s->name, last_at))
+					goto oom;
 			}
 			last_name = s->name;
 		}
@@ -1149,6 +1197,8 @@ static struct ex_group *group_by_name(const struct ex_stream *st)
 		qsort(g->fams, g->nfams, sizeof(*g->fams), cmp_fam);
 	rank = tp_xmalloc((g->nfams + 1) * sizeof(*rank));
 	pos = tp_xmalloc((g->nfams + 1) * sizeof(*pos));
+	if (!rank || !pos)
+		goto oom;
 	for (size_t i = 0; i < g->nfams; i++) {
 		rank[g->fams[i].first] = i;
 		g->fams[i].first = at;
@@ -1163,6 +1213,13 @@ static struct ex_group *group_by_name(const struct ex_stream *st)
 	free(rank);
 	free(pos);
 	return g;
+oom:
+	tp_strmap_free(&famidx);
+	free(famof);
+	free(rank);
+	free(pos);
+	ex_group_free(g);
+	return NULL;
 }
 
 void ex_group_free(struct ex_group *g)
@@ -1181,6 +1238,8 @@ struct ex_stream *ex_stream_open(const struct ex_index *ix,
 {
 	struct ex_stream *st = tp_xcalloc(1, sizeof(*st));
 
+	if (!st)
+		return NULL; /* soft mode */
 	st->ix = ix;
 	st->snap = &ix->snap;
 	st->c = c;
@@ -1189,19 +1248,23 @@ struct ex_stream *ex_stream_open(const struct ex_index *ix,
 		st->self = *self;
 	st->t0_ns = t0_ns;
 	plan_make(&st->pl, st->snap, c);
-	st->shadowed = seg_shadowed(st->snap);
+	if (!(st->shadowed = seg_shadowed(st->snap)) || st->pl.err)
+		goto oom;
 	if (!c->aggregate)
 		st->skip = shadow_series(st->snap, st->shadowed);
 	if (c->self_metrics)
 		claim_self_names(&st->nm);
-	if (!g)
-		g = st->own = group_by_name(st);
+	if (!g && !(g = st->own = group_by_name(st)))
+		goto oom;
 	st->g = g;
 	st->res.conflicts = g->conflicts;
 	/* Only the items' places are needed from here on. */
 	free(st->skip);
 	st->skip = NULL;
 	return st;
+oom:
+	ex_stream_close(st, NULL);
+	return NULL;
 }
 
 /* Segment @seg of the snapshot, open; NULL when it cannot be opened
@@ -1289,8 +1352,17 @@ static size_t write_run(struct ex_stream *st, struct tp_buf *out,
 	return n;
 }
 
+/* The error a stream met (soft mode), its own or @out's; 0 if none. */
+static int stream_err(const struct ex_stream *st, const struct tp_buf *out)
+{
+	return out->err ? out->err : st->lb.err ? st->lb.err : st->pl.err ?
+	       st->pl.err : st->nm.err;
+}
+
 int ex_stream_fill(struct ex_stream *st, struct tp_buf *out, size_t want)
 {
+	int err;
+
 	while (out->len < want && st->fi < st->g->nfams) {
 		const struct fam *fm = &st->g->fams[st->fi];
 
@@ -1313,6 +1385,8 @@ int ex_stream_fill(struct ex_stream *st, struct tp_buf *out, size_t want)
 			st->si = 0;
 			st->in_fam = 0;
 		}
+		if ((err = stream_err(st, out)))
+			return err;
 	}
 	if (out->len >= want)
 		return 1;
@@ -1324,7 +1398,7 @@ int ex_stream_fill(struct ex_stream *st, struct tp_buf *out, size_t want)
 			tp_buf_puts(out, "# EOF\n");
 		st->done = 1;
 	}
-	return 0;
+	return stream_err(st, out);
 }
 
 void ex_stream_close(struct ex_stream *st, struct ex_result *res)
@@ -1348,27 +1422,33 @@ struct ex_group *ex_group_make(const struct ex_index *ix,
 			       const struct ex_config *c)
 {
 	struct ex_stream *st = ex_stream_open(ix, NULL, c, EX_TEXT, NULL, 0);
-	struct ex_group *g = st->own;
+	struct ex_group *g;
 
+	if (!st)
+		return NULL; /* soft mode */
+	g = st->own;
 	st->own = NULL;
 	ex_stream_close(st, NULL);
 	return g;
 }
 
-void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
-	      const struct ex_config *c, enum ex_format f,
-	      const struct ex_self *self, uint64_t t0_ns,
-	      struct ex_result *res)
+int ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
+	     const struct ex_config *c, enum ex_format f,
+	     const struct ex_self *self, uint64_t t0_ns,
+	     struct ex_result *res)
 {
 	struct ex_index ix;
 	struct ex_stream *st;
+	int rc;
 
 	/* An index without places over the caller's snapshot, which it
 	 * only borrows: not freed here. */
 	memset(&ix, 0, sizeof(ix));
 	ix.snap = *snap;
-	st = ex_stream_open(&ix, NULL, c, f, self, t0_ns);
-	while (ex_stream_fill(st, out, SIZE_MAX))
+	if (!(st = ex_stream_open(&ix, NULL, c, f, self, t0_ns)))
+		return -ENOMEM; /* soft mode */
+	while ((rc = ex_stream_fill(st, out, SIZE_MAX)) > 0)
 		;
 	ex_stream_close(st, res);
+	return rc;
 }

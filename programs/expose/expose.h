@@ -101,7 +101,10 @@ struct ex_result {
  * measured when it is written, the last metric, so it counts the time
  * the client took to read the body up to there.  Not MT-safe: one thread
  * at a time per stream; streams of one index and group may run in
- * different threads.
+ * different threads.  In soft mode (strbuf.h), of an aggregate snapshot
+ * (c->aggregate), running out of memory is no exit: ex_group_make() and
+ * ex_stream_open() return NULL, ex_stream_fill() -ENOMEM (what it wrote
+ * is to be thrown away, the stream only to be closed).
  */
 struct ex_index;
 struct ex_group;
@@ -119,11 +122,13 @@ void ex_stream_close(struct ex_stream *st, struct ex_result *res);
 /*
  * ex_write: append @snap to @out in format @f, whole (a stream filled to
  * its end).  @t0_ns is the CLOCK_MONOTONIC time the scrape began (its
- * duration is reported).  Not MT-safe: one call at a time per @out.
+ * duration is reported).  Returns 0, or in soft mode -ENOMEM (@out's
+ * contents are then to be thrown away).  Not MT-safe: one call at a time
+ * per @out.
  */
-void ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
-	      const struct ex_config *c, enum ex_format f,
-	      const struct ex_self *self, uint64_t t0_ns,
-	      struct ex_result *res);
+int ex_write(struct tp_buf *out, const struct tp_snapshot *snap,
+	     const struct ex_config *c, enum ex_format f,
+	     const struct ex_self *self, uint64_t t0_ns,
+	     struct ex_result *res);
 
 #endif /* TALLY_EXPORTER_EXPOSE_H */

@@ -27,8 +27,10 @@
  * (skipped, nskipped) and the segments read (segs, nsegs).  Returns 0,
  * or as tp_snapshot_collect() a negative errno with @errbuf saying which
  * directory could not be read (the series of the others are written all
- * the same).  Out of memory is fatal (strbuf.h).  MT-safe for distinct
- * @out.
+ * the same).  Out of memory never ends the process (it runs in soft
+ * mode, strbuf.h): it returns -ENOMEM, @errbuf "out of memory", and what
+ * @out holds is to be thrown away (@skipped stays empty).  MT-safe for
+ * distinct @out.
  */
 int ex_write_sums(struct tp_buf *out, const struct tp_collect_opts *opts,
 		  const char *zone, enum ex_format f,

@@ -80,8 +80,8 @@ static struct tp_series *full_copy(const struct tally_series_view *v,
 	return s;
 }
 
-static void visit(const struct tp_series *ident,
-		  const struct tally_series_view *v, void *arg)
+static int visit(const struct tp_series *ident,
+		 const struct tally_series_view *v, void *arg)
 {
 	struct ts_compact *c = arg;
 	struct centry *e;
@@ -114,6 +114,7 @@ static void visit(const struct tp_series *ident,
 	k->key = tp_arena_strdup(&c->keys, ident->key);
 	k->at = c->n++;
 	k->kind = v->kind;
+	return 0;
 }
 
 static int skey_cmp(const void *a, const void *b)
@@ -137,7 +138,7 @@ static void drop_full(struct centry *e)
 
 /* The segment read is done: sort its series by key, or forget them
  * (@g NULL: it turned out corrupt). */
-static void seg_end(const struct tp_segment *g, void *arg)
+static int seg_end(const struct tp_segment *g, void *arg)
 {
 	struct ts_compact *c = arg;
 	size_t n = c->n - c->first;
@@ -165,6 +166,7 @@ static void seg_end(const struct tp_segment *g, void *arg)
 	c->first = c->n;
 	c->nsk = 0;
 	tp_arena_free(&c->keys);
+	return 0;
 }
 
 struct ts_compact *ts_compact_new(struct tp_collect_opts *co)

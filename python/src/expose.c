@@ -40,7 +40,8 @@ static PyObject *skipped_list(const struct tp_snapshot *snap)
  * whose zone is @zone (every zone when None), each series summed over
  * the processes; skipped lists (path, why) for the files refused,
  * segments counts those read.  A directory that cannot be read raises
- * TallyError.
+ * TallyError; running out of memory raises MemoryError (the writer
+ * returns it, never ends the process).
  */
 PyObject *tpy_expose(PyObject *self, PyObject *args, PyObject *kw)
 {
@@ -65,6 +66,13 @@ PyObject *tpy_expose(PyObject *self, PyObject *args, PyObject *kw)
 	rc = ex_write_sums(&out, &co, zone, om ? EX_OPENMETRICS : EX_TEXT, &got,
 			   errbuf, sizeof(errbuf));
 	Py_END_ALLOW_THREADS
+	if (rc == -ENOMEM) {
+		/* The writer ran out of memory and gave up the scrape; the
+		 * process goes on (sums.h). */
+		PyErr_SetString(PyExc_MemoryError,
+				"tally: out of memory writing the exposition");
+		goto out;
+	}
 	if (rc < 0) {
 		/* As read() raises it: TallyError(errno, message). */
 		PyObject *e = Py_BuildValue("(iN)", -rc, PyUnicode_FromFormat(

@@ -249,3 +249,55 @@ def test_a_directory_that_cannot_be_read_raises(tmp_path):
     assert str(e.value).endswith(
         f"cannot read the tally directory: {missing}: "
         "No such file or directory")
+
+
+# A child that writes its zone's exposition again and again, the n-th
+# allocation of the extension failing in the n-th pass (failalloc.c),
+# until a pass meets no failure: each pass answers or raises
+# MemoryError, the process goes on, and the passes after give the same
+# bytes as the first.
+OOM_CHILD = r"""
+import ctypes, sys
+import tally_metrics as tally
+lib = ctypes.CDLL(None)
+lib.failalloc_arm.argtypes = [ctypes.c_long]
+want = tally.generate_latest(dir=sys.argv[1], all_zones=True)
+assert b"shop_requests_total" in want
+n, raised = 1, 0
+while n < 100000:
+    lib.failalloc_arm(n)
+    try:
+        got = tally.generate_latest(dir=sys.argv[1], all_zones=True)
+    except MemoryError as e:
+        assert lib.failalloc_fired(), e
+        raised += "tally: out of memory writing the exposition" in str(e)
+    else:
+        if not lib.failalloc_fired():
+            break
+    n += 1
+lib.failalloc_arm(0)
+assert tally.generate_latest(dir=sys.argv[1], all_zones=True) == want
+print(n, raised)
+"""
+
+
+def test_exposition_out_of_memory_raises(zone, tmp_path):
+    """Out of memory while the exposition is written (any allocation of
+    the extension, one at a time) raises MemoryError in the caller: the
+    process keeps running and its next exposition is whole."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler for the allocation-failure library")
+    lib = str(tmp_path / "failalloc.so")
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", lib, os.path.join(
+        os.path.dirname(__file__), "failalloc.c"), "-ldl"], check=True,
+        timeout=60)
+    env = child_env(zone, LD_PRELOAD=lib)
+    r = subprocess.run([os.environ.get("PYTHON", __import__("sys").executable),
+                        "-c", OOM_CHILD, zone], env=env, capture_output=True,
+                       text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-2000:]
+    passes, raised = map(int, r.stdout.split())
+    # Every allocation of a pass was failed once, and the writer's own
+    # failures were raised as its MemoryError.
+    assert passes > 20 and raised > 10, r.stdout

@@ -3,7 +3,7 @@
  * formatting, series keys and label escapes, selectors, the vocabulary
  * of kinds, the small parsers, skip reasons, and the table of segment
  * fields (segfield.h) that tallystat, tally-dump and tally-exporter
- * print from.
+ * print from; soft mode (strbuf.h), where out of memory is an error.
  *
  *   test-progcommon [TEST...]     every test, or those named
  *   (test/harness.h: each in a child process, with a time limit)
@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tally/tally.h"
+
 #include "aggregate.h"
 #include "format.h"
 #include "kind.h"
@@ -24,7 +26,22 @@
 #include "segfield.h"
 #include "snapshot.h"
 #include "strbuf.h"
+#include "strmap.h"
 #include "harness.h"
+
+/* Under the sanitizers, an allocation too large for memory returns NULL
+ * as malloc does, rather than end the test (soft_oom asks for one). */
+const char *__asan_default_options(void);
+const char *__tsan_default_options(void);
+const char *__asan_default_options(void)
+{
+	return "allocator_may_return_null=1";
+}
+
+const char *__tsan_default_options(void)
+{
+	return "allocator_may_return_null=1";
+}
 
 TEST(format)
 {
@@ -332,4 +349,96 @@ TEST(segfield_values)
 				   &v);
 		CHECK(v.type == TP_SF_RATIO && v.d == 0.0);
 	}
+}
+
+/* A sink that fails its fail_at-th series with -ENOMEM, and counts. */
+struct failing {
+	int n, fail_at, ends, forgotten;
+};
+
+static int failing_sink(const struct tp_series *s,
+			const struct tally_series_view *v, void *arg)
+{
+	struct failing *f = arg;
+
+	CHECK(s->key && v->name && strcmp(s->name, v->name) == 0);
+	return ++f->n == f->fail_at ? -ENOMEM : 0;
+}
+
+static int failing_end(const struct tp_segment *g, void *arg)
+{
+	struct failing *f = arg;
+
+	f->ends++;
+	f->forgotten += !g;
+	return 0;
+}
+
+/* Soft mode (strbuf.h): what cannot be allocated is an error returned,
+ * and what was there stays usable. */
+TEST(soft_oom)
+{
+	size_t huge = SIZE_MAX / 4;
+	struct tp_buf b = { 0 };
+	struct tp_arena a = { 0 };
+	struct tp_strmap m = { 0 };
+	struct tp_collect_opts co = { 0 };
+	struct tp_snapshot snap;
+	struct failing f = { 0 };
+	struct tally_metric_desc d = { 0 };
+	struct tally_zone *z;
+	tally_counter c;
+	char err[128];
+
+	CHECK(!tp_soft());
+	tp_soft_begin();
+	CHECK(tp_soft());
+	CHECK(tp_xmalloc(huge) == NULL);
+	CHECK(tp_xcalloc(huge, 4) == NULL);
+	CHECK(tp_xrealloc(NULL, huge) == NULL);
+	/* A buffer keeps what it held, and drops every write after. */
+	tp_buf_puts(&b, "kept");
+	tp_buf_putn(&b, "x", huge);
+	CHECK_EQ(b.err, -ENOMEM);
+	tp_buf_puts(&b, "dropped");
+	tp_buf_printf(&b, "%d", 1);
+	CHECK_STR(tp_buf_str(&b), "kept");
+	tp_buf_free(&b);
+	CHECK_EQ(b.err, 0);
+	CHECK(tp_arena_alloc(&a, huge) == NULL);
+	CHECK_STR(tp_arena_strdup(&a, "ok"), "ok");
+	tp_arena_free(&a);
+	CHECK_EQ(tp_strmap_put(&m, "k", 1), 0);
+	tp_strmap_free(&m);
+	/* A sink's error ends the read, the segment at hand forgotten. */
+	CHECK((z = tally_zone_create("pc-soft", NULL)) != NULL);
+	for (int i = 0; i < 3; i++) {
+		char v[8];
+		struct tally_label l = { "i", v };
+
+		snprintf(v, sizeof(v), "%d", i);
+		d = (struct tally_metric_desc){ .name = "pc_soft_total",
+						.labels = &l, .nlabels = 1 };
+		CHECK_EQ(tally_counter_register(z, &d, &c), 0);
+	}
+	co.series_sink = failing_sink;
+	co.sink_seg_end = failing_end;
+	co.sink_arg = &f;
+	co.order = TP_ORDER_READ;
+	f.fail_at = 2;
+	CHECK_EQ(tp_snapshot_collect(&snap, &co, err, sizeof(err)), -ENOMEM);
+	CHECK_STR(err, "out of memory");
+	CHECK_EQ(f.n, 2);
+	CHECK(f.ends == 1 && f.forgotten == 1);
+	CHECK(snap.nsegs == 0 && snap.nseries == 0);
+	tp_snapshot_free(&snap);
+	tp_soft_end();
+	CHECK(!tp_soft());
+	/* Without a failure, the same read gives every series. */
+	memset(&f, 0, sizeof(f));
+	CHECK_EQ(tp_snapshot_collect(&snap, &co, err, sizeof(err)), 0);
+	CHECK(f.n == 3 && f.ends == 1 && f.forgotten == 0);
+	CHECK(snap.nsegs == 1 && snap.segs[0].nseries == 3);
+	tp_snapshot_free(&snap);
+	CHECK_EQ(tally_zone_destroy(z), 0);
 }
