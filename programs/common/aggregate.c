@@ -126,15 +126,10 @@ static int grow(struct tp_agg *g)
 
 	if (out->nseries == g->cap) {
 		size_t n = g->cap ? g->cap + g->cap / 2 : 64;
-		struct tp_series *v = tp_xrealloc(out->series, n * sizeof(*v));
-		unsigned *pcap;
 
-		if (!v)
+		if (tp_xresize(&out->series, n * sizeof(*out->series)) ||
+		    tp_xresize(&g->pcap, n * sizeof(*g->pcap)))
 			return -ENOMEM;
-		out->series = v;
-		if (!(pcap = tp_xrealloc(g->pcap, n * sizeof(*pcap))))
-			return -ENOMEM;
-		g->pcap = pcap;
 		g->cap = n;
 	}
 	if (2 * (out->nseries + 1) <= (g->slot ? g->mask + 1 : 0))

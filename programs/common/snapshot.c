@@ -179,6 +179,18 @@ static unsigned series_dead(struct collect *c,
 	return seg;
 }
 
+void tp_series_of_segment(struct tp_series *s,
+			  const struct tally_seg_info *info)
+{
+	memset(s, 0, sizeof(*s));
+	s->pid = info->pid;
+	s->start_ticks = info->start_ticks;
+	s->created_ns = info->created_ns;
+	s->nprocs = 1;
+	snprintf(s->proc, sizeof(s->proc), "%.15s", info->proc_name);
+	snprintf(s->zone, sizeof(s->zone), "%.63s", info->zone_name);
+}
+
 void tp_series_set_values(struct tp_series *s,
 			  const struct tally_series_view *v)
 {
@@ -317,9 +329,8 @@ static int add_skipped(struct collect *c, const char *path,
 	if (snap->nskipped == c->cap_skipped) {
 		size_t cap = c->cap_skipped ? 2 * c->cap_skipped : 8;
 
-		if (!(sk = tp_xrealloc(snap->skipped, cap * sizeof(*sk))))
+		if (tp_xresize(&snap->skipped, cap * sizeof(*snap->skipped)))
 			return -ENOMEM;
-		snap->skipped = sk;
 		c->cap_skipped = cap;
 	}
 	sk = &snap->skipped[snap->nskipped];
@@ -346,9 +357,8 @@ static struct tp_segment *add_segment(struct collect *c, const char *path,
 	if (snap->nsegs == c->cap_segs) {
 		size_t cap = c->cap_segs ? 2 * c->cap_segs : 16;
 
-		if (!(g = tp_xrealloc(snap->segs, cap * sizeof(*g))))
+		if (tp_xresize(&snap->segs, cap * sizeof(*snap->segs)))
 			return NULL;
-		snap->segs = g;
 		c->cap_segs = cap;
 	}
 	g = &snap->segs[snap->nsegs];
@@ -406,14 +416,8 @@ static int seg_cb(const char *path, struct tally_seg *seg, const char *error,
 	c->info = &info;
 	c->first = snap->nseries;
 	c->given = 0;
-	memset(&c->tmpl, 0, sizeof(c->tmpl));
-	c->tmpl.pid = info.pid;
-	c->tmpl.start_ticks = info.start_ticks;
-	c->tmpl.created_ns = info.created_ns;
-	c->tmpl.nprocs = 1;
+	tp_series_of_segment(&c->tmpl, &info);
 	c->tmpl.arena = 1;
-	snprintf(c->tmpl.proc, sizeof(c->tmpl.proc), "%.15s", info.proc_name);
-	snprintf(c->tmpl.zone, sizeof(c->tmpl.zone), "%.63s", info.zone_name);
 	c->tmpl.dead = !info.alive && !info.in_use ? TP_DEAD : TP_LIVE;
 	/* Room for the records the header announces: one realloc per
 	 * segment at most, not a doubling series of them. */

@@ -248,6 +248,10 @@ void tp_series_copy(struct tp_series *dst, const struct tp_series *src);
 int tp_series_copy_to(struct tp_arena *a, struct tp_series *dst,
 		      const struct tp_series *src,
 		      const struct tp_series *like);
+/* tp_series_of_segment: @s zeroed, but for what every series of segment
+ * @info shares: pid, start_ticks, created_ns, proc, zone, and nprocs 1. */
+void tp_series_of_segment(struct tp_series *s,
+			  const struct tally_seg_info *info);
 /* tp_series_set_values: the numbers of view @v into @s: value, fvalue,
  * fractional, frac and a histogram's sum, layout, classic, nbounds and
  * fsum; not its arrays (buckets, bounds), which the caller copies or

@@ -80,6 +80,18 @@ char *tp_xstrdup(const char *s)
 	return p;
 }
 
+int tp_xresize(void *pp, size_t n)
+{
+	void *p, *q;
+
+	/* Through memcpy: @pp is the address of a pointer of any type. */
+	memcpy(&p, pp, sizeof(p));
+	if (!(q = tp_xrealloc(p, n)))
+		return -ENOMEM;
+	memcpy(pp, &q, sizeof(q));
+	return 0;
+}
+
 /* Room for @n more bytes and the NUL: 0, or -1 when @b is failed (soft
  * mode: nothing is to be written). */
 static int reserve(struct tp_buf *b, size_t n)

@@ -46,6 +46,9 @@ void *tp_xmalloc(size_t n);
 void *tp_xcalloc(size_t n, size_t size);
 void *tp_xrealloc(void *p, size_t n);
 char *tp_xstrdup(const char *s);
+/* tp_xresize: the block that @pp points to (a pointer variable's address)
+ * reallocated to @n bytes: 0, or in soft mode -ENOMEM with it as it was. */
+int tp_xresize(void *pp, size_t n);
 
 void tp_buf_printf(struct tp_buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

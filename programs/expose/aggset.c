@@ -40,11 +40,9 @@ static int pool_put(struct ex_aggset *a, uint64_t w)
 {
 	if (a->npool == a->cap_pool) {
 		size_t cap = a->cap_pool ? a->cap_pool + a->cap_pool / 2 : 256;
-		uint64_t *p = tp_xrealloc(a->pool, cap * sizeof(*p));
 
-		if (!p)
+		if (tp_xresize(&a->pool, cap * sizeof(*a->pool)))
 			return -ENOMEM;
-		a->pool = p;
 		a->cap_pool = cap;
 	}
 	a->pool[a->npool++] = w;
@@ -67,11 +65,9 @@ static int push(struct ex_aggset *a, const struct tp_series *s, size_t key)
 		return -E2BIG;
 	if (a->nents == a->cap_ents) {
 		size_t cap = a->cap_ents ? a->cap_ents + a->cap_ents / 2 : 1024;
-		struct ex_entry *p = tp_xrealloc(a->ents, cap * sizeof(*p));
 
-		if (!p)
+		if (tp_xresize(&a->ents, cap * sizeof(*a->ents)))
 			return -ENOMEM;
-		a->ents = p;
 		a->cap_ents = cap;
 	}
 	e = &a->ents[a->nents++];
@@ -111,14 +107,8 @@ static void entry_series(const struct tp_series *t,
 {
 	const uint64_t *p = *w;
 
-	memset(s, 0, sizeof(*s));
-	s->pid = info->pid;
-	s->start_ticks = info->start_ticks;
-	s->created_ns = info->created_ns;
-	s->nprocs = 1;
+	tp_series_of_segment(s, info);
 	s->arena = 1;
-	snprintf(s->proc, sizeof(s->proc), "%.15s", info->proc_name);
-	snprintf(s->zone, sizeof(s->zone), "%.63s", info->zone_name);
 	s->key = t->key;
 	s->name = t->name;
 	s->help = t->help;
@@ -171,14 +161,11 @@ void ex_aggset_series(const struct ex_aggset *a, size_t seg, size_t e,
 static int close_segment(struct ex_aggset *a)
 {
 	if (a->nclosed + 2 > a->cap_first) {
-		size_t cap = a->cap_first ? 2 * a->cap_first : 16, *p;
+		size_t cap = a->cap_first ? 2 * a->cap_first : 16;
 
-		if (!(p = tp_xrealloc(a->first, cap * sizeof(*p))))
+		if (tp_xresize(&a->first, cap * sizeof(*a->first)) ||
+		    tp_xresize(&a->pfirst, cap * sizeof(*a->pfirst)))
 			return -ENOMEM;
-		a->first = p;
-		if (!(p = tp_xrealloc(a->pfirst, cap * sizeof(*p))))
-			return -ENOMEM;
-		a->pfirst = p;
 		a->cap_first = cap;
 	}
 	if (!a->nclosed) {
@@ -372,25 +359,18 @@ void ex_aggset_carry(struct ex_aggset *cur, const struct ex_aggset *last,
 int ex_aggset_finish(struct ex_aggset *a, const struct tp_series *extra,
 		     size_t nextra)
 {
-	void *p;
-
 	for (size_t i = 0; i < nextra; i++)
 		if (tp_agg_add(&a->sum, &extra[i], 1) == TP_AGG_FAILED)
 			return -ENOMEM;
 	tp_agg_end(&a->sum);
 	/* Room left by the growth given back: kept until the next scrape.
 	 * A block that cannot be moved (soft mode) stays as it is. */
-	if ((p = tp_xrealloc(a->agg.series, (a->agg.nseries + 1) *
-			     sizeof(*a->agg.series))))
-		a->agg.series = p;
-	if ((p = tp_xrealloc(a->ents, (a->nents + 1) * sizeof(*a->ents)))) {
-		a->ents = p;
+	tp_xresize(&a->agg.series, (a->agg.nseries + 1) *
+		   sizeof(*a->agg.series));
+	if (!tp_xresize(&a->ents, (a->nents + 1) * sizeof(*a->ents)))
 		a->cap_ents = a->nents + 1;
-	}
-	if ((p = tp_xrealloc(a->pool, (a->npool + 1) * sizeof(*a->pool)))) {
-		a->pool = p;
+	if (!tp_xresize(&a->pool, (a->npool + 1) * sizeof(*a->pool)))
 		a->cap_pool = a->npool + 1;
-	}
 	return 0;
 }
 

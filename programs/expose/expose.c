@@ -112,13 +112,11 @@ static int names_claim(struct names *nm, const char *base,
 		snprintf(tmp, sizeof(tmp), "%s%s", base, *s);
 		if (nm->n == nm->cap) {
 			size_t cap = nm->cap ? 2 * nm->cap : 64;
-			char **p = tp_xrealloc(nm->owned, cap * sizeof(*p));
 
-			if (!p) {
+			if (tp_xresize(&nm->owned, cap * sizeof(char *))) {
 				nm->err = -ENOMEM;
 				break;
 			}
-			nm->owned = p;
 			nm->cap = cap;
 		}
 		if (!(nm->owned[nm->n] = tp_xstrdup(tmp))) {
@@ -1134,11 +1132,9 @@ static size_t add_fam(struct ex_group *g, size_t *cap, const char *name)
 
 	if (at == *cap) {
 		size_t n = *cap ? 2 * *cap : 64;
-		struct fam *p = tp_xrealloc(g->fams, n * sizeof(*p));
 
-		if (!p)
+		if (tp_xresize(&g->fams, n * sizeof(*g->fams)))
 			return (size_t)-1;
-		g->fams = p;
 		*cap = n;
 	}
 	g->nfams++;

@@ -39,13 +39,7 @@ static void add_place(struct ex_index *ix, uint32_t rec, uint32_t id)
 static void from_view(const struct tally_seg_info *info,
 		      const struct tally_series_view *v, struct tp_series *s)
 {
-	memset(s, 0, sizeof(*s));
-	s->pid = info->pid;
-	s->start_ticks = info->start_ticks;
-	s->created_ns = info->created_ns;
-	s->nprocs = 1;
-	snprintf(s->proc, sizeof(s->proc), "%.15s", info->proc_name);
-	snprintf(s->zone, sizeof(s->zone), "%.63s", info->zone_name);
+	tp_series_of_segment(s, info);
 	s->dead = !info->alive && !info->in_use ? TP_DEAD : TP_LIVE;
 	s->key = (char *)v->name;
 	s->name = (char *)v->name;

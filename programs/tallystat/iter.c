@@ -24,13 +24,7 @@ static void ident_of(struct ts_iter *it, const struct centry *e)
 	const struct tally_seg_info *in = &it->r->cp->snap->segs[e->seg].info;
 	struct tp_series *s = &it->s;
 
-	memset(s, 0, sizeof(*s));
-	s->pid = in->pid;
-	s->start_ticks = in->start_ticks;
-	s->created_ns = in->created_ns;
-	s->nprocs = 1;
-	snprintf(s->proc, sizeof(s->proc), "%.15s", in->proc_name);
-	snprintf(s->zone, sizeof(s->zone), "%.63s", in->zone_name);
+	tp_series_of_segment(s, in);
 	s->kind = e->kind;
 	s->dead = e->dead;
 	s->value = e->value;
