@@ -82,7 +82,8 @@ def generate_latest(registry: Any = None, openmetrics: bool = False,
     (openmetrics=True: OpenMetrics), written by tally-exporter's writer:
     the same bytes as tally-exporter --aggregate --self-metrics=no
     serves for the same segments.  Segments that cannot be read are
-    skipped (read() lists them).
+    skipped (read() lists them).  Running out of memory while it is
+    written raises MemoryError; the process goes on.
 
     @registry may also be a prometheus_client CollectorRegistry: its
     TallyCollectors (and under the switch the zone of its metrics) are

@@ -4,9 +4,10 @@
  * running out of memory there is an error raised, never an exit.
  *
  * Once failalloc_arm(n) was called, the malloc, calloc, realloc and
- * strdup calls made directly from the extension (the shared object whose
- * path holds "tally_metrics/_native") are counted, and the n-th returns
- * NULL with errno ENOMEM; failalloc_fired() tells whether it happened.
+ * strdup calls made directly from the extension (the shared object
+ * _native.*.so of the package tally_metrics) are counted, and the n-th
+ * returns NULL with errno ENOMEM; failalloc_fired() tells whether it
+ * happened.
  * The interpreter's own allocations are never failed: what is tested is
  * the extension, not how Python copes.  failalloc_arm(0) disarms.
  */
@@ -46,7 +47,8 @@ static int fail(const void *caller)
 		return 0;
 	inside = 1;
 	if (dladdr(caller, &di) && di.dli_fname &&
-	    strstr(di.dli_fname, "tally_metrics/_native"))
+	    strstr(di.dli_fname, "tally_metrics") &&
+	    strstr(di.dli_fname, "/_native."))
 		hit = ++counted == armed;
 	inside = 0;
 	if (hit) {
