@@ -517,7 +517,8 @@ int tp_snapshot_collect(struct tp_snapshot *snap,
 	snap->unsorted = c.o->order == TP_ORDER_READ;
 	clock_gettime(CLOCK_MONOTONIC, &snap->mono);
 	clock_gettime(CLOCK_REALTIME, &snap->real);
-	for (unsigned i = 0; i < (n ? n : 1); i++) {
+	/* An error that ended the read ends it for every directory. */
+	for (unsigned i = 0; i < (n ? n : 1) && !c.err; i++) {
 		const char *dir = n ? c.o->dirs[i] : NULL;
 		int rc = tally_dir_foreach(dir, c.o->open_opts, seg_cb, &c);
 

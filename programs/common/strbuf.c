@@ -28,6 +28,9 @@ void tp_die(const char *file, int line, const char *fmt, ...)
 /* The depth of soft mode of this thread: each thread writing an
  * exposition decides for itself. */
 static _Thread_local unsigned soft;
+/* tp_soft_fail_at(): the allocation to fail, and those counted so far. */
+static _Thread_local unsigned long fail_at, counted;
+static _Thread_local int fired;
 
 void tp_soft_begin(void)
 {
@@ -44,9 +47,32 @@ int tp_soft(void)
 	return soft != 0;
 }
 
+void tp_soft_fail_at(unsigned long n)
+{
+	fail_at = n;
+	counted = 0;
+	fired = 0;
+}
+
+int tp_soft_fail_fired(void)
+{
+	return fired;
+}
+
+/* Is this allocation the one tp_soft_fail_at() asked to fail? */
+static int injected(void)
+{
+	if (!soft || !fail_at || ++counted != fail_at)
+		return 0;
+	fired = 1;
+	fail_at = 0;
+	errno = ENOMEM;
+	return 1;
+}
+
 void *tp_xmalloc(size_t n)
 {
-	void *p = malloc(n ? n : 1);
+	void *p = injected() ? NULL : malloc(n ? n : 1);
 
 	if (!p && !soft)
 		TP_DIE("out of memory (%zu bytes)", n);
@@ -55,7 +81,7 @@ void *tp_xmalloc(size_t n)
 
 void *tp_xcalloc(size_t n, size_t size)
 {
-	void *p = calloc(n ? n : 1, size ? size : 1);
+	void *p = injected() ? NULL : calloc(n ? n : 1, size ? size : 1);
 
 	if (!p && !soft)
 		TP_DIE("out of memory (%zu x %zu bytes)", n, size);
@@ -64,7 +90,7 @@ void *tp_xcalloc(size_t n, size_t size)
 
 void *tp_xrealloc(void *p, size_t n)
 {
-	void *q = realloc(p, n ? n : 1);
+	void *q = injected() ? NULL : realloc(p, n ? n : 1);
 
 	if (!q && !soft)
 		TP_DIE("out of memory (%zu bytes)", n);
@@ -73,7 +99,7 @@ void *tp_xrealloc(void *p, size_t n)
 
 char *tp_xstrdup(const char *s)
 {
-	char *p = strdup(s ? s : "");
+	char *p = injected() ? NULL : strdup(s ? s : "");
 
 	if (!p && !soft)
 		TP_DIE("out of memory");

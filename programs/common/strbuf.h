@@ -39,6 +39,11 @@ void tp_die(const char *file, int line, const char *fmt, ...)
 void tp_soft_begin(void);
 void tp_soft_end(void);
 int tp_soft(void);
+/* For the tests: the @n-th tp_x*() allocation of this thread in soft mode
+ * from now on fails (0: none), as if memory had run out;
+ * tp_soft_fail_fired() tells whether it did. */
+void tp_soft_fail_at(unsigned long n);
+int tp_soft_fail_fired(void);
 
 /* malloc/calloc/realloc/strdup that never return NULL (they TP_DIE),
  * but in soft mode. */

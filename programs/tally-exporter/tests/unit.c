@@ -37,6 +37,10 @@
 #include "webconfig.h"
 #include "harness.h"
 
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
+
 TEST(le)
 {
 	unsigned char sel[512];
@@ -800,6 +804,32 @@ static struct tally_zone *sums_zone(const char *zone, const char *name,
 	return z;
 }
 
+/* The segments ex_write_sums() is tested on: sums_total of 2 in zone
+ * sums_a of a process gone, and of 3 in this one's (returned);
+ * other_total of 100 in zone sums_b; and a file that is not a segment,
+ * @junk (@n bytes). */
+static struct tally_zone *sums_files(char *junk, size_t n)
+{
+	struct tally_zone *z;
+	pid_t pid = fork();
+	int status;
+	FILE *f;
+
+	if (pid == 0) {
+		/* Another process of the zone, gone before the read. */
+		sums_zone("sums_a", "sums_total", 2, TALLY_ZONE_PERSIST);
+		_exit(0);
+	}
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && status == 0);
+	z = sums_zone("sums_a", "sums_total", 3, 0);
+	sums_zone("sums_b", "other_total", 100, 0);
+	snprintf(junk, n, "%s/junk.1.0.tally", harness_dir());
+	CHECK((f = fopen(junk, "w")) != NULL);
+	fputs("not a segment", f);
+	fclose(f);
+	return z;
+}
+
 /*
  * ex_write_sums() (sums.h, what the Python package calls): the segments
  * of one zone summed across processes, another zone's left out, a file
@@ -811,22 +841,8 @@ TEST(write_sums)
 	struct tp_snapshot got = { 0 };
 	struct tp_buf b = { 0 };
 	char junk[512], errbuf[256];
-	pid_t pid = fork();
-	int status;
-	FILE *f;
 
-	if (pid == 0) {
-		/* Another process of the zone, gone before the read. */
-		sums_zone("sums_a", "sums_total", 2, TALLY_ZONE_PERSIST);
-		_exit(0);
-	}
-	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && status == 0);
-	sums_zone("sums_a", "sums_total", 3, 0);
-	sums_zone("sums_b", "other_total", 100, 0);
-	snprintf(junk, sizeof(junk), "%s/junk.1.0.tally", harness_dir());
-	CHECK((f = fopen(junk, "w")) != NULL);
-	fputs("not a segment", f);
-	fclose(f);
+	sums_files(junk, sizeof(junk));
 
 	CHECK_EQ(ex_write_sums(&b, &co, "sums_a", EX_TEXT, &got, errbuf,
 			       sizeof(errbuf)), 0);
@@ -844,6 +860,75 @@ TEST(write_sums)
 	CHECK(strstr(tp_buf_str(&b), "\nsums_total 5\n# EOF\n"));
 	tp_buf_free(&b);
 	unlink(junk);
+}
+
+/*
+ * ex_write_sums() out of memory: each allocation of programs/ failed in
+ * turn (tp_soft_fail_at()), the n-th in the n-th pass, until a pass meets
+ * none.  Each pass returns -ENOMEM with nothing handed over, or the whole
+ * exposition when the failure was one it gets over; the process goes
+ * on, and under ASan nothing leaks.
+ */
+TEST(write_sums_out_of_memory)
+{
+	static const double bounds[] = { 1, 2.5 };
+	struct tally_metric_desc hd = { .name = "oom_seconds", .help = "H." };
+	struct tally_label l = { "path", "/a\"b" };
+	struct tally_metric_desc ld = { .kind = TALLY_COUNTER,
+					.name = "oom_requests_total",
+					.labels = &l, .nlabels = 1 };
+	struct tp_collect_opts co = { 0 };
+	struct tp_buf want = { 0 };
+	char junk[512], errbuf[256];
+	struct tally_zone *z = sums_files(junk, sizeof(junk));
+	unsigned long n, failed = 0;
+	tally_chistogram h;
+	tally_counter c;
+
+	CHECK_EQ(tally_chistogram_register(z, &hd, bounds, 2, &h), 0);
+	tally_chistogram_observe(&h, 2.0);
+	CHECK_EQ(tally_counter_register(z, &ld, &c), 0);
+	tally_counter_add(&c, 7);
+	CHECK_EQ(ex_write_sums(&want, &co, NULL, EX_OPENMETRICS, NULL, errbuf,
+			       sizeof(errbuf)), 0);
+	CHECK(strstr(tp_buf_str(&want), "\nsums_total "));
+	CHECK(strstr(tp_buf_str(&want), "oom_seconds_bucket{le=\"2.5\"} 1\n"));
+	for (n = 1;; n++) {
+		struct tp_snapshot got = { 0 };
+		struct tp_buf b = { 0 };
+		int rc;
+
+		tp_soft_fail_at(n);
+		rc = ex_write_sums(&b, &co, NULL, EX_OPENMETRICS, &got, errbuf,
+				   sizeof(errbuf));
+		if (!tp_soft_fail_fired()) {
+			CHECK_EQ(rc, 0);
+			CHECK_STR(tp_buf_str(&b), tp_buf_str(&want));
+			tp_buf_free(&b);
+			tp_snapshot_free(&got);
+			break;
+		}
+		if (rc == -ENOMEM) {
+			failed++;
+			CHECK_STR(errbuf, "out of memory");
+			CHECK(got.nsegs == 0 && got.nskipped == 0);
+		} else {
+			CHECK_EQ(rc, 0);
+			CHECK_STR(tp_buf_str(&b), tp_buf_str(&want));
+		}
+		tp_buf_free(&b);
+		tp_snapshot_free(&got);
+	}
+	tp_soft_fail_at(0);
+	/* Every allocation was met, most of them fatal to the pass. */
+	CHECK(n > 30 && failed > n / 2);
+	CHECK(!tp_soft());
+	tp_buf_free(&want);
+	unlink(junk);
+#ifdef __SANITIZE_ADDRESS__
+	/* The harness ends a test with _exit(): look for leaks now. */
+	CHECK_EQ(__lsan_do_recoverable_leak_check(), 0);
+#endif
 }
 
 /*
