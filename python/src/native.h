@@ -4,7 +4,8 @@
  * The extension is a thin layer over libtally's public headers: zones
  * (zone.c), families of series registered for one Python metric
  * (family.c), the metric objects whose update methods do the adds
- * (metric.c) and the reader (read.c).  Every update is one of libtally's
+ * (metric.c), the reader (read.c), and prometheus_client's hot methods
+ * for its switch (promclient.c).  Every update is one of libtally's
  * adds or an atomic operation on a set-gauge's slot, so that a total is
  * exact whether or not a GIL serialises the callers.
  */
@@ -146,5 +147,12 @@ PyObject *tpy_zone_info(PyObject *self, PyObject *arg);
 PyObject *tpy_unit_value(PyObject *self, PyObject *args);
 PyObject *tpy_unit_name(PyObject *self, PyObject *args);
 PyObject *tpy_bucket_upper(PyObject *self, PyObject *args);
+
+/* --- promclient.c ---------------------------------------------------- */
+
+/* tally_metrics._native.promclient_methods(): prometheus_client's hot
+ * methods for the switch. */
+PyObject *tpy_promclient_methods(PyObject *unused, PyObject *const *args,
+				 Py_ssize_t nargs);
 
 #endif /* TALLY_PY_NATIVE_H */
