@@ -502,7 +502,8 @@ def _check_fast_labels(metrics: Any, kinds: List[type], orig: Callable,
             want = _outcome(orig, parent, *args, **kwargs)
             got = _outcome(fast, parent, *args, **kwargs)
             if got != want or (args == ("x", 1) and want != ("=", child)):
-                return f"metrics.{k.__name__}.labels{args, kwargs}"
+                return f"metrics.{k.__name__}.labels() (called with " \
+                    f"{args}, {kwargs})"
     return None
 
 
@@ -521,7 +522,7 @@ def _check_fast_updates(metrics: Any, kind: str, kw: Dict[str, Any],
         out.append(_outcome(fn, parent, 1))
         results.append((out, [v.calls for v in made]))
     if results[0] != results[1] or not results[0][1][0]:
-        return f"metrics.{kind}.{orig.__name__}"
+        return f"metrics.{kind}.{getattr(fast, '__name__', '?')}()"
     return None
 
 
