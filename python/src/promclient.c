@@ -87,7 +87,7 @@ static int observable(PyObject *self)
 	return t;
 }
 
-/* @obj.inc(@amount), as prometheus_client calls a value. */
+/* @obj.inc(@amount), as prometheus_client calls a value: 0 or -1. */
 static int call_inc(PyObject *obj, PyObject *amount)
 {
 	PyObject *args[2] = { obj, amount };
@@ -96,6 +96,19 @@ static int call_inc(PyObject *obj, PyObject *amount)
 
 	Py_XDECREF(r);
 	return r ? 0 : -1;
+}
+
+/* @self.<@attr>.inc(@amount) (self._value, self._sum): 0 or -1. */
+static int inc_attr(PyObject *self, PyObject *attr, PyObject *amount)
+{
+	PyObject *value = PyObject_GetAttr(self, attr);
+	int rc;
+
+	if (!value)
+		return -1;
+	rc = call_inc(value, amount);
+	Py_DECREF(value);
+	return rc;
 }
 
 /* --- labels() ------------------------------------------------------------ */
@@ -207,8 +220,15 @@ static PyObject *fast_labels(PyObject *self, PyObject *const *args,
 	metrics = PyObject_GetAttr(self, pc.s_metrics);
 	child = NULL;
 	if (metrics && PyDict_CheckExact(metrics)) {
+#if PY_VERSION_HEX >= 0x030D0000
+		/* A strong reference from the dict itself: without a GIL,
+		 * remove() may drop the dict's own at any time. */
+		if (PyDict_GetItemRef(metrics, key, &child) < 0)
+			child = NULL;
+#else
 		child = PyDict_GetItemWithError(metrics, key);
 		Py_XINCREF(child);
+#endif
 	}
 	Py_XDECREF(metrics);
 	if (!child) {
@@ -237,7 +257,7 @@ static int plain_call(PyObject *self, PyTypeObject *t, Py_ssize_t min,
 static PyObject *fast_inc(PyObject *self, PyObject *const *args,
 			  Py_ssize_t nargs, PyObject *kwnames)
 {
-	PyObject *amount, *value;
+	PyObject *amount;
 	int ok, negative;
 
 	if (!plain_call(self, pc.counter, 0, args, nargs, kwnames))
@@ -253,12 +273,7 @@ static PyObject *fast_inc(PyObject *self, PyObject *const *args,
 		return NULL;
 	if (negative)
 		return call_orig(pc.inc, self, args, nargs, kwnames);
-	value = PyObject_GetAttr(self, pc.s_value);
-	if (!value)
-		return NULL;
-	ok = call_inc(value, amount);
-	Py_DECREF(value);
-	if (ok < 0)
+	if (inc_attr(self, pc.s_value, amount) < 0)
 		return NULL;
 	Py_RETURN_NONE;
 }
@@ -314,7 +329,7 @@ static Py_ssize_t bucket_of(PyObject *self, PyObject *amount)
 static PyObject *fast_observe(PyObject *self, PyObject *const *args,
 			      Py_ssize_t nargs, PyObject *kwnames)
 {
-	PyObject *amount, *sum, *buckets, *bucket;
+	PyObject *amount, *buckets, *bucket;
 	Py_ssize_t i;
 	int ok;
 
@@ -326,12 +341,7 @@ static PyObject *fast_observe(PyObject *self, PyObject *const *args,
 		PyErr_Clear();
 		return call_orig(pc.observe, self, args, nargs, kwnames);
 	}
-	sum = PyObject_GetAttr(self, pc.s_sum);
-	if (!sum)
-		return NULL;
-	ok = call_inc(sum, amount);
-	Py_DECREF(sum);
-	if (ok < 0)
+	if (inc_attr(self, pc.s_sum, amount) < 0)
 		return NULL;
 	i = bucket_of(self, amount);
 	if (i < -1)
@@ -354,26 +364,18 @@ static PyObject *fast_observe(PyObject *self, PyObject *const *args,
 
 /* --- setup() ------------------------------------------------------------- */
 
-static PyMethodDef labels_def = {
-	"labels", (PyCFunction)(void (*)(void))fast_labels,
-	METH_FASTCALL | METH_KEYWORDS,
-	"labels($self, /, *labelvalues, **labelkwargs)\n--\n\n"
-	"The child for the given label values: prometheus_client's labels(), "
-	"in C (tally's switch).",
-};
-static PyMethodDef inc_def = {
-	"inc", (PyCFunction)(void (*)(void))fast_inc,
-	METH_FASTCALL | METH_KEYWORDS,
-	"inc($self, /, amount=1, exemplar=None)\n--\n\n"
-	"Increment counter by the given amount: prometheus_client's inc(), "
-	"in C (tally's switch).",
-};
-static PyMethodDef observe_def = {
-	"observe", (PyCFunction)(void (*)(void))fast_observe,
-	METH_FASTCALL | METH_KEYWORDS,
-	"observe($self, /, amount, exemplar=None)\n--\n\n"
-	"Observe the given amount: prometheus_client's observe(), in C "
-	"(tally's switch).",
+#define FAST(name, fn, doc) \
+	{ name, (PyCFunction)(void (*)(void))fn, METH_FASTCALL | METH_KEYWORDS, \
+	  doc " (prometheus_client's, in C: tally's switch)." }
+
+/* labels, inc, observe: the order of setup()'s descriptors. */
+static PyMethodDef fast_defs[] = {
+	FAST("labels", fast_labels, "labels($self, /, *labelvalues, "
+	     "**labelkwargs)\n--\n\nThe child for the given label values"),
+	FAST("inc", fast_inc, "inc($self, /, amount=1, exemplar=None)\n--\n\n"
+	     "Increment counter by the given amount"),
+	FAST("observe", fast_observe, "observe($self, /, amount, exemplar=None)"
+	     "\n--\n\nObserve the given amount"),
 };
 
 static int intern_names(void)
@@ -409,9 +411,9 @@ static int make_descrs(PyObject *const *a)
 	PyTypeObject *base = (PyTypeObject *)a[0];
 	PyObject *d[3];
 
-	d[0] = PyDescr_NewMethod(base, &labels_def);
-	d[1] = PyDescr_NewMethod((PyTypeObject *)a[1], &inc_def);
-	d[2] = PyDescr_NewMethod((PyTypeObject *)a[3], &observe_def);
+	d[0] = PyDescr_NewMethod(base, &fast_defs[0]);
+	d[1] = PyDescr_NewMethod((PyTypeObject *)a[1], &fast_defs[1]);
+	d[2] = PyDescr_NewMethod((PyTypeObject *)a[3], &fast_defs[2]);
 	if (!d[0] || !d[1] || !d[2]) {
 		Py_XDECREF(d[0]);
 		Py_XDECREF(d[1]);
