@@ -25,6 +25,11 @@ have what the switch replaces:
   registry.REGISTRY                     its per-process collectors
                                         (process, gc, platform) are
                                         unregistered
+  metrics.MetricWrapperBase.labels      C equivalents (promclient.c) on
+  (on Counter, Gauge, Histogram,        prometheus_client's own classes:
+  Summary), metrics.Counter.inc,        the same reads and calls into
+  metrics.Histogram.observe             the values; the release's own
+                                        method for everything else
 
 and what it reads, each through a function of this module that the rest
 of the package calls (the package reads nothing of prometheus_client
@@ -50,8 +55,9 @@ gauge, a histogram and a summary whose values are made by a recorder in
 place of values.ValueClass, in a copy of their _metric_init(); then
 their inc(), set() and observe(), which must give the observation to
 the _sum value once and make every other value's inc() one that the
-switch may ignore), so that a release whose internals differ is refused
-before anything is patched.
+switch may ignore); then each C method beside the release's own on the
+same probes (the same child, calls and exceptions), so that a release
+whose internals differ is refused before anything is patched.
 """
 from __future__ import annotations
 
