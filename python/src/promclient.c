@@ -27,9 +27,9 @@
 
 #include <stdint.h>
 
-/* What setup() was given: prometheus_client's own methods, which do
- * everything the fast paths leave, and its classes.  Set once, under
- * setup_lock, before the descriptors that read them exist. */
+/* What promclient_methods() was given: prometheus_client's own methods,
+ * which do everything the fast paths leave, and its classes.  Set once,
+ * under setup_lock, before the descriptors that read them exist. */
 static struct {
 	PyObject *labels, *inc, *observe;
 	PyTypeObject *kinds[4];  /* Counter, Gauge, Histogram, Summary */
@@ -159,7 +159,7 @@ static int keyword_order(PyObject *names, PyObject *kwnames,
  * kinds, called all by position or all by keyword, with as many values
  * as it has label names), with @order the position of each among the
  * arguments; 0 when the call is one for prometheus_client's labels()
- * (an error among them), -1 with an error set. */
+ * (an error among them). */
 static Py_ssize_t labels_checks(PyObject *self, Py_ssize_t nargs,
 				PyObject *kwnames, Py_ssize_t *order)
 {
@@ -201,9 +201,8 @@ static PyObject *fast_labels(PyObject *self, PyObject *const *args,
 	PyObject *key, *metrics, *child;
 
 	n = labels_checks(self, nargs, kwnames, order);
-	if (n <= 0)
-		return n < 0 ? NULL : call_orig(pc.labels, self, args, nargs,
-						kwnames);
+	if (!n)
+		return call_orig(pc.labels, self, args, nargs, kwnames);
 	key = PyTuple_New(n);
 	if (!key)
 		return NULL;
@@ -362,13 +361,13 @@ static PyObject *fast_observe(PyObject *self, PyObject *const *args,
 	Py_RETURN_NONE;
 }
 
-/* --- setup() ------------------------------------------------------------- */
+/* --- promclient_methods() -------------------------------------------- */
 
 #define FAST(name, fn, doc) \
 	{ name, (PyCFunction)(void (*)(void))fn, METH_FASTCALL | METH_KEYWORDS, \
 	  doc " (prometheus_client's, in C: tally's switch)." }
 
-/* labels, inc, observe: the order of setup()'s descriptors. */
+/* labels, inc, observe: the order of promclient_methods()' descriptors. */
 static PyMethodDef fast_defs[] = {
 	FAST("labels", fast_labels, "labels($self, /, *labelvalues, "
 	     "**labelkwargs)\n--\n\nThe child for the given label values"),
@@ -405,7 +404,8 @@ static int intern_names(void)
 	return 0;
 }
 
-/* The descriptors, made from the arguments of setup(); -1 with an error. */
+/* The descriptors, made from the arguments of promclient_methods(): 0, or
+ * -1 with an error. */
 static int make_descrs(PyObject *const *a)
 {
 	PyTypeObject *base = (PyTypeObject *)a[0];
