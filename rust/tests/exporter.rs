@@ -9,8 +9,8 @@ mod common;
 use common::*;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -53,6 +53,24 @@ fn scrape(port: u16) -> String {
             Err(e) => panic!("tally-exporter did not answer on port {port}: {e}"),
         }
     }
+}
+
+/// The port of the exporter whose stderr is `err`, from its "listening
+/// on" line (None when it does not come within 10 s).  Every line goes on
+/// to this test's stderr, until the exporter exits.
+fn listening_port(err: std::process::ChildStderr) -> Option<u16> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines() {
+            let Ok(line) = line else { break };
+            eprintln!("{line}");
+            if let Some(rest) = line.split("listening on http://127.0.0.1:").nth(1) {
+                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                let _ = tx.send(digits.parse::<u16>().ok());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(10)).ok().flatten()
 }
 
 /// The samples of a text exposition: "name{labels}" -> value, and the
@@ -134,19 +152,23 @@ fn exporter_and_tallystat_show_what_the_crate_recorded() {
     let b = fetch(Desc::new("rs_jobs_total").label("queue", "b"));
     assert_eq!((a, b), (200_000, 150_000));
 
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // On a port the kernel chooses as the exporter binds it (a port
+    // picked here and freed could be taken by another program first),
+    // learned from its log line "listening on http://127.0.0.1:PORT/".
     let mut child = Command::new(&exporter)
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--dir"])
+        .args(["--listen", "127.0.0.1:0", "--dir"])
         .arg(dir.path())
         .args(["--no-process-labels", "--self-metrics", "no"])
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("start tally-exporter");
+    let port = listening_port(child.stderr.take().unwrap());
+    let Some(port) = port else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("tally-exporter did not say which port it listens on within 10 s");
+    };
     let text = std::panic::catch_unwind(|| scrape(port));
     let _ = child.kill();
     let _ = child.wait();
