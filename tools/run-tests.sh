@@ -284,10 +284,12 @@ shm_names() {
 
 # shm_in_use NAME: a process has /dev/shm/NAME, or a file below it, open,
 # mapped or as its working directory: another engineer's test, going on
-# (the harness's own directory, tally-test.<pid>, while that pid runs).
+# (the test harness's own directory, tally-test.<pid>.XXXXXX, while that
+# pid runs).
 shm_in_use() {
-	local p=/dev/shm/$1 pid=${1##*.}
-	case $1 in tally-test.*) [ -d "/proc/$pid" ] && return 0 ;; esac
+	local p=/dev/shm/$1 pid
+	pid=$(echo "$1" | sed -n 's/^tally-test\.\([0-9]*\)\..*/\1/p')
+	[ -n "$pid" ] && [ -d "/proc/$pid" ] && return 0
 	find /proc/[0-9]*/fd /proc/[0-9]*/cwd -maxdepth 1 \
 		\( -lname "$p" -o -lname "$p/*" \) -print -quit 2>/dev/null | grep -q . ||
 		grep -qsF "$p/" /proc/[0-9]*/maps
