@@ -105,10 +105,21 @@ fn exporter_and_tallystat_show_what_the_crate_recorded() {
         println!("skipped: no tally-exporter (build the tree with CMake, or set TALLY_EXPORTER)");
         return;
     };
-    let dir = TempDir::new("exporter");
-    // The library reads TALLY_DIR once, at its first call: this test
-    // binary makes no tally call before this line.
-    std::env::set_var("TALLY_DIR", dir.path());
+    // The library reads TALLY_DIR from the environment, once: the test
+    // runs again in a child process given a directory of its own, rather
+    // than change the environment of this one, whose other threads may
+    // read it meanwhile.
+    if !is_child() {
+        let dir = TempDir::new("exporter");
+        let path = dir.path().to_str().expect("a UTF-8 temporary path");
+        let out = run_child(
+            "exporter_and_tallystat_show_what_the_crate_recorded",
+            &[("TALLY_DIR", path)],
+        );
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+        return;
+    }
+    let dir = PathBuf::from(std::env::var_os("TALLY_DIR").expect("TALLY_DIR from the parent"));
 
     let zone = Zone::create("rs_exporter", &ZoneOptions::new()).unwrap();
     let rec = TallyRecorder::new(zone.clone());
@@ -157,7 +168,7 @@ fn exporter_and_tallystat_show_what_the_crate_recorded() {
     // learned from its log line "listening on http://127.0.0.1:PORT/".
     let mut child = Command::new(&exporter)
         .args(["--listen", "127.0.0.1:0", "--dir"])
-        .arg(dir.path())
+        .arg(&dir)
         .args(["--no-process-labels", "--self-metrics", "no"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -239,7 +250,7 @@ fn exporter_and_tallystat_show_what_the_crate_recorded() {
     if let Some(tallystat) = program("TALLY_TALLYSTAT", "build/programs/tallystat/tallystat") {
         let out = Command::new(tallystat)
             .arg("--dir")
-            .arg(dir.path())
+            .arg(&dir)
             .arg("rs_jobs_total")
             .output()
             .unwrap();
