@@ -14,7 +14,6 @@
 #include <string.h>
 #include <pthread.h>
 #include <signal.h>
-#include <fcntl.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
@@ -166,20 +165,16 @@ static void *destroy_zone(void *arg)
  * or the naps of the lock's polling under TSan (lock.c). */
 static int waits(int tid)
 {
-	char path[64], buf[64];
-	ssize_t n;
-	long nr;
-	int fd;
+	char path[64];
+	long nr = -1;
+	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
-	if ((fd = open(path, O_RDONLY)) < 0)
+	if (!(f = fopen(path, "re")))
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	nr = strtol(buf, NULL, 10); /* "running" reads as 0, read() */
+	if (fscanf(f, "%ld", &nr) != 1) /* "running" */
+		nr = -1;
+	fclose(f);
 	return nr == SYS_futex || nr == SYS_nanosleep ||
 	       nr == SYS_clock_nanosleep;
 }
