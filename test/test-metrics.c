@@ -1011,6 +1011,28 @@ static void one_shown(struct tally_zone *z, const char *labels,
 	snap_free(&sn);
 }
 
+/* One turn of a binding's definition @help of jobs, whose jobs_total
+ * has label names @names (@n of them): its child of values x, y (the
+ * first @n) holds @before, counts one more, and is all readers show. */
+static void take_turn(struct tally_zone *z, const char *help,
+		      const char *const *names, unsigned n,
+		      tally_counter_family *f, int64_t before,
+		      const char *shown)
+{
+	struct tally_metric_desc def = desc(TALLY_COUNTER, "jobs");
+	struct tally_metric_desc d = desc(TALLY_COUNTER, "jobs_total");
+	const char *parts[] = { "jobs_total" }, *xy[] = { "x", "y" };
+	const tally_counter *c;
+
+	def.help = help;
+	CHECK_EQ(tally_metric_redefine(z, &def, parts, 1), 1);
+	CHECK_EQ(tally_counter_family_register(z, &d, names, n, f), 0);
+	CHECK_EQ(tally_counter_family_get(f, xy, n, &c), 0);
+	CHECK_EQ(fetch(&c->metric), before);
+	tally_counter_add(c, 1);
+	one_shown(z, shown, before + 1);
+}
+
 /*
  * A generation that tally_metric_redefine() retired comes back for the
  * label names of its series only: those tell a binding's definitions
@@ -1047,25 +1069,11 @@ TEST(retired_generation_comes_back_for_its_label_names)
 
 	/* Each definition again, in turns: its own series and counts. */
 	for (int turn = 1; turn <= 3; turn++) {
-		def.help = "v1";
-		CHECK_EQ(tally_metric_redefine(z, &def, parts, 1), 1);
-		CHECK_EQ(tally_counter_family_register(z, &d, one, 1,
-						       &f1[turn]), 0);
-		CHECK_EQ(tally_counter_family_get(&f1[turn], x, 1, &c), 0);
-		CHECK_EQ(fetch(&c->metric), 3 + turn);
-		tally_counter_add(c, 1);
-		one_shown(z, "a=x", 4 + turn);
-
-		def.help = "v2";
-		CHECK_EQ(tally_metric_redefine(z, &def, parts, 1), 1);
-		CHECK_EQ(tally_counter_family_register(z, &d, two, 2,
-						       &f2[turn]), 0);
-		CHECK_EQ(tally_counter_family_get(&f2[turn], xy, 2, &c), 0);
-		CHECK_EQ(fetch(&c->metric), 4 + turn);
-		tally_counter_add(c, 1);
-		one_shown(z, "a=x,b=y", 5 + turn);
+		take_turn(z, "v1", one, 1, &f1[turn], 3 + turn, "a=x");
+		take_turn(z, "v2", two, 2, &f2[turn], 4 + turn, "a=x,b=y");
 	}
 	CHECK_EQ(atomic_load(&hdr(z)->metric_count), 3);
+	/* Removing a label family removes its children's series: last. */
 	for (int i = 0; i < 4; i++) {
 		CHECK_EQ(tally_family_remove(&f1[i].family), 0);
 		CHECK_EQ(tally_family_remove(&f2[i].family), 0);
