@@ -124,7 +124,8 @@ def test_rollback_across_processes(case, tally_dir):
 # its resumed value, never a series of the other definition.
 BUILD = os.path.join(HERE, "..", "..", "build")
 DUMP = os.path.join(BUILD, "examples", "tally-dump")
-TALLYSTAT = os.path.join(BUILD, "programs", "tallystat", "tallystat")
+TALLYSTAT = os.environ.get("TALLY_TALLYSTAT") or os.path.join(
+    BUILD, "programs", "tallystat", "tallystat")
 SERIES = r"(r_\w+)(\{[^}]*\})?"
 
 
