@@ -108,7 +108,8 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 	double q[NQ];
 	int have_q = v->kind == TALLY_HISTOGRAM && !v->summary &&
 		     v->value > 0;
-	const char *kind = v->summary ? "summary" : tp_kind_name(v->kind);
+	const char *kind = tp_type_name(v->kind, v->summary, v->info,
+					v->stateset);
 
 	/* The key: name{labels}, as Prometheus writes a series. */
 	tp_series_key_buf(&key, v->name, v->nlabels, v->label_names,

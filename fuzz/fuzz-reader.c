@@ -148,6 +148,12 @@ static int on_series(const struct tally_series_view *v, void *arg)
 	} else if (v->percpu || v->npercpu) {
 		broken("per-CPU values not asked for");
 	}
+	/* An info metric's or an enum's series (2.8): a float gauge, an
+	 * info's of value 1 only, an enum's with its state label. */
+	if ((v->info || v->stateset) &&
+	    (v->kind != TALLY_FGAUGE || (v->info && v->stateset) ||
+	     (v->info && v->fvalue != 1.0)))
+		broken("an info or enum series that is not a float gauge");
 	if (v->kind != TALLY_HISTOGRAM) {
 		if (v->buckets || v->nbuckets)
 			broken("buckets on a non-histogram");

@@ -287,17 +287,22 @@ static void sc_wide(void)
 
 /* The types of a metric (format 2.6): a fractional counter, a classic
  * histogram with its bounds, a per-process gauge with its combine mode;
- * and a summary (2.7). */
+ * a summary (2.7); an info metric with replaced pairs and an enum (2.8). */
 static void sc_types(void)
 {
 	static const double bounds[] = { 0.005, 0.5, 1, 2.5, 1e9 };
-	struct tally_zone *z = zone("types", 4, 16);
+	struct tally_zone *z = zone("types", 6, 24);
 	struct tally_label l = { "route", "/a" };
 	struct tally_metric_desc d;
 	tally_fcounter fc;
 	tally_chistogram h;
 	tally_summary s;
 	tally_pgauge g;
+	static const char *const state[] = { "state" }, *up[] = { "up" },
+		*down[] = { "down" };
+	tally_fgauge_family ef;
+	const tally_fgauge *eg;
+	tally_fgauge i0, i1;
 
 	memset(&d, 0, sizeof(d));
 	d.kind = TALLY_FCOUNTER;
@@ -327,6 +332,24 @@ static void sc_types(void)
 	if (tally_pgauge_register(z, &d, TALLY_COMBINE_LIVESUM, &g) != 0)
 		die("tally_pgauge_register");
 	tally_pgauge_set(&g, 2);
+	d.kind = TALLY_INFO;
+	d.name = "build";
+	l = (struct tally_label){ "version", "1.1" };
+	if (tally_info_register(z, &d, &i0) != 0)
+		die("tally_info_register");
+	l.value = "1.2";
+	if (tally_info_register(z, &d, &i1) != 0)
+		die("tally_info_register");
+	tally_fgauge_set(&i0, 0);
+	d.kind = TALLY_ENUM;
+	d.name = "state";
+	d.nlabels = 0;
+	if (tally_fgauge_family_register(z, &d, state, 1, &ef) != 0 ||
+	    tally_fgauge_family_get(&ef, up, 1, &eg) != 0)
+		die("an enum's family");
+	if (tally_fgauge_family_get(&ef, down, 1, &eg) != 0)
+		die("tally_fgauge_family_get");
+	tally_fgauge_set(eg, 1);
 }
 
 static const struct scenario {

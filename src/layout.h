@@ -88,7 +88,7 @@
 
 #define TALLY__MAGIC       "TALLYSEG"
 #define TALLY__FMT_MAJOR   2
-#define TALLY__FMT_MINOR   7
+#define TALLY__FMT_MINOR   8
 /* From 2.1 on, the creator holds the creator lock (process/lock.c) while it
  * runs; readers judge older files by pid and start time.  2.2 adds shared
  * zones (TALLY__HDR_SHARED), whose every user holds the creator lock.
@@ -121,7 +121,10 @@
  * 2.7: summaries.  A TALLY__TYPE_CHISTO record of no finite bounds whose
  * tail has TALLY__TAIL_SUMMARY is a summary (a count and a sum), which
  * readers of 2.6 show as the classic histogram it also is: its one
- * bucket, +Inf, is the count. */
+ * bucket, +Inf, is the count.
+ * 2.8: info and enum metrics (TALLY__TYPE_INFO, TALLY__TYPE_ENUM): float
+ * gauges for older readers, whose series readers of 2.6 and 2.7 skip as
+ * a type they do not know; writers make them only in zones of 2.8. */
 #define TALLY__FMT_MINOR_CREATOR_LOCK 1
 #define TALLY__FMT_MINOR_OWNED_FALLBACK 4
 #define TALLY__FMT_MINOR_LONG_LABELS 5
@@ -129,6 +132,7 @@
 #define TALLY__FMT_MINOR_LOCK_FILE 6
 #define TALLY__FMT_MINOR_TYPES 6
 #define TALLY__FMT_MINOR_SUMMARY 7
+#define TALLY__FMT_MINOR_INFO_ENUM 8
 #define TALLY__BYTE_ORDER  0x0102030405060708ull
 #define TALLY__PAGE        4096u
 #define TALLY__NAUX        2u
@@ -399,12 +403,26 @@ struct tally__metric_rec {
  *                       no finite bounds: one bucket, the count), a
  *                       summary: readers show its count and sum as a
  *                       Prometheus summary's.
+ *   TALLY__TYPE_INFO    2.8: an info metric (prometheus_client's Info):
+ *                       kind TALLY__KIND_GAUGE_SET, TALLY__VT_FLOAT64,
+ *                       TALLY_SHARED, no tail.  Each series is one set
+ *                       of pairs (its labels); slot 0, a double, is 1
+ *                       while those are the metric's pairs and 0 once
+ *                       other pairs replaced them.  Readers show the
+ *                       series of value 1 only, as <name>_info{...} 1.
+ *   TALLY__TYPE_ENUM    2.8: an enum metric (prometheus_client's Enum,
+ *                       an OpenMetrics stateset): as TALLY__TYPE_INFO,
+ *                       one series per state, whose labels hold one
+ *                       named as the metric (the state); slot 0 is 1
+ *                       for the current state, 0 for the others.
  */
 #define TALLY__TYPE_NONE     0u
 #define TALLY__TYPE_PGAUGE   1u
 #define TALLY__TYPE_FCOUNTER 2u
 #define TALLY__TYPE_CHISTO   3u
-#define TALLY__TYPE_MAX      3u
+#define TALLY__TYPE_INFO     4u
+#define TALLY__TYPE_ENUM     5u
+#define TALLY__TYPE_MAX      5u
 #define TALLY__FRAC_SCALE    1000000000ull /* TALLY__TYPE_FCOUNTER */
 #define TALLY__BOUNDS_MAX    40u /* TALLY__TYPE_CHISTO's finite bounds */
 

@@ -7,7 +7,8 @@
 # the bounds as floats); a summary (format 2.7) is TYPE summary with its
 # _count and exact _sum, in both formats;
 # tally-dump shows the bounds, buckets and sum; tallystat the count and
-# the mean, and of a summary its count, mean and sum.  The exporter
+# the mean, and of a summary its count, mean and sum; of an info metric
+# (2.8) its current pairs, of an enum each state's 0 or 1.  The exporter
 # binds 127.0.0.1, lives at most 30 s and is stopped by its pid.
 . "$(dirname "$0")/lib.sh" tally-classic
 dump=$1
@@ -79,6 +80,19 @@ import json, sys
 doc = json.loads(sys.argv[1])
 [s] = doc["sysstat"]["hosts"][0]["statistics"][0]["series"]
 assert (s["kind"], s["count"], s["sum"], s["p50"]) == ("summary", 4, 2.55, None), s
+PY
+out=$("$tallystat" --dir "$dir" build state) || fail "tallystat: exit $?"
+grep -Eq 'build\{version="1\.2"\} +info +1 ' <<<"$out" || fail "tallystat info: $out"
+grep -q '1\.1' <<<"$out" && fail "tallystat shows replaced pairs: $out"
+out=$("$tallystat" --dir "$dir" -o json build state) || fail "tallystat -o json: exit $?"
+python3 - "$out" <<'PY' || fail "tallystat -o json: $out"
+import json, sys
+doc = json.loads(sys.argv[1])
+got = sorted((s["series"], s["kind"], s["value"])
+             for s in doc["sysstat"]["hosts"][0]["statistics"][0]["series"])
+assert got == [('build{version="1.2"}', "info", 1),
+               ('state{state="down"}', "stateset", 1),
+               ('state{state="up"}', "stateset", 0)], got
 PY
 out=$("$tallystat" --dir "$dir" request_seconds) || fail "tallystat: exit $?"
 grep -Eq "request_seconds +5 +[0-9.]+ +2\.5486 +0\.02125 +10 +10 +10$" <<<"$out" || fail "tallystat: $out"

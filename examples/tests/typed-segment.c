@@ -4,8 +4,10 @@
  * each) and a classic histogram of prometheus_client's default buckets
  * (0.005 .. 10 seconds; 0.003, 0.02, 0.02, 0.7 and 12 observed), a
  * summary of format 2.7 (0.1 three times and 2.25: count 4, sum 2.55),
- * and exits; with TALLY_KEEP=1 its segment stays, for tally-dump's
- * test (check-dump-types.sh).  Prints the segment's path.
+ * an info metric of format 2.8 (build: version 1.1, replaced by 1.2)
+ * and an enum (state: up, then down), and exits; with TALLY_KEEP=1 its
+ * segment stays, for tally-dump's test (check-dump-types.sh).  Prints
+ * the segment's path.
  */
 #include <math.h>
 #include <stdio.h>
@@ -58,6 +60,21 @@ int main(void)
 	tally_summary_observe(&s, 0.1);
 	tally_summary_observe(&s, 0.1);
 	tally_summary_observe(&s, 2.25);
+	/* Pairs 1.1 replaced by 1.2; the state up, then down. */
+	for (unsigned i = 0; i < 4; i++) {
+		static const char *const v[] = { "1.1", "1.2", "up", "down" };
+		struct tally_label l = { i < 2 ? "version" : "state", v[i] };
+		tally_fgauge g;
+
+		d.name = i < 2 ? "build" : "state";
+		d.help = i < 2 ? "What was built." : "Where it stands.";
+		d.labels = &l;
+		d.nlabels = 1;
+		if ((i < 2 ? tally_info_register :
+		     tally_enum_register)(z, &d, &g) < 0)
+			return 1;
+		tally_fgauge_set(&g, i % 2 ? 1.0 : 0.0);
+	}
 	printf("%s\n", tally_zone_path(z));
 	return tally_zone_destroy(z) < 0;
 }

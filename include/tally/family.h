@@ -122,6 +122,15 @@ TALLY_API int tally_fgauge_family_register(struct tally_zone *z,
 			const char *const *label_names, unsigned n,
 			tally_fgauge_family *f);
 /*
+ * tally_fgauge_family_register also makes the family of an info metric
+ * (tally_info_register(), tally/metrics.h) whose children add the pairs'
+ * names @label_names, with @d->kind TALLY_INFO, or of an enum metric
+ * (tally_enum_register()) with @d->kind TALLY_ENUM, one of whose label
+ * names, here or in @d, is the metric's name (the state): with their
+ * errors (-EPROTONOSUPPORT in a zone older than format 2.8).  Their
+ * children are float gauges (tally_fgauge_family_get()), which the
+ * caller sets to 1 or 0: an info child is not set to 1 by the get.
+ *
  * tally_pgauge_family_register: a family of per-process gauges
  * (tally_pgauge_register(), tally/metrics.h), combined as @combine says;
  * as the others, and -EINVAL for a label named "pid" (fixed or variable)

@@ -62,6 +62,20 @@
  *                    modes, the values of processes that are gone: the
  *                    in-flight gauge of a shared zone counts the live
  *                    processes only.
+ *   TALLY_INFO       an info metric (prometheus_client's Info): pairs of
+ *                    text (the labels of a series) that describe the
+ *                    program, one shared float slot a series (format
+ *                    2.8): 1 while they are the metric's pairs, 0 once
+ *                    the program replaced them.  Readers show the
+ *                    series of value 1 as <name>_info{pairs} 1, with
+ *                    TALLY_FGAUGE's kind and the view's info set.
+ *   TALLY_ENUM       an enum metric (prometheus_client's Enum, an
+ *                    OpenMetrics stateset): one series per state, whose
+ *                    labels hold one named as the metric (the state),
+ *                    1 for the current state and 0 for the others, one
+ *                    shared float slot each (format 2.8).  Readers show
+ *                    them with TALLY_FGAUGE's kind and the view's
+ *                    stateset set.
  */
 #ifndef TALLY_METRICS_H
 #define TALLY_METRICS_H
@@ -84,6 +98,8 @@ extern "C" {
 #define TALLY_FCOUNTER  7u
 #define TALLY_CHISTOGRAM 8u
 #define TALLY_SUMMARY   9u
+#define TALLY_INFO      10u
+#define TALLY_ENUM      11u
 
 /* The most finite bucket bounds a TALLY_CHISTOGRAM takes (the +Inf
  * bucket comes on top), and the longest help text it may have. */
@@ -282,6 +298,36 @@ TALLY_API int tally_fcounter_register(struct tally_zone *z,
 			const struct tally_metric_desc *d, tally_fcounter *c);
 
 /*
+ * tally_info_register: get or create the series of the info metric
+ * described by @d in @z (NULL: the default zone), whose labels are its
+ * pairs (version="1.2"), fill @g as tally_fgauge_register() does (the same
+ * rules, errors and handle; @d->kind may be 0 or TALLY_INFO), and set its
+ * value to 1: readers show it as <name>_info{pairs} 1.  To replace the
+ * pairs, register the new ones, then set the old series to 0
+ * (tally_fgauge_set), which readers no longer show.  The help text takes
+ * at most TALLY_HELP_MAX - 8 bytes.  In a zone made by a libtally older
+ * than format 2.8, whose readers would not show it: -EPROTONOSUPPORT.
+ * This API is MT-safe and safe after fork().  Not async-signal-safe.
+ */
+TALLY_API int tally_info_register(struct tally_zone *z,
+			const struct tally_metric_desc *d, tally_fgauge *g);
+
+/*
+ * tally_enum_register: get or create the series of one state of the enum
+ * metric described by @d in @z (NULL: the default zone) and fill @g, as
+ * tally_fgauge_register() does (@d->kind may be 0 or TALLY_ENUM).  One of
+ * @d's labels must be named as the metric, its value the state (else
+ * -EINVAL; a metric name with ':' cannot be an enum's).  A new series is
+ * 0; the program sets the current state's series to 1 and the others to
+ * 0 (tally_fgauge_set), and registers every state, so that readers show
+ * each with its value, as an OpenMetrics stateset.  The other rules and
+ * errors are tally_info_register()'s.
+ * This API is MT-safe and safe after fork().  Not async-signal-safe.
+ */
+TALLY_API int tally_enum_register(struct tally_zone *z,
+			const struct tally_metric_desc *d, tally_fgauge *g);
+
+/*
  * tally_fcounter_fetch: the counter's value in this process's zone, as
  * a double (tally_metric_fetch() gives its whole part).
  * Return: 0 or -EINVAL, as tally_metric_fetch().  MT-safe.
@@ -387,7 +433,9 @@ TALLY_API int tally_pgauge_register(struct tally_zone *z,
  * name the new way, of other label names or another kind, thus never
  * mix their series with the old version's.  A binding may also record
  * there the very metric whose series it registers under @d->name (a
- * TALLY_FGAUGE, say), leaving that name out of @names; a classic histogram and a per-process gauge take
+ * TALLY_FGAUGE, say; a TALLY_INFO or TALLY_ENUM too, which a zone older
+ * than format 2.8 refuses with -EPROTONOSUPPORT), leaving that name out
+ * of @names; a classic histogram and a per-process gauge take
  * tally_chistogram_redefine() and tally_pgauge_redefine().
  * Return: 1 when the definition changed (the zone counts it in
  * redefinitions), 0 when it was new or the same, or a negative errno as

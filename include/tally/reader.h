@@ -147,6 +147,15 @@ struct tally_series_view {
 	 * 1) of no bounds, its one bucket the count, that is shown as a
 	 * Prometheus summary: its count (value) and exact sum only. */
 	int summary;
+	/* An info metric (TALLY_INFO, format 2.8), shown as a TALLY_FGAUGE
+	 * of value 1: info is 1, its labels are the pairs, and it is shown
+	 * as <name>_info{labels} 1 (a series whose pairs were replaced is
+	 * not passed on).  An enum metric's (TALLY_ENUM, 2.8), shown as a
+	 * TALLY_FGAUGE: stateset is 1, one series per state, one of its
+	 * labels named as the metric (the state), value 1 for the current
+	 * state, 0 for the others. */
+	int info;
+	int stateset;
 };
 
 /* Flags of tally_seg_foreach(). */

@@ -68,6 +68,7 @@ int tp_series_agg_same(const struct tp_series *a, const struct tp_series *b)
 	return tp_kind_sum_class(a->kind) == tp_kind_sum_class(b->kind) &&
 	       a->sub_bits == b->sub_bits && a->nbuckets == b->nbuckets &&
 	       a->classic == b->classic && a->summary == b->summary &&
+	       a->info == b->info && a->stateset == b->stateset &&
 	       (!a->classic || !a->nbounds || /* a summary: no bounds */
 		!memcmp(a->bounds, b->bounds, a->nbounds * sizeof(double))) &&
 	       gone(a) == gone(b) && strcmp(a->key, b->key) == 0;
@@ -196,6 +197,12 @@ size_t tp_agg_add(struct tp_agg *g, const struct tp_series *s, int extra)
 	d = &out->series[at];
 	d->value = add64(d->value, s->value);
 	d->fvalue += s->fvalue;
+	if (d->info || d->stateset) {
+		/* A state or a set of pairs is true (1) in the sum when it
+		 * is in one of the segments: not a count of them. */
+		d->fvalue = d->fvalue > 1.0 ? 1.0 : d->fvalue;
+		d->value = d->value > 1 ? 1 : d->value;
+	}
 	/* Billionths carried into the whole units: exact. */
 	d->fractional |= s->fractional;
 	d->frac += s->frac;

@@ -13,6 +13,13 @@ const char *tp_kind_name(unsigned kind)
 	}
 }
 
+const char *tp_type_name(unsigned kind, int summary, int info,
+			 int stateset)
+{
+	return summary ? "summary" : info ? "info" :
+	       stateset ? "stateset" : tp_kind_name(kind);
+}
+
 const char *tp_mode_name(unsigned mode)
 {
 	switch (mode) {

@@ -43,6 +43,12 @@ static inline unsigned tp_kind_sum_class(unsigned kind)
  * TYPE lines print it. */
 const char *tp_kind_name(unsigned kind);
 
+/* What the outputs print as a series' type: "summary" (format 2.7),
+ * "info" and "stateset" (2.8, an enum's series) for the series of
+ * those types (tally_series_view), else tp_kind_name(@kind). */
+const char *tp_type_name(unsigned kind, int summary, int info,
+			 int stateset);
+
 /* "percpu", "shared", "pernode", "adaptive" or "unknown". */
 const char *tp_mode_name(unsigned mode);
 

@@ -180,6 +180,8 @@ void tp_series_set_values(struct tp_series *s,
 	s->fvalue = v->fvalue;
 	s->fractional = v->fractional;
 	s->frac = v->frac;
+	s->info = v->info;
+	s->stateset = v->stateset;
 	if (v->kind != TALLY_HISTOGRAM)
 		return;
 	s->sum = v->sum;

@@ -71,6 +71,9 @@ struct tp_series {
 	int classic;
 	int summary;            /* a summary (format 2.7): a classic
 				   histogram of no bounds, count and sum */
+	int info, stateset;     /* an info or enum metric's series (format
+				   2.8, tally_series_view.info, stateset):
+				   a TALLY_FGAUGE of value 1, or 0 or 1 */
 	unsigned nbounds;
 	double *bounds;
 	double fsum;

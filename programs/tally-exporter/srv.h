@@ -17,6 +17,7 @@
 
 #include "arena.h"
 #include "retain.h"
+#include "selfmetrics.h"
 #include "server.h"
 #include "strbuf.h"
 #include "strmap.h"
@@ -152,5 +153,19 @@ void srv_conn_answering(struct server *s, struct MHD_Connection *c);
 void srv_conn_rearm(struct server *s, struct MHD_Connection *c);
 int srv_watchdog_start(struct server *s, char *err, size_t errlen);
 void srv_watchdog_stop(struct server *s);
+
+/* The server's totals in the exporter's own metrics (selffill.c). */
+/*
+ * self_fill: count scrape @snap (read from @t0_ns to @t1_ns) among the
+ * server's totals and fill the rest of @self from them.  Called under
+ * the server's scrape lock.
+ */
+void self_fill(struct ex_self *self, struct server *s,
+	       const struct tp_snapshot *snap, uint64_t t0_ns,
+	       uint64_t t1_ns);
+
+/* self_count_result: add what ex_write() reported (@res) to the server's
+ * totals, for the scrapes after this one.  Under the scrape lock. */
+void self_count_result(struct server *s, const struct ex_result *res);
 
 #endif /* TALLY_EXPORTER_SRV_H */

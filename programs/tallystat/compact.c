@@ -102,6 +102,8 @@ static void visit(const struct tally_series_view *v,
 	e->kind = (unsigned char)v->kind;
 	e->dead = (unsigned char)ident->dead;
 	e->fractional = (unsigned char)!!v->fractional;
+	e->info = (unsigned char)!!v->info;
+	e->stateset = (unsigned char)!!v->stateset;
 	if (v->kind == TALLY_HISTOGRAM || v->per_process)
 		e->full = full_copy(v, ident, tp_buf_str(&c->key));
 	if (c->nsk == c->capsk) {

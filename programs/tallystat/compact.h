@@ -18,6 +18,7 @@ struct centry {
 	uint32_t seg, id;       /* its segment (snap->segs), its record */
 	unsigned frac;
 	unsigned char kind, dead, fractional;
+	unsigned char info, stateset; /* format 2.8 (tally_series_view) */
 };
 
 /* An entry's change since the previous read (rates.c), as delta.c

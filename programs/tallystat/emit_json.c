@@ -131,7 +131,8 @@ static void row(struct tp_buf *b, const struct ts_row *x,
 		tp_buf_json_str(b, s->label_values[i]);
 	}
 	tp_buf_printf(b, "}, \"kind\": \"%s\", \"unit\": ",
-		      s->summary ? "summary" : tp_kind_name(s->kind));
+		      tp_type_name(s->kind, s->summary, s->info,
+				   s->stateset));
 	tp_buf_json_str(b, s->unit ? s->unit : "");
 	/* Its processes are gone: a gauge is the value they left. */
 	tp_buf_printf(b, ", \"dead\": %s", s->dead ? "true" : "false");

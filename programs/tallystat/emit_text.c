@@ -339,7 +339,8 @@ static void scalar_row(struct ts_table *t, const struct lead *l,
 	unsigned c = lead_cells(t, row, l->when, x, l->zone, l->state,
 				l->started, o);
 
-	ts_table_set(t, row, c++, tp_xstrdup(tp_kind_name(x->s->kind)), NULL);
+	ts_table_set(t, row, c++, tp_xstrdup(tp_type_name(x->s->kind,
+			x->s->summary, x->s->info, x->s->stateset)), NULL);
 	if (gauge && l->avg)
 		ts_table_set(t, row, c++, fmt_real(x->mean_gauge, u, o, 2),
 			     NULL);

@@ -41,6 +41,8 @@ static void ident_of(struct ts_iter *it, const struct centry *e)
 		s->flags = it->r->cp->d[e - it->r->cp->e].flags;
 	}
 	s->fractional = e->fractional;
+	s->info = e->info;
+	s->stateset = e->stateset;
 	s->frac = e->frac;
 	s->arena = 1;
 }

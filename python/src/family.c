@@ -18,6 +18,9 @@
  *   histogram  main   CHISTOGRAM a classic histogram of the format (2.6,
  *                               classic=True: the Python Histogram), its
  *                               bounds in its record
+ *   info, enum main   INFO, ENUM float gauges of the format (2.8,
+ *                               typed=TALLY_INFO or TALLY_ENUM): an
+ *                               Info's pairs, an Enum's states
  *   summary    bucket COUNTER   its one bound, +Inf (label le)
  *              main   GAUGE     the sum's integer part
  *              frac   GAUGE     its fractions, in 1e-6
@@ -105,6 +108,8 @@ static int part_register(TpyFamily *f, struct tpy_part *p,
 							 &p->fam.g);
 			break;
 		case TALLY_FGAUGE:
+		case TALLY_INFO: /* by d.kind (format 2.8) */
+		case TALLY_ENUM:
 			rc = tally_fgauge_family_register(f->zone, &d, names, n,
 							  &p->fam.f);
 			break;
@@ -141,6 +146,11 @@ static int part_register(TpyFamily *f, struct tpy_part *p,
 			break;
 		case TALLY_FGAUGE:
 			rc = tally_fgauge_register(f->zone, &d, &p->one.f);
+			break;
+		case TALLY_INFO:
+			/* Pairs of none: the one series, set to 1 by its
+			 * registration and by the Info. */
+			rc = tally_info_register(f->zone, &d, &p->one.f);
 			break;
 		case TALLY_FCOUNTER:
 			rc = tally_fcounter_register(f->zone, &d, &p->one.fc);
@@ -205,6 +215,8 @@ int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
 		*h = &g->metric;
 		break;
 	case TALLY_FGAUGE:
+	case TALLY_INFO:
+	case TALLY_ENUM:
 		rc = tally_fgauge_family_get(&p->fam.f, values, n, &fg);
 		*h = &fg->metric;
 		break;
@@ -251,19 +263,21 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "zone", "kind", "parts", "help", "unit",
 		"labelnames", "buckets", "bucket_labels", "timestamps",
-		"combine", "classic", NULL };
+		"combine", "classic", "typed", NULL };
 	PyObject *zone, *parts, *help, *unit, *labelnames;
 	PyObject *buckets = Py_None, *bucket_labels = Py_None;
 	int kind, timestamps = 0, rc = 0, combine = -1, classic = 0;
+	int typed = 0;
 	const char *name, *pmain, *pfrac, *psetns, *pbucket;
 	const char **names = NULL;
 	Py_ssize_t n;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OiO!UUO!|OOpii:Family",
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OiO!UUO!|OOpiii:Family",
 					 kwlist, &zone, &kind, &PyTuple_Type,
 					 &parts, &help, &unit, &PyTuple_Type,
 					 &labelnames, &buckets, &bucket_labels,
-					 &timestamps, &combine, &classic))
+					 &timestamps, &combine, &classic,
+					 &typed))
 		return -1;
 	/* _encoding.Parts: the metric's name (for messages), then the
 	 * series names of the parts, "" for those the kind has not. */
@@ -289,6 +303,13 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 			     combine > (int)TALLY_COMBINE_LIVEMOSTRECENT)) {
 		PyErr_SetString(PyExc_ValueError, "a combine mode is for a "
 				"gauge, 0 .. 9");
+		return -1;
+	}
+	if (typed && (kind != TPY_GAUGE || combine >= 0 || timestamps ||
+		      (typed != TALLY_INFO && typed != TALLY_ENUM))) {
+		PyErr_SetString(PyExc_ValueError, "typed is TALLY_INFO or "
+				"TALLY_ENUM, of a gauge without a combine mode "
+				"or timestamps");
 		return -1;
 	}
 	/* A per-process gauge keeps the time of its last set itself. */
@@ -365,7 +386,8 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 		self->frac.kind = TALLY_COUNTER; /* unused: main holds them */
 		break;
 	case TPY_GAUGE:
-		self->main.kind = combine >= 0 ? TALLY_PGAUGE : TALLY_FGAUGE;
+		self->main.kind = combine >= 0 ? TALLY_PGAUGE :
+				  typed ? (unsigned)typed : TALLY_FGAUGE;
 		self->main.combine = combine >= 0 ? (unsigned)combine : 0;
 		self->setns.kind = TALLY_GAUGE_SET;
 		break;
@@ -509,7 +531,8 @@ PyTypeObject TpyFamily_Type = {
  * in @zone: a metric record named @name with @definition as its help and
  * no series (readers show nothing of it); with @bounds, a classic
  * histogram's, and with @kind TALLY_FGAUGE or TALLY_PGAUGE (of @combine) a
- * gauge's, with @summary a summary's (tally_summary_redefine), whose
+ * gauge's, TALLY_INFO or TALLY_ENUM an Info's or an Enum's (format 2.8),
+ * with @summary a summary's (tally_summary_redefine), whose
  * series are registered under @name itself, with
  * @definition its help and @unit its unit (tally_chistogram_redefine,
  * tally_pgauge_redefine, tally_metric_redefine).  When the zone holds another one (an earlier version of the
@@ -541,7 +564,8 @@ PyObject *tpy_claim(PyObject *unused, PyObject *args, PyObject *kw)
 					 &PyTuple_Type, &bounds, &d.unit,
 					 &kind, &combine, &summary))
 		return NULL;
-	if (kind && kind != TALLY_FGAUGE && kind != TALLY_PGAUGE) {
+	if (kind && kind != TALLY_FGAUGE && kind != TALLY_PGAUGE &&
+	    kind != TALLY_INFO && kind != TALLY_ENUM) {
 		PyErr_Format(PyExc_ValueError, "%s: a definition of kind %u",
 			     d.name, kind);
 		return NULL;

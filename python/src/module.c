@@ -20,6 +20,10 @@ static PyMethodDef module_methods[] = {
 	{ "read", (PyCFunction)(void (*)(void))tpy_read,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "read(dir=None, zone=None) -> (series, skipped, segments)" },
+	{ "expose", (PyCFunction)(void (*)(void))tpy_expose,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "expose(dir=None, zone=None, openmetrics=False) -> (text, "
+	  "skipped, segments): tally-exporter's exposition of the zone" },
 	{ "claim", (PyCFunction)(void (*)(void))tpy_claim,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "claim(zone, name, definition, parts=()) -> bool: define @name "
@@ -78,6 +82,8 @@ static int module_exec(PyObject *m)
 	    PyModule_AddIntConstant(m, "TALLY_SUMMARY", TALLY_SUMMARY) < 0 ||
 	    PyModule_AddIntConstant(m, "TALLY_FGAUGE", TALLY_FGAUGE) < 0 ||
 	    PyModule_AddIntConstant(m, "TALLY_PGAUGE", TALLY_PGAUGE) < 0 ||
+	    PyModule_AddIntConstant(m, "TALLY_INFO", TALLY_INFO) < 0 ||
+	    PyModule_AddIntConstant(m, "TALLY_ENUM", TALLY_ENUM) < 0 ||
 	    PyModule_AddIntConstant(m, "LABELS_MAX", TALLY_LABELS_MAX) < 0 ||
 	    PyModule_AddIntConstant(m, "LABEL_PAIRS_MAX",
 				    TALLY_LABEL_PAIRS_MAX) < 0 ||

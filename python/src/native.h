@@ -4,7 +4,8 @@
  * The extension is a thin layer over libtally's public headers: zones
  * (zone.c), families of series registered for one Python metric
  * (family.c), the metric objects whose update methods do the adds
- * (metric.c) and the reader (read.c).  Every update is one of libtally's
+ * (metric.c), the reader (read.c) and the exposition, written by
+ * tally-exporter's writer (expose.c).  Every update is one of libtally's
  * adds or an atomic operation on a set-gauge's slot, so that a total is
  * exact whether or not a GIL serialises the callers.
  */
@@ -146,5 +147,9 @@ PyObject *tpy_zone_info(PyObject *self, PyObject *arg);
 PyObject *tpy_unit_value(PyObject *self, PyObject *args);
 PyObject *tpy_unit_name(PyObject *self, PyObject *args);
 PyObject *tpy_bucket_upper(PyObject *self, PyObject *args);
+
+/* --- expose.c -------------------------------------------------------- */
+
+PyObject *tpy_expose(PyObject *self, PyObject *args, PyObject *kw);
 
 #endif /* TALLY_PY_NATIVE_H */

@@ -100,10 +100,13 @@ static int one_series(const struct tally_series_view *v, void *arg)
 	 * summary's count, kind TALLY_SUMMARY (format 2.7); a
 	 * fractional counter's when it has no fraction, else a float); a
 	 * per-process gauge's, combined by the reader (format 2.6), says
-	 * TALLY_PGAUGE. */
+	 * TALLY_PGAUGE; an info's or an enum's (format 2.8) TALLY_INFO
+	 * or TALLY_ENUM. */
 	t = v->kind == TALLY_FGAUGE || (v->fractional && v->frac) ?
 		Py_BuildValue("(NINNNdN)", str_or_empty(v->name),
-			      v->per_process ? TALLY_PGAUGE : v->kind,
+			      v->per_process ? TALLY_PGAUGE :
+			      v->info ? TALLY_INFO :
+			      v->stateset ? TALLY_ENUM : v->kind,
 			      str_or_empty(v->help), str_or_empty(v->unit),
 			      labels, v->fvalue, hist) :
 		Py_BuildValue("(NINNNLN)", str_or_empty(v->name),

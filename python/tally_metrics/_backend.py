@@ -10,6 +10,10 @@ worker's counts stay.  It also makes prometheus_client's
 MultiProcessCollector read that zone, so that the /metrics view of an
 application (or of its framework instrumentator) written for the
 multiprocess mode shows the zone's totals unchanged.
+prometheus_client's own generate_latest() keeps writing them (in its
+spelling, "1.0"); tally.generate_latest() of the same registry writes
+the zone with tally-exporter's writer, in C
+(_exposition.of_prometheus_client()).
 
 A value maps onto the tally metric of the same definition (a registry
 of this module holds one per metric name and kind):
@@ -45,7 +49,7 @@ import threading
 import warnings
 from typing import Any, Dict, Optional, Sequence, Tuple
 
-from . import _metrics, _native, _promclient
+from . import _collector, _metrics, _native, _promclient
 from ._format import INF
 from ._registry import CollectorRegistry
 
@@ -380,6 +384,23 @@ def _metric_collect(orig: Any) -> Any:
 
 
 _KINDS = ("counter", "gauge", "histogram", "summary")
+
+
+def shows_zone(c: Any, default: bool) -> bool:
+    """Whether collector @c of a prometheus_client registry shows the
+    zone, so that a scrape may write the zone in its place: a
+    MultiProcessCollector (which reads the zone, _collector_init()),
+    or, in the default registry (@default), a metric held in the zone
+    (whose collect() shows the zone's children and values)."""
+    if not _installed:
+        return False
+    if isinstance(getattr(c, "_tally", None), _collector.TallyCollector):
+        return True
+    try:
+        return default and _promclient.backed(c) and \
+            _promclient.metric_type(c) in _KINDS
+    except AttributeError:
+        return False
 
 
 def _renew_lock() -> None:

@@ -45,6 +45,18 @@ class TallyCollector:
         for f in res.families:
             yield to_metric(f)
 
+    def expose(self, openmetrics: bool = False) -> bytes:
+        """The zone's exposition as tally.generate_latest() writes it
+        (tally-exporter's writer, in C): what prometheus_client's
+        generate_latest() writes of collect(), but in the exporter's
+        spelling ("1", not "1.0"), metrics in name order, and many times
+        faster.  tally.generate_latest(registry) of a prometheus_client
+        registry writes its TallyCollectors with it."""
+        from ._exposition import expose
+        text, self.skipped = expose(self._registry, openmetrics,
+                                    self._dir, self._zone, self._all)
+        return text
+
     def describe(self) -> List[Any]:
         """The metrics this collector will show, without their samples:
         the metrics defined in its tally registry and the families its

@@ -48,19 +48,31 @@ reader can rebuild the metric from the names alone:
                                                 <n>:summary_sum and
                                                 <n>:summary_sum:frac_u;
                                                 still decoded here)
-  Info       <n>:info                 FGAUGE    1 for the current pairs
-                                                (labels), 0 for old ones
-  Enum       <n>:enum                 FGAUGE    one per state (label <n>),
-                                                1 for the current one
+  Info       <n>                      INFO      an info metric of the
+                                                format (2.8): 1 for the
+                                                current pairs (labels),
+                                                0 for old ones, which
+                                                no reader shows (earlier
+                                                versions, and zones older
+                                                than 2.8, <n>:info; still
+                                                decoded here)
+  Enum       <n>                      ENUM      an enum metric of the
+                                                format (2.8): one per
+                                                state (label <n>), 1 for
+                                                the current one (earlier
+                                                versions, and zones older
+                                                than 2.8, <n>:enum; still
+                                                decoded here)
 
 A "_total" ends the name of a counter (prometheus_client's name without
 it; tally-exporter and tallystat show the counter as it is), and "_sum"
 a histogram's sum (a series named <b>_sum is a sum only when <b>:bucket
 exists).  <n>:info_keys is a metric definition without series (the keys
-of an Info).  The suffixes starting with ':' are the encoding's own: a
-series that C code registers with one of them is read as the encoding
-says, and a Histogram's name may not end with ":summary" (its series
-would read as a Summary's).
+of an Info), and <n>:enum_states one of an Enum's states.  The suffixes
+starting with ':' are the encoding's own: a series that C code
+registers with one of them is read as the encoding says, and a
+Histogram's name may not end with ":summary" (its series would read as
+a Summary's).
 
 Series that match nothing above are shown as tally-exporter shows them
 (PLAIN): counters, gauges and tally's own histograms registered from C.
@@ -88,6 +100,7 @@ SUMMARY = ":summary"
 INFO = ":info"
 INFO_KEYS = ":info_keys"
 ENUM = ":enum"
+ENUM_STATES = ":enum_states"
 
 # The label a per-process gauge adds (its value "<pid>:<start>",
 # _process.py), and the one of a histogram's buckets (family.c adds it).
@@ -135,6 +148,12 @@ def info_keys(name: str) -> str:
 
 def enum(name: str) -> str:
     return name + ENUM
+
+
+def enum_states(name: str) -> str:
+    """The definition of an Enum's states: a metric definition without
+    series, as <n>:info_keys is of an Info's keys."""
+    return name + ENUM_STATES
 
 
 class Parts(NamedTuple):
@@ -263,6 +282,10 @@ def _histogram(role: str, base: str) -> Series:
 def decode(name: str, kind: int, histograms: Collection[str]) -> Series:
     """What series @name of tally kind @kind is; @histograms: the
     histogram_bases() of the zone's series."""
+    if kind == _native.TALLY_INFO:
+        return Series(INFO_PAIRS, name, name, "info")
+    if kind == _native.TALLY_ENUM:
+        return Series(ENUM_STATE, name, name, "stateset")
     if name.endswith(SETNS):
         return Series(SET_TIME, name[:-len(SETNS)], name[:-len(SETNS)])
     if name.endswith(FRAC):

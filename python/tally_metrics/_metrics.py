@@ -10,6 +10,7 @@ the helpers (time(), count_exceptions(), track_inprogress()).
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import threading
 import time as _time
@@ -462,6 +463,21 @@ class _PyMetric(_MetricMixin):
     def labels(self, *labelvalues: Any, **labelkwargs: Any) -> Any:
         return self._labels_slow(*labelvalues, **labelkwargs)
 
+    def _claim_typed(self, zone: _native.Zone, kind: int) -> bool:
+        """Claim the metric's own record, of @kind TALLY_INFO or
+        TALLY_ENUM (format 2.8), as a Gauge's; False in a shared zone
+        older than 2.8, which refuses it (its readers would not show
+        it): the metric is then written in the names of the encoding of
+        earlier versions (<n>:info, <n>:enum), which they read."""
+        try:
+            _native.claim(zone, self._name, self._documentation,
+                          enc.every_series(self._name), kind=kind)
+        except _native.TallyError as e:
+            if e.errno != errno.EPROTONOSUPPORT:
+                raise
+            return False
+        return True
+
 
 class Info(_PyMetric):
     """Key-value pairs: prometheus_client's Info, shared by the zone.
@@ -471,6 +487,8 @@ class Info(_PyMetric):
     metric object must give the same keys (the first one defines them),
     since a tally series has fixed label names; a process that gives
     other keys (a new version) supersedes the pairs of the old ones.
+    An info metric of the format (2.8) under the metric's name: every
+    reader, tally-exporter included, shows it as <name>_info.
     """
 
     _type = "info"
@@ -490,6 +508,13 @@ class Info(_PyMetric):
         self._setup(name, documentation, labelnames, namespace, subsystem,
                     unit, registry)
 
+    def _claim(self, zone: _native.Zone) -> None:
+        # The info's own record (format 2.8), under its name, is its
+        # definition, as a Gauge's; its keys are defined at info().
+        self._legacy = not self._claim_typed(zone, _native.TALLY_INFO)
+        if self._legacy:
+            super()._claim(zone)
+
     def _make_family(self, zone: _native.Zone) -> _native.Family:
         self._zone_obj = zone
         return None  # type: ignore[return-value]  (made at info())
@@ -504,6 +529,7 @@ class Info(_PyMetric):
         child._infos = {}
         child._current = None
         child._zone_obj = self._zone_obj
+        child._legacy = self._legacy
         child._parent = self
 
     def info(self, val: Dict[str, str]) -> None:
@@ -522,14 +548,18 @@ class Info(_PyMetric):
         with owner._lock:
             if owner._keys is None:
                 # Other keys than an earlier version's: its pairs are
-                # superseded, these start afresh.
+                # superseded (its record retired), these start afresh
+                # in a new record of the name.
                 _native.claim(self._zone_obj, enc.info_keys(self._name),
                               "tally-python info labels=%s keys=%s" % (
                                   ",".join(self._labelnames),
                                   ",".join(keys)),
-                              (enc.info(self._name),))
+                              (self._name, enc.info(self._name)))
                 owner._keys = keys
                 owner._info_family = _native_family(
+                    self._zone_obj, _native.KIND_GAUGE, self._name, self,
+                    self._labelnames + keys, "", typed=_native.TALLY_INFO
+                ) if not self._legacy else _native_family(
                     self._zone_obj, _native.KIND_GAUGE,
                     enc.info(self._name), self, self._labelnames + keys, "")
             if keys != owner._keys:
@@ -554,7 +584,9 @@ class Info(_PyMetric):
 class Enum(_PyMetric):
     """Which of a set of states is true: prometheus_client's Enum,
     shared by the zone (the last state() of any process wins; before
-    any, the first state)."""
+    any, the first state).  An enum metric of the format (2.8) under
+    the metric's name, one series per state: every reader shows it,
+    an OpenMetrics stateset."""
 
     _type = "stateset"
     _kind = _native.KIND_GAUGE
@@ -576,17 +608,37 @@ class Enum(_PyMetric):
         self._setup(name, documentation, labelnames, namespace, subsystem,
                     unit, registry)
 
-    def _make_family(self, zone: _native.Zone) -> _native.Family:
-        return _native_family(zone, _native.KIND_GAUGE,
-                              enc.enum(self._name), self,
-                              self._labelnames + (self._name,), "")
+    def _claim(self, zone: _native.Zone) -> None:
+        # Other states than an earlier version's retire its record (whose
+        # series are those states), then the enum's own record (format
+        # 2.8), under its name, is its definition, as a Gauge's.
+        self._legacy = not self._claim_typed(zone, _native.TALLY_ENUM)
+        if self._legacy:
+            _native.claim(zone, self._name, "%s states=%s" % (
+                self._definition(), ",".join(self._states)),
+                enc.every_series(self._name))
+            return
+        _native.claim(zone, enc.enum_states(self._name),
+                      "tally-python enum labels=%s states=%s" % (
+                          ",".join(self._labelnames),
+                          ",".join(self._states)),
+                      (self._name, enc.enum(self._name)))
+        # Again: when the states retired the record just claimed, this
+        # one makes the new generation the states' series go to.
+        self._claim_typed(zone, _native.TALLY_ENUM)
 
-    def _definition(self) -> str:
-        return "%s states=%s" % (super()._definition(),
-                                 ",".join(self._states))
+    def _make_family(self, zone: _native.Zone) -> _native.Family:
+        if self._legacy:
+            return _native_family(zone, _native.KIND_GAUGE,
+                                  enc.enum(self._name), self,
+                                  self._labelnames + (self._name,), "")
+        return _native_family(zone, _native.KIND_GAUGE, self._name, self,
+                              self._labelnames + (self._name,), "",
+                              typed=_native.TALLY_ENUM)
 
     def _copy_to_child(self, child: Any) -> None:
         child._states = self._states
+        child._legacy = self._legacy
 
     def _bind_values(self, values: Tuple[str, ...]) -> None:
         # One series per state, registered in the order of the states
@@ -596,6 +648,12 @@ class Enum(_PyMetric):
             g = _native.GaugeBase()
             g._bind(self._family_obj, values + (s,))
             self._state_gauges.append(g)
+        # prometheus_client's Enum starts in its first state: readers
+        # show the values as they are, so the first state is set unless
+        # a process of the zone set one already.
+        if not self._legacy and \
+                not any(g._get() == 1.0 for g in self._state_gauges):
+            self._state_gauges[0].set(1.0)
         self._enum_bound = True
 
     def _rebind_process(self) -> None:

@@ -11,6 +11,8 @@ TALLY_GAUGE_SET: int
 TALLY_FGAUGE: int
 TALLY_HISTOGRAM: int
 TALLY_SUMMARY: int
+TALLY_INFO: int
+TALLY_ENUM: int
 LABELS_MAX: int
 LABEL_PAIRS_MAX: int
 NAME_MAX: int
@@ -32,7 +34,7 @@ class Family:
                  buckets: Optional[Tuple[float, ...]] = None,
                  bucket_labels: Optional[Tuple[str, ...]] = None,
                  timestamps: bool = False, combine: int = -1,
-                 classic: int = 0) -> None: ...
+                 classic: int = 0, typed: int = 0) -> None: ...
     @property
     def bounds(self) -> Tuple[float, ...]: ...
     @property
@@ -69,6 +71,9 @@ Series = Tuple[str, int, str, str, Tuple[Tuple[str, str], ...], int,
 
 def read(dir: Optional[str] = None, zone: Optional[str] = None
          ) -> Tuple[List[Series], List[Tuple[str, str]], int]: ...
+def expose(dir: Optional[str] = None, zone: Optional[str] = None,
+           openmetrics: bool = False
+           ) -> Tuple[bytes, List[Tuple[str, str]], int]: ...
 def claim(zone: Optional[Zone], name: str, definition: str,
           parts: Tuple[str, ...] = (),
           bounds: Optional[Tuple[float, ...]] = None,

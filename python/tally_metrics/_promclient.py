@@ -30,6 +30,16 @@ and what it reads, each through a function of this module that the rest
 of the package calls (the package reads nothing of prometheus_client
 elsewhere):
 
+  registry_parts()                      a registry's _lock,
+                                        _collector_to_names and
+                                        _target_info_metric(), as its
+                                        collect() reads them (for
+                                        tally.generate_latest() of a
+                                        prometheus_client registry;
+                                        not checked by check(): a
+                                        registry without them is
+                                        written by prometheus_client)
+
   metric_name(), metric_type(),        a metric's _name, _type,
   label_names(), children(),           _labelnames, _metrics (its
   is_parent()                          children by label values) and
@@ -444,3 +454,62 @@ def patch(found: Dict[str, Any], value_class: type,
             found["default"].unregister(c)
         except KeyError:
             pass  # the application took it out already
+
+
+def default_registry() -> Any:
+    """prometheus_client.REGISTRY."""
+    from prometheus_client import REGISTRY
+    return REGISTRY
+
+
+def registry_parts(registry: Any) -> Optional[List[Any]]:
+    """The collectors of prometheus_client registry @registry in the
+    order its collect() runs them, after a collector of its target_info
+    metric when it has one; None when @registry is not a plain
+    CollectorRegistry of prometheus_client (a RestrictedRegistry, a
+    registry of its own) or not one whose internals are as expected."""
+    from prometheus_client import registry as pr
+    if type(registry) is not pr.CollectorRegistry:
+        return None
+    try:
+        with registry._lock:
+            collectors = list(registry._collector_to_names)
+            ti = registry._target_info_metric() \
+                if registry._target_info else None
+    except (AttributeError, TypeError):
+        return None
+    return ([_Metrics([ti])] if ti is not None else []) + collectors
+
+
+class _Metrics:
+    """A collector of metrics already made."""
+
+    def __init__(self, metrics: List[Any]) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> List[Any]:
+        return self._metrics
+
+
+class _Collectors:
+    """The metrics of several collectors, as a registry yields them."""
+
+    def __init__(self, collectors: List[Any]) -> None:
+        self._collectors = collectors
+
+    def collect(self) -> Iterable[Any]:
+        for c in self._collectors:
+            yield from c.collect()
+
+
+def write_collectors(collectors: List[Any], openmetrics: bool) -> bytes:
+    """The metrics of @collectors as prometheus_client's own
+    generate_latest() writes them (openmetrics: its OpenMetrics writer,
+    without the final "# EOF")."""
+    if openmetrics:
+        from prometheus_client.openmetrics import exposition as om
+        text = om.generate_latest(_Collectors(collectors))
+        return text[:-len(b"# EOF\n")] \
+            if text.endswith(b"# EOF\n") else text
+    from prometheus_client import exposition
+    return exposition.generate_latest(_Collectors(collectors))

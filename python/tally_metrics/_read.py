@@ -120,6 +120,10 @@ def _sum_segments(series: List[Any]) -> _Sums:
                 _add_tally_histogram(s.tally_hists, key, value, hist)
         elif kind in (_native.TALLY_FGAUGE, _native.TALLY_PGAUGE):
             s.floats[key] = s.floats.get(key, 0.0) + value
+        elif kind in (_native.TALLY_INFO, _native.TALLY_ENUM):
+            # A pair set or a state true in one segment is true (1),
+            # as tally-exporter --aggregate shows it.
+            s.floats[key] = max(s.floats.get(key, 0.0), value)
         elif enc.is_set_time(name):
             s.ints[key] = max(s.ints.get(key, 0), value)
         else:
@@ -332,12 +336,15 @@ def _show_classic(scrape: _Scrape, name: str, labels: Labels, help_: str,
 
 
 def _show_enums(scrape: _Scrape) -> None:
-    """One sample per state; before any state(), the first."""
+    """One sample per state; of the encoding of earlier versions
+    (<n>:enum), before any state(), the first (an enum of the format
+    sets it when it is made)."""
     for name, per_labels in scrape.enums.items():
         f = scrape.fams[name]
         assert f is not None
         for labels, states in per_labels.items():
-            first = not any(v == 1.0 for _, v in states)
+            first = name.endswith(enc.ENUM) and \
+                not any(v == 1.0 for _, v in states)
             for i, (state, v) in enumerate(states):
                 one = 1.0 if (v == 1.0 or (first and i == 0)) else 0.0
                 f.samples.append(Sample(f.name, dict(

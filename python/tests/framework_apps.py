@@ -5,8 +5,19 @@ multiprocess mode (PROMETHEUS_MULTIPROC_DIR alone).
 
   flask_app      Flask + prometheus_flask_exporter (sync workers)
   starlette_app  Starlette + starlette-exporter (uvicorn workers)
+
+Both also define a prometheus_client Info and Enum, which its
+multiprocess mode does not serve ("Info metrics do not work in
+multiprocess mode"): they stay in each worker, out of the zone, and the
+app's /metrics (MultiProcessCollector) and tally-exporter both leave them
+out (test_exporter_apps.py).
 """
 import os
+
+from prometheus_client import Enum, Info
+
+Info("shop_build", "What was built.").info({"version": "1.2"})
+Enum("shop_state", "Where it stands.", states=["up", "down"]).state("up")
 
 
 def _flask():

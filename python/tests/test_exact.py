@@ -164,7 +164,7 @@ import tally_metrics as tally
 reg = tally.zone("jobs")
 c = tally.Counter({uniq!r}, "doc", registry=reg)
 c.inc(3)
-print(reg.zone.path, tally.generate_latest(reg).decode().count("{uniq}_total 3.0"))
+print(reg.zone.path, tally.generate_latest(reg).decode().count("{uniq}_total 3\\n"))
 """
     env = child_env(tally_dir)
     for _ in range(2):

@@ -96,6 +96,10 @@ def test_exporter_and_app_agree(framework, tally_dir, tmp_path):
             # Nothing of the Python package's encoding: every metric,
             # gauges with a multiprocess mode too, under its own name.
             assert [n for n in exp if ":" in n] == []
+            # prometheus_client's Info and Enum of the app, which its
+            # multiprocess mode does not serve: in neither view.
+            for view in (before, exp, after):
+                assert not {"shop_build", "shop_state"} & set(view)
             diffs = min(_differences(before, exp),
                         _differences(after, exp), key=len)
             if not diffs:

@@ -47,11 +47,9 @@ def test_long_labels_exported_exactly(uniq):
     h = tally.Histogram(uniq + "_h", "doc", ["route"], buckets=[1, 2])
     h.labels(route).observe(1)
     text = tally.generate_latest().decode()
-    assert f'{uniq}_total{{code="200",method="GET",route="{route}"}} 7.0' \
-        in text or \
-        f'{uniq}_total{{method="GET",route="{route}",code="200"}} 7.0' in text
-    assert f'{uniq}_h_bucket{{le="1.0",route="{route}"}} 1.0' in text or \
-        f'{uniq}_h_bucket{{route="{route}",le="1.0"}} 1.0' in text
+    assert f'{uniq}_total{{code="200",method="GET",route="{route}"}} 7\n' \
+        in text
+    assert f'{uniq}_h_bucket{{route="{route}",le="1"}} 1\n' in text
     res = tally.read()
     assert value_of(res.families, uniq + "_total",
                     {"method": "GET", "route": route, "code": "200"}) == 7

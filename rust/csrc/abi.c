@@ -49,6 +49,8 @@ const uint64_t tally_rs_abi[] = {
 	OFF(struct tally_series_view, buckets),
 	OFF(struct tally_series_view, fvalue),
 	OFF(struct tally_series_view, summary),
+	OFF(struct tally_series_view, info),
+	OFF(struct tally_series_view, stateset),
 	TALLY_COUNTER, TALLY_GAUGE, TALLY_GAUGE_SET, TALLY_HISTOGRAM,
 	TALLY_FGAUGE,
 	TALLY_PERCPU, TALLY_SHARED, TALLY_PERNODE, TALLY_ADAPTIVE,

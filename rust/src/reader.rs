@@ -74,6 +74,13 @@ pub struct Series {
     /// A summary (format 2.7): a classic histogram without bounds, whose
     /// count and sum are what it says (its one bucket is its count).
     pub summary: bool,
+    /// An info metric's series (format 2.8, Kind::FGauge of value 1):
+    /// its labels are the pairs, shown as `<name>_info{pairs} 1`.
+    pub info: bool,
+    /// An enum metric's series (format 2.8, an OpenMetrics stateset,
+    /// Kind::FGauge): one per state, whose label named as the metric
+    /// holds the state, 1 for the current state and 0 for the others.
+    pub stateset: bool,
 }
 
 impl Series {
@@ -82,7 +89,8 @@ impl Series {
     /// ```
     /// # let s = tally::reader::Series { name: "x".into(), help: String::new(), unit: String::new(),
     /// #   kind: tally::reader::Kind::Counter, labels: vec![("a".into(), "1".into())],
-    /// #   value: 0, fvalue: 0.0, sum: 0, buckets: vec![], bounds: vec![], summary: false };
+    /// #   value: 0, fvalue: 0.0, sum: 0, buckets: vec![], bounds: vec![], summary: false,
+    /// #   info: false, stateset: false };
     /// assert_eq!(s.label("a"), Some("1"));
     /// ```
     pub fn label(&self, name: &str) -> Option<&str> {
@@ -168,6 +176,8 @@ unsafe extern "C" fn collect(v: *const sys::tally_series_view, arg: *mut c_void)
         buckets,
         bounds,
         summary: v.summary != 0,
+        info: v.info != 0,
+        stateset: v.stateset != 0,
     });
     0
 }

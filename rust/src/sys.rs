@@ -233,6 +233,8 @@ pub struct tally_series_view {
     pub bounds: *const f64,
     pub fsum: f64,
     pub summary: c_int,
+    pub info: c_int,
+    pub stateset: c_int,
 }
 
 /// Declares C functions that share one signature: the metric kinds'

@@ -52,7 +52,8 @@ fn abi_matches_the_headers() {
     ours.extend(layout!(tally_open_opts));
     ours.extend(layout!(tally_seg_info: proc_name, alive, register_failed, shared, redefinitions));
     ours.extend(
-        layout!(tally_series_view: name, label_values, value, npercpu, sum, buckets, fvalue, summary),
+        layout!(tally_series_view: name, label_values, value, npercpu, sum, buckets, fvalue, summary, info,
+                stateset),
     );
     ours.extend(constants![
         TALLY_COUNTER,

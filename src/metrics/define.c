@@ -40,6 +40,10 @@ static const char *type_name(unsigned type, unsigned kind, unsigned vtype)
 		return "fractional counter";
 	if (type == TALLY__TYPE_CHISTO)
 		return "classic histogram";
+	if (type == TALLY__TYPE_INFO)
+		return "info";
+	if (type == TALLY__TYPE_ENUM)
+		return "enum";
 	return kind_name(kind, vtype);
 }
 

@@ -358,7 +358,12 @@ int tally_fgauge_family_register(struct tally_zone *z,
 				 const char *const *label_names, unsigned n,
 				 tally_fgauge_family *f)
 {
-	return family_register(z, d, label_names, n, TALLY_FGAUGE, 0,
+	/* An info or enum metric's family (format 2.8) is registered as
+	 * its kind, its children are float gauges. */
+	unsigned kind = d && (d->kind == TALLY_INFO || d->kind == TALLY_ENUM) ?
+			d->kind : TALLY_FGAUGE;
+
+	return family_register(z, d, label_names, n, kind, 0,
 			       f ? &f->family : NULL);
 }
 

@@ -116,6 +116,8 @@ static int plan_typed(const struct tally_metric_desc *d,
 		      struct tally__plan *p);
 static int plan_hist_bits(const struct tally_metric_desc *d,
 			  struct tally__plan *p);
+static int plan_info_enum(const struct tally_metric_desc *d,
+			  struct tally__plan *p);
 
 int tally__plan_make(const struct tally_metric_desc *d, struct tally__plan *p)
 {
@@ -123,7 +125,8 @@ int tally__plan_make(const struct tally_metric_desc *d, struct tally__plan *p)
 
 	/* Not the label buffer: it is written as far as it is used. */
 	memset(p, 0, offsetof(struct tally__plan, labels));
-	if (d->kind < TALLY_COUNTER || d->kind > TALLY_CHISTOGRAM)
+	if (d->kind < TALLY_COUNTER || d->kind > TALLY_ENUM ||
+	    d->kind == TALLY_SUMMARY) /* made a TALLY_CHISTOGRAM before */
 		return tally__fail(EINVAL, "unknown metric kind %u", d->kind);
 	if (!d->name)
 		return tally__fail(EINVAL, "NULL metric name");
@@ -148,7 +151,8 @@ int tally__plan_make(const struct tally_metric_desc *d, struct tally__plan *p)
 	/* A TALLY_FGAUGE is stored as a set gauge whose metric record says
 	 * its slot holds a double: a reader older than format 2.3 shows the
 	 * bits as an integer instead of refusing the segment. */
-	p->kind = d->kind == TALLY_FGAUGE || d->kind == TALLY_PGAUGE ?
+	p->kind = d->kind == TALLY_FGAUGE || d->kind == TALLY_PGAUGE ||
+		  d->kind == TALLY_INFO || d->kind == TALLY_ENUM ?
 		  TALLY_GAUGE_SET : d->kind == TALLY_FCOUNTER ||
 		  d->kind == TALLY_CHISTOGRAM ? TALLY_COUNTER : d->kind;
 	p->vtype = p->kind == TALLY_GAUGE_SET && d->kind != TALLY_GAUGE_SET ?
@@ -209,6 +213,33 @@ static int plan_typed(const struct tally_metric_desc *d,
 					   d->name, TALLY__HELP_MAX -
 					   TALLY__TAIL_BYTES - 1);
 	}
+	if (d->kind == TALLY_INFO || d->kind == TALLY_ENUM)
+		return plan_info_enum(d, p);
+	return 0;
+}
+
+/* An info or enum metric (format 2.8): a float gauge's record for older
+ * readers, typed for newer ones (layout.h); an enum's series say their
+ * state in a label named as the metric. */
+static int plan_info_enum(const struct tally_metric_desc *d,
+			  struct tally__plan *p)
+{
+	unsigned i = 0;
+
+	p->type = d->kind == TALLY_INFO ? TALLY__TYPE_INFO : TALLY__TYPE_ENUM;
+	if (strlen(p->help) + 1 > TALLY__HELP_MAX - TALLY__TAIL_BYTES)
+		return tally__fail(E2BIG, "the help text of %.60s is longer "
+				   "than the %u bytes an %s metric's may take",
+				   d->name, TALLY__HELP_MAX -
+				   TALLY__TAIL_BYTES - 1,
+				   d->kind == TALLY_INFO ? "info" : "enum");
+	while (d->kind == TALLY_ENUM && i < d->nlabels &&
+	       !(d->labels && d->labels[i].name &&
+		 strcmp(d->labels[i].name, d->name) == 0))
+		i++;
+	if (d->kind == TALLY_ENUM && i == d->nlabels)
+		return tally__fail(EINVAL, "enum %.60s: no label named as the "
+				   "metric (its state)", d->name);
 	return 0;
 }
 

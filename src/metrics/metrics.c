@@ -194,6 +194,20 @@ static int register_combine(struct tally_zone *z,
 			    tally_metric *m, uint32_t pin,
 			    const struct typed_extra *x);
 
+/* Info and enum metrics only in a zone whose readers show them: one of
+ * format 2.8 or later (a reader of 2.7 would skip their series). */
+static int info_enum_room(struct tally_zone *z, const struct tally__plan *p,
+			  const char *name)
+{
+	if ((p->type != TALLY__TYPE_INFO && p->type != TALLY__TYPE_ENUM) ||
+	    z->hdr->minor >= TALLY__FMT_MINOR_INFO_ENUM)
+		return 0;
+	return tally__fail(EPROTONOSUPPORT, "%.60s: zone file %s was made by "
+			   "a libtally older than format 2.8, whose readers "
+			   "would not show an %s metric", name, zone_file(z),
+			   p->type == TALLY__TYPE_INFO ? "info" : "enum");
+}
+
 int tally__metric_register_in(struct tally_zone *z,
 			      const struct tally_metric_desc *d, unsigned kind,
 			      tally_metric *m, uint32_t pin)
@@ -241,6 +255,8 @@ static int register_combine(struct tally_zone *z,
 	}
 	if (!z && !(z = tally_zone_default()))
 		return tally__metric_failed(NULL, kind, m, -errno);
+	if ((rc = info_enum_room(z, &p, d->name)) < 0)
+		return tally__metric_failed(z, kind, m, rc);
 	if (!(b = tally_block_alloc(z, p.nslots, p.mode)))
 		alloc_rc = -errno;
 
@@ -298,6 +314,8 @@ int tally__metric_define(struct tally_zone *z,
 			memcpy(p.bounds, bounds, nbounds * sizeof(double));
 		p.nslots = 3 + nbounds;
 	}
+	if ((rc = info_enum_room(z, &p, d->name)) < 0)
+		return rc;
 	if (p.type && z->hdr->minor < TALLY__FMT_MINOR_TYPES)
 		return tally__fail(EPROTONOSUPPORT, "%.60s: zone file %s was "
 				   "made by a libtally older than format 2.6, "
@@ -425,6 +443,7 @@ static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
 		    const char *const *names, unsigned n)
 {
 	struct tally_metric_desc typed;
+	struct tally_label state;
 	struct tally__plan p;
 	uint32_t mrec, found;
 	uint64_t before;
@@ -436,6 +455,13 @@ static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
 	typed = *d;
 	if (!typed.kind)
 		typed.kind = TALLY_COUNTER;
+	if (typed.kind == TALLY_ENUM && !typed.nlabels) {
+		/* The definition is the record's, whatever the states: the
+		 * plan checks an enum's series, which have a state label. */
+		state = (struct tally_label){ typed.name, "" };
+		typed.labels = &state;
+		typed.nlabels = 1;
+	}
 	if ((rc = tally__plan_make(&typed, &p)) < 0)
 		return rc;
 	p.combine = combine & ~SUMMARY_FLAG;
@@ -452,6 +478,8 @@ static int redefine(struct tally_zone *z, const struct tally_metric_desc *d,
 					   "%u is NULL", i);
 	if (!z && !(z = tally_zone_default()))
 		return -errno;
+	if ((rc = info_enum_room(z, &p, d->name)) < 0)
+		return rc;
 	if ((rc = tally__metrics_lock(z)) < 0)
 		return rc;
 	tally__metric_rec_find(z, d->name, &found);
@@ -681,6 +709,24 @@ int tally_summary_register(struct tally_zone *z,
 		return tally__metric_failed(z, TALLY_CHISTOGRAM, &s->metric,
 					    rc);
 	return tally__chistogram_register_in(z, &typed, NULL, 0, s, 0, 1);
+}
+
+int tally_info_register(struct tally_zone *z,
+			const struct tally_metric_desc *d, tally_fgauge *g)
+{
+	int rc = register_combine(z, d, TALLY_INFO, g ? &g->metric : NULL, 0,
+				  NULL);
+
+	if (rc == 0)
+		tally_fgauge_set(g, 1.0);
+	return rc;
+}
+
+int tally_enum_register(struct tally_zone *z,
+			const struct tally_metric_desc *d, tally_fgauge *g)
+{
+	return register_combine(z, d, TALLY_ENUM, g ? &g->metric : NULL, 0,
+				NULL);
 }
 
 void (tally_summary_observe)(const tally_summary *s, double v)

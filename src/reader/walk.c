@@ -78,7 +78,9 @@ static int check_mrec(struct tally_seg *s, uint32_t i,
 	     (f->kind != TALLY__KIND_GAUGE_SET || f->vtype != TALLY__VT_FLOAT64 ||
 	      tally__metric_tail(f)->combine > TALLY__COMBINE_MAX_MODE)) ||
 	    ((f->type == TALLY__TYPE_FCOUNTER || f->type == TALLY__TYPE_CHISTO) &&
-	     (f->kind != TALLY__KIND_COUNTER || f->vtype != TALLY__VT_INT64)))
+	     (f->kind != TALLY__KIND_COUNTER || f->vtype != TALLY__VT_INT64)) ||
+	    ((f->type == TALLY__TYPE_INFO || f->type == TALLY__TYPE_ENUM) &&
+	     (f->kind != TALLY__KIND_GAUGE_SET || f->vtype != TALLY__VT_FLOAT64)))
 		return tally__seg_corrupt(s, "metric record %u: type %u on a kind %u",
 					  i, f->type, f->kind);
 	if (f->type == TALLY__TYPE_CHISTO) {
@@ -669,6 +671,13 @@ static int emit(struct tally_seg *s, uint32_t id, uint32_t i,
 		v.nbuckets = r->nslots - 2;
 		v.buckets = s->bucket_arena + res->buckets_at;
 	}
+	if (f->type == TALLY__TYPE_INFO) {
+		/* Pairs that other pairs replaced are 0: not shown. */
+		if (v.fvalue != 1.0)
+			return 0;
+		v.info = 1;
+	}
+	v.stateset = f->type == TALLY__TYPE_ENUM;
 	if (f->type == TALLY__TYPE_PGAUGE) {
 		int passed, rc;
 

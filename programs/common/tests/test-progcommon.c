@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aggregate.h"
 #include "format.h"
 #include "kind.h"
 #include "match.h"
@@ -157,6 +158,43 @@ TEST(kinds)
 	CHECK_STR(tp_mode_name(TALLY_PERCPU), "percpu");
 	CHECK_STR(tp_mode_name(TALLY_ADAPTIVE), "adaptive");
 	CHECK_STR(tp_mode_name(99), "unknown");
+	CHECK_STR(tp_type_name(TALLY_FGAUGE, 0, 1, 0), "info");
+	CHECK_STR(tp_type_name(TALLY_FGAUGE, 0, 0, 1), "stateset");
+	CHECK_STR(tp_type_name(TALLY_HISTOGRAM, 1, 0, 0), "summary");
+	CHECK_STR(tp_type_name(TALLY_FGAUGE, 0, 0, 0), "gauge");
+}
+
+/* Summed over segments (--aggregate), an info metric's pairs or an
+ * enum's state true in two segments is 1, a float gauge's values add. */
+TEST(aggregate_info_and_enum)
+{
+	struct tp_series in[6];
+	struct tp_snapshot out;
+	struct tp_agg g;
+	const char *key[3] = { "build{version=\"1\"}", "state{state=\"up\"}",
+			       "temp" };
+
+	memset(in, 0, sizeof(in));
+	for (int i = 0; i < 6; i++) {
+		in[i].kind = TALLY_FGAUGE;
+		in[i].key = (char *)key[i % 3];
+		in[i].name = in[i].key;
+		in[i].pid = 10 + i / 3;
+		in[i].fvalue = 1.0;
+		in[i].value = 1;
+		in[i].info = i % 3 == 0;
+		in[i].stateset = i % 3 == 1;
+	}
+	tp_agg_begin(&g, &out);
+	for (int i = 0; i < 6; i++)
+		tp_agg_add(&g, &in[i], 0);
+	tp_agg_end(&g);
+	CHECK_EQ(out.nseries, 3);
+	CHECK(out.series[0].fvalue == 1.0 && out.series[0].value == 1);
+	CHECK(out.series[0].info == 1);
+	CHECK(out.series[1].fvalue == 1.0 && out.series[1].stateset == 1);
+	CHECK(out.series[2].fvalue == 2.0);
+	tp_snapshot_free(&out);
 }
 
 TEST(parsers)

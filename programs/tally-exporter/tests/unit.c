@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -32,6 +33,7 @@
 #include "retain.h"
 #include "selfmetrics.h"
 #include "server.h"
+#include "sums.h"
 #include "webconfig.h"
 #include "harness.h"
 
@@ -782,6 +784,68 @@ TEST(fractional)
 	tp_buf_free(&b);
 }
 
+/* One counter of @value in a new zone @zone of this process. */
+static struct tally_zone *sums_zone(const char *zone, const char *name,
+				    int64_t value, unsigned flags)
+{
+	struct tally_zone_opts o = { .flags = flags };
+	struct tally_metric_desc d = { .kind = TALLY_COUNTER, .name = name,
+				       .help = "Jobs \"done\"." };
+	struct tally_zone *z = tally_zone_create(zone, &o);
+	tally_counter c;
+
+	CHECK(z != NULL);
+	CHECK_EQ(tally_counter_register(z, &d, &c), 0);
+	tally_counter_add(&c, value);
+	return z;
+}
+
+/*
+ * ex_write_sums() (sums.h, what the Python package calls): the segments
+ * of one zone summed across processes, another zone's left out, a file
+ * that cannot be read listed and skipped, in both formats.
+ */
+TEST(write_sums)
+{
+	struct tp_collect_opts co = { 0 };
+	struct tp_snapshot got = { 0 };
+	struct tp_buf b = { 0 };
+	char junk[512], errbuf[256];
+	pid_t pid = fork();
+	int status;
+	FILE *f;
+
+	if (pid == 0) {
+		/* Another process of the zone, gone before the read. */
+		sums_zone("sums_a", "sums_total", 2, TALLY_ZONE_PERSIST);
+		_exit(0);
+	}
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && status == 0);
+	sums_zone("sums_a", "sums_total", 3, 0);
+	sums_zone("sums_b", "other_total", 100, 0);
+	snprintf(junk, sizeof(junk), "%s/junk.1.0.tally", harness_dir());
+	CHECK((f = fopen(junk, "w")) != NULL);
+	fputs("not a segment", f);
+	fclose(f);
+
+	CHECK_EQ(ex_write_sums(&b, &co, "sums_a", EX_TEXT, &got, errbuf,
+			       sizeof(errbuf)), 0);
+	CHECK(strcmp(tp_buf_str(&b), "# HELP sums_total Jobs \"done\".\n"
+		     "# TYPE sums_total counter\nsums_total 5\n") == 0);
+	CHECK_EQ(got.nsegs, 2);
+	CHECK_EQ(got.nskipped, 1);
+	CHECK(strcmp(got.skipped[0].path, junk) == 0);
+	tp_snapshot_free(&got);
+	tp_buf_free(&b);
+
+	CHECK_EQ(ex_write_sums(&b, &co, NULL, EX_OPENMETRICS, NULL, errbuf,
+			       sizeof(errbuf)), 0);
+	CHECK(strstr(tp_buf_str(&b), "\nother_total 100\n"));
+	CHECK(strstr(tp_buf_str(&b), "\nsums_total 5\n# EOF\n"));
+	tp_buf_free(&b);
+	unlink(junk);
+}
+
 /*
  * A summary (format 2.7): TYPE summary, its _count and exact _sum, no
  * bucket, in both formats; a classic histogram of the same name in
@@ -844,6 +908,74 @@ TEST(summary)
 		CHECK(res.conflicts == 1);
 		tp_buf_free(&b);
 	}
+}
+
+/* What info_and_enum's snapshot @s is written as, in OpenMetrics (@om)
+ * or in the text format. */
+static void check_info_enum(const struct tp_snapshot *s,
+			    const struct ex_config *c, int om)
+{
+	struct ex_self self = { 0 };
+	struct ex_result res;
+	struct tp_buf b = { 0 };
+	const char *t;
+
+	ex_write(&b, s, c, om ? EX_OPENMETRICS : EX_TEXT, &self, tp_now_ns(),
+		 &res);
+	t = tp_buf_str(&b);
+	CHECK(strstr(t, om ? "# TYPE build info\n" :
+		      "# TYPE build_info gauge\n"));
+	CHECK(strstr(t, om ? "# HELP build H.\n" : "# HELP build_info H.\n"));
+	CHECK(strstr(t, "\nbuild_info{version=\"1.2\"} 1\n"));
+	CHECK(!strstr(t, "\nbuild{"));
+	CHECK(strstr(t, om ? "# TYPE state stateset\n" :
+		      "# TYPE state gauge\n"));
+	CHECK(strstr(t, "\nstate{state=\"up\"} 1\n"));
+	CHECK(strstr(t, "\nstate{state=\"down\"} 0\n"));
+	CHECK(res.conflicts == 1);
+	tp_buf_free(&b);
+}
+
+/*
+ * An info metric (format 2.8): its series as <name>_info{pairs} 1, TYPE
+ * <name>_info gauge in the text format and <name> info in OpenMetrics;
+ * an enum: TYPE gauge, or stateset, each state's 0 or 1.  A plain gauge
+ * of the info's name in another segment is another type: a conflict.
+ */
+TEST(info_and_enum)
+{
+	struct tp_series v[4];
+	struct tp_segment seg[2];
+	struct tp_snapshot s = { .series = v, .nseries = 4, .segs = seg,
+				 .nsegs = 2 };
+	char *ln[4][1] = { { "version" }, { "state" }, { "state" }, { "x" } };
+	char *lv[4][1] = { { "1.2" }, { "up" }, { "down" }, { "1" } };
+	const char *names[4] = { "build", "state", "state", "build" };
+	struct ex_config c = { .aggregate = 1 };
+
+	memset(v, 0, sizeof(v));
+	memset(seg, 0, sizeof(seg));
+	for (int i = 0; i < 4; i++) {
+		v[i].kind = TALLY_FGAUGE;
+		v[i].name = (char *)names[i];
+		v[i].key = v[i].name;
+		v[i].help = "H.";
+		v[i].unit = "";
+		v[i].pid = i == 3 ? 11 : 10;
+		v[i].nlabels = 1;
+		v[i].label_names = ln[i];
+		v[i].label_values = lv[i];
+		v[i].fvalue = i == 2 ? 0.0 : 1.0;
+		v[i].value = i == 2 ? 0 : 1;
+		strcpy(v[i].proc, "p");
+		strcpy(v[i].zone, "z");
+	}
+	seg[0].info.pid = 10;
+	seg[1].info.pid = 11;
+	v[0].info = 1;
+	v[1].stateset = v[2].stateset = 1;
+	check_info_enum(&s, &c, 0);
+	check_info_enum(&s, &c, 1);
 }
 
 /* Label names that clash: renamed or left out, never written twice. */

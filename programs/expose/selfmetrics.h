@@ -2,7 +2,8 @@
  * selfmetrics.h: tally-exporter's own metrics (tally_exporter_*), in one
  * place: each one's name, type, help and unit (self_metrics[]), and their
  * values.  The server fills struct ex_self from what it keeps between
- * scrapes (self_count_dead(), self_fill(), self_count_result());
+ * scrapes (self_count_dead(); self_fill() and self_count_result() of
+ * tally-exporter's srv.h);
  * expose.c's write_self() asks each metric for its samples at the moment
  * it writes it (self_samples()) and prints them, knowing nothing of what
  * they mean.  The tally_segment_* metrics are segfield.h's table.
@@ -76,23 +77,8 @@ extern const size_t self_nmetrics;
 unsigned self_samples(const struct self_metric *m, const struct self_in *in,
 		      struct self_sample out[SELF_MAX_SAMPLES]);
 
-struct server;
-
 /* self_count_dead: count into @self the dead segments of @raw, the
  * snapshot as read (before --aggregate sums it). */
 void self_count_dead(struct ex_self *self, const struct tp_snapshot *raw);
-
-/*
- * self_fill: count scrape @snap (read from @t0_ns to @t1_ns) among the
- * server's totals and fill the rest of @self from them.  Called under
- * the server's scrape lock.
- */
-void self_fill(struct ex_self *self, struct server *s,
-	       const struct tp_snapshot *snap, uint64_t t0_ns,
-	       uint64_t t1_ns);
-
-/* self_count_result: add what ex_write() reported (@res) to the server's
- * totals, for the scrapes after this one.  Under the scrape lock. */
-void self_count_result(struct server *s, const struct ex_result *res);
 
 #endif /* TALLY_EXPORTER_SELFMETRICS_H */

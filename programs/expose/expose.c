@@ -131,6 +131,7 @@ static void names_free(struct names *nm)
 
 static const char *const sfx_counter[] = { "", "_total", "_created", NULL };
 static const char *const sfx_gauge[] = { "", NULL };
+static const char *const sfx_info[] = { "", "_info", NULL };
 static const char *const sfx_hist[] = { "", "_bucket", "_count", "_sum",
 					"_created", NULL };
 
@@ -688,20 +689,28 @@ static int metric_begin(struct ex_stream *st, struct tp_buf *b,
 	} else if (fp->kind == TALLY_HISTOGRAM) {
 		sfx = sfx_hist;
 		fp->rule = le_rule_for(st->c, s0->name);
+	} else if (s0->info) {
+		sfx = sfx_info; /* format 2.8 */
+		fp->sample_sfx = "_info";
 	}
 	if (names_claim(&st->nm, fp->base, sfx) < 0) {
 		st->res.conflicts += fm->n;
 		return 0;
 	}
-	if (fp->kind == TALLY_COUNTER && st->f == EX_TEXT) {
-		/* In 0.0.4 the TYPE line names the sample: base_total. */
+	if ((fp->kind == TALLY_COUNTER || s0->info) && st->f == EX_TEXT) {
+		/* In 0.0.4 the TYPE line names the sample: base_total, an
+		 * info's base_info (a gauge there, as prometheus_client
+		 * writes it). */
 		char tname[sizeof(fp->base) + 8];
 
-		snprintf(tname, sizeof(tname), "%s_total", fp->base);
+		snprintf(tname, sizeof(tname), "%s%s", fp->base,
+			 fp->sample_sfx);
 		put_header(b, tname, tp_kind_name(fp->kind), s0->help, unit,
 			   st->f);
 	} else {
 		put_header(b, fp->base, s0->summary ? "summary" :
+			   s0->info ? "info" : s0->stateset &&
+			   st->f == EX_OPENMETRICS ? "stateset" :
 			   tp_kind_name(fp->kind), s0->help, unit, st->f);
 	}
 	/* Summed series are one per key, unless two layouts of a histogram
@@ -800,7 +809,8 @@ static void write_series(struct ex_stream *st, struct tp_buf *b,
 	int hist = fp->kind == TALLY_HISTOGRAM;
 
 	if (tp_kind_type(s->kind) != fp->kind ||
-	    s->summary != fp->s0->summary) {
+	    s->summary != fp->s0->summary || s->info != fp->s0->info ||
+	    s->stateset != fp->s0->stateset) {
 		res->conflicts++;
 		return;
 	}

@@ -1,0 +1,256 @@
+/*
+ * test-infoenum.c: info and enum metrics (TALLY_INFO, TALLY_ENUM, format
+ * 2.8).  An info metric's series of value 1 are passed on with the
+ * view's info set, those whose pairs were replaced are not; an enum's
+ * states are passed on with stateset set and their 0 or 1; the bytes a
+ * reader of 2.7 checks are a float gauge's, whose series it skips; an
+ * enum needs its state label; and a zone of 2.7 refuses both.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "layout.h"
+#include "tally/family.h"
+#include "tally/reader.h"
+#include "tally/tally.h"
+#include "util.h"
+
+/* What a pass showed of the metric named @name: the views' flags and
+ * values, and the label values of each series, in the pass's order. */
+struct seen {
+	const char *name;
+	int n, info, stateset, fgauge;
+	double fvalue[8];
+	char labels[8][64];
+};
+
+static int seen_fn(const struct tally_series_view *v, void *arg)
+{
+	struct seen *s = arg;
+	size_t at = 0;
+
+	if (strcmp(v->name, s->name) || s->n >= 8)
+		return 0;
+	s->info += v->info;
+	s->stateset += v->stateset;
+	s->fgauge += v->kind == TALLY_FGAUGE;
+	s->fvalue[s->n] = v->fvalue;
+	for (unsigned i = 0; i < v->nlabels; i++)
+		at += (size_t)snprintf(s->labels[s->n] + at,
+				       sizeof(s->labels[0]) - at, "%s=%s;",
+				       v->label_names[i], v->label_values[i]);
+	s->n++;
+	return 0;
+}
+
+static struct seen read_zone(struct tally_zone *z, const char *name)
+{
+	struct seen s;
+
+	memset(&s, 0, sizeof(s));
+	s.name = name;
+	foreach_path(tally_zone_path(z), seen_fn, &s);
+	return s;
+}
+
+/* The one series named @name a pass shows: a float gauge, an info's
+ * (@info) or not, of labels @labels and value @value. */
+static void check_one(struct tally_zone *z, const char *name, int info,
+		      const char *labels, double value)
+{
+	struct seen s = read_zone(z, name);
+
+	CHECK_EQ(s.n, 1);
+	CHECK_EQ(s.info, info);
+	CHECK_EQ(s.stateset, 0);
+	CHECK_EQ(s.fgauge, 1);
+	CHECK_STR(s.labels[0], labels);
+	CHECK(s.fvalue[0] == value);
+}
+
+static void set_minor(struct tally_zone *z, uint16_t minor)
+{
+	int fd = open(tally_zone_path(z), O_RDWR | O_CLOEXEC);
+
+	CHECK(fd >= 0);
+	CHECK_EQ(pwrite(fd, &minor, 2, 10), 2);
+	close(fd);
+}
+
+/* An info metric shows its current pairs only: set to 1 when
+ * registered, the replaced ones set to 0 are not passed on. */
+TEST(info_shows_its_current_pairs)
+{
+	struct tally_zone *z = zone_in("info");
+	struct tally_metric_desc d = desc(TALLY_INFO, "build");
+	struct tally_label v1[] = { { "commit", "abc" }, { "version", "1.2" } };
+	struct tally_label v2[] = { { "commit", "def" }, { "version", "1.3" } };
+	tally_fgauge a, b;
+	double x;
+
+	d.help = "Build.";
+	d.labels = v1;
+	d.nlabels = 2;
+	CHECK_EQ(tally_info_register(z, &d, &a), 0);
+	CHECK_EQ(tally_fgauge_fetch(&a, &x), 0);
+	CHECK(x == 1.0);
+	check_one(z, "build", 1, "commit=abc;version=1.2;", 1.0);
+
+	d.labels = v2;
+	CHECK_EQ(tally_info_register(z, &d, &b), 0);
+	tally_fgauge_set(&a, 0.0);
+	check_one(z, "build", 1, "commit=def;version=1.3;", 1.0);
+	CHECK_EQ(tally_zone_destroy(z), 0);
+}
+
+/* An enum's states, in the order they were registered, each 0 or 1. */
+TEST(enum_shows_every_state)
+{
+	struct tally_zone *z = zone_in("enum");
+	struct tally_metric_desc d = desc(TALLY_ENUM, "state");
+	const char *names[] = { "shard", "state" };
+	const char *up[] = { "a", "up" }, *down[] = { "a", "down" };
+	const tally_fgauge *gu, *gd;
+	tally_fgauge_family f;
+	struct seen s;
+
+	d.help = "State.";
+	CHECK_EQ(tally_fgauge_family_register(z, &d, names, 2, &f), 0);
+	CHECK_EQ(tally_fgauge_family_get(&f, up, 2, &gu), 0);
+	CHECK_EQ(tally_fgauge_family_get(&f, down, 2, &gd), 0);
+	tally_fgauge_set(gd, 1.0);
+	s = read_zone(z, "state");
+	CHECK_EQ(s.n, 2);
+	CHECK_EQ(s.stateset, 2);
+	CHECK_EQ(s.info, 0);
+	CHECK_EQ(s.fgauge, 2);
+	CHECK_STR(s.labels[0], "shard=a;state=up;");
+	CHECK(s.fvalue[0] == 0.0);
+	CHECK_STR(s.labels[1], "shard=a;state=down;");
+	CHECK(s.fvalue[1] == 1.0);
+	tally_family_remove(&f.family);
+	CHECK_EQ(tally_zone_destroy(z), 0);
+}
+
+/* An info family's children are set by the caller; one left at 0 is not
+ * shown, and an info and a float gauge of one name are two definitions
+ * (readers show the current one). */
+TEST(info_family_and_definitions)
+{
+	struct tally_zone *z = zone_in("infofam");
+	struct tally_metric_desc d = desc(TALLY_INFO, "build");
+	const char *names[] = { "version" };
+	const char *v1[] = { "1" }, *v2[] = { "2" };
+	const tally_fgauge *g1, *g2;
+	tally_fgauge_family f;
+	tally_fgauge plain;
+
+	CHECK_EQ(tally_fgauge_family_register(z, &d, names, 1, &f), 0);
+	CHECK_EQ(tally_fgauge_family_get(&f, v1, 1, &g1), 0);
+	CHECK_EQ(tally_fgauge_family_get(&f, v2, 1, &g2), 0);
+	tally_fgauge_set(g2, 1.0);
+	check_one(z, "build", 1, "version=2;", 1.0);
+	/* A float gauge of the name is a new generation: the info's
+	 * series are no longer shown. */
+	d.kind = TALLY_FGAUGE;
+	CHECK_EQ(tally_fgauge_register(z, &d, &plain), 0);
+	tally_fgauge_set(&plain, 5.0);
+	check_one(z, "build", 0, "", 5.0);
+	tally_family_remove(&f.family);
+	CHECK_EQ(tally_zone_destroy(z), 0);
+}
+
+/* A binding's definition of an enum (tally_metric_redefine) is the
+ * record its series are then registered in: one generation. */
+TEST(redefine_is_the_enum_record)
+{
+	struct tally_zone *z = zone_in("redefine");
+	struct tally_metric_desc d = desc(TALLY_ENUM, "state");
+	const char *names[] = { "state" }, *up[] = { "up" };
+	const tally_fgauge *g;
+	tally_fgauge_family f;
+	struct tally_seg_info info;
+
+	d.help = "State.";
+	CHECK_EQ(tally_metric_redefine(z, &d, NULL, 0), 0);
+	CHECK_EQ(tally_metric_redefine(z, &d, NULL, 0), 0);
+	CHECK_EQ(tally_fgauge_family_register(z, &d, names, 1, &f), 0);
+	CHECK_EQ(tally_fgauge_family_get(&f, up, 1, &g), 0);
+	info = info_of(tally_zone_path(z));
+	CHECK_EQ(info.redefinitions, 0);
+	d.kind = TALLY_INFO;
+	CHECK_EQ(tally_metric_redefine(z, &d, NULL, 0), 1);
+	tally_family_remove(&f.family);
+	CHECK_EQ(tally_zone_destroy(z), 0);
+}
+
+/* What a reader of 2.7 checks: a float gauge's metric record (kind 3,
+ * value type 1, shared), whose tail is zero, and a series of state 4,
+ * of a type it does not know, which it skips. */
+TEST(older_readers_skip_them)
+{
+	struct tally_zone *z = zone_in("old");
+	struct tally_metric_desc d = desc(TALLY_INFO, "build");
+	struct tally_label l = { "version", "1.2" };
+	const struct tally__metric_tail *t;
+	tally_fgauge g;
+	struct tally__hdr hd;
+	struct tally__metric_rec f;
+	struct tally__series r;
+
+	d.help = "Build.";
+	d.labels = &l;
+	d.nlabels = 1;
+	CHECK_EQ(tally_info_register(z, &d, &g), 0);
+	read_first_records(tally_zone_path(z), &hd, &f, &r);
+	CHECK_EQ(hd.minor, 8);
+	CHECK_EQ(f.kind, TALLY__KIND_GAUGE_SET);
+	CHECK_EQ(f.vtype, TALLY__VT_FLOAT64);
+	CHECK_EQ(f.mode, TALLY_SHARED);
+	CHECK_EQ(f.type, TALLY__TYPE_INFO);
+	CHECK(f.type > 3); /* TALLY__TYPE_MAX of 2.7 */
+	CHECK_EQ(strlen(f.help), f.help_len);
+	t = tally__metric_tail(&f);
+	CHECK_EQ(t->combine + t->nbounds + t->flags, 0);
+	CHECK_EQ(r.state, TALLY__SERIES_TYPED);
+	CHECK_EQ(r.nslots, 1u);
+	CHECK_EQ(tally_zone_destroy(z), 0);
+}
+
+/* An enum's series need the state label; both kinds need a zone of 2.8
+ * (one made by an older libtally would not show them). */
+TEST(refusals)
+{
+	struct tally_zone *z = zone_in("refused");
+	struct tally_metric_desc d = desc(TALLY_ENUM, "state");
+	struct tally_label l = { "shard", "a" };
+	const char *names[] = { "shard" };
+	tally_fgauge_family f;
+	tally_fgauge g;
+
+	d.labels = &l;
+	d.nlabels = 1;
+	CHECK_EQ(tally_enum_register(z, &d, &g), -EINVAL);
+	CHECK(strstr(tally_errmsg(), "no label named as the metric"));
+	d.labels = NULL;
+	d.nlabels = 0;
+	CHECK_EQ(tally_fgauge_family_register(z, &d, names, 1, &f), -EINVAL);
+	set_minor(z, 7);
+	l.name = "state";
+	d.labels = &l;
+	d.nlabels = 1;
+	CHECK_EQ(tally_enum_register(z, &d, &g), -EPROTONOSUPPORT);
+	CHECK(strstr(tally_errmsg(), "older than format 2.8"));
+	d = desc(TALLY_INFO, "build");
+	CHECK_EQ(tally_info_register(z, &d, &g), -EPROTONOSUPPORT);
+	CHECK_EQ(tally_fgauge_family_register(z, &d, names, 1, &f),
+		 -EPROTONOSUPPORT);
+	CHECK_EQ(tally_metric_redefine(z, &d, NULL, 0), -EPROTONOSUPPORT);
+	set_minor(z, TALLY__FMT_MINOR);
+	CHECK_EQ(tally_info_register(z, &d, &g), 0);
+	CHECK_EQ(tally_zone_destroy(z), 0);
+}
