@@ -429,7 +429,8 @@ TALLY_API int tally_pgauge_register(struct tally_zone *z,
  * their next registrations (other than the children of label families
  * registered before) make new generations, or bring a retired one back
  * when every series it holds has their label names (a change back to
- * an earlier definition resumes its counts).  Processes that define the
+ * an earlier definition resumes its counts; never a retired
+ * TALLY_ENUM's, whose states are label values).  Processes that define the
  * name the new way, of other label names or another kind, thus never
  * mix their series with the old version's.  A binding may also record
  * there the very metric whose series it registers under @d->name (a

@@ -218,12 +218,18 @@ static void write_tail(struct tally__metric_rec *f,
  * the next lock repairs).  One that a binding retired
  * (tally_metric_redefine) was of a definition its record does not hold
  * whole: the label names of its series say which, and it comes back for
- * those only, the current one included. */
+ * those only, the current one included.  But an enum's definition is its
+ * states, which its series hold as label values, not names: a retired
+ * enum never comes back. */
 static int may_come_back(struct tally_zone *z, const struct rec_look *l,
 			 uint32_t k)
 {
-	if (!(metric_recs(z)[k].flags & TALLY__METRIC_RETIRED))
+	const struct tally__metric_rec *g = &metric_recs(z)[k];
+
+	if (!(g->flags & TALLY__METRIC_RETIRED))
 		return k != l->found - 1;
+	if (g->type == TALLY__TYPE_ENUM)
+		return 0;
 	return tally__series_names_match(z, k, l->p);
 }
 
