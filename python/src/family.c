@@ -281,7 +281,7 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 					 &timestamps, &combine, &classic,
 					 &typed))
 		return -1;
-	/* _encoding.Parts: the metric's name (for messages), then the
+	/* _encoding.parts(): the metric's name (for messages), then the
 	 * series names of the parts, "" for those the kind has not. */
 	if (!PyArg_ParseTuple(parts, "sssss:Family parts", &name, &pmain,
 			      &pfrac, &psetns, &pbucket))
