@@ -71,9 +71,11 @@ def parts(name: str) -> Tuple[str, str, str, str, str]:
 
 
 def every_series(name: str) -> Tuple[str, ...]:
-    """Every series name a metric @name may use, whatever its type:
-    superseded together when its definition changes."""
-    return (counter(name), name)
+    """The series names a metric @name may use besides its own record
+    (@name, whose kind, mode, bounds, help and unit are a definition of
+    libtally, which keeps its generations): superseded together when
+    its definition changes."""
+    return (counter(name),)
 
 
 # The most a record's name adds to a metric's name: tally's names hold
