@@ -418,7 +418,7 @@ static int forked(long n, double seconds)
 	return 0;
 }
 
-/* "<pid>:<start ticks>", the Python binding's per-process label value. */
+/* "<pid>:<start ticks>", the pid label value of tally 0.3's Python package. */
 static void pid_label(char *out, size_t n)
 {
 	char buf[1024], *p;
