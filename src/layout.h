@@ -320,7 +320,8 @@ static inline int64_t tally__f64_to_i64(double d)
  * histogram layout differs from the current record's makes a new record
  * of the same name (generation + 1 and prev pointing at the last one
  * made), or makes current again an older one of its very definition
- * (not TALLY__METRIC_RETIRED); the one it replaces gets
+ * (a TALLY__METRIC_RETIRED one only for the label names of its series:
+ * docs/FORMAT.md); the one it replaces gets
  * TALLY__METRIC_SUPERSEDED, and the metric index points at the current
  * one.  Series keep the record they were made in: processes that
  * registered another definition go on writing its series, which readers
@@ -330,7 +331,8 @@ static inline int64_t tally__f64_to_i64(double d)
  */
 #define TALLY__METRIC_SUPERSEDED 0x1u
 #define TALLY__METRIC_RETIRED    0x2u /* superseded by a binding's new
-				      definition: never current again */
+				      definition: current again only for
+				      its series' label names */
 
 struct tally__metric_rec {
 	_Atomic uint32_t seq;    /* odd while being written */

@@ -254,17 +254,21 @@ static int run(int i)
 
 /* Unless $TALLY_DIR is set, give the tests a directory of their own in
  * /dev/shm, removed at the end.  libtally reads its environment on first
- * use, so this must happen before any tally call. */
+ * use, so this must happen before any tally call.  Its name holds the
+ * harness's pid (tools/run-tests.sh tells by it whether a directory is
+ * still in use) and a part of mkdtemp's: a directory left by a harness
+ * that was killed never stops a later one that got the same pid. */
 static char own_dir[64];
 
 static void make_dir(void)
 {
 	if (getenv("TALLY_DIR"))
 		return;
-	snprintf(own_dir, sizeof(own_dir), "/dev/shm/tally-test.%d",
+	snprintf(own_dir, sizeof(own_dir), "/dev/shm/tally-test.%d.XXXXXX",
 		 (int)getpid());
-	if (mkdir(own_dir, 0700) < 0) {
+	if (!mkdtemp(own_dir)) {
 		perror(own_dir);
+		own_dir[0] = 0;
 		exit(2);
 	}
 	setenv("TALLY_DIR", own_dir, 1);

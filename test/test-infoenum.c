@@ -4,7 +4,9 @@
  * view's info set, those whose pairs were replaced are not; an enum's
  * states are passed on with stateset set and their 0 or 1; the bytes a
  * reader of 2.7 checks are a float gauge's, whose series it skips; an
- * enum needs its state label; and a zone of 2.7 refuses both.
+ * enum needs its state label; a zone of 2.7 takes both (its readers skip
+ * them), and one older than 2.6, made by tally 0.3, refuses both with a
+ * line that says what to do.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -221,8 +223,9 @@ TEST(older_readers_skip_them)
 	CHECK_EQ(tally_zone_destroy(z), 0);
 }
 
-/* An enum's series need the state label; both kinds need a zone of 2.8
- * (one made by an older libtally would not show them). */
+/* An enum's series need the state label; both kinds need a zone of 2.6
+ * or later (one of 2.5 was made by tally 0.3, whose readers would take
+ * them for float gauges). */
 TEST(refusals)
 {
 	struct tally_zone *z = zone_in("refused");
@@ -243,8 +246,17 @@ TEST(refusals)
 	l.name = "state";
 	d.labels = &l;
 	d.nlabels = 1;
+	CHECK_EQ(tally_enum_register(z, &d, &g), 0);
+	d = desc(TALLY_INFO, "version");
+	CHECK_EQ(tally_info_register(z, &d, &g), 0);
+	set_minor(z, 5);
+	d = desc(TALLY_ENUM, "phase");
+	d.labels = &l;
+	l.name = "phase";
+	d.nlabels = 1;
 	CHECK_EQ(tally_enum_register(z, &d, &g), -EPROTONOSUPPORT);
-	CHECK(strstr(tally_errmsg(), "older than format 2.8"));
+	CHECK(strstr(tally_errmsg(), "made by tally 0.3 (format 2.5)"));
+	CHECK(strstr(tally_errmsg(), "run them all with tally 0.4"));
 	d = desc(TALLY_INFO, "build");
 	CHECK_EQ(tally_info_register(z, &d, &g), -EPROTONOSUPPORT);
 	CHECK_EQ(tally_fgauge_family_register(z, &d, names, 1, &f),

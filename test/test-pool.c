@@ -3,8 +3,9 @@
  *
  * Proves that the chunks a process still owned when it died (killed, or
  * ended with _exit(), so that nothing released them) are taken back when
- * the zone runs out, and that fork() in one thread while another creates
- * a zone never leaves the child stuck on a lock.
+ * the zone runs out, that fork() in one thread while another creates
+ * a zone never leaves the child stuck on a lock, and that a zone is not
+ * unmapped while a thread that exits gives its chunks back to it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -13,7 +14,9 @@
 #include <string.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -124,6 +127,100 @@ TEST_TIMEOUT(fork_while_creating_zones_never_deadlocks, 60)
 	}
 	atomic_store(&stop, 1);
 	pthread_join(t, NULL);
+}
+
+/* A thread that takes a chunk of a zone and exits when told to, while
+ * another destroys the zone. */
+struct exiting {
+	struct tally_zone *z;
+	_Atomic int tid;       /* the exiting thread's, once it has a chunk */
+	_Atomic int go;        /* set: the thread returns */
+	_Atomic int destroyed; /* set: tally_zone_destroy() returned */
+};
+
+static void *take_a_chunk_and_exit(void *arg)
+{
+	struct exiting *x = arg;
+
+	if (!tally_block_alloc(x->z, 1, TALLY_PERCPU))
+		return NULL;
+	atomic_store(&x->tid, (int)syscall(SYS_gettid));
+	/* Spins rather than sleeps: waits() must see only the wait of the
+	 * exit, not this one. */
+	while (!atomic_load(&x->go))
+		sched_yield();
+	return NULL; /* the thread's exit gives the chunk back (alloc.c) */
+}
+
+static void *destroy_zone(void *arg)
+{
+	struct exiting *x = arg;
+
+	if (tally_zone_destroy(x->z) == 0)
+		atomic_store(&x->destroyed, 1);
+	return NULL;
+}
+
+/* Whether thread @tid is in a system call that waits: a futex (a lock),
+ * or the naps of the lock's polling under TSan (lock.c). */
+static int waits(int tid)
+{
+	char path[64];
+	long nr = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	if (fscanf(f, "%ld", &nr) != 1) /* "running" */
+		nr = -1;
+	fclose(f);
+	return nr == SYS_futex || nr == SYS_nanosleep ||
+	       nr == SYS_clock_nanosleep;
+}
+
+/*
+ * The last handle of a zone may go in any thread, while another thread
+ * exits and gives its chunks of that zone back.  This thread holds the
+ * zone's pool lock, so that the exiting thread stops inside the giving
+ * back, once it has seen that the zone exists; a third thread then
+ * destroys the zone.  The destruction must wait until the exiting
+ * thread is done with the zone: finished while that thread is still
+ * inside, it unmapped what the thread goes on to write (a SIGSEGV).
+ */
+TEST(destroy_waits_for_an_exiting_thread_giving_chunks_back)
+{
+	struct tally_zone_opts o = { .flags = TALLY_ZONE_ANON };
+	struct exiting x = { .z = tally_zone_create("exiting", &o) };
+	pthread_t t, d;
+	int seen = 0;
+
+	CHECK(x.z != NULL);
+	CHECK_EQ(pthread_create(&t, NULL, take_a_chunk_and_exit, &x), 0);
+	while (!atomic_load(&x.tid))
+		usleep(1000);
+	CHECK_EQ(tally__pool_lock(x.z), 0);
+	atomic_store(&x.go, 1);
+	/* Until the exiting thread has waited for the pool lock for 20 ms
+	 * (a wait elsewhere, in malloc, is shorter), 3 s at most: a slower
+	 * thread makes the test weaker, never fail. */
+	for (int i = 0; i < 3000 && seen < 20; i++) {
+		seen = waits(atomic_load(&x.tid)) ? seen + 1 : 0;
+		usleep(1000);
+	}
+	CHECK_EQ(pthread_create(&d, NULL, destroy_zone, &x), 0);
+	/* The pool lock is given up after TALLY__WAIT_BOUND_S s: the
+	 * destruction has 1 s to show that it does not wait. */
+	for (int i = 0; i < 1000 && !atomic_load(&x.destroyed); i++)
+		usleep(1000);
+	if (atomic_load(&x.destroyed))
+		harness_fail(__FILE__, __LINE__, "the zone was destroyed while "
+			     "an exiting thread (%s) was giving its chunks "
+			     "back to it", seen ? "seen waiting" : "not seen");
+	tally__pool_unlock(x.z);
+	CHECK_EQ(pthread_join(t, NULL), 0);
+	CHECK_EQ(pthread_join(d, NULL), 0);
+	CHECK_EQ(atomic_load(&x.destroyed), 1);
 }
 
 /*

@@ -44,9 +44,13 @@ mkdir -p "$alone"
 tar xzf "$crate" -C "$alone"
 # Only the crate: no ../src, ../include or ../build next to it.
 # The quick run leaves out the doc tests, but builds the example service
-# that tests/example.rs runs.
+# that tests/example.rs runs.  The tests that make zones with files make
+# them in a TALLY_DIR of their own, not in the default directory.
+tests_dir=$(mktemp -d /dev/shm/tally-crate.XXXXXX)
+trap 'unstage; rm -rf "$tests_dir"' EXIT
 (cd "$alone/tally-metrics-$version" &&
 	export TALLY_WERROR=1 CARGO_TARGET_DIR="$out/target/alone" &&
+	export TALLY_DIR=$tests_dir &&
 	cargo_cached fetch --locked 2>&1 &&
 	{ [ -z "$quick" ] || "$cargo" build --offline --locked --examples 2>&1; } &&
 	"$cargo" test --offline --locked ${quick:+--lib --tests} 2>&1) >"$out/test.log" ||
@@ -92,7 +96,7 @@ $example
 }
 EOF
 consumer_dir=$(mktemp -d /dev/shm/tally-crate.XXXXXX)
-trap 'unstage; rm -rf "$consumer_dir"' EXIT
+trap 'unstage; rm -rf "$tests_dir" "$consumer_dir"' EXIT
 (cd "$consumer" &&
 	export TALLY_DIR=$consumer_dir CARGO_TARGET_DIR="$out/target/alone" &&
 	cargo_cached fetch 2>&1 && "$cargo" run --offline --quiet 2>&1) \

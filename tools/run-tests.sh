@@ -22,6 +22,13 @@
 # many tests wait more than they compute (servers, children, alarms).
 # Every test works in a directory, on ports and as uids of its own, and
 # the tests that need one resource declare it (RESOURCE_LOCK, fixtures).
+#
+# Last, /dev/shm: a name there that the run made and left (a directory,
+# a zone file, the default directory /dev/shm/tally-<uid> or something in
+# it) fails the run, named.  Another make test on the machine (another
+# clone) has names of its own there until it ends: every run holds a
+# shared lock on /dev/shm while it runs, and the check takes it
+# exclusively, so that it looks once no run is going.
 set -u
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -211,6 +218,11 @@ st_rust() {
 	else
 		rs_ok=1
 		(
+			# The doc tests make zones in $TALLY_DIR, as the crate's
+			# users do: in one of this run, not the default directory.
+			TALLY_DIR=$(mktemp -d /dev/shm/tally-rust.XXXXXX) || exit 1
+			export TALLY_DIR
+			trap 'rm -rf "$TALLY_DIR"' EXIT
 			export TALLY_EXPORTER=$PWD/build/programs/tally-exporter/tally-exporter
 			export TALLY_TALLYSTAT=$PWD/build/programs/tallystat/tallystat
 			# The C sources compile with warnings as errors, as in CMake.
@@ -259,6 +271,58 @@ st_crate() {
 	fi
 }
 
+# shm_names: the names in /dev/shm, and in the default directory
+# /dev/shm/tally-<uid> (which a run may find there and must leave as it
+# found it), one a line, sorted.
+shm_names() {
+	local d=/dev/shm/tally-$(id -u)
+	{
+		ls -A /dev/shm
+		[ -d "$d" ] && ls -A "$d" | sed "s|^|${d#/dev/shm/}/|"
+	} 2>/dev/null | LC_ALL=C sort
+}
+
+# shm_in_use NAME: a process has /dev/shm/NAME, or a file below it, open,
+# mapped or as its working directory: another engineer's test, going on
+# (the test harness's own directory, tally-test.<pid>.XXXXXX, while that
+# pid runs).
+shm_in_use() {
+	local p=/dev/shm/$1 pid
+	pid=$(echo "$1" | sed -n 's/^tally-test\.\([0-9]*\)\..*/\1/p')
+	[ -n "$pid" ] && [ -d "/proc/$pid" ] && return 0
+	find /proc/[0-9]*/fd /proc/[0-9]*/cwd -maxdepth 1 \
+		\( -lname "$p" -o -lname "$p/*" \) -print -quit 2>/dev/null | grep -q . ||
+		grep -qsF "$p/" /proc/[0-9]*/maps
+}
+
+# st_shm: what this run left in /dev/shm (names it did not find there at
+# its start, $shm_before) fails it.  It waits for the other runs to end
+# (their shared locks; at most 20 minutes, else it says it did not look),
+# and passes over a name that something still uses, for 10 s, before it
+# counts it as left.
+st_shm() {
+	local left name _
+	echo "=== /dev/shm"
+	flock -u 7
+	if ! flock -x -w 1200 7; then
+		echo "  not checked: another make test still runs after 20 minutes"
+		return 0
+	fi
+	for _ in $(seq 10); do
+		left=
+		for name in $(LC_ALL=C comm -13 <(echo "$shm_before") <(shm_names)); do
+			shm_in_use "$name" || left="$left $name"
+		done
+		[ -z "$left" ] && break
+		sleep 1
+	done
+	for name in $left; do
+		[ -e "/dev/shm/$name" ] && echo "  left: $(ls -ld "/dev/shm/$name")"
+	done | grep . || { left=; echo "  nothing left"; }
+	if [ -z "$left" ]; then count 1 0; else count 0 1; fi
+	flock -u 7
+}
+
 st_fuzz() {
 	if [ -x tools/fuzz.sh ]; then
 		echo "=== fuzz (short)"
@@ -289,6 +353,12 @@ lane2() {
 	timed st_crate
 }
 
+# The lock that tells the runs on this machine apart (st_shm): /dev/shm
+# itself, which every user can open, so that no file is made for it.
+exec 7</dev/shm
+flock -s -w 60 7 || echo "run-tests: /dev/shm stays locked by another run; going on"
+shm_before=$(shm_names)
+
 start=$(date +%s)
 if build_of normal build ""; then
 	lane2 >build-lane2.log 2>&1 &
@@ -311,6 +381,7 @@ if [ -n "$lane2_pid" ]; then
 	wait "$lane2_pid"
 	cat build-lane2.log
 fi
+timed st_shm
 total_pass=0
 total_fail=0
 while read -r p f; do

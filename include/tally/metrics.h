@@ -424,16 +424,19 @@ TALLY_API int tally_pgauge_register(struct tally_zone *z,
  * metric record without series that readers do not show, for a binding
  * whose one metric is several tally metrics (the Python package's).  When the
  * zone holds another definition of that name (help or unit included),
- * the metrics @names[0 .. @n - 1] that exist are superseded for good
- * at the same time, under the zone's lock: readers stop showing their
- * series, and their next registrations (other than the children of
- * label families registered before) make new generations.  Processes
- * that define the name the new way thus never mix their series with the
- * old version's.  A binding may also record there the very metric whose
- * series it registers under @d->name (a TALLY_FGAUGE, say; a TALLY_INFO
- * or TALLY_ENUM too, which a zone older than format 2.8 refuses with
- * -EPROTONOSUPPORT), leaving that name out of @names; a classic
- * histogram and a per-process gauge take
+ * the metrics @names[0 .. @n - 1] that exist are retired at the same
+ * time, under the zone's lock: readers stop showing their series, and
+ * their next registrations (other than the children of label families
+ * registered before) make new generations, or bring a retired one back
+ * when every series it holds has their label names (a change back to
+ * an earlier definition resumes its counts; never a retired
+ * TALLY_ENUM's, whose states are label values).  Processes that define the
+ * name the new way, of other label names or another kind, thus never
+ * mix their series with the old version's.  A binding may also record
+ * there the very metric whose series it registers under @d->name (a
+ * TALLY_FGAUGE, say; a TALLY_INFO or TALLY_ENUM too, which a zone older
+ * than format 2.8 refuses with -EPROTONOSUPPORT), leaving that name out
+ * of @names; a classic histogram and a per-process gauge take
  * tally_chistogram_redefine() and tally_pgauge_redefine().
  * Return: 1 when the definition changed (the zone counts it in
  * redefinitions), 0 when it was new or the same, or a negative errno as

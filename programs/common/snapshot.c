@@ -12,7 +12,6 @@
 
 #include "format.h"
 #include "strbuf.h"
-#include "strmap.h"
 
 const char *const tp_skip_names[TP_NSKIP] = {
 	"corrupt", "foreign", "version", "vanished", "symlink", "unreadable",
@@ -32,7 +31,6 @@ unsigned tp_skip_reason(int err)
 
 struct collect {
 	struct tp_snapshot *snap;
-	struct tp_strmap procs;            /* "<pid>:<start>": alive (1) */
 	const struct tp_collect_opts *o;
 	size_t cap_series, cap_segs, cap_skipped;
 	const struct tally_seg_info *info; /* the segment being walked */
@@ -96,89 +94,6 @@ static char **share_names(struct tp_arena *a, unsigned n,
 	return out;
 }
 
-/* The start time of process @pid, in clock ticks since boot (field 22 of
- * /proc/<pid>/stat), or 0 when it does not run. */
-static unsigned long long proc_start(long pid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long start = 0;
-	FILE *f;
-	size_t n;
-
-	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-	if (!(f = fopen(path, "re")))
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	/* The name may hold spaces and parentheses: fields start after
-	 * the last ')'. */
-	if (!(p = strrchr(buf, ')')))
-		return 0;
-	for (int field = 2; field < 22 && p; field++)
-		p = strchr(p + 1, ' ');
-	if (p && sscanf(p + 1, "%llu", &start) != 1)
-		start = 0;
-	return start;
-}
-
-/* Does the process of a per-process label value "<pid>:<start>" run? */
-static int proc_alive(struct collect *c, const char *v)
-{
-	size_t at = tp_strmap_get(&c->procs, v);
-	unsigned long long want;
-	long pid;
-	char *end;
-	int alive;
-
-	if (at != (size_t)-1)
-		return (int)at;
-	pid = strtol(v, &end, 10);
-	want = strtoull(end + 1, NULL, 10);
-	alive = pid > 0 && proc_start(pid) == want;
-	/* Remembered for the next series of the process; in soft mode
-	 * (strbuf.h) not when memory runs out: looked up again then. */
-	if ((v = tp_arena_strdup(c->snap->arena, v)))
-		tp_strmap_put(&c->procs, v, (size_t)alive);
-	return alive;
-}
-
-/* "<digits>:<digits>" */
-static int is_pid_start(const char *v)
-{
-	const char *p = v;
-
-	while (*p >= '0' && *p <= '9')
-		p++;
-	if (p == v || *p != ':' || !p[1])
-		return 0;
-	for (p++; *p >= '0' && *p <= '9'; p++)
-		;
-	return *p == '\0';
-}
-
-/* A per-process gauge series: TP_LIVE, TP_DEAD or TP_DEAD_KEPT, as its
- * own process runs or not (snapshot.h, "Whose a series is"); any other
- * series: its segment's verdict, @seg. */
-static unsigned series_dead(struct collect *c,
-			    const struct tally_series_view *v, unsigned seg)
-{
-	const char *mode = strstr(v->name, ":gauge_");
-
-	if (!mode || !tp_kind_is_gauge(v->kind))
-		return seg;
-	mode += 7;
-	for (unsigned i = 0; i < v->nlabels; i++) {
-		if (strcmp(v->label_names[i], "pid") != 0 ||
-		    !is_pid_start(v->label_values[i]))
-			continue;
-		if (proc_alive(c, v->label_values[i]))
-			return TP_LIVE;
-		return strncmp(mode, "live", 4) == 0 ? TP_DEAD : TP_DEAD_KEPT;
-	}
-	return seg;
-}
-
 void tp_series_of_segment(struct tp_series *s,
 			  const struct tally_seg_info *info)
 {
@@ -237,7 +152,7 @@ static int give(struct collect *c, const struct tally_series_view *v)
 		s.label_names = (char **)v->label_names;
 		s.label_values = (char **)v->label_values;
 	}
-	s.dead = series_dead(c, v, c->tmpl.dead);
+	s.dead = c->tmpl.dead;
 	tp_series_set_values(&s, v);
 	if (v->kind == TALLY_HISTOGRAM) {
 		s.buckets = (int64_t *)v->buckets;
@@ -294,7 +209,7 @@ static int series_cb(const struct tally_series_view *v, void *arg)
 			s->label_values[i] = tp_arena_strdup(a,
 							v->label_values[i]);
 	}
-	s->dead = series_dead(c, v, c->tmpl.dead);
+	s->dead = c->tmpl.dead;
 	tp_series_set_values(s, v);
 	if (v->kind == TALLY_HISTOGRAM) {
 		s->buckets = arena_i64(a, v->buckets, v->nbuckets);
@@ -530,7 +445,6 @@ int tp_snapshot_collect(struct tp_snapshot *snap,
 		}
 	}
 	tp_buf_free(&c.key);
-	tp_strmap_free(&c.procs);
 	if (c.err == -ENOMEM)
 		return oom(errbuf, errlen);
 	if (c.err)

@@ -64,7 +64,7 @@ void ex_index_series(const struct ex_index *ix, uint32_t seg,
 }
 
 /* The filter of the collection: note the place of @v; keep only
- * per-process gauges (python/tally_metrics/_encoding.py's names too). */
+ * per-process gauges (the reader API's view says which). */
 static int note(const struct tally_series_view *v,
 		const struct tally_seg_info *info, void *arg)
 {
@@ -83,7 +83,7 @@ static int note(const struct tally_series_view *v,
 		tp_strmap_free(&ix->cur);
 	}
 	ix->counts[ix->npaths - 1]++;
-	if (v->per_process || strstr(v->name, ":gauge_")) {
+	if (v->per_process) {
 		/* The segment's number for now, its index in snap.series
 		 * once the collection is over. */
 		add_place(ix, EX_PLACE_KEPT, (uint32_t)(ix->npaths - 1));

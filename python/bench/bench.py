@@ -21,7 +21,12 @@ against tally.generate_latest() of a shared zone (TALLY_ZONE) holding
 and prometheus_client on the tally back end (its MultiProcessCollector
 reading the zone) after as many workers.
 
-    python bench.py            # about half a minute
+Each update cost is measured in --rounds rounds, every mode once per
+round, one after the other (so that a burst of load elsewhere on the
+machine falls on every mode alike); the median of the rounds is shown,
+and the lowest and highest ratio of the rounds.
+
+    python bench.py            # about a minute
     python bench.py --micro    # update costs only
     python bench.py --json     # one JSON object
 """
@@ -236,16 +241,59 @@ def _tally_scrape_child(series, per_worker, repeat):
     print(json.dumps(out))
 
 
-def _print_micro(rows, ratios, ops):
+def micro_rounds(number, repeat, rounds):
+    """@rounds rounds of micro() in every mode, each round all modes one
+    after the other: a list of {mode: {operation: ns}}."""
+    d = tempfile.mkdtemp(prefix="bench-tally-micro-")
+    os.chmod(d, 0o700)
+    os.environ["TALLY_DIR"] = d
+    out = []
+    try:
+        import prometheus_client
+        import tally_metrics as tally
+        for _ in range(rounds):
+            out.append({
+                "tally": micro(tally, number, repeat),
+                "prometheus_client": micro(prometheus_client, number,
+                                           repeat),
+                "prometheus_client multiprocess": child_micro(number,
+                                                              repeat),
+                "prometheus_client on tally": backend_micro(number, repeat),
+                "prometheus_client's own code": floor_micro(number, repeat),
+            })
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return out
+
+
+def _cpu():
+    """The CPU's model name and the number of CPUs."""
+    model = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} CPUs"
+
+
+def _print_micro(rows, ratios, ops, spread):
     import platform
-    print(f"{'ns per call (median)':44s}" +
+    print(f"{'ns per call (median of rounds)':44s}" +
           "".join(f"{o:>14s}" for o in ops))
     for name, r in rows.items():
         print(f"{name:44s}" + "".join(f"{r[o]:14.1f}" for o in ops))
     for name, r in ratios.items():
         print(f"{name:44s}" + "".join(f"{r[o]:13.2f}x" for o in ops))
+        each = [f"{spread[name][o][0]:.2f}-{spread[name][o][-1]:.2f}x"
+                for o in ops]
+        print(f"{'  lowest-highest of the rounds':44s}" +
+              "".join(f"{e:>14s}" for e in each))
     print(f"(Python {sys.version.split()[0]}, {platform.machine()}, "
-          f"{os.cpu_count()} CPUs)")
+          f"{_cpu()})")
 
 
 def main():
@@ -268,6 +316,9 @@ def main():
                     help="calls per timing run (default 200,000)")
     ap.add_argument("--repeat", type=int, default=5,
                     help="timing runs; the median is shown (default 5)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of the update costs, every mode in each; "
+                    "the median is shown (default 3)")
     ap.add_argument("--series", type=int, default=100,
                     help="series each prometheus_client worker wrote")
     ap.add_argument("--tally-series", type=int, default=10_000)
@@ -276,49 +327,40 @@ def main():
                     help="update costs only (no scrapes)")
     a = ap.parse_args()
 
-    d = tempfile.mkdtemp(prefix="bench-tally-micro-")
-    os.chmod(d, 0o700)
-    os.environ["TALLY_DIR"] = d
-    try:
-        import prometheus_client
-        import tally_metrics as tally
-        rows = {
-            "tally": micro(tally, a.number, a.repeat),
-            "prometheus_client": micro(prometheus_client, a.number,
-                                       a.repeat),
-            "prometheus_client multiprocess": child_micro(a.number,
-                                                          a.repeat),
-            "prometheus_client on tally": backend_micro(a.number, a.repeat),
-            "prometheus_client's own code": floor_micro(a.number, a.repeat),
-        }
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+    rounds = micro_rounds(a.number, a.repeat, a.rounds)
     ops = list(TARGETS)
-    on = rows["prometheus_client on tally"]
-    ratios = {
-        f"on tally vs {base}": {
-            o: rows[base][o] / on[o] for o in ops}
-        for base in ("prometheus_client", "prometheus_client multiprocess")}
+    rows = {name: {o: statistics.median(r[name][o] for r in rounds)
+                   for o in ops} for name in rounds[0]}
+    bases = ("prometheus_client", "prometheus_client multiprocess")
+    on = "prometheus_client on tally"
+    ratios = {f"on tally vs {b}": {o: rows[b][o] / rows[on][o] for o in ops}
+              for b in bases}
+    spread = {f"on tally vs {b}": {o: sorted(r[b][o] / r[on][o]
+                                             for r in rounds) for o in ops}
+              for b in bases}
     if a.micro:
         if a.json:
             print(json.dumps({"update_ns": rows, "speedup": ratios,
-                              "python": sys.version.split()[0]}, indent=1))
+                              "speedup_rounds": spread, "rounds": rounds,
+                              "python": sys.version.split()[0],
+                              "cpu": _cpu()}, indent=1))
         else:
-            _print_micro(rows, ratios, ops)
+            _print_micro(rows, ratios, ops, spread)
         return 0
     prom = prom_scrape(a.series, a.repeat)
     tal = tally_scrape(a.tally_series, a.series, a.repeat)
     tal_same = tally_scrape(a.series, a.series, a.repeat)
     back = backend_scrape(a.series, a.series, a.repeat)
-    result = {"update_ns": rows, "speedup": ratios, "targets_ns": TARGETS,
+    result = {"update_ns": rows, "speedup": ratios,
+              "speedup_rounds": spread, "targets_ns": TARGETS,
               "scrape_ms": {"prometheus_client multiprocess": prom,
                             "tally": tal, "tally same series": tal_same,
                             "prometheus_client on tally": back},
-              "python": sys.version.split()[0]}
+              "python": sys.version.split()[0], "cpu": _cpu()}
     if a.json:
         print(json.dumps(result, indent=1))
         return 0
-    _print_micro(rows, ratios, ops)
+    _print_micro(rows, ratios, ops, spread)
     print(f"{'tally target':44s}" + "".join(f"{TARGETS[o]:14d}" for o in ops))
     ok = all(rows["tally"][o] <= TARGETS[o] for o in ops)
     print(f"{'tally within targets':44s}{'yes' if ok else 'NO':>14s}")

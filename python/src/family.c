@@ -24,10 +24,12 @@
  *   summary    bucket COUNTER   its one bound, +Inf (label le)
  *              main   GAUGE     the sum's integer part
  *              frac   GAUGE     its fractions, in 1e-6
+ *   (the Python package writes typed metrics only, each one part: a
+ *   counter's frac part and a gauge's setns part have no name then)
  *
  * Fraction parts are registered when a fraction is first added, so that
  * integer-only metrics hold one series (which tally's own readers show as
- * it is).  The names of the parts are given (tally/_encoding.py, parts(),
+ * it is).  The names of the parts are given (_encoding.py, parts(),
  * owns them): this file adds none but the buckets' label le.
  */
 #include "native.h"
@@ -279,7 +281,7 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 					 &timestamps, &combine, &classic,
 					 &typed))
 		return -1;
-	/* _encoding.Parts: the metric's name (for messages), then the
+	/* _encoding.parts(): the metric's name (for messages), then the
 	 * series names of the parts, "" for those the kind has not. */
 	if (!PyArg_ParseTuple(parts, "sssss:Family parts", &name, &pmain,
 			      &pfrac, &psetns, &pbucket))
@@ -402,9 +404,9 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 							 TALLY_CHISTOGRAM;
 		break;
 	}
-	if (!*pmain || (kind == TPY_COUNTER && !*pfrac) ||
+	if (!*pmain ||
 	    (kind == TPY_HISTOGRAM && !classic && (!*pfrac || !*pbucket)) ||
-	    (kind == TPY_GAUGE && !*psetns)) {
+	    (self->timestamps && !*psetns)) {
 		PyErr_SetString(PyExc_ValueError, "a part of the kind has no "
 				"name");
 		goto fail;

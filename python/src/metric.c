@@ -145,6 +145,11 @@ static const tally_metric *frac_handle(TpyMetric *self)
 
 	if (h)
 		return h;
+	if (!self->fam->frac.name) {
+		PyErr_SetString(PyExc_ValueError, "this metric has no series "
+				"of fractions");
+		return NULL;
+	}
 	if (self->fam->frac.family) {
 		rc = tpy_part_get(&self->fam->frac,
 				  (const char *const *)self->values,

@@ -17,6 +17,12 @@ static PyObject *tpy_ignore(PyObject *unused, PyObject *amount)
 static PyMethodDef module_methods[] = {
 	{ "ignore", tpy_ignore, METH_O,
 	  "ignore(amount): does nothing (an inc() that is counted elsewhere)" },
+	{ "promclient_methods",
+	  (PyCFunction)(void (*)(void))tpy_promclient_methods, METH_FASTCALL,
+	  "promclient_methods(MetricWrapperBase, Counter, Gauge, Histogram, "
+	  "Summary, labels, inc, observe) -> (labels, inc, observe): "
+	  "prometheus_client's methods in C, falling back on the ones given "
+	  "(promclient.c)" },
 	{ "read", (PyCFunction)(void (*)(void))tpy_read,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "read(dir=None, zone=None) -> (series, skipped, segments)" },

@@ -4,8 +4,9 @@
  * The extension is a thin layer over libtally's public headers: zones
  * (zone.c), families of series registered for one Python metric
  * (family.c), the metric objects whose update methods do the adds
- * (metric.c), the reader (read.c) and the exposition, written by
- * tally-exporter's writer (expose.c).  Every update is one of libtally's
+ * (metric.c), the reader (read.c), the exposition, written by
+ * tally-exporter's writer (expose.c), and prometheus_client's hot
+ * methods for its switch (promclient.c).  Every update is one of libtally's
  * adds or an atomic operation on a set-gauge's slot, so that a total is
  * exact whether or not a GIL serialises the callers.
  */
@@ -151,5 +152,12 @@ PyObject *tpy_bucket_upper(PyObject *self, PyObject *args);
 /* --- expose.c -------------------------------------------------------- */
 
 PyObject *tpy_expose(PyObject *self, PyObject *args, PyObject *kw);
+
+/* --- promclient.c ---------------------------------------------------- */
+
+/* tally_metrics._native.promclient_methods(): prometheus_client's hot
+ * methods for the switch. */
+PyObject *tpy_promclient_methods(PyObject *unused, PyObject *const *args,
+				 Py_ssize_t nargs);
 
 #endif /* TALLY_PY_NATIVE_H */

@@ -10,7 +10,6 @@ the helpers (time(), count_exceptions(), track_inprogress()).
 """
 from __future__ import annotations
 
-import errno
 import hashlib
 import threading
 import time as _time
@@ -34,9 +33,8 @@ _REGISTRY_DEFAULT: Any = object()
 def _native_family(zone: _native.Zone, kind: int, base: str, metric: Any,
                    labelnames: Tuple[str, ...], unit: str, **kw: Any
                    ) -> _native.Family:
-    """The _native.Family of @metric whose series are named @base (and
-    the companions _encoding.parts() names)."""
-    return _native.Family(zone, kind, enc.parts(kind, base),
+    """The _native.Family of @metric whose series are named @base."""
+    return _native.Family(zone, kind, enc.parts(base),
                           metric._documentation, unit, labelnames, **kw)
 
 
@@ -313,7 +311,7 @@ class Gauge(_MetricMixin, _native.GaugeBase):
         combine = enc.COMBINE[self._multiprocess_mode] \
             if self._per_process else -1
         return _native_family(
-            zone, _native.KIND_GAUGE, enc.gauge(self._name), self,
+            zone, _native.KIND_GAUGE, self._name, self,
             self._labelnames, self._unit, combine=combine)
 
     def _bind_values(self, values: Tuple[str, ...]) -> None:
@@ -399,7 +397,7 @@ class Histogram(_MetricMixin, _native.HistogramBase):
         # A classic histogram of the format (2.6): every reader shows
         # its buckets, _count and _sum under its own name.
         return _native.Family(
-            zone, _native.KIND_HISTOGRAM, enc.classic_parts(self._name),
+            zone, _native.KIND_HISTOGRAM, enc.parts(self._name),
             self._documentation, self._unit, self._labelnames,
             buckets=tuple(self._upper_bounds),
             bucket_labels=tuple(float_to_go_string(b)
@@ -442,7 +440,7 @@ class Summary(_MetricMixin, _native.HistogramBase):
 
     def _make_family(self, zone: _native.Zone) -> _native.Family:
         return _native.Family(
-            zone, _native.KIND_HISTOGRAM, enc.classic_parts(self._name),
+            zone, _native.KIND_HISTOGRAM, enc.parts(self._name),
             self._documentation, self._unit, self._labelnames,
             buckets=(INF,), bucket_labels=("+Inf",), classic=2)
 
@@ -463,20 +461,14 @@ class _PyMetric(_MetricMixin):
     def labels(self, *labelvalues: Any, **labelkwargs: Any) -> Any:
         return self._labels_slow(*labelvalues, **labelkwargs)
 
-    def _claim_typed(self, zone: _native.Zone, kind: int) -> bool:
+    def _claim_typed(self, zone: _native.Zone, kind: int) -> None:
         """Claim the metric's own record, of @kind TALLY_INFO or
-        TALLY_ENUM (format 2.8), as a Gauge's; False in a shared zone
-        older than 2.8, which refuses it (its readers would not show
-        it): the metric is then written in the names of the encoding of
-        earlier versions (<n>:info, <n>:enum), which they read."""
-        try:
-            _native.claim(zone, self._name, self._documentation,
-                          enc.every_series(self._name), kind=kind)
-        except _native.TallyError as e:
-            if e.errno != errno.EPROTONOSUPPORT:
-                raise
-            return False
-        return True
+        TALLY_ENUM (format 2.8), as a Gauge's.  A zone of 2.6 or 2.7
+        takes it (its readers skip its series); one older than 2.6, made
+        by tally 0.3, cannot hold it: TallyError (EPROTONOSUPPORT), its
+        message saying what to do."""
+        _native.claim(zone, self._name, self._documentation,
+                      enc.every_series(self._name), kind=kind)
 
 
 class Info(_PyMetric):
@@ -511,9 +503,7 @@ class Info(_PyMetric):
     def _claim(self, zone: _native.Zone) -> None:
         # The info's own record (format 2.8), under its name, is its
         # definition, as a Gauge's; its keys are defined at info().
-        self._legacy = not self._claim_typed(zone, _native.TALLY_INFO)
-        if self._legacy:
-            super()._claim(zone)
+        self._claim_typed(zone, _native.TALLY_INFO)
 
     def _make_family(self, zone: _native.Zone) -> _native.Family:
         self._zone_obj = zone
@@ -529,7 +519,6 @@ class Info(_PyMetric):
         child._infos = {}
         child._current = None
         child._zone_obj = self._zone_obj
-        child._legacy = self._legacy
         child._parent = self
 
     def info(self, val: Dict[str, str]) -> None:
@@ -554,14 +543,11 @@ class Info(_PyMetric):
                               "tally-python info labels=%s keys=%s" % (
                                   ",".join(self._labelnames),
                                   ",".join(keys)),
-                              (self._name, enc.info(self._name)))
+                              (self._name,))
                 owner._keys = keys
                 owner._info_family = _native_family(
                     self._zone_obj, _native.KIND_GAUGE, self._name, self,
-                    self._labelnames + keys, "", typed=_native.TALLY_INFO
-                ) if not self._legacy else _native_family(
-                    self._zone_obj, _native.KIND_GAUGE,
-                    enc.info(self._name), self, self._labelnames + keys, "")
+                    self._labelnames + keys, "", typed=_native.TALLY_INFO)
             if keys != owner._keys:
                 raise ValueError(
                     "Info %s takes the keys %s in its zone, not %s"
@@ -612,33 +598,23 @@ class Enum(_PyMetric):
         # Other states than an earlier version's retire its record (whose
         # series are those states), then the enum's own record (format
         # 2.8), under its name, is its definition, as a Gauge's.
-        self._legacy = not self._claim_typed(zone, _native.TALLY_ENUM)
-        if self._legacy:
-            _native.claim(zone, self._name, "%s states=%s" % (
-                self._definition(), ",".join(self._states)),
-                enc.every_series(self._name))
-            return
+        self._claim_typed(zone, _native.TALLY_ENUM)
         _native.claim(zone, enc.enum_states(self._name),
                       "tally-python enum labels=%s states=%s" % (
                           ",".join(self._labelnames),
                           ",".join(self._states)),
-                      (self._name, enc.enum(self._name)))
+                      (self._name,))
         # Again: when the states retired the record just claimed, this
         # one makes the new generation the states' series go to.
         self._claim_typed(zone, _native.TALLY_ENUM)
 
     def _make_family(self, zone: _native.Zone) -> _native.Family:
-        if self._legacy:
-            return _native_family(zone, _native.KIND_GAUGE,
-                                  enc.enum(self._name), self,
-                                  self._labelnames + (self._name,), "")
         return _native_family(zone, _native.KIND_GAUGE, self._name, self,
                               self._labelnames + (self._name,), "",
                               typed=_native.TALLY_ENUM)
 
     def _copy_to_child(self, child: Any) -> None:
         child._states = self._states
-        child._legacy = self._legacy
 
     def _bind_values(self, values: Tuple[str, ...]) -> None:
         # One series per state, registered in the order of the states
@@ -651,8 +627,7 @@ class Enum(_PyMetric):
         # prometheus_client's Enum starts in its first state: readers
         # show the values as they are, so the first state is set unless
         # a process of the zone set one already.
-        if not self._legacy and \
-                not any(g._get() == 1.0 for g in self._state_gauges):
+        if not any(g._get() == 1.0 for g in self._state_gauges):
             self._state_gauges[0].set(1.0)
         self._enum_bound = True
 

@@ -32,7 +32,6 @@ def build_full_name(metric_type: str, name: str, namespace: str,
         full_name += "_" + unit
     if not METRIC_NAME_RE.match(full_name):
         raise ValueError("Invalid metric name: " + full_name)
-    _encoding.check_name(metric_type, full_name)
     longest = _encoding.LONGEST_SUFFIX
     if len(full_name.encode()) + longest > _native.NAME_MAX:
         raise ValueError(

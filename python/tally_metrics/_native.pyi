@@ -1,5 +1,5 @@
 """Types of tally_metrics._native (the C half of the package)."""
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 FRAC_SCALE: int
 KIND_COUNTER: int
@@ -84,3 +84,7 @@ def unit_value(v: int, unit: Optional[str], point: bool = False
 def unit_name(name: str, unit: Optional[str]) -> Tuple[str, str]: ...
 def bucket_upper(i: int, sub_bits: int) -> int: ...
 def ignore(amount: float) -> None: ...
+def promclient_methods(base: type, counter: type, gauge: type,
+                       histogram: type, summary: type,
+                       labels: Callable[..., Any], inc: Callable[..., Any],
+                       observe: Callable[..., Any]) -> Tuple[Any, Any, Any]: ...

@@ -25,6 +25,11 @@ have what the switch replaces:
   registry.REGISTRY                     its per-process collectors
                                         (process, gc, platform) are
                                         unregistered
+  metrics.MetricWrapperBase.labels      C equivalents (promclient.c) on
+  (on Counter, Gauge, Histogram,        prometheus_client's own classes:
+  Summary), metrics.Counter.inc,        the same reads and calls into
+  metrics.Histogram.observe             the values; the release's own
+                                        method for everything else
 
 and what it reads, each through a function of this module that the rest
 of the package calls (the package reads nothing of prometheus_client
@@ -60,8 +65,9 @@ gauge, a histogram and a summary whose values are made by a recorder in
 place of values.ValueClass, in a copy of their _metric_init(); then
 their inc(), set() and observe(), which must give the observation to
 the _sum value once and make every other value's inc() one that the
-switch may ignore), so that a release whose internals differ is refused
-before anything is patched.
+switch may ignore); then each C method beside the release's own on the
+same probes (the same child, calls and exceptions), so that a release
+whose internals differ is refused before anything is patched.
 """
 from __future__ import annotations
 
@@ -166,6 +172,7 @@ def check(version: Optional[str] = None) -> Dict[str, Any]:
 
     _check_reads(metrics)
     _check_values(metrics)
+    fast = _check_fast(metrics)
     _check_to_metric()
 
     per_process = []
@@ -177,7 +184,7 @@ def check(version: Optional[str] = None) -> Dict[str, Any]:
             pass  # a release without it: nothing to leave out
     return dict(values=values, collector=collector, base=base,
                 reg_class=reg_class, default=default,
-                per_process=per_process)
+                per_process=per_process, fast=fast)
 
 
 # --- What the switch reads of prometheus_client's metrics -------------
@@ -420,6 +427,121 @@ def _check_to_metric() -> None:
                           f"not {want}")
 
 
+# --- The hot methods, in C ---------------------------------------------
+
+# The classes whose labels() the C one replaces, and the method each
+# other one replaces (in the class that defines it).
+_KINDS = ("Counter", "Gauge", "Histogram", "Summary")
+_FAST = (("MetricWrapperBase", "labels"), ("Counter", "inc"),
+         ("Histogram", "observe"))
+# prometheus_client's own methods that patch() replaced, by (class,
+# name): what check() probes when it runs again after the switch.
+_replaced: Dict[Tuple[type, str], Any] = {}
+
+
+def _own(cls: type, name: str) -> Any:
+    """prometheus_client's own method @name of @cls (a function)."""
+    fn = _replaced.get((cls, name), vars(cls).get(name))
+    if not isinstance(fn, types.FunctionType):
+        raise Unsupported(f"prometheus_client has no function "
+                          f"{cls.__name__}.{name}")
+    return fn
+
+
+def _outcome(fn: Callable, *args: Any, **kw: Any) -> Any:
+    """What @fn(*args, **kw) returns, or its exception's type and text."""
+    try:
+        return ("=", fn(*args, **kw))
+    except Exception as e:
+        return ("!", type(e).__name__, str(e))
+
+
+def _copy(metrics: Any, kind: str, **kw: Any) -> Tuple[Any, List[_Made]]:
+    """An object of prometheus_client's own class metrics.@kind (the one
+    the C methods take on) with the attributes of _probe()'s child: its
+    values are _Made ones."""
+    child, made = _probe(metrics, kind, **kw)
+    cls = getattr(metrics, kind)
+    obj = cls.__new__(cls)
+    obj.__dict__.update(vars(child))
+    return obj, made
+
+
+def _check_fast(metrics: Any) -> Dict[str, Any]:
+    """prometheus_client's labels(), Counter.inc() and
+    Histogram.observe() made in C (promclient.c), each checked to do what
+    the release's own does: the same child, the same calls into the
+    values, the same exceptions.  The C methods fall back on the
+    release's own for everything they do not do themselves, so these
+    probes are the calls they do, and the errors at their edges."""
+    from . import _native
+    base = metrics.MetricWrapperBase
+    kinds = [getattr(metrics, k) for k in _KINDS]
+    orig = [_own(getattr(metrics, c), n) for c, n in _FAST]
+    for k in kinds:
+        if getattr(k, "labels") not in (orig[0], _fast_of(k, "labels")):
+            raise Unsupported(f"prometheus_client's metrics.{k.__name__} "
+                              "has a labels() of its own")
+    fast = _native.promclient_methods(base, *kinds, *orig)
+    bad = (_check_fast_labels(metrics, kinds, orig[0], fast[0]) or
+           _check_fast_updates(metrics, "Counter", {}, orig[1], fast[1], (
+               (), (2,), (0.5, None), (-1,), ("x",), (1, {"a": "x"}))) or
+           _check_fast_updates(metrics, "Histogram", {"buckets": [1, 2]},
+                               orig[2], fast[2], (
+               (0.5,), (1,), (1.0,), (1.5,), (3,), (-1,), (2 ** 60,),
+               (True,), (float("nan"),), ("x",), (), (0.5, None))))
+    if bad:
+        raise Unsupported(f"prometheus_client's {bad} is not as expected")
+    return dict(kinds=kinds, labels=fast[0], inc=(metrics.Counter, fast[1]),
+                observe=(metrics.Histogram, fast[2]))
+
+
+def _fast_of(cls: type, name: str) -> Any:
+    """The C method patch() put on @cls as @name, if it did."""
+    return vars(cls).get(name) if (cls, name) in _replaced else None
+
+
+def _check_fast_labels(metrics: Any, kinds: List[type], orig: Callable,
+                       fast: Callable) -> Optional[str]:
+    """The C labels() returns the child stored in a parent's _metrics
+    (by the str() of each value), as the release's own does, and errs as
+    it does; no value is made (the parents are probes in no registry)."""
+    calls: List[Tuple[Tuple[Any, ...], Dict[str, Any]]] = [
+        (("x", 1), {}), ((), {"b": 1, "a": "x"}), (("x",), {}),
+        (("x", 1, 2), {}), (("x",), {"b": 1}), ((), {"a": "x"}),
+        ((), {"a": "x", "c": 1}), ((), {})]
+    for k in kinds:
+        parent = k("tally_probe", "Probe.", ["a", "b"], registry=None)
+        child = object()
+        parent._metrics[("x", "1")] = child
+        for args, kwargs in calls:
+            want = _outcome(orig, parent, *args, **kwargs)
+            got = _outcome(fast, parent, *args, **kwargs)
+            if got != want or (args == ("x", 1) and want != ("=", child)):
+                return f"metrics.{k.__name__}.labels() (called with " \
+                    f"{args}, {kwargs})"
+    return None
+
+
+def _check_fast_updates(metrics: Any, kind: str, kw: Dict[str, Any],
+                        orig: Callable, fast: Callable,
+                        calls: Any) -> Optional[str]:
+    """The C method @fast makes the same calls into a probe child's
+    values (and raises the same errors) as the release's own @orig, for
+    each argument tuple of @calls, and refuses a parent as it does."""
+    results = []
+    for fn in (orig, fast):
+        obj, made = _copy(metrics, kind, **kw)
+        out = [_outcome(fn, obj, *args) for args in calls]
+        parent = getattr(metrics, kind)("tally_probe", "Probe.", ["a"],
+                                        registry=None, **kw)
+        out.append(_outcome(fn, parent, 1))
+        results.append((out, [v.calls for v in made]))
+    if results[0] != results[1] or not results[0][1][0]:
+        return f"metrics.{kind}.{getattr(fast, '__name__', '?')}()"
+    return None
+
+
 def patch(found: Dict[str, Any], value_class: type,
           collector_init: Callable, collector_collect: Callable,
           metric_collect: Callable[[Any], Any],
@@ -454,6 +576,16 @@ def patch(found: Dict[str, Any], value_class: type,
             found["default"].unregister(c)
         except KeyError:
             pass  # the application took it out already
+    # prometheus_client's hot methods, in C, on its own classes (a
+    # subclass inherits them and gets the class's own method through
+    # them).
+    fast = found["fast"]
+    targets = [(k, "labels", fast["labels"]) for k in fast["kinds"]]
+    targets += [(fast[n][0], n, fast[n][1]) for n in ("inc", "observe")]
+    for cls, name, method in targets:
+        if (cls, name) not in _replaced:
+            _replaced[(cls, name)] = getattr(cls, name)
+        setattr(cls, name, method)
 
 
 def default_registry() -> Any:

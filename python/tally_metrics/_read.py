@@ -4,39 +4,36 @@ Prometheus metrics they hold.
 read() reads every segment of a zone through libtally's reader
 (tally_metrics._native.read), sums each series over the segments (as
 tally-exporter --aggregate does: one value per series, whatever the
-number of processes that wrote it), and rebuilds the Python metrics from
-their series (_encoding.py says how they are named), in passes:
+number of processes that wrote it), and shows each metric as the reader
+API's view of its series says, as tally-exporter shows it: its kind, a
+per-process gauge's value combined as its mode says, a classic
+histogram's bounds, a summary, an info or an enum (stateset) metric.
+No name says what a series is: a name with ':' is only a name.
 
-  _sum_segments        one value per series (a time of set: the latest)
-  _Scrape.__init__     one metric per name, in the order the zone's
-                       series were first registered
-  _place_series        each series into its metric (or aside, for the
-                       passes below, when its samples need them all)
-  _show_tally_histograms  tally's own histograms, one le per power of two
-  _show_enums          one sample per state
-  _show_histograms     cumulative buckets, _count and _sum; a summary's
-  _combine_gauges      per-process gauges, combined as their mode says
+  _sum_segments           one value per series
+  _Scrape.__init__        one metric per name, in the order the zone's
+                          series were first registered
+  _place_series           counters, gauges, info and enum metrics
+  _show_tally_histograms  histograms: tally's own, one le per power of
+                          two; classic ones, their bounds; summaries
 
-Series that C code registered are shown too (counters, gauges and tally's
-own histograms); integers in a unit of tally's vocabulary
-(TALLY_UNIT_NANOSECONDS...) in the base unit, as tally-exporter shows
-them: "request_duration_ns" in nanoseconds is "request_duration_seconds",
-its edges and sum exact decimals of seconds.
+Integers in a unit of tally's vocabulary (TALLY_UNIT_NANOSECONDS...) are
+shown in the base unit, as tally-exporter shows them:
+"request_duration_ns" in nanoseconds is "request_duration_seconds", its
+edges and sum exact decimals of seconds.
 """
 from __future__ import annotations
 
-from itertools import chain
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 
-from . import _encoding as enc
-from . import _native, _process
+from . import _native
 from ._format import float_to_go_string
 from ._registry import REGISTRY, CollectorRegistry
 
-_SCALE = float(_native.FRAC_SCALE)
-
 Labels = Tuple[Tuple[str, str], ...]
 Key = Tuple[str, Labels]
+
+_TOTAL = "_total"
 
 
 class Sample(NamedTuple):
@@ -85,9 +82,6 @@ def read(registry: Optional[CollectorRegistry] = None,
     scrape = _Scrape(sums)
     _place_series(sums, scrape)
     _show_tally_histograms(sums, scrape)
-    _show_enums(scrape)
-    _show_histograms(scrape)
-    _combine_gauges(sums, scrape)
     return ReadResult(scrape.families(), skipped, nseg)
 
 
@@ -97,16 +91,13 @@ class _Sums:
     def __init__(self) -> None:
         # Per series name: (kind, help, unit) of its first segment.
         self.meta: Dict[str, Tuple[int, str, str]] = {}
-        self.ints: Dict[Key, int] = {}
-        self.floats: Dict[Key, float] = {}
-        # tally's own histograms: [count, sub_bits, sum, bucket counts,
-        # bounds]; bounds is None but for a classic histogram (format
-        # 2.6), whose sum is a float.
+        # An int, or a float for a float gauge, a combined per-process
+        # gauge, an info, an enum, a counter with a fraction.
+        self.values: Dict[Key, Union[int, float]] = {}
+        # Histograms: [count, sub_bits, sum, bucket counts, bounds];
+        # bounds is None but for a classic histogram (format 2.6), whose
+        # sum is a float.
         self.tally_hists: Dict[Key, List[Any]] = {}
-        # Per series name, what it is (filled once every name is known).
-        self.decoded: Dict[str, enc.Series] = {}
-        # Fractions (millionths) by (the series they belong to, labels).
-        self.fracs: Dict[Key, int] = {}
 
 
 def _sum_segments(series: List[Any]) -> _Sums:
@@ -118,23 +109,12 @@ def _sum_segments(series: List[Any]) -> _Sums:
         if kind in (_native.TALLY_HISTOGRAM, _native.TALLY_SUMMARY):
             if hist is not None:
                 _add_tally_histogram(s.tally_hists, key, value, hist)
-        elif kind in (_native.TALLY_FGAUGE, _native.TALLY_PGAUGE):
-            s.floats[key] = s.floats.get(key, 0.0) + value
         elif kind in (_native.TALLY_INFO, _native.TALLY_ENUM):
             # A pair set or a state true in one segment is true (1),
             # as tally-exporter --aggregate shows it.
-            s.floats[key] = max(s.floats.get(key, 0.0), value)
-        elif enc.is_set_time(name):
-            s.ints[key] = max(s.ints.get(key, 0), value)
+            s.values[key] = max(s.values.get(key, 0.0), value)
         else:
-            s.ints[key] = s.ints.get(key, 0) + value
-    hists = enc.histogram_bases(s.meta)
-    for name, (kind, _help, _unit) in s.meta.items():
-        s.decoded[name] = enc.decode(name, kind, hists)
-    for (name, labels), v in s.ints.items():
-        d = s.decoded[name]
-        if d.role == enc.FRACTION:
-            s.fracs[(d.base, labels)] = v
+            s.values[key] = s.values.get(key, 0) + value
     return s
 
 
@@ -156,37 +136,16 @@ def _add_tally_histogram(hists: Dict[Key, List[Any]], key: Key,
         cur[3][i] += c
 
 
-# A metric's key in _Scrape: a series name, or (HIST, base) for the
-# series of a histogram (or a summary) named base.
-FamilyKey = Union[str, Tuple[str, str]]
-_HIST = "histogram"
-
-
-def _family_key(d: enc.Series) -> FamilyKey:
-    if d.role in (enc.HIST_BUCKET, enc.HIST_SUM):
-        return (_HIST, d.base)
-    return d.base
-
-
 class _Scrape:
-    """The metrics being built, and what the later passes gather."""
+    """The metrics being built, one per series name."""
 
     def __init__(self, sums: _Sums) -> None:
         # Metrics in the order their series first appear (registration):
-        # every key now, each made by the first series placed in it.
-        self.fams: Dict[FamilyKey, Optional[MetricFamily]] = dict.fromkeys(
-            _family_key(d) for d in sums.decoded.values())
-        # Histograms: per base, per label set: {le: count}, sum.
-        self.hbuckets: Dict[str, Dict[Labels, Dict[str, int]]] = {}
-        self.hsum: Dict[str, Dict[Labels, float]] = {}
-        # Per-process gauges: per series name, per label set (pid taken
-        # out): [(pid value, value)].
-        self.pgauges: Dict[str, Dict[Labels, List[Tuple[str, float]]]] = {}
-        # Enums: per series name, per label set (the state taken out):
-        # [(state, value)] in the order of the states.
-        self.enums: Dict[str, Dict[Labels, List[Tuple[str, float]]]] = {}
+        # every name now, each made by the first series placed in it.
+        self.fams: Dict[str, Optional[MetricFamily]] = dict.fromkeys(
+            sums.meta)
 
-    def family(self, key: FamilyKey, name: str, typ: str, help_: str,
+    def family(self, key: str, name: str, typ: str, help_: str,
                unit: str) -> MetricFamily:
         f = self.fams.get(key)
         if f is None:
@@ -197,79 +156,42 @@ class _Scrape:
         return [f for f in self.fams.values() if f is not None]
 
 
-def _without(labels: Labels, name: str) -> Tuple[Labels, Optional[str]]:
-    rest = []
-    found = None
-    for k, v in labels:
-        if k == name:
-            found = v
-        else:
-            rest.append((k, v))
-    return tuple(rest), found
-
-
 def _place_series(sums: _Sums, scrape: _Scrape) -> None:
-    """Each series into the metric its name says (fractions and times of
-    set are read with the series they belong to)."""
-    for (name, labels), v in chain(sums.ints.items(), sums.floats.items()):
+    """Each series but histograms into its metric, as its kind says."""
+    for (name, labels), v in sums.values.items():
         kind, help_, unit = sums.meta[name]
-        d = sums.decoded[name]
-        if d.role in (enc.FRACTION, enc.SET_TIME):
-            continue
-        if d.role == enc.MAIN_PLAIN:
-            _place_plain(sums, scrape, name, kind, labels, v)
-            continue
-        f = scrape.family(_family_key(d), d.metric, d.type, help_, unit)
-        if d.role == enc.HIST_BUCKET:
-            rest, le = _without(labels, enc.LE_LABEL)
-            per = scrape.hbuckets.setdefault(d.base, {}).setdefault(rest, {})
-            per[le or "+Inf"] = per.get(le or "+Inf", 0) + int(v)
-        elif d.role == enc.HIST_SUM:
-            frac = sums.fracs.get((name, labels), 0)
-            scrape.hsum.setdefault(d.base, {})[labels] = \
-                int(v) + frac / _SCALE
-        elif d.role == enc.INFO_PAIRS:
+        if kind == _native.TALLY_INFO:
+            # The reader API passes on an info's current pairs only.
+            f = scrape.family(name, name, "info", help_, unit)
             if v == 1.0:
-                f.samples.append(Sample(d.metric + "_info", dict(labels),
-                                        v))
-        elif d.role == enc.ENUM_STATE:
-            rest, state = _without(labels, d.metric)
-            scrape.enums.setdefault(name, {}).setdefault(rest, []).append(
-                (state or "", float(v)))
-        elif d.mode is None or kind == _native.TALLY_PGAUGE:
-            # A shared gauge, or a per-process one that the reader
-            # combined as its mode says (format 2.6).
-            f.samples.append(Sample(d.metric, dict(labels), float(v)))
+                f.samples.append(Sample(name + "_info", dict(labels), v))
+        elif kind == _native.TALLY_ENUM:
+            f = scrape.family(name, name, "stateset", help_, unit)
+            f.samples.append(Sample(name, dict(labels), float(v)))
         else:
-            rest, pid = _without(labels, enc.PID_LABEL)
-            scrape.pgauges.setdefault(name, {}).setdefault(rest, []).append(
-                (pid or "", float(v)))
+            _place_plain(sums, scrape, name, kind, labels, v)
 
 
 def _place_plain(sums: _Sums, scrape: _Scrape, name: str, kind: int,
-                 labels: Labels, v: float) -> None:
-    """A counter or a gauge as tally-exporter shows it: integers in a unit
-    of the vocabulary (nanoseconds...) in the base unit; a counter named
-    "..._total" as a counter (with its fraction), else untyped."""
+                 labels: Labels, v: Any) -> None:
+    """A counter or a gauge (shared, or per-process as combined by the
+    reader) as tally-exporter shows it: integers in a unit of the
+    vocabulary (nanoseconds...) in the base unit; a counter named
+    "..._total" as a counter, else untyped."""
     _kind, help_, unit = sums.meta[name]
     shown, unit = _native.unit_name(name, unit)
     scaled = _native.unit_value(int(v), sums.meta[name][2]) \
         if isinstance(v, int) else None
+    value = float(scaled if scaled is not None else v)
     if kind == _native.TALLY_COUNTER:
-        frac = sums.fracs.get((name, labels), 0)
-        value = int(v) + frac / _SCALE if frac else float(v)
-        if scaled is not None and not frac:
-            value = float(scaled)
-        if shown.endswith(enc.TOTAL):
-            f = scrape.family(name, shown[:-len(enc.TOTAL)], "counter",
+        if shown.endswith(_TOTAL):
+            f = scrape.family(name, shown[:-len(_TOTAL)], "counter",
                               help_, unit)
         else:
             f = scrape.family(name, shown, "unknown", help_, unit)
-        f.samples.append(Sample(shown, dict(labels), value))
     else:
         f = scrape.family(name, shown, "gauge", help_, unit)
-        f.samples.append(Sample(shown, dict(labels), float(
-            scaled if scaled is not None else v)))
+    f.samples.append(Sample(shown, dict(labels), value))
 
 
 def _show_tally_histograms(sums: _Sums, scrape: _Scrape) -> None:
@@ -333,95 +255,3 @@ def _show_classic(scrape: _Scrape, name: str, labels: Labels, help_: str,
     f.samples.append(Sample(name + "_count", dict(labels), float(count)))
     if not bounds or bounds[0] >= 0:
         f.samples.append(Sample(name + "_sum", dict(labels), float(total)))
-
-
-def _show_enums(scrape: _Scrape) -> None:
-    """One sample per state; of the encoding of earlier versions
-    (<n>:enum), before any state(), the first (an enum of the format
-    sets it when it is made)."""
-    for name, per_labels in scrape.enums.items():
-        f = scrape.fams[name]
-        assert f is not None
-        for labels, states in per_labels.items():
-            first = name.endswith(enc.ENUM) and \
-                not any(v == 1.0 for _, v in states)
-            for i, (state, v) in enumerate(states):
-                one = 1.0 if (v == 1.0 or (first and i == 0)) else 0.0
-                f.samples.append(Sample(f.name, dict(
-                    labels + ((f.name, state),)), one))
-
-
-def _show_histograms(scrape: _Scrape) -> None:
-    """Cumulative buckets, +Inf == _count, then _sum (not for negative
-    buckets, as prometheus_client); a summary's _count and _sum."""
-    for b, per_labels in scrape.hbuckets.items():
-        f = scrape.fams[(_HIST, b)]
-        assert f is not None
-        sums = scrape.hsum.get(b, {})
-        if f.type == "summary":
-            for labels, counts in per_labels.items():
-                f.samples.append(Sample(f.name + "_count", dict(labels),
-                                        float(counts.get("+Inf", 0))))
-                f.samples.append(Sample(f.name + "_sum", dict(labels),
-                                        sums.get(labels, 0.0)))
-            continue
-        for labels, counts in per_labels.items():
-            bounds = sorted(counts, key=float)
-            acc = 0
-            for le in bounds:
-                acc += counts[le]
-                f.samples.append(Sample(b + "_bucket",
-                                        dict(labels + (("le", le),)),
-                                        float(acc)))
-            f.samples.append(Sample(b + "_count", dict(labels), float(acc)))
-            if bounds and float(bounds[0]) >= 0:
-                f.samples.append(Sample(b + "_sum", dict(labels),
-                                        sums.get(labels, 0.0)))
-
-
-def _combine_gauges(sums: _Sums, scrape: _Scrape) -> None:
-    """Per-process gauges, combined as their mode says: "all" keeps one
-    sample per process (label pid), the others one value; the "live"
-    modes count only the processes that still run."""
-    live: Dict[str, bool] = {}
-    for name, per_labels in scrape.pgauges.items():
-        f = scrape.fams[name]
-        assert f is not None
-        mode = sums.decoded[name].mode
-        assert mode is not None
-        for labels, values in per_labels.items():
-            if mode.startswith("live"):
-                values = [(p, v) for p, v in values
-                          if _process.alive(p, live)]
-                how = mode[4:]
-            else:
-                how = mode
-            if how == "all":
-                for p, v in values:
-                    f.samples.append(Sample(f.name, dict(
-                        labels + ((enc.PID_LABEL, _process.split_pid(p)),)),
-                        v))
-            elif values:
-                f.samples.append(Sample(f.name, dict(labels), _combined(
-                    how, sums, name + enc.SETNS, labels, values)))
-
-
-def _combined(how: str, sums: _Sums, setns: str, labels: Labels,
-              values: List[Tuple[str, float]]) -> float:
-    """The one value of per-process gauge values @values ([(pid, value)])
-    for mode @how (without "live"): their sum, max or min, or the value
-    of the latest set (series @setns keeps each one's time)."""
-    vs = [v for _, v in values]
-    if how == "sum":
-        return sum(vs)
-    if how == "max":
-        return max(vs)
-    if how == "min":
-        return min(vs)
-    best: Optional[Tuple[int, float]] = None
-    for p, v in values:
-        t = sums.ints.get((setns, tuple(sorted(
-            labels + ((enc.PID_LABEL, p),)))), 0)
-        if best is None or t > best[0]:
-            best = (t, v)
-    return best[1] if best else 0.0

@@ -1,5 +1,7 @@
-"""A real gunicorn for the tests: started on a free loopback port in its
-own session, ready once a path answers, stopped (with every worker it
+"""A real gunicorn for the tests: started on a loopback port of its own
+(a listening socket this module binds to port 0 and hands over, so that
+no other program can take the port between its choice and its use) in
+its own session, ready once a path answers, stopped (with every worker it
 left) by stop().  test_gunicorn, test_deploy and test_frameworks each
 run their app on it; test_gunicorn and test_frameworks drive it with
 drive()."""
@@ -20,10 +22,17 @@ from conftest import HERE
 GUNICORN = os.path.join(os.path.dirname(sys.executable), "gunicorn")
 
 
-def free_port():
-    with socket.socket() as s:
+def listener():
+    """A socket listening on a loopback port the kernel chose: a server
+    given it (gunicorn's --bind fd://N) has the port from the start."""
+    s = socket.socket()
+    try:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        s.listen(128)
+    except OSError:
+        s.close()
+        raise
+    return s
 
 
 def get(port, path, timeout=10.0):
@@ -55,12 +64,13 @@ class Gunicorn:
     or raises with gunicorn's stderr after 30 s or its exit."""
 
     def __init__(self, app, args, env, ready):
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [GUNICORN, *args, "--bind", f"127.0.0.1:{self.port}",
-             "--timeout", "30", "--chdir", HERE, app],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            start_new_session=True)
+        with listener() as sock:
+            self.port = sock.getsockname()[1]
+            self.proc = subprocess.Popen(
+                [GUNICORN, *args, "--bind", f"fd://{sock.fileno()}",
+                 "--timeout", "30", "--chdir", HERE, app],
+                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                start_new_session=True, pass_fds=(sock.fileno(),))
         deadline = time.monotonic() + 30
         while True:
             try:

@@ -29,7 +29,7 @@ echo "import site; site.addsitedir('$(site "$py")')" \
 	>"$(site "$old")/tally-test-peers.pth"
 timeout 300 "$old" -m pytest -q -p no:cacheprovider \
 	python/tests/test_promclient.py python/tests/test_switch_start.py \
-	python/tests/test_switch_correctness.py \
+	python/tests/test_switch_correctness.py python/tests/test_switch_same.py \
 	python/tests/test_prometheus_client.py python/tests/test_exposition.py \
 	>build-python/oldest.log 2>&1 ||
 	{ tail -40 build-python/oldest.log; echo "prometheus_client oldest: FAILED"; exit 1; }

@@ -1,9 +1,10 @@
 """Info and Enum are info and enum metrics of the format (2.8), under
 their own names: the reader API says what they are (kinds TALLY_INFO and
 TALLY_ENUM in _native.read()), and the package's exposition of them is
-prometheus_client's, in both formats.  In a shared zone older than 2.8,
-whose readers would not show them, they are written in the encoding of
-earlier versions (<n>:info, <n>:enum), which those read."""
+prometheus_client's, in both formats.  A shared zone of 2.6 or 2.7
+takes them too (its readers skip their series); one older than 2.6,
+made by tally 0.3, cannot hold them and refuses them with one line that
+says what to do."""
 from __future__ import annotations
 
 import subprocess
@@ -11,6 +12,8 @@ import sys
 import textwrap
 
 import prometheus_client
+import prometheus_client.openmetrics.parser
+import prometheus_client.parser
 import pytest
 from prometheus_client.openmetrics.exposition import \
     generate_latest as om_latest
@@ -20,8 +23,18 @@ import tally_metrics as tally
 from tally_metrics import _native
 
 
-def _mine(text, uniq):
-    return [line for line in text.splitlines() if uniq in line]
+def _mine(text, uniq, openmetrics):
+    """The metrics of @text whose names hold @uniq, as prometheus_client's
+    parser of the format reads them: name, type, help and samples (name,
+    labels, value), whatever the spelling of a value."""
+    parse = (prometheus_client.openmetrics.parser.text_string_to_metric_families
+             if openmetrics else
+             prometheus_client.parser.text_string_to_metric_families)
+    return sorted(
+        (f.name, f.type, f.documentation,
+         sorted((x.name, sorted(x.labels.items()), x.value)
+                for x in f.samples))
+        for f in parse(text) if uniq in f.name)
 
 
 @pytest.mark.parametrize("openmetrics", [False, True])
@@ -46,7 +59,9 @@ def test_exposition_is_prometheus_clients(uniq, openmetrics):
     # An Info's keys are fixed in a zone: prometheus_client's second
     # info() above gives one more key, which is not the point here.
     theirs = theirs.replace('commit="abc",', "")
-    assert _mine(ours, uniq) == _mine(theirs, uniq)
+    mine = _mine(ours, uniq, openmetrics)
+    assert len(mine) == 4
+    assert mine == _mine(theirs, uniq, openmetrics)
 
 
 def test_the_reader_says_what_they_are(uniq):
@@ -76,31 +91,54 @@ def test_other_states_are_another_definition(uniq):
 OLDER_ZONE = textwrap.dedent('''
     import os, sys
     import tally_metrics as tally
+    from tally_metrics import _native
     reg = tally.CollectorRegistry(zone_name=sys.argv[1], shared=True)
     tally.Counter("c", "C.", registry=reg).inc()
-    # The zone as a libtally of format 2.7 made it.
+    # The zone as a libtally of format 2.<argv[2]> made it.
     with open(os.path.join(os.environ["TALLY_DIR"], sys.argv[1] + ".tally"),
               "r+b") as f:
         f.seek(10)
-        f.write((7).to_bytes(2, sys.byteorder))
-    tally.Info("old_build", "B.", registry=reg).info({"version": "1"})
-    tally.Enum("old_state", "S.", states=["up", "down"],
-               registry=reg).state("down")
-    from tally_metrics import _native
+        f.write(int(sys.argv[2]).to_bytes(2, sys.byteorder))
+    try:
+        tally.Info("old_build", "B.", registry=reg).info({"version": "1"})
+        tally.Enum("old_state", "S.", states=["up", "down"],
+                   registry=reg).state("down")
+    except _native.TallyError as e:
+        print("refused:", e)
+        sys.exit(0)
     print(sorted({(s[0], s[1]) for s in _native.read(None, sys.argv[1])[0]
                   if s[0].startswith("old_")}))
     print(tally.generate_latest(reg).decode())
 ''')
 
 
-def test_a_zone_older_than_2_8_gets_the_earlier_encoding(tally_dir, uniq):
-    r = subprocess.run([sys.executable, "-c", OLDER_ZONE, uniq],
+def _in_zone_of(tally_dir, uniq, minor):
+    r = subprocess.run([sys.executable, "-c", OLDER_ZONE, uniq, str(minor)],
                        env=child_env(tally_dir), capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    kinds, text = r.stdout.split("\n", 1)
-    assert kinds == str(sorted({("old_build:info", _native.TALLY_FGAUGE),
-                                ("old_state:enum", _native.TALLY_FGAUGE)}))
-    assert 'old_build_info{version="1"} 1.0' in text
-    assert 'old_state{old_state="down"} 1.0' in text
-    assert 'old_state{old_state="up"} 0.0' in text
+    return r.stdout
+
+
+@pytest.mark.parametrize("minor", [6, 7])
+def test_a_zone_of_2_6_or_2_7_takes_the_formats_own_records(tally_dir, uniq,
+                                                           minor):
+    """No name of an earlier encoding: the metrics' own records, whose
+    series readers of 2.6 and 2.7 skip, and a reader of 2.8 shows."""
+    kinds, text = _in_zone_of(tally_dir, uniq, minor).split("\n", 1)
+    assert kinds == str(sorted({("old_build", _native.TALLY_INFO),
+                                ("old_state", _native.TALLY_ENUM)}))
+    assert 'old_build_info{version="1"} 1' in text
+    assert 'old_state{old_state="down"} 1' in text
+    assert 'old_state{old_state="up"} 0' in text
+
+
+def test_a_zone_older_than_2_6_refuses_them_saying_what_to_do(tally_dir,
+                                                               uniq):
+    out = _in_zone_of(tally_dir, uniq, 5)
+    assert out.startswith("refused: [Errno 93] cannot define metric "
+                          "old_build in zone file ")
+    assert "made by tally 0.3 (format 2.5), which cannot hold an info " \
+        "metric; stop the zone's processes and remove the file, or run " \
+        "them all with tally 0.4" in out
+    assert len(out.splitlines()) == 1

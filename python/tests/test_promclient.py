@@ -71,7 +71,11 @@ UNCHANGED = textwrap.dedent('''
         reg_collect=registry.CollectorRegistry.collect.__qualname__,
         mp=getattr(multiprocess, "MultiProcessCollector", None) and
            multiprocess.MultiProcessCollector.collect.__qualname__,
-        process="process_cpu_seconds_total" in generate_latest().decode())))
+        process="process_cpu_seconds_total" in generate_latest().decode(),
+        methods=[type(m).__name__ for m in (
+            metrics.Counter.labels, metrics.Gauge.labels,
+            metrics.Histogram.labels, metrics.Summary.labels,
+            metrics.Counter.inc, metrics.Histogram.observe)])))
 ''')
 
 
@@ -84,6 +88,7 @@ def assert_unchanged(out, err):
     assert res["reg_collect"] == "CollectorRegistry.collect"
     assert res["mp"] in (None, "MultiProcessCollector.collect")
     assert res["process"]
+    assert res["methods"] == ["function"] * 6
     lines = err.splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith("tally: TALLY_PROMETHEUS_CLIENT is set but")
@@ -128,6 +133,20 @@ def test_release_outside_the_range_leaves_it_alone(tally_dir):
      "self._type, self._name, self._name + '_total', self._labelnames, "
      "self._labelvalues, ''))"),
     ("metrics.Gauge", "set", "lambda self, value: None"),
+    # What the C methods replace, done otherwise: a labels() that keys
+    # its children by the values as given (not their str()), one that
+    # returns no child, a Counter.inc() that adds twice the amount, an
+    # observe() whose bounds are exclusive.
+    ("metrics.MetricWrapperBase", "labels",
+     "lambda self, *a, **k: self._metrics[a]"),
+    ("metrics.MetricWrapperBase", "labels", "lambda self, *a, **k: None"),
+    ("metrics.Counter", "inc",
+     "lambda self, amount=1, exemplar=None: self._value.inc(amount * 2)"),
+    ("metrics.Histogram", "observe",
+     "lambda self, amount, exemplar=None: (self._sum.inc(amount), "
+     "self._buckets[[amount < b for b in self._upper_bounds].index(True)]"
+     ".inc(1))"),
+    ("metrics.Counter", "inc", None),
 ])
 def test_internals_that_differ_leave_it_alone(tally_dir, owner, attr, other):
     # prometheus_client imported without the switch, one internal taken
@@ -172,6 +191,64 @@ def test_reads_of_a_metric():
     assert _promclient.backed(c) is False
     plain = Counter("plain", "Plain.", registry=None)
     assert _promclient.is_parent(plain) is False
+
+
+def test_c_methods_are_made_not_put():
+    # check() makes the C methods from the release's own; only patch()
+    # puts them on the classes.
+    from prometheus_client import metrics
+    fast = _promclient.check()["fast"]
+    assert type(fast["labels"]).__name__ == "method_descriptor"
+    assert fast["inc"][0] is metrics.Counter
+    assert fast["observe"][0] is metrics.Histogram
+    assert fast["kinds"] == [metrics.Counter, metrics.Gauge,
+                             metrics.Histogram, metrics.Summary]
+    for m in (metrics.Counter.labels, metrics.Counter.inc,
+              metrics.Histogram.observe):
+        assert type(m).__name__ == "function"
+
+
+@pytest.mark.parametrize("kind", ["Counter", "Gauge", "Histogram",
+                                  "Summary"])
+def test_a_labels_of_its_own_is_refused(monkeypatch, kind):
+    # A release whose kind has a labels() of its own: the C one, which
+    # does the base's, would not be it.
+    from prometheus_client import metrics
+    base = metrics.MetricWrapperBase.labels
+    monkeypatch.setattr(getattr(metrics, kind), "labels",
+                        lambda self, *a, **k: base(self, *a, **k),
+                        raising=False)
+    with pytest.raises(_promclient.Unsupported,
+                       match=r"labels\(\) of its own"):
+        _promclient.check()
+
+
+def test_c_methods_leave_a_subclass_to_its_own():
+    # A subclass may override what the C methods read: they call the
+    # release's own method for it, which calls the override.
+    from prometheus_client import Counter, Histogram
+    fast = _promclient.check()["fast"]
+    calls = []
+
+    class Mine(Counter):
+        def _raise_if_not_observable(self):
+            calls.append("checked")
+            super()._raise_if_not_observable()
+
+    class MyHistogram(Histogram):
+        def _raise_if_not_observable(self):
+            calls.append("observed")
+            super()._raise_if_not_observable()
+
+    c = Mine("mine_total", "Mine.", ["a"], registry=None)
+    child = fast["labels"](c, "x")
+    assert child is c._metrics[("x",)] and type(child) is Mine
+    fast["inc"][1](child, 2)
+    h = MyHistogram("mine_seconds", "Mine.", registry=None, buckets=[1])
+    fast["observe"][1](h, 1)
+    assert calls == ["checked", "observed"]
+    assert child._value.get() == 2.0
+    assert [b.get() for b in h._buckets] == [1.0, 0.0]
 
 
 @pytest.mark.parametrize("kind,kw,want", [

@@ -289,6 +289,9 @@ MODES_APP = textwrap.dedent('''
 @pytest.mark.parametrize("how", ["environment", "one line"])
 def test_default_registry_applies_the_gauge_mode(how, tally_dir):
     env = child_env(tally_dir, TALLY_ZONE="promclient_modes")
+    # prometheus_client's own multiprocess mode would combine the
+    # workers' files instead: tally's zone alone does it here.
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     out = _run_switched(MODES_APP, how, env)
     assert out["both"] == {"livesum": 3.0, "sum": 3.0, "max": 2.0,
                            "livemax": 2.0, "min": 1.0, "all": 1.0}

@@ -7,17 +7,23 @@ that share a zone."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+import subprocess
 import textwrap
 
 import pytest
 
-from conftest import child_env, run_py
+from conftest import HERE, child_env, run_py
+from test_exporter import EXPORTER, _scrape
 
 # Each case: the two definitions (constructor calls of tally, NAME the
 # metric's name) and the update each version makes once per run.
 CASES = {
     # Other label names: the one change C cannot see in a record, so
-    # the Python package supersedes the old series for good.
+    # the Python package retires the old series (tally_metric_redefine),
+    # and the label names of its series bring them back.
     "counter_labels": (
         'tally.Counter(NAME, "Jobs.", ["a"], registry=None)',
         'tally.Counter(NAME, "Jobs.", ["a", "b"], registry=None)',
@@ -29,6 +35,8 @@ CASES = {
         'tally.Gauge(NAME, "Busy.", ["a"], registry=None, '
         'multiprocess_mode="livesum")',
         "inc(1)"),
+    # The gauge is a record of the metric's own name: the counter's
+    # series are retired while it is current, and come back after.
     "counter_then_gauge": (
         'tally.Counter(NAME, "Jobs.", ["a"], registry=None)',
         'tally.Gauge(NAME, "Jobs.", ["a"], registry=None)',
@@ -48,19 +56,7 @@ CASES = {
         "observe(1)"),
 }
 
-# What the Python package cannot do without libtally: a definition
-# change that tally_metric_redefine() retires (every change but a
-# histogram's, a summary's or a gauge's own record: buckets, mode, help
-# or unit)
-# never comes back, so the earlier definition's series restart from
-# zero.  Strict: these start failing when it resumes them, and then the
-# mark goes.
-RETIRED = pytest.mark.xfail(
-    strict=True, reason="tally_metric_redefine() retires the series of a "
-    "changed definition for good: a rollback makes them anew")
-PARAMS = [pytest.param(k, marks=() if k in ("histogram_buckets",
-                                            "gauge_mode", "summary_labels")
-                       else RETIRED) for k in CASES]
+PARAMS = list(CASES)
 
 # One run of a version: define the metric, update its child once per
 # count, print what read() shows of the metric (sample name, labels,
@@ -120,3 +116,84 @@ def test_rollback_across_processes(case, tally_dir):
     # Version 1 again, twice: its series resume, and go on.
     assert v1_value(steps_run(name, defs, update, [(1, 4)], env)[0]) == 7
     assert v1_value(steps_run(name, defs, update, [(1, 1)], env)[0]) == 8
+
+
+# Every reader after each version of a case that retires series: tally-
+# dump, tallystat and tally-exporter of the build tree (each skipped when
+# not built) show one definition of the metric, the current one, with
+# its resumed value, never a series of the other definition.
+BUILD = os.path.join(HERE, "..", "..", "build")
+DUMP = os.path.join(BUILD, "examples", "tally-dump")
+TALLYSTAT = os.environ.get("TALLY_TALLYSTAT") or os.path.join(
+    BUILD, "programs", "tallystat", "tallystat")
+SERIES = r"(r_\w+)(\{[^}]*\})?"
+
+
+def _labels(text):
+    return frozenset(re.findall(r'(\w+)="([^"]*)"', text or ""))
+
+
+def _shown_by_tools(tally_dir, prefix):
+    """{reader: {(kind, series name, labels): value}} of the series
+    named @prefix..., as each reader built shows them."""
+    shown = {}
+    if os.access(DUMP, os.X_OK):
+        out = subprocess.run([DUMP, "--dir", tally_dir], check=True,
+                             capture_output=True, text=True).stdout
+        shown["tally-dump"] = {
+            (k, n, _labels(l)): float(v) for k, n, l, v in re.findall(
+                r"(counter|gauge)\s+" + SERIES + r"\s+(\S+)", out)}
+    if os.access(TALLYSTAT, os.X_OK):
+        out = subprocess.run([TALLYSTAT, "--dir", tally_dir, prefix + "*"],
+                             check=True, capture_output=True,
+                             text=True).stdout
+        shown["tallystat"] = {
+            (k, n, _labels(l)): float(v) for n, l, k, v in re.findall(
+                SERIES + r"\s+(counter|gauge)\s+(\S+)", out)}
+    for reader in shown:
+        shown[reader] = {key: v for key, v in shown[reader].items()
+                         if key[1].startswith(prefix)}
+    return shown
+
+
+def _shown_by_exporter(tally_dir, prefix):
+    """The TYPE lines and the samples (pid and process labels left out)
+    of tally-exporter's scrape for the metrics named @prefix..."""
+    text = _scrape(tally_dir)
+    types = [line.split()[2:] for line in text.splitlines()
+             if line.startswith("# TYPE " + prefix)]
+    samples = {}
+    for n, l, v in re.findall(r"^" + SERIES + r" (\S+)$", text, re.M):
+        if n.startswith(prefix):
+            samples[(n, _labels(l) - {("process", "python")} -
+                     {p for p in _labels(l) if p[0] == "pid"})] = float(v)
+    return types, samples
+
+
+@pytest.mark.parametrize("case", ["counter_labels", "counter_then_gauge"])
+def test_readers_show_one_definition(case, tally_dir):
+    v1, v2, update = CASES[case]
+    env = child_env(tally_dir, TALLY_ZONE="rollback_readers")
+    name = "r_" + case
+    defs = {1: v1, 2: v2}
+    a, ab = frozenset({("a", "x")}), frozenset({("a", "x"), ("b", "x")})
+    v1_series = ("counter", name + "_total", a)
+    v2_series = ("counter", name + "_total", ab) if case == \
+        "counter_labels" else ("gauge", name, a)
+    has_exporter = os.access(EXPORTER, os.X_OK) and shutil.which("curl")
+    for steps, current, value in (([(1, 3)], v1_series, 3),
+                                  ([(2, 5)], v2_series, 5),
+                                  ([(1, 4)], v1_series, 7)):
+        steps_run(name, defs, update, steps, env)
+        for reader, shown in _shown_by_tools(tally_dir, name).items():
+            assert shown == {current: value}, (reader, steps)
+        if not has_exporter:
+            continue
+        types, samples = _shown_by_exporter(tally_dir, name)
+        # A gauge of a process that is gone is not served; a counter is.
+        if current[0] == "counter":
+            assert types == [[current[1], "counter"]], steps
+            assert samples == {current[1:]: value}, steps
+        else:
+            assert types in ([], [[current[1], "gauge"]]), steps
+            assert set(samples) <= {current[1:]}, steps

@@ -233,3 +233,77 @@ impl Segment {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod after_rollback {
+    use super::*;
+    use crate::{Desc, Zone, ZoneOptions};
+
+    extern "C" {
+        fn tally_metric_redefine(
+            z: *mut sys::tally_zone,
+            d: *const sys::tally_metric_desc,
+            names: *const *const c_char,
+            n: std::os::raw::c_uint,
+        ) -> c_int;
+    }
+
+    /// A binding's definition @help of "jobs", whose series are those of
+    /// "jobs_total" (the Python package's counter).
+    fn redefine(zone: &Zone, help: &str) {
+        let name = CString::new("jobs").unwrap();
+        let help = CString::new(help).unwrap();
+        let part = CString::new("jobs_total").unwrap();
+        let parts = [part.as_ptr()];
+        // SAFETY: a C struct of integers and pointers, all zero.
+        let mut d: sys::tally_metric_desc = unsafe { std::mem::zeroed() };
+        d.kind = sys::TALLY_COUNTER;
+        d.name = name.as_ptr();
+        d.help = help.as_ptr();
+        // SAFETY: a live zone, a description and names that outlive the
+        // call.
+        let rc = unsafe { tally_metric_redefine(zone.as_ptr(), &d, parts.as_ptr(), 1) };
+        assert!(rc >= 0, "tally_metric_redefine: {rc}");
+    }
+
+    /// One series as the test compares it: name, labels, value.
+    type Shown = (String, Vec<(String, String)>, i64);
+
+    /// Every series of the zone.
+    fn shown(zone: &Zone) -> Vec<Shown> {
+        let seg = Segment::open(zone.path().unwrap()).unwrap();
+        let mut all: Vec<_> = seg
+            .series()
+            .unwrap()
+            .into_iter()
+            .map(|s| (s.name, s.labels, s.value))
+            .collect();
+        all.sort();
+        all
+    }
+
+    fn l(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    // The reader shows one definition of a binding's metric after each
+    // change: the other label names while they are current, and the
+    // first ones again, with their count resumed, after a change back.
+    #[test]
+    fn one_definition_shown() {
+        let zone = Zone::create("rollback_reader_test", &ZoneOptions::new()).unwrap();
+        let jobs = Desc::new("jobs_total");
+        redefine(&zone, "v1");
+        let v1 = zone.try_counter_family(&jobs, &["a"]).unwrap();
+        v1.get(&["x"]).unwrap().increment(3);
+        redefine(&zone, "v2");
+        let v2 = zone.try_counter_family(&jobs, &["a", "b"]).unwrap();
+        v2.get(&["x", "y"]).unwrap().increment(5);
+        let t = "jobs_total".to_string();
+        assert_eq!(shown(&zone), vec![(t.clone(), l(&[("a", "x"), ("b", "y")]), 5)]);
+        redefine(&zone, "v1");
+        let again = zone.try_counter_family(&jobs, &["a"]).unwrap();
+        again.get(&["x"]).unwrap().increment(4);
+        assert_eq!(shown(&zone), vec![(t, l(&[("a", "x")]), 7)]);
+    }
+}

@@ -9,8 +9,8 @@ mod common;
 use common::*;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -55,6 +55,24 @@ fn scrape(port: u16) -> String {
     }
 }
 
+/// The port of the exporter whose stderr is `err`, from its "listening
+/// on" line (None when it does not come within 10 s).  Every line goes on
+/// to this test's stderr, until the exporter exits.
+fn listening_port(err: std::process::ChildStderr) -> Option<u16> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines() {
+            let Ok(line) = line else { break };
+            eprintln!("{line}");
+            if let Some(rest) = line.split("listening on http://127.0.0.1:").nth(1) {
+                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                let _ = tx.send(digits.parse::<u16>().ok());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(10)).ok().flatten()
+}
+
 /// The samples of a text exposition: "name{labels}" -> value, and the
 /// HELP and TYPE lines.
 fn parse(text: &str) -> (BTreeMap<String, f64>, BTreeMap<String, String>) {
@@ -87,10 +105,21 @@ fn exporter_and_tallystat_show_what_the_crate_recorded() {
         println!("skipped: no tally-exporter (build the tree with CMake, or set TALLY_EXPORTER)");
         return;
     };
-    let dir = TempDir::new("exporter");
-    // The library reads TALLY_DIR once, at its first call: this test
-    // binary makes no tally call before this line.
-    std::env::set_var("TALLY_DIR", dir.path());
+    // The library reads TALLY_DIR from the environment, once: the test
+    // runs again in a child process given a directory of its own, rather
+    // than change the environment of this one, whose other threads may
+    // read it meanwhile.
+    if !is_child() {
+        let dir = TempDir::new("exporter");
+        let path = dir.path().to_str().expect("a UTF-8 temporary path");
+        let out = run_child(
+            "exporter_and_tallystat_show_what_the_crate_recorded",
+            &[("TALLY_DIR", path)],
+        );
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+        return;
+    }
+    let dir = PathBuf::from(std::env::var_os("TALLY_DIR").expect("TALLY_DIR from the parent"));
 
     let zone = Zone::create("rs_exporter", &ZoneOptions::new()).unwrap();
     let rec = TallyRecorder::new(zone.clone());
@@ -134,19 +163,23 @@ fn exporter_and_tallystat_show_what_the_crate_recorded() {
     let b = fetch(Desc::new("rs_jobs_total").label("queue", "b"));
     assert_eq!((a, b), (200_000, 150_000));
 
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // On a port the kernel chooses as the exporter binds it (a port
+    // picked here and freed could be taken by another program first),
+    // learned from its log line "listening on http://127.0.0.1:PORT/".
     let mut child = Command::new(&exporter)
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--dir"])
-        .arg(dir.path())
+        .args(["--listen", "127.0.0.1:0", "--dir"])
+        .arg(&dir)
         .args(["--no-process-labels", "--self-metrics", "no"])
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("start tally-exporter");
+    let port = listening_port(child.stderr.take().unwrap());
+    let Some(port) = port else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("tally-exporter did not say which port it listens on within 10 s");
+    };
     let text = std::panic::catch_unwind(|| scrape(port));
     let _ = child.kill();
     let _ = child.wait();
@@ -217,7 +250,7 @@ fn exporter_and_tallystat_show_what_the_crate_recorded() {
     if let Some(tallystat) = program("TALLY_TALLYSTAT", "build/programs/tallystat/tallystat") {
         let out = Command::new(tallystat)
             .arg("--dir")
-            .arg(dir.path())
+            .arg(&dir)
             .arg("rs_jobs_total")
             .output()
             .unwrap();

@@ -68,10 +68,15 @@ fn series(z: *mut sys::tally_zone, kind: u32, name: &str, label: &str, value: &s
 
 #[test]
 fn info_and_enum_read_by_meaning() {
-    let dir = TempDir::new("infoenum");
-    // The library reads TALLY_DIR once, at its first call: this test
-    // binary makes no tally call before this line.
-    std::env::set_var("TALLY_DIR", dir.path());
+    // The library reads TALLY_DIR from the environment, once: the test
+    // runs again in a child process given a directory of its own, rather
+    // than change the environment of this one (rust/tests/exporter.rs).
+    if !is_child() {
+        let dir = TempDir::new("infoenum");
+        let path = dir.path().to_str().expect("a UTF-8 temporary path");
+        run_child("info_and_enum_read_by_meaning", &[("TALLY_DIR", path)]);
+        return;
+    }
     let name = CString::new("rs_infoenum").unwrap();
     // SAFETY: a zone made and destroyed here, used by this thread only.
     let z = unsafe { sys::tally_zone_create(name.as_ptr(), std::ptr::null()) };

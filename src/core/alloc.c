@@ -120,16 +120,24 @@ static void tc_release(struct tc_ent *e)
 	memset(e, 0, sizeof(*e));
 }
 
+/*
+ * The thread exits: its chunks go back to the zones that still exist.
+ * Another thread may destroy one of them meanwhile (the last handle of
+ * a zone may go in any thread): the registry stays held from the check
+ * to the last write, so that the zone is not unmapped in between.
+ */
 static void tc_thread_exit(void *arg)
 {
 	struct tcache *tc = arg;
 
+	tally__zones_lock();
 	for (unsigned i = 0; i < TC_WAYS; i++) {
 		struct tc_ent *e = &tc->e[i];
 
-		if (e->zid && tally__zone_alive(e->zid, e->z))
+		if (e->zid && tally__zone_alive_locked(e->zid, e->z))
 			tc_release(e);
 	}
+	tally__zones_unlock();
 	tls_tc = NULL;
 	free(tc);
 }
@@ -244,8 +252,11 @@ static struct tc_ent *tc_get(struct tally_zone *z)
 			e = &tc->e[i];
 	if (!e) {
 		e = &tc->e[tc->victim++ % TC_WAYS];
-		if (tally__zone_alive(e->zid, e->z))
+		/* Held for the reason tc_thread_exit() says. */
+		tally__zones_lock();
+		if (tally__zone_alive_locked(e->zid, e->z))
 			tc_release(e);
+		tally__zones_unlock();
 		memset(e, 0, sizeof(*e));
 	}
 	tc->last = e;

@@ -120,7 +120,15 @@ struct tally_zone *tally__zone_default_if_any(void);
 /* Where the updates of a failed registration go (discard.c). */
 tally_block *tally__discard_block(void);
 struct tally_zone *tally__zone_of(const void *addr);
-int tally__zone_alive(uint64_t id, struct tally_zone *z);
+/*
+ * Hold the registry: no zone is destroyed (and unmapped) until
+ * tally__zones_unlock().  A thread that gives back chunks of a zone that
+ * another thread may destroy holds it from the check that the zone still
+ * exists (tally__zone_alive_locked) to its last write into the zone.
+ * Taken before a zone's pool lock, never after it.
+ */
+void tally__zones_lock(void);
+void tally__zones_unlock(void);
 
 /* Chunk pool (pool.c); all but the last two take the pool lock. */
 int tally__chunk_acquire(struct tally_zone *z, unsigned mode, unsigned cls,
@@ -137,6 +145,8 @@ int tally__pool_lock(struct tally_zone *z);
 void tally__pool_repair(struct tally_zone *z);
 void tally__pool_unlock(struct tally_zone *z);
 
+/* Is @z, of id @id, still a zone of this process?  Under
+ * tally__zones_lock(). */
 int tally__zone_alive_locked(uint64_t id, struct tally_zone *z);
 
 /*

@@ -435,7 +435,6 @@ struct tally_zone *tally__zone_of(const void *addr)
 	return NULL;
 }
 
-/* Is @z (with @id) still a zone of this process?  Caller holds reg_lock. */
 int tally__zone_alive_locked(uint64_t id, struct tally_zone *z)
 {
 	for (int i = 0; i < MAX_ZONES; i++)
@@ -444,12 +443,12 @@ int tally__zone_alive_locked(uint64_t id, struct tally_zone *z)
 	return 0;
 }
 
-int tally__zone_alive(uint64_t id, struct tally_zone *z)
+void tally__zones_lock(void)
 {
-	int alive;
-
 	pthread_mutex_lock(&reg_lock);
-	alive = tally__zone_alive_locked(id, z);
+}
+
+void tally__zones_unlock(void)
+{
 	pthread_mutex_unlock(&reg_lock);
-	return alive;
 }

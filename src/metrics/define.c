@@ -212,12 +212,32 @@ static void write_tail(struct tally__metric_rec *f,
 	}
 }
 
+/* May generation @k (index) of the name, of @l's very definition, become
+ * current again?  One only superseded may, but not the current one (the
+ * index points at it: superseded, it was cut between two flags, which
+ * the next lock repairs).  One that a binding retired
+ * (tally_metric_redefine) was of a definition its record does not hold
+ * whole: the label names of its series say which, and it comes back for
+ * those only, the current one included.  But an enum's definition is its
+ * states, which its series hold as label values, not names: a retired
+ * enum never comes back. */
+static int may_come_back(struct tally_zone *z, const struct rec_look *l,
+			 uint32_t k)
+{
+	const struct tally__metric_rec *g = &metric_recs(z)[k];
+
+	if (!(g->flags & TALLY__METRIC_RETIRED))
+		return k != l->found - 1;
+	if (g->type == TALLY__TYPE_ENUM)
+		return 0;
+	return tally__series_names_match(z, k, l->p);
+}
+
 /*
  * Rollback scan, for a changed definition: an older generation of this
  * very definition (a rollback, or an old version registering again)
  * becomes the current one again, with its series, rather than a new
- * record each time two versions take turns.  One that a binding retired
- * (tally_metric_redefine) never comes back.  Sets l->last, the last
+ * record each time two versions take turns.  Sets l->last, the last
  * generation made, which a new one follows.  1 with *@out when one came
  * back, else 0.
  */
@@ -238,16 +258,17 @@ static int roll_back(struct tally_zone *z, struct rec_look *l, int retext,
 			continue;
 		l->last = k + 1;
 		tally__describe_change(g, l->p, diff, sizeof(diff));
-		if (k != l->found - 1 && !diff[0] &&
-		    !(g->flags & TALLY__METRIC_RETIRED))
+		if (!diff[0] && may_come_back(z, l, k))
 			back = k + 1;
 	}
 	if (!back)
 		return 0;
 	f = &metric_recs(z)[back - 1];
-	tally__metric_rec_flag(z, &metric_recs(z)[l->found - 1],
-			       TALLY__METRIC_SUPERSEDED, 1);
-	tally__metric_rec_flag(z, f, TALLY__METRIC_SUPERSEDED, 0);
+	if (back != l->found)
+		tally__metric_rec_flag(z, &metric_recs(z)[l->found - 1],
+				       TALLY__METRIC_SUPERSEDED, 1);
+	tally__metric_rec_flag(z, f, TALLY__METRIC_SUPERSEDED |
+			       TALLY__METRIC_RETIRED, 0);
 	if (retext)
 		metric_retext(z, f, l->p);
 	atomic_fetch_add_explicit(&h->redefinitions, 1, memory_order_relaxed);

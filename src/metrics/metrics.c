@@ -194,17 +194,22 @@ static int register_combine(struct tally_zone *z,
 			    tally_metric *m, uint32_t pin,
 			    const struct typed_extra *x);
 
-/* Info and enum metrics only in a zone whose readers show them: one of
- * format 2.8 or later (a reader of 2.7 would skip their series). */
+/* Info and enum metrics in any zone of format 2.6 or later: readers of
+ * 2.6 and 2.7 skip their series as a type they do not know, so nothing
+ * of them is shown wrong there, and a 2.8 reader shows them.  A zone
+ * older than 2.6 was made by tally 0.3, whose readers would take their
+ * records for float gauges'; it cannot hold them. */
 static int info_enum_room(struct tally_zone *z, const struct tally__plan *p,
 			  const char *name)
 {
 	if ((p->type != TALLY__TYPE_INFO && p->type != TALLY__TYPE_ENUM) ||
-	    z->hdr->minor >= TALLY__FMT_MINOR_INFO_ENUM)
+	    z->hdr->minor >= TALLY__FMT_MINOR_TYPES)
 		return 0;
 	return tally__fail(EPROTONOSUPPORT, "%.60s: zone file %s was made by "
-			   "a libtally older than format 2.8, whose readers "
-			   "would not show an %s metric", name, zone_file(z),
+			   "tally 0.3 (format 2.%u), which cannot hold an %s "
+			   "metric; stop the zone's processes and remove the "
+			   "file, or run them all with tally 0.4", name,
+			   zone_file(z), (unsigned)z->hdr->minor,
 			   p->type == TALLY__TYPE_INFO ? "info" : "enum");
 }
 

@@ -1,7 +1,8 @@
 /*
- * records.c: the series records: finding one, taking free records (and
- * the extension records of a long label set), publishing one, telling a
- * removed one, and giving records back to the zone.
+ * records.c: the series records: finding one, telling the label names
+ * of a metric record's series, taking free records (and the extension
+ * records of a long label set), publishing one, telling a removed one,
+ * and giving records back to the zone.
  *
  * Metric records and series are records in the segment (layout.h).  Writers
  * change them under the zone's metrics lock, a robust process-shared
@@ -73,6 +74,81 @@ int tally__series_find(struct tally_zone *z, uint32_t mrec,
 		}
 	}
 	return 0;
+}
+
+/* The label text of live record @s, copied into @buf (a long one's
+ * from its extensions, within @room bytes); its length. */
+static size_t labels_of(struct tally_zone *z, const struct tally__series *s,
+			char *buf, size_t room)
+{
+	uint32_t link;
+	size_t at = 0;
+
+	if (!tally__series_long(s->state)) {
+		at = s->labels_len < TALLY__LABELS_INLINE ? s->labels_len :
+							    TALLY__LABELS_INLINE;
+		memcpy(buf, s->labels, at);
+		return at;
+	}
+	for (link = long_of(s).first; link; link = ext_at(z, link - 1)->next) {
+		const struct tally__series_ext *e = ext_at(z, link - 1);
+
+		if (e->len > room - at)
+			break;
+		memcpy(buf + at, e->data, e->len);
+		at += e->len;
+	}
+	return at;
+}
+
+/* Do packed labels @a and @b ("name\0value\0" pairs, sorted by name)
+ * have the same names, whatever their values? */
+static int same_names(const char *a, size_t an, const char *b, size_t bn)
+{
+	size_t i = 0, j = 0;
+
+	while (i < an && j < bn) {
+		size_t ka = strnlen(a + i, an - i), kb = strnlen(b + j, bn - j);
+
+		if (ka != kb || memcmp(a + i, b + j, ka))
+			return 0;
+		i += ka + 1;
+		j += kb + 1;
+		if (i < an)
+			i += strnlen(a + i, an - i) + 1;
+		if (j < bn)
+			j += strnlen(b + j, bn - j) + 1;
+	}
+	return i >= an && j >= bn;
+}
+
+/*
+ * Under the metrics lock: has metric record @mrec series, each with the
+ * label names of @p?  A binding's metric of other label names is another
+ * definition that the record itself cannot tell (define.c: what brings a
+ * retired generation back), so its series tell it; a record without
+ * series tells nothing, and is no match.
+ */
+int tally__series_names_match(struct tally_zone *z, uint32_t mrec,
+			      const struct tally__plan *p)
+{
+	uint32_t hwm = atomic_load_explicit(&z->hdr->series_hwm,
+					    memory_order_relaxed);
+	char buf[TALLY__LABELS_PACKED_MAX];
+	int seen = 0;
+
+	for (uint32_t i = 0; i < hwm; i++) {
+		const struct tally__series *s = &series(z)[i];
+		size_t n;
+
+		if (!tally__series_live(s->state) || s->metric != mrec)
+			continue;
+		n = labels_of(z, s, buf, sizeof(buf));
+		if (!same_names(buf, n, p->labels, p->labels_len))
+			return 0;
+		seen = 1;
+	}
+	return seen;
 }
 
 /* Under the metrics lock: a free record (from the free list, or a new

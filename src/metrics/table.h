@@ -173,6 +173,8 @@ void tally__metrics_unlock(struct tally_zone *z);
 /* Series records (records.c). */
 int tally__series_find(struct tally_zone *z, uint32_t mrec,
 		       struct tally__plan *p, uint32_t *bucket, uint32_t *found);
+int tally__series_names_match(struct tally_zone *z, uint32_t mrec,
+			      const struct tally__plan *p);
 int tally__series_take(struct tally_zone *z, const struct tally__plan *p,
 		       uint32_t *ext, uint32_t *idx);
 void tally__series_free_exts(struct tally_zone *z,

@@ -53,13 +53,12 @@ start_exporter() {
 	fail "the exporter did not start"
 }
 
-# start_prometheus: a real Prometheus on 127.0.0.1 scraping the exporter
-# at $port every second (job "tally"), stopped with the test; defines
-# query PROMQL (the API's JSON) and value PROMQL (the first result's value,
-# "" while there is none).
+# start_prometheus: a real Prometheus on 127.0.0.1 (a port the kernel
+# chose, from its log) scraping the exporter at $port every second (job
+# "tally"), stopped with the test; defines query PROMQL (the API's JSON)
+# and value PROMQL (the first result's value, "" while there is none).
 start_prometheus() {
-	local pport
-	pport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	local pport prom_pid
 	cat >"$dir/prom.yml" <<YML
 global:
   scrape_interval: 1s
@@ -69,9 +68,13 @@ scrape_configs:
     static_configs:
       - targets: ['127.0.0.1:$port']
 YML
+	: >"$dir/prom.log"
 	prometheus --config.file="$dir/prom.yml" --storage.tsdb.path="$dir/tsdb" \
-		--web.listen-address="127.0.0.1:$pport" >"$dir/prom.log" 2>&1 &
-	pids+=($!)
+		--web.listen-address=127.0.0.1:0 >"$dir/prom.log" 2>&1 &
+	prom_pid=$!
+	pids+=($prom_pid)
+	pport=$(prometheus_port "$dir/prom.log" "$prom_pid") ||
+		{ cat "$dir/prom.log" >&2; fail "Prometheus did not start"; }
 	api=http://127.0.0.1:$pport/api/v1
 }
 query() { curl -sS --max-time 5 --data-urlencode "query=$1" "$api/query" 2>/dev/null || true; }

@@ -28,9 +28,10 @@
  *                                and holds the zone
  *   testwriter pooled SECONDS    a worker of the shared zone $TALLY_ZONE:
  *                                pool_busy += 1 (one gauge for the zone),
- *                                and per-process gauges as the Python
- *                                binding writes them (label
- *                                pid="<pid>:<start>"):
+ *                                and float gauges named as tally 0.3's
+ *                                Python package named per-process ones
+ *                                (label pid="<pid>:<start>"), which are
+ *                                only names in a zone of 2.6 or later:
  *                                pool_conns:gauge_livesum = 10,
  *                                pool_seen:gauge_all = 5
  *   testwriter clash SECONDS     series whose label names clash in the
@@ -417,7 +418,7 @@ static int forked(long n, double seconds)
 	return 0;
 }
 
-/* "<pid>:<start ticks>", the Python binding's per-process label value. */
+/* "<pid>:<start ticks>", the pid label value of tally 0.3's Python package. */
 static void pid_label(char *out, size_t n)
 {
 	char buf[1024], *p;
