@@ -363,6 +363,8 @@ static int seg_cb(const char *path, struct tally_seg *seg, const char *error,
 		snap->series = tp_xrealloc(snap->series, c->cap_series *
 					   sizeof(*snap->series));
 	}
+	if (c->o->series_visit && c->o->visit_seg_begin)
+		c->o->visit_seg_begin(&info, c->o->visit_arg);
 	rc = tally_seg_foreach(seg, c->o->read_flags, series_cb, c);
 	if (rc < 0) {
 		/* Corrupt half-way: drop what it gave (its arena memory stays

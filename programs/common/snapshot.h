@@ -206,6 +206,11 @@ struct tp_collect_opts {
 	 * once kept. */
 	void (*series_visit)(const struct tally_series_view *v,
 			     const struct tp_series *ident, void *arg);
+	/* With series_visit, NULL or called before a segment's series are
+	 * visited, with visit_arg and the segment's header: @info (and
+	 * info->path) stay valid until its visit_seg_end, while the reader
+	 * holds the file open. */
+	void (*visit_seg_begin)(const struct tally_seg_info *info, void *arg);
 	void (*visit_seg_end)(int kept, void *arg);
 	void *visit_arg;            /* their @arg */
 	/* Given each series the filter keeps, instead of keeping it: its
