@@ -8,7 +8,10 @@
 set -eu
 bench=$1
 dir=$(mktemp -d)
+# sh runs the EXIT trap on exit only: a signal exits.
 trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 if ! command -v gnuplot >/dev/null 2>&1; then
 	if "$bench" counter --adds 1000 --repeat 1 --plot "$dir" 2>"$dir/err"; then
 		echo "--plot without gnuplot succeeded"; exit 1

@@ -51,10 +51,6 @@ done
 [ -x /usr/bin/time ] || die "/usr/bin/time is missing (apt-get install time)"
 
 work=$(mktemp -d /dev/shm/readers-memory.XXXXXX) || die "mktemp failed"
-chmod 700 "$work"
-full=$work/full
-empty=$work/empty
-mkdir -m 700 "$full" "$empty"
 pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
@@ -63,6 +59,10 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+chmod 700 "$work"
+full=$work/full
+empty=$work/empty
+mkdir -m 700 "$full" "$empty"
 
 # The writers: each holds N/8 series (the last one the rest) until killed.
 per=$((n / writers))

@@ -25,6 +25,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -542,27 +543,67 @@ static void segment_of(const char *dir, const char *zone, pid_t pid,
 	globfree(&g);
 }
 
-/* The scenarios end with _exit(), which leaves their segments for the
- * corpus and the writers' lock files next to them (docs/FORMAT.md):
- * those go too, so that the directory can. */
-static void remove_lock_files(const char *dir)
-{
-	char pattern[PATH_MAX];
-	glob_t g;
+/*
+ * The scenarios' directory under /dev/shm goes on every way out of this
+ * process: at its end, at any exit() (die(), a scenario that failed) and
+ * on SIGINT, SIGTERM or SIGHUP.  It holds what the scenarios left: their
+ * segments (they end with _exit()) and the writers' lock files next to
+ * them (docs/FORMAT.md), no subdirectory.  The removal makes only
+ * async-signal-safe calls, for the signal handler; the scenarios'
+ * children, which inherit the atexit handler, leave the directory alone.
+ */
+static char tmpdir[] = "/dev/shm/tally-gen-corpus.XXXXXX";
+static pid_t tmpdir_owner;
 
-	snprintf(pattern, sizeof(pattern), "%s/.tally-lock.*", dir);
-	if (glob(pattern, GLOB_PERIOD, NULL, &g) != 0)
-		return;
-	for (size_t i = 0; i < g.gl_pathc; i++)
-		if (unlink(g.gl_pathv[i]) < 0)
-			die(g.gl_pathv[i]);
-	globfree(&g);
+static int remove_tmpdir(void)
+{
+	char buf[4096];
+	ssize_t n;
+	int dfd = open(tmpdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (dfd < 0)
+		return errno == ENOENT ? 0 : -1;
+	while ((n = getdents64(dfd, buf, sizeof(buf))) > 0)
+		for (ssize_t at = 0; at < n;) {
+			struct dirent64 *d = (struct dirent64 *)(buf + at);
+
+			at += d->d_reclen;
+			if (strcmp(d->d_name, ".") && strcmp(d->d_name, ".."))
+				unlinkat(dfd, d->d_name, 0);
+		}
+	close(dfd);
+	return rmdir(tmpdir);
+}
+
+static void remove_tmpdir_at_exit(void)
+{
+	if (tmpdir_owner == getpid())
+		remove_tmpdir();
+}
+
+static void remove_tmpdir_on_signal(int sig)
+{
+	remove_tmpdir_at_exit();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void make_tmpdir(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa = { .sa_handler = remove_tmpdir_on_signal };
+
+	if (atexit(remove_tmpdir_at_exit) != 0 || !mkdtemp(tmpdir))
+		die("mkdtemp");
+	tmpdir_owner = getpid();
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
 }
 
 int main(int argc, char **argv)
 {
-	char tmpl[] = "/dev/shm/tally-gen-corpus.XXXXXX";
-	char *dir;
+	const char *dir = tmpdir;
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: %s OUTDIR\n", argv[0]);
@@ -570,9 +611,7 @@ int main(int argc, char **argv)
 	}
 	if (mkdir(argv[1], 0755) < 0 && errno != EEXIST)
 		die(argv[1]);
-	dir = mkdtemp(tmpl);
-	if (!dir)
-		die("mkdtemp");
+	make_tmpdir();
 	for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
 		const struct scenario *sc = &scenarios[i];
 		char src[PATH_MAX], dst[PATH_MAX];
@@ -615,8 +654,7 @@ int main(int argc, char **argv)
 		}
 		unlink(src);
 	}
-	remove_lock_files(dir);
-	if (rmdir(dir) < 0)
+	if (remove_tmpdir() < 0)
 		die(dir);
 	return 0;
 }

@@ -34,6 +34,10 @@
 # check-docs.sh --self-test: runs the check on small trees made for the
 # purpose, one it must pass and one it must fail (naming each error).
 set -euo pipefail
+# The temporary files and directories of the checks, removed however the
+# script ends (an error under set -e runs no RETURN trap).
+tmps=()
+trap 'rm -rf "${tmps[@]}"' EXIT
 
 usage() { echo "usage: check-docs.sh SRC_DIR | --self-test" >&2; exit 2; }
 
@@ -54,6 +58,7 @@ tree_files() {
 check_paths() {
 	local src=$1 list docs sources
 	list=$(mktemp)
+	tmps+=("$list")
 	tree_files "$src" | sort >"$list"
 	docs=$(grep -E '^(README\.md|CONTRIBUTING\.md|docs/[^/]*\.md|programs/[^/]*/README\.md|python/README\.md|rust/README\.md|man/[^/]*\.[0-9])$' "$list" || true)
 	sources=$(grep -E '(\.(c|h|sh|py|pyi|rs|in|toml)|CMakeLists\.txt|Makefile)$' "$list" |
@@ -285,7 +290,7 @@ check_version() {
 self_test() {
 	local tmp out rc=0
 	tmp=$(mktemp -d)
-	trap 'rm -rf "$tmp"' RETURN
+	tmps+=("$tmp")
 	mkdir -p "$tmp/good/src" "$tmp/good/docs" "$tmp/good/tools" \
 		"$tmp/good/rust/tests" "$tmp/good/include/tally" "$tmp/good/examples" \
 		"$tmp/good/test" "$tmp/good/programs/tallystat"

@@ -9,7 +9,11 @@
 # one machine) must not share it.
 set -u
 d=$(mktemp -d /dev/shm/tally-run.XXXXXX) || exit 1
+# Removed however this ends: sh runs the EXIT trap on exit only, so a
+# signal exits (after CMD, which gets it too).
+trap 'rm -rf "$d"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 TALLY_DIR=$d "$@"
-rc=$?
-rm -rf "$d"
-exit "$rc"
+exit $?

@@ -343,6 +343,8 @@ static int seg_cb(const char *path, struct tally_seg *seg, const char *error,
 		snap->series = tp_xrealloc(snap->series, c->cap_series *
 					   sizeof(*snap->series));
 	}
+	if (c->o->series_sink && c->o->sink_seg_begin)
+		c->o->sink_seg_begin(&info, c->o->sink_arg);
 	rc = tally_seg_foreach(seg, c->o->read_flags, series_cb, c);
 	if (!c->err && ends_read(rc))
 		c->err = -ENOMEM;

@@ -212,6 +212,11 @@ struct tp_collect_opts {
 	 * sums the series as they are read) use it. */
 	int (*series_sink)(const struct tp_series *s,
 			   const struct tally_series_view *v, void *arg);
+	/* With series_sink, NULL or called before a segment's series are
+	 * given, with sink_arg and the segment's header: @info (and
+	 * info->path) stay valid until its sink_seg_end, while the reader
+	 * holds the file open. */
+	void (*sink_seg_begin)(const struct tally_seg_info *info, void *arg);
 	int (*sink_seg_end)(const struct tp_segment *g, void *arg);
 	void *sink_arg;
 };

@@ -7,8 +7,9 @@
  * (struct cdelta) the sum of its deltas (gauges: the last value), and
  * beside it the sum of a gauge's values and the number of them.  The
  * texts are read again from the records when the rows print, as for any
- * compact report; the segments of the sums are held open for the run, so
- * that the rows of a process whose file went away are still there.
+ * compact report; the segments of the sums are held open for the run
+ * (taken over from the read that first had a series of theirs), so that
+ * the rows of a process whose file went away are still there.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -39,8 +40,9 @@ struct ts_caverage *ts_caverage_new(void)
 	return av;
 }
 
-/* The segment of the sums that is segment @g of @cur, added if new. */
-static uint32_t seg_index(struct ts_caverage *av, const struct ts_compact *cur,
+/* The segment of the sums that is segment @g of @cur, added if new; it
+ * takes over @cur's hold of it when it holds none. */
+static uint32_t seg_index(struct ts_caverage *av, struct ts_compact *cur,
 			  uint32_t g)
 {
 	const struct tp_segment *s = &cur->snap->segs[g];
@@ -52,8 +54,13 @@ static uint32_t seg_index(struct ts_caverage *av, const struct ts_compact *cur,
 		if (x->info.pid == s->info.pid &&
 		    x->info.start_ticks == s->info.start_ticks &&
 		    strcmp(x->path, s->path) == 0 &&
-		    strcmp(x->info.zone_name, s->info.zone_name) == 0)
+		    strcmp(x->info.zone_name, s->info.zone_name) == 0) {
+			if (!av->c.held[i]) {
+				av->c.held[i] = cur->held[g];
+				cur->held[g] = NULL;
+			}
 			return i;
+		}
 	}
 	av->segs.segs = tp_xrealloc(av->segs.segs, (av->segs.nsegs + 1) *
 				    sizeof(*av->segs.segs));
@@ -64,7 +71,8 @@ static uint32_t seg_index(struct ts_caverage *av, const struct ts_compact *cur,
 	t->path = tp_xstrdup(s->path);
 	t->info = s->info;
 	t->info.path = t->path;
-	av->c.held[av->segs.nsegs] = tally_seg_open(t->path, cur->open_opts);
+	av->c.held[av->segs.nsegs] = cur->held[g];
+	cur->held[g] = NULL;
 	av->c.open_opts = cur->open_opts;
 	return av->segs.nsegs++;
 }
@@ -131,8 +139,8 @@ static void add_to(struct ts_caverage *av, size_t a,
 		s->value = e->value = d->value;
 		e->fvalue = cur->e[x].fvalue;
 		if (s->full) {
-			s->full->value = df->value;
-			s->full->fvalue = df->fvalue;
+			s->full->value = d->value;
+			s->full->fvalue = cur->e[x].fvalue;
 		}
 		return;
 	}
@@ -140,6 +148,10 @@ static void add_to(struct ts_caverage *av, size_t a,
 	if (!s->full)
 		return;
 	s->full->value = s->value;
+	/* Kept whole in the sums but not in @cur (its segment held now):
+	 * not a histogram, nothing more to add. */
+	if (!df)
+		return;
 	s->full->sum = add64(s->full->sum, df->sum);
 	s->full->fsum += df->fsum;
 	if (df->nbuckets == s->full->nbuckets)
@@ -150,7 +162,7 @@ static void add_to(struct ts_caverage *av, size_t a,
 
 /* Add the deltas of compact read @cur (ts_compact_delta()), in the order
  * of its report, over @seconds. */
-void ts_caverage_add(struct ts_caverage *av, const struct ts_compact *cur,
+void ts_caverage_add(struct ts_caverage *av, struct ts_compact *cur,
 		     double seconds)
 {
 	size_t cap = 64, mask;
@@ -236,7 +248,7 @@ void ts_caverage_free(struct ts_caverage *av)
 	for (size_t i = 0; i < av->c.n; i++)
 		av->c.e[i].full = NULL; /* the sums' copies, freed as d's */
 	for (uint32_t i = 0; i < av->segs.nsegs; i++) {
-		tally_seg_close(av->c.held[i]);
+		ts_seg_release(av->c.held[i]);
 		free(av->segs.segs[i].path);
 	}
 	free(av->segs.segs);

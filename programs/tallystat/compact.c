@@ -14,6 +14,14 @@
  * Histograms and per-process gauges (whose views combine several
  * records, and may vanish with a process) are kept whole, as a copy.
  *
+ * The texts must be those of the file that was read, even when its
+ * process exits and the file goes before the report is printed: each
+ * segment is opened a second time while the reader walks it, checked to
+ * be the same file, and held open until the read is freed (an open file
+ * outlives its name); iter.c reads the texts through that hold when the
+ * file is gone by then.  A segment that cannot be held (gone already, or
+ * no descriptor to spare) has its entries kept whole instead.
+ *
  * The rows come out in the order of tp_series_cmp(): segments by pid,
  * start time and zone, the series of each by key (strverscmp) and kind.
  * Two segments of one pid, start time and zone (the same files through
@@ -27,6 +35,7 @@
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "format.h"
 #include "strbuf.h"
@@ -80,6 +89,60 @@ static struct tp_series *full_copy(const struct tally_series_view *v,
 	return s;
 }
 
+/* Segments held open by the compact reads of this process.  Each costs a
+ * descriptor, and TS_FD_SPARE are left to the rest: the reader opens one
+ * per directory and one per segment it walks. */
+static size_t nheld;
+#define TS_FD_SPARE 64
+
+static int may_hold(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return 0;
+	return rl.rlim_cur == RLIM_INFINITY ||
+	       (rl.rlim_cur > TS_FD_SPARE &&
+		nheld < rl.rlim_cur - TS_FD_SPARE);
+}
+
+/* The segment being walked, opened again to be held: the same file (its
+ * creator, start and creation time), or NULL. */
+static struct tally_seg *hold_open(const struct ts_compact *c)
+{
+	const struct tally_seg_info *w = c->walking;
+	struct tally_seg_info in;
+	struct tally_seg *seg;
+
+	if (!w || !may_hold() || !(seg = tally_seg_open(w->path, c->open_opts)))
+		return NULL;
+	if (tally_seg_info(seg, &in) < 0 || in.pid != w->pid ||
+	    in.start_ticks != w->start_ticks ||
+	    in.created_ns != w->created_ns) {
+		tally_seg_close(seg);
+		return NULL;
+	}
+	nheld++;
+	return seg;
+}
+
+void ts_seg_release(struct tally_seg *seg)
+{
+	if (!seg)
+		return;
+	tally_seg_close(seg);
+	nheld--;
+}
+
+static void seg_begin(const struct tally_seg_info *info, void *arg)
+{
+	struct ts_compact *c = arg;
+
+	c->walking = info;
+	c->hold = NULL;
+	c->tried = 0;
+}
+
 static int visit(const struct tp_series *ident,
 		 const struct tally_series_view *v, void *arg)
 {
@@ -87,6 +150,12 @@ static int visit(const struct tp_series *ident,
 	struct centry *e;
 	struct ts_skey *k;
 
+	/* Held from its first series on: a segment none of whose series is
+	 * kept costs no second open. */
+	if (!c->tried) {
+		c->tried = 1;
+		c->hold = hold_open(c);
+	}
 	if (c->n == c->cap) {
 		c->cap = c->cap ? 2 * c->cap : 1024;
 		c->e = tp_xrealloc(c->e, c->cap * sizeof(*c->e));
@@ -104,7 +173,7 @@ static int visit(const struct tp_series *ident,
 	e->fractional = (unsigned char)!!v->fractional;
 	e->info = (unsigned char)!!v->info;
 	e->stateset = (unsigned char)!!v->stateset;
-	if (v->kind == TALLY_HISTOGRAM || v->per_process)
+	if (v->kind == TALLY_HISTOGRAM || v->per_process || !c->hold)
 		e->full = full_copy(v, ident);
 	if (c->nsk == c->capsk) {
 		c->capsk = c->capsk ? 2 * c->capsk : 1024;
@@ -160,9 +229,17 @@ static int seg_end(const struct tp_segment *g, void *arg)
 	if (kept) {
 		c->seg_first = tp_xrealloc(c->seg_first, (c->nsegs + 2) *
 					   sizeof(*c->seg_first));
+		c->held = tp_xrealloc(c->held, (c->nsegs + 1) *
+				      sizeof(*c->held));
+		c->held[c->nsegs] = c->hold;
 		c->seg_first[c->nsegs++] = c->first;
 		c->seg_first[c->nsegs] = c->n;
+	} else {
+		ts_seg_release(c->hold);
 	}
+	c->hold = NULL;
+	c->walking = NULL;
+	c->tried = 0;
 	c->first = c->n;
 	c->nsk = 0;
 	tp_arena_free(&c->keys);
@@ -174,6 +251,7 @@ struct ts_compact *ts_compact_new(struct tp_collect_opts *co)
 	struct ts_compact *c = tp_xcalloc(1, sizeof(*c));
 
 	co->series_sink = visit;
+	co->sink_seg_begin = seg_begin;
 	co->sink_seg_end = seg_end;
 	co->sink_arg = c;
 	c->open_opts = co->open_opts;
@@ -227,6 +305,9 @@ void ts_compact_free(struct ts_compact *c)
 			free(c->d[i].full);
 		}
 	}
+	for (uint32_t g = 0; g < c->nsegs; g++)
+		ts_seg_release(c->held[g]);
+	free(c->held);
 	free(c->d);
 	free(c->e);
 	free(c->seg_first);

@@ -52,11 +52,21 @@ struct ts_compact {
 	const struct tp_snapshot *snap;
 	const struct tally_open_opts *open_opts;
 	struct cdelta *d;       /* ts_compact_delta(): per entry, or NULL */
-	/* The sums of an Average: report (caverage.c): order is NULL, the
-	 * entries come in their own order, and the segments are held open
-	 * (held[seg]), so that a process gone since keeps its rows. */
+	/* Segment g held open since it was read (held[g]), so that its rows
+	 * keep their texts when its file goes before they are printed
+	 * (iter.c); NULL when it could not be held: its entries are then
+	 * kept whole.  The sums of an Average: report (caverage.c) take
+	 * over the segments they need; their order is NULL, the entries in
+	 * their own order. */
 	struct tally_seg **held;
+	/* The segment being read: its header, and whether it is held yet. */
+	const struct tally_seg_info *walking;
+	struct tally_seg *hold;
+	int tried;
 };
+
+/* Close a segment that a compact read held (NULL is allowed). */
+void ts_seg_release(struct tally_seg *seg);
 
 /* The hash of a series' key and kind that tells whether a record still
  * holds the series read; the key of @v into @b. */

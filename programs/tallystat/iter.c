@@ -3,6 +3,11 @@
  * a time (struct ts_iter), from its selected series or from a compact
  * read (compact.h), whose texts are read again from the records, in
  * batches of TS_BATCH rows of a segment a pass.
+ *
+ * Each segment is read through an open of its own, closed when the rows
+ * move to the next one, so that the reader's buffers for one segment at
+ * a time are in memory; through the read's own hold of it (compact.c)
+ * only when its file is gone, or is another file now.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -99,6 +104,27 @@ static int shown(const struct ts_iter *it, const struct centry *e)
 	return !((it->flags & TS_ITER_SCALAR) && e->kind == TALLY_HISTOGRAM);
 }
 
+/* Segment @g of the read, to be read from: opened again while its file
+ * is the one read (it->own), else the read's hold of it. */
+static void use_seg(struct ts_iter *it, uint32_t g)
+{
+	const struct ts_compact *c = it->r->cp;
+	const struct tally_seg_info *w = &c->snap->segs[g].info;
+	struct tally_seg_info in;
+
+	if (it->own)
+		tally_seg_close(it->seg);
+	it->segno = g;
+	it->seg = tally_seg_open(c->snap->segs[g].path, c->open_opts);
+	it->own = it->seg && tally_seg_info(it->seg, &in) == 0 &&
+		  in.pid == w->pid && in.start_ticks == w->start_ticks &&
+		  in.created_ns == w->created_ns;
+	if (!it->own) {
+		tally_seg_close(it->seg);
+		it->seg = c->held[g];
+	}
+}
+
 /* Read the texts of the entries shown from @x on, up to @end (its
  * segment's) and TS_BATCH of them, in one pass over their records. */
 static void refill(struct ts_iter *it, size_t x, size_t end)
@@ -113,13 +139,8 @@ static void refill(struct ts_iter *it, size_t x, size_t end)
 		it->bnl = tp_xmalloc(TS_BATCH * sizeof(*it->bnl));
 		it->bmode = tp_xmalloc(TS_BATCH * sizeof(*it->bmode));
 	}
-	if (!it->seg || it->segno != g) {
-		if (!c->held)
-			tally_seg_close(it->seg);
-		it->segno = g;
-		it->seg = c->held ? c->held[g] :
-			  tally_seg_open(c->snap->segs[g].path, c->open_opts);
-	}
+	if (!it->seg || it->segno != g)
+		use_seg(it, g);
 	it->nreq = it->bcur = it->cbj = 0;
 	for (size_t y = x; y < end && it->nreq < TS_BATCH; y++) {
 		const struct centry *e = &c->e[y];
@@ -134,7 +155,7 @@ static void refill(struct ts_iter *it, size_t x, size_t end)
 		it->tat[it->nreq++] = SIZE_MAX;
 	}
 	tp_buf_reset(&it->text);
-	/* A segment gone, or corrupt now: its rows are left out. */
+	/* A segment corrupt now has its rows left out. */
 	if (it->seg)
 		tally_seg_foreach_ids(it->seg, 0, it->ids, it->nreq, batch_cb,
 				      it);
@@ -260,7 +281,7 @@ void ts_iter_row(const struct ts_iter *it, struct ts_row *row)
 
 void ts_iter_end(struct ts_iter *it)
 {
-	if (!it->r || !it->r->cp || !it->r->cp->held)
+	if (it->own)
 		tally_seg_close(it->seg);
 	tp_buf_free(&it->text);
 	tp_buf_free(&it->scratch);

@@ -83,9 +83,17 @@ static void delta_entry(struct ts_compact *cur, size_t i,
 		known = ts_baseline_known(prev->snap, &cs);
 	}
 	if (e->full) {
+		const struct tp_series *pf = p ? p->full : NULL;
+
+		/* Kept whole now but not then (its segment was held then):
+		 * not a histogram, its values are all it needs. */
+		if (p && !pf) {
+			as_series(prev, p, &ps);
+			pf = &ps;
+		}
 		d->full = tp_xmalloc(sizeof(*d->full));
 		tp_series_copy(d->full, e->full);
-		ts_delta_one(d->full, e->full, p ? p->full : NULL, known);
+		ts_delta_one(d->full, e->full, pf, known);
 		d->value = d->full->value;
 		d->flags = d->full->flags;
 		return;

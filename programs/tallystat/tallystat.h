@@ -250,8 +250,9 @@ struct ts_iter {
 	/* A compact read's: where it is, and the current series. */
 	uint32_t g;                 /* in its segment order */
 	size_t at;                  /* its entry */
-	struct tally_seg *seg;      /* open: segment segno */
-	uint32_t segno;
+	struct tally_seg *seg;      /* segment segno's, open for the */
+	uint32_t segno;             /* batch: its own (own 1) or the read's */
+	int own;                    /* hold of it (compact.c) */
 	struct tp_series s;
 	/* The texts of a batch of entries (req[0 .. nreq)), read in one
 	 * pass over their records (ids): entry req[j]'s from text.p +
@@ -286,11 +287,13 @@ void ts_average_row(const struct ts_report *r, const struct tp_series *s,
 void ts_average_free(struct ts_average *a);
 
 /* caverage.c: the same sums of a run of compact reads, whose deltas
- * ts_compact_delta() has taken; ts_caverage_row() completes row @row of
- * the sums' entry @x as ts_average_row() does. */
+ * ts_compact_delta() has taken; ts_caverage_add() takes over the
+ * segments of @cur that the sums need (@cur's report is to be printed
+ * before).  ts_caverage_row() completes row @row of the sums' entry @x
+ * as ts_average_row() does. */
 struct ts_caverage;
 struct ts_caverage *ts_caverage_new(void);
-void ts_caverage_add(struct ts_caverage *av, const struct ts_compact *cur,
+void ts_caverage_add(struct ts_caverage *av, struct ts_compact *cur,
 		     double seconds);
 unsigned long ts_caverage_intervals(const struct ts_caverage *av);
 void ts_report_caverage(struct ts_report *r, const struct ts_caverage *av,

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -651,8 +652,11 @@ static int runs_agree(struct pair_read *rd, int n)
 	return !failed;
 }
 
-/* A child with zone tc-brief whose file goes when it exits (no
- * TALLY_KEEP): it exits when @fd (the write end of its pipe) closes. */
+/* A child with zone tc-brief whose file goes when it exits: it exits
+ * when @fd (the write end of its pipe) closes.  It removes the file
+ * itself: the library read TALLY_KEEP=1 (set by setup()) when this
+ * process first used it, before the fork, and the child keeps its files
+ * whatever its own environment says. */
 static pid_t child_brief(int *fd)
 {
 	int p[2], q[2];
@@ -668,7 +672,6 @@ static pid_t child_brief(int *fd)
 		close(q[1]);
 		prctl(PR_SET_NAME, "tc-brief", 0, 0, 0);
 		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-		unsetenv("TALLY_KEEP");
 		z = tally_zone_create("tc-brief", NULL);
 		if (!z)
 			_exit(1);
@@ -677,6 +680,8 @@ static pid_t child_brief(int *fd)
 			_exit(1);
 		while (read(q[0], &c, 1) > 0)
 			;
+		if (unlink(tally_zone_path(z)) != 0)
+			_exit(1);
 		exit(0);
 	}
 	close(q[0]);
@@ -687,12 +692,41 @@ static pid_t child_brief(int *fd)
 	return pid;
 }
 
-/* A run of compact reads gives, byte for byte, the reports of a run of
- * snapshots, in text and JSON: the report since start, each interval's
- * and the Average: rows, over four reads with changes between them
- * (increases, a reset, a gauge, a histogram, a new series, idle series
- * for -z, a process that exits and takes its file away). */
-TEST(interval_same_bytes)
+static int no_seg(const char *path, struct tally_seg *seg,
+		  const char *error, void *arg)
+{
+	(void)path, (void)seg, (void)error, (void)arg;
+	return 0;
+}
+
+/* Read @x at @sec, under a limit of @nofile descriptors (0: as it is). */
+static void limited_read(struct pair_read *x, long sec, rlim_t nofile)
+{
+	struct rlimit rl;
+
+	if (nofile) {
+		CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+		rl.rlim_cur = nofile;
+		CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+	}
+	pair_read(x, sec);
+}
+
+/* How many segments of read @x are held open. */
+static uint32_t nheld(const struct pair_read *x)
+{
+	uint32_t n = 0;
+
+	for (uint32_t g = 0; x->p->held && g < x->p->nsegs; g++)
+		n += x->p->held[g] != NULL;
+	return n;
+}
+
+/* The reads of interval_same_bytes, read @i under a limit of @nofile[i]
+ * descriptors (0: as it is): a limit leaves a read fewer segments to
+ * hold open than it reads (compact.c leaves 64 to the rest), whose
+ * entries are kept whole, and the reports must be the same. */
+static void interval_run(const rlim_t *nofile)
 {
 	struct pair_read rd[4];
 	struct moving m;
@@ -702,24 +736,62 @@ TEST(interval_same_bytes)
 	setup();
 	brief = child_brief(&fd);
 	moving_start(&m);
-	pair_read(&rd[0], 1900000000);
+	limited_read(&rd[0], 1900000000, nofile[0]);
 	moving_step(&m);
-	pair_read(&rd[1], 1900000002);
+	limited_read(&rd[1], 1900000002, nofile[1]);
 
 	tally_counter_add(&m.up, 1000000);
 	tally_counter_add(&m.late, 1);
 	tally_gauge_add(&m.g, -1);
 	tally_histogram_observe(&m.h, 5000000);
-	pair_read(&rd[2], 1900000004);
+	limited_read(&rd[2], 1900000004, nofile[2]);
 
-	/* tc-brief exits: its file goes, its rows stay in the Average:. */
+	/* tc-brief exits and its file goes, after the third read and
+	 * before any report of it is printed: its rows stay in that
+	 * interval's report and in the Average:, as read. */
 	close(fd);
 	CHECK(waitpid(brief, &st, 0) == brief);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK_EQ(tally_seg_foreach_pid(dir, brief, NULL, no_seg, NULL), 0);
 	tally_counter_add(&m.up, 5);
-	pair_read(&rd[3], 1900000006);
+	limited_read(&rd[3], 1900000006, nofile[3]);
 	CHECK(runs_agree(rd, 4));
+	/* What was held, as the limits say. */
+	CHECK_EQ(nheld(&rd[0]), rd[0].p->nsegs);
+	if (nofile[1])
+		CHECK(nheld(&rd[1]) > 0 && nheld(&rd[1]) < rd[1].p->nsegs);
+	else
+		CHECK_EQ(nheld(&rd[1]), rd[1].p->nsegs);
+	CHECK_EQ(nheld(&rd[2]), rd[2].p->nsegs);
+	CHECK_EQ(nheld(&rd[3]), rd[3].p->nsegs);
 	for (int i = 0; i < 4; i++)
 		pair_free(&rd[i]);
 	cleanup();
+}
+
+/* A run of compact reads gives, byte for byte, the reports of a run of
+ * snapshots, in text and JSON: the report since start, each interval's
+ * and the Average: rows, over four reads with changes between them
+ * (increases, a reset, a gauge, a histogram, a new series, idle series
+ * for -z, a process that exits and takes its file away). */
+TEST(interval_same_bytes)
+{
+	static const rlim_t as_is[4];
+
+	interval_run(as_is);
+}
+
+/* The same with few descriptors to spare for the second read: the five
+ * segments of the first read held, two of the second's (the others kept
+ * whole), all of the third's and fourth's.  So an entry is kept whole in
+ * one read and not in the one before or after it, and in the sums of the
+ * Average: rows. */
+TEST(interval_same_bytes_few_fds)
+{
+	static const rlim_t few[4] = { 64 + 7, 64 + 7, 64 + 40, 64 + 40 };
+	struct rlimit was;
+
+	CHECK(getrlimit(RLIMIT_NOFILE, &was) == 0);
+	interval_run(few);
+	CHECK(setrlimit(RLIMIT_NOFILE, &was) == 0);
 }
