@@ -67,7 +67,7 @@ rm -rf "$venv"
 "$py" -m venv "$venv"
 if [ -n "$quick" ]; then
 	peers="pytest==9.2.0"
-	tests="test_api.py test_exact.py test_units.py test_labels.py test_encoding.py test_bad_input.py test_gauge_modes.py test_switch_start.py test_promclient.py"
+	tests="test_api.py test_exact.py test_units.py test_labels.py test_encoding.py test_bad_input.py test_gauge_modes.py test_switch_start.py test_promclient.py test_switch_same.py"
 else
 	peers="pytest gunicorn flask prometheus-flask-exporter starlette starlette-exporter uvicorn"
 	tests=
