@@ -283,7 +283,7 @@ shm_names() {
 }
 
 # shm_in_use NAME: a process has /dev/shm/NAME, or a file below it, open,
-# mapped or as its working directory: another engineer's test, going on
+# mapped or as its working directory: a test of another run, going on
 # (the test harness's own directory, tally-test.<pid>.XXXXXX, while that
 # pid runs).
 shm_in_use() {
