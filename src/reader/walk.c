@@ -163,9 +163,13 @@ static int load_mrecs(struct tally_seg *s, uint32_t want)
 		int settled = 0;
 
 		for (int tries = 0;; tries++) {
-			if (tally__seg_read_at(s, &f[i], sizeof(*f), off) < 0 ||
-			    tally__seg_read_at(s, &again, sizeof(again), off) < 0)
-				return -errno;
+			int rc = tally__seg_read_at(s, &f[i], sizeof(*f), off);
+
+			if (rc == 0)
+				rc = tally__seg_read_at(s, &again,
+							sizeof(again), off);
+			if (rc < 0)
+				return rc;
 			if (!(atomic_load_explicit(&f[i].seq,
 						   memory_order_relaxed) & 1) &&
 			    !memcmp(&f[i], &again, sizeof(again)))
@@ -248,32 +252,35 @@ static void load_run(uint64_t off, uint64_t len, void *arg)
 	}
 	/* A page that vanished since lseek reads as zeros: pread of a hole
 	 * allocates nothing. */
-	if (tally__seg_read_at(a->s, c->pages + (size_t)c->npresent * TALLY__PAGE,
-		    (size_t)n * TALLY__PAGE, off) < 0) {
-		a->err = -errno;
+	a->err = tally__seg_read_at(a->s, c->pages +
+				    (size_t)c->npresent * TALLY__PAGE,
+				    (size_t)n * TALLY__PAGE, off);
+	if (a->err < 0)
 		return;
-	}
 	for (uint32_t i = 0; i < n; i++) {
 		c->pagemap[first + i] = c->npresent;
 		c->present[c->npresent++] = first + i;
 	}
 }
 
-static struct chunk_cache *load_into(struct tally_seg *s,
-				     struct chunk_cache *c, uint64_t chunk)
+/*
+ * Read chunk @chunk into @c.  Returns 0 or the negative errno of the
+ * step that failed, never errno: the page walk makes system calls after
+ * a failed allocation, and out of memory must not read as another error.
+ */
+static int load_into(struct tally_seg *s, struct chunk_cache *c,
+		     uint64_t chunk)
 {
 	struct run_arg a = { s, c, 0, 0 };
 	int rc;
 
 	if (c->chunk == chunk)
-		return c;
+		return 0;
 	if (!c->pagemap) {
 		c->pagemap = malloc(s->chunk_pages * sizeof(uint32_t));
 		c->present = malloc(s->chunk_pages * sizeof(uint32_t));
-		if (!c->pagemap || !c->present) {
-			tally__seg_no_memory(s);
-			return NULL;
-		}
+		if (!c->pagemap || !c->present)
+			return tally__seg_no_memory(s);
 		memset(c->pagemap, 0xff, s->chunk_pages * sizeof(uint32_t));
 		c->npresent = 0;
 	}
@@ -283,33 +290,35 @@ static struct chunk_cache *load_into(struct tally_seg *s,
 	c->chunk = UINT64_MAX;
 	a.base = s->hdr.chunks_off + chunk * s->chunk_bytes;
 	rc = tally__resident_runs(s->fd, a.base, s->chunk_bytes, load_run, &a);
-	if (rc < 0 || a.err < 0) {
-		if (rc < 0)
-			tally__fail(-rc, "%s: cannot find the pages of chunk "
-				    "%llu: %s", s->path,
-				    (unsigned long long)chunk, strerror(-rc));
-		return NULL;
-	}
+	if (a.err < 0)
+		return a.err;
+	if (rc < 0)
+		return tally__fail(-rc, "%s: cannot find the pages of chunk "
+				   "%llu: %s", s->path,
+				   (unsigned long long)chunk, strerror(-rc));
 	c->chunk = chunk;
-	return c;
+	return 0;
 }
 
-/* Chunk @chunk as read in this batch. */
-static struct chunk_cache *load_chunk(struct tally_seg *s, uint64_t chunk)
+/* Chunk @chunk as read in this batch, in *@out; 0 or -errno. */
+static int load_chunk(struct tally_seg *s, uint64_t chunk,
+		      const struct chunk_cache **out)
 {
 	struct chunk_cache *c = &s->cache[chunk % CACHE];
 
+	*out = c;
 	if (c->chunk == chunk)
-		return c;
+		return 0;
 	/* A copy read later than this one would not be later any more. */
 	s->cache[CACHE + chunk % CACHE].chunk = UINT64_MAX;
 	return load_into(s, c, chunk);
 }
 
-/* Chunk @chunk read again, after load_chunk() read it. */
-static struct chunk_cache *load_chunk_later(struct tally_seg *s,
-					    uint64_t chunk)
+/* Chunk @chunk read again, after load_chunk() read it; 0 or -errno. */
+static int load_chunk_later(struct tally_seg *s, uint64_t chunk,
+			    const struct chunk_cache **out)
 {
+	*out = &s->cache[CACHE + chunk % CACHE];
 	return load_into(s, &s->cache[CACHE + chunk % CACHE], chunk);
 }
 
@@ -354,15 +363,16 @@ static int gauge_value(struct tally_seg *s, const struct chunk_cache *c,
 	int64_t dec, inc;
 	int64_t *dec_cpu = NULL;
 	unsigned n = s->hdr.nslabs;
+	int rc;
 
 	if (percpu) {
 		dec_cpu = percpu + n; /* room taken by the caller */
 		memset(dec_cpu, 0, n * sizeof(int64_t));
 	}
 	dec = slot_value(s, c, mode, slot + 1, dec_cpu);
-	later = load_chunk_later(s, chunk);
-	if (!later)
-		return -errno;
+	rc = load_chunk_later(s, chunk, &later);
+	if (rc < 0)
+		return rc;
 	inc = slot_value(s, later, mode, slot, percpu);
 	*value = (int64_t)((uint64_t)inc + (uint64_t)dec);
 	for (unsigned i = 0; percpu && i < n; i++)
@@ -434,14 +444,16 @@ static int long_labels(struct tally_seg *s, uint32_t id,
 	text = s->ltext + s->ltext_used;
 	while (at < len) {
 		struct tally__series_ext e;
+		int rc;
 
 		if (link == 0 || link > s->hdr.series_cap)
 			return tally__seg_corrupt(s, "series %u: label "
 						  "extension %u outside the "
 						  "table", id, link);
-		if (tally__seg_read_at(s, &e, sizeof(e), s->hdr.series_off +
-				       (uint64_t)(link - 1) * sizeof(e)) < 0)
-			return -errno;
+		rc = tally__seg_read_at(s, &e, sizeof(e), s->hdr.series_off +
+					(uint64_t)(link - 1) * sizeof(e));
+		if (rc < 0)
+			return rc;
 		if (e.state != TALLY__SERIES_EXT || e.owner != id ||
 		    e.owner_seq != seq || e.len == 0 ||
 		    e.len > TALLY__EXT_DATA || e.len > len - at)
@@ -517,7 +529,7 @@ static int compute(struct tally_seg *s, uint32_t id, uint32_t i,
 		   struct result *out)
 {
 	const struct tally__metric_rec *f;
-	struct chunk_cache *c;
+	const struct chunk_cache *c;
 	uint64_t chunk = 0;
 	unsigned slot = 0, nslabs = s->hdr.nslabs;
 	int64_t *percpu = NULL;
@@ -528,9 +540,9 @@ static int compute(struct tally_seg *s, uint32_t id, uint32_t i,
 	if (rc < 0)
 		return rc;
 	f = &s->mrecs[r->metric];
-	c = load_chunk(s, chunk);
-	if (!c)
-		return -errno;
+	rc = load_chunk(s, chunk, &c);
+	if (rc < 0)
+		return rc;
 	if (flags & TALLY_READ_PERCPU) {
 		out->percpu_at = s->percpu_used;
 		/* A gauge's decrements take a second row, after the
@@ -863,6 +875,8 @@ static int read_records(struct tally_seg *s, struct tally__series *to,
 	if (!want)
 		return tally__seg_read_at(s, to, n * rec, off);
 	while (a < n) {
+		int rc;
+
 		while (a < n && !want[a])
 			a++;
 		if (a == n)
@@ -873,9 +887,10 @@ static int read_records(struct tally_seg *s, struct tally__series *to,
 		for (uint32_t j = a + 1; j < n && j - b <= GAP_READ; j++)
 			if (want[j])
 				b = j;
-		if (tally__seg_read_at(s, to + a, (b - a + 1) * rec,
-				       off + a * rec) < 0)
-			return -errno;
+		rc = tally__seg_read_at(s, to + a, (b - a + 1) * rec,
+					off + a * rec);
+		if (rc < 0)
+			return rc;
 		a = b + 1;
 	}
 	return 0;
