@@ -124,7 +124,9 @@
  * bucket, +Inf, is the count.
  * 2.8: info and enum metrics (TALLY__TYPE_INFO, TALLY__TYPE_ENUM): float
  * gauges for older readers, whose series readers of 2.6 and 2.7 skip as
- * a type they do not know; writers make them only in zones of 2.8. */
+ * a type they do not know; writers make them in zones of 2.6 and later,
+ * never in a zone older than 2.6 (made by tally 0.3), which cannot hold
+ * their type. */
 #define TALLY__FMT_MINOR_CREATOR_LOCK 1
 #define TALLY__FMT_MINOR_OWNED_FALLBACK 4
 #define TALLY__FMT_MINOR_LONG_LABELS 5

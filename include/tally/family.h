@@ -127,7 +127,8 @@ TALLY_API int tally_fgauge_family_register(struct tally_zone *z,
  * names @label_names, with @d->kind TALLY_INFO, or of an enum metric
  * (tally_enum_register()) with @d->kind TALLY_ENUM, one of whose label
  * names, here or in @d, is the metric's name (the state): with their
- * errors (-EPROTONOSUPPORT in a zone older than format 2.8).  Their
+ * errors (-EPROTONOSUPPORT in a zone older than format 2.6, made by
+ * tally 0.3).  Their
  * children are float gauges (tally_fgauge_family_get()), which the
  * caller sets to 1 or 0: an info child is not set to 1 by the get.
  *

@@ -305,8 +305,8 @@ TALLY_API int tally_fcounter_register(struct tally_zone *z,
  * value to 1: readers show it as <name>_info{pairs} 1.  To replace the
  * pairs, register the new ones, then set the old series to 0
  * (tally_fgauge_set), which readers no longer show.  The help text takes
- * at most TALLY_HELP_MAX - 8 bytes.  In a zone made by a libtally older
- * than format 2.8, whose readers would not show it: -EPROTONOSUPPORT.
+ * at most TALLY_HELP_MAX - 8 bytes.  In a zone older than format 2.6
+ * (made by tally 0.3), which cannot hold it: -EPROTONOSUPPORT.
  * This API is MT-safe and safe after fork().  Not async-signal-safe.
  */
 TALLY_API int tally_info_register(struct tally_zone *z,
@@ -435,9 +435,9 @@ TALLY_API int tally_pgauge_register(struct tally_zone *z,
  * mix their series with the old version's.  A binding may also record
  * there the very metric whose series it registers under @d->name (a
  * TALLY_FGAUGE, say; a TALLY_INFO or TALLY_ENUM too, which a zone older
- * than format 2.8 refuses with -EPROTONOSUPPORT), leaving that name out
- * of @names; a classic histogram and a per-process gauge take
- * tally_chistogram_redefine() and tally_pgauge_redefine().
+ * than format 2.6 (made by tally 0.3) refuses with -EPROTONOSUPPORT),
+ * leaving that name out of @names; a classic histogram and a per-process
+ * gauge take tally_chistogram_redefine() and tally_pgauge_redefine().
  * Return: 1 when the definition changed (the zone counts it in
  * redefinitions), 0 when it was new or the same, or a negative errno as
  * tally_counter_register() (-EINVAL also for a NULL @names with @n > 0,
