@@ -121,6 +121,11 @@ def _of_prometheus_client(registry: Any, openmetrics: bool) -> bytes:
     return text
 
 
+# Where the patched collect() of the default registry shows the zone's
+# metrics that no collector of this process showed: after them all.
+_ZONE_LAST = object()
+
+
 def of_prometheus_client(registry: Any, openmetrics: bool
                          ) -> Optional[bytes]:
     """The exposition of prometheus_client registry @registry, its runs
@@ -129,7 +134,10 @@ def of_prometheus_client(registry: Any, openmetrics: bool
     of its metrics by that writer too, once, for a MultiProcessCollector
     (which reads the zone) and for the metrics of the default registry
     held in tally (whose collect() shows the zone's); every other
-    collector by prometheus_client.  None when @registry is not a plain
+    collector by prometheus_client.  The default registry under the
+    switch shows the zone even when this process has defined none of its
+    metrics (its collect() adds them after its collectors): the zone is
+    written there then.  None when @registry is not a plain
     CollectorRegistry of prometheus_client."""
     from . import _backend, _promclient
     from ._collector import TallyCollector
@@ -141,10 +149,10 @@ def of_prometheus_client(registry: Any, openmetrics: bool
     out: List[bytes] = []
     others: List[Any] = []
     zone_done = False
-    for c in parts:
+    for c in list(parts) + ([_ZONE_LAST] if default else []):
         if isinstance(c, TallyCollector):
             text = c.expose(openmetrics)
-        elif _backend.shows_zone(c, default):
+        elif c is _ZONE_LAST or _backend.shows_zone(c, default):
             if zone_done:
                 continue
             zone_done = True
