@@ -21,8 +21,8 @@ static PyObject *skipped_list(const struct tp_snapshot *snap)
 	PyObject *l = PyList_New((Py_ssize_t)snap->nskipped);
 
 	for (size_t i = 0; l && i < snap->nskipped; i++) {
-		PyObject *t = Py_BuildValue("(ss)", snap->skipped[i].path,
-					    snap->skipped[i].reason);
+		PyObject *t = tpy_skipped(snap->skipped[i].path,
+					  snap->skipped[i].reason);
 
 		if (!t) {
 			Py_CLEAR(l);

@@ -148,6 +148,8 @@ PyObject *tpy_zone_info(PyObject *self, PyObject *arg);
 PyObject *tpy_unit_value(PyObject *self, PyObject *args);
 PyObject *tpy_unit_name(PyObject *self, PyObject *args);
 PyObject *tpy_bucket_upper(PyObject *self, PyObject *args);
+/* (path, why) of a file the reader skipped, whatever bytes they hold. */
+PyObject *tpy_skipped(const char *path, const char *why);
 
 /* --- expose.c -------------------------------------------------------- */
 

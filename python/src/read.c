@@ -29,6 +29,30 @@ struct walk {
 	int unordered;
 };
 
+/*
+ * A file name need not be UTF-8, and a Python str must be valid: the
+ * path is decoded as os.fsdecode() does (its undecodable bytes kept as
+ * surrogates, so that os.fsencode() gives the name back), the reason,
+ * which may quote the path, with undecodable bytes written as \xNN.
+ */
+PyObject *tpy_skipped(const char *path, const char *why)
+{
+	PyObject *p = PyUnicode_DecodeFSDefault(path), *r, *t;
+
+	if (!p)
+		return NULL;
+	r = PyUnicode_DecodeUTF8(why, (Py_ssize_t)strlen(why),
+				 "backslashreplace");
+	if (!r) {
+		Py_DECREF(p);
+		return NULL;
+	}
+	t = PyTuple_Pack(2, p, r);
+	Py_DECREF(p);
+	Py_DECREF(r);
+	return t;
+}
+
 static PyObject *str_or_empty(const char *s)
 {
 	return PyUnicode_FromString(s ? s : "");
@@ -199,12 +223,12 @@ static int one_segment(const char *path, struct tally_seg *s,
 	int rc;
 
 	if (!s) {
-		t = Py_BuildValue("(ss)", path, error ? error : "unreadable");
+		t = tpy_skipped(path, error ? error : "unreadable");
 		goto skip;
 	}
 	rc = tally_seg_info(s, &info);
 	if (rc < 0) {
-		t = Py_BuildValue("(ss)", path, tally_errmsg());
+		t = tpy_skipped(path, tally_errmsg());
 		goto skip;
 	}
 	if (w->zone && strcmp(info.zone_name, w->zone) != 0)
@@ -218,7 +242,7 @@ static int one_segment(const char *path, struct tally_seg *s,
 	if (w->failed)
 		return 1;
 	if (rc < 0) {
-		t = Py_BuildValue("(ss)", path, tally_errmsg());
+		t = tpy_skipped(path, tally_errmsg());
 		goto skip;
 	}
 	w->segments++;
