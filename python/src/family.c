@@ -261,35 +261,10 @@ int tpy_family_frac_ready(TpyFamily *f)
 	return rc;
 }
 
-static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
+/* The arguments of Family() that the kind rules out. */
+static int check_kind(int kind, PyObject *zone, int combine, int typed,
+		      int timestamps)
 {
-	static char *kwlist[] = { "zone", "kind", "parts", "help", "unit",
-		"labelnames", "buckets", "bucket_labels", "timestamps",
-		"combine", "classic", "typed", NULL };
-	PyObject *zone, *parts, *help, *unit, *labelnames;
-	PyObject *buckets = Py_None, *bucket_labels = Py_None;
-	int kind, timestamps = 0, rc = 0, combine = -1, classic = 0;
-	int typed = 0;
-	const char *name, *pmain, *pfrac, *psetns, *pbucket;
-	const char **names = NULL;
-	Py_ssize_t n;
-
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OiO!UUO!|OOpiii:Family",
-					 kwlist, &zone, &kind, &PyTuple_Type,
-					 &parts, &help, &unit, &PyTuple_Type,
-					 &labelnames, &buckets, &bucket_labels,
-					 &timestamps, &combine, &classic,
-					 &typed))
-		return -1;
-	/* _encoding.parts(): the metric's name (for messages), then the
-	 * series names of the parts, "" for those the kind has not. */
-	if (!PyArg_ParseTuple(parts, "sssss:Family parts", &name, &pmain,
-			      &pfrac, &psetns, &pbucket))
-		return -1;
-	if (self->kind) {
-		PyErr_SetString(PyExc_RuntimeError, "Family is set up already");
-		return -1;
-	}
 	if (kind < TPY_COUNTER || kind > TPY_HISTOGRAM) {
 		PyErr_SetString(PyExc_ValueError, "unknown kind");
 		return -1;
@@ -298,9 +273,6 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 		PyErr_SetString(PyExc_TypeError, "zone must be a Zone or None");
 		return -1;
 	}
-	self->zone = zone == Py_None ? NULL : ((TpyZone *)zone)->zone;
-	Py_INCREF(zone);
-	self->zone_obj = zone;
 	if (combine >= 0 && (kind != TPY_GAUGE ||
 			     combine > (int)TALLY_COMBINE_LIVEMOSTRECENT)) {
 		PyErr_SetString(PyExc_ValueError, "a combine mode is for a "
@@ -314,74 +286,89 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 				"or timestamps");
 		return -1;
 	}
-	/* A per-process gauge keeps the time of its last set itself. */
-	self->timestamps = kind == TPY_GAUGE && timestamps && combine < 0;
-	if (!(self->help = dup_utf8(help, "help")) ||
-	    !(self->unit = dup_utf8(unit, "unit")))
-		goto fail;
-	n = PyTuple_GET_SIZE(labelnames);
+	return 0;
+}
+
+/* The label names, copied; *@names: room for them and the le a
+ * histogram's buckets add (freed by the caller, even on failure). */
+static int init_labels(TpyFamily *self, PyObject *labelnames,
+		       const char ***names)
+{
+	Py_ssize_t n = PyTuple_GET_SIZE(labelnames);
+
 	/* Room for the two labels tally may add: a histogram's le, a
 	 * per-process gauge's pid. */
 	if (n > (Py_ssize_t)TALLY_LABEL_PAIRS_MAX - 2) {
 		PyErr_Format(PyExc_ValueError, "too many labels: %zd, at most "
 			     "%u", n, TALLY_LABEL_PAIRS_MAX - 2);
-		goto fail;
+		return -1;
 	}
 	/* One more for the histogram buckets' "le". */
 	self->label_names = calloc((size_t)n + 2, sizeof(char *));
-	names = calloc((size_t)n + 2, sizeof(char *));
-	if (!self->label_names || !names) {
+	*names = calloc((size_t)n + 2, sizeof(char *));
+	if (!self->label_names || !*names) {
 		PyErr_NoMemory();
-		goto fail;
+		return -1;
 	}
 	self->nlabels = (unsigned)n;
 	for (Py_ssize_t i = 0; i < n; i++) {
 		self->label_names[i] = dup_utf8(PyTuple_GET_ITEM(labelnames, i),
 						"a label name");
 		if (!self->label_names[i])
-			goto fail;
-		names[i] = self->label_names[i];
+			return -1;
+		(*names)[i] = self->label_names[i];
 	}
-	if (kind == TPY_HISTOGRAM) {
-		Py_ssize_t nb;
+	return 0;
+}
 
-		if (!PyTuple_Check(buckets) || !PyTuple_Check(bucket_labels) ||
-		    PyTuple_GET_SIZE(buckets) != PyTuple_GET_SIZE(bucket_labels) ||
-		    PyTuple_GET_SIZE(buckets) < 1) {
-			PyErr_SetString(PyExc_ValueError, "a histogram needs "
-					"buckets and their labels, as tuples of "
-					"the same length");
-			goto fail;
-		}
-		nb = PyTuple_GET_SIZE(buckets);
-		self->bounds = calloc((size_t)nb, sizeof(double));
-		self->bound_labels = calloc((size_t)nb, sizeof(char *));
-		if (!self->bounds || !self->bound_labels) {
-			PyErr_NoMemory();
-			goto fail;
-		}
-		self->nbounds = (unsigned)nb;
-		for (Py_ssize_t i = 0; i < nb; i++) {
-			self->bounds[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(buckets,
-									    i));
-			if (self->bounds[i] == -1.0 && PyErr_Occurred())
-				goto fail;
-			if (i > 0 && !(self->bounds[i] > self->bounds[i - 1])) {
-				PyErr_SetString(PyExc_ValueError,
-						"Buckets not in sorted order");
-				goto fail;
-			}
-			self->bound_labels[i] = dup_utf8(
-				PyTuple_GET_ITEM(bucket_labels, i), "a bucket label");
-			if (!self->bound_labels[i])
-				goto fail;
-		}
-		if (!isinf(self->bounds[nb - 1])) {
-			PyErr_SetString(PyExc_ValueError,
-					"the last bucket must be +Inf");
-			goto fail;
-		}
+/* A histogram's bucket bounds and their le labels, checked. */
+static int init_buckets(TpyFamily *self, PyObject *buckets,
+			PyObject *bucket_labels)
+{
+	Py_ssize_t nb;
+
+	if (!PyTuple_Check(buckets) || !PyTuple_Check(bucket_labels) ||
+	    PyTuple_GET_SIZE(buckets) != PyTuple_GET_SIZE(bucket_labels) ||
+	    PyTuple_GET_SIZE(buckets) < 1) {
+		PyErr_SetString(PyExc_ValueError, "a histogram needs "
+				"buckets and their labels, as tuples of "
+				"the same length");
+		return -1;
 	}
+	nb = PyTuple_GET_SIZE(buckets);
+	self->bounds = calloc((size_t)nb, sizeof(double));
+	self->bound_labels = calloc((size_t)nb, sizeof(char *));
+	if (!self->bounds || !self->bound_labels) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	self->nbounds = (unsigned)nb;
+	for (Py_ssize_t i = 0; i < nb; i++) {
+		self->bounds[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(buckets, i));
+		if (self->bounds[i] == -1.0 && PyErr_Occurred())
+			return -1;
+		if (i > 0 && !(self->bounds[i] > self->bounds[i - 1])) {
+			PyErr_SetString(PyExc_ValueError,
+					"Buckets not in sorted order");
+			return -1;
+		}
+		self->bound_labels[i] = dup_utf8(
+			PyTuple_GET_ITEM(bucket_labels, i), "a bucket label");
+		if (!self->bound_labels[i])
+			return -1;
+	}
+	if (!isinf(self->bounds[nb - 1])) {
+		PyErr_SetString(PyExc_ValueError,
+				"the last bucket must be +Inf");
+		return -1;
+	}
+	return 0;
+}
+
+/* The tally kind of each part of a Python metric of kind @kind. */
+static void set_kinds(TpyFamily *self, int kind, int combine, int typed,
+		      int classic)
+{
 	switch (kind) {
 	case TPY_COUNTER:
 		self->main.kind = TALLY_FCOUNTER;
@@ -404,6 +391,51 @@ static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 							 TALLY_CHISTOGRAM;
 		break;
 	}
+}
+
+static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "zone", "kind", "parts", "help", "unit",
+		"labelnames", "buckets", "bucket_labels", "timestamps",
+		"combine", "classic", "typed", NULL };
+	PyObject *zone, *parts, *help, *unit, *labelnames;
+	PyObject *buckets = Py_None, *bucket_labels = Py_None;
+	int kind, timestamps = 0, rc = 0, combine = -1, classic = 0;
+	int typed = 0;
+	const char *name, *pmain, *pfrac, *psetns, *pbucket;
+	const char **names = NULL;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OiO!UUO!|OOpiii:Family",
+					 kwlist, &zone, &kind, &PyTuple_Type,
+					 &parts, &help, &unit, &PyTuple_Type,
+					 &labelnames, &buckets, &bucket_labels,
+					 &timestamps, &combine, &classic,
+					 &typed))
+		return -1;
+	/* _encoding.parts(): the metric's name (for messages), then the
+	 * series names of the parts, "" for those the kind has not. */
+	if (!PyArg_ParseTuple(parts, "sssss:Family parts", &name, &pmain,
+			      &pfrac, &psetns, &pbucket))
+		return -1;
+	if (self->kind) {
+		PyErr_SetString(PyExc_RuntimeError, "Family is set up already");
+		return -1;
+	}
+	if (check_kind(kind, zone, combine, typed, timestamps) < 0)
+		return -1;
+	self->zone = zone == Py_None ? NULL : ((TpyZone *)zone)->zone;
+	Py_INCREF(zone);
+	self->zone_obj = zone;
+	/* A per-process gauge keeps the time of its last set itself. */
+	self->timestamps = kind == TPY_GAUGE && timestamps && combine < 0;
+	if (!(self->help = dup_utf8(help, "help")) ||
+	    !(self->unit = dup_utf8(unit, "unit")))
+		goto fail;
+	if (init_labels(self, labelnames, &names) < 0 ||
+	    (kind == TPY_HISTOGRAM &&
+	     init_buckets(self, buckets, bucket_labels) < 0))
+		goto fail;
+	set_kinds(self, kind, combine, typed, classic);
 	if (!*pmain ||
 	    (kind == TPY_HISTOGRAM && !classic && (!*pfrac || !*pbucket)) ||
 	    (self->timestamps && !*psetns)) {

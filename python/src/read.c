@@ -58,67 +58,76 @@ static PyObject *str_or_empty(const char *s)
 	return PyUnicode_FromString(s ? s : "");
 }
 
-static int one_series(const struct tally_series_view *v, void *arg)
+/* A series' labels: a tuple of (name, value) pairs. */
+static PyObject *labels_of(const struct tally_series_view *v)
 {
-	struct walk *w = arg;
-	PyObject *labels, *hist = Py_None, *t;
+	PyObject *labels = PyTuple_New(v->nlabels);
 
-	labels = PyTuple_New(v->nlabels);
-	if (!labels)
-		goto fail;
-	for (unsigned i = 0; i < v->nlabels; i++) {
+	for (unsigned i = 0; labels && i < v->nlabels; i++) {
 		PyObject *pair = Py_BuildValue("(ss)", v->label_names[i],
 					       v->label_values[i]);
 
-		if (!pair) {
-			Py_DECREF(labels);
-			goto fail;
-		}
-		PyTuple_SET_ITEM(labels, i, pair);
+		if (!pair)
+			Py_CLEAR(labels);
+		else
+			PyTuple_SET_ITEM(labels, i, pair);
 	}
-	if (v->kind == TALLY_HISTOGRAM) {
-		PyObject *b = PyTuple_New(v->nbuckets);
+	return labels;
+}
 
-		for (unsigned i = 0; b && i < v->nbuckets; i++) {
-			PyObject *x = PyLong_FromLongLong(v->buckets[i]);
+/* A histogram's (sum, sub_bits, max_bits, buckets, bounds), else None. */
+static PyObject *hist_of(const struct tally_series_view *v)
+{
+	PyObject *b;
+
+	if (v->kind != TALLY_HISTOGRAM)
+		Py_RETURN_NONE;
+	b = PyTuple_New(v->nbuckets);
+	for (unsigned i = 0; b && i < v->nbuckets; i++) {
+		PyObject *x = PyLong_FromLongLong(v->buckets[i]);
+
+		if (!x)
+			Py_CLEAR(b);
+		else
+			PyTuple_SET_ITEM(b, i, x);
+	}
+	if (!b)
+		return NULL;
+	/* A classic histogram (format 2.6): its exact sum as a float, and
+	 * its bounds; tally's own, None. */
+	if (v->classic) {
+		PyObject *bd = PyTuple_New(v->nbounds);
+
+		for (unsigned i = 0; bd && i < v->nbounds; i++) {
+			PyObject *x = PyFloat_FromDouble(v->bounds[i]);
 
 			if (!x)
-				Py_CLEAR(b);
+				Py_CLEAR(bd);
 			else
-				PyTuple_SET_ITEM(b, i, x);
+				PyTuple_SET_ITEM(bd, i, x);
 		}
-		if (!b) {
-			Py_DECREF(labels);
-			goto fail;
+		if (!bd) {
+			Py_DECREF(b);
+			return NULL;
 		}
-		/* A classic histogram (format 2.6): its exact sum as a
-		 * float, and its bounds; tally's own, None. */
-		if (v->classic) {
-			PyObject *bd = PyTuple_New(v->nbounds);
+		return Py_BuildValue("(dIINN)", v->fsum, 0u, 0u, b, bd);
+	}
+	return Py_BuildValue("(LIINO)", (long long)v->sum, v->sub_bits,
+			     v->max_bits, b, Py_None);
+}
 
-			for (unsigned i = 0; bd && i < v->nbounds; i++) {
-				PyObject *x = PyFloat_FromDouble(v->bounds[i]);
+static int one_series(const struct tally_series_view *v, void *arg)
+{
+	struct walk *w = arg;
+	PyObject *labels, *hist, *t;
 
-				if (!x)
-					Py_CLEAR(bd);
-				else
-					PyTuple_SET_ITEM(bd, i, x);
-			}
-			hist = bd ? Py_BuildValue("(dIINN)", v->fsum, 0u, 0u, b,
-						  bd) : NULL;
-			if (!bd)
-				Py_DECREF(b);
-		} else {
-			hist = Py_BuildValue("(LIINO)", (long long)v->sum,
-					     v->sub_bits, v->max_bits, b,
-					     Py_None);
-		}
-		if (!hist) {
-			Py_DECREF(labels);
-			goto fail;
-		}
-	} else {
-		Py_INCREF(hist);
+	labels = labels_of(v);
+	if (!labels)
+		goto fail;
+	hist = hist_of(v);
+	if (!hist) {
+		Py_DECREF(labels);
+		goto fail;
 	}
 	/* A floating-point gauge's value is a float, any other an int (a
 	 * summary's count, kind TALLY_SUMMARY (format 2.7); a
