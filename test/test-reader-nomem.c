@@ -33,11 +33,6 @@ static void *(*next_realloc)(void *, size_t);
 static long armed, counted;
 static int fired;
 
-__attribute__((constructor)) static void find_realloc(void)
-{
-	next_realloc = (void *(*)(void *, size_t))dlsym(RTLD_NEXT, "realloc");
-}
-
 void *realloc(void *p, size_t n)
 {
 	if (armed && ++counted == armed) {
@@ -46,6 +41,11 @@ void *realloc(void *p, size_t n)
 		errno = ENOMEM;
 		return NULL;
 	}
+	/* Found at the first call, which may come before constructors run
+	 * (a sanitizer's start). */
+	if (!next_realloc)
+		next_realloc = (void *(*)(void *, size_t))dlsym(RTLD_NEXT,
+								"realloc");
 	return next_realloc(p, n);
 }
 
