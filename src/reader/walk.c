@@ -284,10 +284,16 @@ static struct chunk_cache *load_into(struct tally_seg *s,
 	a.base = s->hdr.chunks_off + chunk * s->chunk_bytes;
 	rc = tally__resident_runs(s->fd, a.base, s->chunk_bytes, load_run, &a);
 	if (rc < 0 || a.err < 0) {
-		if (rc < 0)
-			tally__fail(-rc, "%s: cannot find the pages of chunk "
-				    "%llu: %s", s->path,
-				    (unsigned long long)chunk, strerror(-rc));
+		if (!a.err)
+			a.err = tally__fail(-rc, "%s: cannot find the pages of "
+					    "chunk %llu: %s", s->path,
+					    (unsigned long long)chunk,
+					    strerror(-rc));
+		/* The first failure is the pass's: the lseek()s that went
+		 * on after a copy failed leave their own errno (ENXIO at
+		 * the end), which would pass for a corrupt record and
+		 * leave the series out instead of failing the pass. */
+		errno = -a.err;
 		return NULL;
 	}
 	c->chunk = chunk;
