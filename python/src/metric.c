@@ -18,11 +18,9 @@
  */
 #include "native.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* --- Values ------------------------------------------------------------ */
 
