@@ -5,8 +5,9 @@
  * The reader never trusts a file: a segment it cannot open (corrupt,
  * another user's, a symbolic link, vanished) is skipped and reported,
  * and the walk goes on.  Running out of memory is no fault of a file:
- * read() raises MemoryError then, never answers without a segment.  Sums across segments and the Prometheus view
- * are made in Python (tally/_read.py).
+ * read() raises MemoryError then, never answers without a segment.
+ * Sums across segments and the Prometheus view are made in Python
+ * (tally/_read.py).
  */
 #include "native.h"
 
