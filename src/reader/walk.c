@@ -115,9 +115,8 @@ static int check_mrec(struct tally_seg *s, uint32_t i,
 
 /*
  * The suffixes that tally 0.3's Python package gave the series of its
- * metrics (its _encoding.py, python/tally_metrics/_encoding.py):
- * fractions in millionths,
- * buckets that are not cumulative, per-process gauges told by a pid
+ * metrics (the _encoding.py of that release; today's names none):
+ * fractions in millionths, buckets that are not cumulative, per-process gauges told by a pid
  * label, which only that package decoded.  Found in a zone older than
  * format 2.6 (0.3 made no other), they would be shown as garbage; such a
  * zone is refused instead.  A C program's own names with colons (a
@@ -284,10 +283,16 @@ static struct chunk_cache *load_into(struct tally_seg *s,
 	a.base = s->hdr.chunks_off + chunk * s->chunk_bytes;
 	rc = tally__resident_runs(s->fd, a.base, s->chunk_bytes, load_run, &a);
 	if (rc < 0 || a.err < 0) {
-		if (rc < 0)
-			tally__fail(-rc, "%s: cannot find the pages of chunk "
-				    "%llu: %s", s->path,
-				    (unsigned long long)chunk, strerror(-rc));
+		if (!a.err)
+			a.err = tally__fail(-rc, "%s: cannot find the pages of "
+					    "chunk %llu: %s", s->path,
+					    (unsigned long long)chunk,
+					    strerror(-rc));
+		/* The first failure is the pass's: the lseek()s that went
+		 * on after a copy failed leave their own errno (ENXIO at
+		 * the end), which would pass for a corrupt record and
+		 * leave the series out instead of failing the pass. */
+		errno = -a.err;
 		return NULL;
 	}
 	c->chunk = chunk;
