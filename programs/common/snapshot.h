@@ -82,16 +82,16 @@ struct tp_series {
 	unsigned npercpu;       /* 0 unless read with TALLY_READ_PERCPU */
 	int64_t *percpu;
 	unsigned flags;         /* TP_SERIES_* */
-	unsigned dead;          /* TP_LIVE, TP_DEAD or TP_DEAD_KEPT: the
-				   process(es) it belongs to are gone
-				   (tp_series_dead()); summed: all of them */
+	unsigned dead;          /* TP_LIVE or TP_DEAD: the process(es) it
+				   belongs to are gone; summed: all of
+				   them */
 	unsigned arena;         /* 1: its strings and arrays belong to its
 				   snapshot's arena (shared with other
 				   series): never free them one by one */
 };
 
 /*
- * Whose a series is, and whether they still run (tp_series_dead()).
+ * Whose a series is, and whether they still run.
  *
  * A series belongs to the processes that use its segment: the creator and
  * the children that inherited the zone, or every process that attached a
@@ -99,24 +99,18 @@ struct tp_series {
  * (neither alive nor in_use: killed, or exited with TALLY_KEEP=1), and
  * stays readable for TALLY_RETAIN.
  *
- * A per-process gauge series (the Python binding's multiprocess_mode,
- * whose names python/tally_metrics/_encoding.py owns: family
- * "<name>:gauge_<mode>", label pid="<pid>:<start ticks>") belongs
- * to that one process, alive while /proc/<pid>/stat shows that start
- * time (the Python reader's rule): in a shared zone that live workers
- * keep alive, the series of a killed worker is dead.  Under the "live"
- * modes (livesum, liveall, livemax, livemin, livemostrecent) it is
- * TP_DEAD; under the others (all, sum, max, min) TP_DEAD_KEPT: those
- * modes ask for the values of exited processes too (prometheus_client
- * keeps them), so they stay current for the exporter.
+ * A per-process gauge (format 2.6) is not one process's series here: the
+ * reader API combines its processes' values as its record's mode says,
+ * leaving out under the "live" modes those of processes that are gone
+ * (src/reader/pgauge.c), and hands over the result as one series of its
+ * segment.  A name says nothing of what a series is.
  *
  * A dead gauge is never a current value: tally-exporter leaves TP_DEAD
  * gauges out, tallystat marks every dead row.  Counters and histograms of
  * dead processes are what they counted, and stay.
  */
-#define TP_LIVE      0u
-#define TP_DEAD      1u
-#define TP_DEAD_KEPT 2u
+#define TP_LIVE 0u
+#define TP_DEAD 1u
 
 /* Is @s a gauge that must not be shown as a current value (a TP_DEAD
  * gauge)? */

@@ -42,7 +42,7 @@
 struct ex_entry {
 	uint32_t key;       /* index of its sum in agg.series */
 	uint8_t kind, mode; /* EX_ENTRY_WIDE: in the pool */
-	uint8_t dead;       /* TP_LIVE, TP_DEAD or TP_DEAD_KEPT */
+	uint8_t dead;       /* TP_LIVE or TP_DEAD */
 	uint8_t bits;       /* EX_ENTRY_* */
 	int64_t value;
 };

@@ -2,35 +2,25 @@
  * family.c: tally_metrics._native.Family, the series one Python metric keeps in
  * a zone, registered once per metric object.
  *
- * A Python metric is held in up to four parts, each a tally family when
- * the metric has labels (its children are then found by their values
- * without a lock: tally_*_family_get) or one series registered directly:
+ * Every Python metric is one metric record of the format, whose kind says
+ * what its series are (docs/FORMAT.md): a tally label family when the
+ * metric has labels (its children are then found by their values without
+ * a lock: tally_*_family_get) or one series registered directly:
  *
- *   counter    main   FCOUNTER  whole units and billionths (format 2.6:
- *                               every reader shows the exact value)
- *   gauge      main   FGAUGE    a double
- *              setns  GAUGE_SET time of the last change (timestamps=True)
- *   per-process gauge (combine >= 0)
- *              main   PGAUGE    this process's double; libtally adds the
- *                               label pid and keeps the time of its last
- *                               set, and readers combine the processes
- *                               (format 2.6)
- *   histogram  main   CHISTOGRAM a classic histogram of the format (2.6,
- *                               classic=True: the Python Histogram), its
- *                               bounds in its record
- *   info, enum main   INFO, ENUM float gauges of the format (2.8,
- *                               typed=TALLY_INFO or TALLY_ENUM): an
- *                               Info's pairs, an Enum's states
- *   summary    bucket COUNTER   its one bound, +Inf (label le)
- *              main   GAUGE     the sum's integer part
- *              frac   GAUGE     its fractions, in 1e-6
- *   (the Python package writes typed metrics only, each one part: a
- *   counter's frac part and a gauge's setns part have no name then)
+ *   counter           FCOUNTER   whole units and billionths (format 2.6)
+ *   gauge             FGAUGE     a double shared by every process
+ *   per-process gauge PGAUGE     this process's double (combine >= 0);
+ *                                libtally adds the label pid and keeps
+ *                                the time of its last set, and readers
+ *                                combine the processes (format 2.6)
+ *   histogram         CHISTOGRAM a classic histogram, its bounds in its
+ *                                record (format 2.6)
+ *   summary           SUMMARY    count and sum (format 2.7, summary=True)
+ *   info, enum        INFO, ENUM float gauges (format 2.8, typed=
+ *                                TALLY_INFO or TALLY_ENUM): an Info's
+ *                                pairs, an Enum's states
  *
- * Fraction parts are registered when a fraction is first added, so that
- * integer-only metrics hold one series (which tally's own readers show as
- * it is).  The names of the parts are given (_encoding.py, parts(),
- * owns them): this file adds none but the buckets' label le.
+ * The name of the series is given (_encoding.py owns the names).
  */
 #include "native.h"
 
@@ -86,14 +76,14 @@ static void raise_for(int rc, const char *verb, const char *name,
 	}
 }
 
-/* Register @p: its family (with @names, @n of them), or, when @n is 0,
- * its one series.  Returns 0 or -errno (the part then discards). */
+/* Register @p: its label family (with @names, @n of them), or, when @n
+ * is 0, its one series.  Returns 0 or -errno (the part then discards). */
 static int part_register(TpyFamily *f, struct tpy_part *p,
 			 const char *const *names, unsigned n)
 {
 	struct tally_metric_desc d = { .kind = p->kind, .name = p->name,
 		.help = f->help, .unit = f->unit };
-	int rc;
+	int rc = -EINVAL;
 
 	p->family = n > 0;
 	p->zone = f->zone;
@@ -101,14 +91,6 @@ static int part_register(TpyFamily *f, struct tpy_part *p,
 	p->unit = f->unit;
 	if (p->family) {
 		switch (p->kind) {
-		case TALLY_COUNTER:
-			rc = tally_counter_family_register(f->zone, &d, names, n,
-							   &p->fam.c);
-			break;
-		case TALLY_GAUGE:
-			rc = tally_gauge_family_register(f->zone, &d, names, n,
-							 &p->fam.g);
-			break;
 		case TALLY_FGAUGE:
 		case TALLY_INFO: /* by d.kind (format 2.8) */
 		case TALLY_ENUM:
@@ -133,19 +115,9 @@ static int part_register(TpyFamily *f, struct tpy_part *p,
 			rc = tally_summary_family_register(f->zone, &d, names,
 							   n, &p->fam.sm);
 			break;
-		default:
-			rc = tally_setgauge_family_register(f->zone, &d, names,
-							    n, &p->fam.s);
-			break;
 		}
 	} else {
 		switch (p->kind) {
-		case TALLY_COUNTER:
-			rc = tally_counter_register(f->zone, &d, &p->one.c);
-			break;
-		case TALLY_GAUGE:
-			rc = tally_gauge_register(f->zone, &d, &p->one.g);
-			break;
 		case TALLY_FGAUGE:
 			rc = tally_fgauge_register(f->zone, &d, &p->one.f);
 			break;
@@ -169,27 +141,21 @@ static int part_register(TpyFamily *f, struct tpy_part *p,
 		case TALLY_SUMMARY:
 			rc = tally_summary_register(f->zone, &d, &p->one.ch);
 			break;
-		default:
-			rc = tally_setgauge_register(f->zone, &d, &p->one.s);
-			break;
 		}
 	}
-	__atomic_store_n(&p->ready, 1, __ATOMIC_RELEASE);
 	return rc;
 }
 
 int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
 		 const tally_metric **h)
 {
-	const tally_counter *c;
-	const tally_gauge *g;
-	const tally_setgauge *s;
 	const tally_fgauge *fg;
 	const tally_pgauge *pg;
 	const tally_fcounter *fcn;
 	const tally_chistogram *ch;
-	int rc;
+	int rc = -EINVAL;
 
+	*h = NULL;
 	if (!p->family) {
 		/* A forked child's value is its own: registered again, in
 		 * the child, the first time it asks. */
@@ -208,14 +174,6 @@ int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
 		return 0;
 	}
 	switch (p->kind) {
-	case TALLY_COUNTER:
-		rc = tally_counter_family_get(&p->fam.c, values, n, &c);
-		*h = &c->metric;
-		break;
-	case TALLY_GAUGE:
-		rc = tally_gauge_family_get(&p->fam.g, values, n, &g);
-		*h = &g->metric;
-		break;
 	case TALLY_FGAUGE:
 	case TALLY_INFO:
 	case TALLY_ENUM:
@@ -240,105 +198,24 @@ int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
 		rc = tally_summary_family_get(&p->fam.sm, values, n, &ch);
 		*h = &ch->metric;
 		break;
-	default:
-		rc = tally_setgauge_family_get(&p->fam.s, values, n, &s);
-		*h = &s->metric;
-		break;
 	}
 	return rc;
 }
 
-int tpy_family_frac_ready(TpyFamily *f)
-{
-	int rc = 0;
-
-	if (__atomic_load_n(&f->frac.ready, __ATOMIC_ACQUIRE))
-		return 0;
-	pthread_mutex_lock(&f->lock);
-	if (!f->frac.ready)
-		rc = part_register(f, &f->frac, NULL, 0);
-	pthread_mutex_unlock(&f->lock);
-	return rc;
-}
-
-/* The arguments of Family() that the kind rules out. */
-static int check_kind(int kind, PyObject *zone, int combine, int typed,
-		      int timestamps)
-{
-	if (kind < TPY_COUNTER || kind > TPY_HISTOGRAM) {
-		PyErr_SetString(PyExc_ValueError, "unknown kind");
-		return -1;
-	}
-	if (zone != Py_None && !PyObject_TypeCheck(zone, &TpyZone_Type)) {
-		PyErr_SetString(PyExc_TypeError, "zone must be a Zone or None");
-		return -1;
-	}
-	if (combine >= 0 && (kind != TPY_GAUGE ||
-			     combine > (int)TALLY_COMBINE_LIVEMOSTRECENT)) {
-		PyErr_SetString(PyExc_ValueError, "a combine mode is for a "
-				"gauge, 0 .. 9");
-		return -1;
-	}
-	if (typed && (kind != TPY_GAUGE || combine >= 0 || timestamps ||
-		      (typed != TALLY_INFO && typed != TALLY_ENUM))) {
-		PyErr_SetString(PyExc_ValueError, "typed is TALLY_INFO or "
-				"TALLY_ENUM, of a gauge without a combine mode "
-				"or timestamps");
-		return -1;
-	}
-	return 0;
-}
-
-/* The label names, copied; *@names: room for them and the le a
- * histogram's buckets add (freed by the caller, even on failure). */
-static int init_labels(TpyFamily *self, PyObject *labelnames,
-		       const char ***names)
-{
-	Py_ssize_t n = PyTuple_GET_SIZE(labelnames);
-
-	/* Room for the two labels tally may add: a histogram's le, a
-	 * per-process gauge's pid. */
-	if (n > (Py_ssize_t)TALLY_LABEL_PAIRS_MAX - 2) {
-		PyErr_Format(PyExc_ValueError, "too many labels: %zd, at most "
-			     "%u", n, TALLY_LABEL_PAIRS_MAX - 2);
-		return -1;
-	}
-	/* One more for the histogram buckets' "le". */
-	self->label_names = calloc((size_t)n + 2, sizeof(char *));
-	*names = calloc((size_t)n + 2, sizeof(char *));
-	if (!self->label_names || !*names) {
-		PyErr_NoMemory();
-		return -1;
-	}
-	self->nlabels = (unsigned)n;
-	for (Py_ssize_t i = 0; i < n; i++) {
-		self->label_names[i] = dup_utf8(PyTuple_GET_ITEM(labelnames, i),
-						"a label name");
-		if (!self->label_names[i])
-			return -1;
-		(*names)[i] = self->label_names[i];
-	}
-	return 0;
-}
-
-/* A histogram's bucket bounds and their le labels, checked. */
-static int init_buckets(TpyFamily *self, PyObject *buckets,
-			PyObject *bucket_labels)
+/* The bounds of a histogram, @buckets (a tuple of floats, sorted, +Inf
+ * last), into @self: 0, or -1 with an exception. */
+static int family_bounds(TpyFamily *self, PyObject *buckets)
 {
 	Py_ssize_t nb;
 
-	if (!PyTuple_Check(buckets) || !PyTuple_Check(bucket_labels) ||
-	    PyTuple_GET_SIZE(buckets) != PyTuple_GET_SIZE(bucket_labels) ||
-	    PyTuple_GET_SIZE(buckets) < 1) {
-		PyErr_SetString(PyExc_ValueError, "a histogram needs "
-				"buckets and their labels, as tuples of "
-				"the same length");
+	if (!PyTuple_Check(buckets) || PyTuple_GET_SIZE(buckets) < 1) {
+		PyErr_SetString(PyExc_ValueError, "a histogram needs buckets, "
+				"as a tuple");
 		return -1;
 	}
 	nb = PyTuple_GET_SIZE(buckets);
 	self->bounds = calloc((size_t)nb, sizeof(double));
-	self->bound_labels = calloc((size_t)nb, sizeof(char *));
-	if (!self->bounds || !self->bound_labels) {
+	if (!self->bounds) {
 		PyErr_NoMemory();
 		return -1;
 	}
@@ -352,119 +229,111 @@ static int init_buckets(TpyFamily *self, PyObject *buckets,
 					"Buckets not in sorted order");
 			return -1;
 		}
-		self->bound_labels[i] = dup_utf8(
-			PyTuple_GET_ITEM(bucket_labels, i), "a bucket label");
-		if (!self->bound_labels[i])
-			return -1;
 	}
 	if (!isinf(self->bounds[nb - 1])) {
-		PyErr_SetString(PyExc_ValueError,
-				"the last bucket must be +Inf");
+		PyErr_SetString(PyExc_ValueError, "the last bucket must be +Inf");
 		return -1;
 	}
 	return 0;
 }
 
-/* The tally kind of each part of a Python metric of kind @kind. */
-static void set_kinds(TpyFamily *self, int kind, int combine, int typed,
-		      int classic)
+/* The kind of the series of a Python metric of kind @kind: 0, with a
+ * ValueError, for a combination that is none of family.c's table. */
+static unsigned series_kind(int kind, int combine, int summary, int typed)
 {
+	if (combine >= 0 && (kind != TPY_GAUGE ||
+			     combine > (int)TALLY_COMBINE_LIVEMOSTRECENT)) {
+		PyErr_SetString(PyExc_ValueError, "a combine mode is for a "
+				"gauge, 0 .. 9");
+		return 0;
+	}
+	if (typed && (kind != TPY_GAUGE || combine >= 0 ||
+		      (typed != TALLY_INFO && typed != TALLY_ENUM))) {
+		PyErr_SetString(PyExc_ValueError, "typed is TALLY_INFO or "
+				"TALLY_ENUM, of a gauge without a combine mode");
+		return 0;
+	}
+	if (summary && kind != TPY_HISTOGRAM) {
+		PyErr_SetString(PyExc_ValueError, "a summary is of kind "
+				"KIND_HISTOGRAM");
+		return 0;
+	}
 	switch (kind) {
 	case TPY_COUNTER:
-		self->main.kind = TALLY_FCOUNTER;
-		self->frac.kind = TALLY_COUNTER; /* unused: main holds them */
-		break;
+		return TALLY_FCOUNTER;
 	case TPY_GAUGE:
-		self->main.kind = combine >= 0 ? TALLY_PGAUGE :
-				  typed ? (unsigned)typed : TALLY_FGAUGE;
-		self->main.combine = combine >= 0 ? (unsigned)combine : 0;
-		self->setns.kind = TALLY_GAUGE_SET;
-		break;
-	default:
-		/* A classic histogram of the format (2.6): buckets, sum and
-		 * count in the one series every reader shows as it is. */
-		self->classic = classic;
-		self->bucket.kind = TALLY_COUNTER;
-		self->main.kind = self->frac.kind = TALLY_GAUGE;
-		if (classic)
-			self->main.kind = classic == 2 ? TALLY_SUMMARY :
-							 TALLY_CHISTOGRAM;
-		break;
+		return combine >= 0 ? TALLY_PGAUGE :
+		       typed ? (unsigned)typed : TALLY_FGAUGE;
+	case TPY_HISTOGRAM:
+		return summary ? TALLY_SUMMARY : TALLY_CHISTOGRAM;
 	}
+	PyErr_SetString(PyExc_ValueError, "unknown kind");
+	return 0;
 }
 
 static int family_init(TpyFamily *self, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "zone", "kind", "parts", "help", "unit",
-		"labelnames", "buckets", "bucket_labels", "timestamps",
-		"combine", "classic", "typed", NULL };
-	PyObject *zone, *parts, *help, *unit, *labelnames;
-	PyObject *buckets = Py_None, *bucket_labels = Py_None;
-	int kind, timestamps = 0, rc = 0, combine = -1, classic = 0;
-	int typed = 0;
-	const char *name, *pmain, *pfrac, *psetns, *pbucket;
+	static char *kwlist[] = { "zone", "kind", "name", "help", "unit",
+		"labelnames", "buckets", "combine", "summary", "typed", NULL };
+	PyObject *zone, *help, *unit, *labelnames, *buckets = Py_None;
+	int kind, rc = 0, combine = -1, summary = 0, typed = 0;
+	const char *name;
 	const char **names = NULL;
+	Py_ssize_t n;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OiO!UUO!|OOpiii:Family",
-					 kwlist, &zone, &kind, &PyTuple_Type,
-					 &parts, &help, &unit, &PyTuple_Type,
-					 &labelnames, &buckets, &bucket_labels,
-					 &timestamps, &combine, &classic,
-					 &typed))
-		return -1;
-	/* _encoding.parts(): the metric's name (for messages), then the
-	 * series names of the parts, "" for those the kind has not. */
-	if (!PyArg_ParseTuple(parts, "sssss:Family parts", &name, &pmain,
-			      &pfrac, &psetns, &pbucket))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OisUUO!|Oipi:Family",
+					 kwlist, &zone, &kind, &name, &help,
+					 &unit, &PyTuple_Type, &labelnames,
+					 &buckets, &combine, &summary, &typed))
 		return -1;
 	if (self->kind) {
 		PyErr_SetString(PyExc_RuntimeError, "Family is set up already");
 		return -1;
 	}
-	if (check_kind(kind, zone, combine, typed, timestamps) < 0)
+	if (!(self->main.kind = series_kind(kind, combine, summary, typed)))
 		return -1;
+	if (zone != Py_None && !PyObject_TypeCheck(zone, &TpyZone_Type)) {
+		PyErr_SetString(PyExc_TypeError, "zone must be a Zone or None");
+		return -1;
+	}
 	self->zone = zone == Py_None ? NULL : ((TpyZone *)zone)->zone;
 	Py_INCREF(zone);
-	self->zone_obj = zone;
-	/* A per-process gauge keeps the time of its last set itself. */
-	self->timestamps = kind == TPY_GAUGE && timestamps && combine < 0;
+	Py_XSETREF(self->zone_obj, zone);
+	self->main.combine = combine >= 0 ? (unsigned)combine : 0;
 	if (!(self->help = dup_utf8(help, "help")) ||
 	    !(self->unit = dup_utf8(unit, "unit")))
 		goto fail;
-	if (init_labels(self, labelnames, &names) < 0 ||
-	    (kind == TPY_HISTOGRAM &&
-	     init_buckets(self, buckets, bucket_labels) < 0))
-		goto fail;
-	set_kinds(self, kind, combine, typed, classic);
-	if (!*pmain ||
-	    (kind == TPY_HISTOGRAM && !classic && (!*pfrac || !*pbucket)) ||
-	    (self->timestamps && !*psetns)) {
-		PyErr_SetString(PyExc_ValueError, "a part of the kind has no "
-				"name");
+	n = PyTuple_GET_SIZE(labelnames);
+	/* Room for the two labels tally may add: a histogram's le, a
+	 * per-process gauge's pid. */
+	if (n > (Py_ssize_t)TALLY_LABEL_PAIRS_MAX - 2) {
+		PyErr_Format(PyExc_ValueError, "too many labels: %zd, at most "
+			     "%u", n, TALLY_LABEL_PAIRS_MAX - 2);
 		goto fail;
 	}
-	self->kind = kind;
-	if (!(self->main.name = strdup(pmain)) ||
-	    (*pfrac && !(self->frac.name = strdup(pfrac))) ||
-	    (*psetns && !(self->setns.name = strdup(psetns))) ||
-	    (*pbucket && !(self->bucket.name = strdup(pbucket)))) {
+	self->label_names = calloc((size_t)n + 1, sizeof(char *));
+	names = calloc((size_t)n + 1, sizeof(char *));
+	if (!self->label_names || !names) {
 		PyErr_NoMemory();
 		goto fail;
 	}
+	self->nlabels = (unsigned)n;
+	for (Py_ssize_t i = 0; i < n; i++) {
+		self->label_names[i] = dup_utf8(PyTuple_GET_ITEM(labelnames, i),
+						"a label name");
+		if (!self->label_names[i])
+			goto fail;
+		names[i] = self->label_names[i];
+	}
+	if (kind == TPY_HISTOGRAM && family_bounds(self, buckets) < 0)
+		goto fail;
+	if (!(self->main.name = strdup(name))) {
+		PyErr_NoMemory();
+		goto fail;
+	}
+	self->kind = kind;
 	Py_BEGIN_ALLOW_THREADS
 	rc = part_register(self, &self->main, names, self->nlabels);
-	/* A fraction part without labels waits for its first fraction; a
-	 * family costs no series, so families are made at once. */
-	if (rc == 0 && self->kind == TPY_HISTOGRAM && !self->classic &&
-	    self->nlabels)
-		rc = part_register(self, &self->frac, names, self->nlabels);
-	if (rc == 0 && self->timestamps)
-		rc = part_register(self, &self->setns, names, self->nlabels);
-	if (rc == 0 && self->kind == TPY_HISTOGRAM && !self->classic) {
-		names[self->nlabels] = "le";
-		rc = part_register(self, &self->bucket, names,
-				   self->nlabels + 1);
-	}
 	Py_END_ALLOW_THREADS
 	if (rc < 0) {
 		/* A description libtally refuses, or no room (a changed
@@ -482,17 +351,6 @@ fail:
 	return -1;
 }
 
-static PyObject *family_new(PyTypeObject *type, PyObject *args, PyObject *kw)
-{
-	TpyFamily *self = (TpyFamily *)type->tp_alloc(type, 0);
-
-	(void)args;
-	(void)kw;
-	if (self)
-		pthread_mutex_init(&self->lock, NULL);
-	return (PyObject *)self;
-}
-
 /* The registrations stay: a series lives as long as the process holds
  * it (other metric objects of the same name share it), and a handle a
  * child still holds must stay valid; only the description is freed. */
@@ -501,51 +359,13 @@ static void family_dealloc(TpyFamily *self)
 	for (unsigned i = 0; self->label_names && self->label_names[i]; i++)
 		free(self->label_names[i]);
 	free(self->label_names);
-	for (unsigned i = 0; i < self->nbounds && self->bound_labels; i++)
-		free(self->bound_labels[i]);
-	free(self->bound_labels);
 	free(self->bounds);
 	free(self->help);
 	free(self->unit);
 	free(self->main.name);
-	free(self->frac.name);
-	free(self->bucket.name);
-	free(self->setns.name);
-	pthread_mutex_destroy(&self->lock);
 	Py_XDECREF(self->zone_obj);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
-
-static PyObject *family_bounds(TpyFamily *self, void *closure)
-{
-	PyObject *t;
-
-	(void)closure;
-	t = PyTuple_New(self->nbounds);
-	for (unsigned i = 0; t && i < self->nbounds; i++) {
-		PyObject *v = PyFloat_FromDouble(self->bounds[i]);
-
-		if (!v) {
-			Py_CLEAR(t);
-			break;
-		}
-		PyTuple_SET_ITEM(t, i, v);
-	}
-	return t;
-}
-
-static PyObject *family_nlabels(TpyFamily *self, void *closure)
-{
-	(void)closure;
-	return PyLong_FromUnsignedLong(self->nlabels);
-}
-
-static PyGetSetDef family_getset[] = {
-	{ "bounds", (getter)family_bounds, NULL, "Histogram bounds.", NULL },
-	{ "nlabels", (getter)family_nlabels, NULL,
-	  "Label values a child takes.", NULL },
-	{ NULL, NULL, NULL, NULL, NULL },
-};
 
 PyTypeObject TpyFamily_Type = {
 	PyVarObject_HEAD_INIT(NULL, 0)
@@ -553,10 +373,9 @@ PyTypeObject TpyFamily_Type = {
 	.tp_basicsize = sizeof(TpyFamily),
 	.tp_flags = Py_TPFLAGS_DEFAULT,
 	.tp_doc = "The series of one Python metric in a zone (internal).",
-	.tp_new = family_new,
+	.tp_new = PyType_GenericNew,
 	.tp_init = (initproc)family_init,
 	.tp_dealloc = (destructor)family_dealloc,
-	.tp_getset = family_getset,
 };
 
 /*

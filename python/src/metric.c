@@ -11,24 +11,22 @@
  * _labels_slow(), which checks the values as prometheus_client does,
  * binds the child with _bind() and caches it.
  *
- * How values are held (python/README.md): counters and histogram sums as
- * an exact int64 integer part plus a companion series of millionths;
- * gauges as a double's bits in a set-gauge's one atomic slot, changed by
- * a compare-and-swap loop.
+ * How values are held (python/README.md): each metric is one series of
+ * a kind of the format (family.c): a counter's whole units and
+ * billionths, a gauge's double, a classic histogram's buckets and exact
+ * sum, each updated by libtally.
  */
 #include "native.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* --- Values ------------------------------------------------------------ */
 
-/* An amount as an integer part and millionths of the same sign. */
+/* An amount: its value and its integer part (truncated). */
 struct amount {
-	int64_t whole, frac_u;
+	int64_t whole;
 	double d;
 	int negative;
 };
@@ -66,20 +64,7 @@ static int to_amount(PyObject *o, struct amount *a)
 				"in a 64-bit integer part");
 		return -1;
 	}
-	{
-		double w = trunc(a->d);
-		long long u = llround((a->d - w) * (double)TPY_FRAC_SCALE);
-
-		a->whole = (int64_t)w;
-		if (u >= TPY_FRAC_SCALE) {
-			a->whole++;
-			u = 0;
-		} else if (u <= -TPY_FRAC_SCALE) {
-			a->whole--;
-			u = 0;
-		}
-		a->frac_u = u;
-	}
+	a->whole = (int64_t)trunc(a->d);
 	a->negative = a->d < 0;
 	return 0;
 }
@@ -136,84 +121,6 @@ static PyObject *not_observable(TpyMetric *self)
 	return NULL;
 }
 
-/* The fraction part of this series, registered at its first use. */
-static const tally_metric *frac_handle(TpyMetric *self)
-{
-	const tally_metric *h = __atomic_load_n(&self->h_frac,
-						__ATOMIC_ACQUIRE);
-	int rc;
-
-	if (h)
-		return h;
-	if (!self->fam->frac.name) {
-		PyErr_SetString(PyExc_ValueError, "this metric has no series "
-				"of fractions");
-		return NULL;
-	}
-	if (self->fam->frac.family) {
-		rc = tpy_part_get(&self->fam->frac,
-				  (const char *const *)self->values,
-				  self->nvalues, &h);
-	} else {
-		rc = tpy_family_frac_ready(self->fam);
-		h = &self->fam->frac.one.any;
-	}
-	if (rc < 0) {
-		tpy_raise(rc, "cannot register the series of fractions");
-		return NULL;
-	}
-	/* Racing threads find the same handle (tally_*_family_get() gives
-	 * one per child; the unlabelled part is registered once). */
-	__atomic_store_n(&self->h_frac, h, __ATOMIC_RELEASE);
-	return h;
-}
-
-/* Add @a to an integer part and a fraction part (counters: COUNTER
- * series; histogram sums: GAUGE series). */
-static int add_amount(TpyMetric *self, const struct amount *a, int gauge)
-{
-	if (a->whole) {
-		if (gauge)
-			tally_gauge_add((const tally_gauge *)self->h_main,
-					a->whole);
-		else
-			tally_counter_add((const tally_counter *)self->h_main,
-					  a->whole);
-	}
-	if (a->frac_u) {
-		const tally_metric *f = frac_handle(self);
-
-		if (!f)
-			return -1;
-		if (gauge)
-			tally_gauge_add((const tally_gauge *)f, a->frac_u);
-		else
-			tally_counter_add((const tally_counter *)f, a->frac_u);
-	}
-	return 0;
-}
-
-/* The value of an integer part and its fraction part, as every process
- * of the zone added them (the series are the zone's, not this process's):
- * what prometheus_client's value classes return from get(). */
-static PyObject *amount_value(TpyMetric *self)
-{
-	const tally_metric *f;
-	int64_t whole = 0, frac = 0;
-
-	if (!self->bound)
-		return not_observable(self);
-	tally_metric_fetch(self->h_main, &whole);
-	f = frac_handle(self);
-	if (!f)
-		return NULL;
-	tally_metric_fetch(f, &frac);
-	if (!frac)
-		return PyFloat_FromDouble((double)whole);
-	return PyFloat_FromDouble((double)whole +
-				  (double)frac / (double)TPY_FRAC_SCALE);
-}
-
 /* --- Counter ------------------------------------------------------------- */
 
 static PyObject *counter_inc(TpyMetric *self, PyObject *const *args,
@@ -242,43 +149,27 @@ static PyObject *counter_inc(TpyMetric *self, PyObject *const *args,
 		return NULL;
 	}
 	/* A fractional counter (format 2.6): whole units and billionths
-	 * of the amount, each added exactly. */
-	if (self->h_main->kind == TALLY_FCOUNTER) {
-		if (a.d != (double)a.whole || !PyLong_Check(o))
-			tally_fcounter_add((const tally_fcounter *)self->h_main,
-					   a.d);
-		else if (a.whole)
-			tally_counter_add((const tally_counter *)self->h_main,
-					  a.whole);
-		Py_RETURN_NONE;
-	}
-	if (add_amount(self, &a, 0) < 0)
-		return NULL;
+	 * of the amount, each added exactly; an int's whole units alone. */
+	if (a.d != (double)a.whole || !PyLong_Check(o))
+		tally_fcounter_add((const tally_fcounter *)self->h_main, a.d);
+	else if (a.whole)
+		tally_counter_add((const tally_counter *)self->h_main, a.whole);
 	Py_RETURN_NONE;
 }
 
 /* The counter's value, every process's increments included. */
 static PyObject *counter_get(TpyMetric *self, PyObject *unused)
 {
-	(void)unused;
-	if (self->bound && self->h_main->kind == TALLY_FCOUNTER) {
-		double v = 0;
+	double v = 0;
 
-		tally_fcounter_fetch((const tally_fcounter *)self->h_main, &v);
-		return PyFloat_FromDouble(v);
-	}
-	return amount_value(self);
+	(void)unused;
+	if (!self->bound)
+		return not_observable(self);
+	tally_fcounter_fetch((const tally_fcounter *)self->h_main, &v);
+	return PyFloat_FromDouble(v);
 }
 
 /* --- Gauge --------------------------------------------------------------- */
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void gauge_touched(TpyMetric *self)
 {
@@ -287,9 +178,6 @@ static void gauge_touched(TpyMetric *self)
 	if (self->h_main->kind == TALLY_PGAUGE &&
 	    self->h_main->sub_bits >= TALLY_COMBINE_MOSTRECENT)
 		tally__pgauge_stamp((const tally_pgauge *)self->h_main);
-	if (self->h_setns)
-		tally_setgauge_set((const tally_setgauge *)self->h_setns,
-				   now_ns());
 }
 
 static void gauge_add(TpyMetric *self, double v)
@@ -363,8 +251,6 @@ static PyObject *histogram_observe(TpyMetric *self, PyObject *const *args,
 {
 	PyObject *o;
 	struct amount a;
-	const double *b;
-	unsigned lo, hi;
 
 	if (!self->bound)
 		return not_observable(self);
@@ -377,51 +263,33 @@ static PyObject *histogram_observe(TpyMetric *self, PyObject *const *args,
 	}
 	if (to_amount(o, &a) < 0)
 		return NULL;
-	if (self->h_main->kind == TALLY_CHISTOGRAM) {
-		/* A classic histogram of the format: libtally finds the
-		 * bucket and adds to the sum exactly. */
-		tally_chistogram_observe((const tally_chistogram *)self->h_main,
-					 a.d);
-		Py_RETURN_NONE;
-	}
-	/* The first bound >= the value; the last is +Inf. */
-	b = self->fam->bounds;
-	lo = 0;
-	hi = self->fam->nbounds - 1;
-	while (lo < hi) {
-		unsigned mid = (lo + hi) / 2;
-
-		if (a.d <= b[mid])
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	tally_counter_inc((const tally_counter *)self->h_buckets[lo]);
-	if (add_amount(self, &a, 1) < 0)
-		return NULL;
+	/* A classic histogram of the format, or a summary (whose handle is
+	 * one): libtally finds the bucket and adds to the sum exactly. */
+	tally_chistogram_observe((const tally_chistogram *)self->h_main, a.d);
 	Py_RETURN_NONE;
 }
 
 /* The sum of the observations (every process's). */
 static PyObject *histogram_get_sum(TpyMetric *self, PyObject *unused)
 {
-	(void)unused;
-	if (self->bound && self->h_main->kind == TALLY_CHISTOGRAM) {
-		int64_t count;
-		double sum = 0;
+	int64_t count;
+	double sum = 0;
 
-		tally_chistogram_fetch((const tally_chistogram *)self->h_main,
-				       &count, &sum, NULL);
-		return PyFloat_FromDouble(sum);
-	}
-	return amount_value(self);
+	(void)unused;
+	if (!self->bound)
+		return not_observable(self);
+	tally_chistogram_fetch((const tally_chistogram *)self->h_main, &count,
+			       &sum, NULL);
+	return PyFloat_FromDouble(sum);
 }
 
 /* The count of bucket @i (not cumulative; every process's). */
 static PyObject *histogram_get_bucket(TpyMetric *self, PyObject *arg)
 {
 	Py_ssize_t i = PyNumber_AsSsize_t(arg, PyExc_IndexError);
-	int64_t v = 0;
+	const tally_chistogram *h;
+	int64_t b[TALLY_CHISTOGRAM_BOUNDS_MAX + 1], count, v = 0;
+	double sum;
 
 	if (i == -1 && PyErr_Occurred())
 		return NULL;
@@ -431,33 +299,15 @@ static PyObject *histogram_get_bucket(TpyMetric *self, PyObject *arg)
 		PyErr_SetString(PyExc_IndexError, "no such bucket");
 		return NULL;
 	}
-	if (self->h_main->kind == TALLY_CHISTOGRAM) {
-		const tally_chistogram *h =
-			(const tally_chistogram *)self->h_main;
-		int64_t b[TALLY_CHISTOGRAM_BOUNDS_MAX + 1], count;
-		double sum;
-
-		/* A discarding handle (a failed registration) has no
-		 * buckets: 0. */
-		if ((size_t)i <= h->nbounds &&
-		    tally_chistogram_fetch(h, &count, &sum, b) == 0)
-			v = b[i];
-		return PyFloat_FromDouble((double)v);
-	}
-	tally_metric_fetch(self->h_buckets[i], &v);
+	h = (const tally_chistogram *)self->h_main;
+	/* A discarding handle (a failed registration) has no buckets: 0. */
+	if ((size_t)i <= h->nbounds &&
+	    tally_chistogram_fetch(h, &count, &sum, b) == 0)
+		v = b[i];
 	return PyFloat_FromDouble((double)v);
 }
 
 /* --- Binding and children --------------------------------------------- */
-
-static void free_values(TpyMetric *self)
-{
-	for (unsigned i = 0; i < self->nvalues; i++)
-		free(self->values[i]);
-	free(self->values);
-	self->values = NULL;
-	self->nvalues = 0;
-}
 
 /* _init_parent(family, nuser): a metric with label names, whose children
  * take @nuser values (the family may add a pid of its own). */
@@ -488,9 +338,8 @@ static PyObject *metric_bind(TpyMetric *self, PyObject *args)
 	TpyFamily *fam;
 	PyObject *values;
 	Py_ssize_t n;
-	char **v = NULL;
-	const char **bv = NULL;
-	const tally_metric *main = NULL, *setns = NULL, **buckets = NULL;
+	const char **v;
+	const tally_metric *main = NULL;
 	int rc = 0;
 
 	if (!PyArg_ParseTuple(args, "O!O!", &TpyFamily_Type, &fam,
@@ -507,67 +356,36 @@ static PyObject *metric_bind(TpyMetric *self, PyObject *args)
 		return NULL;
 	}
 	v = calloc((size_t)n + 1, sizeof(char *));
-	bv = calloc((size_t)n + 2, sizeof(char *));
-	if (!v || !bv)
-		goto nomem;
+	if (!v)
+		return PyErr_NoMemory();
+	/* The values are the tuple's strings, which it holds while the
+	 * series is found (libtally copies what it keeps). */
 	for (Py_ssize_t i = 0; i < n; i++) {
 		PyObject *o = PyTuple_GET_ITEM(values, i);
-		const char *s;
 
 		if (!PyUnicode_Check(o)) {
 			PyErr_SetString(PyExc_TypeError,
 					"label values must be str");
 			goto fail;
 		}
-		s = PyUnicode_AsUTF8(o);
-		if (!s)
+		if (!(v[i] = PyUnicode_AsUTF8(o)))
 			goto fail;
-		if (!(v[i] = strdup(s)))
-			goto nomem;
-		bv[i] = v[i];
-	}
-	if (fam->kind == TPY_HISTOGRAM && !fam->classic) {
-		buckets = calloc(fam->nbounds, sizeof(*buckets));
-		if (!buckets)
-			goto nomem;
 	}
 	Py_BEGIN_ALLOW_THREADS
-	rc = tpy_part_get(&fam->main, bv, (unsigned)n, &main);
-	if (rc == 0 && fam->timestamps)
-		rc = tpy_part_get(&fam->setns, bv, (unsigned)n, &setns);
-	for (unsigned i = 0; rc == 0 && buckets && i < fam->nbounds; i++) {
-		bv[n] = fam->bound_labels[i];
-		rc = tpy_part_get(&fam->bucket, bv, (unsigned)n + 1,
-				  &buckets[i]);
-	}
+	rc = tpy_part_get(&fam->main, v, (unsigned)n, &main);
 	Py_END_ALLOW_THREADS
 	if (rc < 0) {
 		tpy_raise(rc, "cannot register the series");
 		goto fail;
 	}
+	free(v);
 	Py_INCREF(fam);
 	Py_XSETREF(self->fam, fam);
-	free_values(self);
-	self->values = v;
-	self->nvalues = (unsigned)n;
 	self->h_main = main;
-	self->h_setns = setns;
-	__atomic_store_n(&self->h_frac, NULL, __ATOMIC_RELEASE);
-	if (!fam->frac.family && fam->frac.ready)
-		self->h_frac = &fam->frac.one.any;
-	free(self->h_buckets);
-	self->h_buckets = buckets;
-	free(bv);
 	__atomic_store_n(&self->bound, 1, __ATOMIC_RELEASE);
 	Py_RETURN_NONE;
-nomem:
-	PyErr_NoMemory();
 fail:
-	for (Py_ssize_t i = 0; v && i < n; i++)
-		free(v[i]);
 	free(v);
-	free(bv);
-	free(buckets);
 	return NULL;
 }
 
@@ -658,15 +476,6 @@ static PyObject *metric_children(TpyMetric *self, void *closure)
 	return self->children;
 }
 
-static PyObject *metric_family(TpyMetric *self, void *closure)
-{
-	(void)closure;
-	if (!self->fam)
-		Py_RETURN_NONE;
-	Py_INCREF(self->fam);
-	return (PyObject *)self->fam;
-}
-
 static PyObject *metric_bound(TpyMetric *self, void *closure)
 {
 	(void)closure;
@@ -691,8 +500,6 @@ static void metric_dealloc(TpyMetric *self)
 {
 	PyObject_GC_UnTrack(self);
 	metric_clear(self);
-	free_values(self);
-	free(self->h_buckets);
 	Py_CLEAR(self->fam);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -760,7 +567,6 @@ static PyMethodDef histogram_methods[] = {
 
 static PyGetSetDef metric_getset[] = {
 	{ "_children", (getter)metric_children, NULL, NULL, NULL },
-	{ "_family", (getter)metric_family, NULL, NULL, NULL },
 	{ "_bound", (getter)metric_bound, NULL, NULL, NULL },
 	{ NULL, NULL, NULL, NULL, NULL },
 };

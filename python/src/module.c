@@ -77,13 +77,10 @@ static int module_exec(PyObject *m)
 		Py_DECREF(TpyError);
 		return -1;
 	}
-	if (PyModule_AddIntConstant(m, "FRAC_SCALE", TPY_FRAC_SCALE) < 0 ||
-	    PyModule_AddIntConstant(m, "KIND_COUNTER", TPY_COUNTER) < 0 ||
+	if (PyModule_AddIntConstant(m, "KIND_COUNTER", TPY_COUNTER) < 0 ||
 	    PyModule_AddIntConstant(m, "KIND_GAUGE", TPY_GAUGE) < 0 ||
 	    PyModule_AddIntConstant(m, "KIND_HISTOGRAM", TPY_HISTOGRAM) < 0 ||
 	    PyModule_AddIntConstant(m, "TALLY_COUNTER", TALLY_COUNTER) < 0 ||
-	    PyModule_AddIntConstant(m, "TALLY_GAUGE", TALLY_GAUGE) < 0 ||
-	    PyModule_AddIntConstant(m, "TALLY_GAUGE_SET", TALLY_GAUGE_SET) < 0 ||
 	    PyModule_AddIntConstant(m, "TALLY_HISTOGRAM", TALLY_HISTOGRAM) < 0 ||
 	    PyModule_AddIntConstant(m, "TALLY_SUMMARY", TALLY_SUMMARY) < 0 ||
 	    PyModule_AddIntConstant(m, "TALLY_FGAUGE", TALLY_FGAUGE) < 0 ||

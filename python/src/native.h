@@ -2,13 +2,12 @@
  * native.h: what the files of tally_metrics._native share.
  *
  * The extension is a thin layer over libtally's public headers: zones
- * (zone.c), families of series registered for one Python metric
- * (family.c), the metric objects whose update methods do the adds
+ * (zone.c), the series registered for one Python metric (family.c), the metric objects whose update methods do the adds
  * (metric.c), the reader (read.c), the exposition, written by
  * tally-exporter's writer (expose.c), and prometheus_client's hot
  * methods for its switch (promclient.c).  Every update is one of libtally's
- * adds or an atomic operation on a set-gauge's slot, so that a total is
- * exact whether or not a GIL serialises the callers.
+ * adds or sets, so that a total is exact whether or not a GIL serialises
+ * the callers.
  */
 #ifndef TALLY_PY_NATIVE_H
 #define TALLY_PY_NATIVE_H
@@ -21,10 +20,6 @@
 #include <tally/metrics.h>
 #include <tally/reader.h>
 #include <tally/zone.h>
-
-/* Fractions of counters and of histogram sums are kept in a companion
- * series, in millionths (python/README.md, "How values are held"). */
-#define TPY_FRAC_SCALE 1000000LL
 
 /* Python metric kinds. */
 enum { TPY_COUNTER = 1, TPY_GAUGE = 2, TPY_HISTOGRAM = 3 };
@@ -47,18 +42,15 @@ extern PyObject *TpyError;
 /* --- family.c -------------------------------------------------------- */
 
 /*
- * One kind of series of a Python metric: a tally family when the metric
- * has labels (the children are found by their values without a lock), or
- * one series registered directly when it has none.
+ * The series of a Python metric, one metric record of the format: a
+ * tally label family when the metric has labels (the children are found
+ * by their values without a lock), or one series registered directly
+ * when it has none.
  */
 struct tpy_part {
-	unsigned kind;  /* TALLY_COUNTER ... */
-	int family;     /* 1: .fam is a family; 0: .one is the series */
-	int ready;      /* registered */
+	unsigned kind;  /* TALLY_FCOUNTER ... (family.c) */
+	int family;     /* 1: .fam is a label family; 0: .one is the series */
 	union {
-		tally_counter_family c;
-		tally_gauge_family g;
-		tally_setgauge_family s;
 		tally_fgauge_family f;
 		tally_pgauge_family p;
 		tally_fcounter_family fc;
@@ -67,9 +59,6 @@ struct tpy_part {
 		tally_family any;
 	} fam;
 	union {
-		tally_counter c;
-		tally_gauge g;
-		tally_setgauge s;
 		tally_fgauge f;
 		tally_pgauge p;
 		tally_fcounter fc;
@@ -93,17 +82,10 @@ typedef struct {
 	char *help, *unit;
 	struct tally_zone *zone; /* NULL: the default zone */
 	PyObject *zone_obj;
-	int timestamps;          /* gauges: keep the time of the last set */
-	/* Parts: main value, its fraction; histograms: buckets and sum (main
-	 * is the sum, .frac the sum's fraction). */
-	struct tpy_part main, frac, bucket, setns;
-	unsigned nbounds;        /* histograms: upper bounds, +Inf last */
+	struct tpy_part main;    /* its series */
+	unsigned nbounds;        /* histograms: upper bounds, +Inf last;
+				    summaries: +Inf alone */
 	double *bounds;
-	char **bound_labels;
-	int classic;             /* histograms: one classic histogram of the
-				    format (2.6) in .main, not buckets, sum
-				    and fraction parts; 2: a summary (2.7) */
-	pthread_mutex_t lock;    /* lazy registration of fraction parts */
 } TpyFamily;
 
 extern PyTypeObject TpyFamily_Type;
@@ -113,8 +95,6 @@ extern PyTypeObject TpyFamily_Type;
  * 0 or a negative errno, with *@h a handle that discards on error. */
 int tpy_part_get(struct tpy_part *p, const char *const *values, unsigned n,
 		 const tally_metric **h);
-/* Registers the fraction part of @f if needed: 0 or -errno. */
-int tpy_family_frac_ready(TpyFamily *f);
 /* tally_metrics._native.claim(zone, name, definition) (family.c). */
 PyObject *tpy_claim(PyObject *unused, PyObject *args, PyObject *kw);
 
@@ -128,13 +108,10 @@ typedef struct {
 	PyObject *children;     /* dict: label values -> child (parents) */
 	unsigned nuser;         /* label values the user gives */
 	int bound;              /* 1: updates go to .h_* */
-	const tally_metric *h_main;  /* counter int part, gauge slot,
-					histogram sum int part */
-	const tally_metric *h_frac;  /* fraction (lazy; atomic pointer) */
-	const tally_metric *h_setns; /* gauges that keep the time of a set */
-	const tally_metric **h_buckets;
-	char **values;          /* the child's label values (lazy parts) */
-	unsigned nvalues;
+	const tally_metric *h_main;  /* the series: a fractional counter,
+					a float or per-process gauge, an
+					info, an enum, a classic histogram
+					or a summary */
 	const char *type_name;  /* "counter", "gauge", "histogram" */
 } TpyMetric;
 

@@ -4,8 +4,10 @@
  *
  * The reader never trusts a file: a segment it cannot open (corrupt,
  * another user's, a symbolic link, vanished) is skipped and reported,
- * and the walk goes on.  Sums across segments and the Prometheus view
- * are made in Python (tally/_read.py).
+ * and the walk goes on.  Running out of memory is no fault of a file:
+ * read() raises MemoryError then, never answers without a segment.
+ * Sums across segments and the Prometheus view are made in Python
+ * (tally/_read.py).
  */
 #include "native.h"
 
@@ -232,6 +234,9 @@ static int one_segment(const char *path, struct tally_seg *s,
 	int rc;
 
 	if (!s) {
+		/* errno is tally_seg_open()'s reason while we run. */
+		if (errno == ENOMEM)
+			goto no_memory;
 		t = tpy_skipped(path, error ? error : "unreadable");
 		goto skip;
 	}
@@ -250,12 +255,20 @@ static int one_segment(const char *path, struct tally_seg *s,
 		w->failed = 1;
 	if (w->failed)
 		return 1;
+	if (rc == -ENOMEM)
+		goto no_memory;
 	if (rc < 0) {
 		t = tpy_skipped(path, tally_errmsg());
 		goto skip;
 	}
 	w->segments++;
 	return 0;
+no_memory:
+	/* A segment read short for want of memory is not a broken one:
+	 * the read fails, rather than answer without its series. */
+	PyErr_NoMemory();
+	w->failed = 1;
+	return 1;
 skip:
 	if (!t || PyList_Append(w->skipped, t) < 0) {
 		Py_XDECREF(t);
@@ -271,8 +284,10 @@ skip:
  * of the segments of @dir ($TALLY_DIR by default) whose zone is @zone
  * (every zone when None), as tuples
  *   (name, kind, help, unit, ((label, value), ...), value, hist)
- * where hist is None or (sum, sub_bits, max_bits, buckets) for tally's
- * own histograms; skipped lists (path, why) for the files refused.
+ * where hist is None, (sum, sub_bits, max_bits, buckets, None) for
+ * tally's own histograms or (sum, 0, 0, buckets, bounds) for classic ones
+ * and summaries; skipped lists (path, why) for the files refused.  Out
+ * of memory: MemoryError.
  * The GIL is held: the walk builds Python objects as it goes.
  */
 PyObject *tpy_read(PyObject *self, PyObject *args, PyObject *kw)

@@ -64,12 +64,6 @@ def enum_states(name: str) -> str:
     return name + ENUM_STATES
 
 
-def parts(name: str) -> Tuple[str, str, str, str, str]:
-    """The parts of a _native.Family whose series are named @name: @name
-    (for messages) and the one series name (every kind is one record)."""
-    return (name, name, "", "", "")
-
-
 def every_series(name: str) -> Tuple[str, ...]:
     """The series names a metric @name may use besides its own record
     (@name, whose kind, mode, bounds, help and unit are a definition of

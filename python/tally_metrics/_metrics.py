@@ -34,8 +34,8 @@ def _native_family(zone: _native.Zone, kind: int, base: str, metric: Any,
                    labelnames: Tuple[str, ...], unit: str, **kw: Any
                    ) -> _native.Family:
     """The _native.Family of @metric whose series are named @base."""
-    return _native.Family(zone, kind, enc.parts(base),
-                          metric._documentation, unit, labelnames, **kw)
+    return _native.Family(zone, kind, base, metric._documentation, unit,
+                          labelnames, **kw)
 
 
 class _MetricMixin:
@@ -222,9 +222,8 @@ class _MetricMixin:
 class Counter(_MetricMixin, _native.CounterBase):
     """A count that only goes up: prometheus_client's Counter.
 
-    Held as an exact 64-bit integer part plus, once a non-integer amount
-    is added, a series of millionths: integer increments are exact over
-    the whole int64 range, fractions to 1e-6 each.
+    A fractional counter of the format (2.6): integer increments are
+    exact over the whole int64 range, fractions to 1e-9 each.
 
         c = Counter("requests", "Requests served.", ["method"])
         c.labels("GET").inc()
@@ -397,11 +396,8 @@ class Histogram(_MetricMixin, _native.HistogramBase):
         # A classic histogram of the format (2.6): every reader shows
         # its buckets, _count and _sum under its own name.
         return _native.Family(
-            zone, _native.KIND_HISTOGRAM, enc.parts(self._name),
-            self._documentation, self._unit, self._labelnames,
-            buckets=tuple(self._upper_bounds),
-            bucket_labels=tuple(float_to_go_string(b)
-                                for b in self._upper_bounds), classic=True)
+            zone, _native.KIND_HISTOGRAM, self._name, self._documentation,
+            self._unit, self._labelnames, buckets=tuple(self._upper_bounds))
 
     def _definition(self) -> str:
         bounds = ",".join(float_to_go_string(b) for b in self._upper_bounds)
@@ -440,9 +436,8 @@ class Summary(_MetricMixin, _native.HistogramBase):
 
     def _make_family(self, zone: _native.Zone) -> _native.Family:
         return _native.Family(
-            zone, _native.KIND_HISTOGRAM, enc.parts(self._name),
-            self._documentation, self._unit, self._labelnames,
-            buckets=(INF,), bucket_labels=("+Inf",), classic=2)
+            zone, _native.KIND_HISTOGRAM, self._name, self._documentation,
+            self._unit, self._labelnames, buckets=(INF,), summary=True)
 
     def time(self) -> Timer:
         """Observe the duration of a block or function, in seconds."""

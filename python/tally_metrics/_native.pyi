@@ -1,14 +1,12 @@
 """Types of tally_metrics._native (the C half of the package)."""
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-FRAC_SCALE: int
 KIND_COUNTER: int
 KIND_GAUGE: int
 KIND_HISTOGRAM: int
 TALLY_COUNTER: int
-TALLY_GAUGE: int
-TALLY_GAUGE_SET: int
 TALLY_FGAUGE: int
+TALLY_PGAUGE: int
 TALLY_HISTOGRAM: int
 TALLY_SUMMARY: int
 TALLY_INFO: int
@@ -28,17 +26,11 @@ class Zone:
     def zone_name(self) -> Optional[str]: ...
 
 class Family:
-    def __init__(self, zone: Optional[Zone], kind: int,
-                 parts: Tuple[str, str, str, str, str],
+    def __init__(self, zone: Optional[Zone], kind: int, name: str,
                  help: str, unit: str, labelnames: Tuple[str, ...],
                  buckets: Optional[Tuple[float, ...]] = None,
-                 bucket_labels: Optional[Tuple[str, ...]] = None,
-                 timestamps: bool = False, combine: int = -1,
-                 classic: int = 0, typed: int = 0) -> None: ...
-    @property
-    def bounds(self) -> Tuple[float, ...]: ...
-    @property
-    def nlabels(self) -> int: ...
+                 combine: int = -1, summary: bool = False,
+                 typed: int = 0) -> None: ...
 
 class _Base:
     def labels(self, *values: Any, **labelkwargs: Any) -> Any: ...
@@ -46,8 +38,6 @@ class _Base:
     def _init_parent(self, family: Family, nuser: int) -> None: ...
     @property
     def _children(self) -> Optional[Dict[Any, Any]]: ...
-    @property
-    def _family(self) -> Optional[Family]: ...
     @property
     def _bound(self) -> bool: ...
 

@@ -75,8 +75,8 @@ def test_c_metrics_named_like_the_old_encoding_are_plain(uniq):
               ("x_sum:frac_u", (), (), 250000.0)]
     for name, keys, values, v in series:
         g = _native.GaugeBase()
-        g._bind(_native.Family(zone, _native.KIND_GAUGE,
-                               enc.parts(uniq + name), "C.", "", keys),
+        g._bind(_native.Family(zone, _native.KIND_GAUGE, uniq + name, "C.",
+                               "", keys),
                 values)
         g.set(v)
     got = [(f.name, f.type, [(s.name, s.labels, s.value)

@@ -254,37 +254,56 @@ def test_a_directory_that_cannot_be_read_raises(tmp_path):
 # A child that writes its zone's exposition again and again, the n-th
 # allocation of the extension failing in the n-th pass (failalloc.c),
 # until a pass meets no failure: each pass answers or raises
-# MemoryError, the process goes on, and the passes after give the same
-# bytes as the first.
+# MemoryError, the process goes on, a pass that answers answers in full,
+# and the passes after give the same bytes as the first.  Then the same
+# for tally.read(), which reads through the same reader API.
 OOM_CHILD = r"""
 import ctypes, sys
 import tally_metrics as tally
 lib = ctypes.CDLL(None)
 lib.failalloc_arm.argtypes = [ctypes.c_long]
-want = tally.generate_latest(dir=sys.argv[1], all_zones=True)
-assert b"shop_requests_total" in want
-n, raised = 1, 0
-while n < 100000:
-    lib.failalloc_arm(n)
-    try:
-        got = tally.generate_latest(dir=sys.argv[1], all_zones=True)
-    except MemoryError as e:
-        assert lib.failalloc_fired(), e
-        raised += "tally: out of memory writing the exposition" in str(e)
-    else:
-        if not lib.failalloc_fired():
-            break
-    n += 1
-lib.failalloc_arm(0)
-assert tally.generate_latest(dir=sys.argv[1], all_zones=True) == want
-print(n, raised)
+
+def exposition():
+    return tally.generate_latest(dir=sys.argv[1], all_zones=True)
+
+def families():
+    r = tally.read(dir=sys.argv[1], all_zones=True)
+    return r.segments, r.skipped, [
+        (f.name, f.type, [(s.name, s.labels, s.value) for s in f.samples])
+        for f in r.families]
+
+def passes(read):
+    want = read()
+    n, raised, differed = 1, 0, []
+    while n < 100000:
+        lib.failalloc_arm(n)
+        try:
+            got = read()
+        except MemoryError as e:
+            assert lib.failalloc_fired(), e
+            raised += "tally: out of memory writing the exposition" in str(e)
+        else:
+            if not lib.failalloc_fired():
+                break
+            if got != want:
+                differed.append(n)
+        n += 1
+    lib.failalloc_arm(0)
+    assert read() == want
+    return n, raised, " ".join(map(str, differed)) or "-"
+
+assert b"shop_requests_total" in exposition()
+print(*passes(exposition))
+print(*passes(families))
 """
 
 
 def test_exposition_out_of_memory_raises(zone, tmp_path):
-    """Out of memory while the exposition is written (any allocation of
-    the extension, one at a time) raises MemoryError in the caller: the
-    process keeps running and its next exposition is whole."""
+    """Out of memory while the exposition is written or the zone read
+    (any allocation of the extension, libtally's reader included, one
+    at a time) raises MemoryError in the caller, or is got over and the
+    answer is whole: never one without a series.  The process keeps
+    running and its next exposition is whole."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if not cc:
         pytest.skip("no C compiler for the allocation-failure library")
@@ -297,7 +316,14 @@ def test_exposition_out_of_memory_raises(zone, tmp_path):
                         "-c", OOM_CHILD, zone], env=env, capture_output=True,
                        text=True, timeout=240)
     assert r.returncode == 0, r.stderr[-2000:]
-    passes, raised = map(int, r.stdout.split())
+    expose, read = r.stdout.splitlines()
+    passes, raised, differed = expose.split(maxsplit=2)
     # Every allocation of a pass was failed once, and the writer's own
     # failures were raised as its MemoryError.
-    assert passes > 20 and raised > 10, r.stdout
+    assert int(passes) > 20 and int(raised) > 10, r.stdout
+    # A pass that answered despite its failed allocation answered in
+    # full: never without a series the zone holds.
+    assert differed == "-", "expositions that answered short: " + differed
+    passes, _, differed = read.split(maxsplit=2)
+    assert int(passes) > 10, r.stdout
+    assert differed == "-", "reads that answered short: " + differed
