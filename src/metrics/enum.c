@@ -1,16 +1,21 @@
 /*
  * metrics/enum.c: changing the state of an enum metric (TALLY_ENUM,
- * format 2.8), whose states are one float series each, 1 for the
- * current state and 0 for the others.
+ * format 2.8), whose states are one float series each.
  *
- * Two writes to two series are not one atomic change, so two changes
- * that overlap (threads of one process, or processes sharing a zone)
- * could leave no state at 1, or two for good.  Every change therefore
- * runs under the zone's metrics lock, a robust process-shared mutex
- * that every writer of the zone takes, and sets the new state to 1
- * before it sets the others to 0: a reader, who takes no lock, finds
- * one state at 1, or two for the instant between those writes, never
- * none once a state was set.
+ * Two writes to two series are not one atomic change, and a reader
+ * reads series one after another, so 1 for the current state and 0 for
+ * the others could show no state or two while a change runs, or for
+ * good after two changes overlapped.  A state's value is a stamp
+ * instead: a change writes to the new state one more than the largest
+ * stamp of the states, and readers show the state of the largest stamp
+ * as current (reader/enumset.c).  Stamps only grow, so whatever a
+ * reader finds while changes run, its largest stamp is a state that
+ * was current meanwhile; one write makes a change, so there is no
+ * instant with none.  Changes run under the zone's metrics lock, a
+ * robust process-shared mutex that every writer of the zone takes, so
+ * that two changes (threads of one process, or processes sharing the
+ * zone) never write the same stamp.  Stamps stay exact integers in a
+ * double up to 2^53 changes.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -50,23 +55,23 @@ static double value_of(const tally_fgauge *g)
 	return v;
 }
 
-/* Set @current (n: the first state, unless one is 1 already), then
- * clear the others.  The new state's store is a release, so that no
- * reader sees an older state cleared before the new one is set. */
+/* Make @current the state of the largest stamp (n: the first state,
+ * stamp 1, unless a state has a stamp already). */
 static void change(const tally_fgauge *const *states, size_t n,
 		   size_t current)
 {
+	double top = 0, v;
+
+	for (size_t i = 0; i < n; i++)
+		if ((v = value_of(states[i])) > top)
+			top = v;
 	if (current == n) {
-		for (size_t i = 0; i < n; i++)
-			if (value_of(states[i]) == 1.0)
-				return;
+		if (top > 0)
+			return;
 		current = 0;
 	}
-	__atomic_store_n(tally__fgauge_word(states[current]),
-			 (int64_t)0x3ff0000000000000ll, __ATOMIC_SEQ_CST);
-	for (size_t i = 0; i < n; i++)
-		if (i != current)
-			tally_fgauge_set(states[i], 0.0);
+	v = top + 1;
+	tally_fgauge_set(states[current], v);
 }
 
 static int locked_change(const tally_fgauge *const *states, size_t n,
