@@ -72,9 +72,10 @@
  *   TALLY_ENUM       an enum metric (prometheus_client's Enum, an
  *                    OpenMetrics stateset): one series per state, whose
  *                    labels hold one named as the metric (the state),
- *                    1 for the current state and 0 for the others, one
- *                    shared float slot each (format 2.8).  Readers show
- *                    them with TALLY_FGAUGE's kind and the view's
+ *                    one shared float slot each (format 2.8), the
+ *                    state's stamp (tally_enum_set).  Readers show the
+ *                    state of the largest stamp as 1 and the others as
+ *                    0, with TALLY_FGAUGE's kind and the view's
  *                    stateset set.
  */
 #ifndef TALLY_METRICS_H
