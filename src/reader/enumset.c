@@ -51,26 +51,6 @@ void tally__es_free(struct tally_seg *s)
 	s->es = NULL;
 }
 
-/* Packs the labels of @v into @text, without @skip (NULL: none); the
- * bytes packed. */
-static size_t pack(const struct tally_series_view *v, const char *skip,
-		   char *text)
-{
-	size_t n = 0;
-
-	for (unsigned i = 0; i < v->nlabels; i++) {
-		size_t a = strlen(v->label_names[i]) + 1;
-		size_t b = strlen(v->label_values[i]) + 1;
-
-		if (skip && !strcmp(v->label_names[i], skip))
-			continue;
-		memcpy(text + n, v->label_names[i], a);
-		memcpy(text + n + a, v->label_values[i], b);
-		n += a + b;
-	}
-	return n;
-}
-
 static struct member *member_new(struct tally__es *es)
 {
 	if (es->n == es->cap) {
@@ -93,6 +73,7 @@ int tally__es_take(struct tally_seg *s, const struct tally_series_view *v,
 	struct tally__group *g;
 	struct member *m;
 	size_t n;
+	unsigned at;
 	double stamp = v->fvalue;
 
 	if (!s->es && !(s->es = calloc(1, sizeof(*s->es))))
@@ -100,12 +81,15 @@ int tally__es_take(struct tally_seg *s, const struct tally_series_view *v,
 	es = s->es;
 	if (!es->groups && !(es->groups = calloc(1, sizeof(*es->groups))))
 		return tally__seg_no_memory(s);
-	n = pack(v, f->name, text);
+	for (at = 0; at < v->nlabels; at++)
+		if (!strcmp(v->label_names[at], f->name))
+			break;
+	n = tally__labels_pack(v, at, text);
 	if (!(g = tally__group_get(es->groups, (uint32_t)(f - s->mrecs), text,
 				   n, UINT32_MAX)) ||
 	    !(m = member_new(es)))
 		return tally__seg_no_memory(s);
-	n = pack(v, NULL, text);
+	n = tally__labels_pack(v, v->nlabels, text);
 	if (!(m->labels = malloc(n ? n : 1)))
 		return tally__seg_no_memory(s);
 	memcpy(m->labels, text, n);
@@ -132,23 +116,9 @@ int tally__es_flush(struct tally_seg *s, tally_series_fn fn, void *arg,
 	for (size_t i = 0; i < es->n && !rc; i++) {
 		const struct member *m = &es->m[i];
 		const struct tally__group *g = &es->groups->g[m->group];
-		const struct tally__metric_rec *f = &s->mrecs[g->metric];
 		struct tally_series_view v;
-		int nl;
 
-		memset(&v, 0, sizeof(v));
-		nl = tally__labels_parse(m->labels, m->len, s->long_names,
-					 s->long_values,
-					 TALLY__LABEL_PAIRS_MAX);
-		v.id = m->id;
-		v.kind = TALLY_FGAUGE;
-		v.mode = f->mode;
-		v.name = f->name;
-		v.help = f->help;
-		v.unit = f->unit;
-		v.nlabels = nl < 0 ? 0 : (unsigned)nl;
-		v.label_names = s->long_names;
-		v.label_values = s->long_values;
+		tally__group_view(s, g->metric, m->id, m->labels, m->len, &v);
 		v.fvalue = g->id == m->id ? 1.0 : 0.0;
 		v.value = g->id == m->id;
 		v.stateset = 1;

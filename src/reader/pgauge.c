@@ -197,20 +197,49 @@ int tally__pg_take(struct tally_seg *s, struct tally_series_view *v,
 	}
 	if (!s->pg && !(s->pg = calloc(1, sizeof(*s->pg))))
 		return tally__seg_no_memory(s);
+	n = tally__labels_pack(v, at, text);
+	if (!(g = tally__group_get(s->pg, (uint32_t)(f - s->mrecs), text, n, v->id)))
+		return tally__seg_no_memory(s);
+	combine(g, mode, value, when);
+	return 0;
+}
+
+size_t tally__labels_pack(const struct tally_series_view *v, unsigned skip,
+			  char *text)
+{
+	size_t n = 0;
+
 	for (unsigned i = 0; i < v->nlabels; i++) {
 		size_t a = strlen(v->label_names[i]) + 1;
 		size_t b = strlen(v->label_values[i]) + 1;
 
-		if (i == at)
+		if (i == skip)
 			continue;
 		memcpy(text + n, v->label_names[i], a);
 		memcpy(text + n + a, v->label_values[i], b);
 		n += a + b;
 	}
-	if (!(g = tally__group_get(s->pg, (uint32_t)(f - s->mrecs), text, n, v->id)))
-		return tally__seg_no_memory(s);
-	combine(g, mode, value, when);
-	return 0;
+	return n;
+}
+
+void tally__group_view(struct tally_seg *s, uint32_t metric, uint32_t id,
+		       const char *labels, size_t len,
+		       struct tally_series_view *v)
+{
+	const struct tally__metric_rec *f = &s->mrecs[metric];
+	int nl = tally__labels_parse(labels, len, s->long_names,
+				     s->long_values, TALLY__LABEL_PAIRS_MAX);
+
+	memset(v, 0, sizeof(*v));
+	v->id = id;
+	v->kind = TALLY_FGAUGE;
+	v->mode = f->mode;
+	v->name = f->name;
+	v->help = f->help;
+	v->unit = f->unit;
+	v->nlabels = nl < 0 ? 0 : (unsigned)nl;
+	v->label_names = s->long_names;
+	v->label_values = s->long_values;
 }
 
 int tally__pg_flush(struct tally_seg *s, tally_series_fn fn, void *arg,
@@ -225,21 +254,8 @@ int tally__pg_flush(struct tally_seg *s, tally_series_fn fn, void *arg,
 		const struct tally__group *g = &pg->g[i];
 		const struct tally__metric_rec *f = &s->mrecs[g->metric];
 		struct tally_series_view v;
-		int nl;
 
-		memset(&v, 0, sizeof(v));
-		nl = tally__labels_parse(g->labels, g->len, s->long_names,
-					 s->long_values,
-					 TALLY__LABEL_PAIRS_MAX);
-		v.id = g->id;
-		v.kind = TALLY_FGAUGE;
-		v.mode = f->mode;
-		v.name = f->name;
-		v.help = f->help;
-		v.unit = f->unit;
-		v.nlabels = nl < 0 ? 0 : (unsigned)nl;
-		v.label_names = s->long_names;
-		v.label_values = s->long_values;
+		tally__group_view(s, g->metric, g->id, g->labels, g->len, &v);
 		v.fvalue = g->value;
 		v.value = tally__f64_to_i64(g->value);
 		v.per_process = 1;

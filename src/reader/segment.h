@@ -116,6 +116,16 @@ struct tally__pg {
 struct tally__group *tally__group_get(struct tally__pg *pg, uint32_t metric,
 				      const char *p, size_t n, uint32_t id);
 void tally__groups_free(struct tally__pg *pg);
+/* Packs the labels of @v into @text (TALLY__LABELS_PACKED_MAX bytes)
+ * but the one at @skip (v->nlabels: none); the bytes packed. */
+size_t tally__labels_pack(const struct tally_series_view *v, unsigned skip,
+			  char *text);
+/* The view of series @id of metric record @metric whose packed labels
+ * are @labels (@len bytes), a float gauge's, values left 0: for a
+ * series gathered during a pass and passed on at its end. */
+void tally__group_view(struct tally_seg *s, uint32_t metric, uint32_t id,
+		       const char *labels, size_t len,
+		       struct tally_series_view *v);
 
 /* Per-process gauges (pgauge.c): pass series @v of typed metric @f on to
  * @fn (*@passed 1), or gather it for tally__pg_flush(), or leave it out
