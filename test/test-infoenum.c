@@ -471,6 +471,9 @@ TEST(enum_set_checks)
 	struct race r;
 	struct current c;
 	struct tally_seg *s;
+	struct tally_metric_desc d;
+	tally_fgauge bad;
+	const tally_fgauge *badp[1] = { &bad };
 
 	race_setup(&r, "enumchecks");
 	s = tally_seg_open(tally_zone_path(r.z), NULL);
@@ -480,6 +483,11 @@ TEST(enum_set_checks)
 	CHECK_EQ(tally_enum_set(r.st, NSTATES, NSTATES), -EINVAL);
 	CHECK_EQ(tally_enum_set(NULL, 1, 0), -EINVAL);
 	CHECK_EQ(tally_enum_set(r.st, 0, 0), -EINVAL);
+	/* A failed registration's handle writes nowhere, without error. */
+	d = desc(TALLY_ENUM, "other");
+	CHECK_EQ(tally_enum_register(r.z, &d, &bad), -EINVAL);
+	CHECK_EQ(tally_enum_set(badp, 1, 0), 0);
+	CHECK_EQ(tally_enum_start(badp, 1), 0);
 	CHECK_EQ(tally_enum_set(r.st, NSTATES, 3), 0);
 	CHECK_EQ(tally_enum_start(r.st, NSTATES), 0);
 	c = read_current(s);

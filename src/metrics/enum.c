@@ -32,11 +32,15 @@ static int zone_of(const tally_fgauge *const *states, size_t n,
 	if (!states || !n)
 		return tally__fail(EINVAL, "tally_enum_set: no states");
 	for (size_t i = 0; i < n; i++) {
-		if (!states[i] || states[i]->metric.kind != TALLY_FGAUGE)
+		if (!states[i])
 			return tally__fail(EINVAL, "tally_enum_set: state %zu "
-					   "is not an enum's series", i);
+					   "is NULL", i);
+		/* A failed registration's handle writes nowhere. */
 		if (states[i]->metric.block == tally__discard_block())
 			continue;
+		if (states[i]->metric.kind != TALLY_FGAUGE)
+			return tally__fail(EINVAL, "tally_enum_set: state %zu "
+					   "is not an enum's series", i);
 		if (*z && states[i]->metric.zone != *z)
 			return tally__fail(EINVAL, "tally_enum_set: the states "
 					   "are of two zones");
