@@ -415,8 +415,12 @@ struct tally__metric_rec {
  *   TALLY__TYPE_ENUM    2.8: an enum metric (prometheus_client's Enum,
  *                       an OpenMetrics stateset): as TALLY__TYPE_INFO,
  *                       one series per state, whose labels hold one
- *                       named as the metric (the state); slot 0 is 1
- *                       for the current state, 0 for the others.
+ *                       named as the metric (the state); slot 0 is the
+ *                       state's stamp, 0 never current: a change writes
+ *                       one more than the largest stamp of the label
+ *                       set, under the metrics lock, and readers show
+ *                       the state of the largest stamp as 1, the others
+ *                       as 0 (src/reader/enumset.c).
  */
 #define TALLY__TYPE_NONE     0u
 #define TALLY__TYPE_PGAUGE   1u

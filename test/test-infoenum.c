@@ -2,16 +2,21 @@
  * test-infoenum.c: info and enum metrics (TALLY_INFO, TALLY_ENUM, format
  * 2.8).  An info metric's series of value 1 are passed on with the
  * view's info set, those whose pairs were replaced are not; an enum's
- * states are passed on with stateset set and their 0 or 1; the bytes a
- * reader of 2.7 checks are a float gauge's, whose series it skips; an
- * enum needs its state label; a zone of 2.7 takes both (its readers skip
- * them), and one older than 2.6, made by tally 0.3, refuses both with a
- * line that says what to do.
+ * states are passed on with stateset set, 1 for the state of the largest
+ * stamp and 0 for the others; the bytes a reader of 2.7 checks are a
+ * float gauge's, whose series it skips; an enum needs its state label; a
+ * zone of 2.7 takes both (its readers skip them), and one older than
+ * 2.6, made by tally 0.3, refuses both with a line that says what to do.
+ * Threads and processes that change an enum's state at once, while a
+ * reader reads in a loop, never let it find no state or two.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -265,4 +270,245 @@ TEST(refusals)
 	set_minor(z, TALLY__FMT_MINOR);
 	CHECK_EQ(tally_info_register(z, &d, &g), 0);
 	CHECK_EQ(tally_zone_destroy(z), 0);
+}
+
+/* The enum of the concurrency tests: metric "mode", 4 states. */
+#define NSTATES 4
+#define READS 2000
+
+struct race {
+	struct tally_zone *z;
+	const tally_fgauge *st[NSTATES];
+	tally_fgauge_family f;
+	int next;              /* threads: each takes a seed */
+	int reads;             /* the writers write until READS passes */
+	int changes;           /* made by the writers */
+};
+
+/* The states a pass shows at 1, and values other than 0 and 1. */
+struct current {
+	int ones, others, which;
+};
+
+static int current_fn(const struct tally_series_view *v, void *arg)
+{
+	struct current *c = arg;
+
+	if (strcmp(v->name, "mode"))
+		return 0;
+	if (v->fvalue == 1.0) {
+		c->ones++;
+		c->which = v->label_values[0][0] - 'a';
+	} else if (v->fvalue != 0.0) {
+		c->others++;
+	}
+	return 0;
+}
+
+static struct current read_current(struct tally_seg *s)
+{
+	struct current c = { 0, 0, -1 };
+
+	CHECK(tally_seg_foreach(s, 0, current_fn, &c) >= 0);
+	return c;
+}
+
+static void race_setup(struct race *r, const char *zone)
+{
+	struct tally_metric_desc d = desc(TALLY_ENUM, "mode");
+	const char *names[] = { "mode" };
+	static const char *values[NSTATES] = { "a", "b", "c", "d" };
+
+	memset(r, 0, sizeof(*r));
+	r->z = zone_in(zone);
+	CHECK_EQ(tally_fgauge_family_register(r->z, &d, names, 1, &r->f), 0);
+	for (int i = 0; i < NSTATES; i++)
+		CHECK_EQ(tally_fgauge_family_get(&r->f, &values[i], 1,
+						 &r->st[i]), 0);
+	CHECK_EQ(tally_enum_start(r->st, NSTATES), 0);
+}
+
+/* The stamps of the states, read one after another as a reader does
+ * while writers change them, have one largest, above 0. */
+static void race_stamps(struct race *r)
+{
+	for (int k = 0; k < 50; k++) {
+		double v, top = 0;
+		int at_top = 0;
+
+		for (int i = 0; i < NSTATES; i++) {
+			CHECK_EQ(tally_fgauge_fetch(r->st[i], &v), 0);
+			if (v > top) {
+				top = v;
+				at_top = 1;
+			} else if (v == top) {
+				at_top++;
+			}
+		}
+		CHECK(top > 0);
+		CHECK_EQ(at_top, 1);
+	}
+}
+
+/* One pass over the zone while writers change the state: it finds one
+ * state current, never none or two. */
+static void race_read(struct race *r, struct tally_seg *s)
+{
+	struct current c = read_current(s);
+
+	CHECK_EQ(c.others, 0);
+	CHECK_EQ(c.ones, 1);
+	race_stamps(r);
+	__atomic_fetch_add(&r->reads, 1, __ATOMIC_RELAXED);
+}
+
+/* Reads the zone in a loop: READS passes. */
+static void *race_reader(void *arg)
+{
+	struct race *r = arg;
+	struct tally_seg *s = tally_seg_open(tally_zone_path(r->z), NULL);
+
+	CHECK(s != NULL);
+	while (__atomic_load_n(&r->reads, __ATOMIC_RELAXED) < READS)
+		race_read(r, s);
+	tally_seg_close(s);
+	return NULL;
+}
+
+/* Changes the state until the reader is done. */
+static void race_writes(struct race *r, uint64_t seed)
+{
+	while (__atomic_load_n(&r->reads, __ATOMIC_RELAXED) < READS) {
+		CHECK_EQ(tally_enum_set(r->st, NSTATES,
+					xorshift64(&seed) % NSTATES), 0);
+		__atomic_fetch_add(&r->changes, 1, __ATOMIC_RELAXED);
+	}
+}
+
+static void *race_writer(void *arg)
+{
+	struct race *r = arg;
+
+	race_writes(r, 0x9e3779b97f4a7c15ull +
+		    (uint64_t)__atomic_fetch_add(&r->next, 1,
+						 __ATOMIC_RELAXED));
+	return NULL;
+}
+
+/* After the race, the state set last is the one current. */
+static void race_finish(struct race *r)
+{
+	struct tally_seg *s = tally_seg_open(tally_zone_path(r->z), NULL);
+	struct current c;
+
+	CHECK(s != NULL);
+	CHECK(r->reads >= READS);
+	CHECK(r->changes > 0);
+	CHECK_EQ(tally_enum_set(r->st, NSTATES, 2), 0);
+	CHECK_EQ(tally_enum_start(r->st, NSTATES), 0);
+	c = read_current(s);
+	CHECK_EQ(c.ones, 1);
+	CHECK_EQ(c.which, 2);
+	tally_seg_close(s);
+	tally_family_remove(&r->f.family);
+	CHECK_EQ(tally_zone_destroy(r->z), 0);
+}
+
+/* Threads changing the state while a reader reads in a loop. */
+TEST(enum_changes_from_threads)
+{
+	struct race r;
+	pthread_t reader;
+
+	race_setup(&r, "enumthreads");
+	CHECK_EQ(pthread_create(&reader, NULL, race_reader, &r), 0);
+	run_threads(3, race_writer, &r);
+	pthread_join(reader, NULL);
+	race_finish(&r);
+}
+
+/* Processes sharing the zone changing the state while a reader reads
+ * in a loop. */
+TEST(enum_changes_from_processes)
+{
+	struct race *r = shared_mem(sizeof(*r));
+	pid_t pids[3];
+	int st;
+	struct tally_seg *s;
+
+	race_setup(r, "enumprocs");
+	s = tally_seg_open(tally_zone_path(r->z), NULL);
+	CHECK(s != NULL);
+	for (int i = 0; i < 3; i++) {
+		CHECK((pids[i] = fork()) >= 0);
+		if (pids[i] == 0) {
+			race_writes(r, 0x2545f4914f6cdd1dull + (uint64_t)i);
+			_exit(0);
+		}
+	}
+	for (int done = 0; done < 3;) {
+		if (__atomic_load_n(&r->reads, __ATOMIC_RELAXED) < READS)
+			race_read(r, s);
+		for (int i = 0; i < 3; i++) {
+			if (pids[i] > 0 && waitpid(pids[i], &st, WNOHANG) ==
+			    pids[i]) {
+				CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+				pids[i] = 0;
+				done++;
+			}
+		}
+	}
+	tally_seg_close(s);
+	race_finish(r);
+	munmap(r, sizeof(*r));
+}
+
+/* The states are set only when the call is valid; a fresh enum starts
+ * in its first state, a start does not move a state that is set, and a
+ * reader shows the state of the largest stamp. */
+TEST(enum_set_checks)
+{
+	struct race r;
+	struct current c;
+	struct tally_seg *s;
+	struct tally_metric_desc d;
+	tally_fgauge bad;
+	const tally_fgauge *badp[1] = { &bad };
+
+	race_setup(&r, "enumchecks");
+	s = tally_seg_open(tally_zone_path(r.z), NULL);
+	CHECK(s != NULL);
+	c = read_current(s);
+	CHECK(c.ones == 1 && c.which == 0);
+	CHECK_EQ(tally_enum_set(r.st, NSTATES, NSTATES), -EINVAL);
+	CHECK_EQ(tally_enum_set(NULL, 1, 0), -EINVAL);
+	CHECK_EQ(tally_enum_set(r.st, 0, 0), -EINVAL);
+	/* A failed registration's handle writes nowhere, without error. */
+	d = desc(TALLY_ENUM, "other");
+	CHECK_EQ(tally_enum_register(r.z, &d, &bad), -EINVAL);
+	CHECK_EQ(tally_enum_set(badp, 1, 0), 0);
+	CHECK_EQ(tally_enum_start(badp, 1), 0);
+	CHECK_EQ(tally_enum_set(r.st, NSTATES, 3), 0);
+	CHECK_EQ(tally_enum_start(r.st, NSTATES), 0);
+	c = read_current(s);
+	CHECK(c.ones == 1 && c.which == 3);
+	/* What a reader shows is the state of the largest stamp: the
+	 * first of two equal ones; none while no state is above 0. */
+	tally_fgauge_set(r.st[0], 5.0);
+	tally_fgauge_set(r.st[1], 7.0);
+	tally_fgauge_set(r.st[2], 7.0);
+	tally_fgauge_set(r.st[3], 3.0);
+	c = read_current(s);
+	CHECK(c.ones == 1 && c.which == 1 && c.others == 0);
+	for (int i = 0; i < NSTATES; i++)
+		tally_fgauge_set(r.st[i], i == 2 ? -1.0 : 0.0);
+	c = read_current(s);
+	CHECK(c.ones == 0 && c.others == 0);
+	CHECK_EQ(tally_enum_start(r.st, NSTATES), 0);
+	c = read_current(s);
+	CHECK(c.ones == 1 && c.which == 0);
+	tally_seg_close(s);
+	r.reads = READS;
+	r.changes = 1;
+	race_finish(&r);
 }

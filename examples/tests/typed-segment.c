@@ -61,6 +61,9 @@ int main(void)
 	tally_summary_observe(&s, 0.1);
 	tally_summary_observe(&s, 2.25);
 	/* Pairs 1.1 replaced by 1.2; the state up, then down. */
+	tally_fgauge st[2];
+	const tally_fgauge *states[2] = { &st[0], &st[1] };
+
 	for (unsigned i = 0; i < 4; i++) {
 		static const char *const v[] = { "1.1", "1.2", "up", "down" };
 		struct tally_label l = { i < 2 ? "version" : "state", v[i] };
@@ -73,8 +76,14 @@ int main(void)
 		if ((i < 2 ? tally_info_register :
 		     tally_enum_register)(z, &d, &g) < 0)
 			return 1;
-		tally_fgauge_set(&g, i % 2 ? 1.0 : 0.0);
+		if (i < 2)
+			tally_fgauge_set(&g, i % 2 ? 1.0 : 0.0);
+		else
+			st[i - 2] = g;
 	}
+	if (tally_enum_start(states, 2) < 0 ||
+	    tally_enum_set(states, 2, 1) < 0)
+		return 1;
 	printf("%s\n", tally_zone_path(z));
 	return tally_zone_destroy(z) < 0;
 }

@@ -128,9 +128,10 @@ TALLY_API int tally_fgauge_family_register(struct tally_zone *z,
  * (tally_enum_register()) with @d->kind TALLY_ENUM, one of whose label
  * names, here or in @d, is the metric's name (the state): with their
  * errors (-EPROTONOSUPPORT in a zone older than format 2.6, made by
- * tally 0.3).  Their
- * children are float gauges (tally_fgauge_family_get()), which the
- * caller sets to 1 or 0: an info child is not set to 1 by the get.
+ * tally 0.3).  Their children are float gauges
+ * (tally_fgauge_family_get()): the caller sets an info child to 1 or 0
+ * (the get does not set it to 1), and changes an enum's state with
+ * tally_enum_set() over the children of every state of one label set.
  *
  * tally_pgauge_family_register: a family of per-process gauges
  * (tally_pgauge_register(), tally/metrics.h), combined as @combine says;

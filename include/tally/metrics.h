@@ -72,14 +72,16 @@
  *   TALLY_ENUM       an enum metric (prometheus_client's Enum, an
  *                    OpenMetrics stateset): one series per state, whose
  *                    labels hold one named as the metric (the state),
- *                    1 for the current state and 0 for the others, one
- *                    shared float slot each (format 2.8).  Readers show
- *                    them with TALLY_FGAUGE's kind and the view's
+ *                    one shared float slot each (format 2.8), the
+ *                    state's stamp (tally_enum_set).  Readers show the
+ *                    state of the largest stamp as 1 and the others as
+ *                    0, with TALLY_FGAUGE's kind and the view's
  *                    stateset set.
  */
 #ifndef TALLY_METRICS_H
 #define TALLY_METRICS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tally/block.h"
@@ -318,14 +320,35 @@ TALLY_API int tally_info_register(struct tally_zone *z,
  * tally_fgauge_register() does (@d->kind may be 0 or TALLY_ENUM).  One of
  * @d's labels must be named as the metric, its value the state (else
  * -EINVAL; a metric name with ':' cannot be an enum's).  A new series is
- * 0; the program sets the current state's series to 1 and the others to
- * 0 (tally_fgauge_set), and registers every state, so that readers show
- * each with its value, as an OpenMetrics stateset.  The other rules and
- * errors are tally_info_register()'s.
+ * 0; the program registers every state, so that readers show each with
+ * its value, as an OpenMetrics stateset, then starts the enum
+ * (tally_enum_start) and changes its state with tally_enum_set.  The
+ * other rules and errors are tally_info_register()'s.
  * This API is MT-safe and safe after fork().  Not async-signal-safe.
  */
 TALLY_API int tally_enum_register(struct tally_zone *z,
 			const struct tally_metric_desc *d, tally_fgauge *g);
+
+/*
+ * tally_enum_set: make @states[@current] the current state of the enum
+ * whose series of one label set (every state's, as tally_enum_register
+ * or a TALLY_ENUM family gave them, of one zone) are @states[0 .. @n-1]:
+ * set it to 1, then the others to 0.  tally_enum_start: set @states[0]
+ * to 1 unless one of @states is 1 already (a process of the zone set a
+ * state), as prometheus_client's Enum starts in its first state.  Both
+ * run under the zone's metrics lock, so that changes of any threads and
+ * processes never overlap: a reader finds one state at 1, or two for
+ * the instant between the two writes, never none once one was set.
+ * Setting the series with tally_fgauge_set() instead has no such
+ * guarantee.  Return: 0; -EINVAL (no states, a handle that is not a
+ * float gauge's, handles of two zones, @current not below @n: nothing
+ * is set); another -errno when the zone's lock could not be taken (a
+ * process held it too long): the states are set all the same.
+ * This API is MT-safe and safe after fork().  Not async-signal-safe.
+ */
+TALLY_API int tally_enum_set(const tally_fgauge *const *states, size_t n,
+			     size_t current);
+TALLY_API int tally_enum_start(const tally_fgauge *const *states, size_t n);
 
 /*
  * tally_fcounter_fetch: the counter's value in this process's zone, as

@@ -153,7 +153,8 @@ struct tally_series_view {
 	 * not passed on).  An enum metric's (TALLY_ENUM, 2.8), shown as a
 	 * TALLY_FGAUGE: stateset is 1, one series per state, one of its
 	 * labels named as the metric (the state), value 1 for the current
-	 * state, 0 for the others. */
+	 * state (of the largest stamp of its label set), 0 for the others,
+	 * passed on at the end of the pass (tally_seg_foreach()). */
 	int info;
 	int stateset;
 };
@@ -196,7 +197,10 @@ TALLY_API int tally_seg_info(struct tally_seg *s, struct tally_seg_info *info);
  * A per-process gauge's series are shown combined, as its combine mode
  * says (tally/metrics.h, TALLY_COMBINE_*): under the "live" modes, the
  * values of processes that are gone are left out, judged by a lock the
- * process holds on the file (the same from any PID namespace).
+ * process holds on the file (the same from any PID namespace).  An enum's
+ * states are passed on after the other series, 1 for the state of the
+ * largest stamp of each label set and 0 for the others, in the order of
+ * their records.
  *
  * Only the current definition of a name is shown: the series of a
  * metric record superseded by another generation (another kind, mode or
@@ -222,8 +226,9 @@ TALLY_API int tally_seg_foreach(struct tally_seg *s, unsigned flags, tally_serie
  * @nids) only, in that order: call @fn for each of them that holds a live
  * series, with the same view, the same checks and the same rules
  * (a record being written, removed or reused during the pass, or of a
- * superseded metric, is skipped; per-process gauges that combine come
- * after the others, combined over the records given).  An id is a
+ * superseded metric, is skipped; per-process gauges that combine and
+ * the states of enums come after the others, combined, and an enum's
+ * current state chosen, over the records given).  An id is a
  * tally_series_view.id of an earlier pass: a caller that keeps only ids
  * (to sort a segment's series, say) comes back for the series without
  * keeping a copy of them.  Ids may repeat and come in any order; ids

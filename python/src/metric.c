@@ -244,6 +244,52 @@ static PyObject *gauge_get(TpyMetric *self, PyObject *unused)
 		__ATOMIC_RELAXED)));
 }
 
+/*
+ * enum_set(states, index): make states[index] the current state of an
+ * enum (tally_enum_set), or with index -1 start it in its first state
+ * unless one is current (tally_enum_start); @states is the tuple of
+ * the bound GaugeBase objects of one label set's states.  The zone's
+ * lock is taken without the GIL, which another process may hold it
+ * against.
+ */
+PyObject *tpy_enum_set(PyObject *unused, PyObject *args)
+{
+	const tally_fgauge *st[TPY_ENUM_STATES_MAX];
+	PyObject *tuple;
+	Py_ssize_t n, index;
+	int rc;
+
+	(void)unused;
+	if (!PyArg_ParseTuple(args, "O!n", &PyTuple_Type, &tuple, &index))
+		return NULL;
+	n = PyTuple_GET_SIZE(tuple);
+	if (n < 1 || n > TPY_ENUM_STATES_MAX || index < -1 || index >= n) {
+		PyErr_SetString(PyExc_ValueError, "enum_set: bad states or "
+				"index");
+		return NULL;
+	}
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *o = PyTuple_GET_ITEM(tuple, i);
+
+		if (!PyObject_TypeCheck(o, &TpyGauge_Type) ||
+		    !((TpyMetric *)o)->bound) {
+			PyErr_SetString(PyExc_TypeError, "enum_set: a state "
+					"is not a bound gauge");
+			return NULL;
+		}
+		st[i] = (const tally_fgauge *)((TpyMetric *)o)->h_main;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	rc = index < 0 ? tally_enum_start(st, (size_t)n) :
+		tally_enum_set(st, (size_t)n, (size_t)index);
+	Py_END_ALLOW_THREADS
+	if (rc < 0) {
+		tpy_raise(rc, "cannot change the enum's state");
+		return NULL;
+	}
+	Py_RETURN_NONE;
+}
+
 /* --- Histogram ----------------------------------------------------------- */
 
 static PyObject *histogram_observe(TpyMetric *self, PyObject *const *args,

@@ -36,6 +36,8 @@ static PyMethodDef module_methods[] = {
 	  "in "
 	  "@zone; a changed definition supersedes the families @parts "
 	  "(True)" },
+	{ "enum_set", tpy_enum_set, METH_VARARGS,
+	  "enum_set(states, index): change an Enum's state (-1: start)." },
 	{ "unit_value", tpy_unit_value, METH_VARARGS,
 	  "unit_value(v, unit, point=False): @v in the base unit, or None" },
 	{ "unit_name", tpy_unit_name, METH_VARARGS,

@@ -117,6 +117,11 @@ typedef struct {
 
 extern PyTypeObject TpyCounter_Type, TpyGauge_Type, TpyHistogram_Type;
 
+/* The most states an Enum has (tally_metrics._native.enum_set). */
+#define TPY_ENUM_STATES_MAX 1024
+/* tally_metrics._native.enum_set(states, index). */
+PyObject *tpy_enum_set(PyObject *unused, PyObject *args);
+
 /* --- read.c ---------------------------------------------------------- */
 
 PyObject *tpy_read(PyObject *self, PyObject *args, PyObject *kw);

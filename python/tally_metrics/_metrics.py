@@ -567,7 +567,7 @@ class Enum(_PyMetric):
     shared by the zone (the last state() of any process wins; before
     any, the first state).  An enum metric of the format (2.8) under
     the metric's name, one series per state: every reader shows it,
-    an OpenMetrics stateset."""
+    an OpenMetrics stateset, with exactly one state current."""
 
     _type = "stateset"
     _kind = _native.KIND_GAUGE
@@ -614,16 +614,15 @@ class Enum(_PyMetric):
     def _bind_values(self, values: Tuple[str, ...]) -> None:
         # One series per state, registered in the order of the states
         # (the reader shows them in that order).
-        self._state_gauges = []
+        gauges = []
         for s in self._states:
             g = _native.GaugeBase()
             g._bind(self._family_obj, values + (s,))
-            self._state_gauges.append(g)
-        # prometheus_client's Enum starts in its first state: readers
-        # show the values as they are, so the first state is set unless
-        # a process of the zone set one already.
-        if not any(g._get() == 1.0 for g in self._state_gauges):
-            self._state_gauges[0].set(1.0)
+            gauges.append(g)
+        self._state_gauges = tuple(gauges)
+        # prometheus_client's Enum starts in its first state: libtally
+        # sets it unless a process of the zone set a state already.
+        _native.enum_set(self._state_gauges, -1)
         self._enum_bound = True
 
     def _rebind_process(self) -> None:
@@ -633,8 +632,8 @@ class Enum(_PyMetric):
         """Make @state the one that is true."""
         if not getattr(self, "_enum_bound", False):
             raise ValueError("stateset metric is missing label values")
-        i = self._states.index(state)
-        self._state_gauges[i].set(1.0)
-        for j, g in enumerate(self._state_gauges):
-            if j != i:
-                g.set(0.0)
+        # Each state's value is a stamp, and readers show the state of
+        # the largest one: libtally writes one larger than all, under
+        # the zone's lock, so that a reader never finds no state or two
+        # (docs/FORMAT.md, "Info and enum metrics").
+        _native.enum_set(self._state_gauges, self._states.index(state))

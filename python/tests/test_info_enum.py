@@ -7,9 +7,11 @@ made by tally 0.3, cannot hold them and refuses them with one line that
 says what to do."""
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 import textwrap
+import threading
 
 import prometheus_client
 import prometheus_client.openmetrics.parser
@@ -86,6 +88,53 @@ def test_other_states_are_another_definition(uniq):
     fams = [f for f in tally.read(reg).families if f.name == uniq]
     assert [(s.labels[uniq], s.value) for f in fams for s in f.samples] \
         == [("a", 1.0), ("c", 0.0)]
+
+
+def test_threads_changing_the_state_leave_one_current(uniq):
+    """Threads call state() while the zone is read in a loop: every read
+    finds exactly one state current (the value of a state is a stamp,
+    and the reader shows the largest, of which there is one), and the
+    state set last is the one current at the end."""
+    reg = tally.CollectorRegistry()
+    states = ["a", "b", "c", "d"]
+    e = tally.Enum(uniq, "E.", ["shard"], states=states, registry=reg)
+    child = e.labels("x")
+    done = threading.Event()
+
+    def change(seed):
+        rnd = random.Random(seed)
+        while not done.is_set():
+            child.state(rnd.choice(states))
+
+    def current():
+        return [s[4] for s in _native.read(None, reg.zone_name())[0]
+                if s[0] == uniq and s[5] == 1.0]
+
+    threads = [threading.Thread(target=change, args=(i,)) for i in range(3)]
+    # Threads switch often, so that state() calls overlap.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(3000):
+            assert len(current()) == 1
+            # The stamps, read one after another as a reader does: one
+            # largest, above 0.
+            stamps = [g._get() for g in child._state_gauges]
+            assert max(stamps) > 0 and stamps.count(max(stamps)) == 1
+        for _ in range(300):
+            text = tally.generate_latest(reg).decode()
+            assert len([s for s in text.splitlines()
+                        if s.startswith(uniq + "{")
+                        and float(s.rsplit(" ", 1)[1]) == 1.0]) == 1
+    finally:
+        done.set()
+        for t in threads:
+            t.join()
+        sys.setswitchinterval(interval)
+    child.state("c")
+    assert current() == [(("shard", "x"), (uniq, "c"))]
 
 
 OLDER_ZONE = textwrap.dedent('''

@@ -23,27 +23,8 @@
 #include "reader/segment.h"
 #include "tally/metrics.h"
 
-struct group {
-	uint32_t metric;          /* metric record index */
-	uint32_t id;              /* its first series' record index */
-	char *labels;             /* packed, without pid */
-	size_t len;
-	double value;
-	int64_t when;             /* the last set of the value kept */
-	unsigned nprocs;
-};
-
-struct tally__pg {
-	struct group *g;
-	size_t n, cap;
-	uint32_t *slots;          /* hash: group index + 1, 0 empty */
-	size_t nslots;
-};
-
-void tally__pg_free(struct tally_seg *s)
+void tally__groups_free(struct tally__pg *pg)
 {
-	struct tally__pg *pg = s->pg;
-
 	if (!pg)
 		return;
 	for (size_t i = 0; i < pg->n; i++)
@@ -51,6 +32,11 @@ void tally__pg_free(struct tally_seg *s)
 	free(pg->g);
 	free(pg->slots);
 	free(pg);
+}
+
+void tally__pg_free(struct tally_seg *s)
+{
+	tally__groups_free(s->pg);
 	s->pg = NULL;
 }
 
@@ -91,7 +77,7 @@ static int grow(struct tally__pg *pg)
 	if (!slots)
 		return -1;
 	for (size_t i = 0; i < pg->n; i++) {
-		const struct group *g = &pg->g[i];
+		const struct tally__group *g = &pg->g[i];
 		size_t at = hash_of(g->metric, g->labels, g->len) & (ns - 1);
 
 		while (slots[at])
@@ -104,13 +90,11 @@ static int grow(struct tally__pg *pg)
 	return 0;
 }
 
-/* The group of @metric and packed labels @p (@n bytes), made when
- * missing; NULL when out of memory. */
-static struct group *group_get(struct tally__pg *pg, uint32_t metric,
+struct tally__group *tally__group_get(struct tally__pg *pg, uint32_t metric,
 			       const char *p, size_t n, uint32_t id)
 {
 	size_t at;
-	struct group *g;
+	struct tally__group *g;
 
 	if (2 * (pg->n + 1) > pg->nslots && grow(pg) < 0)
 		return NULL;
@@ -122,7 +106,7 @@ static struct group *group_get(struct tally__pg *pg, uint32_t metric,
 	}
 	if (pg->n == pg->cap) {
 		size_t cap = pg->cap ? 2 * pg->cap : 16;
-		struct group *ng = realloc(pg->g, cap * sizeof(*ng));
+		struct tally__group *ng = realloc(pg->g, cap * sizeof(*ng));
 
 		if (!ng)
 			return NULL;
@@ -141,7 +125,7 @@ static struct group *group_get(struct tally__pg *pg, uint32_t metric,
 	return g;
 }
 
-static void combine(struct group *g, unsigned mode, double v, int64_t when)
+static void combine(struct tally__group *g, unsigned mode, double v, int64_t when)
 {
 	if (!g->nprocs++) {
 		g->value = v;
@@ -179,7 +163,7 @@ int tally__pg_take(struct tally_seg *s, struct tally_series_view *v,
 	uint32_t token = 0;
 	long pid = 0;
 	size_t n = 0;
-	struct group *g;
+	struct tally__group *g;
 
 	*passed = 0;
 	for (unsigned i = 0; i < v->nlabels; i++)
@@ -213,20 +197,49 @@ int tally__pg_take(struct tally_seg *s, struct tally_series_view *v,
 	}
 	if (!s->pg && !(s->pg = calloc(1, sizeof(*s->pg))))
 		return tally__seg_no_memory(s);
+	n = tally__labels_pack(v, at, text);
+	if (!(g = tally__group_get(s->pg, (uint32_t)(f - s->mrecs), text, n, v->id)))
+		return tally__seg_no_memory(s);
+	combine(g, mode, value, when);
+	return 0;
+}
+
+size_t tally__labels_pack(const struct tally_series_view *v, unsigned skip,
+			  char *text)
+{
+	size_t n = 0;
+
 	for (unsigned i = 0; i < v->nlabels; i++) {
 		size_t a = strlen(v->label_names[i]) + 1;
 		size_t b = strlen(v->label_values[i]) + 1;
 
-		if (i == at)
+		if (i == skip)
 			continue;
 		memcpy(text + n, v->label_names[i], a);
 		memcpy(text + n + a, v->label_values[i], b);
 		n += a + b;
 	}
-	if (!(g = group_get(s->pg, (uint32_t)(f - s->mrecs), text, n, v->id)))
-		return tally__seg_no_memory(s);
-	combine(g, mode, value, when);
-	return 0;
+	return n;
+}
+
+void tally__group_view(struct tally_seg *s, uint32_t metric, uint32_t id,
+		       const char *labels, size_t len,
+		       struct tally_series_view *v)
+{
+	const struct tally__metric_rec *f = &s->mrecs[metric];
+	int nl = tally__labels_parse(labels, len, s->long_names,
+				     s->long_values, TALLY__LABEL_PAIRS_MAX);
+
+	memset(v, 0, sizeof(*v));
+	v->id = id;
+	v->kind = TALLY_FGAUGE;
+	v->mode = f->mode;
+	v->name = f->name;
+	v->help = f->help;
+	v->unit = f->unit;
+	v->nlabels = nl < 0 ? 0 : (unsigned)nl;
+	v->label_names = s->long_names;
+	v->label_values = s->long_values;
 }
 
 int tally__pg_flush(struct tally_seg *s, tally_series_fn fn, void *arg,
@@ -238,24 +251,11 @@ int tally__pg_flush(struct tally_seg *s, tally_series_fn fn, void *arg,
 	if (!pg)
 		return 0;
 	for (size_t i = 0; i < pg->n && !rc; i++) {
-		const struct group *g = &pg->g[i];
+		const struct tally__group *g = &pg->g[i];
 		const struct tally__metric_rec *f = &s->mrecs[g->metric];
 		struct tally_series_view v;
-		int nl;
 
-		memset(&v, 0, sizeof(v));
-		nl = tally__labels_parse(g->labels, g->len, s->long_names,
-					 s->long_values,
-					 TALLY__LABEL_PAIRS_MAX);
-		v.id = g->id;
-		v.kind = TALLY_FGAUGE;
-		v.mode = f->mode;
-		v.name = f->name;
-		v.help = f->help;
-		v.unit = f->unit;
-		v.nlabels = nl < 0 ? 0 : (unsigned)nl;
-		v.label_names = s->long_names;
-		v.label_values = s->long_values;
+		tally__group_view(s, g->metric, g->id, g->labels, g->len, &v);
 		v.fvalue = g->value;
 		v.value = tally__f64_to_i64(g->value);
 		v.per_process = 1;

@@ -385,6 +385,7 @@ void tally_seg_close(struct tally_seg *s)
 		free(s->cache[i].pages);
 	}
 	tally__pg_free(s);
+	tally__es_free(s);
 	free(s->mrecs);
 	free(s->rec1);
 	free(s->rec2);

@@ -86,7 +86,46 @@ struct tally_seg {
 	char bad_metric_msg[256], bad_series_msg[256];
 	/* The per-process series gathered during a pass (pgauge.c). */
 	struct tally__pg *pg;
+	/* The enums' series gathered during a pass (enumset.c). */
+	struct tally__es *es;
 };
+
+/* The series of one metric record and label set but one label, as a
+ * pass gathers them (pgauge.c): a per-process gauge's processes, an
+ * enum's states (enumset.c). */
+struct tally__group {
+	uint32_t metric;          /* metric record index */
+	uint32_t id;              /* its first series' record index (an
+				     enum: the current state's) */
+	char *labels;             /* packed, without the one label */
+	size_t len;
+	double value;             /* an enum: the largest stamp */
+	int64_t when;             /* the last set of the value kept */
+	unsigned nprocs;
+};
+
+struct tally__pg {
+	struct tally__group *g;
+	size_t n, cap;
+	uint32_t *slots;          /* hash: group index + 1, 0 empty */
+	size_t nslots;
+};
+
+/* The group of @metric and packed labels @p (@n bytes) in @pg, made
+ * (with @id) when missing; NULL when out of memory. */
+struct tally__group *tally__group_get(struct tally__pg *pg, uint32_t metric,
+				      const char *p, size_t n, uint32_t id);
+void tally__groups_free(struct tally__pg *pg);
+/* Packs the labels of @v into @text (TALLY__LABELS_PACKED_MAX bytes)
+ * but the one at @skip (v->nlabels: none); the bytes packed. */
+size_t tally__labels_pack(const struct tally_series_view *v, unsigned skip,
+			  char *text);
+/* The view of series @id of metric record @metric whose packed labels
+ * are @labels (@len bytes), a float gauge's, values left 0: for a
+ * series gathered during a pass and passed on at its end. */
+void tally__group_view(struct tally_seg *s, uint32_t metric, uint32_t id,
+		       const char *labels, size_t len,
+		       struct tally_series_view *v);
 
 /* Per-process gauges (pgauge.c): pass series @v of typed metric @f on to
  * @fn (*@passed 1), or gather it for tally__pg_flush(), or leave it out
@@ -100,6 +139,17 @@ int tally__pg_take(struct tally_seg *s, struct tally_series_view *v,
 int tally__pg_flush(struct tally_seg *s, tally_series_fn fn, void *arg,
 		    int *count);
 void tally__pg_free(struct tally_seg *s);
+
+/* Enum metrics (enumset.c): gather series @v of enum metric @f, whose
+ * value is its state's stamp; at the end of a pass, pass on every state
+ * gathered, 1 for the current one of each label set and 0 for the
+ * others (counting each in *@count), and forget them.  0, what @fn
+ * returned to stop, or -errno. */
+int tally__es_take(struct tally_seg *s, const struct tally_series_view *v,
+		   const struct tally__metric_rec *f);
+int tally__es_flush(struct tally_seg *s, tally_series_fn fn, void *arg,
+		    int *count);
+void tally__es_free(struct tally_seg *s);
 
 /*
  * A pass over the series, in steps (walk.c), shared by tally_seg_foreach

@@ -688,7 +688,11 @@ static int emit(struct tally_seg *s, uint32_t id, uint32_t i,
 			return 0;
 		v.info = 1;
 	}
-	v.stateset = f->type == TALLY__TYPE_ENUM;
+	if (f->type == TALLY__TYPE_ENUM) {
+		int rc = tally__es_take(s, &v, f);
+
+		return rc < 0 ? rc : PG_HELD;
+	}
 	if (f->type == TALLY__TYPE_PGAUGE) {
 		int passed, rc;
 
@@ -956,6 +960,7 @@ int tally__walk_begin(struct tally_seg *s, unsigned flags, uint32_t *hwm)
 	if ((rc = load_mrecs(s, nmrec)) < 0)
 		return rc;
 	tally__pg_free(s); /* what a pass that failed left */
+	tally__es_free(s);
 	return 0;
 }
 
@@ -988,8 +993,10 @@ int tally__walk_end(struct tally_seg *s, int stop, int count,
 {
 	if (!stop)
 		stop = tally__pg_flush(s, fn, arg, &count);
-	else
-		tally__pg_free(s);
+	if (!stop)
+		stop = tally__es_flush(s, fn, arg, &count);
+	tally__pg_free(s);
+	tally__es_free(s);
 	return stop ? stop : count;
 }
 

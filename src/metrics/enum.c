@@ -1,0 +1,111 @@
+/*
+ * metrics/enum.c: changing the state of an enum metric (TALLY_ENUM,
+ * format 2.8), whose states are one float series each.
+ *
+ * Two writes to two series are not one atomic change, and a reader
+ * reads series one after another, so 1 for the current state and 0 for
+ * the others could show no state or two while a change runs, or for
+ * good after two changes overlapped.  A state's value is a stamp
+ * instead: a change writes to the new state one more than the largest
+ * stamp of the states, and readers show the state of the largest stamp
+ * as current (reader/enumset.c).  Stamps only grow, so whatever a
+ * reader finds while changes run, its largest stamp is a state that
+ * was current meanwhile; one write makes a change, so there is no
+ * instant with none.  Changes run under the zone's metrics lock, a
+ * robust process-shared mutex that every writer of the zone takes, so
+ * that two changes (threads of one process, or processes sharing the
+ * zone) never write the same stamp.  Stamps stay exact integers in a
+ * double up to 2^53 changes.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stddef.h>
+
+#include "metrics/table.h"
+#include "tally/metrics.h"
+
+/* The zone of @states (NULL when they write nowhere), or -EINVAL. */
+static int zone_of(const tally_fgauge *const *states, size_t n,
+		   struct tally_zone **z)
+{
+	*z = NULL;
+	if (!states || !n)
+		return tally__fail(EINVAL, "tally_enum_set: no states");
+	for (size_t i = 0; i < n; i++) {
+		if (!states[i])
+			return tally__fail(EINVAL, "tally_enum_set: state %zu "
+					   "is NULL", i);
+		/* A failed registration's handle writes nowhere. */
+		if (states[i]->metric.block == tally__discard_block())
+			continue;
+		if (states[i]->metric.kind != TALLY_FGAUGE)
+			return tally__fail(EINVAL, "tally_enum_set: state %zu "
+					   "is not an enum's series", i);
+		if (*z && states[i]->metric.zone != *z)
+			return tally__fail(EINVAL, "tally_enum_set: the states "
+					   "are of two zones");
+		*z = states[i]->metric.zone;
+	}
+	return 0;
+}
+
+static double value_of(const tally_fgauge *g)
+{
+	int64_t bits = __atomic_load_n(tally__fgauge_word(g),
+				       __ATOMIC_RELAXED);
+	double v;
+
+	__builtin_memcpy(&v, &bits, sizeof(v));
+	return v;
+}
+
+/* Make @current the state of the largest stamp (n: the first state,
+ * stamp 1, unless a state has a stamp already). */
+static void change(const tally_fgauge *const *states, size_t n,
+		   size_t current)
+{
+	double top = 0, v;
+
+	for (size_t i = 0; i < n; i++)
+		if ((v = value_of(states[i])) > top)
+			top = v;
+	if (current == n) {
+		if (top > 0)
+			return;
+		current = 0;
+	}
+	v = top + 1;
+	tally_fgauge_set(states[current], v);
+}
+
+static int locked_change(const tally_fgauge *const *states, size_t n,
+			 size_t current)
+{
+	struct tally_zone *z;
+	int rc;
+
+	tally__ok();
+	if ((rc = zone_of(states, n, &z)) < 0)
+		return rc;
+	/* Without the lock (it timed out), the change is still made, as
+	 * a lone writer's would be, and the failure reported. */
+	rc = z ? tally__metrics_lock(z) : 0;
+	change(states, n, current);
+	if (z && rc == 0)
+		tally__metrics_unlock(z);
+	return rc;
+}
+
+int tally_enum_set(const tally_fgauge *const *states, size_t n,
+		   size_t current)
+{
+	if (current >= n)
+		return tally__fail(EINVAL, "tally_enum_set: state %zu of %zu",
+				   current, n);
+	return locked_change(states, n, current);
+}
+
+int tally_enum_start(const tally_fgauge *const *states, size_t n)
+{
+	return locked_change(states, n, n);
+}
