@@ -1303,7 +1303,7 @@ static int run_series(const struct tally_series_view *v, void *arg)
 	struct ex_stream *st = arg;
 	struct tp_series s;
 
-	if (v->per_process)
+	if (v->per_process || v->stateset)
 		return 0; /* kept whole (index.h) */
 	while (st->run_at < st->run_n && st->ids[st->run_at] != v->id)
 		st->run_at++; /* removed since */

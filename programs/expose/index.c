@@ -64,7 +64,8 @@ void ex_index_series(const struct ex_index *ix, uint32_t seg,
 }
 
 /* The filter of the collection: note the place of @v; keep only
- * per-process gauges (the reader API's view says which). */
+ * per-process gauges and the states of enums (the reader API's view
+ * says which). */
 static int note(const struct tally_series_view *v,
 		const struct tally_seg_info *info, void *arg)
 {
@@ -91,6 +92,11 @@ static int note(const struct tally_series_view *v,
 	}
 	if (tp_kind_is_gauge(v->kind) && !info->alive && !info->in_use)
 		return 0;
+	if (v->stateset) {
+		/* Which state is current is told over all of them. */
+		add_place(ix, EX_PLACE_KEPT, (uint32_t)(ix->npaths - 1));
+		return 1;
+	}
 	rec = tp_strmap_get(&ix->cur, v->name);
 	if (rec == (size_t)-1) {
 		if (ix->nrecs == ix->cap_recs) {

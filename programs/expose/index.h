@@ -13,8 +13,10 @@
  * again by id (tally_seg_foreach_ids()) as it writes it: values are then
  * those of that moment, and a series removed in between is left out.
  *
- * Per-process gauges are kept whole in the snapshot: their views combine
- * the series of several records, which a read by id does not give back.
+ * Per-process gauges and the states of enums are kept whole in the
+ * snapshot: their views combine the series of several records (the
+ * current state is the one of the largest stamp among its label set's),
+ * which a read by id of some of them does not give back.
  * A gauge of a segment that nobody uses any more is left out at once:
  * it is no current value (snapshot.h, "Whose a series is").
  *

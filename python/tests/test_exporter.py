@@ -120,6 +120,47 @@ def test_exporter_shows_python_histograms_by_their_plain_names(tally_dir):
     assert (r.returncode, r.stdout + r.stderr) == (0, "")
 
 
+ENUMS = """
+import sys
+import tally_metrics as tally
+reg = tally.CollectorRegistry()
+e = tally.Enum("job_state", "State of a job.", ["job"], registry=reg,
+               states=["queued", "running", "done"])
+for j in range(100):
+    e.labels(str(j)).state("running")
+    e.labels(str(j)).state("done")
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_exporter_shows_one_current_state_of_each_enum(tally_dir):
+    """An enum of 100 children of 3 states each: more series than the
+    exporter reads again at once, so that a child's states fall into
+    reads of their own; each child shows its last state, and only it,
+    as current."""
+    _need()
+    # The writer lives while the exporter reads: an exited process's
+    # gauges are no current value.
+    w = subprocess.Popen([sys.executable, "-c", ENUMS], text=True,
+                         env=child_env(tally_dir), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE)
+    try:
+        assert w.stdout.readline() == "ready\n"
+        text = _scrape(tally_dir)
+    finally:
+        w.stdin.close()
+        w.wait(timeout=30)
+    got = {}
+    for line in _samples(text, "job_state{"):
+        m = re.fullmatch(r'job_state\{job="(\d+)",job_state="(\w+)"\} '
+                         r'(\d+)', line)
+        assert m, line
+        got.setdefault(m.group(1), {})[m.group(2)] = int(m.group(3))
+    want = {"queued": 0, "running": 0, "done": 1}
+    assert got == {str(j): want for j in range(100)}
+
+
 PY03 = os.path.join(HERE, "..", "..", "build", "examples", "py03-segment")
 
 
