@@ -54,6 +54,29 @@ fn register_family(
     kind: c_uint,
     f: FamilyRegisterFn,
 ) -> (Arc<FamilyInner>, Option<Error>) {
+    // SAFETY: register_family_with() passes a live zone, a description
+    // (or NULL), names and a family, as `f` takes them.
+    register_family_with(zone, d, names, kind, |z, cd, p, n, fam| unsafe {
+        f(z, cd, p, n, fam)
+    })
+}
+
+/// register_family() through `f`, which calls the C family registration
+/// of `kind` with a live zone, a description (NULL to make a discarding
+/// family), the label names and the family to fill.
+pub(crate) fn register_family_with(
+    zone: &Zone,
+    d: &Desc,
+    names: &[&str],
+    kind: c_uint,
+    mut f: impl FnMut(
+        *mut sys::tally_zone,
+        *const sys::tally_metric_desc,
+        *const *const c_char,
+        c_uint,
+        *mut sys::tally_family,
+    ) -> i32,
+) -> (Arc<FamilyInner>, Option<Error>) {
     let mut fam = sys::tally_family {
         table: std::ptr::null_mut(),
     };
@@ -64,16 +87,13 @@ fn register_family(
     let err = match (CDesc::new(d, kind), cnames) {
         (Ok(cd), Ok(cn)) => {
             let ptrs: Vec<*const c_char> = cn.iter().map(|c| c.as_ptr()).collect();
-            // SAFETY: valid description, names and family.
-            let rc = unsafe {
-                f(
-                    zone.as_ptr(),
-                    &cd.raw,
-                    ptrs.as_ptr(),
-                    ptrs.len() as c_uint,
-                    &mut fam,
-                )
-            };
+            let rc = f(
+                zone.as_ptr(),
+                &cd.raw,
+                ptrs.as_ptr(),
+                ptrs.len() as c_uint,
+                &mut fam,
+            );
             if rc < 0 {
                 Some(Error::last(-rc))
             } else {
@@ -81,17 +101,15 @@ fn register_family(
             }
         }
         (Err(e), _) | (_, Err(e)) => {
-            // Let the library make its discarding family.
-            // SAFETY: a NULL description is refused with a discarding family.
-            unsafe {
-                f(
-                    zone.as_ptr(),
-                    std::ptr::null(),
-                    std::ptr::null(),
-                    0,
-                    &mut fam,
-                )
-            };
+            // Let the library make its discarding family: a NULL
+            // description is refused with one.
+            f(
+                zone.as_ptr(),
+                std::ptr::null(),
+                std::ptr::null(),
+                0,
+                &mut fam,
+            );
             Some(e)
         }
     };
@@ -173,19 +191,29 @@ fn family_get(
     values: &[&str],
     f: FamilyGetFn,
 ) -> (*const sys::tally_handle, Option<Error>) {
+    // SAFETY: family_get_with() passes a live family, values and out
+    // pointer, as `f` takes them.
+    family_get_with(inner, values, |fam, p, n, h| unsafe { f(fam, p, n, h) })
+}
+
+/// family_get() through `f`, which calls the C family lookup with a live
+/// family, the values and the out pointer of the child's handle (of type
+/// `T`); a wrong count of values gives the library's discarding handle.
+pub(crate) fn family_get_with<T>(
+    inner: &FamilyInner,
+    values: &[&str],
+    f: impl Fn(*const sys::tally_family, *const *const c_char, c_uint, *mut *const T) -> i32,
+) -> (*const T, Option<Error>) {
     let mut cv = CValues::new();
-    let mut h: *const sys::tally_handle = std::ptr::null();
+    let mut h: *const T = std::ptr::null();
     match cv.fill(values) {
         Ok((p, n)) => {
-            // SAFETY: valid family, values and out pointer.
-            let rc = unsafe { f(&inner.f, p, n, &mut h) };
+            let rc = f(&inner.f, p, n, &mut h);
             (h, if rc < 0 { Some(Error::last(-rc)) } else { None })
         }
         Err(e) => {
-            // A wrong count gives the library's discarding handle.
             let bad = [std::ptr::null::<c_char>(); 1];
-            // SAFETY: as above; the call fails with a discarding handle.
-            unsafe { f(&inner.f, bad.as_ptr(), 0, &mut h) };
+            f(&inner.f, bad.as_ptr(), 0, &mut h);
             (h, Some(e))
         }
     }

@@ -42,6 +42,7 @@
 #![warn(missing_docs)]
 
 mod add;
+mod classic;
 mod error;
 mod family;
 mod metric;
@@ -52,6 +53,10 @@ pub mod recorder;
 pub mod sys;
 mod zone;
 
+pub use classic::{
+    ClassicHistogram, ClassicHistogramFamily, ClassicHistogramRef, Summary, SummaryFamily,
+    SummaryRef,
+};
 pub use error::{Error, Result};
 pub use family::{CounterFamily, FGaugeFamily, GaugeFamily, HistogramFamily, SetGaugeFamily};
 pub use metric::{

@@ -62,8 +62,12 @@ pub struct Series {
     pub value: i64,
     /// An fgauge's value (0 for other kinds).
     pub fvalue: f64,
-    /// A histogram's sum.
+    /// A histogram's sum (of a classic histogram or summary, its whole
+    /// part: see `fsum`).
     pub sum: i64,
+    /// A classic histogram's or summary's sum, with its fraction (0 for
+    /// other kinds).
+    pub fsum: f64,
     /// A histogram's buckets, not cumulative: for a classic histogram
     /// (one with the application's own bounds) one per bound and a last
     /// one for +Inf; else see tally_histogram_bucket_bounds().
@@ -89,7 +93,7 @@ impl Series {
     /// ```
     /// # let s = tally::reader::Series { name: "x".into(), help: String::new(), unit: String::new(),
     /// #   kind: tally::reader::Kind::Counter, labels: vec![("a".into(), "1".into())],
-    /// #   value: 0, fvalue: 0.0, sum: 0, buckets: vec![], bounds: vec![], summary: false,
+    /// #   value: 0, fvalue: 0.0, sum: 0, fsum: 0.0, buckets: vec![], bounds: vec![], summary: false,
     /// #   info: false, stateset: false };
     /// assert_eq!(s.label("a"), Some("1"));
     /// ```
@@ -173,6 +177,7 @@ unsafe extern "C" fn collect(v: *const sys::tally_series_view, arg: *mut c_void)
         value: v.value,
         fvalue: v.fvalue,
         sum: v.sum,
+        fsum: if v.classic != 0 { v.fsum } else { 0.0 },
         buckets,
         bounds,
         summary: v.summary != 0,

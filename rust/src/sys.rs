@@ -45,6 +45,13 @@ pub const TALLY_HISTOGRAM: c_uint = 4;
 pub const TALLY_FGAUGE: c_uint = 5;
 pub const TALLY_PGAUGE: c_uint = 6;
 pub const TALLY_FCOUNTER: c_uint = 7;
+pub const TALLY_CHISTOGRAM: c_uint = 8;
+pub const TALLY_SUMMARY: c_uint = 9;
+
+/// The most finite bucket bounds a classic histogram takes (the +Inf
+/// bucket comes on top), and the longest help text it may have.
+pub const TALLY_CHISTOGRAM_BOUNDS_MAX: usize = 40;
+pub const TALLY_CHISTOGRAM_HELP_MAX: usize = 511;
 
 pub const TALLY_NAME_MAX: usize = 127;
 pub const TALLY_UNIT_MAX: usize = 31;
@@ -144,6 +151,19 @@ impl tally_metric {
 
 /// Every kind's handle (tally_counter, tally_gauge, ...) is this struct.
 pub type tally_handle = tally_metric;
+
+/// A classic histogram's handle (tally_chistogram): the metric and its
+/// bounds in the zone's metric record.  A summary's handle
+/// (tally_summary) is the same struct with no bounds.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct tally_chistogram {
+    pub metric: tally_metric,
+    pub bounds: *const f64,
+    pub nbounds: c_uint,
+}
+
+pub type tally_summary = tally_chistogram;
 
 /// Every kind's family (tally_counter_family, ...) is one table pointer.
 #[repr(C)]
@@ -320,6 +340,56 @@ extern "C" {
     pub fn tally_fgauge_fetch(g: *const tally_handle, value: *mut f64) -> c_int;
 
     pub fn tally_family_remove(f: *mut tally_family) -> c_int;
+
+    pub fn tally_chistogram_register(
+        z: *mut tally_zone,
+        d: *const tally_metric_desc,
+        bounds: *const f64,
+        nbounds: c_uint,
+        h: *mut tally_chistogram,
+    ) -> c_int;
+    pub fn tally_chistogram_fetch(
+        h: *const tally_chistogram,
+        count: *mut i64,
+        sum: *mut f64,
+        buckets: *mut i64,
+    ) -> c_int;
+    pub fn tally_chistogram_observe(h: *const tally_chistogram, v: f64);
+    pub fn tally_summary_register(
+        z: *mut tally_zone,
+        d: *const tally_metric_desc,
+        s: *mut tally_summary,
+    ) -> c_int;
+    pub fn tally_summary_fetch(s: *const tally_summary, count: *mut i64, sum: *mut f64) -> c_int;
+    pub fn tally_summary_observe(s: *const tally_summary, v: f64);
+    pub fn tally_chistogram_family_register(
+        z: *mut tally_zone,
+        d: *const tally_metric_desc,
+        bounds: *const f64,
+        nbounds: c_uint,
+        label_names: *const *const c_char,
+        n: c_uint,
+        f: *mut tally_family,
+    ) -> c_int;
+    pub fn tally_summary_family_register(
+        z: *mut tally_zone,
+        d: *const tally_metric_desc,
+        label_names: *const *const c_char,
+        n: c_uint,
+        f: *mut tally_family,
+    ) -> c_int;
+    pub fn tally_chistogram_family_get(
+        f: *const tally_family,
+        values: *const *const c_char,
+        n: c_uint,
+        c: *mut *const tally_chistogram,
+    ) -> c_int;
+    pub fn tally_summary_family_get(
+        f: *const tally_family,
+        values: *const *const c_char,
+        n: c_uint,
+        c: *mut *const tally_summary,
+    ) -> c_int;
 
     pub fn tally_seg_open(path: *const c_char, opts: *const tally_open_opts) -> *mut tally_seg;
     pub fn tally_seg_close(s: *mut tally_seg);
