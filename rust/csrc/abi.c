@@ -64,5 +64,13 @@ const uint64_t tally_rs_abi[] = {
 	TALLY__CFG_PAGE_OFF, TALLY__AHINT_OFF,
 	OFF(struct tally__cfg, rseq_off), OFF(struct tally__cfg, nnodes),
 	OFF(struct tally__cfg, cpu_node), OFF(struct tally__cfg, thread_off),
+	SZ(tally_chistogram), OFF(tally_chistogram, bounds),
+	OFF(tally_chistogram, nbounds), SZ(tally_summary),
+	SZ(tally_chistogram_family), SZ(tally_summary_family),
+	OFF(struct tally_series_view, classic),
+	OFF(struct tally_series_view, bounds),
+	OFF(struct tally_series_view, fsum),
+	TALLY_CHISTOGRAM, TALLY_SUMMARY, TALLY_CHISTOGRAM_BOUNDS_MAX,
+	TALLY_CHISTOGRAM_HELP_MAX,
 };
 const size_t tally_rs_abi_len = sizeof(tally_rs_abi) / sizeof(tally_rs_abi[0]);

@@ -283,9 +283,7 @@ fn chistogram_register(
         // SAFETY: register_classic() passes a live zone, description and
         // handle; `bounds` is alive and holds nbounds doubles
         // (the library refuses more than TALLY_CHISTOGRAM_BOUNDS_MAX).
-        unsafe {
-            sys::tally_chistogram_register(z, d, bounds.as_ptr(), bounds.len() as c_uint, h)
-        }
+        unsafe { sys::tally_chistogram_register(z, d, bounds.as_ptr(), bounds.len() as c_uint, h) }
     }
 }
 
@@ -357,7 +355,9 @@ impl Zone {
     /// The summary `d`, or a handle that discards its updates when it
     /// cannot be registered.
     pub fn summary(&self, d: &Desc) -> Summary {
-        Summary::from_registration(register_classic(self, d, sys::TALLY_SUMMARY, summary_register).0)
+        Summary::from_registration(
+            register_classic(self, d, sys::TALLY_SUMMARY, summary_register).0,
+        )
     }
 }
 

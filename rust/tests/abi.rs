@@ -92,6 +92,19 @@ fn abi_matches_the_headers() {
     ] {
         ours.push(f);
     }
+    ours.extend(layout!(tally_chistogram: bounds, nbounds));
+    ours.extend(layout!(tally_summary));
+    ours.extend(layout!(tally_family as "tally_chistogram_family"));
+    ours.extend(layout!(tally_family as "tally_summary_family"));
+    ours.push(offsetof!(tally_series_view as "tally_series_view", classic));
+    ours.push(offsetof!(tally_series_view as "tally_series_view", bounds));
+    ours.push(offsetof!(tally_series_view as "tally_series_view", fsum));
+    ours.extend(constants![
+        TALLY_CHISTOGRAM,
+        TALLY_SUMMARY,
+        TALLY_CHISTOGRAM_BOUNDS_MAX,
+        TALLY_CHISTOGRAM_HELP_MAX,
+    ]);
     // SAFETY: the C table has tally_rs_abi_len entries.
     let theirs = unsafe {
         std::slice::from_raw_parts(
