@@ -7,6 +7,7 @@ use std::mem::MaybeUninit;
 use std::os::raw::{c_char, c_uint};
 use std::sync::Arc;
 
+use crate::classic::*;
 use crate::error::{Error, Result, EINVAL};
 use crate::metric::*;
 use crate::sys;
@@ -38,13 +39,6 @@ type FamilyRegisterFn = unsafe extern "C" fn(
     *const *const c_char,
     c_uint,
     *mut sys::tally_family,
-) -> i32;
-
-type FamilyGetFn = unsafe extern "C" fn(
-    *const sys::tally_family,
-    *const *const c_char,
-    c_uint,
-    *mut *const sys::tally_handle,
 ) -> i32;
 
 fn register_family(
@@ -186,20 +180,10 @@ impl CValues {
     }
 }
 
-fn family_get(
-    inner: &FamilyInner,
-    values: &[&str],
-    f: FamilyGetFn,
-) -> (*const sys::tally_handle, Option<Error>) {
-    // SAFETY: family_get_with() passes a live family, values and out
-    // pointer, as `f` takes them.
-    family_get_with(inner, values, |fam, p, n, h| unsafe { f(fam, p, n, h) })
-}
-
-/// family_get() through `f`, which calls the C family lookup with a live
-/// family, the values and the out pointer of the child's handle (of type
-/// `T`); a wrong count of values gives the library's discarding handle.
-pub(crate) fn family_get_with<T>(
+/// The child of `values`, through `f`, which calls the C family lookup
+/// with a live family, the values and the out pointer of the child's
+/// handle; a wrong count of values gives the library's discarding handle.
+fn family_get_with<T>(
     inner: &FamilyInner,
     values: &[&str],
     f: impl Fn(*const sys::tally_family, *const *const c_char, c_uint, *mut *const T) -> i32,
@@ -219,10 +203,13 @@ pub(crate) fn family_get_with<T>(
     }
 }
 
-macro_rules! family_type {
-    ($fam:ident, $owned:ident, $borrowed:ident, $kind:expr, $reg:path, $get:path,
-     $try:ident, $or:ident, $what:literal, $example:literal) => {
-        #[doc = concat!("A family of ", $what, "s: one series per set of values of its label names.")]
+/// A family's type and its lookups; `$get` is the C lookup, `$what` the
+/// kind in the plural, `$or` the family's constructor (and `$args` the
+/// arguments it takes after the description, for the examples).
+macro_rules! family_handle {
+    ($fam:ident, $owned:ident, $borrowed:ident, $get:path, $or:ident, $args:literal,
+     $what:literal, $example:literal) => {
+        #[doc = concat!("A family of ", $what, ": one series per set of values of its label names.")]
         ///
         /// Cloning is a reference count; the family and every child it
         /// made are removed when the last clone and the last owned child
@@ -243,18 +230,27 @@ macro_rules! family_type {
         }
 
         impl $fam {
+            fn lookup(&self, values: &[&str]) -> (*const sys::tally_metric, Option<Error>) {
+                family_get_with(&self.inner, values, |f, p, n, h: *mut *const sys::tally_metric| {
+                    // SAFETY: family_get_with() passes a live family,
+                    // values and out pointer; every kind's handle begins
+                    // with its metric.
+                    unsafe { $get(f, p, n, h.cast()) }
+                })
+            }
+
             #[doc = concat!("The child of these label values (in the order of the family's names): found without a lock once this process has asked for it, registered first otherwise.  Errors: `EINVAL` for a wrong number of values, a NUL or a value that is not UTF-8, `E2BIG` for values over the limit, and those of a registration; never a panic.")]
             ///
             /// The child borrows the family.  See also [`Self::with_labels`].
             ///
             /// ```
             /// let zone = tally::Zone::create("fget_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
-            #[doc = concat!("let f = zone.", stringify!($or), "(&tally::Desc::new(\"f\"), &[\"k\"]);")]
+            #[doc = concat!("let f = zone.", stringify!($or), "(&tally::Desc::new(\"f\"), ", $args, "&[\"k\"]);")]
             /// assert!(f.get(&["v"]).is_ok());
             /// assert!(f.get(&["v", "w"]).is_err());
             /// ```
             pub fn get(&self, values: &[&str]) -> Result<$borrowed<'_>> {
-                let (h, err) = family_get(&self.inner, values, $get);
+                let (h, err) = self.lookup(values);
                 match err {
                     None => Ok($borrowed::from_metric(h)),
                     Some(e) => Err(e),
@@ -266,12 +262,12 @@ macro_rules! family_type {
             ///
             /// ```
             /// let zone = tally::Zone::create("fwith_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
-            #[doc = concat!("let f = zone.", stringify!($or), "(&tally::Desc::new(\"f\"), &[\"k\"]);")]
+            #[doc = concat!("let f = zone.", stringify!($or), "(&tally::Desc::new(\"f\"), ", $args, "&[\"k\"]);")]
             /// assert!(!f.with_labels(&["v"]).is_discarding());
             /// assert!(f.with_labels(&[]).is_discarding());
             /// ```
             pub fn with_labels(&self, values: &[&str]) -> $borrowed<'_> {
-                $borrowed::from_metric(family_get(&self.inner, values, $get).0)
+                $borrowed::from_metric(self.lookup(values).0)
             }
 
             #[doc(hidden)]
@@ -283,22 +279,30 @@ macro_rules! family_type {
             ///
             /// ```
             /// let zone = tally::Zone::create("fown_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
-            #[doc = concat!("let f = zone.", stringify!($or), "(&tally::Desc::new(\"f\"), &[\"k\"]);")]
+            #[doc = concat!("let f = zone.", stringify!($or), "(&tally::Desc::new(\"f\"), ", $args, "&[\"k\"]);")]
             /// let child = f.get_owned(&["v"]).unwrap();
             /// drop(f);
             /// assert!(!child.is_discarding());
             /// ```
             pub fn get_owned(&self, values: &[&str]) -> Result<$owned> {
-                let (h, err) = family_get(&self.inner, values, $get);
+                let (h, err) = self.lookup(values);
                 match err {
                     None => Ok($owned::from_parts(h, Keep::Family(self.inner.clone()))),
                     Some(e) => Err(e),
                 }
             }
         }
+    };
+}
+
+/// A family's type, lookups and registration.
+macro_rules! family_type {
+    ($fam:ident, $owned:ident, $borrowed:ident, $kind:expr, $reg:path, $get:path,
+     $try:ident, $or:ident, $what:literal, $example:literal) => {
+        family_handle!($fam, $owned, $borrowed, $get, $or, "", $what, $example);
 
         impl Zone {
-            #[doc = concat!("Makes a family of ", $what, "s described by `d`, whose children add the labels `names`.  A definition that differs from the zone's is taken (a new help text, or a new generation of the name), and the family makes its children in the generation it was made in.  Errors: `EINVAL` (a bad or repeated label name, no names), `E2BIG`, `ENOMEM`; never a panic.")]
+            #[doc = concat!("Makes a family of ", $what, " described by `d`, whose children add the labels `names`.  A definition that differs from the zone's is taken (a new help text, or a new generation of the name), and the family makes its children in the generation it was made in.  Errors: `EINVAL` (a bad or repeated label name, no names), `E2BIG`, `ENOMEM`; never a panic.")]
             ///
             /// ```
             /// let zone = tally::Zone::create("fam_try_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
@@ -312,7 +316,7 @@ macro_rules! family_type {
                 }
             }
 
-            #[doc = concat!("A family of ", $what, "s, or, when it cannot be made, one whose children discard their updates.")]
+            #[doc = concat!("A family of ", $what, ", or, when it cannot be made, one whose children discard their updates.")]
             ///
             /// ```
             /// let zone = tally::Zone::create("for_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
@@ -335,7 +339,7 @@ family_type!(
     sys::tally_counter_family_get,
     try_counter_family,
     counter_family,
-    "counter",
+    "counters",
     "let zone = tally::Zone::create(\"cfam_doc\", &tally::ZoneOptions::new().anonymous())?;
 let requests = zone.try_counter_family(
     &tally::Desc::new(\"http_requests_total\").help(\"Requests.\"), &[\"method\", \"code\"])?;
@@ -354,7 +358,7 @@ family_type!(
     sys::tally_gauge_family_get,
     try_gauge_family,
     gauge_family,
-    "gauge",
+    "gauges",
     "let zone = tally::Zone::create(\"gfam_doc\", &tally::ZoneOptions::new().anonymous())?;
 let f = zone.try_gauge_family(&tally::Desc::new(\"in_flight\"), &[\"queue\"])?;
 f.get(&[\"a\"])?.increment();
@@ -369,7 +373,7 @@ family_type!(
     sys::tally_setgauge_family_get,
     try_set_gauge_family,
     set_gauge_family,
-    "set-gauge",
+    "set-gauges",
     "let zone = tally::Zone::create(\"sfam_doc\", &tally::ZoneOptions::new().anonymous())?;
 let f = zone.try_set_gauge_family(&tally::Desc::new(\"queue_length\"), &[\"queue\"])?;
 f.get(&[\"a\"])?.set(3);
@@ -384,7 +388,7 @@ family_type!(
     sys::tally_fgauge_family_get,
     try_fgauge_family,
     fgauge_family,
-    "floating-point gauge",
+    "floating-point gauges",
     "let zone = tally::Zone::create(\"ffam_doc\", &tally::ZoneOptions::new().anonymous())?;
 let f = zone.try_fgauge_family(&tally::Desc::new(\"ratio\"), &[\"pool\"])?;
 f.get(&[\"a\"])?.set(0.5);
@@ -392,8 +396,91 @@ f.get(&[\"a\"])?.set(0.5);
 );
 family_type!(HistogramFamily, Histogram, HistogramRef, sys::TALLY_HISTOGRAM,
     sys::tally_histogram_family_register, sys::tally_histogram_family_get,
-    try_histogram_family, histogram_family, "histogram",
+    try_histogram_family, histogram_family, "histograms",
     "let zone = tally::Zone::create(\"hfam_doc\", &tally::ZoneOptions::new().anonymous())?;
 let f = zone.try_histogram_family(&tally::Desc::new(\"latency\").unit(\"nanoseconds\"), &[\"route\"])?;
 f.get(&[\"/\"])?.observe(1200);
 # Ok::<(), tally::Error>(())");
+family_type!(
+    SummaryFamily,
+    Summary,
+    SummaryRef,
+    sys::TALLY_SUMMARY,
+    sys::tally_summary_family_register,
+    sys::tally_summary_family_get,
+    try_summary_family,
+    summary_family,
+    "summaries",
+    "let zone = tally::Zone::create(\"sumfam_doc\", &tally::ZoneOptions::new().anonymous())?;
+let f = zone.try_summary_family(&tally::Desc::new(\"request_size_bytes\"), &[\"route\"])?;
+f.get(&[\"/\"])?.observe(100.0);
+assert_eq!(f.get(&[\"/\"])?.count(), 1);
+# Ok::<(), tally::Error>(())"
+);
+family_handle!(
+    ClassicHistogramFamily,
+    ClassicHistogram,
+    ClassicHistogramRef,
+    sys::tally_chistogram_family_get,
+    classic_histogram_family,
+    "&[1.0], ",
+    "classic histograms",
+    "let zone = tally::Zone::create(\"chfam_doc\", &tally::ZoneOptions::new().anonymous())?;
+let f = zone.try_classic_histogram_family(
+    &tally::Desc::new(\"latency_seconds\"), &[0.1, 1.0], &[\"route\"])?;
+f.get(&[\"/\"])?.observe(0.1);
+assert_eq!(f.get(&[\"/\"])?.buckets(), vec![1, 0, 0]);
+# Ok::<(), tally::Error>(())"
+);
+
+impl Zone {
+    /// Makes a family of classic histograms described by `d`, whose
+    /// children all have the bounds `bounds` and add the labels `names`.
+    /// Errors: those of [`Zone::try_classic_histogram`] for the bounds,
+    /// and those of [`Zone::try_histogram_family`].
+    ///
+    /// ```
+    /// let zone = tally::Zone::create("chfam_try_doc", &tally::ZoneOptions::new().anonymous()).unwrap();
+    /// let d = tally::Desc::new("f");
+    /// assert!(zone.try_classic_histogram_family(&d, &[f64::NAN], &["k"]).is_err());
+    /// ```
+    pub fn try_classic_histogram_family(
+        &self,
+        d: &Desc,
+        bounds: &[f64],
+        names: &[&str],
+    ) -> Result<ClassicHistogramFamily> {
+        let (inner, err) = self.register_chistogram_family(d, bounds, names);
+        match err {
+            None => Ok(ClassicHistogramFamily { inner }),
+            Some(e) => Err(e),
+        }
+    }
+
+    /// A family of classic histograms, or, when it cannot be made, one
+    /// whose children discard their updates.
+    pub fn classic_histogram_family(
+        &self,
+        d: &Desc,
+        bounds: &[f64],
+        names: &[&str],
+    ) -> ClassicHistogramFamily {
+        ClassicHistogramFamily {
+            inner: self.register_chistogram_family(d, bounds, names).0,
+        }
+    }
+
+    fn register_chistogram_family(
+        &self,
+        d: &Desc,
+        bounds: &[f64],
+        names: &[&str],
+    ) -> (Arc<FamilyInner>, Option<Error>) {
+        register_family_with(self, d, names, sys::TALLY_CHISTOGRAM, |z, cd, p, n, f| {
+            let (b, nb) = (bounds.as_ptr(), bounds.len() as c_uint);
+            // SAFETY: register_family_with() passes a live zone, a
+            // description (or NULL), names and a family; `bounds` is alive.
+            unsafe { sys::tally_chistogram_family_register(z, cd, b, nb, p, n, f) }
+        })
+    }
+}

@@ -42,10 +42,11 @@
 #![warn(missing_docs)]
 
 mod add;
+#[macro_use]
+mod metric;
 mod classic;
 mod error;
 mod family;
-mod metric;
 pub mod reader;
 #[cfg(feature = "metrics")]
 pub mod recorder;
@@ -53,12 +54,12 @@ pub mod recorder;
 pub mod sys;
 mod zone;
 
-pub use classic::{
-    ClassicHistogram, ClassicHistogramFamily, ClassicHistogramRef, Summary, SummaryFamily,
-    SummaryRef,
-};
+pub use classic::{ClassicHistogram, ClassicHistogramRef, Summary, SummaryRef};
 pub use error::{Error, Result};
-pub use family::{CounterFamily, FGaugeFamily, GaugeFamily, HistogramFamily, SetGaugeFamily};
+pub use family::{
+    ClassicHistogramFamily, CounterFamily, FGaugeFamily, GaugeFamily, HistogramFamily,
+    SetGaugeFamily, SummaryFamily,
+};
 pub use metric::{
     Combine, Counter, CounterRef, Desc, FGauge, FGaugeRef, Gauge, GaugeRef, Histogram,
     HistogramRef, Mode, PGauge, PGaugeRef, SetGauge, SetGaugeRef,

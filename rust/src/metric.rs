@@ -190,7 +190,9 @@ impl CDesc {
 /// One registration of a series: removed (one reference given back)
 /// when the last handle made from it goes.
 pub(crate) struct Registration {
-    m: sys::tally_metric,
+    /// The handle the C registration filled: a classic histogram's (or
+    /// summary's), whose first member is every other kind's handle.
+    h: sys::tally_chistogram,
     registered: bool,
     _zone: Option<Zone>,
 }
@@ -204,8 +206,15 @@ impl Drop for Registration {
     fn drop(&mut self) {
         if self.registered {
             // SAFETY: the last handle of this registration is gone.
-            unsafe { sys::tally_metric_remove(&mut self.m) };
+            unsafe { sys::tally_metric_remove(&mut self.h.metric) };
         }
+    }
+}
+
+impl Registration {
+    /// The metric of the handle, the first member of a tally_chistogram.
+    pub(crate) fn metric(&self) -> *const sys::tally_metric {
+        &self.h.metric
     }
 }
 
@@ -235,22 +244,29 @@ pub(crate) fn register(
     register_with(zone, d, kind, |z, cd, m| unsafe { f(z, cd, m) })
 }
 
+/// A C handle that a registration fills: every kind's (tally_metric), or
+/// the classic histogram's and summary's (tally_chistogram), which begins
+/// with it.  A registration holds the larger one.
+pub(crate) trait CHandle {}
+impl CHandle for sys::tally_metric {}
+impl CHandle for sys::tally_chistogram {}
+
 /// register() through `f`, which calls the C registration of `kind` with
 /// a live zone, description and handle.
-fn register_with(
+pub(crate) fn register_with<H: CHandle>(
     zone: &Zone,
     d: &Desc,
     kind: c_uint,
-    mut f: impl FnMut(
-        *mut sys::tally_zone,
-        *const sys::tally_metric_desc,
-        *mut sys::tally_handle,
-    ) -> i32,
+    mut f: impl FnMut(*mut sys::tally_zone, *const sys::tally_metric_desc, *mut H) -> i32,
 ) -> (Arc<Registration>, Option<Error>) {
-    let mut m = sys::tally_metric::zeroed();
+    let mut m = sys::tally_chistogram {
+        metric: sys::tally_metric::zeroed(),
+        bounds: std::ptr::null(),
+        nbounds: 0,
+    };
     let (rc, err) = match CDesc::new(d, kind) {
         Ok(cd) => {
-            let rc = f(zone.as_ptr(), &cd.raw, &mut m);
+            let rc = f(zone.as_ptr(), &cd.raw, std::ptr::addr_of_mut!(m).cast());
             (rc, if rc < 0 { Some(Error::last(-rc)) } else { None })
         }
         Err(e) => {
@@ -267,12 +283,12 @@ fn register_with(
                 hist_sub_bits: 0,
                 hist_max_bits: 0,
             };
-            f(zone.as_ptr(), &bad, &mut m);
+            f(zone.as_ptr(), &bad, std::ptr::addr_of_mut!(m).cast());
             (-e.errno(), Some(e))
         }
     };
     let reg = Registration {
-        m,
+        h: m,
         registered: rc == 0,
         _zone: Some(zone.clone()),
     };
@@ -284,7 +300,7 @@ fn register_with(
 /// # Safety
 ///
 /// `metric` points at a filled handle that lives until this returns.
-unsafe fn fetch_metric(metric: *const sys::tally_metric) -> Result<i64> {
+pub(crate) unsafe fn fetch_metric(metric: *const sys::tally_metric) -> Result<i64> {
     let mut v = 0i64;
     // SAFETY: as the caller promises.
     let rc = unsafe { sys::tally_metric_fetch(metric, &mut v) };
@@ -324,8 +340,7 @@ macro_rules! handle_common {
             }
 
             pub(crate) fn from_registration(reg: Arc<Registration>) -> $owned {
-                let metric: *const sys::tally_metric = &reg.m;
-                $owned::from_parts(metric, Keep::Series(reg))
+                $owned::from_parts(reg.metric(), Keep::Series(reg))
             }
 
             #[doc = concat!("Whether this ", $what, " discards its updates (its registration failed).")]
@@ -397,6 +412,8 @@ macro_rules! handle_types {
         #[doc = concat!("A ", $what, " borrowed from a family (or from an owned handle): the same updates, valid while the family lives.")]
         #[derive(Clone, Copy)]
         pub struct $borrowed<'f> {
+            // The classic kinds pass their whole handle to C instead.
+            #[allow(dead_code)]
             block: *mut sys::tally_block,
             metric: *const sys::tally_metric,
             #[allow(dead_code)]

@@ -305,6 +305,19 @@ extern_same_signature!(
     ) -> c_int
 );
 
+// A summary's handle is a classic histogram's (tally_summary is
+// tally_chistogram).
+extern_same_signature!(
+    tally_chistogram_family_get,
+    tally_summary_family_get;
+    (
+        f: *const tally_family,
+        values: *const *const c_char,
+        n: c_uint,
+        c: *mut *const tally_chistogram,
+    ) -> c_int
+);
+
 pub type tally_series_fn =
     unsafe extern "C" fn(v: *const tally_series_view, arg: *mut c_void) -> c_int;
 
@@ -377,18 +390,6 @@ extern "C" {
         label_names: *const *const c_char,
         n: c_uint,
         f: *mut tally_family,
-    ) -> c_int;
-    pub fn tally_chistogram_family_get(
-        f: *const tally_family,
-        values: *const *const c_char,
-        n: c_uint,
-        c: *mut *const tally_chistogram,
-    ) -> c_int;
-    pub fn tally_summary_family_get(
-        f: *const tally_family,
-        values: *const *const c_char,
-        n: c_uint,
-        c: *mut *const tally_summary,
     ) -> c_int;
 
     pub fn tally_seg_open(path: *const c_char, opts: *const tally_open_opts) -> *mut tally_seg;

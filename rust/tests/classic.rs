@@ -67,36 +67,22 @@ fn exact_totals(zone_name: &str) {
     }
     assert_eq!(h.bounds(), &BOUNDS);
     assert_eq!(child.bounds(), &BOUNDS);
+    assert!(!h.is_discarding() && !child.is_discarding());
+    assert!(!s.is_discarding() && !schild.is_discarding());
 }
 
+/// With rseq, then in a child process where every add takes the fallback
+/// (TALLY_NO_RSEQ=1; this process's environment is left untouched).
 #[test]
 fn exact_totals_from_threads() {
     if is_child() {
+        exact_totals("rust_classic_norseq");
+        println!("rseq_active={}", tally::rseq_active());
         return;
     }
     exact_totals("rust_classic_rseq");
-}
-
-/// The same where every add takes the fallback (TALLY_NO_RSEQ=1), in a
-/// child process so that this one's environment is untouched.
-#[test]
-fn exact_totals_without_rseq() {
-    if is_child() {
-        return;
-    }
-    let out = run_child("no_rseq_child", &[("TALLY_NO_RSEQ", "1")]);
+    let out = run_child("exact_totals_from_threads", &[("TALLY_NO_RSEQ", "1")]);
     assert_eq!(lines(&out, "rseq_active="), vec!["false".to_string()]);
-    assert_eq!(lines(&out, "done"), vec![String::new()]);
-}
-
-#[test]
-fn no_rseq_child() {
-    if !is_child() {
-        return;
-    }
-    exact_totals("rust_classic_norseq");
-    println!("rseq_active={}", tally::rseq_active());
-    println!("done");
 }
 
 /// A value equal to a bound is counted in that bound's bucket; one just
