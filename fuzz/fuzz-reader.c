@@ -95,12 +95,14 @@ static int check_classic(const struct tally_series_view *v, struct walk *w)
 
 
 /* A per-process gauge's view that combines several processes' values
- * (every mode but all and liveall): it has no per-CPU values of its own
+ * (every mode but all and liveall), or an enum's state, told over its
+ * label set's states: it has no per-CPU values of its own
  * (tally/reader.h). */
 static int combined(const struct tally_series_view *v)
 {
-	return v->per_process && v->combine != TALLY_COMBINE_ALL &&
-	       v->combine != TALLY_COMBINE_LIVEALL;
+	return v->stateset || (v->per_process &&
+			       v->combine != TALLY_COMBINE_ALL &&
+			       v->combine != TALLY_COMBINE_LIVEALL);
 }
 static int on_series(const struct tally_series_view *v, void *arg)
 {

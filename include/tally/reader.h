@@ -105,8 +105,8 @@ struct tally_series_view {
 	 * belong to threads, not CPUs; the fallback adds of a thread that
 	 * owned none are in no entry); zeroing is not subtracted.  For
 	 * histograms, the count per CPU.  NULL and 0 for the view of a
-	 * per-process gauge that combines processes (below): its value is
-	 * no CPU's. */
+	 * per-process gauge that combines processes (below) and for an
+	 * enum's state (stateset): their values are no CPU's. */
 	const int64_t *percpu;
 	unsigned npercpu;
 	/* Histograms. */
