@@ -11,8 +11,9 @@
 # time and are reported without failing the run), printing as it goes.
 # The second, at a lower priority, builds the ASan and TSan trees ahead
 # of the first lane (which waits for them on a lock when it gets there
-# first), then runs the Rust, Python, wheel and crate stages, into
-# build-lane2.log, printed after the first lane.  A C suite waits much of
+# first), then runs the Rust stage, then the Python one beside the wheel
+# and crate stages (build-lane3.log), into build-lane2.log, printed
+# after the first lane.  A C suite waits much of
 # its time (servers, children, alarms) and the second lane mostly
 # compiles: together they keep both CPUs of a small machine busy.  Each
 # stage says its wall and CPU time; the counts of both lanes go through
@@ -348,9 +349,13 @@ lane2() {
 	timed build_of asan build-asan "$asan_args"
 	timed build_of tsan build-tsan "$tsan_args"
 	timed st_rust
+	# The wheel and the crate beside the Python suite: the first lane is
+	# about done by then, and each of the three keeps about one CPU busy.
+	( timed st_wheel; timed st_crate ) >build-lane3.log 2>&1 &
+	local side=$!
 	timed st_python
-	timed st_wheel
-	timed st_crate
+	wait "$side"
+	cat build-lane3.log
 }
 
 # The lock that tells the runs on this machine apart (st_shm): /dev/shm
