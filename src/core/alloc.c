@@ -252,11 +252,14 @@ static struct tc_ent *tc_get(struct tally_zone *z)
 			e = &tc->e[i];
 	if (!e) {
 		e = &tc->e[tc->victim++ % TC_WAYS];
-		/* Held for the reason tc_thread_exit() says. */
-		tally__zones_lock();
-		if (tally__zone_alive_locked(e->zid, e->z))
-			tc_release(e);
-		tally__zones_unlock();
+		/* Held for the reason tc_thread_exit() says; an empty way
+		 * (a thread's first zones) takes no lock. */
+		if (e->zid) {
+			tally__zones_lock();
+			if (tally__zone_alive_locked(e->zid, e->z))
+				tc_release(e);
+			tally__zones_unlock();
+		}
 		memset(e, 0, sizeof(*e));
 	}
 	tc->last = e;
