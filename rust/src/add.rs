@@ -36,13 +36,15 @@ compile_error!(
 /// `slot` below its size.
 #[inline(always)]
 pub(crate) unsafe fn block_add(b: *mut sys::tally_block, slot: u32, v: i64) {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    {
-        x86_64::block_add(b, slot, v)
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-    {
-        sys::tally_block_add(b, slot, v)
+    unsafe {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        {
+            x86_64::block_add(b, slot, v)
+        }
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        {
+            sys::tally_block_add(b, slot, v)
+        }
     }
 }
 
@@ -60,57 +62,59 @@ mod x86_64 {
     /// of the chunk is not reserved yet.
     #[inline(always)]
     unsafe fn rseq_add(copy0: *mut i64, v: i64, off: i64, limit: u32) -> i32 {
-        let resv = ((copy0 as usize) & !(sys::TALLY__STRIDE - 1)) - sys::TALLY__RESV_BACK;
-        loop {
-            // Labels 1-4 as in the header: 1 start, 2 end (after the
-            // commit), 3 the descriptor, 4 the abort handler.
-            core::arch::asm!(
-                ".pushsection __rseq_cs, \"aw\"",
-                ".balign 32",
-                "3:",
-                ".long 0x0, 0x0",
-                ".quad 1f, (2f - 1f), 4f",
-                ".popsection",
-                ".pushsection __rseq_cs_ptr_array, \"aw\"",
-                ".quad 3b",
-                ".popsection",
-                "leaq 3b(%rip), %rax",
-                "movq %rax, %fs:{cs}({off})",
-                "1:",
-                "movl %fs:{cpu_id}({off}), %eax",
-                "cmpl {limit:e}, %eax",
-                "jae {fallback}",
-                "movzbl %al, %edx",
-                "shrl $5, %edx",
-                "movl ({resv}, %rdx, 4), %edx",
-                "btl %eax, %edx",
-                "jnc {reserve}",
-                "shlq ${shift}, %rax",
-                "addq {v}, ({p}, %rax)",
-                "2:",
-                ".pushsection __rseq_failure, \"ax\"",
-                ".byte 0x0f, 0xb9, 0x3d",
-                ".long {sig}",
-                "4:",
-                "jmp {abort}",
-                ".popsection",
-                off = in(reg) off,
-                limit = in(reg) limit,
-                p = in(reg) copy0,
-                v = in(reg) v,
-                resv = in(reg) resv,
-                cs = const sys::TALLY__RSEQ_CS_OFF,
-                cpu_id = const sys::TALLY__RSEQ_CPU_ID_OFF,
-                shift = const sys::TALLY__STRIDE_SHIFT,
-                sig = const sys::TALLY__RSEQ_SIG,
-                out("rax") _,
-                out("rdx") _,
-                fallback = label { return FALLBACK; },
-                reserve = label { return RESERVE; },
-                abort = label { continue; },
-                options(att_syntax, nostack),
-            );
-            return 0;
+        unsafe {
+            let resv = ((copy0 as usize) & !(sys::TALLY__STRIDE - 1)) - sys::TALLY__RESV_BACK;
+            loop {
+                // Labels 1-4 as in the header: 1 start, 2 end (after the
+                // commit), 3 the descriptor, 4 the abort handler.
+                core::arch::asm!(
+                    ".pushsection __rseq_cs, \"aw\"",
+                    ".balign 32",
+                    "3:",
+                    ".long 0x0, 0x0",
+                    ".quad 1f, (2f - 1f), 4f",
+                    ".popsection",
+                    ".pushsection __rseq_cs_ptr_array, \"aw\"",
+                    ".quad 3b",
+                    ".popsection",
+                    "leaq 3b(%rip), %rax",
+                    "movq %rax, %fs:{cs}({off})",
+                    "1:",
+                    "movl %fs:{cpu_id}({off}), %eax",
+                    "cmpl {limit:e}, %eax",
+                    "jae {fallback}",
+                    "movzbl %al, %edx",
+                    "shrl $5, %edx",
+                    "movl ({resv}, %rdx, 4), %edx",
+                    "btl %eax, %edx",
+                    "jnc {reserve}",
+                    "shlq ${shift}, %rax",
+                    "addq {v}, ({p}, %rax)",
+                    "2:",
+                    ".pushsection __rseq_failure, \"ax\"",
+                    ".byte 0x0f, 0xb9, 0x3d",
+                    ".long {sig}",
+                    "4:",
+                    "jmp {abort}",
+                    ".popsection",
+                    off = in(reg) off,
+                    limit = in(reg) limit,
+                    p = in(reg) copy0,
+                    v = in(reg) v,
+                    resv = in(reg) resv,
+                    cs = const sys::TALLY__RSEQ_CS_OFF,
+                    cpu_id = const sys::TALLY__RSEQ_CPU_ID_OFF,
+                    shift = const sys::TALLY__STRIDE_SHIFT,
+                    sig = const sys::TALLY__RSEQ_SIG,
+                    out("rax") _,
+                    out("rdx") _,
+                    fallback = label { return FALLBACK; },
+                    reserve = label { return RESERVE; },
+                    abort = label { continue; },
+                    options(att_syntax, nostack),
+                );
+                return 0;
+            }
         }
     }
 
@@ -121,29 +125,33 @@ mod x86_64 {
     /// hint in a register.
     #[inline(always)]
     unsafe fn ahint_get(word: *const i64, thread_off: i64) -> (usize, usize) {
-        let k = ((word as usize >> 3) & 1) ^ 1;
-        let h: usize;
-        core::arch::asm!(
-            "movq %fs:{at}({off}, {k}, 8), {h}",
-            h = out(reg) h,
-            off = in(reg) thread_off,
-            k = in(reg) k,
-            at = const sys::TALLY__AHINT_OFF,
-            options(att_syntax, nostack, readonly, preserves_flags),
-        );
-        (k, h)
+        unsafe {
+            let k = ((word as usize >> 3) & 1) ^ 1;
+            let h: usize;
+            core::arch::asm!(
+                "movq %fs:{at}({off}, {k}, 8), {h}",
+                h = out(reg) h,
+                off = in(reg) thread_off,
+                k = in(reg) k,
+                at = const sys::TALLY__AHINT_OFF,
+                options(att_syntax, nostack, readonly, preserves_flags),
+            );
+            (k, h)
+        }
     }
 
     #[inline(always)]
     unsafe fn ahint_set(k: usize, h: usize, thread_off: i64) {
-        core::arch::asm!(
-            "movq {h}, %fs:{at}({off}, {k}, 8)",
-            h = in(reg) h,
-            off = in(reg) thread_off,
-            k = in(reg) k,
-            at = const sys::TALLY__AHINT_OFF,
-            options(att_syntax, nostack, preserves_flags),
-        );
+        unsafe {
+            core::arch::asm!(
+                "movq {h}, %fs:{at}({off}, {k}, 8)",
+                h = in(reg) h,
+                off = in(reg) thread_off,
+                k = in(reg) k,
+                at = const sys::TALLY__AHINT_OFF,
+                options(att_syntax, nostack, preserves_flags),
+            );
+        }
     }
 
     /// The values the inline adaptive add takes: below 2^31 in magnitude.
@@ -159,16 +167,18 @@ mod x86_64 {
     /// hint or `v` too big.
     #[inline(always)]
     unsafe fn adaptive_hint_add(word: *mut i64, v: i64, thread_off: i64) -> bool {
-        let (k, h) = ahint_get(word, thread_off);
-        if h != word as usize || !small(v) {
-            return false;
+        unsafe {
+            let (k, h) = ahint_get(word, thread_off);
+            if h != word as usize || !small(v) {
+                return false;
+            }
+            let prev = (*(word as *const AtomicI64)).fetch_add(v * 2, Ordering::Relaxed);
+            let x = (prev as u64).wrapping_add(1 << 62);
+            if x & ((1 << 63) | 1) != 0 || ((prev as u64 ^ (prev as u64 >> 8)) & 0x1fe) == 0 {
+                ahint_set(k, 0, thread_off);
+            }
+            true
         }
-        let prev = (*(word as *const AtomicI64)).fetch_add(v * 2, Ordering::Relaxed);
-        let x = (prev as u64).wrapping_add(1 << 62);
-        if x & ((1 << 63) | 1) != 0 || ((prev as u64 ^ (prev as u64 >> 8)) & 0x1fe) == 0 {
-            ahint_set(k, 0, thread_off);
-        }
-        true
     }
 
     /// The header's tally__shared_word_add: the add to an unpromoted
@@ -177,17 +187,19 @@ mod x86_64 {
     /// word), one that finds none leaves the word in the thread's hint.
     #[inline(always)]
     unsafe fn shared_word_add(word: *mut i64, old: i64, v: i64, thread_off: i64) -> bool {
-        if !small(v) || old.checked_add(old).is_none() {
-            return false;
+        unsafe {
+            if !small(v) || old.checked_add(old).is_none() {
+                return false;
+            }
+            let w = &*(word as *const AtomicI64);
+            let prev = w.fetch_add(v * 2, Ordering::Relaxed);
+            if prev != old {
+                w.fetch_or(1, Ordering::Relaxed);
+            } else {
+                ahint_set(((word as usize >> 3) & 1) ^ 1, word as usize, thread_off);
+            }
+            true
         }
-        let w = &*(word as *const AtomicI64);
-        let prev = w.fetch_add(v * 2, Ordering::Relaxed);
-        if prev != old {
-            w.fetch_or(1, Ordering::Relaxed);
-        } else {
-            ahint_set(((word as usize >> 3) & 1) ^ 1, word as usize, thread_off);
-        }
-        true
     }
 
     /// The header's tally__pernode_add: one atomic add to the copy of the
@@ -196,24 +208,26 @@ mod x86_64 {
     /// beyond the slabs).
     #[inline(always)]
     unsafe fn pernode_add(p: *mut i64, v: i64, cfg: *const sys::tally__cfg_t) -> bool {
-        let mut q = p;
-        if (*cfg).nnodes > 1 {
-            let cpu: u32;
-            core::arch::asm!(
-                "movl %fs:{cpu_id}({off}), {cpu:e}",
-                cpu = out(reg) cpu,
-                off = in(reg) (*cfg).rseq_off,
-                cpu_id = const sys::TALLY__RSEQ_CPU_ID_OFF,
-                options(att_syntax, nostack, readonly, preserves_flags),
-            );
-            if cpu >= (*cfg).rseq_limit {
-                return false;
+        unsafe {
+            let mut q = p;
+            if (*cfg).nnodes > 1 {
+                let cpu: u32;
+                core::arch::asm!(
+                    "movl %fs:{cpu_id}({off}), {cpu:e}",
+                    cpu = out(reg) cpu,
+                    off = in(reg) (*cfg).rseq_off,
+                    cpu_id = const sys::TALLY__RSEQ_CPU_ID_OFF,
+                    options(att_syntax, nostack, readonly, preserves_flags),
+                );
+                if cpu >= (*cfg).rseq_limit {
+                    return false;
+                }
+                let node = *(*cfg).cpu_node.add(cpu as usize) as usize;
+                q = p.byte_add(node << sys::TALLY__STRIDE_SHIFT);
             }
-            let node = *(*cfg).cpu_node.add(cpu as usize) as usize;
-            q = p.byte_add(node << sys::TALLY__STRIDE_SHIFT);
+            (*(q as *const AtomicI64)).fetch_add(v, Ordering::Relaxed);
+            true
         }
-        (*(q as *const AtomicI64)).fetch_add(v, Ordering::Relaxed);
-        true
     }
 
     /// The add of every mode, as the header's tally__block_add: an
@@ -228,38 +242,40 @@ mod x86_64 {
     /// take) goes out of line.
     #[inline(always)]
     pub(super) unsafe fn block_add(b: *mut sys::tally_block, slot: u32, v: i64) {
-        let h = b as usize;
-        let tag = h & sys::TALLY__MODE_MASK;
-        let p = ((h - tag) as *mut i64).add(slot as usize);
-        let cfg = std::ptr::addr_of!(sys::tally__cfg);
-        let adaptive = tag == sys::TALLY_ADAPTIVE as usize;
-        let aword = p.byte_sub(sys::TALLY__STRIDE);
-        if adaptive && adaptive_hint_add(aword, v, (*cfg).thread_off) {
-            return;
-        }
-        let percpu_like = !(tag ^ (tag >> 1)) & 1;
-        let word: *const i64 = if adaptive {
-            aword
-        } else {
-            std::ptr::addr_of!((*cfg).promoted)
-        };
-        let w = (*(word as *const AtomicI64)).load(Ordering::Relaxed);
-        if percpu_like & (w as usize) != 0 {
-            let limit = (*cfg).rseq_limit;
-            if limit != 0 && rseq_add(p, v, (*cfg).rseq_off, limit) == 0 {
+        unsafe {
+            let h = b as usize;
+            let tag = h & sys::TALLY__MODE_MASK;
+            let p = ((h - tag) as *mut i64).add(slot as usize);
+            let cfg = std::ptr::addr_of!(sys::tally__cfg);
+            let adaptive = tag == sys::TALLY_ADAPTIVE as usize;
+            let aword = p.byte_sub(sys::TALLY__STRIDE);
+            if adaptive && adaptive_hint_add(aword, v, (*cfg).thread_off) {
                 return;
             }
-        } else if tag == sys::TALLY_SHARED as usize {
-            (*(p as *const AtomicI64)).fetch_add(v, Ordering::Relaxed);
-            return;
-        } else if adaptive {
-            if shared_word_add(aword, w, v, (*cfg).thread_off) {
+            let percpu_like = !(tag ^ (tag >> 1)) & 1;
+            let word: *const i64 = if adaptive {
+                aword
+            } else {
+                std::ptr::addr_of!((*cfg).promoted)
+            };
+            let w = (*(word as *const AtomicI64)).load(Ordering::Relaxed);
+            if percpu_like & (w as usize) != 0 {
+                let limit = (*cfg).rseq_limit;
+                if limit != 0 && rseq_add(p, v, (*cfg).rseq_off, limit) == 0 {
+                    return;
+                }
+            } else if tag == sys::TALLY_SHARED as usize {
+                (*(p as *const AtomicI64)).fetch_add(v, Ordering::Relaxed);
+                return;
+            } else if adaptive {
+                if shared_word_add(aword, w, v, (*cfg).thread_off) {
+                    return;
+                }
+            } else if pernode_add(p, v, cfg) {
                 return;
             }
-        } else if pernode_add(p, v, cfg) {
-            return;
+            other_add(b, slot, v)
         }
-        other_add(b, slot, v)
     }
 
     /// What the inline paths leave: a process without rseq (the
@@ -268,10 +284,12 @@ mod x86_64 {
     #[cold]
     #[inline(never)]
     unsafe fn other_add(b: *mut sys::tally_block, slot: u32, v: i64) {
-        if (*std::ptr::addr_of!(sys::tally__cfg)).rseq_limit == 0 {
-            sys::tally_block_add(b, slot, v);
-        } else {
-            sys::tally__block_add_slow(b, slot, v);
+        unsafe {
+            if (*std::ptr::addr_of!(sys::tally__cfg)).rseq_limit == 0 {
+                sys::tally_block_add(b, slot, v);
+            } else {
+                sys::tally__block_add_slow(b, slot, v);
+            }
         }
     }
 }
@@ -284,7 +302,7 @@ mod x86_64 {
 mod adaptive_tests {
     use crate::{sys, Desc, Mode, Zone, ZoneOptions};
 
-    extern "C" {
+    unsafe extern "C" {
         fn tally_block_promote(b: *mut sys::tally_block, slot: u32) -> i32;
         fn tally_block_promoted(b: *const sys::tally_block, slot: u32) -> i32;
         fn tally_block_fetch_percpu(

@@ -1060,7 +1060,7 @@ mod rules_match_c {
     use super::*;
     use crate::{Desc, Zone, ZoneOptions};
 
-    extern "C" {
+    unsafe extern "C" {
         fn tally_gauge_add(g: *const sys::tally_metric, v: i64);
         fn tally_histogram_observe(h: *const sys::tally_metric, v: u64);
         fn tally_fgauge_add(g: *const sys::tally_metric, v: f64);

@@ -142,49 +142,51 @@ fn string(p: *const c_char) -> String {
 }
 
 unsafe extern "C" fn collect(v: *const sys::tally_series_view, arg: *mut c_void) -> c_int {
-    let out = &mut *(arg as *mut Vec<Series>);
-    let v = &*v;
-    let mut labels = Vec::with_capacity(v.nlabels as usize);
-    for i in 0..v.nlabels as usize {
-        labels.push((
-            string(*v.label_names.add(i)),
-            string(*v.label_values.add(i)),
-        ));
+    unsafe {
+        let out = &mut *(arg as *mut Vec<Series>);
+        let v = &*v;
+        let mut labels = Vec::with_capacity(v.nlabels as usize);
+        for i in 0..v.nlabels as usize {
+            labels.push((
+                string(*v.label_names.add(i)),
+                string(*v.label_values.add(i)),
+            ));
+        }
+        let buckets = if v.kind == sys::TALLY_HISTOGRAM && !v.buckets.is_null() {
+            std::slice::from_raw_parts(v.buckets, v.nbuckets as usize).to_vec()
+        } else {
+            Vec::new()
+        };
+        let bounds = if v.kind == sys::TALLY_HISTOGRAM && v.classic != 0 && !v.bounds.is_null() {
+            std::slice::from_raw_parts(v.bounds, v.nbounds as usize).to_vec()
+        } else {
+            Vec::new()
+        };
+        out.push(Series {
+            name: string(v.name),
+            help: string(v.help),
+            unit: string(v.unit),
+            kind: match v.kind {
+                sys::TALLY_COUNTER => Kind::Counter,
+                sys::TALLY_GAUGE => Kind::Gauge,
+                sys::TALLY_GAUGE_SET => Kind::SetGauge,
+                sys::TALLY_HISTOGRAM => Kind::Histogram,
+                sys::TALLY_FGAUGE => Kind::FGauge,
+                k => Kind::Other(k),
+            },
+            labels,
+            value: v.value,
+            fvalue: v.fvalue,
+            sum: v.sum,
+            fsum: if v.classic != 0 { v.fsum } else { 0.0 },
+            buckets,
+            bounds,
+            summary: v.summary != 0,
+            info: v.info != 0,
+            stateset: v.stateset != 0,
+        });
+        0
     }
-    let buckets = if v.kind == sys::TALLY_HISTOGRAM && !v.buckets.is_null() {
-        std::slice::from_raw_parts(v.buckets, v.nbuckets as usize).to_vec()
-    } else {
-        Vec::new()
-    };
-    let bounds = if v.kind == sys::TALLY_HISTOGRAM && v.classic != 0 && !v.bounds.is_null() {
-        std::slice::from_raw_parts(v.bounds, v.nbounds as usize).to_vec()
-    } else {
-        Vec::new()
-    };
-    out.push(Series {
-        name: string(v.name),
-        help: string(v.help),
-        unit: string(v.unit),
-        kind: match v.kind {
-            sys::TALLY_COUNTER => Kind::Counter,
-            sys::TALLY_GAUGE => Kind::Gauge,
-            sys::TALLY_GAUGE_SET => Kind::SetGauge,
-            sys::TALLY_HISTOGRAM => Kind::Histogram,
-            sys::TALLY_FGAUGE => Kind::FGauge,
-            k => Kind::Other(k),
-        },
-        labels,
-        value: v.value,
-        fvalue: v.fvalue,
-        sum: v.sum,
-        fsum: if v.classic != 0 { v.fsum } else { 0.0 },
-        buckets,
-        bounds,
-        summary: v.summary != 0,
-        info: v.info != 0,
-        stateset: v.stateset != 0,
-    });
-    0
 }
 
 impl Segment {
@@ -244,7 +246,7 @@ mod after_rollback {
     use super::*;
     use crate::{Desc, Zone, ZoneOptions};
 
-    extern "C" {
+    unsafe extern "C" {
         fn tally_metric_redefine(
             z: *mut sys::tally_zone,
             d: *const sys::tally_metric_desc,

@@ -261,7 +261,7 @@ pub struct tally_series_view {
 /// registrations and their families' registrations and lookups.
 macro_rules! extern_same_signature {
     ($($name:ident),+; $args:tt -> $ret:ty) => {
-        extern "C" {
+        unsafe extern "C" {
             $(pub fn $name $args -> $ret;)+
         }
     };
@@ -321,7 +321,7 @@ extern_same_signature!(
 pub type tally_series_fn =
     unsafe extern "C" fn(v: *const tally_series_view, arg: *mut c_void) -> c_int;
 
-extern "C" {
+unsafe extern "C" {
     pub static mut tally__cfg: tally__cfg_t;
 
     pub fn tally_zone_create(name: *const c_char, opts: *const tally_zone_opts) -> *mut tally_zone;
@@ -404,7 +404,7 @@ extern "C" {
 }
 
 // The crate's own C (csrc/): the ABI table and the C inline add loop.
-extern "C" {
+unsafe extern "C" {
     pub static tally_rs_abi: [u64; 0];
     pub static tally_rs_abi_len: usize;
     pub fn tally_rs_bench_c_inc(c: *const tally_handle, n: u64);

@@ -12,7 +12,7 @@ use std::ffi::{c_char, c_int, CString};
 use tally::reader::{Kind, Segment};
 use tally::sys;
 
-extern "C" {
+unsafe extern "C" {
     fn tally_info_register(
         z: *mut sys::tally_zone,
         d: *const sys::tally_metric_desc,

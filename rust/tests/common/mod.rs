@@ -44,7 +44,7 @@ pub fn lines(out: &Output, prefix: &str) -> Vec<String> {
         .collect()
 }
 
-extern "C" {
+unsafe extern "C" {
     fn sched_setaffinity(pid: i32, size: usize, mask: *const u64) -> i32;
     fn sched_getaffinity(pid: i32, size: usize, mask: *mut u64) -> i32;
     fn getuid() -> u32;
