@@ -73,8 +73,8 @@ build_of() {
 	(
 		flock 9
 		if [ ! -f "$dir/build.ninja" ]; then
-			cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-				-DTALLY_WERROR=ON $args >/dev/null ||
+			eval "cmake -S . -B \"\$dir\" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+				-DTALLY_WERROR=ON $args" >/dev/null ||
 				{ echo "configuring $name failed"; count 0 1; exit 1; }
 		fi
 		if ! cmake --build "$dir" -j "$jobs" >"$dir.log" 2>&1; then
@@ -335,8 +335,17 @@ st_fuzz() {
 	fi
 }
 
-asan_args="-DTALLY_SANITIZE=address -DTALLY_BENCH=OFF"
-tsan_args="-DTALLY_SANITIZE=thread -DTALLY_BENCH=OFF"
+# The sanitizer trees carry line tables only (-g1): their reports still
+# name function, file and line, and they compile faster than with full
+# debugging information.  (build_of reads the arguments as the shell
+# would: quotes group words.)
+g1="'-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG'"
+g1="$g1 '-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG'"
+asan_args="-DTALLY_SANITIZE=address -DTALLY_BENCH=OFF $g1"
+tsan_args="-DTALLY_SANITIZE=thread -DTALLY_BENCH=OFF $g1"
+# The Rust stages' builds (rust/, the packaged crate) likewise: panics and
+# backtraces keep their files and lines.
+export CARGO_PROFILE_DEV_DEBUG=line-tables-only CARGO_PROFILE_TEST_DEBUG=line-tables-only
 
 # The second lane, at a lower priority: the sanitizer builds (ahead of
 # the first lane, which waits for them at need), then what needs the

@@ -335,10 +335,11 @@ TEST(started_column_for_incarnations)
 
 /* Many rows of one process: the check must be linear in the rows, or a
  * report of a process with a million series never ends; 200,000 rows
- * here, with the second incarnation last. */
+ * here (a quarter under the sanitizers' TALLY_TEST_SCALE=4), with the
+ * second incarnation last. */
 TEST(started_column_many_rows)
 {
-	size_t n = 200000;
+	size_t n = harness_scale(200000);
 	struct tp_series *s = tp_xcalloc(n, sizeof(*s));
 
 	for (size_t i = 0; i < n; i++)
