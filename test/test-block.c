@@ -93,6 +93,8 @@ struct run {
 	int signals;             /* run a signaller thread */
 	int slot_only;           /* -1: every slot; else add 1 to this slot */
 	_Atomic int finished;
+	pthread_barrier_t start; /* the workers and run_workers(): they all
+				  * start adding at once */
 	pthread_barrier_t done;  /* the workers and the signaller */
 	pthread_t tid[MAX_THREADS];
 };
@@ -118,6 +120,7 @@ static void *worker(void *arg)
 	struct run *r = w->r;
 	tally_block *b = r->b;
 
+	pthread_barrier_wait(&r->start);
 	in_adds = 1;
 	for (long i = 0; i < r->iters; i++) {
 		if (i % MIGRATE_EVERY == 0)
@@ -166,6 +169,7 @@ static long run_workers(tally_block *b, int n, long iters, int signals,
 	pthread_t sig;
 
 	CHECK(n <= MAX_THREADS);
+	CHECK_EQ(pthread_barrier_init(&r.start, NULL, (unsigned)n + 1), 0);
 	CHECK_EQ(pthread_barrier_init(&r.done, NULL, (unsigned)n + 1), 0);
 	atomic_store(&sig_runs, 0);
 	atomic_store(&sig_block, signals ? b : NULL);
@@ -174,6 +178,7 @@ static long run_workers(tally_block *b, int n, long iters, int signals,
 		w[i].index = i;
 		CHECK_EQ(pthread_create(&r.tid[i], NULL, worker, &w[i]), 0);
 	}
+	pthread_barrier_wait(&r.start);
 	if (signals) {
 		CHECK_EQ(pthread_create(&sig, NULL, signaller, &r), 0);
 	} else {
@@ -186,6 +191,7 @@ static long run_workers(tally_block *b, int n, long iters, int signals,
 	if (signals)
 		CHECK_EQ(pthread_join(sig, NULL), 0);
 	atomic_store(&sig_block, NULL);
+	pthread_barrier_destroy(&r.start);
 	pthread_barrier_destroy(&r.done);
 	if (signals)
 		CHECK(atomic_load(&sig_runs) >= n);
@@ -284,19 +290,42 @@ static void check_copies(tally_block *b, unsigned mode, int nthreads,
 	}
 }
 
+/*
+ * The worker iterations of each thread in a round of exact_totals() with
+ * @n threads.  One thread, and two (adding in parallel on two CPUs), make
+ * ROUND_ITERS each: the signaller has a CPU to itself often enough there
+ * to interrupt them in the middle of their adds many times.  The
+ * oversubscribed rounds (16 and 64 threads, more than a small machine has
+ * CPUs) share SHARED_ITERS among their threads: what such a round needs
+ * is many threads adding at the same time (they start together), each
+ * migrated MIN_MIGRATIONS times at least and preempted in the middle of
+ * its adds, and its share of that total gives every thread that; more
+ * adds a thread would repeat the same interleavings.
+ */
+#define ROUND_ITERS    200000
+#define SHARED_ITERS   1600000
+#define MIN_MIGRATIONS 8
+
+static long round_iters(int n)
+{
+	long iters = n <= 2 ? harness_scale(ROUND_ITERS) :
+		     harness_scale(SHARED_ITERS) / n;
+
+	if (iters < MIN_MIGRATIONS * MIGRATE_EVERY)
+		iters = MIN_MIGRATIONS * MIGRATE_EVERY;
+	return iters;
+}
+
 static void exact_totals(unsigned mode)
 {
 	static const int nthreads[] = { 1, 2, 16, 64 };
-	long iters = harness_scale(200000);
 
-	if (iters < 5 * MIGRATE_EVERY)
-		iters = 5 * MIGRATE_EVERY;
 	install_handler();
 	atomic_store(&sig_runs_mid_adds, 0);
 	for (unsigned i = 0; i < sizeof(nthreads) / sizeof(nthreads[0]); i++) {
 		int n = nthreads[i];
 		tally_block *b = tally_block_alloc(NULL, NSLOTS, mode);
-		long runs;
+		long iters = round_iters(n), runs;
 
 		CHECK(b != NULL);
 		CHECK_EQ(tally_block_mode(b), mode);
