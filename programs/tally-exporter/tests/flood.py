@@ -3,17 +3,23 @@
 addresses PORT SECONDS USERS...
     100 clients, one from each of 127.0.1.1 to 127.0.1.100, send wrong
     passwords without pause (for user alice, which is configured, and
-    for users that are not) while a client from 127.0.0.2 makes the
-    first login of each of USERS (configured, password 'right pass')
-    once, one after the other.  Prints the status of each login; exit 0
+    for users that are not); once the queue is full (a flood's login
+    answered 429), a client from 127.0.0.2 makes the first login of each
+    of USERS (configured, password 'right pass') once, one after the
+    other, and the flood stops when the last is answered (or after
+    SECONDS, a bound for a hang).  Prints the status of each login; exit
+    0 when every one got 200.
 slow PORT SECONDS NADDR NCONN
     NCONN clients from each of NADDR addresses (127.0.2.1 ...) open a
     connection and send a request one byte a second, reconnecting when
-    cut or refused, while a client from 127.0.0.2 scrapes every 0.5 s
-    (without keep-alive), giving up after SCRAPE_TIMEOUT_S as Prometheus
-    does.  Prints the scrapes' statuses; exit 0 when every one got 200.
-    (A bound, not a measurement: a scrape that finds no place waits for
-    the exporter to cut a slow connection, its request timeout of 10 s.)
+    cut or refused (0.2 s later: with more clients than places the table
+    stays full, and those waiting for a place do not spin); from 1 s on,
+    when every place is taken, a client from 127.0.0.2 scrapes every
+    0.5 s (without keep-alive), 3 times at least and until SECONDS after
+    the start, giving up after SCRAPE_TIMEOUT_S as Prometheus does.
+    Prints the scrapes' statuses; exit 0 when every one got 200.  (A
+    bound, not a measurement: a scrape that finds no place waits for the
+    exporter to cut a slow connection, its request timeout of 10 s.)
 """
 import socket, sys, threading, time
 
@@ -30,31 +36,40 @@ def request(src, auth, timeout=20):
 
 def addresses(seconds, users):
     stop = time.monotonic() + seconds
+    done = threading.Event()
     counts = {}
+    lock = threading.Lock()
 
     def flood(i):
         src = "127.0.1.%d" % (1 + i)
         k = 0
-        while time.monotonic() < stop:
+        while not done.is_set() and time.monotonic() < stop:
             user = "alice" if k % 2 else "mallory%d" % i
             st = request(src, "%s:wrong %d" % (user, k), timeout=5)
-            counts[st] = counts.get(st, 0) + 1
+            with lock:
+                counts[st] = counts.get(st, 0) + 1
             k += 1
 
     threads = [threading.Thread(target=flood, args=(i,), daemon=True)
                for i in range(100)]
     for t in threads:
         t.start()
-    time.sleep(1.5)  # the queue is full of wrong passwords by now
+    # The queue is full of wrong passwords once one of them is dropped.
+    while 429 not in counts and time.monotonic() < stop:
+        time.sleep(0.02)
+    full = 429 in counts
     got = []
     for u in users:
         got.append(request("127.0.0.2", "%s:right pass" % u))
-    for t in threads:
-        t.join()
+    # The flood's clients stop after their request in flight, unjoined:
+    # those queued would wait for the bcrypt checks of the whole queue.
+    done.set()
+    with lock:
+        counts = dict(counts)
     print("  first logins of %s: %s; the flood's answers: %s" %
           (" ".join(users), " ".join(map(str, got)),
            ", ".join("%d x%d" % kv for kv in sorted(counts.items()))))
-    return all(st == 200 for st in got)
+    return full and all(st == 200 for st in got)
 
 
 def get(src, timeout=10):
@@ -63,23 +78,23 @@ def get(src, timeout=10):
 
 
 def slow(seconds, naddr, nconn):
-    stop = time.monotonic() + seconds
+    start = time.monotonic()
+    done = threading.Event()
     req = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200
 
     def client(src):
-        while time.monotonic() < stop:
+        while not done.is_set():
             s = socket.socket()
             s.settimeout(2)
             try:
                 s.bind((src, 0))
                 s.connect(("127.0.0.1", port))
                 for b in req:
-                    if time.monotonic() >= stop:
-                        break
                     s.sendall(bytes([b]))
-                    time.sleep(1)
+                    if done.wait(1):
+                        break
             except OSError:
-                time.sleep(0.05)
+                time.sleep(0.2)
             finally:
                 s.close()
 
@@ -88,16 +103,17 @@ def slow(seconds, naddr, nconn):
                for a in range(naddr) for _ in range(nconn)]
     for t in threads:
         t.start()
-    time.sleep(3)  # every place is taken by now
+    time.sleep(1)  # every place is taken by now
     got = []
-    while time.monotonic() < stop - 1:
+    while time.monotonic() < start + seconds - 1 or len(got) < 3:
         got.append(get("127.0.0.2", SCRAPE_TIMEOUT_S))
         time.sleep(0.5)
+    done.set()
     for t in threads:
         t.join()
     print("  %d scrapes during the slow flood: %s" %
           (len(got), " ".join(map(str, got))))
-    return got and all(st == 200 for st in got)
+    return all(st == 200 for st in got)
 
 
 if cmd == "slow":
