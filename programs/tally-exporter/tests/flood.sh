@@ -6,9 +6,10 @@
 # and never dropped for them (auth.c); the flood lasts until those logins
 # are answered.  Cost 10: the queue is full all the same (the flood's
 # logins are answered 429 by thousands), and each login waits for fewer
-# CPU seconds of bcrypt (exporter-auth floods at the largest cost, 12).  Requests sent a byte a second on every place of the
-# connection table do not keep out a scrape (4 s, 3 scrapes at least):
-# the oldest incomplete connection is closed to make room, and counted.
+# CPU seconds of bcrypt (exporter-auth floods at the largest cost, 12).
+# Requests sent a byte a second on every place of the connection table do
+# not keep out a scrape (4 s, 3 scrapes at least): the oldest incomplete
+# connection is closed to make room, and counted.
 . "$(dirname "$0")/lib.sh"
 start_writer fixture 120
 
