@@ -2,8 +2,10 @@
 imported (libtally reads its environment once), and helpers."""
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -11,12 +13,19 @@ import tempfile
 import pytest
 
 # Children that import the test modules (multiprocessing's spawn) keep
-# the TALLY_DIR their parent gave them.
+# the TALLY_DIR their parent gave them.  The directory goes with the run:
+# removed when the process that made it exits (not a forked child).
 if not os.environ.get("TALLY_PYTEST_CHILD"):
     _SESSION_DIR = tempfile.mkdtemp(prefix="tally-pytest-")
     os.chmod(_SESSION_DIR, 0o700)
     os.environ["TALLY_DIR"] = _SESSION_DIR
     os.environ.pop("TALLY_ZONE", None)
+
+    def _remove_session_dir(pid=os.getpid()):
+        if os.getpid() == pid:
+            shutil.rmtree(_SESSION_DIR, ignore_errors=True)
+
+    atexit.register(_remove_session_dir)
 
 import tally_metrics as tally  # noqa: E402
 
