@@ -8,9 +8,9 @@
 # and one from 4 addresses does not refuse a first login from a fifth;
 # SIGTERM stops the exporter during the flood; slow connections cycling
 # from one address leave room for a scraper at another.  Each flood lasts
-# until what it checks has happened (lib.sh, auth.py): a few seconds.  Statuses only:
-# the time bounds of the same scenarios are exporter-auth-timing's
-# (auth-timing.sh, CTest label "timing").
+# until what it checks has happened (lib.sh, auth.py): a few seconds.
+# Statuses only: the time bounds of the same scenarios are
+# exporter-auth-timing's (auth-timing.sh, CTest label "timing").
 . "$(dirname "$0")/lib.sh"
 start_writer fixture 120
 
