@@ -492,6 +492,24 @@ TEST(enum_set_checks)
 	CHECK_EQ(tally_enum_start(r.st, NSTATES), 0);
 	c = read_current(s);
 	CHECK(c.ones == 1 && c.which == 3);
+	/* A failed state among the states holds no stamp, whatever another
+	 * failed float gauge of the process wrote (the word every failed
+	 * handle shares): the changes go on, each above the last. */
+	tally_fgauge_set(&bad, 1e300);
+	{
+		const tally_fgauge *with_bad[3] = { r.st[0], &bad, r.st[1] };
+		double v0, v1;
+
+		CHECK_EQ(tally_enum_set(with_bad, 3, 0), 0);
+		CHECK_EQ(tally_enum_set(with_bad, 3, 2), 0);
+		CHECK_EQ(tally_fgauge_fetch(r.st[0], &v0), 0);
+		CHECK_EQ(tally_fgauge_fetch(r.st[1], &v1), 0);
+		CHECK(v1 > v0 && v1 < 100);
+		c = read_current(s);
+		CHECK(c.ones == 1 && c.which == 1);
+		CHECK_EQ(tally_enum_set(with_bad, 3, 3), -EINVAL);
+	}
+	CHECK_EQ(tally_enum_set(r.st, NSTATES, 3), 0);
 	/* What a reader shows is the state of the largest stamp: the
 	 * first of two equal ones; none while no state is above 0. */
 	tally_fgauge_set(r.st[0], 5.0);

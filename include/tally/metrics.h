@@ -333,14 +333,16 @@ TALLY_API int tally_enum_register(struct tally_zone *z,
  * tally_enum_set: make @states[@current] the current state of the enum
  * whose series of one label set (every state's, as tally_enum_register
  * or a TALLY_ENUM family gave them, of one zone) are @states[0 .. @n-1]:
- * set it to 1, then the others to 0.  tally_enum_start: set @states[0]
- * to 1 unless one of @states is 1 already (a process of the zone set a
- * state), as prometheus_client's Enum starts in its first state.  Both
- * run under the zone's metrics lock, so that changes of any threads and
- * processes never overlap: a reader finds one state at 1, or two for
- * the instant between the two writes, never none once one was set.
- * Setting the series with tally_fgauge_set() instead has no such
- * guarantee.  Return: 0; -EINVAL (no states, a handle that is not a
+ * one write gives it a stamp, one more than the largest of @states, and
+ * the reader API shows the state of the largest stamp as 1, the others
+ * as 0.  tally_enum_start: give @states[0] stamp 1 unless one of @states
+ * has a stamp above 0 already (a process of the zone set a state), as
+ * prometheus_client's Enum starts in its first state.  Both run under
+ * the zone's metrics lock, so that changes of any threads and processes
+ * never write one stamp twice: a reader always finds exactly one state
+ * current once one was set.  A handle of a failed registration among
+ * @states is passed over.  Setting the series with tally_fgauge_set()
+ * instead has no such guarantee.  Return: 0; -EINVAL (no states, a handle that is not a
  * float gauge's, handles of two zones, @current not below @n: nothing
  * is set); another -errno when the zone's lock could not be taken (a
  * process held it too long): the states are set all the same.

@@ -24,51 +24,54 @@
 #include "metrics/table.h"
 #include "tally/metrics.h"
 
-/* The zone of @states (NULL when they write nowhere), or -EINVAL. */
-static int zone_of(const tally_fgauge *const *states, size_t n,
-		   struct tally_zone **z)
+/* A failed registration's handle: it writes nowhere, and what it reads
+ * is the word every such handle of the process writes. */
+static int discarded(const tally_fgauge *g)
+{
+	return g->metric.block == tally__discard_block();
+}
+
+/* The zone of @states (NULL when they write nowhere), or -EINVAL; @fn
+ * names the call in the message. */
+static int zone_of(const char *fn, const tally_fgauge *const *states,
+		   size_t n, struct tally_zone **z)
 {
 	*z = NULL;
 	if (!states || !n)
-		return tally__fail(EINVAL, "tally_enum_set: no states");
+		return tally__fail(EINVAL, "%s: no states", fn);
 	for (size_t i = 0; i < n; i++) {
 		if (!states[i])
-			return tally__fail(EINVAL, "tally_enum_set: state %zu "
-					   "is NULL", i);
-		/* A failed registration's handle writes nowhere. */
-		if (states[i]->metric.block == tally__discard_block())
+			return tally__fail(EINVAL, "%s: state %zu is NULL",
+					   fn, i);
+		if (discarded(states[i]))
 			continue;
 		if (states[i]->metric.kind != TALLY_FGAUGE)
-			return tally__fail(EINVAL, "tally_enum_set: state %zu "
-					   "is not an enum's series", i);
+			return tally__fail(EINVAL, "%s: state %zu is not a "
+					   "float gauge", fn, i);
 		if (*z && states[i]->metric.zone != *z)
-			return tally__fail(EINVAL, "tally_enum_set: the states "
-					   "are of two zones");
+			return tally__fail(EINVAL, "%s: the states are of two "
+					   "zones", fn);
 		*z = states[i]->metric.zone;
 	}
 	return 0;
 }
 
-static double value_of(const tally_fgauge *g)
-{
-	int64_t bits = __atomic_load_n(tally__fgauge_word(g),
-				       __ATOMIC_RELAXED);
-	double v;
-
-	__builtin_memcpy(&v, &bits, sizeof(v));
-	return v;
-}
-
 /* Make @current the state of the largest stamp (n: the first state,
- * stamp 1, unless a state has a stamp already). */
+ * stamp 1, unless a state has a stamp already).  Discarded handles hold
+ * no stamp: their word is any failed float gauge's last value. */
 static void change(const tally_fgauge *const *states, size_t n,
 		   size_t current)
 {
 	double top = 0, v;
 
-	for (size_t i = 0; i < n; i++)
-		if ((v = value_of(states[i])) > top)
+	for (size_t i = 0; i < n; i++) {
+		if (discarded(states[i]))
+			continue;
+		v = tally__f64_of(__atomic_load_n(tally__fgauge_word(states[i]),
+						  __ATOMIC_RELAXED));
+		if (v > top)
 			top = v;
+	}
 	if (current == n) {
 		if (top > 0)
 			return;
@@ -78,14 +81,14 @@ static void change(const tally_fgauge *const *states, size_t n,
 	tally_fgauge_set(states[current], v);
 }
 
-static int locked_change(const tally_fgauge *const *states, size_t n,
-			 size_t current)
+static int locked_change(const char *fn, const tally_fgauge *const *states,
+			 size_t n, size_t current)
 {
 	struct tally_zone *z;
 	int rc;
 
 	tally__ok();
-	if ((rc = zone_of(states, n, &z)) < 0)
+	if ((rc = zone_of(fn, states, n, &z)) < 0)
 		return rc;
 	/* Without the lock (it timed out), the change is still made, as
 	 * a lone writer's would be, and the failure reported. */
@@ -102,10 +105,10 @@ int tally_enum_set(const tally_fgauge *const *states, size_t n,
 	if (current >= n)
 		return tally__fail(EINVAL, "tally_enum_set: state %zu of %zu",
 				   current, n);
-	return locked_change(states, n, current);
+	return locked_change("tally_enum_set", states, n, current);
 }
 
 int tally_enum_start(const tally_fgauge *const *states, size_t n)
 {
-	return locked_change(states, n, n);
+	return locked_change("tally_enum_start", states, n, n);
 }
