@@ -18,10 +18,11 @@
  * and returns the child stored under them in the parent's _metrics dict,
  * read at every call: there is no cache to go stale when remove() or
  * clear() takes a child out.  The lookup is one dict read without the
- * parent's lock, which is atomic (the keys are tuples of str, whose
- * comparison runs no Python code); a child that is not there is made by
- * prometheus_client's labels(), under its lock, with the values already
- * converted (str() of a str is the same str).
+ * parent's lock, which is atomic (the keys are tuples of exact str,
+ * whose comparison runs no Python code; a value whose str() is a
+ * subclass of str goes to prometheus_client's labels()); a child that
+ * is not there is made by prometheus_client's labels(), under its lock,
+ * with the values already converted (str() of a str is the same str).
  */
 #include "native.h"
 
@@ -215,6 +216,13 @@ static PyObject *fast_labels(PyObject *self, PyObject *const *args,
 			return NULL;
 		}
 		PyTuple_SET_ITEM(key, i, s);
+		/* A subclass of str (a __str__ may return one) compares
+		 * with Python code of its own: prometheus_client's
+		 * labels() looks it up under its lock. */
+		if (!PyUnicode_CheckExact(s)) {
+			Py_DECREF(key);
+			return call_orig(pc.labels, self, args, nargs, kwnames);
+		}
 	}
 	metrics = PyObject_GetAttr(self, pc.s_metrics);
 	child = NULL;

@@ -47,6 +47,13 @@ PROGRAM = textwrap.dedent('''
         def __str__(self):
             raise RuntimeError("no str")
 
+    class Sub(str):
+        pass
+
+    class Subbed:
+        def __str__(self):
+            return Sub("419")
+
     out = []
     warnings.simplefilter("ignore")  # the switch's one about exemplars
     for op in OPS:
@@ -71,6 +78,8 @@ OPS = [
     'C.labels(method="get", code=200).inc(0.5)',
     'C.labels(code="200", method="get").inc()',
     'C.labels("post", Code()).inc()',
+    'C.labels("post", Subbed()).inc()',
+    'C.labels("post", Subbed()) is C.labels("post", "419")',
     'C.labels(None, 1.5).inc()',
     'C.labels(True, b"x").inc(3)',
     'C.labels("get", "200") is C.labels(method="get", code=200) '
@@ -161,6 +170,7 @@ def test_same_exposition(runs, mode):
     text = runs["off"]["text"]
     assert 'same_requests_total{code="200",method="get"} 4.5' in text
     assert 'same_requests_total{code="418",method="post"} 1.0' in text
+    assert 'same_requests_total{code="419",method="post"} 1.0' in text
     assert 'same_requests_total{code="1.5",method="None"} 1.0' in text
     assert "same_plain_total 8.25" in text
     # le bounds are inclusive: 0.5, 1, 1.0, -1, True, 0 and 1 (with
