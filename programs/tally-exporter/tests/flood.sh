@@ -5,7 +5,7 @@
 # failed nowhere lately: each such login is checked before the flood's
 # and never dropped for them (auth.c); the flood lasts until those logins
 # are answered.  Cost 10: the queue is full all the same (the flood's
-# logins are answered 429 by thousands), and each login waits for fewer
+# logins are answered 429), and each login waits for fewer
 # CPU seconds of bcrypt (exporter-auth floods at the largest cost, 12).
 # Requests sent a byte a second on every place of the connection table do
 # not keep out a scrape (4 s, 3 scrapes at least): the oldest incomplete
