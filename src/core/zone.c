@@ -38,7 +38,9 @@
 
 #include "core/zone.h"
 
-/* Lock order: create_lock, then reg_lock. */
+/* Lock order: create_lock, then reg_lock, then a zone's pool lock (an
+ * exiting thread gives its cached chunks back under reg_lock, so that
+ * the zone is not destroyed meanwhile: core/alloc.c). */
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tally_zone *_Atomic reg[MAX_ZONES];

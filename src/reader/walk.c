@@ -115,9 +115,10 @@ static int check_mrec(struct tally_seg *s, uint32_t i,
 
 /*
  * The suffixes that tally 0.3's Python package gave the series of its
- * metrics (the _encoding.py of that release; today's names none):
- * fractions in millionths, buckets that are not cumulative, per-process gauges told by a pid
- * label, which only that package decoded.  Found in a zone older than
+ * metrics (the _encoding.py of that release; the package writes none
+ * now): fractions in millionths, buckets that are not cumulative,
+ * per-process gauges told by a pid label, which only that package
+ * decoded.  Found in a zone older than
  * format 2.6 (0.3 made no other), they would be shown as garbage; such a
  * zone is refused instead.  A C program's own names with colons (a
  * recording rule's level:metric:operations) end otherwise.
